@@ -1,0 +1,29 @@
+/*
+ * The command-line tool's commands. Each lives in its own cmd-*.c file and
+ * is registered once in the table in main.c. Exit statuses: 0 success,
+ * 1 error, 2 bad usage; run returns the program's own status.
+ */
+#ifndef GPUSLICE_CLI_H
+#define GPUSLICE_CLI_H
+
+#define GS_EXIT_OK 0
+#define GS_EXIT_ERROR 1
+#define GS_EXIT_USAGE 2
+
+struct gs_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*usage)(void);
+};
+
+extern const struct gs_cmd gs_cmd_run;
+
+/* Global flags that every command honours. */
+extern int gs_cli_quiet;
+
+/* Prints "gpuslice: <message>" on stderr unless quiet (errors always print). */
+void gs_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gs_cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

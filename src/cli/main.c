@@ -1,0 +1,96 @@
+/* gpuslice's entry point: global flags and the table of commands. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#ifndef GPUSLICE_VERSION
+#define GPUSLICE_VERSION "0.0.0"
+#endif
+
+int gs_cli_quiet;
+
+static const struct gs_cmd *commands[] = {
+    &gs_cmd_run,
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void gs_cli_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("gpuslice: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void gs_cli_note(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (gs_cli_quiet)
+        return;
+    fputs("gpuslice: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+    size_t i;
+
+    fprintf(f, "usage: gpuslice [--quiet] [--version] [--help] COMMAND [ARGS...]\n\n"
+               "Share NVIDIA GPUs safely: limits for any CUDA program, no code change.\n\n"
+               "commands:\n");
+    for (i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\n'gpuslice COMMAND --help' describes a command.\n"
+               "exit status: 0 success, 1 error, 2 bad usage; run returns the program's.\n");
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    size_t c;
+
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+            printf("gpuslice %s\n", GPUSLICE_VERSION);
+            return GS_EXIT_OK;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return GS_EXIT_OK;
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            gs_cli_quiet = 1;
+        } else {
+            gs_cli_error("unknown option %s (see gpuslice --help)", argv[i]);
+            return GS_EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return GS_EXIT_USAGE;
+    }
+    if (strcmp(argv[i], "help") == 0) {
+        if (i + 1 < argc) {
+            for (c = 0; c < NCOMMANDS; c++)
+                if (strcmp(argv[i + 1], commands[c]->name) == 0) {
+                    commands[c]->usage();
+                    return GS_EXIT_OK;
+                }
+        }
+        usage(stdout);
+        return GS_EXIT_OK;
+    }
+    for (c = 0; c < NCOMMANDS; c++)
+        if (strcmp(argv[i], commands[c]->name) == 0)
+            return commands[c]->run(argc - i, argv + i);
+    gs_cli_error("unknown command \"%s\" (commands: see gpuslice --help)", argv[i]);
+    return GS_EXIT_USAGE;
+}

@@ -1,0 +1,31 @@
+/*
+ * Reading limits from the environment, where gpuslice run, vgpu.rs users and
+ * HAMi-core users put them. Precedence, highest first:
+ *   GPUSLICE_MEMORY_LIMIT  >  TENSOR_FUSION_CUDA_MEM_LIMIT  >
+ *   CUDA_DEVICE_MEMORY_LIMIT_<i> (per device)  >  CUDA_DEVICE_MEMORY_LIMIT.
+ * The first source that is set is used alone (HAMi's two variables form one
+ * source); every variable that is set is still validated, so a typo is never
+ * silently ignored.
+ */
+#ifndef GPUSLICE_CONFIG_H
+#define GPUSLICE_CONFIG_H
+
+#include "common/parse.h"
+
+#define GS_ENV_MEMORY "GPUSLICE_MEMORY_LIMIT"
+#define GS_ENV_TF_MEMORY "TENSOR_FUSION_CUDA_MEM_LIMIT"
+#define GS_ENV_HAMI_MEMORY "CUDA_DEVICE_MEMORY_LIMIT"
+#define GS_ENV_TENANT "GPUSLICE_TENANT"
+#define GS_ENV_DEBUG "GPUSLICE_DEBUG"
+
+/*
+ * Fills out from the environment env (a NULL-terminated "NAME=value" array,
+ * e.g. environ). Returns 0 (out->n == 0: no limit configured) or -EINVAL
+ * with a message in err.
+ */
+int gs_config_memory(char *const *env, struct gs_limits *out, char *err, size_t errlen);
+
+/* The value of name in env, or NULL. */
+const char *gs_env_get(char *const *env, const char *name);
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * Parsers for sizes, per-device limit lists and vgpu.rs's JSON limit objects.
+ * They are strict: anything not fully understood is refused with a message,
+ * because a limit silently misread is a limit not applied.
+ */
+#include "common/parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int gs_parse_size(const char *s, uint64_t *out)
+{
+    const char *p = s;
+    uint64_t whole = 0, frac_num = 0, frac_den = 1, mult = 1;
+    int digits = 0;
+
+    if (s == NULL)
+        return -EINVAL;
+    while (isdigit((unsigned char)*p)) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return -ERANGE;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        p++;
+        digits++;
+    }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            if (frac_den < 1000000000ULL) {
+                frac_num = frac_num * 10 + (uint64_t)(*p - '0');
+                frac_den *= 10;
+            }
+            p++;
+            digits++;
+        }
+    }
+    if (digits == 0)
+        return -EINVAL;
+    switch (tolower((unsigned char)*p)) {
+    case '\0':
+        break;
+    case 'k':
+        mult = 1ULL << 10;
+        break;
+    case 'm':
+        mult = 1ULL << 20;
+        break;
+    case 'g':
+        mult = 1ULL << 30;
+        break;
+    case 't':
+        mult = 1ULL << 40;
+        break;
+    case 'b':
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*p != '\0' && tolower((unsigned char)*p) != 'b') {
+        p++;
+        if (*p == 'i' || *p == 'I')
+            p++;
+        if (*p == 'b' || *p == 'B')
+            p++;
+    } else if (*p != '\0') {
+        p++;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    if (mult == 1 && frac_num != 0)
+        return -EINVAL; /* a fraction of a byte */
+    if (whole > UINT64_MAX / mult)
+        return -ERANGE;
+    *out = whole * mult + frac_num * mult / frac_den;
+    return 0;
+}
+
+static int ishex(int c)
+{
+    return isxdigit((unsigned char)c);
+}
+
+int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN])
+{
+    static const int groups[5] = {8, 4, 4, 4, 12};
+    size_t i, pos = 4;
+    int g;
+
+    if (len != GS_UUID_STRLEN - 1 || strncasecmp(s, "gpu-", 4) != 0)
+        return 0;
+    for (g = 0; g < 5; g++) {
+        for (i = 0; i < (size_t)groups[g]; i++, pos++)
+            if (!ishex(s[pos]))
+                return 0;
+        if (g < 4 && s[pos++] != '-')
+            return 0;
+    }
+    for (i = 0; i < len; i++)
+        out[i] = (char)tolower((unsigned char)s[i]);
+    out[len] = '\0';
+    return 1;
+}
+
+void gs_format_uuid(const unsigned char b[16], char out[GS_UUID_STRLEN])
+{
+    snprintf(out, GS_UUID_STRLEN,
+             "gpu-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+/* Parses a device key (index or UUID) of length len into e. */
+static int parse_key(const char *k, size_t len, struct gs_limit_entry *e)
+{
+    size_t i;
+    long v = 0;
+
+    if (len == 0)
+        return -EINVAL;
+    if (gs_parse_uuid(k, len, e->uuid)) {
+        e->key = GS_KEY_UUID;
+        return 0;
+    }
+    if (len > 3)
+        return -EINVAL;
+    for (i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)k[i]))
+            return -EINVAL;
+        v = v * 10 + (k[i] - '0');
+    }
+    e->key = GS_KEY_INDEX;
+    e->index = (int)v;
+    return 0;
+}
+
+static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
+{
+    int r;
+
+    if (kind == GS_VALUE_SIZE) {
+        if ((r = gs_parse_size(v, out)) < 0)
+            return r;
+        return *out == 0 ? -EDOM : 0;
+    }
+    /* percent: an integer 1..100 */
+    {
+        const char *p = v;
+        uint64_t n = 0;
+
+        if (*p == '\0')
+            return -EINVAL;
+        for (; *p; p++) {
+            if (!isdigit((unsigned char)*p) || n > 1000)
+                return -EINVAL;
+            n = n * 10 + (uint64_t)(*p - '0');
+        }
+        if (n == 0 || n > 100)
+            return -EDOM;
+        *out = n;
+    }
+    return 0;
+}
+
+static const char *value_forms(enum gs_value_kind kind)
+{
+    return kind == GS_VALUE_SIZE ? GS_SIZE_FORMS : "use an integer percentage from 1 to 100";
+}
+
+static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, const char *what,
+                     char *err, size_t errlen)
+{
+    int i;
+
+    for (i = 0; i < out->n; i++) {
+        const struct gs_limit_entry *o = &out->e[i];
+        if (o->key == e->key && (e->key == GS_KEY_ALL ||
+                                 (e->key == GS_KEY_INDEX && o->index == e->index) ||
+                                 (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0))) {
+            seterr(err, errlen, "%s: device %s is given twice", what,
+                   e->key == GS_KEY_ALL ? "(all)" : e->key == GS_KEY_UUID ? e->uuid : "index");
+            return -EINVAL;
+        }
+    }
+    if (out->n >= GS_MAX_LIMIT_ENTRIES) {
+        seterr(err, errlen, "%s: more than %d entries", what, GS_MAX_LIMIT_ENTRIES);
+        return -E2BIG;
+    }
+    out->e[out->n++] = *e;
+    return 0;
+}
+
+int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what,
+                        struct gs_limits *out, char *err, size_t errlen)
+{
+    const char *p = s;
+
+    memset(out, 0, sizeof(*out));
+    out->source = what;
+    if (s == NULL || *s == '\0') {
+        seterr(err, errlen, "%s: empty value (%s, or per device as 0:8G,1:4G)", what,
+               value_forms(kind));
+        return -EINVAL;
+    }
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        struct gs_limit_entry e;
+        char val[64];
+        size_t vlen;
+        int r;
+
+        memset(&e, 0, sizeof(e));
+        if (colon) {
+            if (parse_key(p, (size_t)(colon - p), &e) < 0) {
+                seterr(err, errlen,
+                       "%s: \"%.*s\" is not a device (use an index such as 0, or a UUID "
+                       "such as GPU-1a2b3c4d-0000-1111-2222-333344445555)",
+                       what, (int)(colon - p), p);
+                return -EINVAL;
+            }
+            vlen = len - (size_t)(colon - p) - 1;
+            p = colon + 1;
+        } else {
+            e.key = GS_KEY_ALL;
+            vlen = len;
+        }
+        if (vlen >= sizeof(val)) {
+            seterr(err, errlen, "%s: \"%.*s\" is too long to be a value", what, (int)vlen, p);
+            return -EINVAL;
+        }
+        memcpy(val, p, vlen);
+        val[vlen] = '\0';
+        if ((r = parse_value(val, kind, &e.value)) < 0) {
+            if (r == -EDOM)
+                seterr(err, errlen, "%s: \"%s\" is %s (%s)", what, val,
+                       kind == GS_VALUE_SIZE ? "not a usable limit: it must be above zero"
+                                             : "out of range",
+                       value_forms(kind));
+            else
+                seterr(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
+                       kind == GS_VALUE_SIZE ? "size" : "percentage", value_forms(kind));
+            return -EINVAL;
+        }
+        if ((r = add_entry(out, &e, what, err, errlen)) < 0)
+            return r;
+        p += vlen;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') {
+                seterr(err, errlen, "%s: trailing comma in \"%s\"", what, s);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A small strict reader for one flat JSON object of string keys and numbers. */
+struct json_cursor {
+    const char *s;
+    size_t pos;
+};
+
+static void json_ws(struct json_cursor *c)
+{
+    while (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' || c->s[c->pos] == '\n' ||
+           c->s[c->pos] == '\r')
+        c->pos++;
+}
+
+int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what,
+                        struct gs_limits *out, char *err, size_t errlen)
+{
+    struct json_cursor c = {s, 0};
+    int first = 1;
+
+    memset(out, 0, sizeof(*out));
+    out->source = what;
+    if (s == NULL) {
+        seterr(err, errlen, "%s: missing value", what);
+        return -EINVAL;
+    }
+    json_ws(&c);
+    if (s[c.pos] != '{')
+        goto syntax;
+    c.pos++;
+    for (;;) {
+        struct gs_limit_entry e;
+        const char *key;
+        size_t klen, vstart;
+        char val[32];
+        int r;
+
+        json_ws(&c);
+        if (s[c.pos] == '}' && first) {
+            c.pos++;
+            break;
+        }
+        if (s[c.pos] != '"')
+            goto syntax;
+        key = s + ++c.pos;
+        while (s[c.pos] && s[c.pos] != '"' && s[c.pos] != '\\')
+            c.pos++;
+        if (s[c.pos] != '"')
+            goto syntax;
+        klen = (size_t)(s + c.pos - key);
+        c.pos++;
+        json_ws(&c);
+        if (s[c.pos] != ':')
+            goto syntax;
+        c.pos++;
+        json_ws(&c);
+        memset(&e, 0, sizeof(e));
+        if (parse_key(key, klen, &e) < 0) {
+            seterr(err, errlen,
+                   "%s: key \"%.*s\" is not a device (use an index such as \"0\" or a GPU "
+                   "UUID such as \"GPU-1a2b3c4d-0000-1111-2222-333344445555\")",
+                   what, (int)klen, key);
+            return -EINVAL;
+        }
+        vstart = c.pos;
+        while (isdigit((unsigned char)s[c.pos]))
+            c.pos++;
+        if (c.pos == vstart || c.pos - vstart >= sizeof(val)) {
+            seterr(err, errlen, "%s: the value for \"%.*s\" must be a %s", what, (int)klen,
+                   key,
+                   kind == GS_VALUE_SIZE ? "positive integer number of bytes"
+                                         : "percentage, an integer from 1 to 100");
+            return -EINVAL;
+        }
+        memcpy(val, s + vstart, c.pos - vstart);
+        val[c.pos - vstart] = '\0';
+        if ((r = parse_value(val, kind, &e.value)) < 0) {
+            seterr(err, errlen, "%s: the value %s for \"%.*s\" is %s", what, val, (int)klen,
+                   key,
+                   kind == GS_VALUE_SIZE ? "not a usable limit (it must be above zero)"
+                                         : "out of range (use 1 to 100)");
+            return -EINVAL;
+        }
+        if ((r = add_entry(out, &e, what, err, errlen)) < 0)
+            return r;
+        first = 0;
+        json_ws(&c);
+        if (s[c.pos] == ',') {
+            c.pos++;
+            continue;
+        }
+        if (s[c.pos] == '}') {
+            c.pos++;
+            break;
+        }
+        goto syntax;
+    }
+    json_ws(&c);
+    if (s[c.pos] != '\0')
+        goto syntax;
+    return 0;
+syntax:
+    seterr(err, errlen,
+           "%s: not a JSON object of device to %s at character %zu (use e.g. "
+           "{\"0\": %s, \"GPU-1a2b3c4d-0000-1111-2222-333344445555\": %s})",
+           what, kind == GS_VALUE_SIZE ? "bytes" : "percent", c.pos + 1,
+           kind == GS_VALUE_SIZE ? "1073741824" : "30", kind == GS_VALUE_SIZE ? "2147483648" : "50");
+    return -EINVAL;
+}
+
+uint64_t gs_limits_lookup(const struct gs_limits *l, int index, const char *uuid)
+{
+    uint64_t by_index = 0, all = 0;
+    int i;
+
+    for (i = 0; i < l->n; i++) {
+        const struct gs_limit_entry *e = &l->e[i];
+        if (e->key == GS_KEY_UUID && uuid && strcasecmp(e->uuid, uuid) == 0)
+            return e->value;
+        if (e->key == GS_KEY_INDEX && e->index == index)
+            by_index = e->value;
+        if (e->key == GS_KEY_ALL)
+            all = e->value;
+    }
+    return by_index ? by_index : all;
+}
+
+void gs_format_size(uint64_t b, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    uint64_t v = b;
+
+    while (u < 4 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0 && b >= (1ULL << 20))
+        snprintf(buf, len, "%.2f MiB", (double)b / (1 << 20));
+    else
+        snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
+}

@@ -1,0 +1,75 @@
+/*
+ * Parsers for what people write in options and environment variables: sizes,
+ * per-device limit lists, the vgpu.rs JSON form and HAMi-core's variables.
+ * Every parser returns 0 or a negative errno and, on failure, writes a
+ * message for a person into err (naming the input and the accepted forms).
+ * Nothing here allocates.
+ */
+#ifndef GPUSLICE_PARSE_H
+#define GPUSLICE_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GS_UUID_STRLEN 41 /* "GPU-" + 36 + NUL */
+#define GS_MAX_LIMIT_ENTRIES 32
+
+/* Parses "8G", "512M", "1.5g", "1073741824", "4GiB" (binary units). */
+int gs_parse_size(const char *s, uint64_t *out);
+
+/* Message fragment listing accepted size forms. */
+#define GS_SIZE_FORMS "use e.g. 8G, 512M, 1.5G or 1073741824"
+
+enum gs_limit_key {
+    GS_KEY_ALL = 0,   /* applies to every device without its own entry */
+    GS_KEY_INDEX = 1, /* a CUDA device ordinal as the process sees it */
+    GS_KEY_UUID = 2   /* a GPU UUID, compared case-insensitively */
+};
+
+struct gs_limit_entry {
+    enum gs_limit_key key;
+    int index;
+    char uuid[GS_UUID_STRLEN]; /* lower-case "gpu-…" form */
+    uint64_t value;
+};
+
+struct gs_limits {
+    int n;
+    struct gs_limit_entry e[GS_MAX_LIMIT_ENTRIES];
+    const char *source; /* the variable or flag the entries came from */
+};
+
+enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT };
+
+/*
+ * Parses a per-device list: "8G" (all devices), "0:8G,1:4G",
+ * "GPU-…:8G", or a default plus overrides ("8G,1:4G"). With
+ * GS_VALUE_PERCENT values are integers 1..100. `what` names the flag or
+ * variable in messages.
+ */
+int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what,
+                        struct gs_limits *out, char *err, size_t errlen);
+
+/*
+ * Parses vgpu.rs's JSON object form ({"0": 1073741824, "GPU-…": 2048}):
+ * keys are device indexes or UUIDs, values non-negative integers.
+ */
+int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what,
+                        struct gs_limits *out, char *err, size_t errlen);
+
+/* Returns 1 and fills out (lower-case) if s is a GPU UUID string. */
+int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN]);
+
+/* Formats 16 raw UUID bytes as "gpu-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+void gs_format_uuid(const unsigned char bytes[16], char out[GS_UUID_STRLEN]);
+
+/*
+ * The value for device (index, uuid) or 0 when none applies. A UUID entry
+ * wins over an index entry, which wins over the default.
+ */
+uint64_t gs_limits_lookup(const struct gs_limits *l, int index, const char *uuid);
+
+/* Formats a size for people: "4 GiB", "512 MiB", "1234 B". */
+void gs_format_size(uint64_t bytes, char *buf, size_t len);
+
+#endif

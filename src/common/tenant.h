@@ -1,0 +1,75 @@
+/*
+ * Opening, creating and updating a tenant's shared state (tenant_abi.h).
+ * Functions return 0 or a non-negative result, or a negative errno /
+ * gs_error. None of them keeps the lock on return.
+ */
+#ifndef GPUSLICE_TENANT_H
+#define GPUSLICE_TENANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpuslice/tenant_abi.h"
+
+#define GS_TENANT_PREFIX "gpuslice-"
+#define GS_TENANT_SUFFIX ".tenant"
+
+/* The directory tenant files live in: $GPUSLICE_RUN_DIR or /dev/shm. */
+const char *gs_tenant_dir(void);
+
+/* Creates a new tenant file (mode 0600) in dir; its path goes to path. */
+int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathlen,
+                     struct gpuslice_tenant **out);
+
+/* Maps an existing tenant file; refuses a foreign magic, ABI or size. */
+int gs_tenant_open(const char *path, struct gpuslice_tenant **out);
+
+/* A tenant private to this process and the children it forks. */
+int gs_tenant_anon(struct gpuslice_tenant **out);
+
+/* Unmaps t (NULL is fine). */
+void gs_tenant_close(struct gpuslice_tenant *t);
+
+int gs_tenant_lock(struct gpuslice_tenant *t);
+void gs_tenant_unlock(struct gpuslice_tenant *t);
+
+/* Takes a process slot for (pid, start); returns its index. */
+int gs_tenant_proc_register(struct gpuslice_tenant *t, pid_t pid, uint64_t start);
+
+/* Gives back everything slot holds and frees it. */
+void gs_tenant_proc_unregister(struct gpuslice_tenant *t, int slot);
+
+/*
+ * The device entry for uuid, created with mem_limit if new; returns its
+ * index. An existing entry keeps its limit (the first process sets it; the
+ * CLI or daemon may change it later).
+ */
+int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], uint64_t mem_limit);
+
+/*
+ * Charges bytes to (slot, dev). Unless force, refuses with -GS_EOVERLIMIT
+ * when the device's usage would cross its limit (after reclaiming the usage
+ * of dead processes).
+ */
+int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force);
+
+/* Gives back bytes charged to (slot, dev); never below zero. */
+void gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes);
+
+/* Frees the slots of dead processes; returns how many. Takes the lock. */
+int gs_tenant_reap(struct gpuslice_tenant *t);
+
+/* Same, for a caller that holds the lock. */
+int gs_tenant_reap_locked(struct gpuslice_tenant *t);
+
+/* Number of live processes registered. */
+int gs_tenant_live_procs(struct gpuslice_tenant *t);
+
+/* Removes tenant files in dir owned by us whose creator and members are gone. */
+int gs_tenant_sweep(const char *dir);
+
+/* /proc/PID/stat start time, or 0 if the process does not exist. */
+uint64_t gs_proc_start_time(pid_t pid);
+
+#endif

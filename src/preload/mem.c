@@ -1,0 +1,1395 @@
+/*
+ * Memory limits: every allocation family is charged to the tenant by what
+ * the driver reserves (rounded to the device's allocation granularity; pools
+ * by their reserved size; VMM by physical handles; plus the driver's own
+ * per-process overhead — contexts, loaded modules — read from NVML), before
+ * the driver is asked, so concurrent allocators cannot overshoot together.
+ * Memory given back is returned exactly, including what a destroyed context
+ * took with it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/tenant.h"
+#include "preload/map.h"
+#include "preload/preload.h"
+
+#define MAX_ORDINALS 64
+#define MAX_POOLS 64
+#define DEFAULT_GRAN (2ULL << 20)
+#define REFRESH_INTERVAL_NS 100000000ULL /* overhead re-read at most every 100 ms */
+
+enum overhead_mode { OVERHEAD_UNKNOWN, OVERHEAD_NVML_PROCESS, OVERHEAD_FOOTPRINT };
+
+struct dev_state {
+    int resolved; /* 1 resolved, <0 failed */
+    int entry;    /* tenant device entry */
+    uint64_t gran;
+    char uuid[GS_UUID_STRLEN]; /* "gpu-…" */
+    int primary_refs;
+    CUcontext primary;
+    int ctx_count;
+    uint64_t charged;  /* allocations, pools, VMM, arrays of this process */
+    uint64_t overhead; /* driver-side usage beyond them */
+    enum overhead_mode mode;
+    uint64_t footprint; /* per-context, when NVML cannot see this process */
+    uint64_t last_refresh_ns;
+};
+
+struct pool_state {
+    CUmemoryPool pool;
+    int ord;
+    uint64_t accounted;
+};
+
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dev_state devs[MAX_ORDINALS];
+static struct pool_state pools[MAX_POOLS];
+static struct gs_map allocs;   /* device pointer -> charge; aux = context */
+static struct gs_map vmm;      /* VMM handle -> charge, refs, maps */
+static struct gs_map mappings; /* mapped VA -> size; aux = handle */
+static struct gs_map arrays;   /* CUarray -> charge; aux = context */
+static CUcontext created[256]; /* contexts made by cuCtxCreate, for destroy */
+static int created_ord[256];
+static int proc_slot = -1;
+static pid_t slot_pid;
+static int exiting;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t g)
+{
+    if (g == 0)
+        return v;
+    if (v > UINT64_MAX - g)
+        return UINT64_MAX - (UINT64_MAX % g);
+    return (v + g - 1) / g * g;
+}
+
+static int slot(void)
+{
+    pid_t pid = getpid();
+
+    if (proc_slot >= 0 && slot_pid == pid)
+        return proc_slot;
+    proc_slot = gs_tenant_proc_register(gs__state.tenant, pid, gs_proc_start_time(pid));
+    slot_pid = pid;
+    if (proc_slot < 0)
+        gs__log("no free process slot in the tenant (%d processes at most); this process's "
+                "allocations are refused",
+                GPUSLICE_MAX_PROCS);
+    return proc_slot;
+}
+
+void gs__mem_fork_child(void)
+{
+    /* The child is a new process: it takes its own slot and starts with nothing. */
+    proc_slot = -1;
+    pthread_mutex_init(&mem_mu, NULL);
+    pthread_mutex_init(&pool_mu, NULL);
+    memset(devs, 0, sizeof(devs));
+    memset(pools, 0, sizeof(pools));
+    free(allocs.v);
+    free(vmm.v);
+    free(mappings.v);
+    free(arrays.v);
+    memset(&allocs, 0, sizeof(allocs));
+    memset(&vmm, 0, sizeof(vmm));
+    memset(&mappings, 0, sizeof(mappings));
+    memset(&arrays, 0, sizeof(arrays));
+}
+
+void gs__mem_exit(void)
+{
+    exiting = 1;
+    if (gs__state.tenant && proc_slot >= 0 && slot_pid == getpid())
+        gs_tenant_proc_unregister(gs__state.tenant, proc_slot);
+    proc_slot = -1;
+}
+
+/* Resolves ordinal's device: UUID, tenant entry with its limit, granularity. */
+static struct dev_state *dev_get(int ord)
+{
+    struct dev_state *d;
+    CUuuid uuid;
+    CUdevice dev;
+    uint64_t limit;
+    int e;
+
+    if (ord < 0 || ord >= MAX_ORDINALS || gs__state.tenant == NULL)
+        return NULL;
+    d = &devs[ord];
+    if (d->resolved)
+        return d->resolved > 0 ? d : NULL;
+    if (!gs__real.cuDeviceGet || !gs__real.cuDeviceGetUuid_v2 ||
+        gs__real.cuDeviceGet(&dev, ord) != CUDA_SUCCESS ||
+        gs__real.cuDeviceGetUuid_v2(&uuid, dev) != CUDA_SUCCESS)
+        return NULL; /* not initialised yet: try again later */
+    gs_format_uuid((const unsigned char *)uuid.bytes, d->uuid);
+    limit = gs_limits_lookup(&gs__state.mem_limits, ord, d->uuid);
+    if ((e = gs_tenant_device(gs__state.tenant, (const uint8_t *)uuid.bytes, limit)) < 0) {
+        d->resolved = -1;
+        gs__log("device %d: no room for it in the tenant's device table", ord);
+        return NULL;
+    }
+    d->entry = e;
+    d->gran = DEFAULT_GRAN;
+    if (gs__real.cuMemGetAllocationGranularity) {
+        CUmemAllocationProp prop;
+        size_t g = 0;
+
+        memset(&prop, 0, sizeof(prop));
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = ord;
+        if (gs__real.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+                CUDA_SUCCESS &&
+            g > 0)
+            d->gran = g;
+    }
+    gs__debug("device %d (%s): tenant entry %d, limit %llu bytes, granularity %llu", ord,
+              d->uuid, e, (unsigned long long)gs__state.tenant->dev[e].mem_limit,
+              (unsigned long long)d->gran);
+    d->resolved = 1;
+    return d;
+}
+
+static int current_ordinal(void)
+{
+    CUdevice dev;
+
+    if (!gs__real.cuCtxGetDevice || gs__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return (int)dev;
+}
+
+/* Charges without a limit check: the driver has already reserved it. */
+static void force_charge(struct dev_state *d, uint64_t bytes)
+{
+    int s = slot();
+
+    if (s >= 0 && bytes)
+        gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 1);
+}
+
+static void uncharge(struct dev_state *d, uint64_t bytes)
+{
+    int s = slot();
+
+    if (s >= 0 && bytes)
+        gs_tenant_uncharge(gs__state.tenant, s, d->entry, bytes);
+}
+
+/* This process's usage on the device according to the driver (NVML), or -1. */
+static int64_t nvml_process_used(struct dev_state *d)
+{
+    nvmlProcessInfo_t buf[64], *infos = buf;
+    nvmlDevice_t h;
+    unsigned int n = 64, i;
+    char uuid[GS_UUID_STRLEN];
+    int64_t used = -1;
+    nvmlReturn_t r;
+
+    if (gs__load_nvml() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
+        !gs__real.nvmlDeviceGetComputeRunningProcesses_v3)
+        return -1;
+    memcpy(uuid, d->uuid, sizeof(uuid));
+    memcpy(uuid, "GPU-", 4);
+    if (gs__real.nvmlDeviceGetHandleByUUID(uuid, &h) != NVML_SUCCESS)
+        return -1;
+    r = gs__real.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos);
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        n += 16;
+        if ((infos = calloc(n, sizeof(*infos))) == NULL)
+            return -1;
+        r = gs__real.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos);
+    }
+    if (r == NVML_SUCCESS)
+        for (i = 0; i < n; i++)
+            if (infos[i].pid == (unsigned int)getpid())
+                used = (int64_t)infos[i].usedGpuMemory;
+    if (infos != buf)
+        free(infos);
+    return used;
+}
+
+static uint64_t nvml_device_used(struct dev_state *d)
+{
+    nvmlDevice_t h;
+    nvmlMemory_t m;
+    char uuid[GS_UUID_STRLEN];
+
+    if (gs__load_nvml() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
+        !gs__real.nvmlDeviceGetMemoryInfo)
+        return 0;
+    memcpy(uuid, d->uuid, sizeof(uuid));
+    memcpy(uuid, "GPU-", 4);
+    if (gs__real.nvmlDeviceGetHandleByUUID(uuid, &h) != NVML_SUCCESS ||
+        gs__real.nvmlDeviceGetMemoryInfo(h, &m) != NVML_SUCCESS)
+        return 0;
+    return m.used;
+}
+
+static void nvml_init_once(void)
+{
+    if (gs__load_nvml() == 0 && gs__real.nvmlInit_v2)
+        gs__real.nvmlInit_v2();
+}
+
+/*
+ * Re-reads what the driver holds for this process on the device beyond our
+ * charges (contexts, modules loaded lazily, …) and charges the difference.
+ * Called with mem_mu held.
+ */
+static void refresh_overhead(struct dev_state *d)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int64_t used;
+    uint64_t want;
+
+    if (d->mode == OVERHEAD_FOOTPRINT || d->ctx_count == 0)
+        return;
+    pthread_once(&once, nvml_init_once);
+    d->last_refresh_ns = now_ns();
+    if ((used = nvml_process_used(d)) < 0)
+        return;
+    d->mode = OVERHEAD_NVML_PROCESS;
+    want = (uint64_t)used > d->charged ? (uint64_t)used - d->charged : 0;
+    if (want > d->overhead)
+        force_charge(d, want - d->overhead);
+    else
+        uncharge(d, d->overhead - want);
+    d->overhead = want;
+}
+
+/* Reads a pool's reserved size from the driver and charges the change. */
+static void pool_sync(struct pool_state *p)
+{
+    struct dev_state *d = dev_get(p->ord);
+    cuuint64_t reserved = 0;
+
+    if (d == NULL || !gs__real.cuMemPoolGetAttribute ||
+        gs__real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                       &reserved) != CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&mem_mu);
+    if (reserved > p->accounted) {
+        force_charge(d, reserved - p->accounted);
+        d->charged += reserved - p->accounted;
+    } else {
+        uncharge(d, p->accounted - reserved);
+        d->charged -= p->accounted - reserved;
+    }
+    pthread_mutex_unlock(&mem_mu);
+    p->accounted = reserved;
+}
+
+static void sync_all_pools(void)
+{
+    int i;
+
+    pthread_mutex_lock(&pool_mu);
+    for (i = 0; i < MAX_POOLS; i++)
+        if (pools[i].pool)
+            pool_sync(&pools[i]);
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/*
+ * Charges bytes for a new allocation on d, or returns CUDA_ERROR_OUT_OF_MEMORY.
+ * Before refusing, it re-reads what may have been given back meanwhile
+ * (pools released at a synchronisation, dead processes of the tenant).
+ */
+static CUresult admit(struct dev_state *d, uint64_t bytes)
+{
+    int s = slot(), r, saved = errno;
+
+    if (s < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mem_mu);
+    if (d->mode == OVERHEAD_NVML_PROCESS && now_ns() - d->last_refresh_ns > REFRESH_INTERVAL_NS)
+        refresh_overhead(d);
+    pthread_mutex_unlock(&mem_mu);
+    r = gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 0);
+    if (r == GS_EOVERLIMIT) {
+        sync_all_pools();
+        pthread_mutex_lock(&mem_mu);
+        refresh_overhead(d);
+        pthread_mutex_unlock(&mem_mu);
+        r = gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 0);
+    }
+    errno = saved;
+    if (r < 0) {
+        gs__debug("refused %llu bytes on %s: tenant uses %llu of %llu", (unsigned long long)bytes,
+                  d->uuid, (unsigned long long)gs__state.tenant->dev[d->entry].mem_used,
+                  (unsigned long long)gs__state.tenant->dev[d->entry].mem_limit);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&mem_mu);
+    d->charged += bytes;
+    pthread_mutex_unlock(&mem_mu);
+    return CUDA_SUCCESS;
+}
+
+/* Gives back a charge made by admit(). */
+static void unadmit(struct dev_state *d, uint64_t bytes)
+{
+    int saved = errno;
+
+    pthread_mutex_lock(&mem_mu);
+    d->charged = d->charged >= bytes ? d->charged - bytes : 0;
+    uncharge(d, bytes);
+    pthread_mutex_unlock(&mem_mu);
+    errno = saved;
+}
+
+/* Records a charged object in map m; on failure gives the charge back. */
+static int track(struct gs_map *m, uint64_t key, uint64_t bytes, int ord, uint64_t aux)
+{
+    struct gs_map_entry *e;
+
+    pthread_mutex_lock(&mem_mu);
+    e = gs_map_put(m, key);
+    if (e) {
+        e->bytes = bytes;
+        e->dev = ord;
+        e->aux = aux;
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return e ? 0 : -ENOMEM;
+}
+
+/* Removes key from m; returns 1 and its entry in out if it was there. */
+static int untrack(struct gs_map *m, uint64_t key, struct gs_map_entry *out)
+{
+    struct gs_map_entry *e;
+    int found = 0;
+
+    pthread_mutex_lock(&mem_mu);
+    if ((e = gs_map_get(m, key)) != NULL) {
+        *out = *e;
+        gs_map_del(m, e);
+        found = 1;
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return found;
+}
+
+static void retrack(struct gs_map *m, const struct gs_map_entry *old)
+{
+    struct gs_map_entry *e;
+
+    pthread_mutex_lock(&mem_mu);
+    if ((e = gs_map_put(m, old->key)) != NULL)
+        *e = *old;
+    pthread_mutex_unlock(&mem_mu);
+}
+
+static uint64_t current_ctx(void)
+{
+    CUcontext c = NULL;
+
+    if (gs__real.cuCtxGetCurrent)
+        gs__real.cuCtxGetCurrent(&c);
+    return (uint64_t)(uintptr_t)c;
+}
+
+/* The state for the current context's device if a limit applies, else NULL. */
+static struct dev_state *limited_current(int *ord)
+{
+    struct dev_state *d;
+
+    if (exiting || (*ord = current_ordinal()) < 0 || (d = dev_get(*ord)) == NULL)
+        return NULL;
+    return d;
+}
+
+/* Releases a tracked object's charge. */
+static void release_entry(const struct gs_map_entry *e)
+{
+    struct dev_state *d = dev_get(e->dev);
+
+    if (d)
+        unadmit(d, e->bytes);
+}
+
+#define GS_ALLOC_BODY(sym, ptrtype, dptr, bytes, call)                       \
+    do {                                                                     \
+        struct dev_state *d;                                                 \
+        uint64_t charge;                                                     \
+        CUresult r;                                                          \
+        int ord;                                                             \
+        GS_PASS(sym, call);                                                  \
+        if ((d = limited_current(&ord)) == NULL || (bytes) == 0)             \
+            return gs__real.sym call;                                        \
+        charge = round_up((bytes), d->gran);                                 \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                          \
+            return r;                                                        \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                       \
+            unadmit(d, charge);                                              \
+            return r;                                                        \
+        }                                                                    \
+        if (track(&allocs, (uint64_t)*(dptr), charge, ord, current_ctx()) < 0) \
+            gs__log("out of memory tracking an allocation; it stays charged"); \
+        return CUDA_SUCCESS;                                                 \
+    } while (0)
+
+GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    GS_ALLOC_BODY(cuMemAlloc_v2, CUdeviceptr, dptr, bytesize, (dptr, bytesize));
+}
+
+GS_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    GS_ALLOC_BODY(cuMemAlloc, CUdeviceptr_v1, dptr, bytesize, (dptr, bytesize));
+}
+
+GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    GS_ALLOC_BODY(cuMemAllocManaged, CUdeviceptr, dptr, bytesize, (dptr, bytesize, flags));
+}
+
+/* The pitch the driver picks, to estimate before asking; corrected after. */
+#define PITCH_ESTIMATE_ALIGN 512
+
+#define GS_PITCH_BODY(sym, dptr, pPitch, width, height, call)                        \
+    do {                                                                             \
+        struct dev_state *d;                                                         \
+        uint64_t charge, actual;                                                     \
+        CUresult r;                                                                  \
+        int ord;                                                                     \
+        GS_PASS(sym, call);                                                          \
+        if ((d = limited_current(&ord)) == NULL || (width) == 0 || (height) == 0)   \
+            return gs__real.sym call;                                                \
+        charge = round_up(round_up((width), PITCH_ESTIMATE_ALIGN) * (uint64_t)(height), \
+                          d->gran);                                                  \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                                  \
+            return r;                                                                \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                               \
+            unadmit(d, charge);                                                      \
+            return r;                                                                \
+        }                                                                            \
+        actual = round_up((uint64_t)*(pPitch) * (uint64_t)(height), d->gran);        \
+        if (actual > charge) {                                                       \
+            pthread_mutex_lock(&mem_mu);                                             \
+            force_charge(d, actual - charge);                                        \
+            d->charged += actual - charge;                                           \
+            pthread_mutex_unlock(&mem_mu);                                           \
+        } else if (actual < charge) {                                                \
+            unadmit(d, charge - actual);                                             \
+        }                                                                            \
+        track(&allocs, (uint64_t)*(dptr), actual, ord, current_ctx());               \
+        return CUDA_SUCCESS;                                                         \
+    } while (0)
+
+GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                      size_t Height, unsigned int ElementSizeBytes)
+{
+    GS_PITCH_BODY(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height,
+                  (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+}
+
+GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                   unsigned int WidthInBytes, unsigned int Height,
+                                   unsigned int ElementSizeBytes)
+{
+    GS_PITCH_BODY(cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height,
+                  (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+}
+
+/* Frees: forget first (so a reused address cannot be confused), restore on failure. */
+#define GS_FREE_BODY(sym, map, key, call)                       \
+    do {                                                        \
+        struct gs_map_entry old;                                \
+        CUresult r;                                             \
+        int had;                                                \
+        GS_PASS(sym, call);                                     \
+        had = untrack((map), (uint64_t)(key), &old);            \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS) {          \
+            if (had)                                            \
+                retrack((map), &old);                           \
+            return r;                                           \
+        }                                                       \
+        if (had)                                                \
+            release_entry(&old);                                \
+        return CUDA_SUCCESS;                                    \
+    } while (0)
+
+GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    GS_FREE_BODY(cuMemFree_v2, &allocs, dptr, (dptr));
+}
+
+GS_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    GS_FREE_BODY(cuMemFree, &allocs, dptr, (dptr));
+}
+
+/* ---- stream-ordered allocations: charged by the pools' reserved size ---- */
+
+static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
+{
+    int i, free_i = -1;
+
+    for (i = 0; i < MAX_POOLS; i++) {
+        if (pools[i].pool == pool)
+            return &pools[i];
+        if (pools[i].pool == NULL && free_i < 0)
+            free_i = i;
+    }
+    if (!add || free_i < 0)
+        return NULL;
+    pools[free_i].pool = pool;
+    pools[free_i].ord = ord;
+    pools[free_i].accounted = 0;
+    return &pools[free_i];
+}
+
+static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, size_t bytesize,
+                           CUresult (*call)(void *), void *arg)
+{
+    struct pool_state *p;
+    cuuint64_t reserved = 0, used = 0;
+    uint64_t need = 0;
+    CUresult r;
+
+    pthread_mutex_lock(&pool_mu);
+    if ((p = pool_find(pool, ord, 1)) == NULL) {
+        pthread_mutex_unlock(&pool_mu);
+        gs__log("more than %d memory pools in use; refusing to allocate untracked", MAX_POOLS);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pool_sync(p);
+    if (gs__real.cuMemPoolGetAttribute &&
+        gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
+            CUDA_SUCCESS &&
+        gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
+            CUDA_SUCCESS) {
+        if (used + bytesize > reserved)
+            need = round_up(used + bytesize - reserved, d->gran);
+    } else {
+        need = round_up(bytesize, d->gran);
+    }
+    if (need) {
+        /* admit() may sync pools: release ours to avoid taking it twice. */
+        pthread_mutex_unlock(&pool_mu);
+        if ((r = admit(d, need)) != CUDA_SUCCESS)
+            return r;
+        pthread_mutex_lock(&pool_mu);
+        if ((p = pool_find(pool, ord, 1)) == NULL) {
+            pthread_mutex_unlock(&pool_mu);
+            unadmit(d, need);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        p->accounted += need;
+    }
+    r = call(arg);
+    pool_sync(p); /* the charge becomes what the pool really reserved */
+    pthread_mutex_unlock(&pool_mu);
+    return r;
+}
+
+struct async_args {
+    int which; /* 0 alloc, 1 alloc ptsz, 2 from pool, 3 from pool ptsz */
+    CUdeviceptr *dptr;
+    size_t bytesize;
+    CUmemoryPool pool;
+    CUstream stream;
+};
+
+static CUresult async_call(void *v)
+{
+    struct async_args *a = v;
+
+    switch (a->which) {
+    case 0:
+        return gs__real.cuMemAllocAsync(a->dptr, a->bytesize, a->stream);
+    case 1:
+        return gs__real.cuMemAllocAsync_ptsz(a->dptr, a->bytesize, a->stream);
+    case 2:
+        return gs__real.cuMemAllocFromPoolAsync(a->dptr, a->bytesize, a->pool, a->stream);
+    default:
+        return gs__real.cuMemAllocFromPoolAsync_ptsz(a->dptr, a->bytesize, a->pool, a->stream);
+    }
+}
+
+static CUresult alloc_async(struct async_args *a)
+{
+    struct dev_state *d;
+    int ord = -1, i;
+
+    if (a->pool) {
+        /* A pool we saw created knows its device; otherwise the current one. */
+        pthread_mutex_lock(&pool_mu);
+        for (i = 0; i < MAX_POOLS; i++)
+            if (pools[i].pool == a->pool)
+                ord = pools[i].ord;
+        pthread_mutex_unlock(&pool_mu);
+    }
+    if (ord < 0)
+        ord = current_ordinal();
+    if (exiting || ord < 0 || (d = dev_get(ord)) == NULL)
+        return async_call(a);
+    if (a->pool == NULL && (!gs__real.cuDeviceGetMemPool ||
+                            gs__real.cuDeviceGetMemPool(&a->pool, ord) != CUDA_SUCCESS)) {
+        a->pool = NULL;
+        return async_call(a);
+    }
+    {
+        CUmemoryPool pool = a->pool;
+        if (a->which < 2)
+            a->pool = NULL;
+        return pool_alloc(d, ord, pool, a->bytesize, async_call, a);
+    }
+}
+
+GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    struct async_args a = {0, dptr, bytesize, NULL, hStream};
+
+    GS_PASS(cuMemAllocAsync, (dptr, bytesize, hStream));
+    return alloc_async(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    struct async_args a = {1, dptr, bytesize, NULL, hStream};
+
+    GS_PASS(cuMemAllocAsync_ptsz, (dptr, bytesize, hStream));
+    return alloc_async(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                           CUstream hStream)
+{
+    struct async_args a = {2, dptr, bytesize, pool, hStream};
+
+    GS_PASS(cuMemAllocFromPoolAsync, (dptr, bytesize, pool, hStream));
+    if (pool == NULL)
+        return gs__real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+    return alloc_async(&a);
+}
+
+GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                CUmemoryPool pool, CUstream hStream)
+{
+    struct async_args a = {3, dptr, bytesize, pool, hStream};
+
+    GS_PASS(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
+    if (pool == NULL)
+        return gs__real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
+    return alloc_async(&a);
+}
+
+GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    CUresult r;
+
+    GS_PASS(cuMemFreeAsync, (dptr, hStream));
+    if ((r = gs__real.cuMemFreeAsync(dptr, hStream)) == CUDA_SUCCESS && !exiting)
+        sync_all_pools();
+    return r;
+}
+
+GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    CUresult r;
+
+    GS_PASS(cuMemFreeAsync_ptsz, (dptr, hStream));
+    if ((r = gs__real.cuMemFreeAsync_ptsz(dptr, hStream)) == CUDA_SUCCESS && !exiting)
+        sync_all_pools();
+    return r;
+}
+
+GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    CUresult r;
+
+    GS_PASS(cuMemPoolCreate, (pool, poolProps));
+    r = gs__real.cuMemPoolCreate(pool, poolProps);
+    if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        pthread_mutex_lock(&pool_mu);
+        pool_find(*pool, poolProps->location.id, 1);
+        pthread_mutex_unlock(&pool_mu);
+    }
+    return r;
+}
+
+GS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    struct pool_state *p;
+    CUresult r;
+
+    GS_PASS(cuMemPoolTrimTo, (pool, minBytesToKeep));
+    r = gs__real.cuMemPoolTrimTo(pool, minBytesToKeep);
+    pthread_mutex_lock(&pool_mu);
+    if ((p = pool_find(pool, -1, 0)) != NULL)
+        pool_sync(p);
+    pthread_mutex_unlock(&pool_mu);
+    return r;
+}
+
+GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    struct pool_state *p;
+    CUresult r;
+
+    GS_PASS(cuMemPoolDestroy, (pool));
+    r = gs__real.cuMemPoolDestroy(pool);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&pool_mu);
+    if ((p = pool_find(pool, -1, 0)) != NULL) {
+        struct dev_state *d = dev_get(p->ord);
+        if (d)
+            unadmit(d, p->accounted);
+        memset(p, 0, sizeof(*p));
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return r;
+}
+
+/* ---- virtual memory management: physical handles are what is charged ---- */
+
+GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    struct dev_state *d;
+    CUresult r;
+    int ord;
+
+    GS_PASS(cuMemCreate, (handle, size, prop, flags));
+    if (exiting || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        (d = dev_get(ord = prop->location.id)) == NULL || size == 0)
+        return gs__real.cuMemCreate(handle, size, prop, flags);
+    if ((r = admit(d, size)) != CUDA_SUCCESS)
+        return r;
+    if ((r = gs__real.cuMemCreate(handle, size, prop, flags)) != CUDA_SUCCESS) {
+        unadmit(d, size);
+        return r;
+    }
+    pthread_mutex_lock(&mem_mu);
+    {
+        struct gs_map_entry *e = gs_map_put(&vmm, *handle);
+        if (e) {
+            e->bytes = size;
+            e->dev = ord;
+            e->refs = 1;
+        }
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return CUDA_SUCCESS;
+}
+
+/* Physical memory goes back once the handle is released and nothing maps it. */
+static void vmm_maybe_free(struct gs_map_entry *e)
+{
+    struct gs_map_entry copy;
+
+    if (e->refs == 0 && e->maps == 0) {
+        copy = *e;
+        gs_map_del(&vmm, e);
+        pthread_mutex_unlock(&mem_mu);
+        release_entry(&copy);
+        pthread_mutex_lock(&mem_mu);
+    }
+}
+
+GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct gs_map_entry *e;
+    CUresult r;
+
+    GS_PASS(cuMemRelease, (handle));
+    if ((r = gs__real.cuMemRelease(handle)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&mem_mu);
+    if ((e = gs_map_get(&vmm, handle)) != NULL) {
+        if (e->refs > 0)
+            e->refs--;
+        vmm_maybe_free(e);
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return r;
+}
+
+GS_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    struct gs_map_entry *e;
+    CUresult r;
+
+    GS_PASS(cuMemRetainAllocationHandle, (handle, addr));
+    if ((r = gs__real.cuMemRetainAllocationHandle(handle, addr)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&mem_mu);
+    if ((e = gs_map_get(&vmm, *handle)) != NULL)
+        e->refs++;
+    pthread_mutex_unlock(&mem_mu);
+    return r;
+}
+
+GS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    struct gs_map_entry *e, *m;
+    CUresult r;
+
+    GS_PASS(cuMemMap, (ptr, size, offset, handle, flags));
+    if ((r = gs__real.cuMemMap(ptr, size, offset, handle, flags)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&mem_mu);
+    if ((e = gs_map_get(&vmm, handle)) != NULL && (m = gs_map_put(&mappings, ptr)) != NULL) {
+        e->maps++;
+        m->bytes = size;
+        m->aux = handle;
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return r;
+}
+
+GS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct gs_map_entry *m, *e;
+    CUresult r;
+
+    GS_PASS(cuMemUnmap, (ptr, size));
+    if ((r = gs__real.cuMemUnmap(ptr, size)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&mem_mu);
+    GS_MAP_FOREACH(&mappings, m)
+    {
+        if (m->key >= ptr && m->key < ptr + size) {
+            uint64_t h = m->aux;
+            gs_map_del(&mappings, m);
+            if ((e = gs_map_get(&vmm, h)) != NULL) {
+                if (e->maps > 0)
+                    e->maps--;
+                vmm_maybe_free(e);
+            }
+        }
+    }
+    pthread_mutex_unlock(&mem_mu);
+    return r;
+}
+
+/* ---- arrays ---- */
+
+static uint64_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    default:
+        return 4; /* 32-bit formats; the rarer packed formats are at most this */
+    }
+}
+
+static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, CUarray_format f,
+                            unsigned int channels)
+{
+    return w * (h ? h : 1) * (depth ? depth : 1) * format_bytes(f) * (channels ? channels : 1);
+}
+
+#define GS_ARRAY_BODY(sym, pHandle, bytes, call)                                \
+    do {                                                                        \
+        struct dev_state *d;                                                    \
+        uint64_t charge;                                                        \
+        CUresult r;                                                             \
+        int ord;                                                                \
+        GS_PASS(sym, call);                                                     \
+        if (pAllocateArray == NULL || (d = limited_current(&ord)) == NULL)      \
+            return gs__real.sym call;                                           \
+        charge = round_up((bytes), d->gran);                                    \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                             \
+            return r;                                                           \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                          \
+            unadmit(d, charge);                                                 \
+            return r;                                                           \
+        }                                                                       \
+        track(&arrays, (uint64_t)(uintptr_t)*(pHandle), charge, ord, current_ctx()); \
+        return CUDA_SUCCESS;                                                    \
+    } while (0)
+
+GS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    GS_ARRAY_BODY(cuArrayCreate_v2, pHandle,
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height, 1,
+                              pAllocateArray->Format, pAllocateArray->NumChannels),
+                  (pHandle, pAllocateArray));
+}
+
+GS_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
+{
+    GS_ARRAY_BODY(cuArrayCreate, pHandle,
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height, 1,
+                              pAllocateArray->Format, pAllocateArray->NumChannels),
+                  (pHandle, pAllocateArray));
+}
+
+GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle,
+                                      const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    GS_ARRAY_BODY(cuArray3DCreate_v2, pHandle,
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height,
+                              pAllocateArray->Depth, pAllocateArray->Format,
+                              pAllocateArray->NumChannels),
+                  (pHandle, pAllocateArray));
+}
+
+GS_EXPORT CUresult cuArray3DCreate(CUarray *pHandle,
+                                   const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
+{
+    GS_ARRAY_BODY(cuArray3DCreate, pHandle,
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height,
+                              pAllocateArray->Depth, pAllocateArray->Format,
+                              pAllocateArray->NumChannels),
+                  (pHandle, pAllocateArray));
+}
+
+GS_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    GS_FREE_BODY(cuArrayDestroy, &arrays, (uintptr_t)hArray, (hArray));
+}
+
+/* ---- contexts: their footprint, and what their destruction gives back ---- */
+
+/* A context appeared on d; measures the driver's overhead. */
+static void context_appeared(struct dev_state *d, uint64_t device_used_before)
+{
+    pthread_mutex_lock(&mem_mu);
+    d->ctx_count++;
+    if (d->mode != OVERHEAD_FOOTPRINT)
+        refresh_overhead(d);
+    if (d->mode != OVERHEAD_NVML_PROCESS) {
+        /* NVML cannot see this process (a PID namespace): charge a measured footprint. */
+        if (d->mode == OVERHEAD_UNKNOWN) {
+            uint64_t after = nvml_device_used(d);
+            d->footprint = after > device_used_before ? after - device_used_before : 0;
+            d->mode = OVERHEAD_FOOTPRINT;
+            gs__debug("%s: NVML does not list this process; each context counts %llu bytes",
+                      d->uuid, (unsigned long long)d->footprint);
+        }
+        force_charge(d, d->footprint);
+        d->overhead += d->footprint;
+    }
+    pthread_mutex_unlock(&mem_mu);
+}
+
+/* Context ctx on d is gone: so is everything allocated in it. */
+static void context_gone(struct dev_state *d, int ord, CUcontext ctx)
+{
+    struct gs_map_entry *e;
+    uint64_t freed = 0;
+
+    pthread_mutex_lock(&mem_mu);
+    GS_MAP_FOREACH(&allocs, e)
+    {
+        if (e->dev == ord && e->aux == (uint64_t)(uintptr_t)ctx) {
+            freed += e->bytes;
+            gs_map_del(&allocs, e);
+        }
+    }
+    GS_MAP_FOREACH(&arrays, e)
+    {
+        if (e->dev == ord && e->aux == (uint64_t)(uintptr_t)ctx) {
+            freed += e->bytes;
+            gs_map_del(&arrays, e);
+        }
+    }
+    d->charged = d->charged >= freed ? d->charged - freed : 0;
+    uncharge(d, freed);
+    if (d->ctx_count > 0)
+        d->ctx_count--;
+    if (d->mode == OVERHEAD_FOOTPRINT) {
+        uint64_t f = d->footprint < d->overhead ? d->footprint : d->overhead;
+        uncharge(d, f);
+        d->overhead -= f;
+    } else if (d->ctx_count == 0) {
+        uncharge(d, d->overhead);
+        d->overhead = 0;
+    }
+    pthread_mutex_unlock(&mem_mu);
+    if (d->ctx_count == 0)
+        sync_all_pools();
+}
+
+static uint64_t used_before(struct dev_state *d)
+{
+    return d && d->ctx_count == 0 && d->mode != OVERHEAD_NVML_PROCESS ? nvml_device_used(d) : 0;
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    struct dev_state *d;
+    uint64_t before;
+    CUresult r;
+
+    GS_PASS(cuDevicePrimaryCtxRetain, (pctx, dev));
+    d = exiting ? NULL : dev_get(dev);
+    before = used_before(d);
+    if ((r = gs__real.cuDevicePrimaryCtxRetain(pctx, dev)) != CUDA_SUCCESS || d == NULL)
+        return r;
+    d->primary = *pctx;
+    if (d->primary_refs++ == 0)
+        context_appeared(d, before);
+    return r;
+}
+
+#define GS_PRIMARY_RELEASE_BODY(sym, reset)                        \
+    do {                                                           \
+        struct dev_state *d;                                       \
+        CUresult r;                                                \
+        GS_PASS(sym, (dev));                                       \
+        if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)               \
+            return r;                                              \
+        if (exiting || (d = dev_get(dev)) == NULL || d->primary_refs == 0) \
+            return r;                                              \
+        if (reset) {                                               \
+            context_gone(d, dev, d->primary);                      \
+            pthread_mutex_lock(&mem_mu);                           \
+            d->ctx_count++; /* still retained: it comes back on use */ \
+            pthread_mutex_unlock(&mem_mu);                         \
+        } else if (--d->primary_refs == 0) {                       \
+            context_gone(d, dev, d->primary);                      \
+        }                                                          \
+        return r;                                                  \
+    } while (0)
+
+GS_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    GS_PRIMARY_RELEASE_BODY(cuDevicePrimaryCtxRelease, 0);
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    GS_PRIMARY_RELEASE_BODY(cuDevicePrimaryCtxRelease_v2, 0);
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    GS_PRIMARY_RELEASE_BODY(cuDevicePrimaryCtxReset, 1);
+}
+
+GS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    GS_PRIMARY_RELEASE_BODY(cuDevicePrimaryCtxReset_v2, 1);
+}
+
+static void remember_created(CUcontext ctx, int ord)
+{
+    int i;
+
+    pthread_mutex_lock(&mem_mu);
+    for (i = 0; i < 256; i++) {
+        if (created[i] == NULL) {
+            created[i] = ctx;
+            created_ord[i] = ord;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mem_mu);
+}
+
+#define GS_CTX_CREATE_BODY(sym, call)                                   \
+    do {                                                                \
+        struct dev_state *d;                                            \
+        uint64_t before;                                                \
+        CUresult r;                                                     \
+        GS_PASS(sym, call);                                             \
+        d = exiting ? NULL : dev_get(dev);                              \
+        before = used_before(d);                                        \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS || d == NULL)       \
+            return r;                                                   \
+        remember_created(*pctx, dev);                                   \
+        context_appeared(d, before);                                    \
+        return r;                                                       \
+    } while (0)
+
+GS_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    GS_CTX_CREATE_BODY(cuCtxCreate, (pctx, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    GS_CTX_CREATE_BODY(cuCtxCreate_v2, (pctx, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+                                  int numParams, unsigned int flags, CUdevice dev)
+{
+    GS_CTX_CREATE_BODY(cuCtxCreate_v3, (pctx, paramsArray, numParams, flags, dev));
+}
+
+GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                  unsigned int flags, CUdevice dev)
+{
+    GS_CTX_CREATE_BODY(cuCtxCreate_v4, (pctx, ctxCreateParams, flags, dev));
+}
+
+#define GS_CTX_DESTROY_BODY(sym)                                      \
+    do {                                                              \
+        struct dev_state *d;                                          \
+        CUresult r;                                                   \
+        int i, ord = -1;                                              \
+        GS_PASS(sym, (ctx));                                          \
+        if ((r = gs__real.sym(ctx)) != CUDA_SUCCESS)                  \
+            return r;                                                 \
+        pthread_mutex_lock(&mem_mu);                                  \
+        for (i = 0; i < 256 && ctx; i++) {                            \
+            if (created[i] == ctx) {                                  \
+                ord = created_ord[i];                                 \
+                created[i] = NULL;                                    \
+                break;                                                \
+            }                                                         \
+        }                                                             \
+        pthread_mutex_unlock(&mem_mu);                                \
+        if (ord >= 0 && !exiting && (d = dev_get(ord)) != NULL)       \
+            context_gone(d, ord, ctx);                                \
+        return r;                                                     \
+    } while (0)
+
+GS_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    GS_CTX_DESTROY_BODY(cuCtxDestroy);
+}
+
+GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GS_CTX_DESTROY_BODY(cuCtxDestroy_v2);
+}
+
+/* ---- views: what the program is told it has ---- */
+
+void gs__mem_entry_usage(int e, uint64_t *used, uint64_t *limit)
+{
+    struct gpuslice_tenant *t = gs__state.tenant;
+
+    *used = __atomic_load_n(&t->dev[e].mem_used, __ATOMIC_RELAXED);
+    *limit = __atomic_load_n(&t->dev[e].mem_limit, __ATOMIC_RELAXED);
+}
+
+void gs__mem_refresh_entry(int e)
+{
+    int i;
+
+    sync_all_pools();
+    pthread_mutex_lock(&mem_mu);
+    for (i = 0; i < MAX_ORDINALS; i++)
+        if (devs[i].resolved > 0 && devs[i].entry == e)
+            refresh_overhead(&devs[i]);
+    pthread_mutex_unlock(&mem_mu);
+    gs_tenant_reap(gs__state.tenant);
+}
+
+/* Fills (free, total) for ordinal from the tenant view; 0 if a limit applies. */
+static int limited_view(int ord, uint64_t real_free, uint64_t real_total, uint64_t *free,
+                        uint64_t *total)
+{
+    struct dev_state *d;
+    uint64_t used, limit;
+
+    if (exiting || (d = dev_get(ord)) == NULL)
+        return -1;
+    gs__mem_refresh_entry(d->entry);
+    gs__mem_entry_usage(d->entry, &used, &limit);
+    if (limit == 0)
+        return -1;
+    *total = limit < real_total ? limit : real_total;
+    *free = limit > used ? limit - used : 0;
+    if (*free > real_free)
+        *free = real_free; /* never promise what the device does not have */
+    return 0;
+}
+
+GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    uint64_t f, t;
+    CUresult r;
+
+    GS_PASS(cuMemGetInfo_v2, (free, total));
+    if ((r = gs__real.cuMemGetInfo_v2(free, total)) != CUDA_SUCCESS || !free || !total)
+        return r;
+    if (limited_view(current_ordinal(), *free, *total, &f, &t) == 0) {
+        *free = f;
+        *total = t;
+    }
+    return r;
+}
+
+GS_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    size_t rf, rt;
+    uint64_t f, t;
+    CUresult r;
+
+    GS_PASS(cuMemGetInfo, (free, total));
+    if (!gs__real.cuMemGetInfo_v2 || !free || !total)
+        return gs__real.cuMemGetInfo(free, total);
+    if ((r = gs__real.cuMemGetInfo_v2(&rf, &rt)) != CUDA_SUCCESS)
+        return r;
+    if (limited_view(current_ordinal(), rf, rt, &f, &t) < 0) {
+        f = rf;
+        t = rt;
+    }
+    *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+    *total = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+    return r;
+}
+
+static uint64_t total_limit(CUdevice dev, uint64_t real_total)
+{
+    struct dev_state *d;
+    uint64_t limit;
+
+    if (exiting || (d = dev_get(dev)) == NULL)
+        return real_total;
+    limit = __atomic_load_n(&gs__state.tenant->dev[d->entry].mem_limit, __ATOMIC_RELAXED);
+    return limit && limit < real_total ? limit : real_total;
+}
+
+GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult r;
+
+    GS_PASS(cuDeviceTotalMem_v2, (bytes, dev));
+    if ((r = gs__real.cuDeviceTotalMem_v2(bytes, dev)) == CUDA_SUCCESS && bytes)
+        *bytes = total_limit(dev, *bytes);
+    return r;
+}
+
+GS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    CUresult r;
+
+    GS_PASS(cuDeviceTotalMem, (bytes, dev));
+    if ((r = gs__real.cuDeviceTotalMem(bytes, dev)) == CUDA_SUCCESS && bytes)
+        *bytes = (unsigned int)total_limit(dev, *bytes);
+    return r;
+}
+
+/* ---- NVML helpers ---- */
+
+int gs__mem_entry_for_uuid_string(const char *uuid)
+{
+    struct gpuslice_tenant *t = gs__state.tenant;
+    char s[GS_UUID_STRLEN];
+    int i;
+
+    if (t == NULL)
+        return -1;
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++) {
+        gs_format_uuid(t->dev[i].uuid, s);
+        if (strcasecmp(s, uuid) == 0)
+            return i;
+    }
+    return -1;
+}
+
+uint64_t gs__mem_limit_for_uuid(const char *uuid)
+{
+    int count = 0, i;
+
+    /* An index key needs the CUDA ordinal of this GPU: ask the driver. */
+    if (gs__load_cuda() == 0 && gs__real.cuInit && gs__real.cuInit(0) == CUDA_SUCCESS &&
+        gs__real.cuDeviceGetCount && gs__real.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+        for (i = 0; i < count && i < MAX_ORDINALS; i++) {
+            struct dev_state *d = dev_get(i);
+            if (d && strcasecmp(d->uuid, uuid) == 0)
+                return gs__state.tenant->dev[d->entry].mem_limit;
+        }
+    }
+    return gs_limits_lookup(&gs__state.mem_limits, -1, uuid);
+}
+
+/* ---- cuInit: refuses a broken configuration, checks device keys ---- */
+
+static int validate_keys(char *msg, size_t len)
+{
+    const struct gs_limits *l = &gs__state.mem_limits;
+    int count = 0, i, j;
+
+    if (!gs__real.cuDeviceGetCount || gs__real.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        return 0;
+    for (i = 0; i < l->n; i++) {
+        const struct gs_limit_entry *e = &l->e[i];
+        int found = 0;
+
+        if (e->key == GS_KEY_INDEX && e->index >= count) {
+            snprintf(msg, len,
+                     "%s: device %d does not exist: this process sees %d CUDA device%s "
+                     "(indexes 0 to %d)",
+                     l->source, e->index, count, count == 1 ? "" : "s", count - 1);
+            return -1;
+        }
+        if (e->key != GS_KEY_UUID)
+            continue;
+        for (j = 0; j < count && j < MAX_ORDINALS && !found; j++) {
+            CUuuid u;
+            char s[GS_UUID_STRLEN];
+            if (gs__real.cuDeviceGetUuid_v2(&u, j) == CUDA_SUCCESS) {
+                gs_format_uuid((const unsigned char *)u.bytes, s);
+                found = strcasecmp(s, e->uuid) == 0;
+            }
+        }
+        if (!found && gs__load_nvml() == 0 && gs__real.nvmlDeviceGetHandleByUUID) {
+            /* Not visible to this process, but maybe to another of the tenant. */
+            nvmlDevice_t h;
+            char s[GS_UUID_STRLEN];
+            memcpy(s, e->uuid, sizeof(s));
+            memcpy(s, "GPU-", 4);
+            if (gs__real.nvmlInit_v2)
+                gs__real.nvmlInit_v2();
+            found = gs__real.nvmlDeviceGetHandleByUUID(s, &h) == NVML_SUCCESS;
+        }
+        if (!found) {
+            snprintf(msg, len, "%s: no GPU has UUID %s on this machine", l->source, e->uuid);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+GS_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    static int checked;
+    CUresult r;
+
+    if (gs__load_cuda() < 0 || !gs__real.cuInit)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    gs__config();
+    if (gs__state.config_error)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = gs__real.cuInit(Flags)) != CUDA_SUCCESS || !gs__state.active)
+        return r;
+    if (!__atomic_load_n(&checked, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&mem_mu);
+        if (!checked && validate_keys(gs__state.config_msg, sizeof(gs__state.config_msg)) < 0) {
+            gs__state.config_error = 1;
+            gs__log("%s; CUDA is disabled in this process (cuInit fails)", gs__state.config_msg);
+        }
+        __atomic_store_n(&checked, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&mem_mu);
+    }
+    return gs__state.config_error ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}

@@ -1,0 +1,100 @@
+/*
+ * Internals shared by the interposer's files: the real driver functions,
+ * the process's configuration and tenant, logging. Nothing here is exported.
+ */
+#ifndef GPUSLICE_PRELOAD_H
+#define GPUSLICE_PRELOAD_H
+
+#include <stdint.h>
+
+#include "common/parse.h"
+#include "gpuslice/tenant_abi.h"
+#include "preload/hooks.h"
+
+#define GS_EXPORT __attribute__((visibility("default")))
+
+/* Real functions, resolved from the real libraries on first use. */
+struct gs_real {
+#define GS_REAL_FIELD(ret, api, sym, ver, ptds, params, args) gs_pfn_##sym sym;
+    GS_CUDA_HOOKS(GS_REAL_FIELD)
+    GS_NVML_HOOKS(GS_REAL_FIELD)
+#undef GS_REAL_FIELD
+    /* Unhooked functions the interposer itself calls. */
+    gs_pfn_cuCtxGetDevice cuCtxGetDevice;
+    gs_pfn_cuCtxGetCurrent cuCtxGetCurrent;
+    gs_pfn_cuDeviceGetCount cuDeviceGetCount;
+    gs_pfn_cuDeviceGet cuDeviceGet;
+    gs_pfn_cuDeviceGetUuid_v2 cuDeviceGetUuid_v2;
+    gs_pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;
+    gs_pfn_cuMemPoolGetAttribute cuMemPoolGetAttribute;
+    gs_pfn_cuDeviceGetMemPool cuDeviceGetMemPool;
+    gs_pfn_nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByUUID;
+    gs_pfn_nvmlDeviceGetUUID nvmlDeviceGetUUID;
+    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
+};
+
+extern struct gs_real gs__real;
+
+/* Loads libcuda.so.1 (or libnvidia-ml.so.1) and resolves gs__real; 0 or <0. */
+int gs__load_cuda(void);
+int gs__load_nvml(void);
+
+/* Process-wide state, fixed once the configuration is read. */
+struct gs_state {
+    int active;       /* hooks enforce something; else they pass through */
+    int config_error; /* configuration refused: cuInit fails */
+    char config_msg[512];
+    struct gs_limits mem_limits;
+    struct gpuslice_tenant *tenant;
+    int shared_tenant; /* tenant from GPUSLICE_TENANT (vs. private) */
+    int debug;
+};
+
+extern struct gs_state gs__state;
+
+/* Reads the configuration once; returns gs__state.active. */
+int gs__config(void);
+
+/* Hooks for dlsym/cuGetProcAddress: the hook replacing symbol, or NULL. */
+void *gs__hook_for_symbol(const char *symbol);
+
+void gs__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gs__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* mem.c */
+void gs__mem_fork_child(void);
+void gs__mem_exit(void);
+
+/* Resolves the tenant device entry for a CUDA ordinal; <0 if none. */
+int gs__mem_device_entry(int ordinal);
+
+/* Tenant device entry for an NVML device handle (by UUID), or -1. */
+int gs__mem_entry_for_uuid_string(const char *uuid);
+
+/* The tenant's usage and limit on entry e (limit 0 = none). */
+void gs__mem_entry_usage(int e, uint64_t *used, uint64_t *limit);
+
+/* Refreshes driver-side figures (pools, context overhead) for entry e's device. */
+void gs__mem_refresh_entry(int e);
+
+/* Limit configured for a device not yet registered (by NVML UUID string). */
+uint64_t gs__mem_limit_for_uuid(const char *uuid);
+
+/*
+ * Starts every hook: without an active configuration the call goes straight
+ * to the driver; with a refused configuration it fails, so a process whose
+ * limits could not be read never runs unlimited.
+ */
+#define GS_PASS(sym, args)                              \
+    do {                                                \
+        if (gs__load_cuda() < 0)                        \
+            return CUDA_ERROR_NOT_INITIALIZED;          \
+        if (!gs__real.sym)                              \
+            return CUDA_ERROR_NOT_SUPPORTED;            \
+        if (!gs__config())                              \
+            return gs__real.sym args;                   \
+        if (gs__state.config_error)                     \
+            return CUDA_ERROR_NOT_INITIALIZED;          \
+    } while (0)
+
+#endif
