@@ -46,7 +46,8 @@ static int find_preload(char *out, size_t len)
     ssize_t n;
 
     if (env && *env) {
-        snprintf(out, len, "%s", env);
+        if ((size_t)snprintf(out, len, "%s", env) >= len)
+            return -ENAMETOOLONG;
         return access(out, R_OK) == 0 ? 0 : -errno;
     }
     if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0)
@@ -55,7 +56,8 @@ static int find_preload(char *out, size_t len)
     if ((slash = strrchr(exe, '/')) == NULL)
         return -ENOENT;
     *slash = '\0';
-    snprintf(out, len, "%s/../lib/libgpuslice.so", exe);
+    if ((size_t)snprintf(out, len, "%s/../lib/libgpuslice.so", exe) >= len)
+        return -ENAMETOOLONG;
     return access(out, R_OK) == 0 ? 0 : -errno;
 }
 

@@ -42,6 +42,7 @@ struct dev_state {
     enum overhead_mode mode;
     uint64_t footprint; /* per-context, when NVML cannot see this process */
     uint64_t last_refresh_ns;
+    int inflight; /* allocations and frees between their charge and the driver's answer */
 };
 
 struct pool_state {
@@ -270,6 +271,13 @@ static void refresh_overhead(struct dev_state *d)
         return;
     d->mode = OVERHEAD_NVML_PROCESS;
     want = (uint64_t)used > d->charged ? (uint64_t)used - d->charged : 0;
+    /*
+     * While allocations or frees are between our charge and the driver's answer,
+     * the two figures disagree by their size: then the overhead may only grow, so
+     * a transient never lets more through than the limit.
+     */
+    if (want < d->overhead && __atomic_load_n(&d->inflight, __ATOMIC_ACQUIRE) > 0)
+        return;
     if (want > d->overhead)
         force_charge(d, want - d->overhead);
     else
@@ -321,6 +329,7 @@ static CUresult admit(struct dev_state *d, uint64_t bytes)
 
     if (s < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    __atomic_add_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_lock(&mem_mu);
     if (d->mode == OVERHEAD_NVML_PROCESS && now_ns() - d->last_refresh_ns > REFRESH_INTERVAL_NS)
         refresh_overhead(d);
@@ -335,6 +344,7 @@ static CUresult admit(struct dev_state *d, uint64_t bytes)
     }
     errno = saved;
     if (r < 0) {
+        __atomic_sub_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
         gs__debug("refused %llu bytes on %s: tenant uses %llu of %llu", (unsigned long long)bytes,
                   d->uuid, (unsigned long long)gs__state.tenant->dev[d->entry].mem_used,
                   (unsigned long long)gs__state.tenant->dev[d->entry].mem_limit);
@@ -346,16 +356,27 @@ static CUresult admit(struct dev_state *d, uint64_t bytes)
     return CUDA_SUCCESS;
 }
 
-/* Gives back a charge made by admit(). */
-static void unadmit(struct dev_state *d, uint64_t bytes)
+/* Ends what admit() began, once the driver has answered and the charge is final. */
+static void settle(struct dev_state *d)
+{
+    __atomic_sub_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Gives back a charge made by admit(); mem_mu held. */
+static void unadmit_locked(struct dev_state *d, uint64_t bytes)
 {
     int saved = errno;
 
-    pthread_mutex_lock(&mem_mu);
     d->charged = d->charged >= bytes ? d->charged - bytes : 0;
     uncharge(d, bytes);
-    pthread_mutex_unlock(&mem_mu);
     errno = saved;
+}
+
+static void unadmit(struct dev_state *d, uint64_t bytes)
+{
+    pthread_mutex_lock(&mem_mu);
+    unadmit_locked(d, bytes);
+    pthread_mutex_unlock(&mem_mu);
 }
 
 /* Records a charged object in map m; on failure gives the charge back. */
@@ -442,10 +463,12 @@ static void release_entry(const struct gs_map_entry *e)
             return r;                                                        \
         if ((r = gs__real.sym call) != CUDA_SUCCESS) {                       \
             unadmit(d, charge);                                              \
+            settle(d);                                                       \
             return r;                                                        \
         }                                                                    \
         if (track(&allocs, (uint64_t)*(dptr), charge, ord, current_ctx()) < 0) \
             gs__log("out of memory tracking an allocation; it stays charged"); \
+        settle(d);                                                           \
         return CUDA_SUCCESS;                                                 \
     } while (0)
 
@@ -482,6 +505,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
             return r;                                                                \
         if ((r = gs__real.sym call) != CUDA_SUCCESS) {                               \
             unadmit(d, charge);                                                      \
+            settle(d);                                                               \
             return r;                                                                \
         }                                                                            \
         actual = round_up((uint64_t)*(pPitch) * (uint64_t)(height), d->gran);        \
@@ -494,6 +518,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
             unadmit(d, charge - actual);                                             \
         }                                                                            \
         track(&allocs, (uint64_t)*(dptr), actual, ord, current_ctx());               \
+        settle(d);                                                                   \
         return CUDA_SUCCESS;                                                         \
     } while (0)
 
@@ -518,16 +543,20 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
         struct gs_map_entry old;                                \
         CUresult r;                                             \
         int had;                                                \
+        struct dev_state *fd = NULL;                            \
         GS_PASS(sym, call);                                     \
         had = untrack((map), (uint64_t)(key), &old);            \
+        if (had && (fd = dev_get(old.dev)) != NULL)             \
+            __atomic_add_fetch(&fd->inflight, 1, __ATOMIC_ACQ_REL); \
         if ((r = gs__real.sym call) != CUDA_SUCCESS) {          \
             if (had)                                            \
                 retrack((map), &old);                           \
-            return r;                                           \
-        }                                                       \
-        if (had)                                                \
+        } else if (had) {                                       \
             release_entry(&old);                                \
-        return CUDA_SUCCESS;                                    \
+        }                                                       \
+        if (fd)                                                 \
+            settle(fd);                                         \
+        return r;                                               \
     } while (0)
 
 GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -594,6 +623,7 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, size
         if ((p = pool_find(pool, ord, 1)) == NULL) {
             pthread_mutex_unlock(&pool_mu);
             unadmit(d, need);
+            settle(d);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         p->accounted += need;
@@ -601,6 +631,8 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, size
     r = call(arg);
     pool_sync(p); /* the charge becomes what the pool really reserved */
     pthread_mutex_unlock(&pool_mu);
+    if (need)
+        settle(d);
     return r;
 }
 
@@ -781,6 +813,7 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         return r;
     if ((r = gs__real.cuMemCreate(handle, size, prop, flags)) != CUDA_SUCCESS) {
         unadmit(d, size);
+        settle(d);
         return r;
     }
     pthread_mutex_lock(&mem_mu);
@@ -793,20 +826,19 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         }
     }
     pthread_mutex_unlock(&mem_mu);
+    settle(d);
     return CUDA_SUCCESS;
 }
 
-/* Physical memory goes back once the handle is released and nothing maps it. */
+/* Physical memory goes back once the handle is released and nothing maps it; mem_mu held. */
 static void vmm_maybe_free(struct gs_map_entry *e)
 {
-    struct gs_map_entry copy;
+    struct dev_state *d;
 
     if (e->refs == 0 && e->maps == 0) {
-        copy = *e;
+        if ((d = dev_get(e->dev)) != NULL)
+            unadmit_locked(d, e->bytes);
         gs_map_del(&vmm, e);
-        pthread_mutex_unlock(&mem_mu);
-        release_entry(&copy);
-        pthread_mutex_lock(&mem_mu);
     }
 }
 
@@ -924,9 +956,11 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, CUarray_form
             return r;                                                           \
         if ((r = gs__real.sym call) != CUDA_SUCCESS) {                          \
             unadmit(d, charge);                                                 \
+            settle(d);                                                          \
             return r;                                                           \
         }                                                                       \
         track(&arrays, (uint64_t)(uintptr_t)*(pHandle), charge, ord, current_ctx()); \
+        settle(d);                                                              \
         return CUDA_SUCCESS;                                                    \
     } while (0)
 

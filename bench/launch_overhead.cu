@@ -1,0 +1,120 @@
+/*
+ * Host cost of launching an empty kernel, for bench/launch_overhead.sh, which runs this
+ * program natively and through gpuslice and compares. Two launch paths:
+ *   runtime   empty<<<1, 1>>>() through libcudart (which reached the driver through
+ *             cuGetProcAddress when it initialised)
+ *   driver    cuLaunchKernel called through the pointer cudaGetDriverEntryPointByVersion
+ *             returns (cuGetProcAddress underneath), as frameworks do
+ * Each round synchronises, starts a host clock, launches N kernels on the legacy default
+ * stream, synchronises again and stops the clock; it prints "sample API US_PER_LAUNCH".
+ * Rounds alternate the two APIs, starting with a different one each round.
+ *
+ * usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]   (defaults 3, 100000, 20000)
+ * Exit status 1 when a CUDA call or launch failed.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+
+__global__ void empty(void) {}
+
+static int rt_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 1;
+    fprintf(stderr, "launch_overhead: %s: %s\n", what, cudaGetErrorString(e));
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Launches n kernels; returns microseconds per launch, or -1 on an error. */
+static double run_runtime(long n)
+{
+    double t0, t1;
+    long i;
+
+    if (!rt_ok(cudaDeviceSynchronize(), "sync"))
+        return -1;
+    t0 = now_s();
+    for (i = 0; i < n; i++)
+        empty<<<1, 1>>>();
+    if (!rt_ok(cudaGetLastError(), "<<<>>> launch") || !rt_ok(cudaDeviceSynchronize(), "sync"))
+        return -1;
+    t1 = now_s();
+    return (t1 - t0) * 1e6 / n;
+}
+
+static double run_driver(launch_fn launch, CUfunction f, long n)
+{
+    double t0, t1;
+    unsigned bad = 0;
+    long i;
+
+    if (!rt_ok(cudaDeviceSynchronize(), "sync"))
+        return -1;
+    t0 = now_s();
+    for (i = 0; i < n; i++)
+        bad |= (unsigned)launch(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)0, NULL, NULL);
+    if (!rt_ok(cudaDeviceSynchronize(), "sync"))
+        return -1;
+    t1 = now_s();
+    if (bad) {
+        fprintf(stderr, "launch_overhead: cuLaunchKernel failed (%u)\n", bad);
+        return -1;
+    }
+    return (t1 - t0) * 1e6 / n;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 3;
+    long n = argc > 2 ? atol(argv[2]) : 100000;
+    long warm = argc > 3 ? atol(argv[3]) : 20000;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaFunction_t fn;
+    launch_fn launch = NULL;
+    double us;
+    int r, k;
+
+    if (rounds <= 0 || n <= 0 || warm < 0) {
+        fprintf(stderr, "usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]\n");
+        return 2;
+    }
+    if (!rt_ok(cudaSetDevice(0), "cudaSetDevice") || !rt_ok(cudaFree(0), "cudaFree(0)"))
+        return 1;
+    empty<<<1, 1>>>(); /* loads the module (lazy loading) before cudaGetFuncBySymbol */
+    if (!rt_ok(cudaDeviceSynchronize(), "first launch") ||
+        !rt_ok(cudaGetFuncBySymbol(&fn, (const void *)empty), "cudaGetFuncBySymbol") ||
+        !rt_ok(cudaGetDriverEntryPointByVersion("cuLaunchKernel", (void **)&launch, 12000,
+                                                cudaEnableDefault, &q),
+               "cudaGetDriverEntryPointByVersion(cuLaunchKernel)"))
+        return 1;
+    if (q != cudaDriverEntryPointSuccess || !launch) {
+        fprintf(stderr, "launch_overhead: cuLaunchKernel not found (%d)\n", (int)q);
+        return 1;
+    }
+    if (warm && (run_runtime(warm) < 0 || run_driver(launch, (CUfunction)fn, warm) < 0))
+        return 1;
+    for (r = 0; r < rounds; r++) {
+        for (k = 0; k < 2; k++) {
+            int driver = (r + k) % 2;
+            us = driver ? run_driver(launch, (CUfunction)fn, n) : run_runtime(n);
+            if (us < 0)
+                return 1;
+            printf("sample %s %.4f\n", driver ? "driver" : "runtime", us);
+            fflush(stdout);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,178 @@
+"""Turns the GPU checks' logs into results (run by tests/gpu/run.sh; no GPU needed).
+
+  report.py parse NAME LOG RC SECONDS TIMEOUT   prints one JSON line: the check's verdict
+  report.py unrun NAME REASON                   prints one JSON line for a check not run
+  report.py summary WORKDIR [OUTDIR]            writes gpu-summary.md and gpu-results.json
+                                                to WORKDIR (and OUTDIR), prints the table,
+                                                exits 0 when no check failed
+A check's verdict comes from its "@" lines (see check.h): FAIL when it timed out, printed
+"@fail", exited non-zero or asserted nothing; SKIP when it printed "@skip"; else PASS.
+"""
+import json
+import os
+import sys
+import time
+
+TABLE_NUMBERS_MD = 400
+TABLE_NUMBERS_TTY = 150
+
+
+def parse_value(text):
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return int(v) if v.is_integer() and abs(v) < 2**53 else v
+
+
+def parse(name, log, rc, seconds, timeout):
+    oks, fails, skips, notes = [], [], [], []
+    keys, nums = {}, {}
+    try:
+        with open(log, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        lines = [f"@fail cannot read the check's log: {e}"]
+    for line in lines:
+        if not line.startswith("@"):
+            continue
+        tag, _, rest = line.partition(" ")
+        if tag == "@ok":
+            oks.append(rest)
+        elif tag == "@fail":
+            fails.append(rest)
+        elif tag == "@skip":
+            skips.append(rest)
+        elif tag == "@note":
+            notes.append(rest)
+        elif tag in ("@key", "@num"):
+            k, _, v = rest.partition(" ")
+            if not k:
+                continue
+            target = keys if tag == "@key" else nums
+            while k in keys or k in nums:  # a repeated name (several processes) gets a suffix
+                k += "'"
+            target[k] = parse_value(v.strip())
+    rc, timeout = int(rc), int(timeout)
+    reasons = []
+    if rc in (124, 137):
+        reasons.append(f"timed out after {timeout} s")
+    elif rc != 0 and not fails:
+        reasons.append(f"exit status {rc}")
+    reasons += fails
+    if reasons:
+        result = "FAIL"
+    elif skips:
+        result = "SKIP"
+        reasons = skips
+    elif not oks:
+        result = "FAIL"
+        reasons = ["asserted nothing"]
+    else:
+        result = "PASS"
+    return {
+        "name": name, "result": result, "pass": result == "PASS", "seconds": float(seconds),
+        "exit_status": rc, "asserted": len(oks) + len(fails), "failed": len(fails),
+        "reasons": reasons, "numbers": dict(keys), "details": nums, "notes": notes,
+        "passed_assertions": oks,
+    }
+
+
+def fmt_numbers(r, width):
+    text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in r["numbers"].items())
+    if r["result"] != "PASS" and r["reasons"]:
+        text = (r["reasons"][0] + ("; " + text if text else ""))
+    text = text.replace("|", "/")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def read_env(path):
+    env = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                k, sep, v = line.rstrip("\n").partition(": ")
+                if sep:
+                    env[k] = v
+    except OSError:
+        pass
+    return env
+
+
+def summary(work, out):
+    results = []
+    with open(os.path.join(work, "results.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                results.append(json.loads(line))
+    env = read_env(os.path.join(work, "env.txt"))
+    counts = {k: sum(r["result"] == k for r in results) for k in ("PASS", "FAIL", "SKIP")}
+    strict = os.environ.get("GPU_SUITE_STRICT") == "1"
+    ok = counts["FAIL"] == 0 and (not strict or counts["SKIP"] == 0) and results
+
+    def table(width):
+        rows = ["| check | result | measured numbers |", "|---|---|---|"]
+        for r in results:
+            rows.append(f"| {r['name']} | {r['result']} | {fmt_numbers(r, width)} |")
+        return "\n".join(rows)
+
+    md = ["# gpuslice GPU suite", ""]
+    md += [f"- {k}: {v}" for k, v in env.items()]
+    md += ["", table(TABLE_NUMBERS_MD), "",
+           f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped", ""]
+    for r in results:
+        if r["result"] != "PASS":
+            md.append(f"## {r['name']}: {r['result']}")
+            md += [f"- {x}" for x in r["reasons"][:20]]
+            md.append("")
+    bench = os.path.join(work, "bench-launch.md")
+    if os.path.exists(bench):
+        with open(bench) as f:
+            md += ["## Launch overhead", "", f.read().strip(), ""]
+    probe = next((r for r in results if r["name"] == "probe_driver"), None)
+    if probe and probe["details"]:
+        md += ["## Driver probe (native)", "", "| quantity | value |", "|---|---|"]
+        md += [f"| {k} | {v} |" for k, v in {**probe["numbers"], **probe["details"]}.items()]
+        md.append("")
+    md_text = "\n".join(md) + "\n"
+    doc = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "environment": env,
+           "passed": counts["PASS"], "failed": counts["FAIL"], "skipped": counts["SKIP"],
+           "all_passed": bool(ok), "checks": results}
+    for d in [work] + ([out] if out else []):
+        with open(os.path.join(d, "gpu-summary.md"), "w") as f:
+            f.write(md_text)
+        with open(os.path.join(d, "gpu-results.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+
+    print()
+    print("## gpuslice GPU suite: " + ", ".join(f"{k}: {v}" for k, v in env.items()
+                                                  if k in ("date", "gpu", "driver")))
+    print(table(TABLE_NUMBERS_TTY))
+    if os.path.exists(bench):
+        with open(bench) as f:
+            print()
+            print(f.read().strip())
+    print()
+    print(f"gpu: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    return 0 if ok else 1
+
+
+def main():
+    a = sys.argv[1:]
+    if len(a) == 6 and a[0] == "parse":
+        print(json.dumps(parse(*a[1:])))
+    elif len(a) == 3 and a[0] == "unrun":
+        print(json.dumps({"name": a[1], "result": "FAIL", "pass": False, "seconds": 0.0,
+                          "exit_status": None, "asserted": 0, "failed": 0, "reasons": [a[2]],
+                          "numbers": {}, "details": {}, "notes": [], "passed_assertions": []}))
+    elif len(a) in (2, 3) and a[0] == "summary":
+        sys.exit(summary(a[1], a[2] if len(a) == 3 else ""))
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+#!/usr/bin/env bash
+# The real-GPU suite: builds gpuslice and the CUDA test programs, records the machine, runs
+# every check below with its own timeout inside an overall time budget, prints a summary
+# table and writes gpu-summary.md, gpu-results.json, gpu-log.txt and bench-launch.md to
+# $OUT when it is set. Exit status 0 only when no check failed. See tests/gpu/README.md.
+#
+# usage: tests/gpu/run.sh [--only REGEX]     run the suite (or the checks whose name matches)
+#        tests/gpu/run.sh --list             list the checks
+#        tests/gpu/run.sh --check FUNCTION   run one check function (used internally)
+# env:   GPU_BUILD_DIR (build-gpu), GPU_SUITE_BUDGET (seconds for everything, 450),
+#        GPU_SUITE_STRICT=1 (a SKIP fails the run too), GPU_CMAKE_ARGS (extra cmake options,
+#        default "-DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF"), PYTHON (python3), NVCC, OUT
+# The check functions are called by name (run.sh --check FUNCTION):
+# shellcheck disable=SC2317
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SELF=$HERE/run.sh
+cd "$ROOT" || exit 1
+
+BUILD=${GPU_BUILD_DIR:-build-gpu}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+GS=$BUILD/bin/gpuslice
+LIB=$BUILD/lib/libgpuslice.so
+GPUBIN=$BUILD/gpu
+PY=${PYTHON:-python3}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$NVCC")")")}
+BUDGET=${GPU_SUITE_BUDGET:-450}
+GiB=1073741824
+export GPU_BUILD_DIR=$BUILD PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
+
+# Nothing from the caller's environment may preload, limit or reconfigure the checks
+# (GPUSLICE_RUN_DIR, where tenants' state lives, is kept).
+unset LD_PRELOAD CUDA_DEVICE_MEMORY_LIMIT PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
+for v in $(compgen -e); do
+    case $v in
+    GPUSLICE_RUN_DIR) ;;
+    GPUSLICE_* | TENSOR_FUSION_* | CUDA_DEVICE_MEMORY_LIMIT_*) unset "$v" ;;
+    esac
+done
+
+# --- the check protocol (see check.h) -------------------------------------------------------
+ok() { echo "@ok $*"; }
+fail() { echo "@fail $*"; }
+key() { echo "@key $1 $2"; }
+num() { echo "@num $1 $2"; }
+note() { echo "@note $*"; }
+# expect TEXT COMMAND...: @ok TEXT when COMMAND succeeds, else @fail TEXT.
+expect() {
+    local text=$1
+    shift
+    if "$@"; then ok "$text"; else fail "$text"; fi
+}
+# need FILE...: fails the check when a file it needs was not built.
+need() {
+    local f
+    for f; do
+        [ -e "$f" ] || { fail "missing $f (did the build step fail?)"; return 1; }
+    done
+}
+is_int() { [[ $1 =~ ^[0-9]+$ ]]; }
+tmpdir() { mktemp -d "$GPU_SUITE_WORK/tmp.XXXXXX"; }
+
+# debug_report FILE: the GPUSLICE_DEBUG=1 lines of FILE (a check's stderr), in short.
+debug_report() {
+    local f=$1 n
+    n=$(grep -c '^gpuslice: debug:' "$f")
+    key debug_lines "$n"
+    expect "GPUSLICE_DEBUG=1 printed $n 'gpuslice: debug:' lines on stderr" test "$n" -gt 0
+    echo "--- first debug lines ---"
+    grep '^gpuslice: debug:' "$f" | head -n 25
+    echo "--- debug lines about cuGetProcAddress, exact matches, fallbacks ---"
+    grep -iE 'getprocaddress|exact|fallback|version rule' "$f" | head -n 40
+    echo "--- last debug lines ---"
+    grep '^gpuslice: debug:' "$f" | tail -n 15
+    echo "--- other stderr ---"
+    grep -v '^gpuslice: debug:' "$f" | head -n 30
+    # The exit line of each process counts its cuGetProcAddress lookups:
+    # "cuGetProcAddress lookups: N hooked by pointer match, N by version rule, N passed through".
+    "$PY" - "$f" <<'EOF'
+import re, sys
+sums, procs, unlisted = [0, 0, 0], 0, 0
+for line in open(sys.argv[1], errors="replace"):
+    if not line.startswith("gpuslice: debug:"):
+        continue
+    unlisted += "returned an unlisted pointer" in line
+    m = re.search(r"(\d+) hooked by pointer match, (\d+) by version rule(?:, (\d+) passed through)?",
+                  line)
+    if m:
+        procs += 1
+        for i in range(3):
+            sums[i] += int(m.group(i + 1) or 0)
+if procs:
+    print(f"@key gpa_pointer_match {sums[0]}")
+    print(f"@key gpa_version_rule {sums[1]}")
+    print(f"@key gpa_passed_through {sums[2]}")
+    print(f"@num gpa_count_lines {procs}")
+else:
+    print("@note no 'cuGetProcAddress lookups' count line in the debug output")
+print(f"@num gpa_unlisted_pointer_lines {unlisted}")
+EOF
+}
+
+# --- checks: each function prints check lines and returns non-zero on a hard failure --------
+
+c_build() {
+    local log=$GPU_SUITE_WORK/build.log rc p pids=() names=() stubs cudart i
+    echo "cmake build into $BUILD"
+    # shellcheck disable=SC2086 # GPU_CMAKE_ARGS is a list of options
+    cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DCMAKE_BUILD_TYPE=Release \
+        ${GPU_CMAKE_ARGS--DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF} >"$log" 2>&1 &&
+        cmake --build "$BUILD" -j"$(nproc)" >>"$log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || tail -n 40 "$log"
+    expect "cmake configure + build (exit $rc)" test "$rc" -eq 0
+    expect "built $GS" test -x "$GS"
+    expect "built $LIB" test -f "$LIB"
+    [ -f "$LIB" ] && num libgpuslice_exported_symbols "$(nm -D --defined-only "$LIB" | wc -l)"
+
+    if ! [ -x "$NVCC" ]; then
+        fail "nvcc not found (set NVCC)"
+        return 1
+    fi
+    "$NVCC" --version | tail -n 2
+    stubs=$CUDA_HOME/lib64/stubs
+    [ -e "$stubs/libcuda.so" ] || stubs=$CUDA_HOME/targets/x86_64-linux/lib/stubs
+    cudart=$CUDA_HOME/lib64
+    [ -e "$cudart/libcudart.so" ] || cudart=$CUDA_HOME/targets/x86_64-linux/lib
+    mkdir -p "$GPUBIN"
+    compile() { # NAME COMMAND...: compile in the background, log to GPUBIN/NAME.log
+        names+=("$1")
+        rm -f "$GPUBIN/$1" # never test a stale binary
+        "${@:2}" >"$GPUBIN/$1.log" 2>&1 &
+        pids+=($!)
+    }
+    for p in drv_limit threads_race probe; do
+        compile "$p" "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/$p" "$HERE/$p.c" \
+            -L"$stubs" -lcuda -lpthread -ldl
+    done
+    compile rt_limit "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/rt_limit" "$HERE/rt_limit.cu"
+    compile rt_limit_shared "$NVCC" -arch=sm_90 -O2 -cudart shared -I"$HERE" \
+        -Xlinker -rpath="$cudart" -o "$GPUBIN/rt_limit_shared" "$HERE/rt_limit.cu"
+    compile launch_overhead "$ROOT/bench/launch_overhead.sh" --build
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}"
+        rc=$?
+        [ "$rc" -eq 0 ] || cat "$GPUBIN/${names[$i]}.log"
+        expect "nvcc built ${names[$i]} (exit $rc)" test "$rc" -eq 0
+    done
+}
+
+c_probe_driver() {
+    local lib real
+    need "$GPUBIN/probe" || return 1
+    lib=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" && /x86-64/ { print $NF; exit }')
+    [ -n "$lib" ] || lib=/usr/lib/x86_64-linux-gnu/libcuda.so.1
+    real=$(readlink -f "$lib")
+    echo "real driver library: $lib -> $real"
+    note "libcuda: $real"
+    if [ -e "$real" ]; then
+        num libcuda_defined_exports "$(nm -D --defined-only "$real" | wc -l)"
+        echo "--- nm -D --defined-only $real | grep cu(MemAlloc|MemFree|MemGetInfo|DeviceTotalMem|GetProcAddress|CtxCreate|ArrayCreate) ---"
+        nm -D --defined-only "$real" |
+            grep -E " cu(MemAlloc|MemFree|MemGetInfo|DeviceTotalMem|GetProcAddress|CtxCreate|ArrayCreate)"
+        num libcuda_matching_exports "$(nm -D --defined-only "$real" |
+            grep -cE " cu(MemAlloc|MemFree|MemGetInfo|DeviceTotalMem|GetProcAddress|CtxCreate|ArrayCreate)")"
+    else
+        note "cannot find libcuda.so.1 ($lib)"
+    fi
+    echo "--- native probe (no gpuslice) ---"
+    "$GPUBIN/probe"
+}
+
+# The driver-API program under several ways of setting a 2 GiB limit.
+c_drv_gpuslice_run() { need "$GS" "$GPUBIN/drv_limit" && "$GS" run --memory 2G -- "$GPUBIN/drv_limit" $((2 * GiB)); }
+c_drv_per_device() { need "$GS" "$GPUBIN/drv_limit" && "$GS" run --memory 0:2G -- "$GPUBIN/drv_limit" $((2 * GiB)); }
+c_drv_ld_preload() {
+    need "$LIB" "$GPUBIN/drv_limit" &&
+        env LD_PRELOAD="$LIB" GPUSLICE_MEMORY_LIMIT=2G "$GPUBIN/drv_limit" $((2 * GiB))
+}
+c_drv_hami_env() {
+    need "$LIB" "$GPUBIN/drv_limit" &&
+        env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT=2g "$GPUBIN/drv_limit" $((2 * GiB))
+}
+c_drv_vgpu_env() {
+    need "$LIB" "$GPUBIN/drv_limit" &&
+        env LD_PRELOAD="$LIB" TENSOR_FUSION_CUDA_MEM_LIMIT='{"0": 2147483648}' \
+            "$GPUBIN/drv_limit" $((2 * GiB))
+}
+c_drv_bad_env() {
+    local t rc
+    need "$LIB" "$GPUBIN/drv_limit" || return 1
+    t=$(tmpdir)
+    env LD_PRELOAD="$LIB" GPUSLICE_MEMORY_LIMIT=banana "$GPUBIN/drv_limit" --expect-init-fail \
+        2>"$t/err"
+    rc=$?
+    sed 's/^/stderr: /' "$t/err" | head -n 20
+    expect "with GPUSLICE_MEMORY_LIMIT=banana the program saw cuInit fail and exited normally (exit $rc)" \
+        test "$rc" -eq 0
+    expect "stderr names GPUSLICE_MEMORY_LIMIT" grep -q GPUSLICE_MEMORY_LIMIT "$t/err"
+}
+c_cli_bad_size() {
+    local t rc
+    need "$GS" || return 1
+    t=$(tmpdir)
+    "$GS" run --memory "8 GB" -- touch "$t/ran" 2>"$t/err"
+    rc=$?
+    sed 's/^/stderr: /' "$t/err" | head -n 10
+    key exit_status "$rc"
+    expect "gpuslice run --memory \"8 GB\" exits 2 (got $rc)" test "$rc" -eq 2
+    expect "the command was not started" test ! -e "$t/ran"
+    expect "the message names --memory" grep -q -- --memory "$t/err"
+}
+
+c_rt_static() { need "$GS" "$GPUBIN/rt_limit" && "$GS" run --memory 2G -- "$GPUBIN/rt_limit" $((2 * GiB)); }
+c_rt_shared() {
+    need "$GS" "$GPUBIN/rt_limit_shared" || return 1
+    ldd "$GPUBIN/rt_limit_shared" | grep -E 'cudart|cuda\.so' | sed 's/^/ldd: /'
+    "$GS" run --memory 2G -- "$GPUBIN/rt_limit_shared" $((2 * GiB))
+}
+c_rt_debug() {
+    local t rc
+    need "$GS" "$GPUBIN/rt_limit" || return 1
+    t=$(tmpdir)
+    GPUSLICE_DEBUG=1 "$GS" run --memory 2G -- "$GPUBIN/rt_limit" $((2 * GiB)) 2>"$t/err"
+    rc=$?
+    debug_report "$t/err"
+    return "$rc"
+}
+
+c_threads_race() { need "$GS" "$GPUBIN/threads_race" && "$GS" run --memory 1G -- "$GPUBIN/threads_race" "$GiB" 30; }
+
+c_nvidia_smi_view() {
+    local smi t native limited rc real_ok=false
+    # shellcheck disable=SC2054 # the commas belong to nvidia-smi's --format
+    local q=(--query-gpu=memory.total --format=csv,noheader,nounits -i 0)
+    need "$GS" || return 1
+    smi=$(command -v nvidia-smi) || { fail "nvidia-smi not found"; return 1; }
+    t=$(tmpdir)
+    echo "nvidia-smi: $smi"
+    ldd "$smi" 2>&1 | sed 's/^/ldd: /' | head -n 12
+    native=$(nvidia-smi "${q[@]}" 2>&1 | head -n 1 | tr -d ' \r')
+    limited=$("$GS" run --memory 4G -- nvidia-smi "${q[@]}" 2>"$t/err" | head -n 1 | tr -d ' \r')
+    rc=$?
+    sed 's/^/stderr: /' "$t/err" | head -n 10
+    key nvidia_smi_native_MiB "$native"
+    key nvidia_smi_limited_MiB "$limited"
+    expect "under gpuslice run --memory 4G, nvidia-smi memory.total is 4096 (got '$limited', exit $rc)" \
+        test "$limited" = 4096
+    is_int "$native" && [ "$native" -gt 4096 ] && real_ok=true
+    expect "without gpuslice nvidia-smi memory.total is the real total ($native > 4096)" "$real_ok"
+    echo "--- under the limit: memory.total,memory.used,memory.free ---"
+    "$GS" run --memory 4G -- nvidia-smi --query-gpu=memory.total,memory.used,memory.free \
+        --format=csv -i 0 2>&1 | head -n 5
+    echo "--- plain nvidia-smi under the limit ---"
+    "$GS" run --memory 4G -- nvidia-smi 2>&1 | head -n 25
+    echo "--- pynvml under the limit ---"
+    "$GS" run --memory 4G -- "$PY" "$HERE/nvml_view.py" limit $((4 * GiB)) ||
+        fail "nvml_view.py limit exited $?"
+    echo "--- pynvml without gpuslice ---"
+    "$PY" "$HERE/nvml_view.py" native $((4 * GiB)) || fail "nvml_view.py native exited $?"
+}
+
+c_torch() { need "$GS" && "$GS" run --memory 4G -- "$PY" "$HERE/torch_limit.py" "$1" $((4 * GiB)); }
+c_torch_plain() { c_torch plain; }
+c_torch_graphs() { c_torch graphs; }
+c_torch_threads() { c_torch threads; }
+c_torch_expandable() { PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True c_torch expandable; }
+c_torch_debug() {
+    local t rc
+    need "$GS" || return 1
+    t=$(tmpdir)
+    GPUSLICE_DEBUG=1 "$GS" run --memory 4G -- "$PY" "$HERE/torch_limit.py" plain $((4 * GiB)) \
+        2>"$t/err"
+    rc=$?
+    debug_report "$t/err"
+    return "$rc"
+}
+
+c_tenant_two_procs() {
+    local d
+    need "$GS" || return 1
+    d=$(tmpdir)
+    # shellcheck disable=SC2016 # expanded by the inner bash
+    "$GS" run --memory 4G -- bash -c '
+        py=$1 t=$2 d=$3 lim=$4
+        "$py" "$t" A "$d" "$lim" & a=$!
+        "$py" "$t" B "$d" "$lim" "$a"; b=$?
+        : >"$d/b_exit"
+        wait "$a"; ar=$?
+        echo "tenant: process A exited $ar, process B exited $b"
+        [ "$ar" -eq 0 ] && [ "$b" -eq 0 ]' tenant "$PY" "$HERE/tenant.py" "$d" $((4 * GiB))
+}
+c_tenant_sigkill() {
+    local d
+    need "$GS" || return 1
+    d=$(tmpdir)
+    # shellcheck disable=SC2016 # expanded by the inner bash
+    "$GS" run --memory 4G -- bash -c '
+        py=$1 t=$2 d=$3 lim=$4
+        "$py" "$t" hold "$d" "$lim" & h=$!
+        "$py" "$t" kill "$d" "$lim" "$h"; k=$?
+        kill -9 "$h" 2>/dev/null; wait "$h"; hr=$?
+        echo "tenant: holder exited $hr (137 = killed), killer exited $k"
+        [ "$k" -eq 0 ]' tenant "$PY" "$HERE/tenant.py" "$d" $((4 * GiB))
+}
+
+c_nvml_agreement() { need "$GS" && "$GS" run --memory 8G -- "$PY" "$HERE/nvml_agreement.py" $((8 * GiB)); }
+
+c_bench_launch() {
+    need "$GS" "$LIB" || return 1
+    BENCH_TABLE=$GPU_SUITE_WORK/bench-launch.md "$ROOT/bench/launch_overhead.sh"
+}
+
+# name, timeout in seconds, function. Quick C checks first, PyTorch next, the benchmark last.
+CHECKS=(
+    "probe_driver 60 c_probe_driver"
+    "driver_api_limit/gpuslice_run 60 c_drv_gpuslice_run"
+    "driver_api_limit/per_device_size 60 c_drv_per_device"
+    "driver_api_limit/ld_preload 60 c_drv_ld_preload"
+    "driver_api_limit/hami_env 60 c_drv_hami_env"
+    "driver_api_limit/vgpu_env 60 c_drv_vgpu_env"
+    "driver_api_limit/bad_env 30 c_drv_bad_env"
+    "driver_api_limit/bad_cli_size 30 c_cli_bad_size"
+    "runtime_api_limit/static 60 c_rt_static"
+    "runtime_api_limit/shared 60 c_rt_shared"
+    "runtime_api_limit/debug 60 c_rt_debug"
+    "threads_race 90 c_threads_race"
+    "nvidia_smi_view 60 c_nvidia_smi_view"
+    "torch_limit/plain 120 c_torch_plain"
+    "torch_limit/graphs 120 c_torch_graphs"
+    "torch_limit/expandable 120 c_torch_expandable"
+    "torch_limit/threads 120 c_torch_threads"
+    "torch_limit/debug 120 c_torch_debug"
+    "tenant_two_procs 180 c_tenant_two_procs"
+    "tenant_sigkill 120 c_tenant_sigkill"
+    "nvml_agreement 120 c_nvml_agreement"
+    "bench_launch 200 c_bench_launch"
+)
+BENCH_RESERVE=110 # seconds kept for the benchmark when earlier checks run long
+
+# --- the runner ------------------------------------------------------------------------------
+
+record_env() {
+    local smi
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "kernel: $(uname -r)"
+    echo "host: $(hostname 2>/dev/null)"
+    echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores"
+    smi=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
+        --format=csv,noheader -i 0 2>/dev/null | head -n 1)
+    [ -n "$smi" ] || smi="(nvidia-smi failed),?,?"
+    echo "gpu: ${smi%%,*}"
+    echo "driver: $(echo "$smi" | cut -d, -f2 | tr -d ' ')"
+    echo "gpu memory: $(echo "$smi" | cut -d, -f3- | sed 's/^ *//')"
+    echo "nvcc: $("$NVCC" --version 2>/dev/null | sed -n 's/.*release //p' | head -n 1)"
+    echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1)"
+    echo "torch: $(timeout 60 "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1)"
+    echo "pynvml: $("$PY" -c 'import importlib.metadata as m; print(m.version("nvidia-ml-py"))' 2>&1 | tail -n 1)"
+    echo "gpuslice commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)$(
+        [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1)" ] && echo ' (with uncommitted changes)')"
+}
+
+# run_check NAME TIMEOUT FUNCTION [RESERVE]: runs the function in a fresh bash under timeout
+# (its own process group), streams its output, records its verdict in results.jsonl, and
+# kills whatever it left running. RESERVE seconds of the budget are kept for later checks.
+run_check() {
+    local name=$1 limit=$2 fn=$3 reserve=${4:-0} left log pid rc t0 t1 secs
+    left=$((DEADLINE - $(date +%s) - reserve))
+    if [ "$left" -lt 10 ]; then
+        echo "=== [$name] not run: the suite's time budget (${BUDGET} s) is spent"
+        "$PY" "$HERE/report.py" unrun "$name" "not run: the suite's time budget (${BUDGET} s) was spent" \
+            >>"$GPU_SUITE_WORK/results.jsonl"
+        return
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
+    log=$GPU_SUITE_WORK/checks/${name//\//__}.log
+    echo "=== [$name] start $(date -u +%H:%M:%S), timeout ${limit} s"
+    : >"$log"
+    t0=$(date +%s.%N)
+    timeout -k 5 "$limit" bash "$SELF" --check "$fn" >"$log" 2>&1 </dev/null &
+    pid=$!
+    tail --pid="$pid" -s 0.2 -n +1 -f "$log" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    t1=$(date +%s.%N)
+    # timeout made itself a process-group leader: anything still in that group was left behind.
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        echo "=== [$name] killing processes it left running (group $pid)"
+        kill -KILL -- "-$pid" 2>/dev/null
+    fi
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    "$PY" "$HERE/report.py" parse "$name" "$log" "$rc" "$secs" "$limit" >"$GPU_SUITE_WORK/last.json"
+    cat "$GPU_SUITE_WORK/last.json" >>"$GPU_SUITE_WORK/results.jsonl"
+    echo "=== [$name] $("$PY" -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["result"], ("- " + "; ".join(r["reasons"]))[:400] if r["reasons"] else "")' \
+        "$GPU_SUITE_WORK/last.json") (${secs} s, exit $rc)"
+}
+
+main() {
+    local entry name limit fn reserve
+    echo "gpuslice GPU suite, work directory $GPU_SUITE_WORK, budget ${BUDGET} s"
+    record_env | tee "$GPU_SUITE_WORK/env.txt"
+    echo "--- nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ---"
+    timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+    # Until the benchmark runs (when it is selected), keep time for it.
+    reserve=0
+    [[ bench_launch =~ $ONLY ]] && reserve=$BENCH_RESERVE
+    run_check build 300 c_build "$reserve"
+    for entry in "${CHECKS[@]}"; do
+        read -r name limit fn <<<"$entry"
+        [[ $name =~ $ONLY ]] || continue
+        [ "$name" = bench_launch ] && reserve=0
+        run_check "$name" "$limit" "$fn" "$reserve"
+    done
+    "$PY" "$HERE/report.py" summary "$GPU_SUITE_WORK" "${OUT:-}"
+    echo $? >"$GPU_SUITE_WORK/exit"
+    echo "full logs: $GPU_SUITE_WORK (checks/, build.log)"
+}
+
+case ${1:-} in
+--check)
+    if [ $# -ne 2 ] || ! declare -F "$2" >/dev/null; then
+        echo "no check function '${2:-}'" >&2
+        exit 2
+    fi
+    "$2"
+    exit
+    ;;
+--list)
+    printf '%s\n' "${CHECKS[@]}" | awk '{ print $1 " (timeout " $2 " s)" }'
+    exit 0
+    ;;
+--only)
+    [ $# -eq 2 ] || { echo "usage: tests/gpu/run.sh [--only REGEX]" >&2; exit 2; }
+    ONLY=$2
+    ;;
+"") ONLY=. ;;
+*)
+    echo "usage: tests/gpu/run.sh [--only REGEX | --list | --check FUNCTION]" >&2
+    exit 2
+    ;;
+esac
+
+GPU_SUITE_WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-gpu.XXXXXX") || exit 1
+export GPU_SUITE_WORK
+mkdir -p "$GPU_SUITE_WORK/checks"
+DEADLINE=$(($(date +%s) + BUDGET))
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" || OUT=; fi
+
+main 2>&1 | tee "$GPU_SUITE_WORK/log.txt"
+if [ -n "${OUT:-}" ]; then
+    cp "$GPU_SUITE_WORK/log.txt" "$OUT/gpu-log.txt"
+    [ -f "$GPU_SUITE_WORK/bench-launch.md" ] && cp "$GPU_SUITE_WORK/bench-launch.md" "$OUT/"
+fi
+exit "$(cat "$GPU_SUITE_WORK/exit" 2>/dev/null || echo 1)"
