@@ -86,7 +86,14 @@ void gs__debug(const char *fmt, ...)
     gs__log("debug: %s", buf);
 }
 
-static void init_real_dlsym(void)
+/*
+ * dlsym runs before anything else in the process, even before a sanitizer
+ * runtime has set itself up (ASan finds its interceptors' targets through it),
+ * so these two must not be instrumented.
+ */
+#define GS_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+GS_NO_SANITIZE static void init_real_dlsym(void)
 {
     static const char *versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
     size_t i;
@@ -245,8 +252,8 @@ static void *lookup(void *handle, const char *symbol)
 /* glibc declares symbol nonnull; a caller may still pass NULL, which we must not read. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnonnull-compare"
-GS_EXPORT __attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
-void *dlsym(void *handle, const char *symbol)
+GS_EXPORT GS_NO_SANITIZE
+__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls"))) void *dlsym(void *handle, const char *symbol)
 {
     if (real_dlsym == NULL)
         pthread_once(&dlsym_once, init_real_dlsym);

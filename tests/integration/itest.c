@@ -234,15 +234,21 @@ static int sc_families(unsigned long long limit)
     return check_fail;
 }
 
+/* Allocates bytes; with a refused configuration it carries on past cuInit's error. */
 static int sc_try(unsigned long long bytes)
 {
     CUdeviceptr p;
-    CUresult r;
+    CUresult r, ri;
 
-    init();
+    load_api();
+    ri = A.cuInit(0);
+    A.cuDevicePrimaryCtxRetain(&ctx, 0);
+    A.cuCtxSetCurrent(ctx);
     r = A.cuMemAlloc_v2(&p, bytes);
-    printf("alloc %llu -> %d\n", bytes, r);
-    return r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 1;
+    printf("cuInit %d, alloc %llu -> %d\n", ri, bytes, r);
+    if (r == CUDA_SUCCESS)
+        return 0;
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? 3 : ri != CUDA_SUCCESS ? 5 : 1;
 }
 
 static int sc_hold(unsigned long long bytes, const char *file)

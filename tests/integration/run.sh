@@ -60,7 +60,7 @@ bad_config)
     CUDA_DEVICE_MEMORY_LIMIT=lots expect 4 "bad HAMi size: cuInit fails" -- preload "$IT" init; stderr_has CUDA_DEVICE_MEMORY_LIMIT
     GPUSLICE_MEMORY_LIMIT=3:1G expect 4 "unknown device index: cuInit fails" -- preload "$IT" init; stderr_has "device 3 does not exist"
     GPUSLICE_MEMORY_LIMIT=GPU-00000000-1111-2222-3333-444444444444:1G expect 4 "unknown UUID: cuInit fails" -- preload "$IT" init; stderr_has "no GPU has UUID"
-    GPUSLICE_MEMORY_LIMIT=banana expect 3 "allocations refused too, never unlimited" -- preload "$IT" try 1048576
+    GPUSLICE_MEMORY_LIMIT=banana expect 5 "allocations refused too, never unlimited" -- preload "$IT" try 1048576
     GPUSLICE_TENANT=$T/missing.tenant expect 4 "missing tenant state: cuInit fails" -- preload "$IT" init; stderr_has GPUSLICE_TENANT ;;
 cli)
     expect 2 "run --memory '8 GB' is bad usage" -- "$GS" run --memory "8 GB" -- true; stderr_has '"8 GB" is not a size'

@@ -1,0 +1,221 @@
+/*
+ * Internals of the simulated libcuda.so.1 shared by its files: the process-
+ * local objects (contexts, streams, allocations, pools, modules, events,
+ * graphs), the one mutex that guards them, and the helpers the entry points
+ * use. Nothing here is exported; the entry points are in sim_driver.c,
+ * sim_context.c, sim_memory.c and sim_exec.c.
+ */
+#ifndef GPUSLICE_SIM_CUDA_H
+#define GPUSLICE_SIM_CUDA_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common/cuda_api.h"
+#include "sim_state.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_HIDDEN __attribute__((visibility("hidden")))
+
+#define CUDA_ERROR_FILE_NOT_FOUND ((CUresult)301)
+
+#include "sim_extra_funcs.h"
+
+#define SIM_DECLARE_FUNC(ret, name, params) SIM_EXPORT ret name params;
+SIM_EXTRA_FUNCS(SIM_DECLARE_FUNC)
+#undef SIM_DECLARE_FUNC
+
+enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PTDS };
+
+struct CUgraphNode_st {
+    struct CUgraph_st *graph;
+    uint64_t dur_ns;
+    struct CUgraphNode_st *next;
+};
+
+struct CUgraph_st {
+    struct CUgraphNode_st *nodes, *tail;
+    size_t nnodes;
+    struct CUgraph_st *next;
+};
+
+struct CUgraphExec_st {
+    uint64_t *durs; /* per kernel node, in node order */
+    size_t nnodes;
+    uint64_t total_ns;
+    struct CUgraphExec_st *next;
+};
+
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    enum sim_stream_kind kind;
+    unsigned flags;
+    int priority;
+    uint64_t tail_ns; /* end of the last work queued on it */
+    struct CUgraph_st *capture; /* the graph being captured into, or NULL */
+    CUstreamCaptureStatus capture_status;
+    CUstreamCaptureMode capture_mode;
+    pthread_t capture_thread;
+    struct CUstream_st *next;
+};
+
+struct CUctx_st {
+    uint64_t id; /* never reused: per-thread caches key on it */
+    int dev;
+    unsigned flags;
+    int primary;
+    unsigned refcount; /* primary contexts */
+    int active;        /* footprint charged and usable */
+    int destroyed;     /* created contexts are never freed: other threads may hold them */
+    struct CUstream_st legacy;
+    struct CUctx_st *next;
+};
+
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    uint64_t dur_ns; /* from a spin_<N>us name, else 0 */
+    struct CUfunc_st *next;
+    char name[];
+};
+
+struct CUmod_st {
+    struct CUctx_st *ctx;
+    struct CUfunc_st *funcs;
+    struct CUmod_st *next;
+};
+
+struct CUevent_st {
+    struct CUctx_st *ctx;
+    unsigned flags;
+    int recorded;
+    uint64_t ts_ns;
+    struct CUevent_st *next;
+};
+
+struct CUarray_st {
+    struct CUctx_st *ctx;
+    int dev;
+    uint64_t charged;
+    struct CUarray_st *next;
+};
+
+struct CUmemPoolHandle_st {
+    int dev;
+    int is_default;
+    int destroyed; /* destroyed with allocations outstanding: freed when they are */
+    uint64_t used, reserved, used_high, reserved_high;
+    uint64_t threshold;
+    uint64_t max_size; /* 0: the device's capacity */
+    int reuse[3];
+    struct CUmemPoolHandle_st *next;
+};
+
+/* A physical allocation from cuMemCreate; CUmemGenericAllocationHandle is its address. */
+struct sim_vmm {
+    int dev;
+    size_t size;
+    unsigned refs; /* the handle, and each cuMemRetainAllocationHandle */
+    unsigned maps; /* live cuMemMap mappings */
+    struct sim_vmm *next;
+};
+
+struct sim_map {
+    CUdeviceptr ptr;
+    size_t size;
+    struct sim_vmm *handle;
+    struct sim_map *next;
+};
+
+enum sim_range_kind { SIM_RANGE_ALLOC, SIM_RANGE_MANAGED, SIM_RANGE_POOL, SIM_RANGE_VA };
+
+/* A range of device addresses: an allocation or a VMM reservation. */
+struct sim_range {
+    CUdeviceptr base;
+    size_t size;      /* what the caller asked for (pitch * height when pitched) */
+    size_t span;      /* address space taken */
+    uint64_t charged; /* device bytes it holds (VA: none, its mappings are charged by handle) */
+    enum sim_range_kind kind;
+    int dev;
+    struct CUctx_st *ctx;
+    struct CUmemPoolHandle_st *pool;
+    void *host; /* managed memory is backed by a host mapping */
+    struct sim_map *maps;
+};
+
+struct sim_driver {
+    pthread_mutex_t lock;
+    int ready; /* read without the lock: 1 once cuInit succeeded */
+    int init_tried;
+    CUresult init_result;
+    struct sim_config cfg;
+    struct sim_state st;
+    uint64_t next_id;
+    struct CUctx_st primary[SIM_MAX_DEVICES];
+    struct CUctx_st *contexts;
+    struct CUstream_st *streams;
+    struct CUevent_st *events;
+    struct CUmod_st *modules;
+    struct CUgraph_st *graphs;
+    struct CUgraphExec_st *execs;
+    struct CUarray_st *arrays;
+    struct CUmemPoolHandle_st *pools;
+    struct CUmemPoolHandle_st *default_pool[SIM_MAX_DEVICES];
+    struct CUmemPoolHandle_st *current_pool[SIM_MAX_DEVICES];
+    struct sim_vmm *vmms;
+    struct sim_range *ranges; /* sorted by base */
+    size_t nranges, cap;
+};
+
+#define SIM_CTX_STACK 64
+#define SIM_PTDS_CACHE 8
+
+struct sim_tls {
+    struct CUctx_st *stack[SIM_CTX_STACK];
+    int depth;
+    struct {
+        uint64_t ctx_id;
+        struct CUstream_st *s;
+    } ptds[SIM_PTDS_CACHE];
+    unsigned ptds_next;
+};
+
+extern SIM_HIDDEN struct sim_driver sim_drv;
+extern SIM_HIDDEN __thread struct sim_tls sim_tls;
+
+/* Takes the driver lock after cuInit; CUDA_ERROR_NOT_INITIALIZED before. */
+SIM_HIDDEN CUresult sim_enter(void);
+SIM_HIDDEN void sim_leave(void);
+/* sim_enter for calls that need a current context, which lands in *ctx. */
+SIM_HIDDEN CUresult sim_enter_ctx(struct CUctx_st **ctx);
+
+SIM_HIDDEN CUresult sim_check_device(CUdevice dev);
+SIM_HIDDEN CUresult sim_ctx_lookup(CUcontext h, struct CUctx_st **out);
+SIM_HIDDEN CUresult sim_ctx_usable(const struct CUctx_st *c);
+/* Frees everything a context owns when it stops being active (destroy, release, reset). */
+SIM_HIDDEN void sim_ctx_teardown(struct CUctx_st *c);
+
+/* Resolves a stream handle; ptds: the caller is a _ptsz/_ptds variant. */
+SIM_HIDDEN CUresult sim_stream_get(CUstream h, int ptds, struct CUstream_st **out);
+/* When work queued on s next may start, by the legacy-stream rules. */
+SIM_HIDDEN uint64_t sim_stream_wait_point(const struct CUstream_st *s);
+SIM_HIDDEN uint64_t sim_ctx_wait_point(const struct CUctx_st *c);
+SIM_HIDDEN void sim_exec_drop_ctx(struct CUctx_st *c);
+
+/* Pools of dev with more than their threshold unused give the rest back. */
+SIM_HIDDEN void sim_pools_settle(int dev);
+SIM_HIDDEN void sim_mem_drop_ctx(struct CUctx_st *c);
+SIM_HIDDEN int sim_mem_init_pools(void);
+
+SIM_HIDDEN void sim_sync_then_settle(uint64_t until, int dev);
+
+static inline int sim_ready(void)
+{
+    return __atomic_load_n(&sim_drv.ready, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t sim_round_up(uint64_t v, uint64_t g)
+{
+    return (v + g - 1) / g * g;
+}
+
+#endif /* GPUSLICE_SIM_CUDA_H */

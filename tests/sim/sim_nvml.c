@@ -1,0 +1,441 @@
+/*
+ * The simulated libnvidia-ml.so.1: NVML answers read from the same shared
+ * state file the simulated driver writes, so memory, processes and
+ * utilisation agree with what every process using the driver did.
+ *
+ * Clocks: utilisation covers the last second of CLOCK_MONOTONIC (the device
+ * timeline's clock); process samples carry timeStamp in microseconds of
+ * CLOCK_REALTIME, as real NVML does: the end of the process's latest kernel
+ * time in that second, converted once when the kernel was queued (so the same
+ * sample keeps the same timeStamp), or now while that kernel still runs.
+ */
+#define _GNU_SOURCE
+#include "common/nvml_api.h"
+#include "sim_state.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+    unsigned index;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    unsigned refs;
+    struct sim_config cfg;
+    struct sim_state st;
+} nv = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct nvmlDevice_st devices[SIM_MAX_DEVICES] = {
+    {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+
+static nvmlReturn_t init(void)
+{
+    nvmlReturn_t r = NVML_SUCCESS;
+
+    pthread_mutex_lock(&nv.lock);
+    if (nv.refs == 0) {
+        /* A bad environment or state file leaves NVML uninitialised; the message says why. */
+        if (sim_config_load(&nv.cfg) < 0 || sim_state_open(&nv.cfg, &nv.st) < 0)
+            r = NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    if (r == NVML_SUCCESS)
+        nv.refs++;
+    pthread_mutex_unlock(&nv.lock);
+    return r;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    return init();
+}
+
+SIM_EXPORT nvmlReturn_t nvmlInit(void)
+{
+    return init();
+}
+
+SIM_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    /* NVML_INIT_FLAG_NO_GPUS (1) and NVML_INIT_FLAG_NO_ATTACH (2) change nothing here. */
+    if (flags & ~3u)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return init();
+}
+
+SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    nvmlReturn_t r = NVML_SUCCESS;
+
+    pthread_mutex_lock(&nv.lock);
+    if (nv.refs == 0)
+        r = NVML_ERROR_UNINITIALIZED;
+    else if (--nv.refs == 0)
+        sim_state_close(&nv.st);
+    pthread_mutex_unlock(&nv.lock);
+    return r;
+}
+
+SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No Data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    default: return "Unknown Error";
+    }
+}
+
+static int ready(void)
+{
+    unsigned refs;
+
+    pthread_mutex_lock(&nv.lock);
+    refs = nv.refs;
+    pthread_mutex_unlock(&nv.lock);
+    return refs > 0;
+}
+
+/* NVML's answer for a string that must fit length bytes. */
+static nvmlReturn_t copy_string(char *out, unsigned length, const char *s)
+{
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(s) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, s, strlen(s) + 1);
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    return copy_string(version, length, SIM_NVML_DRIVER_VERSION);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!cudaDriverVersion)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *cudaDriverVersion = SIM_CUDA_DRIVER_VERSION;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!deviceCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *deviceCount = nv.cfg.devices;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!device || index >= nv.cfg.devices)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &devices[index];
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    char s[41];
+
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!uuid || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < nv.cfg.devices; i++) {
+        sim_uuid_string((int)i, s);
+        if (strcasecmp(s, uuid) == 0) {
+            *device = &devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* The index of a valid handle, or -1. */
+static int device_index(nvmlDevice_t device)
+{
+    if (!ready())
+        return -1;
+    for (unsigned i = 0; i < nv.cfg.devices; i++)
+        if (device == &devices[i])
+            return (int)i;
+    return -1;
+}
+
+#define DEVICE_OR_RETURN(device, idx)                                                      \
+    do {                                                                                   \
+        if (!ready())                                                                      \
+            return NVML_ERROR_UNINITIALIZED;                                               \
+        if (((idx) = device_index(device)) < 0)                                            \
+            return NVML_ERROR_INVALID_ARGUMENT;                                            \
+    } while (0)
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!index)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = (unsigned)i;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    return copy_string(name, length, SIM_DEVICE_NAME);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    char s[41];
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    sim_uuid_string(i, s);
+    return copy_string(uuid, length, s);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                           int *minor)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!major || !minor)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *major = SIM_CC_MAJOR;
+    *minor = SIM_CC_MINOR;
+    return NVML_SUCCESS;
+}
+
+static uint64_t device_used(int i)
+{
+    uint64_t used;
+
+    sim_state_lock(&nv.st);
+    used = sim_state_used(nv.st.sh, i);
+    sim_state_unlock(&nv.st);
+    return used < nv.cfg.memory ? used : nv.cfg.memory;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    uint64_t used;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    used = device_used(i);
+    memory->total = nv.cfg.memory;
+    memory->used = used;
+    memory->free = nv.cfg.memory - used;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    uint64_t used;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    used = device_used(i);
+    memory->total = nv.cfg.memory;
+    memory->reserved = 0; /* no driver-reserved memory is simulated */
+    memory->used = used;
+    memory->free = nv.cfg.memory - used;
+    return NVML_SUCCESS;
+}
+
+static unsigned percent(uint64_t part, uint64_t whole)
+{
+    uint64_t p = (part * 100 + whole / 2) / whole;
+
+    return p > 100 ? 100 : (unsigned)p;
+}
+
+/* gpu: the share of the last second the device timeline was busy; memory: not simulated, 0. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                      nvmlUtilization_t *utilization)
+{
+    uint64_t busy;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!utilization)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    sim_state_lock(&nv.st);
+    busy = sim_state_busy(nv.st.sh, i, sim_now_ns(), SIM_UTIL_WINDOW_NS);
+    sim_state_unlock(&nv.st);
+    utilization->gpu = percent(busy, SIM_UTIL_WINDOW_NS);
+    utilization->memory = 0;
+    return NVML_SUCCESS;
+}
+
+/*
+ * One sample per process that ran kernels in the last second. No samples:
+ * NVML_ERROR_NOT_FOUND. No room: the count needed and NVML_ERROR_INSUFFICIENT_SIZE.
+ */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                        nvmlProcessUtilizationSample_t *utilization,
+                                                        unsigned int *processSamplesCount,
+                                                        unsigned long long lastSeenTimeStamp)
+{
+    struct sim_proc_busy busy[2 * SIM_MAX_PROCS];
+    nvmlProcessUtilizationSample_t samples[2 * SIM_MAX_PROCS];
+    uint64_t now;
+    unsigned n = 0;
+    int i, count;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!processSamplesCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    sim_state_lock(&nv.st);
+    now = sim_now_ns();
+    count = sim_state_busy_by_proc(nv.st.sh, i, now, sim_realtime_us(), SIM_UTIL_WINDOW_NS, busy,
+                                   (int)(sizeof(busy) / sizeof(busy[0])));
+    sim_state_unlock(&nv.st);
+    for (int k = 0; k < count; k++) {
+        unsigned long long ts = busy[k].last_end_rt_us;
+        if (ts <= lastSeenTimeStamp)
+            continue;
+        memset(&samples[n], 0, sizeof(samples[n]));
+        samples[n].pid = (unsigned)busy[k].pid;
+        samples[n].timeStamp = ts;
+        samples[n].smUtil = percent(busy[k].busy_ns, SIM_UTIL_WINDOW_NS);
+        n++;
+    }
+    if (n == 0) {
+        *processSamplesCount = 0;
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (!utilization || *processSamplesCount < n) {
+        *processSamplesCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(utilization, samples, n * sizeof(samples[0]));
+    *processSamplesCount = n;
+    return NVML_SUCCESS;
+}
+
+struct proc_row {
+    unsigned pid;
+    unsigned long long used;
+};
+
+/* Live processes with a context or memory on device i. */
+static unsigned running_processes(int i, struct proc_row *rows)
+{
+    unsigned n = 0;
+
+    sim_state_lock(&nv.st);
+    for (int k = 0; k < SIM_MAX_PROCS; k++) {
+        const struct sim_proc *p = &nv.st.sh->procs[k];
+        if (p->pid != 0 && (p->contexts[i] > 0 || p->held[i] > 0)) {
+            rows[n].pid = (unsigned)p->pid;
+            rows[n].used = p->held[i];
+            n++;
+        }
+    }
+    sim_state_unlock(&nv.st);
+    return n;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_v1_t *infos)
+{
+    struct proc_row rows[SIM_MAX_PROCS];
+    unsigned n;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!infoCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    n = running_processes(i, rows);
+    if (*infoCount < n || (n > 0 && !infos)) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        infos[k].pid = rows[k].pid;
+        infos[k].usedGpuMemory = rows[k].used;
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos)
+{
+    struct proc_row rows[SIM_MAX_PROCS];
+    unsigned n;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!infoCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    n = running_processes(i, rows);
+    if (*infoCount < n || (n > 0 && !infos)) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        infos[k].pid = rows[k].pid;
+        infos[k].usedGpuMemory = rows[k].used;
+        infos[k].gpuInstanceId = 0xFFFFFFFFu; /* no MIG: NVML_VALUE_NOT_AVAILABLE */
+        infos[k].computeInstanceId = 0xFFFFFFFFu;
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,587 @@
+/*
+ * The simulated GPU's shared state (see sim_state.h): environment parsing, the
+ * shared-memory file, the robust process-shared lock, the sweep that gives back
+ * what dead processes held, and the device timelines. Compiled into both
+ * libcuda.so.1 and libnvidia-ml.so.1 so they agree on one layout.
+ */
+#define _GNU_SOURCE
+#include "sim_state.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t sim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sim_realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void sim_sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
+                          .tv_nsec = (long)(t % 1000000000ull)};
+    /* Absolute, so a signal that interrupts the sleep costs no accuracy. */
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+int sim_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v = 0, mult = 1;
+    const char *p = s;
+
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    switch (*p) {
+    case '\0': break;
+    case 'K': case 'k': mult = 1ull << 10; p++; break;
+    case 'M': case 'm': mult = 1ull << 20; p++; break;
+    case 'G': case 'g': mult = 1ull << 30; p++; break;
+    case 'T': case 't': mult = 1ull << 40; p++; break;
+    default: return -EINVAL;
+    }
+    if (*p != '\0')
+        return -EINVAL;
+    if (v > UINT64_MAX / mult)
+        return -ERANGE;
+    *out = v * mult;
+    return 0;
+}
+
+/* Strict decimal in [lo, hi]. */
+static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    for (; isdigit((unsigned char)*s); s++) {
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > hi)
+            return -ERANGE;
+    }
+    if (*s != '\0' || v < lo)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int sim_config_load(struct sim_config *cfg)
+{
+    const char *v;
+    uint64_t n;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->devices = SIM_DEFAULT_DEVICES;
+    cfg->sms = SIM_DEFAULT_SMS;
+    cfg->memory = SIM_DEFAULT_MEMORY;
+    cfg->context_bytes = SIM_DEFAULT_CONTEXT_BYTES;
+
+    if ((v = getenv("GPUSLICE_SIM_DEVICES"))) {
+        if (parse_uint(v, 1, SIM_MAX_DEVICES, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_DEVICES: \"%s\" is not a device count "
+                            "(use 1 to %d)\n", v, SIM_MAX_DEVICES);
+            return -EINVAL;
+        }
+        cfg->devices = (uint32_t)n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_SMS"))) {
+        if (parse_uint(v, 1, SIM_MAX_SMS, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_SMS: \"%s\" is not an SM count "
+                            "(use 1 to %d)\n", v, SIM_MAX_SMS);
+            return -EINVAL;
+        }
+        cfg->sms = (uint32_t)n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_MEMORY"))) {
+        if (sim_parse_size(v, &n) < 0 || n < SIM_GRANULE || n > SIM_MAX_BYTES) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_MEMORY: \"%s\" is not a memory size "
+                            "from 2M to 1024T (use e.g. 16G, 512M, 17179869184)\n", v);
+            return -EINVAL;
+        }
+        cfg->memory = n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_CONTEXT_BYTES"))) {
+        if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_BYTES: \"%s\" is not a size "
+                            "(use e.g. 64M, 0, 67108864)\n", v);
+            return -EINVAL;
+        }
+        cfg->context_bytes = n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_STATE"))) {
+        if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: \"%s\" is not a usable path "
+                            "(use e.g. /dev/shm/my-sim-state)\n", v);
+            return -EINVAL;
+        }
+        strcpy(cfg->state_path, v);
+    } else {
+        snprintf(cfg->state_path, sizeof(cfg->state_path), "/dev/shm/gpuslice-sim-%u",
+                 (unsigned)getuid());
+    }
+    return 0;
+}
+
+/* ---- the file --------------------------------------------------------- */
+
+static int init_shared(struct sim_shared *sh, const struct sim_config *cfg)
+{
+    pthread_mutexattr_t a;
+    int r;
+
+    memset(sh, 0, sizeof(*sh));
+    sh->version = SIM_STATE_VERSION;
+    sh->size = (uint32_t)sizeof(*sh);
+    sh->devices = cfg->devices;
+    sh->sms = cfg->sms;
+    sh->memory = cfg->memory;
+    sh->context_bytes = cfg->context_bytes;
+    if ((r = pthread_mutexattr_init(&a)) != 0)
+        return -r;
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    r = pthread_mutex_init(&sh->lock.mutex, &a);
+    pthread_mutexattr_destroy(&a);
+    if (r != 0)
+        return -r;
+    /* The magic goes last: a file with it is complete. */
+    __atomic_store_n(&sh->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int state_error(const char *path, const char *what, int err)
+{
+    fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: %s: %s%s%s\n", path, what,
+            err ? ": " : "", err ? strerror(err) : "");
+    return err ? -err : -EPROTO;
+}
+
+int sim_state_open(struct sim_config *cfg, struct sim_state *st)
+{
+    const size_t len = sizeof(struct sim_shared);
+    struct sim_shared *sh;
+    struct stat sb;
+    int fd, r = 0;
+
+    st->sh = NULL;
+    st->slot = -1;
+    st->pid = getpid();
+    if (sim_proc_start_time(st->pid, &st->start_time) < 0)
+        st->start_time = 0;
+
+    fd = open(cfg->state_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return state_error(cfg->state_path, "cannot open", errno);
+    /* flock, not the mutex: the mutex lives in the file and may not exist yet. */
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            r = state_error(cfg->state_path, "cannot lock", errno);
+            goto out_close;
+        }
+    }
+    if (fstat(fd, &sb) < 0) {
+        r = state_error(cfg->state_path, "cannot stat", errno);
+        goto out_unlock;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+        r = state_error(cfg->state_path, "not a regular file owned by this user", 0);
+        goto out_unlock;
+    }
+    if (sb.st_size != 0 && (size_t)sb.st_size != len) {
+        r = state_error(cfg->state_path, "written by another version of the simulator "
+                                         "(size differs); remove it", 0);
+        goto out_unlock;
+    }
+    if (sb.st_size == 0 && ftruncate(fd, (off_t)len) < 0) {
+        r = state_error(cfg->state_path, "cannot size", errno);
+        goto out_unlock;
+    }
+    sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (sh == MAP_FAILED) {
+        r = state_error(cfg->state_path, "cannot map", errno);
+        goto out_unlock;
+    }
+    if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) != SIM_STATE_MAGIC) {
+        if ((r = init_shared(sh, cfg)) < 0) {
+            state_error(cfg->state_path, "cannot initialise the lock", -r);
+            munmap(sh, len);
+            goto out_unlock;
+        }
+    } else if (sh->version != SIM_STATE_VERSION || sh->size != len || sh->devices < 1 ||
+               sh->devices > SIM_MAX_DEVICES) {
+        r = state_error(cfg->state_path, "written by another version of the simulator; "
+                                         "remove it", 0);
+        munmap(sh, len);
+        goto out_unlock;
+    }
+    /* The file's geometry wins over this process's environment. */
+    cfg->devices = sh->devices;
+    cfg->sms = sh->sms;
+    cfg->memory = sh->memory;
+    cfg->context_bytes = sh->context_bytes;
+    st->sh = sh;
+out_unlock:
+    flock(fd, LOCK_UN);
+out_close:
+    close(fd);
+    return r;
+}
+
+void sim_state_close(struct sim_state *st)
+{
+    if (st && st->sh) {
+        munmap(st->sh, sizeof(*st->sh));
+        st->sh = NULL;
+    }
+}
+
+/* ---- processes -------------------------------------------------------- */
+
+int sim_proc_start_time(pid_t pid, uint64_t *start)
+{
+    char path[64], buf[1024], *p, *save = NULL, *tok;
+    ssize_t n;
+    int fd, field;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? -ESRCH : -errno;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -ESRCH;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: fields resume after the last ')'. */
+    p = strrchr(buf, ')');
+    if (!p)
+        return -EIO;
+    p++;
+    for (field = 3, tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
+        /* A zombie has let go of its GPU memory, as with the real driver. */
+        if (field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
+            return -ESRCH;
+        if (field == 22) {
+            *start = strtoull(tok, NULL, 10);
+            return 0;
+        }
+    }
+    return -EIO;
+}
+
+static int proc_is_self(const struct sim_state *st, const struct sim_proc *p)
+{
+    return p->pid == (int32_t)st->pid && p->start_time == st->start_time;
+}
+
+/*
+ * Frees the records of processes that are gone; their memory returns to the
+ * device. PIDs are those of this process's namespace: processes sharing one
+ * state file must share it too. Without a readable /proc (our own start time
+ * unknown) nobody is declared dead.
+ */
+static void sweep(struct sim_state *st)
+{
+    struct sim_shared *sh = st->sh;
+
+    if (st->start_time == 0)
+        return;
+
+    for (int i = 0; i < SIM_MAX_PROCS; i++) {
+        struct sim_proc *p = &sh->procs[i];
+        uint64_t start;
+        int r;
+
+        if (p->pid == 0 || proc_is_self(st, p))
+            continue;
+        r = sim_proc_start_time(p->pid, &start);
+        /* Only a sure death frees a record; a /proc we may not read means alive. */
+        if (r == -ESRCH || (r == 0 && start != p->start_time))
+            memset(p, 0, sizeof(*p));
+    }
+}
+
+static void refresh_identity(struct sim_state *st)
+{
+    pid_t pid = getpid();
+
+    if (pid != st->pid) { /* a forked child: it holds nothing yet */
+        st->pid = pid;
+        st->slot = -1;
+        if (sim_proc_start_time(pid, &st->start_time) < 0)
+            st->start_time = 0;
+    }
+}
+
+void sim_state_lock(struct sim_state *st)
+{
+    int r = pthread_mutex_lock(&st->sh->lock.mutex);
+
+    /* The holder died mid-update: the counters stay as it left them. */
+    if (r == EOWNERDEAD)
+        pthread_mutex_consistent(&st->sh->lock.mutex);
+    refresh_identity(st);
+    sweep(st);
+}
+
+void sim_state_unlock(struct sim_state *st)
+{
+    pthread_mutex_unlock(&st->sh->lock.mutex);
+}
+
+struct sim_proc *sim_state_self(struct sim_state *st)
+{
+    struct sim_shared *sh = st->sh;
+    int free_slot = -1;
+
+    if (st->slot >= 0 && proc_is_self(st, &sh->procs[st->slot]))
+        return &sh->procs[st->slot];
+    for (int i = 0; i < SIM_MAX_PROCS; i++) {
+        if (proc_is_self(st, &sh->procs[i])) {
+            st->slot = i;
+            return &sh->procs[i];
+        }
+        if (sh->procs[i].pid == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0)
+        return NULL;
+    memset(&sh->procs[free_slot], 0, sizeof(sh->procs[free_slot]));
+    sh->procs[free_slot].pid = (int32_t)st->pid;
+    sh->procs[free_slot].start_time = st->start_time;
+    st->slot = free_slot;
+    return &sh->procs[free_slot];
+}
+
+uint64_t sim_state_used(const struct sim_shared *sh, int dev)
+{
+    uint64_t used = 0;
+
+    for (int i = 0; i < SIM_MAX_PROCS; i++)
+        if (sh->procs[i].pid != 0)
+            used += sh->procs[i].held[dev];
+    return used;
+}
+
+static int charge_locked(struct sim_state *st, int dev, uint64_t bytes)
+{
+    struct sim_proc *me = sim_state_self(st);
+    uint64_t used = sim_state_used(st->sh, dev);
+
+    if (!me)
+        return -ENOMEM;
+    if (used > st->sh->memory || bytes > st->sh->memory - used)
+        return -ENOMEM;
+    me->held[dev] += bytes;
+    return 0;
+}
+
+int sim_state_charge(struct sim_state *st, int dev, uint64_t bytes)
+{
+    int r;
+
+    sim_state_lock(st);
+    r = charge_locked(st, dev, bytes);
+    sim_state_unlock(st);
+    return r;
+}
+
+void sim_state_uncharge(struct sim_state *st, int dev, uint64_t bytes)
+{
+    struct sim_proc *me;
+
+    if (bytes == 0)
+        return;
+    sim_state_lock(st);
+    if ((me = sim_state_self(st)))
+        me->held[dev] = me->held[dev] >= bytes ? me->held[dev] - bytes : 0;
+    sim_state_unlock(st);
+}
+
+int sim_state_context_add(struct sim_state *st, int dev)
+{
+    int r;
+
+    sim_state_lock(st);
+    r = charge_locked(st, dev, st->sh->context_bytes);
+    if (r == 0)
+        sim_state_self(st)->contexts[dev]++;
+    sim_state_unlock(st);
+    return r;
+}
+
+void sim_state_context_remove(struct sim_state *st, int dev)
+{
+    struct sim_proc *me;
+
+    sim_state_lock(st);
+    if ((me = sim_state_self(st))) {
+        uint64_t b = st->sh->context_bytes;
+        me->held[dev] = me->held[dev] >= b ? me->held[dev] - b : 0;
+        if (me->contexts[dev] > 0)
+            me->contexts[dev]--;
+    }
+    sim_state_unlock(st);
+}
+
+void sim_state_release_self(struct sim_state *st)
+{
+    if (!st->sh)
+        return;
+    sim_state_lock(st);
+    if (st->slot >= 0 && proc_is_self(st, &st->sh->procs[st->slot]))
+        memset(&st->sh->procs[st->slot], 0, sizeof(st->sh->procs[st->slot]));
+    st->slot = -1;
+    sim_state_unlock(st);
+}
+
+/* ---- timeline --------------------------------------------------------- */
+
+uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
+                          uint64_t *start)
+{
+    struct sim_device *d = &st->sh->dev[dev];
+    uint64_t now, s, e;
+    int r = pthread_mutex_lock(&st->sh->lock.mutex);
+
+    /* No sweep here: launches are the hot path and touch no process records. */
+    if (r == EOWNERDEAD)
+        pthread_mutex_consistent(&st->sh->lock.mutex);
+    s = now = sim_now_ns();
+    if (not_before_ns > s)
+        s = not_before_ns;
+    if (d->busy_until_ns > s)
+        s = d->busy_until_ns;
+    e = s + dur_ns;
+    if (dur_ns > 0) {
+        struct sim_interval *last =
+            d->ring_count ? &d->ring[(d->ring_count - 1) % SIM_RING_LEN] : NULL;
+        d->busy_until_ns = e;
+        /* Back-to-back kernels of one process make one interval: the ring lasts longer. */
+        if (!last || last->pid != (int32_t)getpid() || last->end_ns != s) {
+            last = &d->ring[d->ring_count % SIM_RING_LEN];
+            last->start_ns = s;
+            last->pid = (int32_t)getpid();
+            d->ring_count++;
+        }
+        last->end_ns = e;
+        last->end_rt_us = sim_realtime_us() + (e - now) / 1000;
+    }
+    pthread_mutex_unlock(&st->sh->lock.mutex);
+    *start = s;
+    return e;
+}
+
+/* The part of [a, b) inside [lo, hi). */
+static uint64_t overlap(uint64_t a, uint64_t b, uint64_t lo, uint64_t hi)
+{
+    if (a < lo)
+        a = lo;
+    if (b > hi)
+        b = hi;
+    return b > a ? b - a : 0;
+}
+
+uint64_t sim_state_busy(const struct sim_shared *sh, int dev, uint64_t now, uint64_t window)
+{
+    const struct sim_device *d = &sh->dev[dev];
+    uint64_t lo = now > window ? now - window : 0, busy = 0;
+    uint64_t n = d->ring_count < SIM_RING_LEN ? d->ring_count : SIM_RING_LEN;
+
+    for (uint64_t i = 0; i < n; i++) {
+        const struct sim_interval *in = &d->ring[(d->ring_count - 1 - i) % SIM_RING_LEN];
+        if (in->end_ns <= lo)
+            break; /* older ones lie wholly before the window: intervals are ordered */
+        busy += overlap(in->start_ns, in->end_ns, lo, now);
+    }
+    return busy;
+}
+
+int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, uint64_t now_rt_us,
+                           uint64_t window, struct sim_proc_busy *out, int max)
+{
+    const struct sim_device *d = &sh->dev[dev];
+    uint64_t lo = now > window ? now - window : 0;
+    uint64_t n = d->ring_count < SIM_RING_LEN ? d->ring_count : SIM_RING_LEN;
+    int count = 0;
+
+    for (uint64_t i = 0; i < n; i++) {
+        const struct sim_interval *in = &d->ring[(d->ring_count - 1 - i) % SIM_RING_LEN];
+        uint64_t b, end, end_rt;
+        int k;
+
+        if (in->end_ns <= lo)
+            break;
+        b = overlap(in->start_ns, in->end_ns, lo, now);
+        if (b == 0)
+            continue; /* queued for later: not run yet */
+        end = in->end_ns < now ? in->end_ns : now;
+        end_rt = in->end_ns < now ? in->end_rt_us : now_rt_us;
+        for (k = 0; k < count; k++)
+            if (out[k].pid == in->pid)
+                break;
+        if (k == count) {
+            if (count == max)
+                continue; /* more processes than room: the caller sized it for its table */
+            out[count].pid = in->pid;
+            out[count].busy_ns = 0;
+            out[count].last_end_ns = 0;
+            out[count].last_end_rt_us = 0;
+            count++;
+        }
+        out[k].busy_ns += b;
+        if (end > out[k].last_end_ns) {
+            out[k].last_end_ns = end;
+            out[k].last_end_rt_us = end_rt;
+        }
+    }
+    return count;
+}
+
+/* ---- identity --------------------------------------------------------- */
+
+void sim_uuid_bytes(int index, unsigned char out[16])
+{
+    static const unsigned char base[16] = {0x5a, 0xc1, 0xce, 0x00, 0x00, 0x00, 0x40, 0x00,
+                                           0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    memcpy(out, base, 16);
+    out[15] = (unsigned char)index;
+}
+
+void sim_uuid_string(int index, char out[41])
+{
+    unsigned char b[16];
+
+    sim_uuid_bytes(index, b);
+    snprintf(out, 41,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+             b[13], b[14], b[15]);
+}

@@ -1,0 +1,171 @@
+/*
+ * The simulated GPU's shared state: the configuration read from the
+ * environment, and the shared-memory file every process using the simulator
+ * (driver and NVML alike) maps, with each device's timeline, its recent kernel
+ * intervals and a record per process of the memory and contexts it holds.
+ * Functions return 0 or a negative errno unless they say otherwise.
+ */
+#ifndef GPUSLICE_SIM_STATE_H
+#define GPUSLICE_SIM_STATE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_MAX_DEVICES 16
+#define SIM_MAX_PROCS 128
+#define SIM_RING_LEN 4096
+#define SIM_GRANULE ((uint64_t)2 << 20)
+
+#define SIM_DEFAULT_DEVICES 1
+#define SIM_DEFAULT_MEMORY ((uint64_t)16 << 30)
+#define SIM_DEFAULT_SMS 132
+#define SIM_DEFAULT_CONTEXT_BYTES ((uint64_t)64 << 20)
+#define SIM_MAX_SMS 1024
+#define SIM_MAX_BYTES ((uint64_t)1 << 50)
+
+#define SIM_DEVICE_NAME "gpuslice simulated GPU"
+#define SIM_CC_MAJOR 9
+#define SIM_CC_MINOR 0
+#define SIM_CUDA_DRIVER_VERSION 13000
+#define SIM_NVML_DRIVER_VERSION "580.159.04-sim"
+
+/* The utilisation window NVML reports over, in ns. */
+#define SIM_UTIL_WINDOW_NS 1000000000ull
+
+#define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
+#define SIM_STATE_VERSION 2u
+
+struct sim_config {
+    uint32_t devices;
+    uint32_t sms;
+    uint64_t memory;        /* bytes per device */
+    uint64_t context_bytes; /* footprint of each context */
+    char state_path[PATH_MAX];
+};
+
+/* One process that holds memory or contexts; pid 0 marks a free slot. */
+struct sim_proc {
+    int32_t pid;
+    uint32_t pad0;
+    uint64_t start_time; /* /proc/PID/stat field 22: tells a reused PID apart */
+    uint64_t held[SIM_MAX_DEVICES];     /* bytes reserved per device, contexts included */
+    uint32_t contexts[SIM_MAX_DEVICES]; /* active contexts per device */
+};
+
+/* A stretch of device time taken by kernels of one process, CLOCK_MONOTONIC ns. */
+struct sim_interval {
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t end_rt_us; /* end_ns in CLOCK_REALTIME us, fixed once so NVML samples are stable */
+    int32_t pid;
+    uint32_t pad0;
+};
+
+struct sim_device {
+    uint64_t busy_until_ns; /* end of the last kernel queued on the device */
+    uint64_t ring_count;    /* intervals ever written; the newest is ring[(count-1) % LEN] */
+    struct sim_interval ring[SIM_RING_LEN];
+};
+
+struct sim_shared {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size; /* sizeof(struct sim_shared), a second check on the layout */
+    uint32_t devices;
+    uint32_t sms;
+    uint64_t memory;
+    uint64_t context_bytes;
+    union {
+        pthread_mutex_t mutex; /* process-shared and robust */
+        uint8_t pad[64];
+    } lock;
+    struct sim_proc procs[SIM_MAX_PROCS];
+    struct sim_device dev[SIM_MAX_DEVICES];
+};
+
+_Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");
+_Static_assert(offsetof(struct sim_shared, lock) == 40, "header layout");
+_Static_assert(sizeof(struct sim_proc) == 208, "process record layout");
+_Static_assert(sizeof(struct sim_interval) == 32, "interval layout");
+_Static_assert(offsetof(struct sim_shared, procs) == 104, "process table offset");
+
+/* One process's view of the shared state. */
+struct sim_state {
+    struct sim_shared *sh; /* NULL until opened */
+    int slot;              /* this process's record, -1 until it holds something */
+    pid_t pid;             /* whose slot it is: a forked child must find its own */
+    uint64_t start_time;
+};
+
+/*
+ * Reads GPUSLICE_SIM_* into cfg. A bad value prints one message naming the
+ * variable on stderr and returns -EINVAL.
+ */
+int sim_config_load(struct sim_config *cfg);
+
+/* Parses a size: decimal bytes, or with one K/M/G/T suffix (binary). */
+int sim_parse_size(const char *s, uint64_t *out);
+
+/*
+ * Opens (creating and initialising once, under flock) and maps the state file
+ * named by cfg. An initialised file's geometry wins: cfg is updated from it.
+ * Errors print one message naming GPUSLICE_SIM_STATE.
+ */
+int sim_state_open(struct sim_config *cfg, struct sim_state *st);
+void sim_state_close(struct sim_state *st);
+
+/* Locks the shared state and sweeps processes that died. */
+void sim_state_lock(struct sim_state *st);
+void sim_state_unlock(struct sim_state *st);
+
+/* Under the lock: this process's record, claimed on first use; NULL if the table is full. */
+struct sim_proc *sim_state_self(struct sim_state *st);
+/* Under the lock: bytes reserved on dev by every process. */
+uint64_t sim_state_used(const struct sim_shared *sh, int dev);
+
+/* Reserves bytes on dev for this process; -ENOMEM when the device lacks them. */
+int sim_state_charge(struct sim_state *st, int dev, uint64_t bytes);
+void sim_state_uncharge(struct sim_state *st, int dev, uint64_t bytes);
+/* Charges a context's footprint and counts it; -ENOMEM as above. */
+int sim_state_context_add(struct sim_state *st, int dev);
+void sim_state_context_remove(struct sim_state *st, int dev);
+/* Gives back this process's record (at exit). */
+void sim_state_release_self(struct sim_state *st);
+
+/*
+ * Queues dur_ns of kernel time on dev, not before not_before_ns; returns the
+ * end and stores the start in *start. Kernels of all processes serialise.
+ */
+uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
+                          uint64_t *start);
+
+/* Per-process GPU time on one device within a window. */
+struct sim_proc_busy {
+    int32_t pid;
+    uint64_t busy_ns;
+    uint64_t last_end_ns;    /* latest end within the window, capped at now */
+    uint64_t last_end_rt_us; /* the same in CLOCK_REALTIME us (now_rt_us while still running) */
+};
+
+/* Under the lock: busy ns of dev within [now - window, now]. */
+uint64_t sim_state_busy(const struct sim_shared *sh, int dev, uint64_t now, uint64_t window);
+/* Under the lock: fills up to max entries, returns how many processes ran. */
+int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, uint64_t now_rt_us,
+                           uint64_t window, struct sim_proc_busy *out, int max);
+
+/* Reads a process's start time; -ESRCH if it is gone or a zombie. */
+int sim_proc_start_time(pid_t pid, uint64_t *start);
+
+/* The fixed UUID of device index, as bytes and as NVML's "GPU-…" string (41 bytes). */
+void sim_uuid_bytes(int index, unsigned char out[16]);
+void sim_uuid_string(int index, char out[41]);
+
+uint64_t sim_now_ns(void);
+uint64_t sim_realtime_us(void);
+/* Sleeps until CLOCK_MONOTONIC reaches t. */
+void sim_sleep_until(uint64_t t);
+
+#endif /* GPUSLICE_SIM_STATE_H */

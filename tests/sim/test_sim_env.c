@@ -1,0 +1,327 @@
+/*
+ * Tests of the simulator's configuration: the size parser, and each
+ * GPUSLICE_SIM_* variable read strictly by cuInit and nvmlInit in a fresh
+ * child process (a bad value: one message naming the variable, and an
+ * error, never a crash); the state file's geometry winning over the
+ * environment; a foreign state file refused.
+ */
+#include "sim_test.h"
+#include "sim_state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+struct size_case {
+    const char *in;
+    int ret;
+    uint64_t out;
+};
+
+static const struct size_case size_cases[] = {
+    {"0", 0, 0},
+    {"1", 0, 1},
+    {"1K", 0, 1024},
+    {"1k", 0, 1024},
+    {"2M", 0, 2 << 20},
+    {"3G", 0, 3ull << 30},
+    {"1T", 0, 1ull << 40},
+    {"17179869184", 0, 17179869184ull},
+    {"18446744073709551615", 0, UINT64_MAX},
+    {"18446744073709551616", -ERANGE, 0},
+    {"16777216T", -ERANGE, 0},
+    {"", -EINVAL, 0},
+    {"K", -EINVAL, 0},
+    {"1KB", -EINVAL, 0},
+    {"1KiB", -EINVAL, 0},
+    {" 1", -EINVAL, 0},
+    {"1 ", -EINVAL, 0},
+    {"-1", -EINVAL, 0},
+    {"+1", -EINVAL, 0},
+    {"0x10", -EINVAL, 0},
+    {"1.5G", -EINVAL, 0},
+    {"1P", -EINVAL, 0},
+};
+
+static void test_size_parser(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++) {
+        const struct size_case *c = &size_cases[i];
+        uint64_t out = 12345;
+        int r = sim_parse_size(c->in, &out);
+
+        if (r != c->ret || (r == 0 && out != c->out))
+            fail_msg("sim_parse_size(\"%s\") = %d, %llu", c->in, r, (unsigned long long)out);
+    }
+}
+
+static void test_config_defaults(void **state)
+{
+    struct sim_config cfg;
+    char want[64];
+
+    (void)state;
+    unsetenv("GPUSLICE_SIM_DEVICES");
+    unsetenv("GPUSLICE_SIM_MEMORY");
+    unsetenv("GPUSLICE_SIM_SMS");
+    unsetenv("GPUSLICE_SIM_CONTEXT_BYTES");
+    unsetenv("GPUSLICE_SIM_STATE");
+    assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(cfg.devices, 1);
+    assert_int_equal(cfg.sms, 132);
+    assert_int_equal(cfg.memory, 16 * GiB);
+    assert_int_equal(cfg.context_bytes, 64 * MiB);
+    snprintf(want, sizeof(want), "/dev/shm/gpuslice-sim-%u", (unsigned)getuid());
+    assert_string_equal(cfg.state_path, want);
+}
+
+struct child_result {
+    int cu_init, cu_init_again, nvml_init;
+    int devices;
+    unsigned long long total;
+    char err[2048];
+};
+
+/* Runs cuInit (twice) and nvmlInit in a fresh child with var=value set. */
+static void run_child(const char *var, const char *value, const char *state_path,
+                      struct child_result *res)
+{
+    int out[2], err[2], status;
+    pid_t pid;
+    ssize_t n;
+    size_t got = 0;
+    char buf[256];
+
+    memset(res, 0, sizeof(*res));
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct cu cu;
+        struct nvml nv;
+        int a, b, c, count = -1;
+        size_t total = 0;
+
+        dup2(err[1], 2);
+        setenv("GPUSLICE_SIM_STATE", state_path, 1);
+        if (var)
+            setenv(var, value, 1);
+        if (cu_load(&cu) < 0 || nvml_load(&nv) < 0)
+            _exit(3);
+        a = cu.cuInit(0);
+        b = cu.cuInit(0);
+        c = nv.nvmlInit_v2();
+        if (a == CUDA_SUCCESS) {
+            cu.cuDeviceGetCount(&count);
+            cu.cuDeviceTotalMem_v2(&total, 0);
+        }
+        n = snprintf(buf, sizeof(buf), "%d %d %d %d %llu\n", a, b, c, count,
+                     (unsigned long long)total);
+        if (write(out[1], buf, (size_t)n) != n)
+            _exit(4);
+        _exit(0);
+    }
+    close(out[1]);
+    close(err[1]);
+    n = read(out[0], buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_int_equal(sscanf(buf, "%d %d %d %d %llu", &res->cu_init, &res->cu_init_again,
+                            &res->nvml_init, &res->devices, &res->total),
+                     5);
+    while ((n = read(err[0], res->err + got, sizeof(res->err) - 1 - got)) > 0)
+        got += (size_t)n;
+    res->err[got] = '\0';
+    close(out[0]);
+    close(err[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static char state_dir[128];
+
+static void state_file(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/gpuslice-sim-env-%s-%d", state_dir, name, (int)getpid());
+    unlink(out);
+}
+
+struct env_case {
+    const char *var;
+    const char *value;
+    int ok;
+};
+
+static const struct env_case env_cases[] = {
+    {"GPUSLICE_SIM_DEVICES", "1", 1},
+    {"GPUSLICE_SIM_DEVICES", "16", 1},
+    {"GPUSLICE_SIM_DEVICES", "0", 0},
+    {"GPUSLICE_SIM_DEVICES", "17", 0},
+    {"GPUSLICE_SIM_DEVICES", "2x", 0},
+    {"GPUSLICE_SIM_DEVICES", "", 0},
+    {"GPUSLICE_SIM_DEVICES", " 1", 0},
+    {"GPUSLICE_SIM_DEVICES", "+1", 0},
+    {"GPUSLICE_SIM_MEMORY", "16G", 1},
+    {"GPUSLICE_SIM_MEMORY", "2048m", 1},
+    {"GPUSLICE_SIM_MEMORY", "17179869184", 1},
+    {"GPUSLICE_SIM_MEMORY", "1T", 1},
+    {"GPUSLICE_SIM_MEMORY", "12X", 0},
+    {"GPUSLICE_SIM_MEMORY", "0", 0},
+    {"GPUSLICE_SIM_MEMORY", "1M", 0},
+    {"GPUSLICE_SIM_MEMORY", "1.5G", 0},
+    {"GPUSLICE_SIM_MEMORY", "-1", 0},
+    {"GPUSLICE_SIM_MEMORY", "99999999999999999999", 0},
+    {"GPUSLICE_SIM_MEMORY", "2048T", 0},
+    {"GPUSLICE_SIM_SMS", "132", 1},
+    {"GPUSLICE_SIM_SMS", "0", 0},
+    {"GPUSLICE_SIM_SMS", "abc", 0},
+    {"GPUSLICE_SIM_SMS", "1025", 0},
+    {"GPUSLICE_SIM_CONTEXT_BYTES", "0", 1},
+    {"GPUSLICE_SIM_CONTEXT_BYTES", "64M", 1},
+    {"GPUSLICE_SIM_CONTEXT_BYTES", "x", 0},
+    {"GPUSLICE_SIM_CONTEXT_BYTES", "", 0},
+};
+
+static void test_each_variable_is_parsed_strictly(void **state)
+{
+    char path[256];
+    struct child_result r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(env_cases) / sizeof(env_cases[0]); i++) {
+        const struct env_case *c = &env_cases[i];
+
+        state_file(path, sizeof(path), "case");
+        run_child(c->var, c->value, path, &r);
+        if (c->ok) {
+            if (r.cu_init != CUDA_SUCCESS || r.nvml_init != NVML_SUCCESS || r.err[0])
+                fail_msg("%s=\"%s\": cuInit %d nvmlInit %d, stderr \"%s\"", c->var, c->value,
+                         r.cu_init, r.nvml_init, r.err);
+        } else {
+            /* One message per library, naming the variable and the value. */
+            if (r.cu_init != CUDA_ERROR_INVALID_VALUE || r.cu_init_again != r.cu_init ||
+                r.nvml_init == NVML_SUCCESS || count_lines(r.err) != 2 || !strstr(r.err, c->var))
+                fail_msg("%s=\"%s\": cuInit %d, %d nvmlInit %d, stderr \"%s\"", c->var, c->value,
+                         r.cu_init, r.cu_init_again, r.nvml_init, r.err);
+        }
+        unlink(path);
+    }
+}
+
+static void test_bad_state_paths_are_refused(void **state)
+{
+    char path[256];
+    struct child_result r;
+    int fd;
+
+    (void)state;
+    run_child(NULL, NULL, "", &r);
+    assert_int_equal(r.cu_init, CUDA_ERROR_INVALID_VALUE);
+    assert_non_null(strstr(r.err, "GPUSLICE_SIM_STATE"));
+    run_child(NULL, NULL, "/nonexistent-dir/state", &r);
+    assert_int_equal(r.cu_init, CUDA_ERROR_OPERATING_SYSTEM);
+    assert_int_equal(r.cu_init_again, CUDA_ERROR_OPERATING_SYSTEM);
+    assert_int_equal(count_lines(r.err), 2);
+    assert_non_null(strstr(r.err, "GPUSLICE_SIM_STATE"));
+    /* A file of another size is another layout: refused, not reinterpreted. */
+    state_file(path, sizeof(path), "foreign");
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not a simulator state", 21), 21);
+    close(fd);
+    run_child(NULL, NULL, path, &r);
+    assert_int_equal(r.cu_init, CUDA_ERROR_OPERATING_SYSTEM);
+    assert_non_null(strstr(r.err, "another version"));
+    unlink(path);
+}
+
+static void test_existing_state_geometry_wins(void **state)
+{
+    char path[256];
+    struct child_result r;
+    struct stat sb;
+
+    (void)state;
+    state_file(path, sizeof(path), "geometry");
+    setenv("GPUSLICE_SIM_MEMORY", "1G", 1);
+    run_child("GPUSLICE_SIM_DEVICES", "3", path, &r);
+    assert_int_equal(r.cu_init, CUDA_SUCCESS);
+    assert_int_equal(r.devices, 3);
+    assert_int_equal(r.total, GiB);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    setenv("GPUSLICE_SIM_MEMORY", "4G", 1);
+    run_child("GPUSLICE_SIM_DEVICES", "1", path, &r);
+    assert_int_equal(r.cu_init, CUDA_SUCCESS);
+    assert_int_equal(r.devices, 3);
+    assert_int_equal(r.total, GiB);
+    unsetenv("GPUSLICE_SIM_MEMORY");
+    unlink(path);
+}
+
+/* A process that dies holding the state lock does not lock everyone out (robust mutex). */
+static void test_lock_held_by_a_dead_process_is_recovered(void **state)
+{
+    struct sim_config cfg;
+    struct sim_state st;
+    char path[256];
+    pid_t pid;
+    int status;
+
+    (void)state;
+    state_file(path, sizeof(path), "robust");
+    unsetenv("GPUSLICE_SIM_MEMORY");
+    setenv("GPUSLICE_SIM_STATE", path, 1);
+    assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(sim_state_open(&cfg, &st), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct sim_proc *me;
+        sim_state_lock(&st);
+        me = sim_state_self(&st);
+        me->held[0] += 1 << 20;
+        _exit(0); /* dies holding the lock and 1 MiB */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sim_state_lock(&st); /* EOWNERDEAD, made consistent; the dead process is swept */
+    assert_int_equal(sim_state_used(st.sh, 0), 0);
+    sim_state_unlock(&st);
+    assert_int_equal(sim_state_charge(&st, 0, 5 << 20), 0);
+    sim_state_lock(&st);
+    assert_int_equal(sim_state_used(st.sh, 0), 5 << 20);
+    sim_state_unlock(&st);
+    sim_state_release_self(&st);
+    sim_state_close(&st);
+    unsetenv("GPUSLICE_SIM_STATE");
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_size_parser),
+        cmocka_unit_test(test_config_defaults),
+        cmocka_unit_test(test_each_variable_is_parsed_strictly),
+        cmocka_unit_test(test_bad_state_paths_are_refused),
+        cmocka_unit_test(test_existing_state_geometry_wins),
+        cmocka_unit_test(test_lock_held_by_a_dead_process_is_recovered),
+    };
+
+    snprintf(state_dir, sizeof(state_dir), "%s",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,274 @@
+/*
+ * Tests of the simulated device shared by processes: memory one process holds
+ * is missing for the others and NVML shows each process; a SIGKILLed process's
+ * memory comes back; kernels of different processes serialise on the device.
+ * The other process is this program again (fork + exec), run as "child".
+ */
+#include "sim_test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#define MS 1000000ull
+
+static struct cu cu;
+static struct nvml nv;
+static nvmlDevice_t dev0;
+
+/* ---- the child -------------------------------------------------------- */
+
+/*
+ * child hold BYTES: allocates BYTES in the primary context, says "ready RC T",
+ * and holds it until its stdin closes. child spin US: launches spin_<US>us at
+ * time T, says "ready RC T", and waits for stdin to close.
+ */
+static int child_main(const char *mode, const char *arg)
+{
+    struct cu c;
+    CUcontext ctx;
+    CUresult r;
+    uint64_t t0 = 0;
+    char buf[64];
+
+    if (cu_load(&c) < 0 || c.cuInit(0) != CUDA_SUCCESS ||
+        c.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        c.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return 2;
+    if (strcmp(mode, "hold") == 0) {
+        CUdeviceptr p;
+        r = c.cuMemAlloc_v2(&p, strtoull(arg, NULL, 10));
+    } else {
+        CUmodule m;
+        CUfunction f;
+        snprintf(buf, sizeof(buf), "spin_%sus", arg);
+        c.cuModuleLoadData(&m, "x");
+        c.cuModuleGetFunction(&f, m, buf);
+        t0 = now_ns();
+        r = c.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    }
+    printf("ready %d %llu\n", (int)r, (unsigned long long)t0);
+    fflush(stdout);
+    while (read(0, buf, sizeof(buf)) > 0)
+        ;
+    c.cuCtxSynchronize();
+    c.cuDevicePrimaryCtxRelease_v2(0);
+    return 0;
+}
+
+/* ---- the parent ------------------------------------------------------- */
+
+struct child {
+    pid_t pid;
+    int in;
+    FILE *out;
+    int rc;
+    uint64_t t0;
+};
+
+static void spawn(struct child *c, const char *mode, const char *arg)
+{
+    int in[2], out[2];
+
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execl("/proc/self/exe", "test_sim_multiproc", "child", mode, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->in = in[1];
+    c->out = fdopen(out[0], "r");
+    assert_non_null(c->out);
+}
+
+static void wait_ready(struct child *c)
+{
+    char line[128];
+    unsigned long long t0 = 0;
+
+    assert_non_null(fgets(line, sizeof(line), c->out));
+    assert_int_equal(sscanf(line, "ready %d %llu", &c->rc, &t0), 2);
+    c->t0 = t0;
+}
+
+/* Lets the child finish; returns its exit status. */
+static int finish(struct child *c)
+{
+    int status = 0;
+
+    close(c->in);
+    fclose(c->out);
+    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    return status;
+}
+
+static int setup(void **state)
+{
+    CUcontext ctx;
+
+    (void)state;
+    sim_test_state_init("multiproc");
+    setenv("GPUSLICE_SIM_MEMORY", "2G", 1);
+    if (cu_load(&cu) < 0 || nvml_load(&nv) < 0 || cu.cuInit(0) != CUDA_SUCCESS ||
+        cu.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cu.cuCtxSetCurrent(ctx) != CUDA_SUCCESS || nv.nvmlInit_v2() != NVML_SUCCESS ||
+        nv.nvmlDeviceGetHandleByIndex_v2(0, &dev0) != NVML_SUCCESS)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nv.nvmlShutdown();
+    cu.cuDevicePrimaryCtxRelease_v2(0);
+    sim_test_state_done();
+    return 0;
+}
+
+static uint64_t used(void)
+{
+    size_t f, t;
+
+    assert_ok(cu.cuMemGetInfo_v2(&f, &t));
+    return t - f;
+}
+
+/* What NVML says pid holds, or -1 if it does not list it. */
+static long long nvml_process_memory(pid_t pid)
+{
+    nvmlProcessInfo_t infos[16];
+    nvmlProcessInfo_v1_t infos1[16];
+    unsigned n = 16, n1 = 16;
+    long long found = -1;
+
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, infos), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses(dev0, &n1, infos1), NVML_SUCCESS);
+    assert_int_equal(n, n1);
+    for (unsigned i = 0; i < n; i++) {
+        assert_int_equal(infos[i].pid, infos1[i].pid);
+        assert_int_equal(infos[i].usedGpuMemory, infos1[i].usedGpuMemory);
+        if ((pid_t)infos[i].pid == pid)
+            found = (long long)infos[i].usedGpuMemory;
+    }
+    return found;
+}
+
+static void test_two_processes_see_each_others_memory(void **state)
+{
+    uint64_t base = used();
+    struct child c;
+    nvmlMemory_t m;
+
+    (void)state;
+    assert_int_equal(nvml_process_memory(getpid()), (long long)base);
+    spawn(&c, "hold", "268435456");
+    wait_ready(&c);
+    assert_ok(c.rc);
+    assert_int_equal(used(), base + 64 * MiB + 256 * MiB);
+    assert_int_equal(nvml_process_memory(c.pid), (long long)(64 * MiB + 256 * MiB));
+    assert_int_equal(nvml_process_memory(getpid()), (long long)base);
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.used, used());
+    assert_int_equal(finish(&c), 0);
+    assert_int_equal(used(), base); /* a normal exit gives everything back */
+    assert_int_equal(nvml_process_memory(c.pid), -1);
+}
+
+static void test_memory_is_exhausted_across_processes(void **state)
+{
+    uint64_t base = used();
+    struct child c;
+    char arg[32];
+    CUdeviceptr p;
+
+    (void)state;
+    /* The child takes all but 10 MiB, its context included. */
+    snprintf(arg, sizeof(arg), "%llu", (unsigned long long)(2 * GiB - base - 64 * MiB - 10 * MiB));
+    spawn(&c, "hold", arg);
+    wait_ready(&c);
+    assert_ok(c.rc);
+    assert_cu(cu.cuMemAlloc_v2(&p, 12 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_ok(cu.cuMemAlloc_v2(&p, 10 * MiB));
+    assert_ok(cu.cuMemFree_v2(p));
+    assert_int_equal(finish(&c), 0);
+    assert_ok(cu.cuMemAlloc_v2(&p, 12 * MiB));
+    assert_ok(cu.cuMemFree_v2(p));
+}
+
+static void test_sigkilled_process_memory_is_given_back(void **state)
+{
+    uint64_t base = used();
+    struct child c;
+    int status;
+
+    (void)state;
+    spawn(&c, "hold", "536870912");
+    wait_ready(&c);
+    assert_ok(c.rc);
+    assert_int_equal(used(), base + 64 * MiB + 512 * MiB);
+    kill(c.pid, SIGKILL);
+    /* Back as soon as the process is gone, even before it is reaped. */
+    for (int i = 0; i < 200 && used() != base; i++)
+        usleep(10000);
+    assert_int_equal(used(), base);
+    assert_int_equal(nvml_process_memory(c.pid), -1);
+    close(c.in);
+    fclose(c.out);
+    assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
+    assert_true(WIFSIGNALED(status));
+}
+
+static void test_kernels_of_two_processes_serialise(void **state)
+{
+    CUmodule m;
+    CUfunction f;
+    struct child c;
+    nvmlProcessUtilizationSample_t s[8];
+    unsigned n = 8;
+    int seen_child = 0, seen_self = 0;
+
+    (void)state;
+    spawn(&c, "spin", "100000");
+    wait_ready(&c);
+    assert_ok(c.rc);
+    assert_ok(cu.cuModuleLoadData(&m, "x"));
+    assert_ok(cu.cuModuleGetFunction(&f, m, "spin_1000us"));
+    assert_ok(launch1(&cu, f, NULL));
+    assert_ok(cu.cuCtxSynchronize());
+    /* Our kernel could start only after the child's 100 ms one ended. */
+    assert_true(now_ns() >= c.t0 + 101 * MS);
+    assert_int_equal(finish(&c), 0);
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0), NVML_SUCCESS);
+    for (unsigned i = 0; i < n; i++) {
+        if ((pid_t)s[i].pid == c.pid) {
+            seen_child = 1;
+            assert_in_range(s[i].smUtil, 9, 11);
+        }
+        if ((pid_t)s[i].pid == getpid())
+            seen_self = 1;
+    }
+    assert_true(seen_child && seen_self);
+    assert_ok(cu.cuModuleUnload(m));
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_processes_see_each_others_memory),
+        cmocka_unit_test(test_memory_is_exhausted_across_processes),
+        cmocka_unit_test(test_sigkilled_process_memory_is_given_back),
+        cmocka_unit_test(test_kernels_of_two_processes_serialise),
+    };
+
+    if (argc == 4 && strcmp(argv[1], "child") == 0)
+        return child_main(argv[2], argv[3]);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,257 @@
+/*
+ * Tests of the simulated libnvidia-ml.so.1: init refcount, versions, device
+ * identity (agreeing with the driver's UUID bytes), memory v1/v2, processes
+ * v1/v3, utilisation and per-process samples consistent with what the
+ * simulated driver did. Two devices.
+ */
+#include "sim_test.h"
+
+#define MS 1000000ull
+
+static struct cu cu;
+static struct nvml nv;
+static nvmlDevice_t dev0, dev1;
+static CUcontext ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    sim_test_state_init("nvml");
+    setenv("GPUSLICE_SIM_DEVICES", "2", 1);
+    return cu_load(&cu) < 0 || nvml_load(&nv) < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sim_test_state_done();
+    return 0;
+}
+
+static void test_calls_before_init_are_uninitialized(void **state)
+{
+    unsigned n;
+    nvmlDevice_t d;
+
+    (void)state;
+    assert_int_equal(nv.nvmlDeviceGetCount_v2(&n), NVML_ERROR_UNINITIALIZED);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(0, &d), NVML_ERROR_UNINITIALIZED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
+    assert_string_equal(nv.nvmlErrorString(NVML_ERROR_UNINITIALIZED), "Uninitialized");
+}
+
+static void test_init_is_refcounted(void **state)
+{
+    unsigned n = 0;
+
+    (void)state;
+    assert_int_equal(nv.nvmlInit(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlInitWithFlags(0), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetCount(&n), NVML_SUCCESS); /* one reference left */
+    assert_int_equal(n, 2);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetCount(&n), NVML_ERROR_UNINITIALIZED);
+    assert_int_equal(nv.nvmlInitWithFlags(8), NVML_ERROR_INVALID_ARGUMENT);
+    /* The rest of the tests run initialised, with the driver too. */
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(0, &dev0), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex(1, &dev1), NVML_SUCCESS);
+    assert_ok(cu.cuInit(0));
+    assert_ok(cu.cuDevicePrimaryCtxRetain(&ctx, 0));
+    assert_ok(cu.cuCtxSetCurrent(ctx));
+}
+
+static void test_versions(void **state)
+{
+    char v[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    int cuda = 0;
+
+    (void)state;
+    assert_int_equal(nv.nvmlSystemGetDriverVersion(v, sizeof(v)), NVML_SUCCESS);
+    assert_string_equal(v, "580.159.04-sim");
+    assert_int_equal(nv.nvmlSystemGetDriverVersion(v, 5), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nv.nvmlSystemGetCudaDriverVersion(&cuda), NVML_SUCCESS);
+    assert_int_equal(cuda, 13000);
+}
+
+static void test_device_identity_agrees_with_the_driver(void **state)
+{
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE], name[NVML_DEVICE_NAME_V2_BUFFER_SIZE], want[64];
+    nvmlDevice_t d;
+    unsigned index;
+    int major, minor;
+    CUuuid u;
+
+    (void)state;
+    for (unsigned i = 0; i < 2; i++) {
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
+        assert_int_equal(nv.nvmlDeviceGetIndex(d, &index), NVML_SUCCESS);
+        assert_int_equal(index, i);
+        assert_int_equal(nv.nvmlDeviceGetUUID(d, uuid, sizeof(uuid)), NVML_SUCCESS);
+        assert_ok(cu.cuDeviceGetUuid_v2(&u, (CUdevice)i));
+        snprintf(want, sizeof(want),
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                 b[13], b[14], b[15]);
+        assert_string_equal(uuid, want);
+        assert_int_equal(nv.nvmlDeviceGetHandleByUUID(uuid, &d), NVML_SUCCESS);
+        assert_int_equal(nv.nvmlDeviceGetIndex(d, &index), NVML_SUCCESS);
+        assert_int_equal(index, i);
+    }
+    assert_int_equal(nv.nvmlDeviceGetUUID(dev1, uuid, sizeof(uuid)), NVML_SUCCESS);
+    assert_string_equal(uuid, "GPU-5ac1ce00-0000-4000-8000-000000000001");
+    assert_int_equal(nv.nvmlDeviceGetUUID(dev1, uuid, 40), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nv.nvmlDeviceGetHandleByUUID("GPU-5AC1CE00-0000-4000-8000-000000000000", &d),
+                     NVML_SUCCESS);
+    assert_ptr_equal(d, dev0);
+    assert_int_equal(nv.nvmlDeviceGetHandleByUUID("GPU-5ac1ce00-0000-4000-8000-000000000002", &d),
+                     NVML_ERROR_NOT_FOUND);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(2, &d), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetName(dev0, name, sizeof(name)), NVML_SUCCESS);
+    assert_string_equal(name, "gpuslice simulated GPU");
+    assert_int_equal(nv.nvmlDeviceGetCudaComputeCapability(dev0, &major, &minor), NVML_SUCCESS);
+    assert_int_equal(major, 9);
+    assert_int_equal(minor, 0);
+    assert_int_equal(nv.nvmlDeviceGetIndex((nvmlDevice_t)&index, &index),
+                     NVML_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_memory_info_follows_the_driver(void **state)
+{
+    nvmlMemory_t m, m1;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    CUdeviceptr p;
+    size_t f, t;
+
+    (void)state;
+    assert_ok(cu.cuMemAlloc_v2(&p, 100 * MiB));
+    assert_ok(cu.cuMemGetInfo_v2(&f, &t));
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, 16 * GiB);
+    assert_int_equal(m.used, t - f);
+    assert_int_equal(m.free, f);
+    assert_int_equal(m.used, 64 * MiB + 100 * MiB);
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo_v2(dev0, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.total, 16 * GiB);
+    assert_int_equal(m2.used, m.used);
+    assert_int_equal(m2.free, m.free);
+    assert_int_equal(m2.reserved, 0);
+    m2.version = 1;
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo_v2(dev0, &m2),
+                     NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    /* The other device is untouched. */
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev1, &m1), NVML_SUCCESS);
+    assert_int_equal(m1.used, 0);
+    assert_ok(cu.cuMemFree_v2(p));
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.used, 64 * MiB);
+}
+
+static void test_running_processes_v1_and_v3(void **state)
+{
+    nvmlProcessInfo_t p3[4];
+    nvmlProcessInfo_v1_t p1[4];
+    unsigned n = 0;
+    CUcontext c1;
+    CUdeviceptr p;
+
+    (void)state;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, NULL),
+                     NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 1);
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, p3), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(p3[0].pid, getpid());
+    assert_int_equal(p3[0].usedGpuMemory, 64 * MiB);
+    assert_int_equal(p3[0].gpuInstanceId, 0xFFFFFFFFu);
+    /* A context and memory on the second device show there, and only there. */
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses(dev1, &n, p1), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_ok(cu.cuCtxCreate_v2(&c1, 0, 1));
+    assert_ok(cu.cuMemAlloc_v2(&p, 3 * MiB));
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses(dev1, &n, p1), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(p1[0].pid, getpid());
+    assert_int_equal(p1[0].usedGpuMemory, 64 * MiB + 4 * MiB);
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, p3), NVML_SUCCESS);
+    assert_int_equal(p3[0].usedGpuMemory, 64 * MiB);
+    assert_ok(cu.cuCtxDestroy_v2(c1));
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses(dev1, &n, p1), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+}
+
+static void test_utilization_follows_the_device_timeline(void **state)
+{
+    nvmlUtilization_t u;
+    nvmlProcessUtilizationSample_t s[4];
+    unsigned n = 0;
+    CUfunction f = get_function(&cu, "spin_200000us");
+    struct timespec rt;
+    unsigned long long now_us, ts;
+
+    (void)state;
+    assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev0, &u), NVML_SUCCESS);
+    assert_int_equal(u.gpu, 0);
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, NULL, &n, 0), NVML_ERROR_NOT_FOUND);
+    assert_ok(launch1(&cu, f, NULL));
+    assert_ok(cu.cuCtxSynchronize());
+    assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev0, &u), NVML_SUCCESS);
+    assert_in_range(u.gpu, 18, 21);
+    assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev1, &u), NVML_SUCCESS);
+    assert_int_equal(u.gpu, 0);
+    n = 0;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, NULL, &n, 0),
+                     NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 1);
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(s[0].pid, getpid());
+    assert_in_range(s[0].smUtil, 18, 21);
+    clock_gettime(CLOCK_REALTIME, &rt);
+    now_us = (unsigned long long)rt.tv_sec * 1000000ull + (unsigned long long)rt.tv_nsec / 1000;
+    ts = s[0].timeStamp;
+    assert_true(ts <= now_us && ts + 1000000ull > now_us);
+    /* Only samples newer than the last one seen. */
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, ts), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(n, 0);
+}
+
+static void test_shutdown_then_reinit_sees_the_same_state(void **state)
+{
+    nvmlMemory_t m;
+
+    (void)state;
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(0, &dev0), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.used, 64 * MiB);
+    assert_ok(cu.cuDevicePrimaryCtxRelease_v2(0));
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.used, 0);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calls_before_init_are_uninitialized),
+        cmocka_unit_test(test_init_is_refcounted),
+        cmocka_unit_test(test_versions),
+        cmocka_unit_test(test_device_identity_agrees_with_the_driver),
+        cmocka_unit_test(test_memory_info_follows_the_driver),
+        cmocka_unit_test(test_running_processes_v1_and_v3),
+        cmocka_unit_test(test_utilization_follows_the_device_timeline),
+        cmocka_unit_test(test_shutdown_then_reinit_sees_the_same_state),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
