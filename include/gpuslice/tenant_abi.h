@@ -4,11 +4,14 @@
  * Fixed-width types, explicit padding, sizes pinned by static asserts. A file
  * whose magic, ABI version or size differs is refused, never guessed at.
  *
- * Locking: every field below `lock` is read and written with `lock` held,
- * except reads of limits and totals for display, which may be torn-free but
- * stale (64-bit aligned loads). The lock is a robust, process-shared mutex:
- * a process that dies holding it is detected (EOWNERDEAD) and the next
- * holder recomputes the totals from the per-process records.
+ * Locking: memory figures and the tables are read and written with `lock`
+ * held, except reads of limits and totals for display, which may be stale
+ * but never torn (aligned 32/64-bit atomic loads). The lock is a robust,
+ * process-shared mutex: a process that dies holding it is detected
+ * (EOWNERDEAD) and the next holder recomputes the totals from the
+ * per-process records. The compute budget fields (compute_*) are updated
+ * with atomic operations only, never under the lock: they change on every
+ * poll of every process of the tenant.
  */
 #ifndef GPUSLICE_TENANT_ABI_H
 #define GPUSLICE_TENANT_ABI_H
@@ -17,7 +20,7 @@
 #include <stdint.h>
 
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
-#define GPUSLICE_TENANT_ABI_VERSION 1u
+#define GPUSLICE_TENANT_ABI_VERSION 2u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 256
 
@@ -25,10 +28,18 @@ struct gpuslice_tenant_device {
     uint8_t uuid[16];       /* raw UUID bytes; all zero = unused entry */
     uint64_t mem_limit;     /* bytes; 0 = no limit */
     uint64_t mem_used;      /* sum of mem_used of live processes */
-    uint32_t compute_limit; /* percent, 0 = none (reserved for compute ceilings) */
+    uint32_t compute_limit; /* percent of the device's time, 1..99; 0 = no ceiling */
     uint32_t flags;
-    uint64_t reserved[4];
+    int32_t ordinal;        /* CUDA ordinal as the process that added the entry saw it */
+    uint32_t pad0;
+    int64_t compute_tokens;      /* ns of device time the tenant may still use; may be < 0 */
+    uint64_t compute_refill_ns;  /* CLOCK_MONOTONIC when compute_tokens was last refilled */
+    uint64_t compute_busy_ns;    /* device time the tenant's work has held, cumulative */
 };
+
+/* set_flags: a device added after `gpuslice set` takes these, not the process's own. */
+#define GPUSLICE_SET_MEMORY 1u
+#define GPUSLICE_SET_COMPUTE 2u
 
 struct gpuslice_tenant_proc {
     int32_t pid;         /* 0 = free slot */
@@ -50,7 +61,12 @@ struct gpuslice_tenant {
     uint64_t creator_start_time;
     uint64_t created_unix_ns;
     char name[64];
-    uint64_t reserved[8];
+    uint32_t compute_any;       /* 1 once any device has, or will get, a compute ceiling */
+    uint32_t set_flags;         /* GPUSLICE_SET_*: limits given by `gpuslice set` */
+    uint64_t set_mem_limit;     /* for devices the tenant starts using after the set */
+    uint32_t set_compute_limit; /* likewise */
+    uint32_t pad1;
+    uint64_t reserved[5];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
 };
@@ -59,6 +75,8 @@ _Static_assert(sizeof(struct gpuslice_tenant_device) == 72, "device entry layout
 _Static_assert(sizeof(struct gpuslice_tenant_proc) == 144, "process entry layout");
 _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
+_Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "budget offset");
+_Static_assert(offsetof(struct gpuslice_tenant, compute_any) == 168, "header fields offset");
 _Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 72 + 256 * 144, "tenant size");
 
 #endif

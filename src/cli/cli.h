@@ -18,6 +18,8 @@ struct gs_cmd {
 };
 
 extern const struct gs_cmd gs_cmd_run;
+extern const struct gs_cmd gs_cmd_set;
+extern const struct gs_cmd gs_cmd_tenants;
 
 /* Global flags that every command honours. */
 extern int gs_cli_quiet;
@@ -25,5 +27,13 @@ extern int gs_cli_quiet;
 /* Prints "gpuslice: <message>" on stderr unless quiet (errors always print). */
 void gs_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gs_cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * For getopt_long's ':' (a missing value; the option string must start with
+ * ':' after any '+') and '?' (an unknown option, or a value given to one that
+ * takes none): names the option in a message and returns GS_EXIT_USAGE.
+ */
+struct option;
+int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
 
 #endif

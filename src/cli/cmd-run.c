@@ -27,13 +27,22 @@ static void run_usage(void)
     printf("usage: gpuslice run [OPTIONS] [--] COMMAND [ARGS...]\n\n"
            "Runs COMMAND, and every process it starts, as one tenant with the given limits.\n\n"
            "options:\n"
-           "  -m, --memory SIZE   device memory limit for the whole tenant: one size for every\n"
-           "                      GPU (8G, 512M, 1.5G, 1073741824) or per device by CUDA index\n"
-           "                      or UUID (0:8G,1:4G or GPU-…:8G); a bare size plus entries\n"
-           "                      sets a default (8G,1:4G)\n"
-           "      --name NAME     a name for the tenant (shown by other gpuslice commands)\n"
-           "  -q, --quiet         no progress messages\n"
-           "  -h, --help          this text\n\n"
+           "  -m, --memory SIZE      device memory limit for the whole tenant: one size\n"
+           "                         for every GPU (8G, 512M, 1.5G, 1073741824) or per\n"
+           "                         device by CUDA index or UUID (0:8G,1:4G or\n"
+           "                         GPU-…:8G); a bare size plus entries sets a default\n"
+           "                         (8G,1:4G)\n"
+           "  -c, --compute PERCENT  compute ceiling: the share of each GPU's time that\n"
+           "                         the whole tenant's kernels may hold, all its\n"
+           "                         processes together; an integer 1..100 (100 = no\n"
+           "                         ceiling), one for every GPU or per device like\n"
+           "                         --memory (0:30,1:50 or GPU-…:30; 40,1:20 sets a\n"
+           "                         default)\n"
+           "      --name NAME        a name for the tenant (shown by gpuslice tenants,\n"
+           "                         used by gpuslice set)\n"
+           "  -q, --quiet            no progress messages\n"
+           "  -h, --help             this text\n\n"
+           "gpuslice tenants shows the tenant; gpuslice set changes its limits.\n"
            "The program's exit status is returned; 128+N if it died of signal N;\n"
            "2 for bad usage (nothing is started), 126/127 if COMMAND cannot be run.\n");
 }
@@ -115,10 +124,10 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status)
 static int run_run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"memory", required_argument, NULL, 'm'}, {"name", required_argument, NULL, 'N'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    const char *memory = NULL, *name = NULL;
+        {"memory", required_argument, NULL, 'm'}, {"compute", required_argument, NULL, 'c'},
+        {"name", required_argument, NULL, 'N'},   {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *memory = NULL, *compute = NULL, *name = NULL;
     struct gpuslice_tenant *t = NULL;
     struct gs_limits limits;
     char err[512], lib[PATH_MAX], path[PATH_MAX];
@@ -128,10 +137,13 @@ static int run_run(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+m:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:m:c:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             memory = optarg;
+            break;
+        case 'c':
+            compute = optarg;
             break;
         case 'N':
             name = optarg;
@@ -142,12 +154,8 @@ static int run_run(int argc, char **argv)
         case 'h':
             run_usage();
             return GS_EXIT_OK;
-        case ':':
-            gs_cli_error("run: %s needs a value (see gpuslice run --help)", argv[optind - 1]);
-            return GS_EXIT_USAGE;
         default:
-            gs_cli_error("run: unknown option %s (see gpuslice run --help)", argv[optind - 1]);
-            return GS_EXIT_USAGE;
+            return gs_cli_bad_option("run", c, argv, opts);
         }
     }
     if (optind >= argc) {
@@ -156,6 +164,11 @@ static int run_run(int argc, char **argv)
     }
     if (memory && gs_parse_limit_list(memory, GS_VALUE_SIZE, "--memory", &limits, err,
                                       sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        return GS_EXIT_USAGE;
+    }
+    if (compute && gs_parse_limit_list(compute, GS_VALUE_PERCENT, "--compute", &limits, err,
+                                       sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         return GS_EXIT_USAGE;
     }
@@ -178,13 +191,16 @@ static int run_run(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     if (setenv(GS_ENV_TENANT, path, 1) < 0 || (memory && setenv(GS_ENV_MEMORY, memory, 1) < 0) ||
-        set_preload(lib) < 0) {
+        (compute && setenv(GS_ENV_COMPUTE, compute, 1) < 0) || set_preload(lib) < 0) {
         gs_cli_error("cannot set the environment: %s", strerror(errno));
         unlink(path);
         return GS_EXIT_ERROR;
     }
     if (memory)
         gs_cli_note("memory limit %s for %s", memory, argv[optind]);
+    if (compute)
+        gs_cli_note("compute ceiling %s%s for %s", compute,
+                    strchr(compute, ':') ? " (percent)" : "%", argv[optind]);
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         gs_cli_error("pipe: %s", strerror(errno));
         unlink(path);
@@ -239,4 +255,5 @@ static int run_run(int argc, char **argv)
     return WEXITSTATUS(status);
 }
 
-const struct gs_cmd gs_cmd_run = {"run", "run a program with memory limits", run_run, run_usage};
+const struct gs_cmd gs_cmd_run = {"run", "run a program with memory and compute limits", run_run,
+                                  run_usage};

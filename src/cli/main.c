@@ -1,4 +1,5 @@
 /* gpuslice's entry point: global flags and the table of commands. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,8 @@ int gs_cli_quiet;
 
 static const struct gs_cmd *commands[] = {
     &gs_cmd_run,
+    &gs_cmd_tenants,
+    &gs_cmd_set,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -39,6 +42,33 @@ void gs_cli_note(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    const struct option *o;
+
+    if (c == ':') {
+        gs_cli_error("%s: %s needs a value (see gpuslice %s --help)", cmd, arg, cmd);
+        return GS_EXIT_USAGE;
+    }
+    /* getopt reports "--json=1" as '?' with optopt set to the option's value. */
+    for (o = opts; optopt && o && o->name; o++) {
+        size_t n = strlen(o->name);
+
+        if (o->val == optopt && o->has_arg == no_argument && strncmp(arg, "--", 2) == 0 &&
+            strncmp(arg + 2, o->name, n) == 0 && arg[2 + n] == '=') {
+            gs_cli_error("%s: --%s takes no value (see gpuslice %s --help)", cmd, o->name,
+                         cmd);
+            return GS_EXIT_USAGE;
+        }
+    }
+    if (optopt > ' ' && optopt < 127)
+        gs_cli_error("%s: unknown option -%c (see gpuslice %s --help)", cmd, optopt, cmd);
+    else
+        gs_cli_error("%s: unknown option %s (see gpuslice %s --help)", cmd, arg, cmd);
+    return GS_EXIT_USAGE;
 }
 
 static void usage(FILE *f)

@@ -1,8 +1,10 @@
 /*
  * Reading limits from the environment, where gpuslice run, vgpu.rs users and
  * HAMi-core users put them. Precedence, highest first:
- *   GPUSLICE_MEMORY_LIMIT  >  TENSOR_FUSION_CUDA_MEM_LIMIT  >
- *   CUDA_DEVICE_MEMORY_LIMIT_<i> (per device)  >  CUDA_DEVICE_MEMORY_LIMIT.
+ *   memory:  GPUSLICE_MEMORY_LIMIT  >  TENSOR_FUSION_CUDA_MEM_LIMIT  >
+ *            CUDA_DEVICE_MEMORY_LIMIT_<i> (per device)  >  CUDA_DEVICE_MEMORY_LIMIT
+ *   compute: GPUSLICE_COMPUTE_LIMIT  >  TENSOR_FUSION_CUDA_UP_LIMIT  >
+ *            CUDA_DEVICE_SM_LIMIT_<i> (per device)  >  CUDA_DEVICE_SM_LIMIT
  * The first source that is set is used alone (HAMi's two variables form one
  * source); every variable that is set is still validated, so a typo is never
  * silently ignored.
@@ -15,6 +17,9 @@
 #define GS_ENV_MEMORY "GPUSLICE_MEMORY_LIMIT"
 #define GS_ENV_TF_MEMORY "TENSOR_FUSION_CUDA_MEM_LIMIT"
 #define GS_ENV_HAMI_MEMORY "CUDA_DEVICE_MEMORY_LIMIT"
+#define GS_ENV_COMPUTE "GPUSLICE_COMPUTE_LIMIT"
+#define GS_ENV_TF_COMPUTE "TENSOR_FUSION_CUDA_UP_LIMIT"
+#define GS_ENV_HAMI_COMPUTE "CUDA_DEVICE_SM_LIMIT"
 #define GS_ENV_TENANT "GPUSLICE_TENANT"
 #define GS_ENV_DEBUG "GPUSLICE_DEBUG"
 
@@ -24,6 +29,12 @@
  * with a message in err.
  */
 int gs_config_memory(char *const *env, struct gs_limits *out, char *err, size_t errlen);
+
+/*
+ * Same for compute ceilings (percent of a device's time, 1..100; 100 means
+ * none). HAMi-core's variables also take 0, meaning none, as HAMi-core does.
+ */
+int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t errlen);
 
 /* The value of name in env, or NULL. */
 const char *gs_env_get(char *const *env, const char *name);

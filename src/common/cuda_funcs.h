@@ -145,6 +145,7 @@
     X(CUresult, cuStreamDestroy_v2, (CUstream hStream))                                         \
     X(CUresult, cuStreamSynchronize, (CUstream hStream))                                        \
     X(CUresult, cuStreamSynchronize_ptsz, (CUstream hStream))                                   \
+    X(CUresult, cuStreamGetCtx, (CUstream hStream, CUcontext * pctx))                           \
     X(CUresult, cuStreamQuery, (CUstream hStream))                                              \
     X(CUresult, cuStreamQuery_ptsz, (CUstream hStream))                                         \
     X(CUresult, cuStreamBeginCapture, (CUstream hStream))                                       \

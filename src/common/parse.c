@@ -385,18 +385,21 @@ syntax:
 uint64_t gs_limits_lookup(const struct gs_limits *l, int index, const char *uuid)
 {
     uint64_t by_index = 0, all = 0;
-    int i;
+    int i, have_index = 0;
 
+    /* An entry of 0 (no limit) for a device still overrides the default. */
     for (i = 0; i < l->n; i++) {
         const struct gs_limit_entry *e = &l->e[i];
         if (e->key == GS_KEY_UUID && uuid && strcasecmp(e->uuid, uuid) == 0)
             return e->value;
-        if (e->key == GS_KEY_INDEX && e->index == index)
+        if (e->key == GS_KEY_INDEX && e->index == index) {
             by_index = e->value;
+            have_index = 1;
+        }
         if (e->key == GS_KEY_ALL)
             all = e->value;
     }
-    return by_index ? by_index : all;
+    return have_index ? by_index : all;
 }
 
 void gs_format_size(uint64_t b, char *buf, size_t len)

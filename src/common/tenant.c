@@ -133,22 +133,32 @@ int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathl
 
 int gs_tenant_open(const char *path, struct gpuslice_tenant **out)
 {
+    return gs_tenant_open_mode(path, 1, out);
+}
+
+int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out)
+{
     struct gpuslice_tenant *t;
     struct stat st;
     int fd, r;
 
-    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
+    /* O_NONBLOCK: a FIFO planted under a tenant's name must not hang us. */
+    if ((fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
         return -errno;
     if (fstat(fd, &st) < 0) {
         r = -errno;
         close(fd);
         return r;
     }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return GS_EABI;
+    }
     if ((size_t)st.st_size != sizeof(*t)) {
         close(fd);
         return GS_EABI;
     }
-    t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    t = mmap(NULL, sizeof(*t), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (t == MAP_FAILED)
         return -errno;
@@ -289,7 +299,14 @@ static int uuid_empty(const uint8_t *u)
     return 1;
 }
 
-int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], uint64_t mem_limit)
+/* 100% is no ceiling: the entry stores 0. */
+static uint32_t ceiling(uint32_t percent)
+{
+    return percent >= 100 ? 0 : percent;
+}
+
+int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordinal,
+                     uint64_t mem_limit, uint32_t compute_limit)
 {
     int i, r, found = -1;
 
@@ -299,15 +316,123 @@ int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], uint64_t
         if (!uuid_empty(t->dev[i].uuid) && memcmp(t->dev[i].uuid, uuid, 16) == 0)
             found = i;
     for (i = 0; i < GPUSLICE_MAX_DEVICES && found < 0; i++) {
-        if (uuid_empty(t->dev[i].uuid)) {
-            memset(&t->dev[i], 0, sizeof(t->dev[i]));
-            t->dev[i].mem_limit = mem_limit;
-            memcpy(t->dev[i].uuid, uuid, 16);
-            found = i;
-        }
+        struct gpuslice_tenant_device *d = &t->dev[i];
+
+        if (!uuid_empty(d->uuid))
+            continue;
+        memset(d, 0, sizeof(*d));
+        d->mem_limit = t->set_flags & GPUSLICE_SET_MEMORY ? t->set_mem_limit : mem_limit;
+        d->compute_limit = ceiling(t->set_flags & GPUSLICE_SET_COMPUTE ? t->set_compute_limit
+                                                                       : compute_limit);
+        d->ordinal = ordinal;
+        memcpy(d->uuid, uuid, 16);
+        if (d->compute_limit)
+            __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+        found = i;
     }
     gs_tenant_unlock(t);
     return found >= 0 ? found : -ENOSPC;
+}
+
+static void set_one(struct gpuslice_tenant *t, struct gpuslice_tenant_device *d,
+                    enum gs_set_kind kind, uint64_t v)
+{
+    if (kind == GS_SET_MEMORY) {
+        __atomic_store_n(&d->mem_limit, v, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_RELEASE);
+    if (ceiling((uint32_t)v))
+        __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+}
+
+int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct gs_limits *l,
+                  char *err, size_t errlen)
+{
+    char uuid[GS_UUID_STRLEN];
+    int i, j, r, matched;
+
+    if ((r = gs_tenant_lock(t)) < 0) {
+        snprintf(err, errlen, "cannot lock the tenant's state: %s", strerror(-r));
+        return r;
+    }
+    /* Check every entry first: a refused command changes nothing. */
+    for (j = 0; j < l->n; j++) {
+        if (l->e[j].key == GS_KEY_ALL)
+            continue;
+        matched = 0;
+        for (i = 0; i < GPUSLICE_MAX_DEVICES && !matched; i++) {
+            if (uuid_empty(t->dev[i].uuid))
+                continue;
+            gs_format_uuid(t->dev[i].uuid, uuid);
+            matched = l->e[j].key == GS_KEY_INDEX ? t->dev[i].ordinal == l->e[j].index
+                                                  : strcmp(uuid, l->e[j].uuid) == 0;
+        }
+        if (!matched) {
+            if (l->e[j].key == GS_KEY_INDEX)
+                snprintf(err, errlen, "the tenant uses no device with index %d", l->e[j].index);
+            else
+                snprintf(err, errlen, "the tenant uses no device %s", l->e[j].uuid);
+            gs_tenant_unlock(t);
+            return -ENODEV;
+        }
+    }
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++) {
+        uint64_t v;
+
+        if (uuid_empty(t->dev[i].uuid))
+            continue;
+        gs_format_uuid(t->dev[i].uuid, uuid);
+        v = gs_limits_lookup(l, t->dev[i].ordinal, uuid);
+        /* Devices no entry names keep what they have. */
+        for (j = 0, matched = 0; j < l->n; j++)
+            matched |= l->e[j].key == GS_KEY_ALL ||
+                       (l->e[j].key == GS_KEY_INDEX && l->e[j].index == t->dev[i].ordinal) ||
+                       (l->e[j].key == GS_KEY_UUID && strcmp(l->e[j].uuid, uuid) == 0);
+        if (matched)
+            set_one(t, &t->dev[i], kind, v);
+    }
+    for (j = 0; j < l->n; j++) {
+        if (l->e[j].key != GS_KEY_ALL)
+            continue;
+        if (kind == GS_SET_MEMORY) {
+            t->set_mem_limit = l->e[j].value;
+            t->set_flags |= GPUSLICE_SET_MEMORY;
+        } else {
+            t->set_compute_limit = ceiling((uint32_t)l->e[j].value);
+            t->set_flags |= GPUSLICE_SET_COMPUTE;
+            if (t->set_compute_limit)
+                __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+        }
+    }
+    gs_tenant_unlock(t);
+    return 0;
+}
+
+int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap)
+{
+    uint64_t last = __atomic_load_n(&d->compute_refill_ns, __ATOMIC_ACQUIRE);
+    uint32_t pct = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
+    int64_t tok;
+
+    if (now_ns > last && __atomic_compare_exchange_n(&d->compute_refill_ns, &last, now_ns, 0,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* The first refill after a long pause would overflow: the cap bounds it anyway. */
+        uint64_t dt = now_ns - last;
+        int64_t add = dt > 100000000000ULL ? cap : (int64_t)(dt * pct / 100);
+        tok = __atomic_add_fetch(&d->compute_tokens, add, __ATOMIC_ACQ_REL);
+        while (tok > cap && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, cap, 0,
+                                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
+        return tok > cap ? cap : tok;
+    }
+    return __atomic_load_n(&d->compute_tokens, __ATOMIC_ACQUIRE);
+}
+
+void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns)
+{
+    __atomic_sub_fetch(&d->compute_tokens, (int64_t)ns, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&d->compute_busy_ns, ns, __ATOMIC_RELAXED);
 }
 
 int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/parse.h"
 #include "gpuslice/tenant_abi.h"
 
 #define GS_TENANT_PREFIX "gpuslice-"
@@ -24,6 +25,9 @@ int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathl
 
 /* Maps an existing tenant file; refuses a foreign magic, ABI or size. */
 int gs_tenant_open(const char *path, struct gpuslice_tenant **out);
+
+/* Same, read-only when !writable (for listing other users' tenants as root). */
+int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out);
 
 /* A tenant private to this process and the children it forks. */
 int gs_tenant_anon(struct gpuslice_tenant **out);
@@ -41,11 +45,34 @@ int gs_tenant_proc_register(struct gpuslice_tenant *t, pid_t pid, uint64_t start
 void gs_tenant_proc_unregister(struct gpuslice_tenant *t, int slot);
 
 /*
- * The device entry for uuid, created with mem_limit if new; returns its
- * index. An existing entry keeps its limit (the first process sets it; the
- * CLI or daemon may change it later).
+ * The device entry for uuid, created with the given limits if new (or with
+ * those of `gpuslice set`, which win); returns its index. An existing entry
+ * keeps its limits (the first process sets them; the CLI or daemon may change
+ * them later). compute_limit is a percentage; 0 and 100 mean no ceiling.
  */
-int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], uint64_t mem_limit);
+int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordinal,
+                     uint64_t mem_limit, uint32_t compute_limit);
+
+enum gs_set_kind { GS_SET_MEMORY, GS_SET_COMPUTE };
+
+/*
+ * Changes a running tenant's limits (gpuslice set). A default entry (a bare
+ * value) applies to every device of the tenant and to devices it uses later;
+ * index and UUID entries apply to the matching devices in use, and one that
+ * matches none is refused (message in err). A value of 0 removes the limit.
+ */
+int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct gs_limits *l,
+                  char *err, size_t errlen);
+
+/*
+ * The compute budget of device entry d: refilled at limit% of wall time, up
+ * to cap ns, by whichever process gets here first; returns the tokens (ns of
+ * device time) left. Lock-free.
+ */
+int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap);
+
+/* Takes ns of device time from d's budget and adds it to its usage. */
+void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns);
 
 /*
  * Charges bytes to (slot, dev). Unless force, refuses with -GS_EOVERLIMIT

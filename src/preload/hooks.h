@@ -113,7 +113,55 @@
     X(CUresult, cuArray3DCreate, cuArray3DCreate_v2, 3020, 0,                                    \
       (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray),                        \
       (pHandle, pAllocateArray))                                                                 \
-    X(CUresult, cuArrayDestroy, cuArrayDestroy, 2000, 0, (CUarray hArray), (hArray))
+    X(CUresult, cuArrayDestroy, cuArrayDestroy, 2000, 0, (CUarray hArray), (hArray))             \
+    X(CUresult, cuLaunchKernel, cuLaunchKernel, 4000, 0,                                         \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,      \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                  \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra),       \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,        \
+       hStream, kernelParams, extra))                                                                 \
+    X(CUresult, cuLaunchKernel, cuLaunchKernel_ptsz, 7000, 1,                                    \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,      \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                  \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra),       \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,        \
+       hStream, kernelParams, extra))                                                                 \
+    X(CUresult, cuLaunchKernelEx, cuLaunchKernelEx, 11060, 0,                                    \
+      (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra),           \
+      (config, f, kernelParams, extra))                                                          \
+    X(CUresult, cuLaunchKernelEx, cuLaunchKernelEx_ptsz, 11060, 1,                               \
+      (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra),           \
+      (config, f, kernelParams, extra))                                                          \
+    X(CUresult, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0,                   \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,      \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                  \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                     \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,        \
+       hStream, kernelParams))                                                                 \
+    X(CUresult, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, 9000, 1,              \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,      \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                  \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),                     \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,        \
+       hStream, kernelParams))                                                                 \
+    X(CUresult, cuGraphLaunch, cuGraphLaunch, 10000, 0, (CUgraphExec hGraphExec, CUstream hStream), \
+      (hGraphExec, hStream))                                                                     \
+    X(CUresult, cuGraphLaunch, cuGraphLaunch_ptsz, 10000, 1,                                     \
+      (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream))                         \
+    X(CUresult, cuStreamDestroy, cuStreamDestroy, 2000, 0, (CUstream hStream), (hStream))        \
+    X(CUresult, cuStreamDestroy, cuStreamDestroy_v2, 4000, 0, (CUstream hStream), (hStream))     \
+    X(CUresult, cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0, (CUstream hStream),        \
+      (hStream))                                                                                 \
+    X(CUresult, cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000, 1, (CUstream hStream),   \
+      (hStream))                                                                                 \
+    X(CUresult, cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, 0,                         \
+      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))                             \
+    X(CUresult, cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010, 1,                    \
+      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))                             \
+    X(CUresult, cuStreamEndCapture, cuStreamEndCapture, 10000, 0,                                \
+      (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))                                 \
+    X(CUresult, cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000, 1,                           \
+      (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))
 
 /* NVML: the same shape; version and ptds are unused. */
 #define GS_NVML_HOOKS(X)                                                                         \

@@ -156,7 +156,9 @@ static struct dev_state *dev_get(int ord)
         return NULL; /* not initialised yet: try again later */
     gs_format_uuid((const unsigned char *)uuid.bytes, d->uuid);
     limit = gs_limits_lookup(&gs__state.mem_limits, ord, d->uuid);
-    if ((e = gs_tenant_device(gs__state.tenant, (const uint8_t *)uuid.bytes, limit)) < 0) {
+    if ((e = gs_tenant_device(gs__state.tenant, (const uint8_t *)uuid.bytes, ord, limit,
+                              (uint32_t)gs_limits_lookup(&gs__state.compute_limits, ord,
+                                                         d->uuid))) < 0) {
         d->resolved = -1;
         gs__log("device %d: no room for it in the tenant's device table", ord);
         return NULL;
@@ -1106,9 +1108,12 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         struct dev_state *d;                                       \
         CUresult r;                                                \
         GS_PASS(sym, (dev));                                       \
+        d = exiting ? NULL : dev_get(dev);                         \
+        if (d && d->primary && (reset || d->primary_refs == 1))    \
+            gs__compute_ctx_gone(d->primary);                      \
         if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)               \
             return r;                                              \
-        if (exiting || (d = dev_get(dev)) == NULL || d->primary_refs == 0) \
+        if (d == NULL || d->primary_refs == 0)                     \
             return r;                                              \
         if (reset) {                                               \
             context_gone(d, dev, d->primary);                      \
@@ -1199,6 +1204,7 @@ GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
         CUresult r;                                                   \
         int i, ord = -1;                                              \
         GS_PASS(sym, (ctx));                                          \
+        gs__compute_ctx_gone(ctx);                                    \
         if ((r = gs__real.sym(ctx)) != CUDA_SUCCESS)                  \
             return r;                                                 \
         pthread_mutex_lock(&mem_mu);                                  \
@@ -1332,6 +1338,13 @@ GS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     if ((r = gs__real.cuDeviceTotalMem(bytes, dev)) == CUDA_SUCCESS && bytes)
         *bytes = (unsigned int)total_limit(dev, *bytes);
     return r;
+}
+
+int gs__mem_device_entry(int ordinal)
+{
+    struct dev_state *d = exiting ? NULL : dev_get(ordinal);
+
+    return d ? d->entry : -1;
 }
 
 /* ---- NVML helpers ---- */

@@ -132,6 +132,15 @@ static void load_cuda_once(void)
     GS_EXTRA(cuMemGetAllocationGranularity);
     GS_EXTRA(cuMemPoolGetAttribute);
     GS_EXTRA(cuDeviceGetMemPool);
+    GS_EXTRA(cuStreamGetCtx);
+    GS_EXTRA(cuCtxPushCurrent_v2);
+    GS_EXTRA(cuCtxPopCurrent_v2);
+    GS_EXTRA(cuEventCreate);
+    GS_EXTRA(cuEventRecord);
+    GS_EXTRA(cuEventQuery);
+    GS_EXTRA(cuEventDestroy_v2);
+    GS_EXTRA(cuStreamIsCapturing);
+    GS_EXTRA(cuStreamIsCapturing_ptsz);
     cuda_status = 0;
 }
 
@@ -176,6 +185,9 @@ static void config_once_fn(void)
 
     st->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
     r = gs_config_memory(environ, &st->mem_limits, st->config_msg, sizeof(st->config_msg));
+    if (r == 0)
+        r = gs_config_compute(environ, &st->compute_limits, st->config_msg,
+                              sizeof(st->config_msg));
     if (r < 0) {
         st->config_error = 1;
     } else if (tenant && *tenant) {
@@ -188,20 +200,25 @@ static void config_once_fn(void)
         } else {
             st->shared_tenant = 1;
         }
-    } else if (st->mem_limits.n > 0) {
+    } else if (st->mem_limits.n > 0 || st->compute_limits.n > 0) {
         if ((r = gs_tenant_anon(&st->tenant)) < 0) {
             snprintf(st->config_msg, sizeof(st->config_msg),
                      "cannot create the process's limit state: %s", gs_strerror(r));
             st->config_error = 1;
         }
     }
+    if (st->tenant)
+        gs__compute_config();
     if (st->config_error)
         gs__log("%s; CUDA is disabled in this process (cuInit fails)", st->config_msg);
     st->active = st->config_error || st->tenant != NULL;
-    gs__debug("configuration: %s, %d memory limit entr%s from %s, tenant %s",
+    gs__debug("configuration: %s, %d memory limit entr%s from %s, %d compute ceiling entr%s "
+              "from %s, tenant %s",
               st->active ? "active" : "inactive (pass-through)", st->mem_limits.n,
               st->mem_limits.n == 1 ? "y" : "ies",
-              st->mem_limits.source ? st->mem_limits.source : "nowhere",
+              st->mem_limits.source ? st->mem_limits.source : "nowhere", st->compute_limits.n,
+              st->compute_limits.n == 1 ? "y" : "ies",
+              st->compute_limits.source ? st->compute_limits.source : "nowhere",
               st->shared_tenant ? tenant : st->tenant ? "private" : "none");
     __atomic_store_n(&config_done, 1, __ATOMIC_RELEASE);
 }
@@ -343,6 +360,7 @@ GS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 static void on_fork_child(void)
 {
     gs__mem_fork_child();
+    gs__compute_fork_child();
 }
 
 __attribute__((constructor)) static void gs_init(void)
@@ -355,6 +373,7 @@ __attribute__((destructor)) static void gs_fini(void)
 {
     if (!config_done)
         return;
+    gs__compute_exit();
     gs__mem_exit();
     if (gs__state.debug)
         gs__log("debug: cuGetProcAddress lookups: %lu hooked by pointer match, %lu by version "

@@ -28,6 +28,15 @@ struct gs_real {
     gs_pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;
     gs_pfn_cuMemPoolGetAttribute cuMemPoolGetAttribute;
     gs_pfn_cuDeviceGetMemPool cuDeviceGetMemPool;
+    gs_pfn_cuStreamGetCtx cuStreamGetCtx;
+    gs_pfn_cuCtxPushCurrent_v2 cuCtxPushCurrent_v2;
+    gs_pfn_cuCtxPopCurrent_v2 cuCtxPopCurrent_v2;
+    gs_pfn_cuEventCreate cuEventCreate;
+    gs_pfn_cuEventRecord cuEventRecord;
+    gs_pfn_cuEventQuery cuEventQuery;
+    gs_pfn_cuEventDestroy_v2 cuEventDestroy_v2;
+    gs_pfn_cuStreamIsCapturing cuStreamIsCapturing;
+    gs_pfn_cuStreamIsCapturing_ptsz cuStreamIsCapturing_ptsz;
     gs_pfn_nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByUUID;
     gs_pfn_nvmlDeviceGetUUID nvmlDeviceGetUUID;
     gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
@@ -45,6 +54,7 @@ struct gs_state {
     int config_error; /* configuration refused: cuInit fails */
     char config_msg[512];
     struct gs_limits mem_limits;
+    struct gs_limits compute_limits;
     struct gpuslice_tenant *tenant;
     int shared_tenant; /* tenant from GPUSLICE_TENANT (vs. private) */
     int debug;
@@ -79,6 +89,12 @@ void gs__mem_refresh_entry(int e);
 
 /* Limit configured for a device not yet registered (by NVML UUID string). */
 uint64_t gs__mem_limit_for_uuid(const char *uuid);
+
+/* compute.c */
+void gs__compute_config(void);
+void gs__compute_ctx_gone(CUcontext ctx);
+void gs__compute_fork_child(void);
+void gs__compute_exit(void);
 
 /*
  * Starts every hook: without an active configuration the call goes straight

@@ -5,16 +5,21 @@ set -u
 B=$1
 CASE=$2
 T=$(mktemp -d /tmp/gs-itest-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+BG=
+# Release holders and stop what a case started in the background, even when it fails midway.
+cleanup() { touch "$T/release"; [ -n "$BG" ] && kill $BG 2>/dev/null; wait; rm -rf "$T"; }
+trap cleanup EXIT
 export LD_LIBRARY_PATH="$B/lib/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GPUSLICE_SIM_STATE="$T/sim.state"
 export GPUSLICE_RUN_DIR="$T/run"
 mkdir -p "$GPUSLICE_RUN_DIR"
 unset GPUSLICE_MEMORY_LIMIT TENSOR_FUSION_CUDA_MEM_LIMIT CUDA_DEVICE_MEMORY_LIMIT GPUSLICE_TENANT
+unset GPUSLICE_COMPUTE_LIMIT TENSOR_FUSION_CUDA_UP_LIMIT CUDA_DEVICE_SM_LIMIT
 GS="$B/bin/gpuslice"
 LIB="$B/lib/libgpuslice.so"
 IT="$B/tests/itest_dl"
 ITL="$B/tests/itest_link"
+CL="$B/tests/compute_load"
 G=1073741824
 fails=0
 
@@ -29,6 +34,30 @@ stderr_has() {
     if grep -q -- "$1" "$T/err"; then ok "message names $1"; else bad "stderr lacks '$1'"; cat "$T/err"; fi
 }
 preload() { env LD_PRELOAD="$LIB" "$@"; }
+# share_in LO HI WHAT [FILE]: the share compute_load printed (in FILE, default $T/out) lies in [LO, HI].
+share_in() {
+    v=$(awk '/^share/ {print $2}' "${4:+$T/}${4:-$T/out}")
+    if [ -n "$v" ] && awk -v v="$v" -v lo="$1" -v hi="$2" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
+        ok "$3: share $v in [$1, $2]"
+    else
+        bad "$3: share ${v:-none}, want [$1, $2]"; cat "$T/err" 2>/dev/null
+    fi
+}
+json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
+    if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
+        ok "$1"
+    else
+        bad "$1"; cat "$T/out" "$T/py"
+    fi
+}
+holder() { # holder NAME LIMIT BYTES: a tenant whose one process holds BYTES until $T/release exists
+    "$GS" run -q --name "$1" --memory "$2" -- "$IT" hold "$3" "$T/release" >"$T/holder.out" 2>&1 &
+    HOLDER=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
+    if grep -q "^hold $3 -> 0" "$T/holder.out"; then ok "tenant $1 holds $3 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
+}
+release() { touch "$T/release"; wait $HOLDER; rm -f "$T/release"; }
+tenant_id() { "$GS" tenants --json --interval 0 | python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["id"])'; }
 
 case $CASE in
 limit_link) ITEST_LOOKUP=link expect 0 "limit via direct linking" -- "$GS" run -q --memory 1G -- "$ITL" limit $G ;;
@@ -99,6 +128,159 @@ EOS
     expect 0 "two processes of one tenant share one limit; SIGKILL gives usage back" -- "$GS" run -q --memory 1G -- sh "$T/two.sh"
     cat "$T/out"
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "tenant state removed"; else bad "stale tenant files"; fi ;;
+cli_compute)
+    for v in 0 101 abc 5.5 -5 x:30 0:0 0:30,0:40 ""; do
+        expect 2 "run --compute '$v' is bad usage" -- "$GS" run --compute "$v" -- touch "$T/started"
+        stderr_has "--compute: "
+    done
+    stderr_has "use an integer percentage from 1 to 100"
+    expect 2 "run --compute without a value" -- "$GS" run --compute
+    stderr_has "--compute needs a value"
+    if [ -e "$T/started" ]; then bad "a refused run started the program"; else ok "nothing started"; fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state made"; else bad "tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi
+    expect 0 "run exports --compute as GPUSLICE_COMPUTE_LIMIT" -- "$GS" run -q --compute 0:30,1:50 -- sh -c 'test "$GPUSLICE_COMPUTE_LIMIT" = 0:30,1:50'
+    expect 0 "run -c with a default and a UUID entry" -- "$GS" run -q -c 40,GPU-5AC1CE00-0000-4000-8000-000000000000:20 -- sh -c 'test "$GPUSLICE_COMPUTE_LIMIT" = 40,GPU-5AC1CE00-0000-4000-8000-000000000000:20'
+    expect 0 "run --compute 100 (no ceiling) is accepted" -- "$GS" run -q --compute 100 -- true
+    expect 0 "run --help describes --compute" -- "$GS" run --help
+    if grep -q -- "--compute PERCENT" "$T/out"; then ok "usage names --compute"; else bad "usage lacks --compute"; fi
+    expect 0 "a CUDA program runs under --compute and --memory" -- "$GS" run -q --compute 50 --memory 1G -- "$IT" limit $G ;;
+tenants)
+    expect 0 "tenants with nothing to list" -- "$GS" tenants
+    if [ -s "$T/out" ]; then bad "a table of nothing on stdout"; cat "$T/out"; else ok "stdout empty"; fi
+    stderr_has "no tenants"
+    expect 0 "tenants --json with nothing to list" -- "$GS" tenants --json
+    json_ok "an empty list" 'assert d == {"tenants": []}'
+    holder itest-t 1G 268435456
+    expect 0 "tenants --json" -- "$GS" tenants --json
+    json_ok "the tenant's name, owner, processes, limit and usage" "
+import os
+assert len(d['tenants']) == 1, d
+t = d['tenants'][0]
+assert t['name'] == 'itest-t' and t['owner_uid'] == os.getuid(), t
+assert t['id'].startswith('%d-%d-' % (os.getuid(), t['creator_pid'])), t
+assert len(t['pids']) == 1 and os.path.exists('/proc/%d' % t['pids'][0]), t
+assert len(t['devices']) == 1, t
+v = t['devices'][0]
+assert v['index'] == 0 and v['uuid'] == 'gpu-5ac1ce00-0000-4000-8000-000000000000', v
+assert v['memory_limit_bytes'] == $G, v
+assert 268435456 <= v['memory_used_bytes'] <= $G, v
+assert v['compute_limit_percent'] is None, v
+assert isinstance(v['compute_used_percent'], float), v
+assert isinstance(v['compute_busy_seconds'], float), v
+assert sorted(v) == sorted(['index', 'uuid', 'memory_limit_bytes', 'memory_used_bytes', 'compute_limit_percent', 'compute_used_percent', 'compute_busy_seconds']), v
+"
+    expect 0 "tenants --json --interval 0" -- "$GS" tenants --json --interval 0
+    json_ok "no sampling: usage is null" "assert d['tenants'][0]['devices'][0]['compute_used_percent'] is None"
+    expect 0 "tenants (table)" -- "$GS" tenants
+    if grep -q "itest-t .* 1 GiB" "$T/out"; then ok "the table shows the tenant and its limit"; else bad "table"; cat "$T/out"; fi
+    # Device time used at half the wall-clock rate, written where the interposer keeps it
+    # (tenant_abi.h: dev[0] at 232, compute_busy_ns at 64 within it).
+    f=$(ls "$GPUSLICE_RUN_DIR"/gpuslice-*.tenant)
+    python3 -c '
+import mmap, struct, sys, time
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0)
+    t0 = time.monotonic_ns()
+    while time.monotonic_ns() < t0 + 3e9:
+        struct.pack_into("<Q", m, 296, (time.monotonic_ns() - t0) // 2)
+        time.sleep(0.001)
+' "$f" &
+    poker=$!
+    sleep 0.3
+    expect 0 "tenants --json --interval 0.5" -- "$GS" tenants --json --interval 0.5
+    kill $poker 2>/dev/null; wait $poker 2>/dev/null
+    json_ok "compute usage is device time over wall time (50%)" "
+v = d['tenants'][0]['devices'][0]
+assert 35 <= v['compute_used_percent'] <= 65 and v['compute_busy_seconds'] > 0.1, v"
+    head -c 4096 /dev/zero >"$GPUSLICE_RUN_DIR/gpuslice-0-1-junk.tenant"
+    expect 0 "a file of another ABI is not fatal" -- "$GS" tenants --json --interval 0
+    stderr_has "warning: skipping .*gpuslice-0-1-junk.tenant"
+    json_ok "the other tenants are still listed" "assert [t['name'] for t in d['tenants']] == ['itest-t']"
+    rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-1-junk.tenant"
+    if [ "$(id -u)" != 0 ]; then
+        cp "$f" "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"; chmod 000 "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
+        expect 0 "an unreadable file is skipped" -- "$GS" tenants --json --interval 0
+        if [ -s "$T/err" ]; then bad "unreadable file reported"; cat "$T/err"; else ok "silently"; fi
+        rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
+    fi
+    release
+    expect 2 "tenants --interval abc" -- "$GS" tenants --interval abc; stderr_has "--interval"
+    expect 2 "tenants --interval without a value" -- "$GS" tenants --interval; stderr_has "--interval needs a value"
+    expect 2 "tenants with an unknown option" -- "$GS" tenants --bogus; stderr_has "--bogus"
+    expect 2 "tenants with an argument" -- "$GS" tenants extra; stderr_has "extra"
+    expect 0 "tenants --help" -- "$GS" tenants --help ;;
+set)
+    holder itest-s 1G 268435456
+    id=$(tenant_id)
+    f="$GPUSLICE_RUN_DIR/gpuslice-$id.tenant"
+    dev0() { python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["devices"][0][sys.argv[1]])' "$1" <"$T/out"; }
+    look() { # look KEY WANT: the device's KEY in tenants --json
+        "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
+        got=$(dev0 "$1")
+        if [ "$got" = "$2" ]; then ok "tenants shows $1 $2"; else bad "$1 is $got, want $2"; cat "$T/out"; fi
+    }
+    expect 0 "set NAME --memory 2G" -- "$GS" set itest-s --memory 2G; stderr_has "memory limit 2 GiB"
+    look memory_limit_bytes $((2 * G))
+    expect 0 "set ID --compute 40" -- "$GS" set "$id" --compute 40; stderr_has "compute ceiling 40%"
+    look compute_limit_percent 40
+    expect 0 "set PATH with an index entry" -- "$GS" set "$f" --compute 0:25
+    look compute_limit_percent 25
+    expect 0 "set --compute 100 removes the ceiling" -- "$GS" set itest-s --compute 100
+    look compute_limit_percent None
+    expect 0 "set -q -c 30" -- "$GS" set -q itest-s -c 30
+    if [ -s "$T/err" ]; then bad "-q printed"; cat "$T/err"; else ok "-q is quiet"; fi
+    expect 0 "set --compute none" -- "$GS" set itest-s --compute none
+    look compute_limit_percent None
+    expect 0 "set --memory none" -- "$GS" set itest-s --memory none
+    look memory_limit_bytes None
+    expect 1 "an index not in use" -- "$GS" set itest-s --compute 50 --memory 3:1G; stderr_has "no device with index 3"
+    look compute_limit_percent None
+    expect 1 "a UUID not in use" -- "$GS" set itest-s --memory GPU-00000000-1111-2222-3333-444444444444:1G; stderr_has "gpu-00000000-1111-2222-3333-444444444444"
+    expect 1 "no such tenant" -- "$GS" set no-such-tenant --memory 1G; stderr_has '"no-such-tenant"'
+    expect 1 "no such file" -- "$GS" set "$T/none.tenant" --memory 1G
+    expect 2 "set without an option" -- "$GS" set itest-s; stderr_has "--compute"
+    expect 2 "set --compute 0" -- "$GS" set itest-s --compute 0; stderr_has "--compute"
+    expect 2 "set --compute 101" -- "$GS" set itest-s --compute 101; stderr_has "--compute"
+    expect 2 "set --memory banana" -- "$GS" set itest-s --memory banana; stderr_has "--memory"
+    expect 2 "set --memory without a value" -- "$GS" set itest-s --memory; stderr_has "--memory needs a value"
+    expect 2 "set without a tenant" -- "$GS" set --memory 1G
+    expect 2 "set with two tenants" -- "$GS" set a b --memory 1G
+    expect 2 "set with an unknown option" -- "$GS" set itest-s --bogus 1; stderr_has "--bogus"
+    expect 0 "set --help" -- "$GS" set --help
+    # Below current usage: nothing is taken away, new allocations are refused.
+    expect 0 "set --memory below usage" -- "$GS" set itest-s --memory 128M; stderr_has "usage is above the limit"
+    GPUSLICE_TENANT=$f expect 3 "a new allocation in the tenant is refused" -- preload "$IT" try 2097152
+    expect 0 "set --memory 2G" -- "$GS" set itest-s --memory 2G
+    GPUSLICE_TENANT=$f expect 0 "and allowed again under the raised limit" -- preload "$IT" try 2097152
+    # Two tenants with one name: a name is ambiguous, an ID is not.
+    "$GS" run -q --name itest-s -- sleep 30 &
+    BG=$!
+    for i in $(seq 100); do [ "$(ls "$GPUSLICE_RUN_DIR" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+    expect 1 "an ambiguous name" -- "$GS" set itest-s --memory 1G; stderr_has "$id"
+    expect 0 "an ID still works" -- "$GS" set "$id" --memory 1G
+    kill $BG; wait $BG; BG=
+    # Only the owner (or root) may set.
+    if [ "$(id -u)" = 0 ]; then
+        python3 -c 'import mmap, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0); struct.pack_into("<I", m, 80, 12345)' "$f"
+        expect 0 "root may set another user's tenant" -- "$GS" set "$id" --memory 1G
+        if command -v setpriv >/dev/null; then
+            chmod 755 "$T" "$GPUSLICE_RUN_DIR"; chmod 644 "$f"
+            expect 1 "another user may not" -- setpriv --reuid=65534 --regid=65534 --clear-groups "$GS" set "$id" --memory 3G
+            stderr_has "permission denied: tenant $id belongs to uid 12345"
+        fi
+    else
+        uid=$(id -u)
+        python3 -c 'import mmap, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0); struct.pack_into("<I", m, 80, int(sys.argv[2]))' "$f" $((uid + 1))
+        expect 1 "another user's tenant may not be set" -- "$GS" set "$id" --memory 3G
+        stderr_has "permission denied: tenant $id belongs to uid $((uid + 1))"
+    fi
+    look memory_limit_bytes $G
+    release
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "tenant state removed"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 passthrough)
     GPUSLICE_DEBUG=1 expect 0 "no limit: the device's own view passes through" -- preload "$IT" limit $((16 * G))
     stderr_has "inactive (pass-through)"
@@ -122,6 +304,77 @@ exports)
         needed=$(readelf -d "$LIB" | awk '/NEEDED/ {print $NF}' | tr -d '[]')
         if [ "$needed" = "libc.so.6" ]; then ok "links only libc"; else bad "links $needed"; fi
     fi ;;
+compute_paths)
+    # Every launch path is held to the ceiling; without one the load saturates the device.
+    expect 0 "no ceiling: the load holds the device" -- "$GS" run -q -- "$CL" stream 1 500
+    share_in 0.85 1.01 "uncapped"
+    for p in stream legacy ptds ex coop graph capture; do
+        expect 0 "$p launches under --compute 25" -- "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+        share_in 0.19 0.31 "$p at 25%"
+    done
+    expect 0 "4 threads share one ceiling" -- "$GS" run -q --compute 40 -- "$CL" stream 1.2 300 4
+    share_in 0.33 0.47 "4 threads at 40%"
+    expect 0 "small kernels" -- "$GS" run -q --compute 60 -- "$CL" stream 1.2 20
+    share_in 0.53 0.67 "20 us kernels at 60%" ;;
+compute_tenant)
+    # Two processes of one tenant share its ceiling; two tenants take turns at 30/70.
+    "$GS" run -q --compute 50 -- sh -c "'$CL' stream 2 500 >'$T/a' & '$CL' stream 2 500 >'$T/b'; wait"
+    a=$(awk '{print $2}' "$T/a"); b=$(awk '{print $2}' "$T/b")
+    if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a + b >= 0.42 && a + b <= 0.58) }'; then ok "two processes of a 50% tenant: $a + $b"; else bad "two processes of a 50% tenant: $a + $b"; fi
+    "$GS" run -q --compute 30 -- "$CL" stream 2.5 500 >"$T/a" &
+    pa=$!
+    "$GS" run -q --compute 70 -- "$CL" stream 2.5 500 >"$T/b"
+    wait $pa
+    a=$(awk '{print $2}' "$T/a"); b=$(awk '{print $2}' "$T/b")
+    if awk -v a="$a" 'BEGIN { exit !(a >= 0.24 && a <= 0.36) }'; then ok "tenant at 30% beside one at 70%: $a"; else bad "tenant at 30%: $a"; fi
+    if awk -v b="$b" 'BEGIN { exit !(b >= 0.62 && b <= 0.78) }'; then ok "tenant at 70% beside one at 30%: $b"; else bad "tenant at 70%: $b"; fi ;;
+compute_set)
+    # A ceiling set on a running tenant bites; tenants shows the ceiling and the usage.
+    "$GS" run -q --name cset --compute 80 -- "$CL" stream 3 500 >"$T/a" &
+    pa=$!
+    sleep 1
+    expect 0 "tenants --json while it runs" -- "$GS" tenants --json --interval 0.3
+    json_ok "ceiling 80 and usage near it" "
+v = d['tenants'][0]['devices'][0]
+assert v['compute_limit_percent'] == 80 and 65 <= v['compute_used_percent'] <= 90, v"
+    expect 0 "set --compute 20" -- "$GS" set cset --compute 20
+    sleep 0.5
+    expect 0 "tenants --json after the set" -- "$GS" tenants --json --interval 0.5
+    json_ok "usage follows the new ceiling within a second" "
+v = d['tenants'][0]['devices'][0]
+assert v['compute_limit_percent'] == 20 and 12 <= v['compute_used_percent'] <= 28, v"
+    wait $pa
+    share_in 0.30 0.55 "80% for 1.3 s then 20%" a
+    # A tenant started without a ceiling gets one.
+    "$GS" run -q --name cset2 --memory 1G -- "$CL" stream 2 500 >"$T/a" &
+    pa=$!
+    sleep 0.5
+    expect 0 "set a first ceiling" -- "$GS" set cset2 --compute 10
+    wait $pa
+    share_in 0.3 0.65 "no ceiling for 0.5 s then 10%" a ;;
+compute_env)
+    expect 0 "HAMi's CUDA_DEVICE_SM_LIMIT" -- env CUDA_DEVICE_SM_LIMIT=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_in 0.23 0.37 "CUDA_DEVICE_SM_LIMIT=30"
+    expect 0 "HAMi's per-device CUDA_DEVICE_SM_LIMIT_0 wins" -- env CUDA_DEVICE_SM_LIMIT=80 CUDA_DEVICE_SM_LIMIT_0=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_in 0.23 0.37 "CUDA_DEVICE_SM_LIMIT_0=30"
+    expect 0 "HAMi's 0 means no ceiling" -- env CUDA_DEVICE_SM_LIMIT=0 LD_PRELOAD="$LIB" "$CL" stream 1 500
+    share_in 0.85 1.01 "CUDA_DEVICE_SM_LIMIT=0"
+    expect 0 "vgpu.rs's TENSOR_FUSION_CUDA_UP_LIMIT by UUID" -- env TENSOR_FUSION_CUDA_UP_LIMIT='{"GPU-5AC1CE00-0000-4000-8000-000000000000": 30}' LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_in 0.23 0.37 "TENSOR_FUSION_CUDA_UP_LIMIT"
+    expect 0 "GPUSLICE_COMPUTE_LIMIT by index" -- env GPUSLICE_COMPUTE_LIMIT=0:30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_in 0.23 0.37 "GPUSLICE_COMPUTE_LIMIT=0:30"
+    expect 0 "GPUSLICE_COMPUTE_LIMIT=100 is no ceiling" -- env GPUSLICE_COMPUTE_LIMIT=100 LD_PRELOAD="$LIB" "$CL" stream 1 500
+    share_in 0.85 1.01 "GPUSLICE_COMPUTE_LIMIT=100"
+    for v in GPUSLICE_COMPUTE_LIMIT=0 GPUSLICE_COMPUTE_LIMIT=101 GPUSLICE_COMPUTE_LIMIT=abc CUDA_DEVICE_SM_LIMIT=150 'TENSOR_FUSION_CUDA_UP_LIMIT={"0": 0}'; do
+        expect 1 "$v is refused" -- env "$v" LD_PRELOAD="$LIB" "$CL" stream 1 500
+        stderr_has "${v%%=*}"
+    done ;;
+compute_off)
+    # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
+    GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
+    share_in 0.85 1.01 "memory limit only"
+    if grep -q "compute:" "$T/err"; then bad "launches were governed"; cat "$T/err"; else ok "no launch governed"; fi
+    if ls "$GPUSLICE_RUN_DIR" | grep -q board; then bad "a device board was made"; else ok "no device board"; fi ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -486,6 +486,7 @@ static const struct proc_entry proc_table[] = {
     P("cuStreamDestroy", cuStreamDestroy_v2, 4000),
     P("cuStreamSynchronize", cuStreamSynchronize, 2000),
     PT("cuStreamSynchronize", cuStreamSynchronize_ptsz, 7000),
+    P("cuStreamGetCtx", cuStreamGetCtx, 9020),
     P("cuStreamQuery", cuStreamQuery, 2000),
     PT("cuStreamQuery", cuStreamQuery_ptsz, 7000),
     P("cuStreamBeginCapture", cuStreamBeginCapture, 10000),

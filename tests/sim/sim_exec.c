@@ -247,6 +247,21 @@ SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, 1);
 }
 
+SIM_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    struct CUstream_st *s;
+    CUresult r;
+
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = sim_enter()) != CUDA_SUCCESS)
+        return r;
+    if ((r = sim_stream_get(hStream, 0, &s)) == CUDA_SUCCESS)
+        *pctx = s->ctx;
+    sim_leave();
+    return r;
+}
+
 /* ---- graphs ----------------------------------------------------------- */
 
 static void graph_free(struct CUgraph_st *g)

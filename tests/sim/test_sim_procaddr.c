@@ -126,6 +126,7 @@ static const struct expect expects[] = {
     {"cuStreamSynchronize", 7000, PTDS, "cuStreamSynchronize_ptsz"},
     {"cuStreamQuery", 2000, 0, "cuStreamQuery"},
     {"cuStreamQuery", 7000, PTDS, "cuStreamQuery_ptsz"},
+    {"cuStreamGetCtx", 9020, 0, "cuStreamGetCtx"},
     {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture"},
     {"cuStreamBeginCapture", 10000, PTDS, "cuStreamBeginCapture_ptsz"},
     {"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2"},

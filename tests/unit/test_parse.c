@@ -223,6 +223,34 @@ static void test_env_bad_lower_precedence_still_refused(void **state)
     assert_non_null(strstr(err, "TENSOR_FUSION_CUDA_MEM_LIMIT"));
 }
 
+static void test_env_compute_precedence_and_hami_zero(void **state)
+{
+    char *own[] = {"GPUSLICE_COMPUTE_LIMIT=30", "TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}",
+                   "CUDA_DEVICE_SM_LIMIT=50", NULL};
+    char *tf[] = {"TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}", "CUDA_DEVICE_SM_LIMIT=50", NULL};
+    char *hami[] = {"CUDA_DEVICE_SM_LIMIT=50", "CUDA_DEVICE_SM_LIMIT_1=0", NULL};
+    char *bad[] = {"CUDA_DEVICE_SM_LIMIT=150", NULL};
+    char *bad_own[] = {"GPUSLICE_COMPUTE_LIMIT=0", NULL};
+    struct gs_limits l;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(gs_config_compute(own, &l, err, sizeof(err)), 0);
+    assert_string_equal(l.source, "GPUSLICE_COMPUTE_LIMIT");
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 30);
+    assert_int_equal(gs_config_compute(tf, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 40);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 0);
+    /* HAMi-core reads 0 as no ceiling, and a device's own variable wins. */
+    assert_int_equal(gs_config_compute(hami, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 50);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 0);
+    assert_true(gs_config_compute(bad, &l, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "CUDA_DEVICE_SM_LIMIT"));
+    assert_true(gs_config_compute(bad_own, &l, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "GPUSLICE_COMPUTE_LIMIT"));
+}
+
 static void test_uuid_format_roundtrip(void **state)
 {
     const unsigned char b[16] = {0x5a, 0xc1, 0xce, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 7};
@@ -249,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_tf_json_malformed),
         cmocka_unit_test(test_env_precedence),
         cmocka_unit_test(test_env_bad_lower_precedence_still_refused),
+        cmocka_unit_test(test_env_compute_precedence_and_hami_zero),
         cmocka_unit_test(test_uuid_format_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,9 @@
 
 #include <cmocka.h>
 
+#include "common/board.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/tenant.h"
 
 static const uint8_t uuid0[16] = {1, 2, 3};
@@ -48,9 +50,9 @@ static void test_charge_refuses_over_limit(void **state)
     assert_int_equal(gs_tenant_create(dir, "t", path, sizeof(path), &t), 0);
     s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
     assert_true(s >= 0);
-    d = gs_tenant_device(t, uuid0, 100);
+    d = gs_tenant_device(t, uuid0, 0, 100, 0);
     assert_int_equal(d, 0);
-    assert_int_equal(gs_tenant_device(t, uuid0, 999), 0); /* existing entry keeps its limit */
+    assert_int_equal(gs_tenant_device(t, uuid0, 0, 999, 0), 0); /* existing entry keeps its limit */
     assert_int_equal(t->dev[0].mem_limit, 100);
     assert_int_equal(gs_tenant_charge(t, s, d, 60, 0), 0);
     assert_int_equal(gs_tenant_charge(t, s, d, 41, 0), GS_EOVERLIMIT);
@@ -94,7 +96,7 @@ static void test_many_threads_cannot_overshoot(void **state)
     (void)state;
     assert_int_equal(gs_tenant_anon(&t), 0);
     s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
-    gs_tenant_device(t, uuid0, 7 * 1000 + 3);
+    gs_tenant_device(t, uuid0, 0, 7 * 1000 + 3, 0);
     for (i = 0; i < 8; i++) {
         r[i] = (struct racer){t, s, 0};
         pthread_create(&th[i], NULL, race, &r[i]);
@@ -117,7 +119,7 @@ static void test_killed_process_usage_is_reclaimed(void **state)
 
     (void)state;
     assert_int_equal(gs_tenant_anon(&t), 0);
-    gs_tenant_device(t, uuid0, 1000);
+    gs_tenant_device(t, uuid0, 0, 1000, 0);
     assert_int_equal(pipe(p), 0);
     if ((pid = fork()) == 0) {
         int cs = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
@@ -148,7 +150,7 @@ static void test_lock_holder_death_repairs_totals(void **state)
 
     (void)state;
     assert_int_equal(gs_tenant_anon(&t), 0);
-    gs_tenant_device(t, uuid0, 1000);
+    gs_tenant_device(t, uuid0, 0, 1000, 0);
     s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
     gs_tenant_charge(t, s, 0, 100, 0);
     if ((pid = fork()) == 0) {
@@ -214,6 +216,100 @@ static void test_sweep_removes_only_dead_tenants(void **state)
     unlink(live);
 }
 
+
+static const uint8_t uuid1[16] = {9, 8, 7};
+
+static void parse(const char *s, enum gs_value_kind kind, struct gs_limits *l)
+{
+    char err[256];
+
+    assert_int_equal(gs_parse_limit_list(s, kind, "test", l, err, sizeof(err)), 0);
+}
+
+static void test_set_changes_running_and_future_devices(void **state)
+{
+    struct gpuslice_tenant *t;
+    struct gs_limits l;
+    char path[256], err[256];
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "t", path, sizeof(path), &t), 0);
+    assert_int_equal(gs_tenant_device(t, uuid0, 0, 100, 0), 0);
+    assert_int_equal(t->compute_any, 0);
+    parse("30,0:50", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->dev[0].compute_limit, 50);
+    assert_int_equal(t->compute_any, 1);
+    /* A device used later takes the set default, not the process's own value. */
+    assert_int_equal(gs_tenant_device(t, uuid1, 1, 100, 90), 1);
+    assert_int_equal(t->dev[1].compute_limit, 30);
+    parse("2:10", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), -ENODEV);
+    assert_non_null(strstr(err, "index 2"));
+    assert_int_equal(t->dev[0].compute_limit, 50); /* refused: nothing changed */
+    parse("1:100", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->dev[1].compute_limit, 0); /* 100% is no ceiling */
+    assert_int_equal(t->dev[0].compute_limit, 50);
+    parse("4G", GS_VALUE_SIZE, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_MEMORY, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->dev[0].mem_limit, 4ULL << 30);
+    assert_int_equal(t->dev[1].mem_limit, 4ULL << 30);
+    gs_tenant_close(t);
+}
+
+static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
+{
+    struct gpuslice_tenant_device d;
+
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    d.compute_limit = 25;
+    /* The first refill starts full. */
+    assert_int_equal(gs_budget_refill(&d, 1000000000ULL, 5000000), 5000000);
+    gs_budget_charge(&d, 7000000);
+    assert_int_equal(d.compute_tokens, -2000000);
+    assert_int_equal(d.compute_busy_ns, 7000000);
+    /* 4 ms of wall time at 25% brings back 1 ms. */
+    assert_int_equal(gs_budget_refill(&d, 1004000000ULL, 5000000), -1000000);
+    /* Time running backwards adds nothing. */
+    assert_int_equal(gs_budget_refill(&d, 1003000000ULL, 5000000), -1000000);
+    assert_int_equal(gs_budget_refill(&d, 2000000000ULL, 5000000), 5000000);
+}
+
+static void test_board_turns_and_dead_holders(void **state)
+{
+    struct gpuslice_board *a, *b;
+    pid_t child;
+    int st;
+
+    (void)state;
+    assert_int_equal(gs_board_open(dir, uuid0, &a), 0);
+    assert_int_equal(gs_board_open(dir, uuid0, &b), 0);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), gs_proc_start_time(getpid()), 1), 1);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), gs_proc_start_time(getpid()), 2), 1);
+    assert_int_equal(b->holder_pid, getpid());
+    /* Another live process must wait; it gets the device once released. */
+    child = fork();
+    if (child == 0)
+        _exit(gs_board_try_acquire(b, getpid(), gs_proc_start_time(getpid()), 3) == 0 ? 0 : 1);
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    gs_board_release(a, getpid());
+    assert_int_equal(b->holder_pid, 0);
+    /* A holder that died is replaced, once its claim has settled. */
+    child = fork();
+    if (child == 0)
+        _exit(gs_board_try_acquire(b, getpid(), gs_proc_start_time(getpid()), 10) ? 0 : 1);
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(a->holder_pid, child);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 20), 0);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 10 + 100000000ULL), 1);
+    gs_board_close(a);
+    gs_board_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +319,9 @@ int main(void)
         cmocka_unit_test(test_lock_holder_death_repairs_totals),
         cmocka_unit_test(test_abi_mismatch_is_refused),
         cmocka_unit_test(test_sweep_removes_only_dead_tenants),
+        cmocka_unit_test(test_set_changes_running_and_future_devices),
+        cmocka_unit_test(test_budget_refills_at_the_ceiling_up_to_the_cap),
+        cmocka_unit_test(test_board_turns_and_dead_holders),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

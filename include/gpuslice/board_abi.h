@@ -1,0 +1,39 @@
+/*
+ * The shared-memory layout of a device board: one small file per user and
+ * GPU through which the processes of that user's tenants that have a compute
+ * ceiling take turns on the device, so the time one of them is charged for is
+ * time its own work held the GPU. Fixed-width types, sizes pinned by static
+ * asserts; a file of another magic, ABI version or size is not used.
+ *
+ * Every field is read and written with atomic operations; there is no lock.
+ * holder_pid is claimed by compare-and-swap; seq is a futex word bumped at
+ * every release, which waiters sleep on.
+ */
+#ifndef GPUSLICE_BOARD_ABI_H
+#define GPUSLICE_BOARD_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPUSLICE_BOARD_MAGIC 0x44524f4253504753ULL /* "GSPSBORD" */
+#define GPUSLICE_BOARD_ABI_VERSION 1u
+
+struct gpuslice_board {
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t size;
+    uint8_t uuid[16];
+    int32_t holder_pid;         /* 0 = free */
+    uint32_t seq;               /* futex word: +1 at every release */
+    uint64_t holder_start_time; /* /proc/PID/stat start time of the holder */
+    uint64_t acquired_ns;       /* CLOCK_MONOTONIC when the holder took the device */
+    int32_t waiters;            /* processes waiting for the device */
+    uint32_t pad0;
+    uint64_t handoffs;          /* releases while another process waited */
+    uint64_t reserved[8];
+};
+
+_Static_assert(offsetof(struct gpuslice_board, holder_pid) == 32, "board holder offset");
+_Static_assert(sizeof(struct gpuslice_board) == 136, "board size");
+
+#endif

@@ -1,0 +1,357 @@
+/*
+ * gpuslice set: changes the memory limit or compute ceiling of a running
+ * tenant, found by ID, name or path, through gs_tenant_set().
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/tenant-list.h"
+#include "common/error.h"
+#include "common/parse.h"
+#include "common/tenant.h"
+
+static void set_usage(void)
+{
+    printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE]\n\n"
+           "Changes the limits of a running tenant. TENANT is its ID or its name as\n"
+           "gpuslice tenants shows them (a name must be unique), or the path of its state\n"
+           "file (anything with a /). Only the tenant's owner and root may change it.\n\n"
+           "options:\n"
+           "  -c, --compute PERCENT  new compute ceiling: an integer 1..100, one for\n"
+           "                         every GPU or per device by CUDA index or UUID\n"
+           "                         (0:30,1:50 or GPU-…:30); none or 100 removes the\n"
+           "                         ceiling (also per device: 0:none)\n"
+           "  -m, --memory SIZE      new memory limit: 8G, 512M, 1.5G, 1073741824, or\n"
+           "                         per device (0:8G,1:4G); none removes the limit\n"
+           "  -q, --quiet            do not print the new limits\n"
+           "  -h, --help             this text\n\n"
+           "A bare value applies to every GPU of the tenant, also to those it starts\n"
+           "using later; an index or UUID entry must name a GPU the tenant uses now, else\n"
+           "nothing changes. A new compute ceiling takes effect within a second.\n"
+           "Lowering the memory limit below the tenant's usage frees nothing: new\n"
+           "allocations are refused until its usage falls under the limit.\n");
+}
+
+/*
+ * Parses a value as run does, where "none" may stand for any value (no
+ * limit): each "none" is parsed as 1, then its entry's value set to 0.
+ */
+static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
+                       struct gs_limits *l, char *err, size_t errlen)
+{
+    char buf[1024];
+    int none[GS_MAX_LIMIT_ENTRIES] = {0}, item = 0, r, i;
+    const char *p = s;
+    size_t len = 0, n = strlen(s);
+
+    if (n >= sizeof(buf)) {
+        snprintf(err, errlen, "%s: the value is too long", what);
+        return -EINVAL;
+    }
+    if (n > 0 && s[n - 1] == ',') {
+        snprintf(err, errlen, "%s: trailing comma in \"%.200s\"", what, s);
+        return -EINVAL;
+    }
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t ilen = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', ilen);
+        const char *val = colon ? colon + 1 : p;
+        size_t vlen = ilen - (size_t)(val - p);
+
+        if (vlen == 4 && strncasecmp(val, "none", 4) == 0 && item < GS_MAX_LIMIT_ENTRIES) {
+            none[item] = 1;
+            memcpy(buf + len, p, (size_t)(val - p));
+            len += (size_t)(val - p);
+            buf[len++] = '1';
+        } else {
+            memcpy(buf + len, p, ilen);
+            len += ilen;
+        }
+        item++;
+        if (end == NULL)
+            break;
+        buf[len++] = ',';
+        p = end + 1;
+    }
+    buf[len] = '\0';
+    if ((r = gs_parse_limit_list(buf, kind, what, l, err, errlen)) < 0)
+        return r;
+    /* Each item made one entry, in order. */
+    for (i = 0; i < l->n; i++)
+        if (none[i])
+            l->e[i].value = 0;
+    return 0;
+}
+
+/* "ID (name)" for messages. */
+static void describe(char *out, size_t len, const char *id, const struct gpuslice_tenant *t)
+{
+    char name[sizeof(t->name) + 1];
+    size_t i;
+
+    tenant_list_name(t, name, sizeof(name));
+    for (i = 0; name[i]; i++)
+        if (!isprint((unsigned char)name[i]))
+            name[i] = '?';
+    if (*name)
+        snprintf(out, len, "%s (%s)", id, name);
+    else
+        snprintf(out, len, "%s", id);
+}
+
+/*
+ * Finds TENANT among the visible tenants (or at its path) and copies its ID
+ * and path out. Prints why on failure; returns a CLI exit status.
+ */
+static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size_t pathlen)
+{
+    struct tenant_list l;
+    size_t i, nmatch = 0, match = 0;
+    int r;
+
+    if (strchr(arg, '/')) {
+        const char *base = strrchr(arg, '/') + 1;
+
+        if (tenant_list_id(base, id, idlen) < 0)
+            snprintf(id, idlen, "%s", base);
+        if ((size_t)snprintf(path, pathlen, "%s", arg) >= pathlen) {
+            gs_cli_error("set: the path %s is too long", arg);
+            return GS_EXIT_ERROR;
+        }
+        return GS_EXIT_OK;
+    }
+    if ((r = tenant_list_scan(&l, 0)) < 0) {
+        gs_cli_error("set: cannot read %s: %s", gs_tenant_dir(), gs_strerror(r));
+        return GS_EXIT_ERROR;
+    }
+    for (i = 0; i < l.n && nmatch == 0; i++)
+        if (strcmp(l.v[i].id, arg) == 0) {
+            match = i;
+            nmatch = 1;
+        }
+    if (nmatch == 0)
+        for (i = 0; i < l.n; i++)
+            if (strnlen(l.v[i].t->name, sizeof(l.v[i].t->name)) == strlen(arg) &&
+                strncmp(l.v[i].t->name, arg, sizeof(l.v[i].t->name)) == 0) {
+                if (nmatch++ == 0)
+                    match = i;
+            }
+    if (nmatch == 0) {
+        gs_cli_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants)",
+                     arg, gs_tenant_dir());
+        r = GS_EXIT_ERROR;
+    } else if (nmatch > 1) {
+        gs_cli_error("set: %zu tenants are named \"%s\"; give one of their IDs:", nmatch, arg);
+        for (i = 0; i < l.n; i++)
+            if (strnlen(l.v[i].t->name, sizeof(l.v[i].t->name)) == strlen(arg) &&
+                strncmp(l.v[i].t->name, arg, sizeof(l.v[i].t->name)) == 0)
+                fprintf(stderr, "  %s\n", l.v[i].id);
+        r = GS_EXIT_ERROR;
+    } else {
+        snprintf(id, idlen, "%s", l.v[match].id);
+        snprintf(path, pathlen, "%s", l.v[match].path);
+        r = GS_EXIT_OK;
+    }
+    tenant_list_done(&l);
+    return r;
+}
+
+/*
+ * Refuses an index or UUID entry that names no device in use, for both
+ * lists before either is applied, so that a refused command changes
+ * nothing. Entries are never removed, so what passes here still holds in
+ * gs_tenant_set().
+ */
+static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits *l)
+{
+    char uuid[GS_UUID_STRLEN], used[512];
+    const char *hint;
+    size_t len = 0;
+    int i, d, found;
+
+    for (i = 0; l && i < l->n; i++) {
+        const struct gs_limit_entry *e = &l->e[i];
+
+        if (e->key == GS_KEY_ALL)
+            continue;
+        for (d = 0, found = 0; d < GPUSLICE_MAX_DEVICES && !found; d++) {
+            if (!tenant_list_dev_in_use(&t->dev[d]))
+                continue;
+            gs_format_uuid(t->dev[d].uuid, uuid);
+            found = e->key == GS_KEY_INDEX ? t->dev[d].ordinal == e->index
+                                           : strcmp(uuid, e->uuid) == 0;
+        }
+        if (found)
+            continue;
+        used[0] = '\0';
+        for (d = 0; d < GPUSLICE_MAX_DEVICES && len < sizeof(used); d++)
+            if (tenant_list_dev_in_use(&t->dev[d])) {
+                gs_format_uuid(t->dev[d].uuid, uuid);
+                len += (size_t)snprintf(used + len, sizeof(used) - len, "%s%d %s",
+                                        len ? ", " : "", (int)t->dev[d].ordinal, uuid);
+            }
+        hint = len ? "it uses " : "it uses no GPU yet; give a bare value";
+        if (e->key == GS_KEY_INDEX)
+            gs_cli_error("set: %s: the tenant uses no device with index %d (%s%s)",
+                         l->source, e->index, hint, used);
+        else
+            gs_cli_error("set: %s: the tenant uses no device %s (%s%s)", l->source, e->uuid,
+                         hint, used);
+        return -ENODEV;
+    }
+    return 0;
+}
+
+static void limit_text(char *out, size_t len, enum gs_set_kind kind, uint64_t v)
+{
+    if (kind == GS_SET_MEMORY && v)
+        gs_format_size(v, out, len);
+    else if (kind == GS_SET_COMPUTE && v && v < 100)
+        snprintf(out, len, "%llu%%", (unsigned long long)v);
+    else
+        snprintf(out, len, "none");
+}
+
+/* What the tenant's limits are now, on stderr. */
+static void report(const struct gpuslice_tenant *t, const char *who)
+{
+    char mem[32], lim[32], comp[32];
+    int d, any = 0;
+
+    for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
+        const struct gpuslice_tenant_device *dev = &t->dev[d];
+        uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
+        uint64_t used = __atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED);
+        char uuid[GS_UUID_STRLEN];
+
+        if (!tenant_list_dev_in_use(dev))
+            continue;
+        any = 1;
+        gs_format_uuid(dev->uuid, uuid);
+        limit_text(lim, sizeof(lim), GS_SET_MEMORY, limit);
+        gs_format_size(used, mem, sizeof(mem));
+        limit_text(comp, sizeof(comp), GS_SET_COMPUTE,
+                   __atomic_load_n(&dev->compute_limit, __ATOMIC_RELAXED));
+        gs_cli_note("%s: GPU %d (%s): memory limit %s (%s in use), compute ceiling %s%s", who,
+                    (int)dev->ordinal, uuid, lim, mem, comp,
+                    limit && used > limit ? "; usage is above the limit: new allocations are "
+                                            "refused until it falls under it"
+                                          : "");
+    }
+    if (!any)
+        gs_cli_note("%s uses no GPU yet", who);
+    if (t->set_flags & (GPUSLICE_SET_MEMORY | GPUSLICE_SET_COMPUTE)) {
+        limit_text(lim, sizeof(lim), GS_SET_MEMORY, t->set_mem_limit);
+        limit_text(comp, sizeof(comp), GS_SET_COMPUTE, t->set_compute_limit);
+        gs_cli_note("%s: GPUs it starts using from now on get%s%s%s%s%s", who,
+                    t->set_flags & GPUSLICE_SET_MEMORY ? " memory limit " : "",
+                    t->set_flags & GPUSLICE_SET_MEMORY ? lim : "",
+                    (t->set_flags & GPUSLICE_SET_MEMORY) && (t->set_flags & GPUSLICE_SET_COMPUTE)
+                        ? ","
+                        : "",
+                    t->set_flags & GPUSLICE_SET_COMPUTE ? " compute ceiling " : "",
+                    t->set_flags & GPUSLICE_SET_COMPUTE ? comp : "");
+    }
+}
+
+static int run_set(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"compute", required_argument, NULL, 'c'}, {"memory", required_argument, NULL, 'm'},
+        {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *compute = NULL, *memory = NULL, *arg;
+    struct gs_limits mem_l, comp_l;
+    struct gpuslice_tenant *t = NULL;
+    char err[512], id[TENANT_ID_MAX], path[PATH_MAX], who[TENANT_ID_MAX + 80];
+    int c, r;
+
+    optind = 1;
+    opterr = 0;
+    /* Options may follow TENANT. */
+    while ((c = getopt_long(argc, argv, ":c:m:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            compute = optarg;
+            break;
+        case 'm':
+            memory = optarg;
+            break;
+        case 'q':
+            gs_cli_quiet = 1;
+            break;
+        case 'h':
+            set_usage();
+            return GS_EXIT_OK;
+        default:
+            return gs_cli_bad_option("set", c, argv, opts);
+        }
+    }
+    if (optind >= argc) {
+        gs_cli_error("set: no tenant given (usage: gpuslice set TENANT [--compute PERCENT] "
+                     "[--memory SIZE])");
+        return GS_EXIT_USAGE;
+    }
+    if (optind + 1 < argc) {
+        gs_cli_error("set: one tenant at a time (got \"%s\" and \"%s\")", argv[optind],
+                     argv[optind + 1]);
+        return GS_EXIT_USAGE;
+    }
+    arg = argv[optind];
+    if (!compute && !memory) {
+        gs_cli_error("set: nothing to change: give --compute PERCENT, --memory SIZE or both");
+        return GS_EXIT_USAGE;
+    }
+    if ((memory && parse_value(memory, GS_VALUE_SIZE, "--memory", &mem_l, err, sizeof(err)) < 0) ||
+        (compute &&
+         parse_value(compute, GS_VALUE_PERCENT, "--compute", &comp_l, err, sizeof(err)) < 0)) {
+        gs_cli_error("%s; none removes the limit", err);
+        return GS_EXIT_USAGE;
+    }
+    if ((r = find_tenant(arg, id, sizeof(id), path, sizeof(path))) != GS_EXIT_OK)
+        return r;
+    /* Look before asking for write access: the owner field decides, not the file mode. */
+    if ((r = gs_tenant_open_mode(path, 0, &t)) < 0) {
+        gs_cli_error("set: cannot read the tenant %s (%s): %s", id, path, gs_strerror(r));
+        return GS_EXIT_ERROR;
+    }
+    if (getuid() != 0 && t->owner_uid != (uint32_t)getuid()) {
+        gs_cli_error("permission denied: tenant %s belongs to uid %u", id,
+                     (unsigned)t->owner_uid);
+        gs_tenant_close(t);
+        return GS_EXIT_ERROR;
+    }
+    gs_tenant_close(t);
+    if ((r = gs_tenant_open_mode(path, 1, &t)) < 0) {
+        gs_cli_error("set: cannot open the tenant %s (%s) for writing: %s", id, path,
+                     gs_strerror(r));
+        return GS_EXIT_ERROR;
+    }
+    describe(who, sizeof(who), id, t);
+    if (check_devices(t, memory ? &mem_l : NULL) < 0 ||
+        check_devices(t, compute ? &comp_l : NULL) < 0) {
+        gs_tenant_close(t);
+        return GS_EXIT_ERROR;
+    }
+    if ((memory && (r = gs_tenant_set(t, GS_SET_MEMORY, &mem_l, err, sizeof(err))) < 0) ||
+        (compute && (r = gs_tenant_set(t, GS_SET_COMPUTE, &comp_l, err, sizeof(err))) < 0)) {
+        gs_cli_error("set: %s", err);
+        gs_tenant_close(t);
+        return GS_EXIT_ERROR;
+    }
+    report(t, who);
+    gs_tenant_close(t);
+    return GS_EXIT_OK;
+}
+
+const struct gs_cmd gs_cmd_set = {"set", "change a running tenant's limits", run_set, set_usage};

@@ -1,0 +1,158 @@
+/*
+ * Finding the tenants in the run directory for `gpuslice tenants` and
+ * `gpuslice set`. The directory may be shared by every user (/dev/shm), so
+ * nothing found there is trusted beyond what gs_tenant_open_mode() checks.
+ */
+#define _GNU_SOURCE
+#include "cli/tenant-list.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "common/error.h"
+#include "common/tenant.h"
+
+int tenant_list_id(const char *base, char *id, size_t len)
+{
+    const size_t plen = strlen(GS_TENANT_PREFIX), slen = strlen(GS_TENANT_SUFFIX);
+    size_t n = strlen(base);
+
+    if (n <= plen + slen || strncmp(base, GS_TENANT_PREFIX, plen) != 0 ||
+        strcmp(base + n - slen, GS_TENANT_SUFFIX) != 0 || n - plen - slen >= len)
+        return -EINVAL;
+    memcpy(id, base + plen, n - plen - slen);
+    id[n - plen - slen] = '\0';
+    return 0;
+}
+
+int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max)
+{
+    int i, n = 0;
+
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->proc[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+
+        /* The start time guards against a recycled PID, as the interposer's reaping does. */
+        if (pid <= 0 || gs_proc_start_time(pid) != __atomic_load_n(&p->start_time,
+                                                                    __ATOMIC_RELAXED))
+            continue;
+        if (n < max)
+            pids[n] = pid;
+        n++;
+    }
+    return n;
+}
+
+int tenant_list_dev_in_use(const struct gpuslice_tenant_device *d)
+{
+    static const uint8_t zero[16];
+
+    return memcmp(d->uuid, zero, sizeof(zero)) != 0;
+}
+
+void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
+{
+    size_t n = strnlen(t->name, sizeof(t->name));
+
+    if (len == 0)
+        return;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, t->name, n);
+    out[n] = '\0';
+}
+
+/* Opens one file; a file caught between creation and initialisation gets a second look. */
+static int open_one(const char *path, struct gpuslice_tenant **t)
+{
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    int r = gs_tenant_open_mode(path, 0, t);
+
+    if (r == GS_EABI) {
+        nanosleep(&pause, NULL);
+        r = gs_tenant_open_mode(path, 0, t);
+    }
+    return r;
+}
+
+static int by_age(const void *a, const void *b)
+{
+    const struct tenant_entry *x = a, *y = b;
+
+    if (x->t->created_unix_ns != y->t->created_unix_ns)
+        return x->t->created_unix_ns < y->t->created_unix_ns ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+int tenant_list_scan(struct tenant_list *l, int warn)
+{
+    const char *dir = gs_tenant_dir();
+    struct dirent *de;
+    size_t cap = 0;
+    DIR *d;
+    int r = 0;
+
+    l->v = NULL;
+    l->n = 0;
+    if ((d = opendir(dir)) == NULL)
+        return errno == ENOENT ? 0 : -errno;
+    while ((de = readdir(d)) != NULL) {
+        struct tenant_entry e;
+        struct stat st;
+
+        if (tenant_list_id(de->d_name, e.id, sizeof(e.id)) < 0)
+            continue;
+        if ((size_t)snprintf(e.path, sizeof(e.path), "%s/%s", dir, de->d_name) >= sizeof(e.path))
+            continue;
+        /* Anyone may create files here: opening a FIFO would block. */
+        if (lstat(e.path, &st) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if ((r = open_one(e.path, &e.t)) < 0) {
+            if (r == GS_EABI && warn)
+                gs_cli_error("warning: skipping %s: %s", e.path, gs_strerror(r));
+            r = 0;
+            continue;
+        }
+        if (l->n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct tenant_entry *nv = realloc(l->v, ncap * sizeof(*nv));
+
+            if (nv == NULL) {
+                gs_tenant_close(e.t);
+                r = -ENOMEM;
+                break;
+            }
+            l->v = nv;
+            cap = ncap;
+        }
+        l->v[l->n++] = e;
+    }
+    closedir(d);
+    if (r < 0) {
+        tenant_list_done(l);
+        return r;
+    }
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof(l->v[0]), by_age);
+    return 0;
+}
+
+void tenant_list_done(struct tenant_list *l)
+{
+    size_t i;
+
+    if (l == NULL)
+        return;
+    for (i = 0; i < l->n; i++)
+        gs_tenant_close(l->v[i].t);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}

@@ -1,0 +1,1013 @@
+/*
+ * Compute ceilings: a tenant given P% of a device may have work on it at
+ * most P% of the time, counted across all its processes.
+ *
+ * What is counted is the time the tenant's own work holds the device: from
+ * the submission of a launch while nothing of the process was running there,
+ * until the driver reports that everything submitted has finished. We learn
+ * that from event markers recorded behind the launches — sparse for streams
+ * of tiny kernels (about one per MARK_NS of estimated work), one per launch
+ * for large ones — and from a governor thread that polls them and charges
+ * elapsed busy time to the tenant's budget in shared memory. The budget
+ * refills at P% of wall time. When it is spent, launches wait; the work
+ * already queued is kept short (QUEUE_NS), so a ceiling bites within
+ * milliseconds instead of after a long queue drains.
+ *
+ * Processes with ceilings that share a device take turns on it through the
+ * device board (board.c): otherwise the GPU would time-slice between them
+ * and each would be charged for the other's turns. A holder gives the device
+ * up when it goes idle, or after QUANTUM_NS while another waits.
+ *
+ * Copies and memsets are neither throttled nor charged on their own (they
+ * use the copy engines, not the SMs); a kernel queued behind one in the same
+ * stream is charged from its own submission. Launches into a stream that is
+ * being captured into a graph run nothing and pass straight through; the
+ * graph is governed when it is launched. While any capture is in progress
+ * the interposer makes no driver calls of its own, because a call from
+ * another thread can invalidate a capture in global mode.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/board.h"
+#include "common/tenant.h"
+#include "preload/preload.h"
+
+#define MARK_NS 200000LL      /* a marker behind about this much estimated work */
+#define QUEUE_NS 2000000LL    /* keep at most about this much work queued */
+#define RESUME_NS 1000000LL   /* after the budget ran out, wait until this much is back */
+#define WINDOW_NS 50000000LL  /* the budget holds at most P% of this window */
+#define QUANTUM_NS 10000000LL /* hold the device this long at most while others wait */
+#define YIELD_GRACE_NS 2000000LL /* after yielding, leave the device to a waiter this long */
+#define POLL_NS 100000LL      /* governor poll while work is in flight */
+#define POLL_FAST_NS 20000LL  /* ... while a launch waits for it */
+#define TAIL_NS 100000LL      /* unmarked work this old gets a marker from the governor */
+#define MAX_WAIT_NS 5000000LL /* a waiting launch re-reads limits at least this often */
+
+#define MAX_ORD 64
+#define MAX_STREAMS 512
+#define MAX_MARKS 1024
+#define MAX_EVENTS 1024
+#define MAX_GRAPHS 256
+
+enum stream_kind { STREAM_EXPLICIT, STREAM_LEGACY, STREAM_PER_THREAD };
+
+struct gdev {
+    int state; /* 0 unresolved, 1 resolved, -1 cannot be governed */
+    int entry; /* tenant device entry */
+    struct gpuslice_board *board;
+    int holding;
+    uint64_t hold_since;
+    int yielding;         /* launches wait; the device is released once idle */
+    uint64_t yield_until; /* after a yield, leave the device to a waiter until then */
+    int starved;          /* the budget ran out: wait for RESUME_NS of it */
+    int outstanding;      /* markers not yet complete */
+    int unmarked;         /* launches not yet behind a marker */
+    int launching;        /* launches between their admission and the driver's answer */
+    int waiting;          /* launches waiting for admission */
+    int64_t queued;       /* estimated ns of work not known to be complete */
+    uint64_t busy_since;  /* charged up to here; 0 = idle */
+};
+
+struct gstream {
+    int used; /* 0 never used, 1 in use, 2 freed (lookups probe past it) */
+    enum stream_kind kind;
+    CUstream h;
+    CUcontext ctx;
+    pid_t tid; /* per-thread default streams: the thread */
+    int ord;
+    int unmarked;
+    int launching;
+    int graph;              /* a graph launch is among the unmarked work */
+    int64_t unmarked_est;
+    uint64_t first_unmarked_ns;
+    uint64_t last_launch_ns;
+    uint64_t last_done_ns; /* when its last marker was seen complete */
+    int64_t cost;          /* estimated ns per launch, 0 = unknown */
+};
+
+struct gmark {
+    CUevent ev;
+    CUcontext ctx;
+    int ord;
+    int stream; /* index in streams, -1 once the stream is gone */
+    int launches;
+    int graph; /* index in graphs, or -1 */
+    int64_t est;
+    uint64_t first_submit_ns;
+};
+
+struct gevent {
+    CUevent ev;
+    CUcontext ctx;
+};
+
+struct ggraph {
+    CUgraphExec h;
+    int64_t cost;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t launch_cv = PTHREAD_COND_INITIALIZER; /* launches wait here */
+static pthread_cond_t gov_cv = PTHREAD_COND_INITIALIZER;    /* the governor idles here */
+static struct gdev devs[MAX_ORD];
+static struct gstream streams[MAX_STREAMS];
+static struct gmark marks[MAX_MARKS];
+static int nmarks;
+static struct gevent events[MAX_EVENTS];
+static int nevents;
+static struct ggraph graphs[MAX_GRAPHS];
+static int captures; /* stream captures in progress in this process */
+static pid_t gov_pid; /* the process the governor thread runs in */
+static int gov_idle;
+static int stopping;
+static uint64_t my_start_time;
+
+static struct {
+    unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
+        yields, capture_passes;
+    uint64_t wait_ns;
+} stats;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int armed(void)
+{
+    struct gpuslice_tenant *t = gs__state.tenant;
+
+    return t != NULL && __atomic_load_n(&t->compute_any, __ATOMIC_RELAXED) != 0;
+}
+
+static struct gpuslice_tenant_device *entry_of(const struct gdev *d)
+{
+    return &gs__state.tenant->dev[d->entry];
+}
+
+static uint32_t ceiling_of(const struct gdev *d)
+{
+    return __atomic_load_n(&entry_of(d)->compute_limit, __ATOMIC_RELAXED);
+}
+
+/* The budget's cap and the level at which a starved tenant resumes. */
+static int64_t budget_cap(uint32_t pct)
+{
+    return WINDOW_NS * (int64_t)pct / 100;
+}
+
+static int64_t resume_level(uint32_t pct)
+{
+    int64_t half = budget_cap(pct) / 2;
+    return half < RESUME_NS ? half : RESUME_NS;
+}
+
+void gs__compute_config(void)
+{
+    int i;
+
+    /* A ceiling from the environment arms the launch hooks before any device is seen. */
+    for (i = 0; i < gs__state.compute_limits.n; i++)
+        if (gs__state.compute_limits.e[i].value > 0 && gs__state.compute_limits.e[i].value < 100)
+            __atomic_store_n(&gs__state.tenant->compute_any, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- devices, streams, events ------------------------------------------- */
+
+/* With mu held. */
+static struct gdev *dev_get(int ord)
+{
+    struct gdev *d;
+    int e, r;
+
+    if (ord < 0 || ord >= MAX_ORD)
+        return NULL;
+    d = &devs[ord];
+    if (d->state)
+        return d->state > 0 ? d : NULL;
+    pthread_mutex_unlock(&mu);
+    e = gs__mem_device_entry(ord);
+    pthread_mutex_lock(&mu);
+    if (d->state)
+        return d->state > 0 ? d : NULL;
+    if (e < 0)
+        return NULL; /* not initialised yet: try again on the next launch */
+    d->entry = e;
+    if ((r = gs_board_open(gs_tenant_dir(), gs__state.tenant->dev[e].uuid, &d->board)) < 0) {
+        d->board = NULL;
+        gs__debug("device %d: no device board in %s (%s); this process does not take turns "
+                  "with other tenants there",
+                  ord, gs_tenant_dir(), strerror(-r));
+    }
+    d->state = 1;
+    return d;
+}
+
+/* Which stream a launch goes to, and in which context; 0 or -1. */
+static int stream_key(CUstream h, int ptds, enum stream_kind *kind, CUcontext *ctx)
+{
+    if (h == CU_STREAM_PER_THREAD || (h == NULL && ptds)) {
+        *kind = STREAM_PER_THREAD;
+    } else if (h == NULL || h == CU_STREAM_LEGACY) {
+        *kind = STREAM_LEGACY;
+    } else {
+        *kind = STREAM_EXPLICIT;
+        *ctx = NULL;
+        return 0;
+    }
+    if (!gs__real.cuCtxGetCurrent || gs__real.cuCtxGetCurrent(ctx) != CUDA_SUCCESS || !*ctx)
+        return -1;
+    return 0;
+}
+
+static unsigned stream_hash(CUstream h, CUcontext ctx, pid_t tid)
+{
+    uint64_t k = (uint64_t)(uintptr_t)h ^ ((uint64_t)(uintptr_t)ctx << 7) ^ ((uint64_t)tid << 29);
+
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (unsigned)(k % MAX_STREAMS);
+}
+
+/* Forgets a stream whose work is all accounted for. With mu held. */
+static int stream_evictable(const struct gstream *s, uint64_t now)
+{
+    int i;
+
+    if (s->unmarked || s->launching || now - s->last_launch_ns < 1000000000ULL)
+        return 0;
+    for (i = 0; i < nmarks; i++)
+        if (marks[i].stream == (int)(s - streams))
+            return 0;
+    return 1;
+}
+
+/* The stream entry for a launch; NULL if it cannot be governed. With mu held. */
+static struct gstream *stream_get(CUstream h, int ptds, uint64_t now)
+{
+    enum stream_kind kind;
+    CUcontext ctx = NULL, cur = NULL;
+    CUdevice dev;
+    pid_t tid = 0;
+    unsigned i, k, victim = MAX_STREAMS;
+    struct gstream *s;
+    int pushed = 0;
+
+    if (stream_key(h, ptds, &kind, &ctx) < 0)
+        return NULL;
+    if (kind == STREAM_PER_THREAD)
+        tid = (pid_t)syscall(SYS_gettid);
+    else if (kind == STREAM_LEGACY)
+        h = NULL;
+    k = stream_hash(h, ctx, tid);
+    for (i = 0; i < MAX_STREAMS; i++) {
+        s = &streams[(k + i) % MAX_STREAMS];
+        if (s->used != 1) {
+            if (victim == MAX_STREAMS)
+                victim = (k + i) % MAX_STREAMS;
+            if (s->used == 0)
+                break;
+            continue;
+        }
+        if (s->kind == kind && s->h == h && s->tid == tid && (kind == STREAM_EXPLICIT || s->ctx == ctx))
+            return s;
+        if (victim == MAX_STREAMS && stream_evictable(s, now))
+            victim = (k + i) % MAX_STREAMS;
+    }
+    if (victim == MAX_STREAMS)
+        return NULL;
+    /* A new stream: find its context and device once. */
+    if (kind == STREAM_EXPLICIT &&
+        (!gs__real.cuStreamGetCtx || gs__real.cuStreamGetCtx(h, &ctx) != CUDA_SUCCESS || !ctx))
+        return NULL;
+    if (gs__real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+        return NULL;
+    if (cur != ctx) {
+        if (gs__real.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+            return NULL;
+        pushed = 1;
+    }
+    if (gs__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        dev = -1;
+    if (pushed)
+        gs__real.cuCtxPopCurrent_v2(&cur);
+    if (dev < 0)
+        return NULL;
+    s = &streams[victim];
+    memset(s, 0, sizeof(*s));
+    s->used = 1;
+    s->kind = kind;
+    s->h = h;
+    s->ctx = ctx;
+    s->tid = tid;
+    s->ord = (int)dev;
+    s->last_launch_ns = now;
+    return s;
+}
+
+static int64_t graph_cost(CUgraphExec g, int add)
+{
+    unsigned k = (unsigned)(((uintptr_t)g >> 4) % MAX_GRAPHS);
+
+    if (graphs[k].h != g) {
+        if (!add)
+            return 0;
+        graphs[k].h = g;
+        graphs[k].cost = 0;
+    }
+    return graphs[k].cost;
+}
+
+/* An event of ctx for a marker; the calling thread has ctx current or pushed. */
+static CUevent event_get(CUcontext ctx)
+{
+    CUevent ev;
+    int i;
+
+    for (i = nevents - 1; i >= 0; i--) {
+        if (events[i].ctx == ctx) {
+            ev = events[i].ev;
+            events[i] = events[--nevents];
+            return ev;
+        }
+    }
+    if (gs__real.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+static void event_put(CUevent ev, CUcontext ctx)
+{
+    if (nevents < MAX_EVENTS) {
+        events[nevents].ev = ev;
+        events[nevents].ctx = ctx;
+        nevents++;
+    } else {
+        gs__real.cuEventDestroy_v2(ev);
+    }
+}
+
+/*
+ * Records a marker behind s's unmarked work. from_governor: this thread is not
+ * the launching one, so the stream's context is pushed (per-thread default
+ * streams cannot be reached from another thread and are never passed here).
+ */
+static void mark(struct gstream *s, int graph_idx, int from_governor)
+{
+    struct gdev *d = &devs[s->ord];
+    CUstream target = s->kind == STREAM_EXPLICIT  ? s->h
+                      : s->kind == STREAM_LEGACY  ? CU_STREAM_LEGACY
+                                                  : CU_STREAM_PER_THREAD;
+    CUcontext cur = NULL;
+    CUevent ev;
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    int pushed = 0;
+
+    if (nmarks >= MAX_MARKS)
+        return; /* launches wait for the queue to drain before this can persist */
+    if (from_governor) {
+        if (gs__real.cuCtxPushCurrent_v2(s->ctx) != CUDA_SUCCESS)
+            return;
+        pushed = 1;
+    }
+    if ((ev = event_get(s->ctx)) != NULL) {
+        r = gs__real.cuEventRecord(ev, target);
+        if (r != CUDA_SUCCESS)
+            gs__real.cuEventDestroy_v2(ev);
+    }
+    if (pushed)
+        gs__real.cuCtxPopCurrent_v2(&cur);
+    if (r != CUDA_SUCCESS) {
+        /* Without a marker the work cannot be followed: count it as done. */
+        d->unmarked -= s->unmarked;
+        d->queued -= s->unmarked_est;
+        s->unmarked = 0;
+        s->unmarked_est = 0;
+        s->graph = 0;
+        return;
+    }
+    marks[nmarks].ev = ev;
+    marks[nmarks].ctx = s->ctx;
+    marks[nmarks].ord = s->ord;
+    marks[nmarks].stream = (int)(s - streams);
+    marks[nmarks].launches = s->unmarked;
+    marks[nmarks].graph = s->graph ? graph_idx : -1;
+    marks[nmarks].est = s->unmarked_est;
+    marks[nmarks].first_submit_ns = s->first_unmarked_ns;
+    nmarks++;
+    d->outstanding++;
+    d->unmarked -= s->unmarked;
+    s->unmarked = 0;
+    s->unmarked_est = 0;
+    s->graph = 0;
+    if (from_governor)
+        stats.tail_marks++;
+    else
+        stats.marks++;
+}
+
+/* A marker was seen complete at now: learn from it and forget it. */
+static void mark_done(int i, uint64_t now)
+{
+    struct gmark *m = &marks[i];
+    struct gdev *d = &devs[m->ord];
+
+    if (m->stream >= 0) {
+        struct gstream *s = &streams[m->stream];
+        uint64_t start = s->last_done_ns > m->first_submit_ns ? s->last_done_ns : m->first_submit_ns;
+        int64_t took = now > start ? (int64_t)(now - start) : 0;
+
+        if (m->graph >= 0 && graphs[m->graph].h) {
+            int64_t c = graphs[m->graph].cost;
+            graphs[m->graph].cost = c ? (c * 7 + took * 3) / 10 : took;
+        } else if (m->launches > 0) {
+            int64_t per = took / m->launches, c = s->cost;
+            s->cost = c ? (c * 7 + per * 3) / 10 : per;
+            if (s->cost < 1000)
+                s->cost = 1000;
+        }
+        s->last_done_ns = now;
+    }
+    d->outstanding--;
+    d->queued -= m->est;
+    if (d->queued < 0)
+        d->queued = 0;
+    event_put(m->ev, m->ctx);
+    marks[i] = marks[--nmarks];
+}
+
+/* ---- the governor thread -------------------------------------------------- */
+
+static void charge(struct gdev *d, uint64_t now)
+{
+    if (d->busy_since && now > d->busy_since) {
+        gs_budget_charge(entry_of(d), now - d->busy_since);
+        d->busy_since = now;
+    }
+}
+
+static int dev_busy(const struct gdev *d)
+{
+    return d->outstanding > 0 || d->unmarked > 0 || d->launching > 0;
+}
+
+static void release_board(struct gdev *d, uint64_t now)
+{
+    if (!d->holding)
+        return;
+    gs_board_release(d->board, getpid());
+    d->holding = 0;
+    if (d->yielding) {
+        d->yielding = 0;
+        d->yield_until = now + YIELD_GRACE_NS;
+    }
+}
+
+/* One pass over everything in flight. With mu held; returns the next poll delay (ns) or 0. */
+static int64_t govern(uint64_t now)
+{
+    int i, busy = 0, hurry = 0, changed = 0;
+
+    if (captures == 0) {
+        for (i = nmarks - 1; i >= 0; i--) {
+            CUresult r = gs__real.cuEventQuery(marks[i].ev);
+            if (r != CUDA_ERROR_NOT_READY) {
+                mark_done(i, now);
+                changed = 1;
+            }
+        }
+        for (i = 0; i < MAX_STREAMS; i++) {
+            struct gstream *s = &streams[i];
+            if (s->used == 1 && s->unmarked && !s->launching && s->kind != STREAM_PER_THREAD &&
+                now - s->last_launch_ns >= (uint64_t)TAIL_NS)
+                mark(s, -1, 1);
+        }
+    }
+    for (i = 0; i < MAX_ORD; i++) {
+        struct gdev *d = &devs[i];
+
+        if (d->state <= 0)
+            continue;
+        gs_budget_refill(entry_of(d), now, budget_cap(ceiling_of(d)));
+        if (dev_busy(d)) {
+            charge(d, now);
+            busy = 1;
+            if (d->waiting)
+                hurry = 1;
+            if (d->holding && !d->yielding && now - d->hold_since >= (uint64_t)QUANTUM_NS &&
+                gs_board_waiters(d->board) > 0) {
+                d->yielding = 1;
+                stats.yields++;
+                hurry = 1;
+            }
+        } else {
+            if (d->busy_since) {
+                charge(d, now);
+                d->busy_since = 0;
+            }
+            if (d->holding) {
+                release_board(d, now);
+                changed = 1;
+            }
+        }
+    }
+    if (changed)
+        pthread_cond_broadcast(&launch_cv);
+    if (!busy)
+        return 0;
+    return hurry ? POLL_FAST_NS : POLL_NS;
+}
+
+static void *governor(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    while (!stopping && gov_pid == getpid()) {
+        int64_t delay = govern(now_ns());
+        if (delay == 0) {
+            gov_idle = 1;
+            pthread_cond_wait(&gov_cv, &mu);
+            gov_idle = 0;
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += delay;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&gov_cv, &mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+static void stop_at_exit(void)
+{
+    uint64_t now = now_ns();
+    int i;
+
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    for (i = 0; i < MAX_ORD; i++) {
+        if (devs[i].state > 0) {
+            charge(&devs[i], now);
+            if (devs[i].holding) {
+                gs_board_release(devs[i].board, getpid());
+                devs[i].holding = 0;
+            }
+        }
+    }
+    pthread_cond_broadcast(&gov_cv);
+    pthread_cond_broadcast(&launch_cv);
+    pthread_mutex_unlock(&mu);
+}
+
+/* With mu held. */
+static int governor_start(void)
+{
+    static int atexit_done;
+    pthread_condattr_t ca;
+    pthread_attr_t a;
+    pthread_t th;
+    sigset_t all, old;
+    int r;
+
+    if (gov_pid == getpid())
+        return 0;
+    if (stopping)
+        return -ESHUTDOWN;
+    if (!atexit_done) {
+        /* Before the libraries' destructors, while the driver still works. */
+        atexit(stop_at_exit);
+        atexit_done = 1;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gov_cv, &ca);
+    pthread_cond_init(&launch_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    my_start_time = gs_proc_start_time(getpid());
+    gov_pid = getpid();
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for us */
+    r = pthread_create(&th, &a, governor, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (r != 0) {
+        gov_pid = 0;
+        gs__log("cannot start the compute governor thread (%s); compute ceilings are not "
+                "enforced in this process",
+                strerror(r));
+        return -r;
+    }
+    pthread_setname_np(th, "gpuslice-gov");
+    return 0;
+}
+
+/* ---- admission ------------------------------------------------------------ */
+
+static void wait_until(uint64_t deadline)
+{
+    struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
+    uint64_t t0 = now_ns();
+
+    pthread_cond_timedwait(&launch_cv, &mu, &ts);
+    stats.wait_ns += now_ns() - t0;
+}
+
+struct admit {
+    struct gstream *s;
+    int graph_idx;
+};
+
+/*
+ * Waits until a launch into (h, ptds) may go: budget left, short queue, the
+ * device ours. Returns 1 with mu released when the launch is governed (call
+ * leave() after it), 0 when it passes straight through.
+ */
+static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
+{
+    struct gstream *s;
+    struct gdev *d;
+    uint64_t now;
+    int waited = 0;
+
+    if (__atomic_load_n(&captures, __ATOMIC_RELAXED) > 0) {
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        CUresult r = ptds ? gs__real.cuStreamIsCapturing_ptsz(h, &st)
+                          : gs__real.cuStreamIsCapturing(h, &st);
+        if (r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) {
+            __atomic_add_fetch(&stats.capture_passes, 1, __ATOMIC_RELAXED);
+            return 0; /* captured work runs when its graph is launched */
+        }
+    }
+    now = now_ns();
+    pthread_mutex_lock(&mu);
+    if (stopping || governor_start() < 0 || (s = stream_get(h, ptds, now)) == NULL ||
+        (d = dev_get(s->ord)) == NULL) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    d->waiting++;
+    for (;;) {
+        uint32_t pct = ceiling_of(d);
+        int64_t tok;
+
+        if (pct == 0 || stopping)
+            break;
+        now = now_ns();
+        tok = gs_budget_refill(entry_of(d), now, budget_cap(pct));
+        if (d->starved && tok >= resume_level(pct))
+            d->starved = 0;
+        else if (!d->starved && tok <= 0)
+            d->starved = 1;
+        if (d->starved) {
+            /* Sleep until enough is back at the refill rate, re-reading the limit now and then. */
+            int64_t need = (resume_level(pct) - tok) * 100 / pct;
+            if (need > MAX_WAIT_NS)
+                need = MAX_WAIT_NS;
+            if (need < 20000)
+                need = 20000;
+            if (!waited)
+                stats.budget_waits++;
+            waited = 1;
+            wait_until(now + (uint64_t)need);
+            continue;
+        }
+        if ((d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2) ||
+            nmarks >= MAX_MARKS - 8 || d->yielding) {
+            if (!waited)
+                stats.queue_waits++;
+            waited = 1;
+            if (gov_idle)
+                pthread_cond_signal(&gov_cv);
+            wait_until(now + 1000000);
+            continue;
+        }
+        if (d->board && !d->holding) {
+            struct gpuslice_board *b = d->board;
+            if (now < d->yield_until && __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == 0 &&
+                gs_board_waiters(b) > 0) {
+                /* We just yielded: let the waiter that was woken take it first. */
+                wait_until(now + 50000);
+                continue;
+            }
+            if (gs_board_try_acquire(b, getpid(), my_start_time, now)) {
+                d->holding = 1;
+                d->hold_since = now;
+                d->yield_until = 0;
+            } else {
+                if (!waited)
+                    stats.board_waits++;
+                waited = 1;
+                pthread_mutex_unlock(&mu);
+                gs_board_wait(b, 1000000);
+                pthread_mutex_lock(&mu);
+                stats.wait_ns += now_ns() - now;
+                continue;
+            }
+        }
+        break;
+    }
+    d->waiting--;
+    if (ceiling_of(d) == 0 || stopping) {
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
+    d->launching++;
+    s->launching++;
+    a->s = s;
+    a->graph_idx = -1;
+    if (g) {
+        /* A graph is followed on its own: close what came before it. */
+        if (s->unmarked && captures == 0)
+            mark(s, -1, 0);
+        graph_cost(g, 1);
+        a->graph_idx = (int)(((uintptr_t)g >> 4) % MAX_GRAPHS);
+    }
+    pthread_mutex_unlock(&mu);
+    return 1;
+}
+
+static void leave(struct admit *a, CUresult r)
+{
+    struct gstream *s = a->s;
+    struct gdev *d;
+    uint64_t now = now_ns();
+    int64_t est;
+
+    pthread_mutex_lock(&mu);
+    d = &devs[s->ord];
+    d->launching--;
+    s->launching--;
+    if (r == CUDA_SUCCESS && s->used == 1) {
+        stats.launches++;
+        if (!d->busy_since)
+            d->busy_since = now;
+        est = a->graph_idx >= 0 ? graphs[a->graph_idx].cost : s->cost;
+        if (est <= 0)
+            est = MARK_NS;
+        if (!s->unmarked)
+            s->first_unmarked_ns = now;
+        s->unmarked++;
+        s->unmarked_est += est;
+        s->last_launch_ns = now;
+        if (a->graph_idx >= 0)
+            s->graph = 1;
+        d->unmarked++;
+        d->queued += est;
+        if (captures == 0 && (a->graph_idx >= 0 || s->unmarked_est >= MARK_NS ||
+                              s->kind == STREAM_PER_THREAD))
+            mark(s, a->graph_idx, 0);
+    }
+    if (gov_idle)
+        pthread_cond_signal(&gov_cv);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- hooks ------------------------------------------------------------------ */
+
+#define GS_LAUNCH_BODY(sym, stream, ptds, graph, args)   \
+    do {                                                 \
+        struct admit a;                                  \
+        CUresult r;                                      \
+        GS_PASS(sym, args);                              \
+        if (!armed() || !enter(stream, ptds, graph, &a)) \
+            return gs__real.sym args;                    \
+        r = gs__real.sym args;                           \
+        leave(&a, r);                                    \
+        return r;                                        \
+    } while (0)
+
+#define LAUNCH_PARAMS                                                                             \
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,            \
+        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams
+#define LAUNCH_ARGS                                                                               \
+    f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,    \
+        kernelParams
+
+GS_EXPORT CUresult cuLaunchKernel(LAUNCH_PARAMS, void **extra)
+{
+    GS_LAUNCH_BODY(cuLaunchKernel, hStream, 0, NULL, (LAUNCH_ARGS, extra));
+}
+
+GS_EXPORT CUresult cuLaunchKernel_ptsz(LAUNCH_PARAMS, void **extra)
+{
+    GS_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, 1, NULL, (LAUNCH_ARGS, extra));
+}
+
+GS_EXPORT CUresult cuLaunchCooperativeKernel(LAUNCH_PARAMS)
+{
+    GS_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, 0, NULL, (LAUNCH_ARGS));
+}
+
+GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_PARAMS)
+{
+    GS_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, 1, NULL, (LAUNCH_ARGS));
+}
+
+GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                    void **kernelParams, void **extra)
+{
+    GS_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, 0, NULL,
+                   (config, f, kernelParams, extra));
+}
+
+GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                         void **kernelParams, void **extra)
+{
+    GS_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config ? config->hStream : NULL, 1, NULL,
+                   (config, f, kernelParams, extra));
+}
+
+GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    GS_LAUNCH_BODY(cuGraphLaunch, hStream, 0, hGraphExec, (hGraphExec, hStream));
+}
+
+GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    GS_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, 1, hGraphExec, (hGraphExec, hStream));
+}
+
+/* A stream going away: its unmarked work can no longer be followed. */
+static void stream_gone(CUstream h)
+{
+    int i, j;
+
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
+        return;
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < MAX_STREAMS; i++) {
+        struct gstream *s = &streams[i];
+        if (s->used != 1 || s->kind != STREAM_EXPLICIT || s->h != h)
+            continue;
+        devs[s->ord].unmarked -= s->unmarked;
+        devs[s->ord].queued -= s->unmarked_est;
+        for (j = 0; j < nmarks; j++)
+            if (marks[j].stream == i)
+                marks[j].stream = -1;
+        memset(s, 0, sizeof(*s));
+        s->used = 2;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+#define GS_STREAM_DESTROY_BODY(sym)                \
+    do {                                           \
+        GS_PASS(sym, (hStream));                   \
+        if (gov_pid == getpid())                   \
+            stream_gone(hStream);                  \
+        return gs__real.sym(hStream);              \
+    } while (0)
+
+GS_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    GS_STREAM_DESTROY_BODY(cuStreamDestroy);
+}
+
+GS_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    GS_STREAM_DESTROY_BODY(cuStreamDestroy_v2);
+}
+
+void gs__compute_ctx_gone(CUcontext ctx)
+{
+    int i, j;
+
+    if (gov_pid != getpid() || ctx == NULL)
+        return;
+    pthread_mutex_lock(&mu);
+    for (i = nmarks - 1; i >= 0; i--) {
+        if (marks[i].ctx != ctx)
+            continue;
+        devs[marks[i].ord].outstanding--;
+        devs[marks[i].ord].queued -= marks[i].est;
+        marks[i] = marks[--nmarks];
+    }
+    for (i = nevents - 1; i >= 0; i--)
+        if (events[i].ctx == ctx)
+            events[i] = events[--nevents]; /* the context takes its events with it */
+    for (i = 0; i < MAX_STREAMS; i++) {
+        struct gstream *s = &streams[i];
+        if (s->used != 1 || s->ctx != ctx)
+            continue;
+        devs[s->ord].unmarked -= s->unmarked;
+        devs[s->ord].queued -= s->unmarked_est;
+        for (j = 0; j < nmarks; j++)
+            if (marks[j].stream == i)
+                marks[j].stream = -1;
+        memset(s, 0, sizeof(*s));
+        s->used = 2;
+    }
+    pthread_cond_broadcast(&launch_cv);
+    pthread_mutex_unlock(&mu);
+}
+
+#define GS_BEGIN_CAPTURE_BODY(sym, args)               \
+    do {                                               \
+        CUresult r;                                    \
+        GS_PASS(sym, args);                            \
+        pthread_mutex_lock(&mu);                       \
+        captures++; /* before: the governor stays out */ \
+        pthread_mutex_unlock(&mu);                     \
+        if ((r = gs__real.sym args) != CUDA_SUCCESS) { \
+            pthread_mutex_lock(&mu);                   \
+            captures--;                                \
+            pthread_mutex_unlock(&mu);                 \
+        }                                              \
+        return r;                                      \
+    } while (0)
+
+GS_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
+{
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture, (hStream));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_ptsz, (hStream));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2, (hStream, mode));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2_ptsz, (hStream, mode));
+}
+
+#define GS_END_CAPTURE_BODY(sym)                            \
+    do {                                                    \
+        CUresult r;                                         \
+        GS_PASS(sym, (hStream, phGraph));                   \
+        r = gs__real.sym(hStream, phGraph);                 \
+        /* The capture is over whatever the answer, unless it was not ours to end. */ \
+        if (r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD &&  \
+            r != CUDA_ERROR_ILLEGAL_STATE) {                \
+            pthread_mutex_lock(&mu);                        \
+            if (captures > 0)                               \
+                captures--;                                 \
+            pthread_mutex_unlock(&mu);                      \
+        }                                                   \
+        return r;                                           \
+    } while (0)
+
+GS_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    GS_END_CAPTURE_BODY(cuStreamEndCapture);
+}
+
+GS_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    GS_END_CAPTURE_BODY(cuStreamEndCapture_ptsz);
+}
+
+/* ---- process life ------------------------------------------------------------- */
+
+void gs__compute_fork_child(void)
+{
+    /* The child has no governor, no markers and holds no device. */
+    pthread_mutex_init(&mu, NULL);
+    memset(devs, 0, sizeof(devs));
+    memset(streams, 0, sizeof(streams));
+    memset(graphs, 0, sizeof(graphs));
+    nmarks = 0;
+    nevents = 0;
+    captures = 0;
+    gov_pid = 0;
+    gov_idle = 0;
+}
+
+void gs__compute_exit(void)
+{
+    if (gov_pid == getpid())
+        stop_at_exit();
+    if (gs__state.debug && stats.launches)
+        gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor), "
+                "waits: %lu budget, %lu queue, %lu device (%.3f s in all), %lu yields, %lu "
+                "captured launches passed",
+                stats.launches, stats.marks, stats.tail_marks, stats.budget_waits,
+                stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.yields,
+                stats.capture_passes);
+}

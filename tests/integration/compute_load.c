@@ -1,0 +1,166 @@
+/*
+ * A saturating load for compute-ceiling tests on the simulated GPU: launches
+ * spin kernels (which hold the device a known time) back to back for a while
+ * through one launch path, then prints the share of wall time its kernels
+ * held the device: "share 0.301 launches 1234". It synchronises after about
+ * every 20 ms of work, as real programs do, so that without a ceiling the
+ * queue stays short too.
+ *
+ * usage: compute_load PATH SECONDS KERNEL_US [THREADS]
+ *   PATH: stream (cuLaunchKernel on a created stream), legacy (the legacy
+ *   default stream), ptds (cuLaunchKernel_ptsz, per-thread default stream),
+ *   ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph (a graph
+ *   of 10 kernels, cuGraphLaunch), capture (captures a graph while loading).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cuda_api.h"
+#include "common/cuda_funcs.h"
+
+#define DECL(ret, name, params) ret name params;
+GS_CUDA_FUNCS(DECL)
+#undef DECL
+
+static const char *path;
+static double seconds;
+static unsigned kernel_us;
+static CUcontext ctx;
+static CUfunction fn;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#define CHECK(call)                                                                  \
+    do {                                                                             \
+        CUresult r_ = (call);                                                        \
+        if (r_ != CUDA_SUCCESS) {                                                    \
+            fprintf(stderr, "compute_load: %s failed: %d\n", #call, (int)r_);        \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static CUgraphExec make_graph(CUstream s)
+{
+    CUgraph g;
+    CUgraphExec ge;
+    int i;
+
+    CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    for (i = 0; i < 10; i++)
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+    CHECK(cuStreamEndCapture(s, &g));
+    CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    return ge;
+}
+
+static void *load(void *arg)
+{
+    long *done = arg;
+    CUstream s = NULL, side = NULL;
+    CUgraphExec ge = NULL;
+    CUlaunchConfig cfg;
+    double end;
+    long n = 0;
+
+    CHECK(cuCtxSetCurrent(ctx));
+    if (strcmp(path, "stream") == 0 || strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 ||
+        strcmp(path, "graph") == 0 || strcmp(path, "capture") == 0)
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (strcmp(path, "graph") == 0)
+        ge = make_graph(s);
+    if (strcmp(path, "capture") == 0)
+        CHECK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = 32;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = s;
+    end = now_s() + seconds;
+    /* Like a real program, wait for the work now and then (every ~20 ms of it). */
+    long every = 20000 / (long)kernel_us + 1, next_sync = every;
+    while (now_s() < end) {
+        if (n >= next_sync) {
+            CHECK(cuCtxSynchronize());
+            next_sync = n + every;
+        }
+        if (strcmp(path, "stream") == 0 || strcmp(path, "capture") == 0) {
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+            n++;
+        } else if (strcmp(path, "legacy") == 0) {
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+            n++;
+        } else if (strcmp(path, "ptds") == 0) {
+            CHECK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+            n++;
+        } else if (strcmp(path, "ex") == 0) {
+            CHECK(cuLaunchKernelEx(&cfg, fn, NULL, NULL));
+            n++;
+        } else if (strcmp(path, "coop") == 0) {
+            CHECK(cuLaunchCooperativeKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL));
+            n++;
+        } else if (strcmp(path, "graph") == 0) {
+            CHECK(cuGraphLaunch(ge, s));
+            n += 10;
+        }
+        if (side && n % 50 == 0) {
+            /* A capture while work is in flight must not upset either. */
+            CUgraphExec e = make_graph(side);
+            CHECK(cuGraphExecDestroy(e));
+        }
+    }
+    CHECK(cuCtxSynchronize());
+    *done = n;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    char name[64];
+    pthread_t th[16];
+    long done[16];
+    int threads, i;
+    long total = 0;
+    double t0, wall;
+    CUmodule m;
+    CUdevice dev;
+
+    if (argc < 4) {
+        fprintf(stderr, "usage: compute_load PATH SECONDS KERNEL_US [THREADS]\n");
+        return 2;
+    }
+    path = argv[1];
+    seconds = atof(argv[2]);
+    kernel_us = (unsigned)atoi(argv[3]);
+    threads = argc > 4 ? atoi(argv[4]) : 1;
+    if (threads < 1 || threads > 16 || seconds <= 0 || kernel_us == 0) {
+        fprintf(stderr, "compute_load: bad arguments\n");
+        return 2;
+    }
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&m, "simulated"));
+    snprintf(name, sizeof(name), "spin_%uus", kernel_us);
+    CHECK(cuModuleGetFunction(&fn, m, name));
+    t0 = now_s();
+    for (i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, load, &done[i]);
+    for (i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        total += done[i];
+    }
+    wall = now_s() - t0;
+    printf("share %.3f launches %ld\n", (double)total * kernel_us / 1e6 / wall, total);
+    CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+    return 0;
+}
