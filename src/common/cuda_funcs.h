@@ -59,6 +59,7 @@
     X(CUresult, cuCtxPopCurrent_v2, (CUcontext * pctx))                                         \
     X(CUresult, cuCtxGetDevice, (CUdevice * device))                                            \
     X(CUresult, cuCtxSynchronize, (void))                                                       \
+    X(CUresult, cuCtxSynchronize_v2, (CUcontext ctx))                                           \
     X(CUresult, cuMemGetInfo, (unsigned int *free, unsigned int *total))                        \
     X(CUresult, cuMemGetInfo_v2, (size_t * free, size_t * total))                               \
     X(CUresult, cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize))                     \

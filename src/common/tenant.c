@@ -341,9 +341,8 @@ static void set_one(struct gpuslice_tenant *t, struct gpuslice_tenant_device *d,
         __atomic_store_n(&d->mem_limit, v, __ATOMIC_RELEASE);
         return;
     }
+    (void)t;
     __atomic_store_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_RELEASE);
-    if (ceiling((uint32_t)v))
-        __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
 }
 
 int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct gs_limits *l,
@@ -401,9 +400,14 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
         } else {
             t->set_compute_limit = ceiling((uint32_t)l->e[j].value);
             t->set_flags |= GPUSLICE_SET_COMPUTE;
-            if (t->set_compute_limit)
-                __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
         }
+    }
+    if (kind == GS_SET_COMPUTE) {
+        /* Launches pass straight through again once no ceiling is left. */
+        uint32_t any = (t->set_flags & GPUSLICE_SET_COMPUTE) && t->set_compute_limit;
+        for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
+            any |= !uuid_empty(t->dev[i].uuid) && t->dev[i].compute_limit;
+        __atomic_store_n(&t->compute_any, any ? 1u : 0u, __ATOMIC_RELEASE);
     }
     gs_tenant_unlock(t);
     return 0;

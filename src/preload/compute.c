@@ -103,6 +103,7 @@ struct gmark {
     int graph; /* index in graphs, or -1 */
     int64_t est;
     uint64_t first_submit_ns;
+    uint64_t recorded_ns;
 };
 
 struct gevent {
@@ -127,15 +128,27 @@ static int nevents;
 static struct ggraph graphs[MAX_GRAPHS];
 static int captures; /* stream captures in progress in this process */
 static pid_t gov_pid; /* the process the governor thread runs in */
+static pid_t my_pid;  /* self() is a system call in glibc >= 2.25: cached, reset at fork */
 static int gov_idle;
 static int stopping;
 static uint64_t my_start_time;
 
 static struct {
     unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
-        yields, capture_passes;
+        yields, capture_passes, polls, settles;
     uint64_t wait_ns;
 } stats;
+
+static pid_t self(void)
+{
+    pid_t p = __atomic_load_n(&my_pid, __ATOMIC_RELAXED);
+
+    if (p == 0) {
+        p = getpid();
+        __atomic_store_n(&my_pid, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
 
 static uint64_t now_ns(void)
 {
@@ -256,7 +269,7 @@ static int stream_evictable(const struct gstream *s, uint64_t now)
 }
 
 /* The stream entry for a launch; NULL if it cannot be governed. With mu held. */
-static struct gstream *stream_get(CUstream h, int ptds, uint64_t now)
+static struct gstream *stream_get(CUstream h, int ptds)
 {
     enum stream_kind kind;
     CUcontext ctx = NULL, cur = NULL;
@@ -284,7 +297,7 @@ static struct gstream *stream_get(CUstream h, int ptds, uint64_t now)
         }
         if (s->kind == kind && s->h == h && s->tid == tid && (kind == STREAM_EXPLICIT || s->ctx == ctx))
             return s;
-        if (victim == MAX_STREAMS && stream_evictable(s, now))
+        if (victim == MAX_STREAMS && i > 8 && stream_evictable(s, now_ns()))
             victim = (k + i) % MAX_STREAMS;
     }
     if (victim == MAX_STREAMS)
@@ -314,7 +327,7 @@ static struct gstream *stream_get(CUstream h, int ptds, uint64_t now)
     s->ctx = ctx;
     s->tid = tid;
     s->ord = (int)dev;
-    s->last_launch_ns = now;
+    s->last_launch_ns = now_ns();
     return s;
 }
 
@@ -407,6 +420,7 @@ static void mark(struct gstream *s, int graph_idx, int from_governor)
     marks[nmarks].graph = s->graph ? graph_idx : -1;
     marks[nmarks].est = s->unmarked_est;
     marks[nmarks].first_submit_ns = s->first_unmarked_ns;
+    marks[nmarks].recorded_ns = now_ns();
     nmarks++;
     d->outstanding++;
     d->unmarked -= s->unmarked;
@@ -468,7 +482,7 @@ static void release_board(struct gdev *d, uint64_t now)
 {
     if (!d->holding)
         return;
-    gs_board_release(d->board, getpid());
+    gs_board_release(d->board, self());
     d->holding = 0;
     if (d->yielding) {
         d->yielding = 0;
@@ -481,6 +495,7 @@ static int64_t govern(uint64_t now)
 {
     int i, busy = 0, hurry = 0, changed = 0;
 
+    stats.polls++;
     if (captures == 0) {
         for (i = nmarks - 1; i >= 0; i--) {
             CUresult r = gs__real.cuEventQuery(marks[i].ev);
@@ -535,7 +550,7 @@ static void *governor(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
-    while (!stopping && gov_pid == getpid()) {
+    while (!stopping && gov_pid == self()) {
         int64_t delay = govern(now_ns());
         if (delay == 0) {
             gov_idle = 1;
@@ -567,7 +582,7 @@ static void stop_at_exit(void)
         if (devs[i].state > 0) {
             charge(&devs[i], now);
             if (devs[i].holding) {
-                gs_board_release(devs[i].board, getpid());
+                gs_board_release(devs[i].board, self());
                 devs[i].holding = 0;
             }
         }
@@ -587,7 +602,7 @@ static int governor_start(void)
     sigset_t all, old;
     int r;
 
-    if (gov_pid == getpid())
+    if (gov_pid == self())
         return 0;
     if (stopping)
         return -ESHUTDOWN;
@@ -601,8 +616,8 @@ static int governor_start(void)
     pthread_cond_init(&gov_cv, &ca);
     pthread_cond_init(&launch_cv, &ca);
     pthread_condattr_destroy(&ca);
-    my_start_time = gs_proc_start_time(getpid());
-    gov_pid = getpid();
+    my_start_time = gs_proc_start_time(self());
+    gov_pid = self();
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
@@ -658,13 +673,18 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             return 0; /* captured work runs when its graph is launched */
         }
     }
-    now = now_ns();
     pthread_mutex_lock(&mu);
-    if (stopping || governor_start() < 0 || (s = stream_get(h, ptds, now)) == NULL ||
+    if (stopping || governor_start() < 0 || (s = stream_get(h, ptds)) == NULL ||
         (d = dev_get(s->ord)) == NULL) {
         pthread_mutex_unlock(&mu);
         return 0;
     }
+    /* The common case: budget left, a short queue, the device ours. No clock needed. */
+    if (ceiling_of(d) == 0 ||
+        (!d->starved && __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE) > 0 &&
+         !(d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2) &&
+         nmarks < MAX_MARKS - 8 && !d->yielding && (!d->board || d->holding)))
+        goto admitted;
     d->waiting++;
     for (;;) {
         uint32_t pct = ceiling_of(d);
@@ -673,7 +693,10 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         if (pct == 0 || stopping)
             break;
         now = now_ns();
-        tok = gs_budget_refill(entry_of(d), now, budget_cap(pct));
+        /* The governor refills while work is in flight; refill here only when it matters. */
+        tok = __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE);
+        if (tok <= 0 || d->starved)
+            tok = gs_budget_refill(entry_of(d), now, budget_cap(pct));
         if (d->starved && tok >= resume_level(pct))
             d->starved = 0;
         else if (!d->starved && tok <= 0)
@@ -709,7 +732,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 wait_until(now + 50000);
                 continue;
             }
-            if (gs_board_try_acquire(b, getpid(), my_start_time, now)) {
+            if (gs_board_try_acquire(b, self(), my_start_time, now)) {
                 d->holding = 1;
                 d->hold_since = now;
                 d->yield_until = 0;
@@ -727,6 +750,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         break;
     }
     d->waiting--;
+admitted:
     if (ceiling_of(d) == 0 || stopping) {
         pthread_mutex_unlock(&mu);
         return 0;
@@ -848,6 +872,106 @@ GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     GS_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, 1, hGraphExec, (hGraphExec, hStream));
 }
 
+/*
+ * A synchronisation returned: everything before it in ctx (or in one stream
+ * of it) is done. Settling that now, rather than at the next poll, keeps
+ * the time charged to the work that really ran.
+ */
+static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstream h,
+                   uint64_t since)
+{
+    uint64_t now = now_ns();
+    int i;
+
+    pthread_mutex_lock(&mu);
+    stats.settles++;
+    for (i = 0; i < MAX_STREAMS; i++) {
+        struct gstream *s = &streams[i];
+        struct gdev *d;
+        int j;
+
+        if (s->used != 1 || (ctx && s->ctx != ctx))
+            continue;
+        if (one_stream && (s->kind != kind || s->h != h ||
+                           (kind == STREAM_PER_THREAD && s->tid != (pid_t)syscall(SYS_gettid))))
+            continue;
+        d = &devs[s->ord];
+        /* Only what was submitted before the synchronisation began is known done. */
+        for (j = nmarks - 1; j >= 0; j--)
+            if (marks[j].stream == i && marks[j].recorded_ns < since)
+                mark_done(j, now);
+        if (s->unmarked && !s->launching && s->last_launch_ns < since) {
+            d->unmarked -= s->unmarked;
+            d->queued -= s->unmarked_est;
+            if (d->queued < 0)
+                d->queued = 0;
+            s->unmarked = 0;
+            s->unmarked_est = 0;
+            s->graph = 0;
+        }
+        if (d->state > 0 && !dev_busy(d) && d->busy_since) {
+            charge(d, now);
+            d->busy_since = 0;
+        }
+    }
+    pthread_cond_broadcast(&launch_cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static int settling(void)
+{
+    return gov_pid == self() && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0;
+}
+
+GS_EXPORT CUresult cuCtxSynchronize(void)
+{
+    CUcontext ctx = NULL;
+    uint64_t t0 = now_ns();
+    CUresult r;
+
+    GS_PASS(cuCtxSynchronize, ());
+    r = gs__real.cuCtxSynchronize();
+    if (r == CUDA_SUCCESS && settling() && gs__real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+        settle(ctx, 0, STREAM_EXPLICIT, NULL, t0);
+    return r;
+}
+
+GS_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    uint64_t t0 = now_ns();
+    CUresult r;
+
+    GS_PASS(cuCtxSynchronize_v2, (ctx));
+    r = gs__real.cuCtxSynchronize_v2(ctx);
+    if (r == CUDA_SUCCESS && settling() &&
+        (ctx || (gs__real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)))
+        settle(ctx, 0, STREAM_EXPLICIT, NULL, t0);
+    return r;
+}
+
+#define GS_STREAM_SYNC_BODY(sym, ptds)                                               \
+    do {                                                                             \
+        enum stream_kind kind;                                                       \
+        CUcontext ctx = NULL;                                                        \
+        uint64_t t0 = now_ns();                                                      \
+        CUresult r;                                                                  \
+        GS_PASS(sym, (hStream));                                                     \
+        r = gs__real.sym(hStream);                                                   \
+        if (r == CUDA_SUCCESS && settling() && stream_key(hStream, ptds, &kind, &ctx) == 0) \
+            settle(ctx, 1, kind, kind == STREAM_EXPLICIT ? hStream : NULL, t0);      \
+        return r;                                                                    \
+    } while (0)
+
+GS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    GS_STREAM_SYNC_BODY(cuStreamSynchronize, 0);
+}
+
+GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    GS_STREAM_SYNC_BODY(cuStreamSynchronize_ptsz, 1);
+}
+
 /* A stream going away: its unmarked work can no longer be followed. */
 static void stream_gone(CUstream h)
 {
@@ -874,7 +998,7 @@ static void stream_gone(CUstream h)
 #define GS_STREAM_DESTROY_BODY(sym)                \
     do {                                           \
         GS_PASS(sym, (hStream));                   \
-        if (gov_pid == getpid())                   \
+        if (gov_pid == self())                   \
             stream_gone(hStream);                  \
         return gs__real.sym(hStream);              \
     } while (0)
@@ -893,7 +1017,7 @@ void gs__compute_ctx_gone(CUcontext ctx)
 {
     int i, j;
 
-    if (gov_pid != getpid() || ctx == NULL)
+    if (gov_pid != self() || ctx == NULL)
         return;
     pthread_mutex_lock(&mu);
     for (i = nmarks - 1; i >= 0; i--) {
@@ -997,17 +1121,18 @@ void gs__compute_fork_child(void)
     captures = 0;
     gov_pid = 0;
     gov_idle = 0;
+    my_pid = 0;
 }
 
 void gs__compute_exit(void)
 {
-    if (gov_pid == getpid())
+    if (gov_pid == self())
         stop_at_exit();
     if (gs__state.debug && stats.launches)
         gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor), "
                 "waits: %lu budget, %lu queue, %lu device (%.3f s in all), %lu yields, %lu "
-                "captured launches passed",
+                "captured launches passed, %lu polls, %lu synchronisations settled",
                 stats.launches, stats.marks, stats.tail_marks, stats.budget_waits,
                 stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.yields,
-                stats.capture_passes);
+                stats.capture_passes, stats.polls, stats.settles);
 }

@@ -148,6 +148,11 @@
       (hGraphExec, hStream))                                                                     \
     X(CUresult, cuGraphLaunch, cuGraphLaunch_ptsz, 10000, 1,                                     \
       (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream))                         \
+    X(CUresult, cuCtxSynchronize, cuCtxSynchronize, 2000, 0, (void), ())                         \
+    X(CUresult, cuCtxSynchronize, cuCtxSynchronize_v2, 13000, 0, (CUcontext ctx), (ctx))         \
+    X(CUresult, cuStreamSynchronize, cuStreamSynchronize, 2000, 0, (CUstream hStream), (hStream)) \
+    X(CUresult, cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, 1, (CUstream hStream),      \
+      (hStream))                                                                                 \
     X(CUresult, cuStreamDestroy, cuStreamDestroy, 2000, 0, (CUstream hStream), (hStream))        \
     X(CUresult, cuStreamDestroy, cuStreamDestroy_v2, 4000, 0, (CUstream hStream), (hStream))     \
     X(CUresult, cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0, (CUstream hStream),        \

@@ -2,8 +2,7 @@
  * Driver functions the simulator exports beyond the shared list
  * (src/common/cuda_funcs.h), as X(return, symbol, (parameters)), so that every
  * name cuGetProcAddress resolves for a function of that list has a real
- * target (CUDA 13 asks for cuCtxSynchronize and cuCtxGetDevice at 13000, which
- * are their _v2; per-thread copies; the legacy 32-bit calls). Candidates for
+ * target (CUDA 13 asks for cuCtxGetDevice at 13000, which is its _v2; per-thread copies; the legacy 32-bit calls). Candidates for
  * the shared list.
  */
 #ifndef GPUSLICE_SIM_EXTRA_FUNCS_H
@@ -13,7 +12,6 @@
 
 #define SIM_EXTRA_FUNCS(X)                                                                      \
     X(CUresult, cuCtxGetDevice_v2, (CUdevice * device, CUcontext ctx))                          \
-    X(CUresult, cuCtxSynchronize_v2, (CUcontext ctx))                                           \
     X(CUresult, cuMemGetAddressRange,                                                           \
       (CUdeviceptr_v1 * pbase, unsigned int *psize, CUdeviceptr_v1 dptr))                       \
     X(CUresult, cuMemcpyHtoD,                                                                   \

@@ -251,6 +251,12 @@ static void test_set_changes_running_and_future_devices(void **state)
     assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
     assert_int_equal(t->dev[1].compute_limit, 0); /* 100% is no ceiling */
     assert_int_equal(t->dev[0].compute_limit, 50);
+    parse("0:100", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->compute_any, 1); /* the default of 30 remains for new devices */
+    parse("100", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->compute_any, 0); /* no ceiling left: launches pass through */
     parse("4G", GS_VALUE_SIZE, &l);
     assert_int_equal(gs_tenant_set(t, GS_SET_MEMORY, &l, err, sizeof(err)), 0);
     assert_int_equal(t->dev[0].mem_limit, 4ULL << 30);
