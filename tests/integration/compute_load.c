@@ -30,6 +30,7 @@ static double seconds;
 static unsigned kernel_us;
 static CUcontext ctx;
 static CUfunction fn;
+static double in_launch; /* seconds inside launch calls (legacy path, one thread) */
 
 static double now_s(void)
 {
@@ -86,8 +87,17 @@ static void *load(void *arg)
     cfg.hStream = s;
     end = now_s() + seconds;
     /* Like a real program, wait for the work now and then (every ~20 ms of it). */
-    long every = kernel_us ? 20000 / (long)kernel_us + 1 : 2000, next_sync = every;
+    const char *se = getenv("COMPUTE_LOAD_SYNC_EVERY");
+    long every = se ? atol(se) : kernel_us ? 20000 / (long)kernel_us + 1 : 2000, next_sync = every;
+    /* COMPUTE_LOAD_HOST_US: host work between launches, as an interpreter would add. */
+    const char *hw = getenv("COMPUTE_LOAD_HOST_US");
+    double host_s = hw ? atof(hw) / 1e6 : 0;
     while (now_s() < end) {
+        if (host_s > 0) {
+            double until = now_s() + host_s;
+            while (now_s() < until)
+                ;
+        }
         if (n >= next_sync) {
             CHECK(cuCtxSynchronize());
             next_sync = n + every;
@@ -96,7 +106,9 @@ static void *load(void *arg)
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
             n++;
         } else if (strcmp(path, "legacy") == 0) {
+            double t = now_s();
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+            in_launch += now_s() - t;
             n++;
         } else if (strcmp(path, "ptds") == 0) {
             CHECK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
@@ -161,8 +173,9 @@ int main(int argc, char **argv)
         total += done[i];
     }
     wall = now_s() - t0;
-    printf("share %.3f launches %ld ns_per_launch %.0f\n", (double)total * kernel_us / 1e6 / wall,
-           total, wall * 1e9 * threads / (double)total);
+    printf("share %.3f launches %ld ns_per_launch %.0f in_launch_s %.3f\n",
+           (double)total * kernel_us / 1e6 / wall, total, wall * 1e9 * threads / (double)total,
+           in_launch);
     CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }
