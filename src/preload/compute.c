@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,13 +87,13 @@ struct gstream {
     pid_t tid; /* per-thread default streams: the thread */
     int ord;
     int unmarked;
-    int launching;
     int graph;              /* a graph launch is among the unmarked work */
     int64_t unmarked_est;
     uint64_t first_unmarked_ns;
     uint64_t last_launch_ns;
     uint64_t last_done_ns; /* when its last marker was seen complete */
     int64_t cost;          /* estimated ns per launch, 0 = unknown */
+    int launching;         /* last: a reused slot keeps it (see stream_forget) */
 };
 
 struct gmark {
@@ -261,12 +262,29 @@ static unsigned stream_hash(CUstream h, CUcontext ctx, pid_t tid)
     return (unsigned)(k % MAX_STREAMS);
 }
 
+/*
+ * Frees s's slot (a tombstone lookups probe past). Its launching count stays:
+ * a launch still in the driver decrements it without the lock.
+ */
+static void stream_forget(struct gstream *s)
+{
+    s->used = 2;
+    s->h = NULL;
+    s->ctx = NULL;
+    s->tid = 0;
+    s->unmarked = 0;
+    s->unmarked_est = 0;
+    s->graph = 0;
+    s->cost = 0;
+}
+
 /* Forgets a stream whose work is all accounted for. With mu held. */
 static int stream_evictable(const struct gstream *s, uint64_t now)
 {
     int i;
 
-    if (s->unmarked || s->launching || now - s->last_launch_ns < 1000000000ULL)
+    if (s->unmarked || __atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) ||
+        now - s->last_launch_ns < 1000000000ULL)
         return 0;
     for (i = 0; i < nmarks; i++)
         if (marks[i].stream == (int)(s - streams))
@@ -295,7 +313,7 @@ static struct gstream *stream_get(CUstream h, int ptds)
     for (i = 0; i < MAX_STREAMS; i++) {
         s = &streams[(k + i) % MAX_STREAMS];
         if (s->used != 1) {
-            if (victim == MAX_STREAMS)
+            if (victim == MAX_STREAMS && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE))
                 victim = (k + i) % MAX_STREAMS;
             if (s->used == 0)
                 break;
@@ -326,7 +344,7 @@ static struct gstream *stream_get(CUstream h, int ptds)
     if (dev < 0)
         return NULL;
     s = &streams[victim];
-    memset(s, 0, sizeof(*s));
+    memset(s, 0, offsetof(struct gstream, launching));
     s->used = 1;
     s->kind = kind;
     s->h = h;
@@ -481,7 +499,7 @@ static void charge(struct gdev *d, uint64_t now)
 
 static int dev_busy(const struct gdev *d)
 {
-    return d->outstanding > 0 || d->unmarked > 0 || d->launching > 0;
+    return d->outstanding > 0 || d->unmarked > 0 || __atomic_load_n(&d->launching, __ATOMIC_ACQUIRE) > 0;
 }
 
 static void release_board(struct gdev *d, uint64_t now)
@@ -513,7 +531,8 @@ static int64_t govern(uint64_t now)
         int n = hot_overflow ? MAX_STREAMS : nhot, j;
         for (j = n - 1; j >= 0; j--) {
             struct gstream *s = &streams[hot_overflow ? j : hot[j]];
-            if (s->used == 1 && s->unmarked && !s->launching && s->kind != STREAM_PER_THREAD &&
+            if (s->used == 1 && s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
+                s->kind != STREAM_PER_THREAD &&
                 now - s->last_launch_ns >= (uint64_t)TAIL_NS)
                 mark(s, -1, 1);
             if (!hot_overflow && (s->used != 1 || !s->unmarked))
@@ -672,6 +691,8 @@ static void wait_until(uint64_t deadline)
 struct admit {
     struct gstream *s;
     int graph_idx;
+    int mark;    /* record a marker behind this launch */
+    int64_t est; /* what it was counted as */
 };
 
 /*
@@ -709,7 +730,8 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         goto admitted;
     d->waiting++;
     /* About to wait: put a marker behind this stream's work now, so its end is seen at once. */
-    if (s->unmarked && !s->launching && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0)
+    if (s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0)
         mark(s, -1, 0);
     if (gov_idle)
         pthread_cond_signal(&gov_cv);
@@ -782,8 +804,6 @@ admitted:
         pthread_mutex_unlock(&mu);
         return 0;
     }
-    d->launching++;
-    s->launching++;
     a->s = s;
     a->graph_idx = -1;
     if (g) {
@@ -793,6 +813,42 @@ admitted:
         graph_cost(g, 1);
         a->graph_idx = (int)(((uintptr_t)g >> 4) % MAX_GRAPHS);
     }
+    /*
+     * Counted now, as if it will succeed (leave() takes it back if not), so that
+     * leave() needs the lock only to record a marker: one lock per launch.
+     */
+    now = now_ns();
+    __atomic_add_fetch(&d->launching, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->launching, 1, __ATOMIC_RELAXED);
+    if (!d->busy_since)
+        d->busy_since = now;
+    a->est = a->graph_idx >= 0 ? graphs[a->graph_idx].cost : s->cost;
+    if (a->est <= 0)
+        a->est = MARK_NS;
+    if (!s->unmarked) {
+        int k, idx = (int)(s - streams), found = 0;
+        s->first_unmarked_ns = now;
+        for (k = 0; k < nhot && !found; k++)
+            found = hot[k] == idx;
+        if (!found) {
+            if (nhot < MAX_HOT)
+                hot[nhot++] = idx;
+            else
+                hot_overflow = 1;
+        }
+    }
+    s->unmarked++;
+    s->unmarked_est += a->est;
+    s->last_launch_ns = now;
+    if (a->graph_idx >= 0)
+        s->graph = 1;
+    d->unmarked++;
+    d->queued += a->est;
+    stats.launches++;
+    a->mark = captures == 0 &&
+              (a->graph_idx >= 0 || s->unmarked_est >= MARK_NS || s->kind == STREAM_PER_THREAD);
+    if (gov_idle)
+        pthread_cond_signal(&gov_cv);
     pthread_mutex_unlock(&mu);
     return 1;
 }
@@ -800,46 +856,30 @@ admitted:
 static void leave(struct admit *a, CUresult r)
 {
     struct gstream *s = a->s;
-    struct gdev *d;
-    uint64_t now = now_ns();
-    int64_t est;
+    struct gdev *d = &devs[s->ord];
 
-    pthread_mutex_lock(&mu);
-    d = &devs[s->ord];
-    d->launching--;
-    s->launching--;
-    if (r == CUDA_SUCCESS && s->used == 1) {
-        stats.launches++;
-        if (!d->busy_since)
-            d->busy_since = now;
-        est = a->graph_idx >= 0 ? graphs[a->graph_idx].cost : s->cost;
-        if (est <= 0)
-            est = MARK_NS;
-        if (!s->unmarked) {
-            int k, idx = (int)(s - streams), found = 0;
-            s->first_unmarked_ns = now;
-            for (k = 0; k < nhot && !found; k++)
-                found = hot[k] == idx;
-            if (!found) {
-                if (nhot < MAX_HOT)
-                    hot[nhot++] = idx;
-                else
-                    hot_overflow = 1;
-            }
-        }
-        s->unmarked++;
-        s->unmarked_est += est;
-        s->last_launch_ns = now;
-        if (a->graph_idx >= 0)
-            s->graph = 1;
-        d->unmarked++;
-        d->queued += est;
-        if (captures == 0 && (a->graph_idx >= 0 || s->unmarked_est >= MARK_NS ||
-                              s->kind == STREAM_PER_THREAD))
-            mark(s, a->graph_idx, 0);
+    if (r == CUDA_SUCCESS && !a->mark) {
+        __atomic_sub_fetch(&s->launching, 1, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&d->launching, 1, __ATOMIC_RELEASE);
+        return;
     }
-    if (gov_idle)
-        pthread_cond_signal(&gov_cv);
+    pthread_mutex_lock(&mu);
+    __atomic_sub_fetch(&s->launching, 1, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&d->launching, 1, __ATOMIC_RELEASE);
+    if (s->used == 1) {
+        if (r != CUDA_SUCCESS) {
+            /* Nothing was queued: take back what enter() counted. */
+            if (s->unmarked > 0) {
+                s->unmarked--;
+                s->unmarked_est -= a->est;
+                d->unmarked--;
+                d->queued -= a->est;
+            }
+            stats.launches--;
+        } else if (s->unmarked && captures == 0) {
+            mark(s, a->graph_idx, 0);
+        }
+    }
     pthread_mutex_unlock(&mu);
 }
 
@@ -937,7 +977,8 @@ static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstrea
         for (j = nmarks - 1; j >= 0; j--)
             if (marks[j].stream == i && marks[j].recorded_ns < since)
                 mark_done(j, now);
-        if (s->unmarked && !s->launching && s->last_launch_ns < since) {
+        if (s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
+            s->last_launch_ns < since) {
             d->unmarked -= s->unmarked;
             d->queued -= s->unmarked_est;
             if (d->queued < 0)
@@ -1026,8 +1067,7 @@ static void stream_gone(CUstream h)
         for (j = 0; j < nmarks; j++)
             if (marks[j].stream == i)
                 marks[j].stream = -1;
-        memset(s, 0, sizeof(*s));
-        s->used = 2;
+        stream_forget(s);
     }
     pthread_mutex_unlock(&mu);
 }
@@ -1076,8 +1116,7 @@ void gs__compute_ctx_gone(CUcontext ctx)
         for (j = 0; j < nmarks; j++)
             if (marks[j].stream == i)
                 marks[j].stream = -1;
-        memset(s, 0, sizeof(*s));
-        s->used = 2;
+        stream_forget(s);
     }
     pthread_cond_broadcast(&launch_cv);
     pthread_mutex_unlock(&mu);
