@@ -9,13 +9,23 @@
  * stream, synchronises again and stops the clock; it prints "sample API US_PER_LAUNCH".
  * Rounds alternate the two APIs, starting with a different one each round.
  *
+ * "duty" mode keeps the device about half busy, so that a compute ceiling above 50% is
+ * accounted but does not bind: each sample's launches go in bursts of BURST launches, each
+ * burst followed by cudaDeviceSynchronize and then a sleep as long as the burst took. Only
+ * the bursts are timed (launches through the final synchronise); the line is
+ * "sample API US_PER_LAUNCH BURST_MS" (BURST_MS: the mean burst's wall time).
+ *
  * usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]   (defaults 3, 100000, 20000)
+ *        launch_overhead duty [ROUNDS [LAUNCHES [WARMUP [BURST]]]]
+ *                                        (defaults 3, 100000, 20000, 2000)
  * Exit status 1 when a CUDA call or launch failed.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -36,6 +46,19 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Sleeps s seconds (the idle half of a duty cycle). */
+static void sleep_s(double s)
+{
+    struct timespec ts;
+
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
 }
 
 /* Launches n kernels; returns microseconds per launch, or -1 on an error. */
@@ -76,19 +99,55 @@ static double run_driver(launch_fn launch, CUfunction f, long n)
     return (t1 - t0) * 1e6 / n;
 }
 
+/*
+ * Duty-cycled launches: n launches of one API in bursts of `burst`, each burst timed from its
+ * first launch through cudaDeviceSynchronize and followed by an equal sleep. Returns
+ * microseconds per launch inside the bursts (and the mean burst in *burst_ms), or -1.
+ */
+static double run_duty(int driver, launch_fn launch, CUfunction f, long n, long burst,
+                       double *burst_ms)
+{
+    double busy = 0, t;
+    long done = 0, k;
+    int bursts = 0;
+
+    while (done < n) {
+        k = n - done < burst ? n - done : burst;
+        t = driver ? run_driver(launch, f, k) : run_runtime(k);
+        if (t < 0)
+            return -1;
+        t *= (double)k * 1e-6; /* seconds this burst took */
+        busy += t;
+        bursts++;
+        done += k;
+        sleep_s(t);
+    }
+    *burst_ms = busy * 1e3 / bursts;
+    return busy * 1e6 / (double)n;
+}
+
 int main(int argc, char **argv)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 3;
-    long n = argc > 2 ? atol(argv[2]) : 100000;
-    long warm = argc > 3 ? atol(argv[3]) : 20000;
+    int duty = argc > 1 && strcmp(argv[1], "duty") == 0;
+    int rounds, r, k;
+    long n, warm, burst;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     cudaFunction_t fn;
     launch_fn launch = NULL;
-    double us;
-    int r, k;
+    double us, burst_ms = 0;
 
-    if (rounds <= 0 || n <= 0 || warm < 0) {
-        fprintf(stderr, "usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]\n");
+    if (duty) { /* the same arguments follow the word "duty", then BURST */
+        argc--;
+        argv++;
+    }
+    rounds = argc > 1 ? atoi(argv[1]) : 3;
+    n = argc > 2 ? atol(argv[2]) : 100000;
+    warm = argc > 3 ? atol(argv[3]) : 20000;
+    burst = duty && argc > 4 ? atol(argv[4]) : 2000;
+
+    if (rounds <= 0 || n <= 0 || warm < 0 || burst <= 0) {
+        fprintf(stderr, "usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]\n"
+                        "       launch_overhead duty [ROUNDS [LAUNCHES [WARMUP [BURST]]]]\n");
         return 2;
     }
     if (!rt_ok(cudaSetDevice(0), "cudaSetDevice") || !rt_ok(cudaFree(0), "cudaFree(0)"))
@@ -109,10 +168,16 @@ int main(int argc, char **argv)
     for (r = 0; r < rounds; r++) {
         for (k = 0; k < 2; k++) {
             int driver = (r + k) % 2;
-            us = driver ? run_driver(launch, (CUfunction)fn, n) : run_runtime(n);
+            if (duty)
+                us = run_duty(driver, launch, (CUfunction)fn, n, burst, &burst_ms);
+            else
+                us = driver ? run_driver(launch, (CUfunction)fn, n) : run_runtime(n);
             if (us < 0)
                 return 1;
-            printf("sample %s %.4f\n", driver ? "driver" : "runtime", us);
+            if (duty)
+                printf("sample %s %.4f %.3f\n", driver ? "driver" : "runtime", us, burst_ms);
+            else
+                printf("sample %s %.4f\n", driver ? "driver" : "runtime", us);
             fflush(stdout);
         }
     }

@@ -45,7 +45,7 @@
 
 #define MARK_NS 200000LL      /* a marker behind about this much estimated work */
 #define QUEUE_NS 2000000LL    /* keep at most about this much work queued */
-#define RESUME_NS 1000000LL   /* after the budget ran out, wait until this much is back */
+#define RESUME_NS 2000000LL   /* after the budget ran out, wait until this much is back */
 #define WINDOW_NS 50000000LL  /* the budget holds at most P% of this window */
 #define QUANTUM_NS 10000000LL /* hold the device this long at most while others wait */
 #define YIELD_GRACE_NS 2000000LL /* after yielding, leave the device to a waiter this long */

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The real-GPU suite: builds gpuslice and the CUDA test programs, records the machine, runs
 # every check below with its own timeout inside an overall time budget, prints a summary
-# table and writes gpu-summary.md, gpu-results.json, gpu-log.txt and bench-launch.md to
-# $OUT when it is set. Exit status 0 only when no check failed. See tests/gpu/README.md.
+# table and writes gpu-summary.md, gpu-results.json, gpu-log.txt and the benchmarks' tables
+# (bench-launch.md, bench-launch-duty.md, bench-compute.md and .json) to $OUT when it is set.
+# Exit status 0 only when no check failed. See tests/gpu/README.md.
 #
 # usage: tests/gpu/run.sh [--only REGEX]     run the suite (or the checks whose name matches)
 #        tests/gpu/run.sh --list             list the checks
 #        tests/gpu/run.sh --check FUNCTION   run one check function (used internally)
-# env:   GPU_BUILD_DIR (build-gpu), GPU_SUITE_BUDGET (seconds for everything, 450),
+# env:   GPU_BUILD_DIR (build-gpu), GPU_SUITE_BUDGET (seconds for everything, 570),
 #        GPU_SUITE_STRICT=1 (a SKIP fails the run too), GPU_CMAKE_ARGS (extra cmake options,
 #        default "-DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF"), PYTHON (python3), NVCC, OUT
 # The check functions are called by name (run.sh --check FUNCTION):
@@ -27,7 +28,7 @@ GPUBIN=$BUILD/gpu
 PY=${PYTHON:-python3}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$NVCC")")")}
-BUDGET=${GPU_SUITE_BUDGET:-450}
+BUDGET=${GPU_SUITE_BUDGET:-570}
 GiB=1073741824
 export GPU_BUILD_DIR=$BUILD PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
@@ -144,6 +145,7 @@ c_build() {
     compile rt_limit_shared "$NVCC" -arch=sm_90 -O2 -cudart shared -I"$HERE" \
         -Xlinker -rpath="$cudart" -o "$GPUBIN/rt_limit_shared" "$HERE/rt_limit.cu"
     compile launch_overhead "$ROOT/bench/launch_overhead.sh" --build
+    compile compute_small "$ROOT/bench/compute_share.sh" --build
     for i in "${!pids[@]}"; do
         wait "${pids[$i]}"
         rc=$?
@@ -314,8 +316,23 @@ c_bench_launch() {
     need "$GS" "$LIB" || return 1
     BENCH_TABLE=$GPU_SUITE_WORK/bench-launch.md "$ROOT/bench/launch_overhead.sh"
 }
+# Launch cost under a compute ceiling that is accounted but does not bind (duty-cycled).
+c_bench_launch_duty() {
+    need "$GS" "$LIB" || return 1
+    BENCH_TABLE=$GPU_SUITE_WORK/bench-launch-duty.md BENCH_PROCS=5 BENCH_ROUNDS=2 \
+        "$ROOT/bench/launch_overhead.sh" --duty
+}
+# Achieved compute shares, two tenants, gpuslice set; fewer repeats and shorter phases than
+# the benchmark's defaults, and cut to the time this check was given (GPU_CHECK_LIMIT).
+c_compute_share() {
+    need "$GS" "$LIB" || return 1
+    "$ROOT/bench/compute_share.sh" --repeats 2 --phase-seconds 1.5 \
+        --budget $((${GPU_CHECK_LIMIT:-330} - 15)) --table "$GPU_SUITE_WORK/bench-compute.md"
+}
 
-# name, timeout in seconds, function. Quick C checks first, PyTorch next, the benchmark last.
+# name, timeout in seconds, function[, seconds kept for it]. Quick C checks first, PyTorch
+# next, the benchmarks last; until a benchmark runs, the time it usually takes (the fourth
+# field) is kept from the checks before it when they run long.
 CHECKS=(
     "probe_driver 60 c_probe_driver"
     "driver_api_limit/gpuslice_run 60 c_drv_gpuslice_run"
@@ -338,9 +355,10 @@ CHECKS=(
     "tenant_two_procs 180 c_tenant_two_procs"
     "tenant_sigkill 120 c_tenant_sigkill"
     "nvml_agreement 120 c_nvml_agreement"
-    "bench_launch 200 c_bench_launch"
+    "bench_launch 200 c_bench_launch 80"
+    "bench_launch_duty 120 c_bench_launch_duty 35"
+    "compute_share 330 c_compute_share 220"
 )
-BENCH_RESERVE=110 # seconds kept for the benchmark when earlier checks run long
 
 # --- the runner ------------------------------------------------------------------------------
 
@@ -365,8 +383,9 @@ record_env() {
 }
 
 # run_check NAME TIMEOUT FUNCTION [RESERVE]: runs the function in a fresh bash under timeout
-# (its own process group), streams its output, records its verdict in results.jsonl, and
-# kills whatever it left running. RESERVE seconds of the budget are kept for later checks.
+# (its own process group; GPU_CHECK_LIMIT tells it its timeout), streams its output, records
+# its verdict in results.jsonl, and kills whatever it left running. RESERVE seconds of the
+# budget are kept for later checks.
 run_check() {
     local name=$1 limit=$2 fn=$3 reserve=${4:-0} left log pid rc t0 t1 secs
     left=$((DEADLINE - $(date +%s) - reserve))
@@ -381,7 +400,7 @@ run_check() {
     echo "=== [$name] start $(date -u +%H:%M:%S), timeout ${limit} s"
     : >"$log"
     t0=$(date +%s.%N)
-    timeout -k 5 "$limit" bash "$SELF" --check "$fn" >"$log" 2>&1 </dev/null &
+    GPU_CHECK_LIMIT=$limit timeout -k 5 "$limit" bash "$SELF" --check "$fn" >"$log" 2>&1 </dev/null &
     pid=$!
     tail --pid="$pid" -s 0.2 -n +1 -f "$log" 2>/dev/null
     wait "$pid"
@@ -401,21 +420,27 @@ print(r["result"], ("- " + "; ".join(r["reasons"]))[:400] if r["reasons"] else "
         "$GPU_SUITE_WORK/last.json") (${secs} s, exit $rc)"
 }
 
+# reserve_after INDEX: the seconds kept for the selected checks after CHECKS[INDEX] (-1: all).
+reserve_after() {
+    local i total=0 name limit fn keep
+    for ((i = $1 + 1; i < ${#CHECKS[@]}; i++)); do
+        read -r name limit fn keep <<<"${CHECKS[$i]}"
+        [[ $name =~ $ONLY ]] && total=$((total + ${keep:-0}))
+    done
+    echo "$total"
+}
+
 main() {
-    local entry name limit fn reserve
+    local i name limit fn
     echo "gpuslice GPU suite, work directory $GPU_SUITE_WORK, budget ${BUDGET} s"
     record_env | tee "$GPU_SUITE_WORK/env.txt"
     echo "--- nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv ---"
     timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
-    # Until the benchmark runs (when it is selected), keep time for it.
-    reserve=0
-    [[ bench_launch =~ $ONLY ]] && reserve=$BENCH_RESERVE
-    run_check build 300 c_build "$reserve"
-    for entry in "${CHECKS[@]}"; do
-        read -r name limit fn <<<"$entry"
+    run_check build 300 c_build "$(reserve_after -1)"
+    for i in "${!CHECKS[@]}"; do
+        read -r name limit fn _ <<<"${CHECKS[$i]}"
         [[ $name =~ $ONLY ]] || continue
-        [ "$name" = bench_launch ] && reserve=0
-        run_check "$name" "$limit" "$fn" "$reserve"
+        run_check "$name" "$limit" "$fn" "$(reserve_after "$i")"
     done
     "$PY" "$HERE/report.py" summary "$GPU_SUITE_WORK" "${OUT:-}"
     echo $? >"$GPU_SUITE_WORK/exit"
@@ -455,6 +480,8 @@ if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" || OUT=; fi
 main 2>&1 | tee "$GPU_SUITE_WORK/log.txt"
 if [ -n "${OUT:-}" ]; then
     cp "$GPU_SUITE_WORK/log.txt" "$OUT/gpu-log.txt"
-    [ -f "$GPU_SUITE_WORK/bench-launch.md" ] && cp "$GPU_SUITE_WORK/bench-launch.md" "$OUT/"
+    for f in bench-launch.md bench-launch-duty.md bench-compute.md bench-compute.json; do
+        [ -f "$GPU_SUITE_WORK/$f" ] && cp "$GPU_SUITE_WORK/$f" "$OUT/"
+    done
 fi
 exit "$(cat "$GPU_SUITE_WORK/exit" 2>/dev/null || echo 1)"
