@@ -142,7 +142,7 @@ static uint64_t my_start_time;
 
 static struct {
     unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
-        yields, capture_passes, polls, settles;
+        yields, capture_passes, polls, queries, settles;
     uint64_t wait_ns;
 } stats;
 
@@ -515,12 +515,43 @@ static void release_board(struct gdev *d, uint64_t now)
 }
 
 /* One pass over everything in flight. With mu held; returns the next poll delay (ns) or 0. */
+/*
+ * Whether this poll should ask the driver about the markers. While a process
+ * keeps launching, its device counts as busy anyway (it has unmarked work), so
+ * markers need only be read now and then, for the queue bound and the cost
+ * estimates: every driver call we make competes with the program's launches.
+ * They are read at every poll when it matters when work ends: a launch waits,
+ * the queue is near its bound, or the process stopped launching.
+ */
+static int query_due(uint64_t now)
+{
+    static uint64_t last;
+    int i;
+
+    if (nmarks == 0)
+        return 0;
+    for (i = 0; i < MAX_ORD; i++) {
+        const struct gdev *d = &devs[i];
+        if (d->state > 0 && d->outstanding &&
+            (d->waiting || d->unmarked == 0 || d->queued >= QUEUE_NS / 2)) {
+            last = now;
+            return 1;
+        }
+    }
+    if (now - last >= 1000000ULL) {
+        last = now;
+        return 1;
+    }
+    return 0;
+}
+
 static int64_t govern(uint64_t now)
 {
-    int i, busy = 0, hurry = 0, changed = 0;
+    int i, busy = 0, hurry = 0, changed = 0, draining = 0;
 
     stats.polls++;
-    if (captures == 0) {
+    if (captures == 0 && query_due(now)) {
+        stats.queries++;
         for (i = nmarks - 1; i >= 0; i--) {
             CUresult r = gs__real.cuEventQuery(marks[i].ev);
             if (r != CUDA_ERROR_NOT_READY) {
@@ -561,6 +592,8 @@ static int64_t govern(uint64_t now)
             busy = 1;
             if (d->waiting)
                 hurry = 1;
+            if (d->unmarked == 0)
+                draining = 1; /* its end is near: see it soon */
             if (d->holding && !d->yielding && now - d->hold_since >= (uint64_t)QUANTUM_NS &&
                 gs_board_waiters(d->board) > 0) {
                 d->yielding = 1;
@@ -582,7 +615,7 @@ static int64_t govern(uint64_t now)
         pthread_cond_broadcast(&launch_cv);
     if (!busy)
         return 0;
-    return hurry ? POLL_FAST_NS : POLL_NS;
+    return hurry || draining ? POLL_FAST_NS : POLL_NS;
 }
 
 static void *governor(void *arg)
@@ -705,7 +738,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     struct gstream *s;
     struct gdev *d;
     uint64_t now;
-    int waited = 0;
+    int waited = 0, refreshed = 0;
 
     if (__atomic_load_n(&captures, __ATOMIC_RELAXED) > 0) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -763,8 +796,19 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             wait_until(now + (uint64_t)need);
             continue;
         }
+        if (d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2 && !refreshed &&
+            __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0) {
+            /* The governor reads markers lazily: see what is really still queued first. */
+            int i;
+            for (i = nmarks - 1; i >= 0; i--)
+                if (gs__real.cuEventQuery(marks[i].ev) != CUDA_ERROR_NOT_READY)
+                    mark_done(i, now);
+            refreshed = 1;
+            continue;
+        }
         if ((d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2) ||
             nmarks >= MAX_MARKS - 8 || d->yielding) {
+            refreshed = 0;
             if (!waited)
                 stats.queue_waits++;
             waited = 1;
@@ -1216,8 +1260,9 @@ void gs__compute_exit(void)
     if (gs__state.debug && stats.launches)
         gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor), "
                 "waits: %lu budget, %lu queue, %lu device (%.3f s in all), %lu yields, %lu "
-                "captured launches passed, %lu polls, %lu synchronisations settled",
+                "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
+                "settled",
                 stats.launches, stats.marks, stats.tail_marks, stats.budget_waits,
                 stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.yields,
-                stats.capture_passes, stats.polls, stats.settles);
+                stats.capture_passes, stats.polls, stats.queries, stats.settles);
 }
