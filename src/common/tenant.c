@@ -216,6 +216,22 @@ int gs_tenant_lock(struct gpuslice_tenant *t)
     return -r;
 }
 
+static int lock_timed(struct gpuslice_tenant *t, int seconds)
+{
+    struct timespec ts;
+    int r;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += seconds;
+    r = pthread_mutex_timedlock(tenant_mutex(t), &ts);
+    if (r == EOWNERDEAD) {
+        repair_totals(t);
+        pthread_mutex_consistent(tenant_mutex(t));
+        return 0;
+    }
+    return -r;
+}
+
 void gs_tenant_unlock(struct gpuslice_tenant *t)
 {
     pthread_mutex_unlock(tenant_mutex(t));
@@ -351,8 +367,10 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
     char uuid[GS_UUID_STRLEN];
     int i, j, r, matched;
 
-    if ((r = gs_tenant_lock(t)) < 0) {
-        snprintf(err, errlen, "cannot lock the tenant's state: %s", strerror(-r));
+    /* Bounded: the lock lives in a file its owner controls, and root may be the caller. */
+    if ((r = lock_timed(t, 2)) < 0) {
+        snprintf(err, errlen, "cannot lock the tenant's state: %s",
+                 r == -ETIMEDOUT ? "a process of the tenant has held it for 2 s" : strerror(-r));
         return r;
     }
     /* Check every entry first: a refused command changes nothing. */
