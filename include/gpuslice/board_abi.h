@@ -27,10 +27,11 @@ struct gpuslice_board {
     uint32_t seq;               /* futex word: +1 at every release */
     uint64_t holder_start_time; /* /proc/PID/stat start time of the holder */
     uint64_t acquired_ns;       /* CLOCK_MONOTONIC when the holder took the device */
-    int32_t waiters;            /* processes waiting for the device */
+    int32_t waiters;            /* threads sleeping on seq (for the wake; may drift if one dies) */
     uint32_t pad0;
     uint64_t handoffs;          /* releases while another process waited */
-    uint64_t reserved[8];
+    uint64_t waiter_seen_ns;    /* CLOCK_MONOTONIC when a waiter last (re)started waiting */
+    uint64_t reserved[7];
 };
 
 _Static_assert(offsetof(struct gpuslice_board, holder_pid) == 32, "board holder offset");

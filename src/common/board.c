@@ -22,6 +22,8 @@
 
 /* A claim younger than this may not have its start time written yet. */
 #define CLAIM_SETTLE_NS 50000000ULL
+/* A waiter renews its presence at least every millisecond. */
+#define WAITER_FRESH_NS 5000000ULL
 
 static int valid(const struct gpuslice_board *b)
 {
@@ -53,7 +55,7 @@ int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board
     } else if (errno != EEXIST || (fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
         return -errno;
     }
-    if (fstat(fd, &st) < 0 || (st.st_uid != getuid() && getuid() != 0)) {
+    if (fstat(fd, &st) < 0 || st.st_uid != getuid() || !S_ISREG(st.st_mode)) {
         close(fd);
         return -EPERM; /* someone else's file under our name: do not trust it */
     }
@@ -97,7 +99,8 @@ static int clear_dead(struct gpuslice_board *b, int32_t holder, uint64_t now_ns)
     uint64_t start = __atomic_load_n(&b->holder_start_time, __ATOMIC_ACQUIRE);
     uint64_t since = __atomic_load_n(&b->acquired_ns, __ATOMIC_ACQUIRE);
 
-    if (now_ns < since + CLAIM_SETTLE_NS)
+    /* Not written yet (release clears both): the claim is settling, not dead. */
+    if (start == 0 || since == 0 || now_ns < since + CLAIM_SETTLE_NS)
         return 0;
     if (gs_proc_start_time(holder) == start && start != 0)
         return 0;
@@ -133,6 +136,11 @@ void gs_board_release(struct gpuslice_board *b, pid_t pid)
 {
     int32_t expected = (int32_t)pid;
 
+    if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) != (int32_t)pid)
+        return;
+    /* The next claimant writes its own; a stale pair must not judge it. */
+    __atomic_store_n(&b->acquired_ns, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->holder_start_time, 0, __ATOMIC_RELEASE);
     if (!__atomic_compare_exchange_n(&b->holder_pid, &expected, 0, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return;
@@ -143,12 +151,13 @@ void gs_board_release(struct gpuslice_board *b, pid_t pid)
     }
 }
 
-void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns)
+void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns, uint64_t now_ns)
 {
     struct timespec ts = {(time_t)(timeout_ns / 1000000000ULL), (long)(timeout_ns % 1000000000ULL)};
     uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
     int saved = errno;
 
+    __atomic_store_n(&b->waiter_seen_ns, now_ns, __ATOMIC_RELEASE);
     __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) != 0)
         syscall(SYS_futex, &b->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
@@ -156,7 +165,9 @@ void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns)
     errno = saved;
 }
 
-int gs_board_waiters(const struct gpuslice_board *b)
+int gs_board_waiting(const struct gpuslice_board *b, uint64_t now_ns)
 {
-    return __atomic_load_n(&b->waiters, __ATOMIC_ACQUIRE);
+    uint64_t seen = __atomic_load_n(&b->waiter_seen_ns, __ATOMIC_ACQUIRE);
+
+    return seen != 0 && now_ns < seen + WAITER_FRESH_NS;
 }

@@ -26,9 +26,13 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
 void gs_board_release(struct gpuslice_board *b, pid_t pid);
 
 /* Sleeps until the device is released or timeout_ns passes; counts as a waiter. */
-void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns);
+void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns, uint64_t now_ns);
 
-/* Number of processes waiting now. */
-int gs_board_waiters(const struct gpuslice_board *b);
+/*
+ * 1 if some process is waiting now: one waited within the last few ms (waits
+ * last at most a millisecond and are renewed, so a waiter that died stops
+ * counting at once).
+ */
+int gs_board_waiting(const struct gpuslice_board *b, uint64_t now_ns);
 
 #endif

@@ -451,9 +451,13 @@ int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int6
     return __atomic_load_n(&d->compute_tokens, __ATOMIC_ACQUIRE);
 }
 
-void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns)
+void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t floor)
 {
-    __atomic_sub_fetch(&d->compute_tokens, (int64_t)ns, __ATOMIC_ACQ_REL);
+    int64_t tok = __atomic_sub_fetch(&d->compute_tokens, (int64_t)ns, __ATOMIC_ACQ_REL);
+
+    while (tok < floor && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, floor, 0,
+                                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
     __atomic_add_fetch(&d->compute_busy_ns, ns, __ATOMIC_RELAXED);
 }
 

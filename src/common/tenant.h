@@ -71,8 +71,11 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
  */
 int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap);
 
-/* Takes ns of device time from d's budget and adds it to its usage. */
-void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns);
+/*
+ * Takes ns of device time from d's budget (never leaving it below floor, a
+ * negative debt limit) and adds it to its usage.
+ */
+void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t floor);
 
 /*
  * Charges bytes to (slot, dev). Unless force, refuses with -GS_EOVERLIMIT

@@ -53,6 +53,10 @@
 #define POLL_FAST_NS 20000LL  /* ... while a launch waits for it */
 #define TAIL_NS 100000LL      /* unmarked work this old gets a marker from the governor */
 #define MAX_WAIT_NS 5000000LL /* a waiting launch re-reads limits at least this often */
+#define MAX_CHARGE_NS 10000000LL /* one poll charges at most this (the process may have been stopped) */
+#define DEBT_FLOOR_NS 1000000000LL /* the budget never owes more than this */
+#define TURN_PATIENCE_NS 100000000LL /* a launch waits this long for its turn, then overlaps */
+#define STALE_NS 500000000LL  /* unmarked work nothing can mark is taken as done after this */
 
 #define MAX_ORD 64
 #define MAX_STREAMS 512
@@ -128,7 +132,13 @@ static int nmarks;
 static struct gevent events[MAX_EVENTS];
 static int nevents;
 static struct ggraph graphs[MAX_GRAPHS];
-static int captures; /* stream captures in progress in this process */
+static int captures; /* stream captures begun through our hooks and not yet ended */
+/* Which streams those are (a capture is ended on the stream it began on). */
+#define MAX_CAPTURES 64
+static struct {
+    CUstream h;
+    pid_t tid; /* for the per-thread and legacy default streams */
+} capturing[MAX_CAPTURES];
 /* Streams that may hold unmarked work, so a poll need not scan them all. */
 #define MAX_HOT 16
 static int hot[MAX_HOT];
@@ -142,7 +152,7 @@ static uint64_t my_start_time;
 
 static struct {
     unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
-        yields, capture_passes, polls, queries, settles;
+        yields, capture_passes, polls, queries, settles, overlaps, stale;
     uint64_t wait_ns;
 } stats;
 
@@ -409,24 +419,24 @@ static void mark(struct gstream *s, int graph_idx, int from_governor)
                       : s->kind == STREAM_LEGACY  ? CU_STREAM_LEGACY
                                                   : CU_STREAM_PER_THREAD;
     CUcontext cur = NULL;
-    CUevent ev;
-    CUresult r = CUDA_ERROR_UNKNOWN;
+    CUevent ev = NULL;
+    CUresult r = CUDA_ERROR_INVALID_CONTEXT;
     int pushed = 0;
 
     if (nmarks >= MAX_MARKS)
         return; /* launches wait for the queue to drain before this can persist */
-    if (from_governor) {
+    /* The event must be made in the stream's context, wherever this thread is. */
+    if (from_governor || gs__real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != s->ctx) {
         if (gs__real.cuCtxPushCurrent_v2(s->ctx) != CUDA_SUCCESS)
-            return;
+            goto lost;
         pushed = 1;
     }
-    if ((ev = event_get(s->ctx)) != NULL) {
-        r = gs__real.cuEventRecord(ev, target);
-        if (r != CUDA_SUCCESS)
-            gs__real.cuEventDestroy_v2(ev);
-    }
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    if ((ev = event_get(s->ctx)) != NULL && (r = gs__real.cuEventRecord(ev, target)) != CUDA_SUCCESS)
+        gs__real.cuEventDestroy_v2(ev);
     if (pushed)
         gs__real.cuCtxPopCurrent_v2(&cur);
+lost:
     if (r != CUDA_SUCCESS) {
         /* Without a marker the work cannot be followed: count it as done. */
         d->unmarked -= s->unmarked;
@@ -455,6 +465,21 @@ static void mark(struct gstream *s, int graph_idx, int from_governor)
         stats.tail_marks++;
     else
         stats.marks++;
+}
+
+/* Takes s's unmarked work as done, without a marker. With mu held. */
+static void forget_unmarked(struct gstream *s)
+{
+    struct gdev *d = &devs[s->ord];
+
+    d->unmarked -= s->unmarked;
+    d->queued -= s->unmarked_est;
+    if (d->queued < 0)
+        d->queued = 0;
+    s->unmarked = 0;
+    s->unmarked_est = 0;
+    s->graph = 0;
+    stats.stale++;
 }
 
 /* A marker was seen complete at now: learn from it and forget it. */
@@ -492,7 +517,10 @@ static void mark_done(int i, uint64_t now)
 static void charge(struct gdev *d, uint64_t now)
 {
     if (d->busy_since && now > d->busy_since) {
-        gs_budget_charge(entry_of(d), now - d->busy_since);
+        uint64_t dt = now - d->busy_since;
+        /* A longer gap means this thread did not run (a stopped process): don't bill it. */
+        gs_budget_charge(entry_of(d), dt > (uint64_t)MAX_CHARGE_NS ? MAX_CHARGE_NS : dt,
+                         -DEBT_FLOOR_NS);
         d->busy_since = now;
     }
 }
@@ -550,7 +578,15 @@ static int64_t govern(uint64_t now)
     int i, busy = 0, hurry = 0, changed = 0, draining = 0;
 
     stats.polls++;
-    if (captures == 0 && query_due(now)) {
+    if (captures > 0) {
+        /* No driver calls now; a capture left open must not keep the device busy for ever. */
+        for (i = nmarks - 1; i >= 0; i--)
+            if (now - marks[i].recorded_ns >= (uint64_t)STALE_NS) {
+                stats.stale++;
+                mark_done(i, now);
+                changed = 1;
+            }
+    } else if (query_due(now)) {
         stats.queries++;
         for (i = nmarks - 1; i >= 0; i--) {
             CUresult r = gs__real.cuEventQuery(marks[i].ev);
@@ -559,13 +595,18 @@ static int64_t govern(uint64_t now)
                 changed = 1;
             }
         }
+    }
+    {
         int n = hot_overflow ? MAX_STREAMS : nhot, j;
         for (j = n - 1; j >= 0; j--) {
             struct gstream *s = &streams[hot_overflow ? j : hot[j]];
-            if (s->used == 1 && s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
-                s->kind != STREAM_PER_THREAD &&
+            int quiet = s->used == 1 && s->unmarked &&
+                        !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
+            if (quiet && captures == 0 && s->kind != STREAM_PER_THREAD &&
                 now - s->last_launch_ns >= (uint64_t)TAIL_NS)
                 mark(s, -1, 1);
+            else if (quiet && now - s->last_launch_ns >= (uint64_t)STALE_NS)
+                forget_unmarked(s); /* nothing can mark it (another thread's stream, a capture) */
             if (!hot_overflow && (s->used != 1 || !s->unmarked))
                 hot[j] = hot[--nhot];
         }
@@ -595,7 +636,7 @@ static int64_t govern(uint64_t now)
             if (d->unmarked == 0)
                 draining = 1; /* its end is near: see it soon */
             if (d->holding && !d->yielding && now - d->hold_since >= (uint64_t)QUANTUM_NS &&
-                gs_board_waiters(d->board) > 0) {
+                gs_board_waiting(d->board, now)) {
                 d->yielding = 1;
                 stats.yields++;
                 hurry = 1;
@@ -647,11 +688,21 @@ static void *governor(void *arg)
 
 static void stop_at_exit(void)
 {
+    struct timespec pause = {0, 100000};
     uint64_t now = now_ns();
-    int i;
+    int i, tries;
 
-    pthread_mutex_lock(&mu);
-    stopping = 1;
+    __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
+    /* exit() may come from a signal handler that interrupted this very thread holding mu. */
+    for (tries = 0; pthread_mutex_trylock(&mu) != 0; tries++) {
+        if (tries == 100) {
+            for (i = 0; i < MAX_ORD; i++)
+                if (devs[i].board)
+                    gs_board_release(devs[i].board, self()); /* lock-free */
+            return;
+        }
+        nanosleep(&pause, NULL);
+    }
     for (i = 0; i < MAX_ORD; i++) {
         if (devs[i].state > 0) {
             charge(&devs[i], now);
@@ -739,6 +790,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     struct gdev *d;
     uint64_t now;
     int waited = 0, refreshed = 0;
+    uint64_t turn_since = 0;
 
     if (__atomic_load_n(&captures, __ATOMIC_RELAXED) > 0) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -751,7 +803,9 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     }
     pthread_mutex_lock(&mu);
     if (stopping || governor_start() < 0 || (s = stream_get(h, ptds)) == NULL ||
-        (d = dev_get(s->ord)) == NULL) {
+        (d = dev_get(s->ord)) == NULL ||
+        (s->kind == STREAM_PER_THREAD && captures > 0)) {
+        /* (A per-thread stream is marked at each launch; during a capture it cannot be.) */
         pthread_mutex_unlock(&mu);
         return 0;
     }
@@ -820,7 +874,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         if (d->board && !d->holding) {
             struct gpuslice_board *b = d->board;
             if (now < d->yield_until && __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == 0 &&
-                gs_board_waiters(b) > 0) {
+                gs_board_waiting(b, now)) {
                 /* We just yielded: let the waiter that was woken take it first. */
                 wait_until(now + 50000);
                 continue;
@@ -829,12 +883,20 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 d->holding = 1;
                 d->hold_since = now;
                 d->yield_until = 0;
+            } else if (turn_since && now - turn_since >= (uint64_t)TURN_PATIENCE_NS) {
+                /*
+                 * The holder has not let go (stopped, or not governed any more):
+                 * run beside it, time-sliced by the GPU, rather than wait for ever.
+                 */
+                stats.overlaps++;
             } else {
                 if (!waited)
                     stats.board_waits++;
                 waited = 1;
+                if (!turn_since)
+                    turn_since = now;
                 pthread_mutex_unlock(&mu);
-                gs_board_wait(b, 1000000);
+                gs_board_wait(b, 1000000, now);
                 pthread_mutex_lock(&mu);
                 stats.wait_ns += now_ns() - now;
                 continue;
@@ -908,9 +970,8 @@ static void leave(struct admit *a, CUresult r)
         return;
     }
     pthread_mutex_lock(&mu);
-    __atomic_sub_fetch(&s->launching, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&d->launching, 1, __ATOMIC_RELEASE);
-    if (s->used == 1) {
+    if (__atomic_sub_fetch(&s->launching, 1, __ATOMIC_ACQ_REL) == 0 && s->used == 1) {
         if (r != CUDA_SUCCESS) {
             /* Nothing was queued: take back what enter() counted. */
             if (s->unmarked > 0) {
@@ -921,6 +982,11 @@ static void leave(struct admit *a, CUresult r)
             }
             stats.launches--;
         } else if (s->unmarked && captures == 0) {
+            /*
+             * Only with no other launch into this stream still in the driver: a
+             * marker must not claim work that may land behind it. Otherwise the
+             * last of them, or the governor, marks it.
+             */
             mark(s, a->graph_idx, 0);
         }
     }
@@ -933,11 +999,20 @@ static void leave(struct admit *a, CUresult r)
     do {                                                 \
         struct admit a;                                  \
         CUresult r;                                      \
+        int saved;                                       \
         GS_PASS(sym, args);                              \
-        if (!armed() || !enter(stream, ptds, graph, &a)) \
+        if (!armed())                                    \
             return gs__real.sym args;                    \
+        saved = errno;                                   \
+        if (!enter(stream, ptds, graph, &a)) {           \
+            errno = saved;                               \
+            return gs__real.sym args;                    \
+        }                                                \
+        errno = saved;                                   \
         r = gs__real.sym args;                           \
+        saved = errno;                                   \
         leave(&a, r);                                    \
+        errno = saved;                                   \
         return r;                                        \
     } while (0)
 
@@ -1166,65 +1241,112 @@ void gs__compute_ctx_gone(CUcontext ctx)
     pthread_mutex_unlock(&mu);
 }
 
-#define GS_BEGIN_CAPTURE_BODY(sym, args)               \
-    do {                                               \
-        CUresult r;                                    \
-        GS_PASS(sym, args);                            \
-        pthread_mutex_lock(&mu);                       \
-        captures++; /* before: the governor stays out */ \
-        pthread_mutex_unlock(&mu);                     \
-        if ((r = gs__real.sym args) != CUDA_SUCCESS) { \
-            pthread_mutex_lock(&mu);                   \
-            captures--;                                \
-            pthread_mutex_unlock(&mu);                 \
-        }                                              \
-        return r;                                      \
+/* The key of a capture: the handle, and for default streams the thread. */
+static void capture_key(CUstream h, int ptds, CUstream *key, pid_t *tid)
+{
+    *key = h;
+    *tid = 0;
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        *key = h == NULL ? (ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY) : h;
+        *tid = (pid_t)syscall(SYS_gettid);
+    }
+}
+
+static void capture_begun(CUstream h, int ptds)
+{
+    CUstream key;
+    pid_t tid;
+    int i;
+
+    capture_key(h, ptds, &key, &tid);
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < MAX_CAPTURES; i++) {
+        if (capturing[i].h == NULL) {
+            capturing[i].h = key;
+            capturing[i].tid = tid;
+            break;
+        }
+    }
+    captures++; /* counted even past MAX_CAPTURES: the governor stays out */
+    pthread_mutex_unlock(&mu);
+}
+
+/* Ends the capture on h if we saw it begin; over = 0 if it is in fact still going on. */
+static void capture_ended(CUstream h, int ptds, int over)
+{
+    CUstream key;
+    pid_t tid;
+    int i;
+
+    if (!over)
+        return;
+    capture_key(h, ptds, &key, &tid);
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < MAX_CAPTURES; i++) {
+        if (capturing[i].h == key && capturing[i].tid == tid) {
+            capturing[i].h = NULL;
+            if (captures > 0)
+                captures--;
+            break;
+        }
+    }
+    if (i == MAX_CAPTURES && captures > MAX_CAPTURES)
+        captures--; /* one beyond the table */
+    pthread_mutex_unlock(&mu);
+}
+
+#define GS_BEGIN_CAPTURE_BODY(sym, ptds, args)                                  \
+    do {                                                                        \
+        CUresult r;                                                             \
+        GS_PASS(sym, args);                                                     \
+        capture_begun(hStream, ptds); /* before: the governor stays out */      \
+        if ((r = gs__real.sym args) != CUDA_SUCCESS)                            \
+            capture_ended(hStream, ptds, 1);                                    \
+        return r;                                                               \
     } while (0)
 
 GS_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {
-    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture, (hStream));
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture, 0, (hStream));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_ptsz, (hStream));
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_ptsz, 1, (hStream));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
-    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2, (hStream, mode));
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2, 0, (hStream, mode));
 }
 
 GS_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
-    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2_ptsz, (hStream, mode));
+    GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2_ptsz, 1, (hStream, mode));
 }
 
-#define GS_END_CAPTURE_BODY(sym)                            \
-    do {                                                    \
-        CUresult r;                                         \
-        GS_PASS(sym, (hStream, phGraph));                   \
-        r = gs__real.sym(hStream, phGraph);                 \
-        /* The capture is over whatever the answer, unless it was not ours to end. */ \
-        if (r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD &&  \
-            r != CUDA_ERROR_ILLEGAL_STATE) {                \
-            pthread_mutex_lock(&mu);                        \
-            if (captures > 0)                               \
-                captures--;                                 \
-            pthread_mutex_unlock(&mu);                      \
-        }                                                   \
-        return r;                                           \
+#define GS_END_CAPTURE_BODY(sym, ptds, is_capturing)                            \
+    do {                                                                        \
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;               \
+        CUresult r;                                                             \
+        GS_PASS(sym, (hStream, phGraph));                                       \
+        r = gs__real.sym(hStream, phGraph);                                     \
+        /* After a failure the capture may go on: ask, on this same thread. */  \
+        capture_ended(hStream, ptds,                                            \
+                      r == CUDA_SUCCESS || !gs__real.is_capturing ||            \
+                          gs__real.is_capturing(hStream, &st) != CUDA_SUCCESS || \
+                          st == CU_STREAM_CAPTURE_STATUS_NONE);                 \
+        return r;                                                               \
     } while (0)
 
 GS_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
-    GS_END_CAPTURE_BODY(cuStreamEndCapture);
+    GS_END_CAPTURE_BODY(cuStreamEndCapture, 0, cuStreamIsCapturing);
 }
 
 GS_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
-    GS_END_CAPTURE_BODY(cuStreamEndCapture_ptsz);
+    GS_END_CAPTURE_BODY(cuStreamEndCapture_ptsz, 1, cuStreamIsCapturing_ptsz);
 }
 
 /* ---- process life ------------------------------------------------------------- */
@@ -1241,6 +1363,7 @@ void gs__compute_fork_child(void)
     nhot = 0;
     hot_overflow = 0;
     captures = 0;
+    memset(capturing, 0, sizeof(capturing));
     gov_pid = 0;
     gov_idle = 0;
     my_pid = 0;
@@ -1259,10 +1382,12 @@ void gs__compute_exit(void)
     }
     if (gs__state.debug && stats.launches)
         gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor), "
-                "waits: %lu budget, %lu queue, %lu device (%.3f s in all), %lu yields, %lu "
+                "waits: %lu budget, %lu queue, %lu device (%.3f s in all; %lu ran beside a "
+                "holder that did not let go), %lu yields, %lu "
                 "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
                 "settled",
                 stats.launches, stats.marks, stats.tail_marks, stats.budget_waits,
-                stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.yields,
+                stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.overlaps,
+                stats.yields,
                 stats.capture_passes, stats.polls, stats.queries, stats.settles);
 }

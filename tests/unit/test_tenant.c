@@ -273,7 +273,7 @@ static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
     d.compute_limit = 25;
     /* The first refill starts full. */
     assert_int_equal(gs_budget_refill(&d, 1000000000ULL, 5000000), 5000000);
-    gs_budget_charge(&d, 7000000);
+    gs_budget_charge(&d, 7000000, -1000000000);
     assert_int_equal(d.compute_tokens, -2000000);
     assert_int_equal(d.compute_busy_ns, 7000000);
     /* 4 ms of wall time at 25% brings back 1 ms. */
@@ -281,6 +281,10 @@ static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
     /* Time running backwards adds nothing. */
     assert_int_equal(gs_budget_refill(&d, 1003000000ULL, 5000000), -1000000);
     assert_int_equal(gs_budget_refill(&d, 2000000000ULL, 5000000), 5000000);
+    /* Debt stops at the floor. */
+    gs_budget_charge(&d, 60000000, -20000000);
+    assert_int_equal(d.compute_tokens, -20000000);
+    assert_int_equal(d.compute_busy_ns, 67000000);
 }
 
 static void test_board_turns_and_dead_holders(void **state)
