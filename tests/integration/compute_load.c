@@ -10,7 +10,10 @@
  *   PATH: stream (cuLaunchKernel on a created stream), legacy (the legacy
  *   default stream), ptds (cuLaunchKernel_ptsz, per-thread default stream),
  *   ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph (a graph
- *   of 10 kernels, cuGraphLaunch), capture (captures a graph while loading).
+ *   of 10 kernels, cuGraphLaunch), capture (captures a graph while loading),
+ *   idle (3 kernels, then 200 ms of host work, repeatedly: the device is mostly
+ *   idle), ptds-capture (another thread launches once on its per-thread stream
+ *   while this one captures, then this one loads a stream).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -134,6 +137,50 @@ static void *load(void *arg)
     return NULL;
 }
 
+static void *ptds_once(void *arg)
+{
+    (void)arg;
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    return NULL;
+}
+
+/* Work the device mostly does not do: what is charged must stay small. */
+static long idle_load(void)
+{
+    struct timespec host = {0, 200000000};
+    CUstream s;
+    double end = now_s() + seconds;
+    long n = 0;
+    int i;
+
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    while (now_s() < end) {
+        for (i = 0; i < 3; i++, n++)
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        nanosleep(&host, NULL);
+        CHECK(cuStreamSynchronize(s));
+    }
+    return n;
+}
+
+/* A per-thread-stream launch made during another thread's capture must not wedge us. */
+static void ptds_during_capture(void)
+{
+    CUstream x;
+    CUgraph g;
+    pthread_t th;
+
+    CHECK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamBeginCapture_v2(x, CU_STREAM_CAPTURE_MODE_RELAXED));
+    pthread_create(&th, NULL, ptds_once, NULL);
+    pthread_join(th, NULL);
+    CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, x, NULL, NULL));
+    CHECK(cuStreamEndCapture(x, &g));
+    CHECK(cuGraphDestroy(g));
+    path = "stream";
+}
+
 int main(int argc, char **argv)
 {
     char name[64];
@@ -165,7 +212,16 @@ int main(int argc, char **argv)
     /* KERNEL_US 0: a kernel that takes no device time, to time the launch path itself. */
     snprintf(name, sizeof(name), kernel_us ? "spin_%uus" : "noop", kernel_us);
     CHECK(cuModuleGetFunction(&fn, m, name));
+    if (strcmp(path, "ptds-capture") == 0)
+        ptds_during_capture();
     t0 = now_s();
+    if (strcmp(path, "idle") == 0) {
+        total = idle_load();
+        wall = now_s() - t0;
+        printf("share %.3f launches %ld\n", (double)total * kernel_us / 1e6 / wall, total);
+        CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+        return 0;
+    }
     for (i = 0; i < threads; i++)
         pthread_create(&th[i], NULL, load, &done[i]);
     for (i = 0; i < threads; i++) {

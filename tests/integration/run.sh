@@ -369,6 +369,24 @@ compute_env)
         expect 1 "$v is refused" -- env "$v" LD_PRELOAD="$LIB" "$CL" stream 1 500
         stderr_has "${v%%=*}"
     done ;;
+compute_robust)
+    # Failure paths found in review: none may hang a program, stall it, or bill idle time.
+    expect 0 "a per-thread-stream launch during another thread's capture" -- timeout 20 "$GS" run -q --compute 30 -- "$CL" ptds-capture 1.2 500
+    share_in 0.23 0.37 "loading after it"
+    GPUSLICE_DEBUG=1 expect 0 "a mostly idle program" -- "$GS" run -q --compute 30 -- "$CL" idle 1.5 5
+    held=$(sed -n 's/.*has held it \([0-9.]*\) s.*/\1/p' "$T/err")
+    if [ -n "$held" ] && awk -v h="$held" 'BEGIN { exit !(h < 0.05) }'; then ok "idle time is not charged: ${held} s"; else bad "idle program charged ${held:-?} s"; cat "$T/err"; fi
+    "$GS" run -q --compute 30 -- "$CL" stream 3.5 500 >"$T/a" 2>"$T/err" &
+    sleep 0.8
+    p=$(pgrep -f "^$CL stream 3.5 500" | head -n 1)
+    kill -STOP "$p"; sleep 1.2; kill -CONT "$p"; wait
+    share_in 0.12 0.32 "stopped for 1.2 s of 3.5 s, no stall after" a
+    "$GS" run -q --compute 30 -- "$CL" stream 3.5 500 >"$T/a" 2>/dev/null &
+    "$GS" run -q --compute 30 -- "$CL" legacy 3.5 500 >"$T/b" 2>/dev/null &
+    sleep 0.8
+    p=$(pgrep -f "^$CL stream 3.5 500" | head -n 1)
+    kill -STOP "$p"; sleep 1.5; kill -CONT "$p"; wait
+    share_in 0.2 0.36 "a tenant beside one stopped while it held the device" b ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
