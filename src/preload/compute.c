@@ -75,6 +75,8 @@ struct gdev {
     int yielding;         /* launches wait; the device is released once idle */
     uint64_t yield_until; /* after a yield, leave the device to a waiter until then */
     int starved;          /* the budget ran out: wait for RESUME_NS of it */
+    int32_t stuck_pid;    /* a holder that did not let go: run beside it while it holds */
+    uint64_t stuck_since; /* ... its claim's acquired_ns, so a new claim is waited for again */
     int outstanding;      /* markers not yet complete */
     int unmarked;         /* launches not yet behind a marker */
     int launching;        /* launches between their admission and the driver's answer */
@@ -152,7 +154,7 @@ static uint64_t my_start_time;
 
 static struct {
     unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
-        yields, capture_passes, polls, queries, settles, overlaps, stale;
+        yields, capture_passes, polls, queries, settles, overlaps, stale, tail_queries;
     uint64_t wait_ns;
 } stats;
 
@@ -467,6 +469,34 @@ lost:
         stats.marks++;
 }
 
+static void forget_unmarked(struct gstream *s);
+
+/*
+ * The program stopped launching into s: ask the driver whether the stream has
+ * finished instead of recording a marker into it (which, on the legacy stream,
+ * would be a barrier for the context's other blocking streams). Done: its work
+ * is over now; not yet: ask again at the next poll. With mu held.
+ */
+static void tail(struct gstream *s, uint64_t now)
+{
+    CUstream target = s->kind == STREAM_EXPLICIT ? s->h : CU_STREAM_LEGACY;
+    CUcontext cur;
+    CUresult r;
+
+    (void)now;
+    if (!gs__real.cuStreamQuery || gs__real.cuCtxPushCurrent_v2(s->ctx) != CUDA_SUCCESS) {
+        forget_unmarked(s); /* cannot be followed: count it as done */
+        return;
+    }
+    r = gs__real.cuStreamQuery(target);
+    gs__real.cuCtxPopCurrent_v2(&cur);
+    stats.tail_queries++;
+    if (r != CUDA_ERROR_NOT_READY) {
+        forget_unmarked(s);
+        stats.stale--; /* not stale: seen done */
+    }
+}
+
 /* Takes s's unmarked work as done, without a marker. With mu held. */
 static void forget_unmarked(struct gstream *s)
 {
@@ -604,7 +634,7 @@ static int64_t govern(uint64_t now)
                         !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
             if (quiet && captures == 0 && s->kind != STREAM_PER_THREAD &&
                 now - s->last_launch_ns >= (uint64_t)TAIL_NS)
-                mark(s, -1, 1);
+                tail(s, now);
             else if (quiet && now - s->last_launch_ns >= (uint64_t)STALE_NS)
                 forget_unmarked(s); /* nothing can mark it (another thread's stream, a capture) */
             if (!hot_overflow && (s->used != 1 || !s->unmarked))
@@ -883,11 +913,17 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 d->holding = 1;
                 d->hold_since = now;
                 d->yield_until = 0;
-            } else if (turn_since && now - turn_since >= (uint64_t)TURN_PATIENCE_NS) {
+            } else if ((turn_since && now - turn_since >= (uint64_t)TURN_PATIENCE_NS) ||
+                       (d->stuck_pid &&
+                        __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == d->stuck_pid &&
+                        __atomic_load_n(&b->acquired_ns, __ATOMIC_ACQUIRE) == d->stuck_since)) {
                 /*
                  * The holder has not let go (stopped, or not governed any more):
-                 * run beside it, time-sliced by the GPU, rather than wait for ever.
+                 * run beside it, time-sliced by the GPU, rather than wait for ever,
+                 * until that claim ends.
                  */
+                d->stuck_pid = __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE);
+                d->stuck_since = __atomic_load_n(&b->acquired_ns, __ATOMIC_ACQUIRE);
                 stats.overlaps++;
             } else {
                 if (!waited)
@@ -1381,12 +1417,14 @@ void gs__compute_exit(void)
                         entry_of(&devs[i])->compute_busy_ns / 1e9);
     }
     if (gs__state.debug && stats.launches)
-        gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor), "
+        gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor, %lu "
+                "streams asked whether done), "
                 "waits: %lu budget, %lu queue, %lu device (%.3f s in all; %lu ran beside a "
                 "holder that did not let go), %lu yields, %lu "
                 "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
                 "settled",
-                stats.launches, stats.marks, stats.tail_marks, stats.budget_waits,
+                stats.launches, stats.marks, stats.tail_marks, stats.tail_queries,
+                stats.budget_waits,
                 stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.overlaps,
                 stats.yields,
                 stats.capture_passes, stats.polls, stats.queries, stats.settles);

@@ -141,6 +141,7 @@ static void load_cuda_once(void)
     GS_EXTRA(cuEventDestroy_v2);
     GS_EXTRA(cuStreamIsCapturing);
     GS_EXTRA(cuStreamIsCapturing_ptsz);
+    GS_EXTRA(cuStreamQuery);
     cuda_status = 0;
 }
 

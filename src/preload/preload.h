@@ -37,6 +37,7 @@ struct gs_real {
     gs_pfn_cuEventDestroy_v2 cuEventDestroy_v2;
     gs_pfn_cuStreamIsCapturing cuStreamIsCapturing;
     gs_pfn_cuStreamIsCapturing_ptsz cuStreamIsCapturing_ptsz;
+    gs_pfn_cuStreamQuery cuStreamQuery;
     gs_pfn_nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByUUID;
     gs_pfn_nvmlDeviceGetUUID nvmlDeviceGetUUID;
     gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
