@@ -1,8 +1,10 @@
 /* gpuslice's entry point: global flags and the table of commands. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -84,11 +86,27 @@ static void usage(FILE *f)
                "exit status: 0 success, 1 error, 2 bad usage; run returns the program's.\n");
 }
 
+/*
+ * Tenant files are mapped; one that its owner truncates while we read it
+ * raises SIGBUS. Say so and fail, rather than die of a signal.
+ */
+static void on_sigbus(int sig)
+{
+    static const char msg[] = "gpuslice: a tenant's state file was truncated while it was being "
+                              "read; try again\n";
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to do */
+    }
+    _exit(GS_EXIT_ERROR);
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
     size_t c;
 
+    signal(SIGBUS, on_sigbus);
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
             printf("gpuslice %s\n", GPUSLICE_VERSION);
