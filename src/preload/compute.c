@@ -850,8 +850,8 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     if (s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
         __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0)
         mark(s, -1, 0);
-    if (gov_idle)
-        pthread_cond_signal(&gov_cv);
+    /* Wake the governor now, not at its next poll: the end of this burst is what it must see. */
+    pthread_cond_signal(&gov_cv);
     for (;;) {
         uint32_t pct = ceiling_of(d);
         int64_t tok;
