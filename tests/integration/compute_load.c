@@ -205,7 +205,8 @@ int main(int argc, char **argv)
         return 2;
     }
     CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
+    /* COMPUTE_LOAD_DEVICE: the CUDA ordinal to load (default 0). */
+    CHECK(cuDeviceGet(&dev, getenv("COMPUTE_LOAD_DEVICE") ? atoi(getenv("COMPUTE_LOAD_DEVICE")) : 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&m, "simulated"));

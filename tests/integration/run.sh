@@ -387,6 +387,15 @@ compute_robust)
     p=$(pgrep -f "^$CL stream 3.5 500" | head -n 1)
     kill -STOP "$p"; sleep 1.5; kill -CONT "$p"; wait
     share_in 0.2 0.36 "a tenant beside one stopped while it held the device" b ;;
+compute_devices)
+    # Ceilings are per device: each device's own, with its own budget.
+    export GPUSLICE_SIM_DEVICES=2
+    COMPUTE_LOAD_DEVICE=1 expect 0 "device 1 under 0:50,1:20" -- "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
+    share_in 0.14 0.26 "device 1 at 20%"
+    COMPUTE_LOAD_DEVICE=0 expect 0 "device 0 under 0:50,1:20" -- "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
+    share_in 0.43 0.57 "device 0 at 50%"
+    COMPUTE_LOAD_DEVICE=1 expect 0 "device 1 under 0:50 (no ceiling there)" -- "$GS" run -q --compute 0:50 -- "$CL" stream 1 500
+    share_in 0.85 1.01 "device 1 without a ceiling" ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
