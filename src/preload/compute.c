@@ -53,6 +53,7 @@
 #define POLL_FAST_NS 20000LL  /* ... while a launch waits for it */
 #define TAIL_NS 100000LL      /* unmarked work this old gets a marker from the governor */
 #define MAX_WAIT_NS 5000000LL /* a waiting launch re-reads limits at least this often */
+#define SPIN_NS 200000LL      /* a launch waiting for budget is awake this long before it is due */
 #define MAX_CHARGE_NS 10000000LL /* one poll charges at most this (the process may have been stopped) */
 #define DEBT_FLOOR_NS 1000000000LL /* the budget never owes more than this */
 #define TURN_PATIENCE_NS 100000000LL /* a launch waits this long for its turn, then overlaps */
@@ -793,12 +794,27 @@ static int governor_start(void)
 
 /* ---- admission ------------------------------------------------------------ */
 
-static void wait_until(uint64_t deadline)
+/*
+ * Sleeps (mu released) until deadline or a broadcast. With spin, the last
+ * SPIN_NS before the deadline are spent awake: a thread woken from a sleep of
+ * milliseconds launches more slowly for a while (on the simulated GPU's 2-CPU
+ * machine a launch-bound loop lost ~15% of its throughput per burst this way,
+ * and the spin gave it back), and that slow time would be charged as device time.
+ */
+static void wait_until(uint64_t deadline, int spin)
 {
-    struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
     uint64_t t0 = now_ns();
+    uint64_t sleep_to = spin && deadline > t0 + SPIN_NS ? deadline - SPIN_NS : spin ? t0 : deadline;
+    struct timespec ts = {(time_t)(sleep_to / 1000000000ULL), (long)(sleep_to % 1000000000ULL)};
 
-    pthread_cond_timedwait(&launch_cv, &mu, &ts);
+    if (sleep_to > t0)
+        pthread_cond_timedwait(&launch_cv, &mu, &ts);
+    if (spin && now_ns() < deadline) {
+        pthread_mutex_unlock(&mu);
+        while (now_ns() < deadline)
+            ;
+        pthread_mutex_lock(&mu);
+    }
     stats.wait_ns += now_ns() - t0;
 }
 
@@ -877,7 +893,8 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             if (!waited)
                 stats.budget_waits++;
             waited = 1;
-            wait_until(now + (uint64_t)need);
+            /* Awake for the end only when the budget, not the limit's re-read, is due. */
+            wait_until(now + (uint64_t)need, need < MAX_WAIT_NS);
             continue;
         }
         if (d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2 && !refreshed &&
@@ -898,7 +915,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             waited = 1;
             if (gov_idle)
                 pthread_cond_signal(&gov_cv);
-            wait_until(now + 1000000);
+            wait_until(now + 1000000, 0);
             continue;
         }
         if (d->board && !d->holding) {
@@ -906,7 +923,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             if (now < d->yield_until && __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == 0 &&
                 gs_board_waiting(b, now)) {
                 /* We just yielded: let the waiter that was woken take it first. */
-                wait_until(now + 50000);
+                wait_until(now + 50000, 0);
                 continue;
             }
             if (gs_board_try_acquire(b, self(), my_start_time, now)) {
