@@ -1,10 +1,13 @@
 /*
  * The command-line tool's commands. Each lives in its own cmd-*.c file and
  * is registered once in the table in main.c. Exit statuses: 0 success,
- * 1 error, 2 bad usage; run returns the program's own status.
+ * 1 error, 2 bad usage; run and exec return the program's own status.
  */
 #ifndef GPUSLICE_CLI_H
 #define GPUSLICE_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
 
 #define GS_EXIT_OK 0
 #define GS_EXIT_ERROR 1
@@ -18,7 +21,9 @@ struct gs_cmd {
 };
 
 extern const struct gs_cmd gs_cmd_run;
+extern const struct gs_cmd gs_cmd_exec;
 extern const struct gs_cmd gs_cmd_set;
+extern const struct gs_cmd gs_cmd_info;
 extern const struct gs_cmd gs_cmd_tenants;
 
 /* Global flags that every command honours. */
@@ -33,6 +38,12 @@ void gs_cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * ':' after any '+') and '?' (an unknown option, or a value given to one that
  * takes none): names the option in a message and returns GS_EXIT_USAGE.
  */
+/*
+ * Writes s (n bytes) as a JSON string: escapes what JSON requires; bytes that
+ * are not UTF-8 become U+FFFD. Defined with the tenants command, its first user.
+ */
+void gs_cli_json_string(FILE *f, const char *s, size_t n);
+
 struct option;
 int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
 

@@ -118,13 +118,6 @@ static double usage_percent(const struct reading *a, const struct reading *b, si
     return 100.0 * (double)(b->busy[k] - a->busy[k]) / (double)(b->at_ns - a->at_ns);
 }
 
-/* The ceiling as a percent, 0 for none (the ABI stores 1..99; 100 and above mean none). */
-static uint32_t ceiling_of(const struct gpuslice_tenant_device *d)
-{
-    uint32_t c = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
-
-    return c >= 100 ? 0 : c;
-}
 
 /* The length of the UTF-8 sequence at s (n bytes left), or 0 if it is not one. */
 static size_t utf8_seq(const unsigned char *s, size_t n)
@@ -157,7 +150,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 }
 
 /* Writes a JSON string: escapes what JSON requires; bytes that are not UTF-8 become U+FFFD. */
-static void json_string(FILE *f, const char *str, size_t n)
+void gs_cli_json_string(FILE *f, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, len;
@@ -193,66 +186,25 @@ static void json_string(FILE *f, const char *str, size_t n)
     fputc('"', f);
 }
 
+struct sampled {
+    const struct reading *a, *b;
+};
+
+static double sampled_use(size_t i, int d, const void *ctx)
+{
+    const struct sampled *s = ctx;
+
+    return usage_percent(s->a, s->b, i, d);
+}
+
 static void print_json(const struct tenant_list *l, const struct reading *a,
                        const struct reading *b)
 {
-    size_t i;
-    int d, k;
+    struct sampled s = {a, b};
 
-    printf("{\"tenants\":[");
-    for (i = 0; i < l->n; i++) {
-        const struct gpuslice_tenant *t = l->v[i].t;
-        int pids[GPUSLICE_MAX_PROCS], np = tenant_list_pids(t, pids, GPUSLICE_MAX_PROCS);
-        char name[sizeof(t->name) + 1];
-        int first = 1;
-
-        tenant_list_name(t, name, sizeof(name));
-        printf("%s{\"id\":", i ? "," : "");
-        json_string(stdout, l->v[i].id, strlen(l->v[i].id));
-        printf(",\"name\":");
-        json_string(stdout, name, strlen(name));
-        printf(",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)t->owner_uid,
-               (int)t->creator_pid);
-        for (k = 0; k < np && k < GPUSLICE_MAX_PROCS; k++)
-            printf("%s%d", k ? "," : "", pids[k]);
-        printf("],\"devices\":[");
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-            const struct gpuslice_tenant_device *dev = &t->dev[d];
-            uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-            uint64_t busy = __atomic_load_n(&dev->compute_busy_ns, __ATOMIC_RELAXED);
-            uint32_t ceil = ceiling_of(dev);
-            double used = usage_percent(a, b, i, d);
-            char uuid[GS_UUID_STRLEN];
-
-            if (!tenant_list_dev_in_use(dev))
-                continue;
-            gs_format_uuid(dev->uuid, uuid);
-            printf("%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":", first ? "" : ",",
-                   (int)dev->ordinal, uuid);
-            first = 0;
-            if (limit)
-                printf("%llu", (unsigned long long)limit);
-            else
-                printf("null");
-            printf(",\"memory_used_bytes\":%llu,\"compute_limit_percent\":",
-                   (unsigned long long)__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED));
-            if (ceil)
-                printf("%u", (unsigned)ceil);
-            else
-                printf("null");
-            printf(",\"compute_used_percent\":");
-            if (used >= 0)
-                printf("%.2f", used);
-            else
-                printf("null");
-            /* Exact, and independent of the locale's decimal point. */
-            printf(",\"compute_busy_seconds\":%llu.%09llu}",
-                   (unsigned long long)(busy / 1000000000ULL),
-                   (unsigned long long)(busy % 1000000000ULL));
-        }
-        printf("]}");
-    }
-    printf("]}\n");
+    printf("{\"tenants\":");
+    tenant_list_json(stdout, l, sampled_use, &s);
+    printf("}\n");
 }
 
 /* The table: one row per device in use (one for a tenant that uses none yet). */
@@ -324,7 +276,7 @@ static void pids_cell(char *cell, const struct gpuslice_tenant *t)
 static void device_cells(row_t row, const struct gpuslice_tenant_device *dev, double used)
 {
     uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-    uint32_t ceil = ceiling_of(dev);
+    uint32_t ceil = tenant_list_ceiling(dev);
     char uuid[GS_UUID_STRLEN];
 
     gs_format_uuid(dev->uuid, uuid);

@@ -16,6 +16,8 @@ int gs_cli_quiet;
 
 static const struct gs_cmd *commands[] = {
     &gs_cmd_run,
+    &gs_cmd_exec,
+    &gs_cmd_info,
     &gs_cmd_tenants,
     &gs_cmd_set,
 };
@@ -83,7 +85,8 @@ static void usage(FILE *f)
     for (i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fprintf(f, "\n'gpuslice COMMAND --help' describes a command.\n"
-               "exit status: 0 success, 1 error, 2 bad usage; run returns the program's.\n");
+               "exit status: 0 success, 1 error, 2 bad usage; run and exec return\n"
+               "the program's (128+N if it died of signal N, 126/127 if it cannot be run).\n");
 }
 
 /*

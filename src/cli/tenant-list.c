@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/tenant.h"
 
 int tenant_list_id(const char *base, char *id, size_t len)
@@ -155,4 +156,73 @@ void tenant_list_done(struct tenant_list *l)
     free(l->v);
     l->v = NULL;
     l->n = 0;
+}
+
+void tenant_list_json(FILE *f, const struct tenant_list *l,
+                      double (*used)(size_t i, int d, const void *ctx), const void *ctx)
+{
+    size_t i;
+    int d, k;
+
+    fputc('[', f);
+    for (i = 0; i < l->n; i++) {
+        const struct gpuslice_tenant *t = l->v[i].t;
+        int pids[GPUSLICE_MAX_PROCS], np = tenant_list_pids(t, pids, GPUSLICE_MAX_PROCS);
+        char name[sizeof(t->name) + 1];
+        int first = 1;
+
+        tenant_list_name(t, name, sizeof(name));
+        fprintf(f, "%s{\"id\":", i ? "," : "");
+        gs_cli_json_string(f, l->v[i].id, strlen(l->v[i].id));
+        fprintf(f, ",\"name\":");
+        gs_cli_json_string(f, name, strlen(name));
+        fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)t->owner_uid,
+                (int)t->creator_pid);
+        for (k = 0; k < np && k < GPUSLICE_MAX_PROCS; k++)
+            fprintf(f, "%s%d", k ? "," : "", pids[k]);
+        fprintf(f, "],\"devices\":[");
+        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
+            const struct gpuslice_tenant_device *dev = &t->dev[d];
+            uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
+            uint64_t busy = __atomic_load_n(&dev->compute_busy_ns, __ATOMIC_RELAXED);
+            uint32_t ceil = tenant_list_ceiling(dev);
+            double use = used ? used(i, d, ctx) : -1;
+            char uuid[GS_UUID_STRLEN];
+
+            if (!tenant_list_dev_in_use(dev))
+                continue;
+            gs_format_uuid(dev->uuid, uuid);
+            fprintf(f, "%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":",
+                    first ? "" : ",", (int)dev->ordinal, uuid);
+            first = 0;
+            if (limit)
+                fprintf(f, "%llu", (unsigned long long)limit);
+            else
+                fprintf(f, "null");
+            fprintf(f, ",\"memory_used_bytes\":%llu,\"compute_limit_percent\":",
+                    (unsigned long long)__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED));
+            if (ceil)
+                fprintf(f, "%u", (unsigned)ceil);
+            else
+                fprintf(f, "null");
+            fprintf(f, ",\"compute_used_percent\":");
+            if (use >= 0)
+                fprintf(f, "%.2f", use);
+            else
+                fprintf(f, "null");
+            /* Exact, and independent of the locale's decimal point. */
+            fprintf(f, ",\"compute_busy_seconds\":%llu.%09llu}",
+                    (unsigned long long)(busy / 1000000000ULL),
+                    (unsigned long long)(busy % 1000000000ULL));
+        }
+        fprintf(f, "]}");
+    }
+    fputc(']', f);
+}
+
+uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d)
+{
+    uint32_t c = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
+
+    return c >= 100 ? 0 : c;
 }

@@ -8,6 +8,8 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "gpuslice/tenant_abi.h"
 
@@ -47,6 +49,17 @@ int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max);
 
 /* 1 if device entry d is in use (has a UUID), else 0. */
 int tenant_list_dev_in_use(const struct gpuslice_tenant_device *d);
+
+/*
+ * Writes the tenants as a JSON array, the form of `gpuslice tenants --json`:
+ * used(i, d, ctx) gives the measured compute use of tenant i's device entry d
+ * in percent, or < 0 (null) when not measured; used may be NULL.
+ */
+void tenant_list_json(FILE *f, const struct tenant_list *l,
+                      double (*used)(size_t i, int d, const void *ctx), const void *ctx);
+
+/* A device entry's ceiling in percent, 0 for none. */
+uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d);
 
 /* The tenant's name as a C string (the field need not be terminated). */
 void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len);

@@ -334,6 +334,33 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
     CUcontext ctx;
 } CUDA_KERNEL_NODE_PARAMS;
 
+/* Green contexts' resources (CUDA 12.4+; the SM fields past smCount are CUDA 13's). */
+typedef enum {
+    CU_DEV_RESOURCE_TYPE_INVALID = 0,
+    CU_DEV_RESOURCE_TYPE_SM = 1
+} CUdevResourceType;
+
+typedef enum {
+    CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING = 0x1,
+    CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE = 0x2
+} CUdevSmResourceSplit_flags;
+
+typedef struct CUdevSmResource_st {
+    unsigned int smCount;
+    unsigned int minSmPartitionSize;
+    unsigned int smCoscheduledAlignment;
+} CUdevSmResource;
+
+typedef struct CUdevResource_st {
+    CUdevResourceType type;
+    unsigned char internal_padding[92];
+    union { /* anonymous, as in cuda.h: resource.sm.smCount */
+        CUdevSmResource sm;
+        unsigned char oversize[48];
+    };
+} CUdevResource_v1;
+typedef CUdevResource_v1 CUdevResource;
+
 #define CU_CTX_SCHED_AUTO 0x00
 #define CU_STREAM_DEFAULT 0x0
 #define CU_STREAM_NON_BLOCKING 0x1

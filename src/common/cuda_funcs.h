@@ -30,6 +30,11 @@
     X(CUresult, cuDeviceTotalMem_v2, (size_t * bytes, CUdevice dev))                            \
     X(CUresult, cuDeviceGetAttribute, (int *pi, CUdevice_attribute attrib, CUdevice dev))       \
     X(CUresult, cuDeviceGetPCIBusId, (char *pciBusId, int len, CUdevice dev))                   \
+    X(CUresult, cuDeviceGetDevResource,                                                         \
+      (CUdevice device, CUdevResource * resource, CUdevResourceType type))                      \
+    X(CUresult, cuDevSmResourceSplitByCount,                                                    \
+      (CUdevResource * result, unsigned int *nbGroups, const CUdevResource *input,              \
+       CUdevResource *remaining, unsigned int useFlags, unsigned int minCount))                 \
     X(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool * pool_out, CUdevice dev))             \
     X(CUresult, cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev))                        \
     X(CUresult, cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool))                          \

@@ -402,6 +402,182 @@ compute_off)
     share_in 0.85 1.01 "memory limit only"
     if grep -q "compute:" "$T/err"; then bad "launches were governed"; cat "$T/err"; else ok "no launch governed"; fi
     if ls "$GPUSLICE_RUN_DIR" | grep -q board; then bad "a device board was made"; else ok "no device board"; fi ;;
+cli_exec)
+    # exec: the same launcher as run, any command as it is.
+    expect 7 "exec returns the program's status" -- "$GS" exec -q -- sh -c 'exit 7'
+    expect 0 "exec without -- and with the program's own options" -- "$GS" exec -q sh -c 'test "$1" = --epochs' sh --epochs
+    expect 143 "exec returns 128+N for a signal" -- "$GS" exec -q -- sh -c 'kill -TERM $$'
+    expect 137 "exec returns 128+9 for SIGKILL" -- "$GS" exec -q -- sh -c 'kill -9 $$'
+    expect 127 "exec of a missing program" -- "$GS" exec -q -- /nonexistent/prog; stderr_has "exec: cannot run /nonexistent/prog"
+    printf '#!/bin/sh\necho "direct $*"\n' >"$T/foo.py"
+    expect 126 "exec of a .py file that is not executable: not handed to Python" -- "$GS" exec -q -- "$T/foo.py" a
+    chmod +x "$T/foo.py"
+    expect 0 "exec foo.py runs the file itself" -- "$GS" exec -q "$T/foo.py" a b
+    if [ "$(cat "$T/out")" = "direct a b" ]; then ok "exec foo.py did not go through Python"; else bad "exec foo.py printed: $(cat "$T/out")"; fi
+    expect 0 "exec puts the program in a tenant" -- "$GS" exec -q --compute 30 -- sh -c 'test -n "$GPUSLICE_TENANT" && test "$GPUSLICE_COMPUTE_LIMIT" = 30'
+    expect 0 "a CUDA program is limited under exec --memory" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
+    expect 2 "exec without a command" -- "$GS" exec --memory 1G; stderr_has "exec: no command given"
+    expect 2 "exec with an unknown option" -- "$GS" exec --bogus -- true; stderr_has "exec: unknown option --bogus"
+    expect 2 "exec --memory banana" -- "$GS" exec --memory banana -- touch "$T/started"; stderr_has "--memory"
+    if [ -e "$T/started" ]; then bad "a refused exec started the program"; else ok "nothing started"; fi
+    expect 0 "exec --help" -- "$GS" exec --help
+    if grep -q "usage: gpuslice exec" "$T/out" && ! grep -q "SCRIPT.py" "$T/out"; then ok "exec usage"; else bad "exec usage"; cat "$T/out"; fi
+    expect 0 "gpuslice help exec" -- "$GS" help exec
+    expect 0 "gpuslice --help lists exec" -- "$GS" --help
+    if grep -q "^  exec " "$T/out"; then ok "exec in the command list"; else bad "exec not listed"; cat "$T/out"; fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+cli_python)
+    # run SCRIPT.py [ARGS]: an existing .py file named first runs under $PYTHON or python3.
+    printf 'import sys\nprint("python", " ".join(sys.argv[1:]))\nsys.exit(5)\n' >"$T/train.py"
+    printf '#!/bin/sh\necho "interpreter $*"\n' >"$T/fakepy"; chmod +x "$T/fakepy"
+    if command -v python3 >/dev/null; then
+        expect 5 "run train.py runs python3 and returns its status" -- "$GS" run -q "$T/train.py" --epochs 3 -q
+        if [ "$(cat "$T/out")" = "python --epochs 3 -q" ]; then ok "the script's args reach it"; else bad "script printed: $(cat "$T/out")"; fi
+        (cd "$T" && "$GS" run -q train.py x >"$T/out" 2>"$T/err"); got=$?
+        if [ $got = 5 ] && [ "$(cat "$T/out")" = "python x" ]; then ok "a relative train.py"; else bad "relative train.py: exit $got, $(cat "$T/out")"; cat "$T/err"; fi
+        expect 5 "run --memory ... train.py" -- "$GS" run --memory 1G "$T/train.py"
+        stderr_has "running the Python script .*train.py with python3"
+    else
+        ok "python3 missing: skipped the python3 checks"
+    fi
+    PYTHON="$T/fakepy" expect 0 "\$PYTHON is the interpreter" -- "$GS" run -q "$T/train.py" a b
+    if [ "$(cat "$T/out")" = "interpreter $T/train.py a b" ]; then ok "\$PYTHON gets the script and its args"; else bad "\$PYTHON printed: $(cat "$T/out")"; fi
+    PYTHON="$T/fakepy" expect 0 "the .py form after --" -- "$GS" run -q -- "$T/train.py"
+    if [ "$(cat "$T/out")" = "interpreter $T/train.py" ]; then ok "run -- train.py too"; else bad "printed: $(cat "$T/out")"; fi
+    PYTHON=/nonexistent/python expect 127 "a missing interpreter" -- "$GS" run -q "$T/train.py"; stderr_has "set PYTHON"
+    PYTHON="$T/fakepy" expect 127 "a missing .py file is not handed to Python" -- "$GS" run -q "$T/none.py"
+    mkdir "$T/dir.py"
+    PYTHON="$T/fakepy" expect 126 "a directory named *.py is not handed to Python" -- "$GS" run -q "$T/dir.py"
+    PYTHON="$T/fakepy" expect 126 "exec train.py is not handed to Python" -- "$GS" exec -q "$T/train.py"
+    expect 0 "run --help describes the .py form" -- "$GS" run --help
+    if grep -q "SCRIPT.py" "$T/out"; then ok "usage names SCRIPT.py"; else bad "usage lacks SCRIPT.py"; fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+cli_device)
+    # --device sets CUDA_VISIBLE_DEVICES for the program; without it, it is left as it was.
+    cvd_is() { # cvd_is WANT DESCRIPTION -- gpuslice args...: the program sees CUDA_VISIBLE_DEVICES=WANT
+        want=$1; what=$2; shift 3
+        "$GS" "$@" -- sh -c 'echo "${CUDA_VISIBLE_DEVICES-unset}"' >"$T/out" 2>"$T/err"; got=$?
+        if [ $got = 0 ] && [ "$(cat "$T/out")" = "$want" ]; then ok "$what: $want"; else bad "$what: exit $got, saw $(cat "$T/out"), want $want"; cat "$T/err"; fi
+    }
+    unset CUDA_VISIBLE_DEVICES
+    cvd_is 1 "run --device 1" -- run -q --device 1
+    cvd_is 1 "exec -d 1" -- exec -q -d 1
+    cvd_is 0,1 "--device 0,1" -- run -q --device 0,1
+    cvd_is 0,1 "-d 0 -d 1" -- exec -q -d 0 -d 1
+    cvd_is 1,0,2 "order is kept" -- exec -q -d 1,0 -d 2
+    cvd_is GPU-5AC1CE00-0000-4000-8000-000000000000,1 "a UUID and an index" -- exec -q -d GPU-5AC1CE00-0000-4000-8000-000000000000,1
+    cvd_is unset "no --device: unset stays unset" -- exec -q
+    "$GS" run -d 1 -- true >"$T/out" 2>"$T/err"; stderr_has "CUDA_VISIBLE_DEVICES=1 for true"
+    export CUDA_VISIBLE_DEVICES=3,5
+    cvd_is 5 "-d 1 under CUDA_VISIBLE_DEVICES=3,5" -- exec -q -d 1
+    cvd_is 5,3 "-d 1,0 under CUDA_VISIBLE_DEVICES=3,5" -- run -q -d 1,0
+    cvd_is GPU-5ac1ce00-0000-4000-8000-000000000000 "a UUID passes through" -- exec -q -d GPU-5ac1ce00-0000-4000-8000-000000000000
+    cvd_is 3,5 "no --device: a set value is left exactly" -- run -q
+    expect 2 "-d 2 under CUDA_VISIBLE_DEVICES=3,5" -- "$GS" exec -d 2 -- touch "$T/started"; stderr_has "--device: index 2 is not among"
+    CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb cvd_is GPU-bbbb "an index into a UUID list" -- exec -q -d 1
+    CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb expect 2 "the same GPU by index and UUID" -- "$GS" exec -d 0,GPU-AAAA -- touch "$T/started"; stderr_has "given twice"
+    CUDA_VISIBLE_DEVICES= cvd_is "" "no --device: an empty value is left empty" -- exec -q
+    CUDA_VISIBLE_DEVICES= expect 2 "an index when CUDA_VISIBLE_DEVICES is empty" -- "$GS" exec -d 0 -- touch "$T/started"; stderr_has "CUDA_VISIBLE_DEVICES is empty"
+    unset CUDA_VISIBLE_DEVICES
+    for v in "" , 0, ,1 0,,1 -1 -2,0 abc 1x 1.5 " 1" 0,0 GPU- 99999999; do
+        expect 2 "--device '$v' is bad usage" -- "$GS" run -d "$v" -- touch "$T/started"
+        stderr_has "--device: "
+    done
+    expect 2 "-d 1 -d 1 is a duplicate" -- "$GS" exec -d 1 -d 1 -- touch "$T/started"; stderr_has "given twice"
+    expect 2 "--device without a value" -- "$GS" exec --device; stderr_has "--device needs a value"
+    if [ -e "$T/started" ]; then bad "a refused run started the program"; else ok "nothing started"; fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi
+    expect 0 "run --help: limit keys are after --device" -- "$GS" run --help
+    if grep -q "after --device" "$T/out"; then ok "usage says index keys follow --device"; else bad "usage lacks the --device note"; fi ;;
+cli_nice)
+    # --nice N: the program and what it starts run at nice value N.
+    base=$(nice)
+    nice_is() { # nice_is WANT DESCRIPTION: the last expect's program printed WANT
+        if [ "$(cat "$T/out")" = "$1" ]; then ok "$2: nice $1"; else bad "$2: nice $(cat "$T/out"), want $1"; cat "$T/err"; fi
+    }
+    expect 0 "run --nice 5" -- "$GS" run -q --nice 5 -- sh -c nice
+    nice_is 5 "the child"
+    expect 0 "exec -n 5, /proc/self/stat" -- "$GS" exec -q -n 5 -- awk '{print $19}' /proc/self/stat
+    nice_is 5 "field 19 of the program's stat"
+    expect 0 "a grandchild inherits it" -- "$GS" exec -q -n 7 -- sh -c 'sh -c nice'
+    nice_is 7 "the grandchild"
+    expect 0 "no --nice" -- "$GS" exec -q -- nice
+    nice_is "$base" "unchanged"
+    for v in 99 20 -21 abc 1.5 "" " 5"; do
+        expect 2 "--nice '$v' is bad usage" -- "$GS" exec --nice "$v" -- touch "$T/started"
+        stderr_has "--nice: "
+    done
+    expect 2 "--nice without a value" -- "$GS" exec --nice; stderr_has "--nice needs a value"
+    if [ -e "$T/started" ]; then bad "a refused run started the program"; else ok "nothing started"; fi
+    lowered=$((base - 5))
+    if [ "$(id -u)" != 0 ]; then
+        expect 3 "--nice -5 as non-root still runs" -- "$GS" exec -q --nice -5 -- sh -c 'nice; exit 3'
+        stderr_has "warning: --nice -5: Permission denied"
+        nice_is "$base" "at the current priority"
+    else
+        if [ "$(nice -n -5 nice 2>/dev/null)" = "$lowered" ]; then
+            expect 0 "--nice -5 as root" -- "$GS" exec -q --nice -5 -- nice
+            nice_is -5 "root lowers it"
+        else
+            ok "root without CAP_SYS_NICE here: the lowering check is skipped"
+        fi
+        if command -v setpriv >/dev/null; then
+            chmod 755 "$T"; chmod 1777 "$GPUSLICE_RUN_DIR"
+            expect 3 "--nice -5 as another user still runs" -- setpriv --reuid=65534 --regid=65534 --clear-groups "$GS" exec -q --nice -5 -- sh -c 'nice; exit 3'
+            stderr_has "warning: --nice -5: Permission denied"
+            nice_is "$base" "at the current priority"
+        fi
+    fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+info)
+    # What the driver says, never invented: the simulated GPU has no green contexts.
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_SMS=66 GPUSLICE_SIM_MEMORY=8G
+    export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
+    mkdir -p "$T/mps" "$T/empty"
+    expect 0 "info --json" -- "$GS" info --json
+    json_ok "info --json: two GPUs as configured, green contexts not supported, with a reason" '
+g = d["gpus"]
+assert len(g) == 2 and [x["index"] for x in g] == [0, 1], g
+for x in g:
+    assert x["name"] == "gpuslice simulated GPU" and x["sm_count"] == 66, x
+    assert x["compute_capability"] == "9.0" and x["memory_total_bytes"] == 8 << 30, x
+    assert x["memory_used_bytes"] + x["memory_free_bytes"] == x["memory_total_bytes"], x
+    gc = x["green_contexts"]
+    assert gc["supported"] is False and "not supported by this driver" in gc["reason"], gc
+    assert gc["min_sms"] is None and gc["alignment"] is None and gc["finest_split_sms"] is None, gc
+    assert x["mps"] == "not running", x
+assert g[1]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000001", g
+assert d["driver_version"] == "580.159.04-sim" and d["cuda_driver_version"] == "13.0", d
+assert d["tenants"] == [], d["tenants"]'
+    expect 0 "info as a table" -- "$GS" info
+    if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && grep -q "not supported by this driver" "$T/out"; then
+        ok "the table names each UUID and why green contexts are unknown"
+    else bad "table lacks the UUID or the reason"; cat "$T/out"; fi
+    LD_LIBRARY_PATH="$T/empty" expect 1 "info without a driver fails" -- "$GS" info; stderr_has "no NVIDIA driver found: libcuda.so.1"
+    LD_LIBRARY_PATH="$T/empty" GPUSLICE_REAL_LIBCUDA="$B/lib/sim/libcuda.so.1" GPUSLICE_REAL_LIBNVML="$B/lib/sim/libnvidia-ml.so.1" \
+        expect 0 "info loads GPUSLICE_REAL_LIBCUDA and GPUSLICE_REAL_LIBNVML" -- "$GS" info --json
+    json_ok "info: the named libraries answer" 'assert len(d["gpus"]) == 2 and d["gpus"][0]["memory_total_bytes"] == 8 << 30, d'
+    expect 2 "info with an unknown option" -- "$GS" info --bogus
+    expect 2 "info --json=1" -- "$GS" info --json=1
+    expect 2 "info with an argument" -- "$GS" info extra
+    expect 0 "info --help" -- "$GS" info --help
+    mkfifo "$T/mps/control"
+    expect 0 "info with an MPS endpoint but no daemon" -- "$GS" info --json
+    json_ok "info: a control pipe without a daemon is unknown" 'assert all(x["mps"] == "unknown" for x in d["gpus"]), d'
+    rm -f "$T/mps/control"
+    # A tenant shows with its limits; under the interposer info still sees the whole GPU.
+    holder infohold 1G 536870912
+    GPUSLICE_MEMORY_LIMIT=1G expect 0 "info under the interposer" -- preload "$GS" info --json
+    json_ok "info: whole GPU and the running tenant" '
+g = d["gpus"][0]
+assert g["memory_total_bytes"] == 8 << 30 and g["memory_used_bytes"] >= 536870912, g
+t = [x for x in d["tenants"] if x["name"] == "infohold"]
+assert len(t) == 1 and len(t[0]["pids"]) == 1, d["tenants"]
+dev = t[0]["devices"][0]
+assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memory_used_bytes"] >= 536870912, dev'
+    expect 0 "info table with a tenant" -- "$GS" info
+    if grep -q "infohold" "$T/out"; then ok "the table lists the tenant"; else bad "table lacks the tenant"; cat "$T/out"; fi
+    release ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -36,6 +36,8 @@ static const struct expect expects[] = {
     {"cuDeviceTotalMem", 3020, 0, "cuDeviceTotalMem_v2"},
     {"cuDeviceGetAttribute", 2000, 0, "cuDeviceGetAttribute"},
     {"cuDeviceGetPCIBusId", 4010, 0, "cuDeviceGetPCIBusId"},
+    {"cuDeviceGetDevResource", 12040, 0, "cuDeviceGetDevResource"},
+    {"cuDevSmResourceSplitByCount", 12040, 0, "cuDevSmResourceSplitByCount"},
     {"cuDeviceGetDefaultMemPool", 11020, 0, "cuDeviceGetDefaultMemPool"},
     {"cuDeviceGetMemPool", 11020, 0, "cuDeviceGetMemPool"},
     {"cuDeviceSetMemPool", 11020, 0, "cuDeviceSetMemPool"},
@@ -376,7 +378,8 @@ static void test_device_identity(void **state)
     CUdevice dev;
     CUuuid u;
     size_t total;
-    unsigned total32;
+    unsigned total32, groups = 0;
+    CUdevResource res;
     int v;
 
     (void)state;
@@ -408,6 +411,15 @@ static void test_device_identity(void **state)
               CUDA_ERROR_INVALID_DEVICE);
     assert_ok(cu.cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
     assert_string_equal(bus, "0000:18:00.0");
+    /* No green contexts: the resource API answers "not supported", never invented numbers. */
+    memset(&res, 0, sizeof(res));
+    assert_cu(cu.cuDeviceGetDevResource(dev, &res, CU_DEV_RESOURCE_TYPE_SM),
+              CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(res.sm.smCount, 0);
+    assert_cu(cu.cuDeviceGetDevResource(3, &res, CU_DEV_RESOURCE_TYPE_SM),
+              CUDA_ERROR_INVALID_DEVICE);
+    assert_cu(cu.cuDevSmResourceSplitByCount(NULL, &groups, &res, NULL, 0, 1),
+              CUDA_ERROR_NOT_SUPPORTED);
 }
 
 int main(void)

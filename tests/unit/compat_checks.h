@@ -33,6 +33,14 @@
     X("sizeof CUDA_KERNEL_NODE_PARAMS", sizeof(CUDA_KERNEL_NODE_PARAMS))         \
     X("off CUDA_KERNEL_NODE_PARAMS.ctx", offsetof(CUDA_KERNEL_NODE_PARAMS, ctx)) \
     X("sizeof CUDA_KERNEL_NODE_PARAMS_v1", sizeof(CUDA_KERNEL_NODE_PARAMS_v1))   \
+    X("sizeof CUdevResource", sizeof(CUdevResource))                             \
+    X("off CUdevResource.sm", offsetof(CUdevResource, sm))                       \
+    X("off CUdevResource.sm.minSmPartitionSize", offsetof(CUdevResource, sm.minSmPartitionSize)) \
+    X("off CUdevResource.sm.smCoscheduledAlignment",                             \
+      offsetof(CUdevResource, sm.smCoscheduledAlignment))                        \
+    X("CU_DEV_RESOURCE_TYPE_SM", CU_DEV_RESOURCE_TYPE_SM)                        \
+    X("CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING",                         \
+      CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING)                           \
     X("CUDA_ERROR_OUT_OF_MEMORY", CUDA_ERROR_OUT_OF_MEMORY)                      \
     X("CUDA_ERROR_NOT_INITIALIZED", CUDA_ERROR_NOT_INITIALIZED)                  \
     X("CUDA_ERROR_INVALID_CONTEXT", CUDA_ERROR_INVALID_CONTEXT)                  \

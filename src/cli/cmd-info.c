@@ -1,0 +1,641 @@
+/*
+ * gpuslice info: what this machine's GPUs are and how they may be shared --
+ * memory, SMs, the green-context partition sizes the driver allows, whether
+ * an MPS daemon serves this user -- and the tenants running on them. It loads
+ * the driver itself (dlopen), so it runs where no driver is installed and says so.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/tenant-list.h"
+#include "common/cuda_api.h"
+#include "common/error.h"
+#include "common/nvml_api.h"
+#include "common/parse.h"
+#include "common/tenant.h"
+
+#define NAME_LEN 96
+#define REASON_LEN 160
+#define REEXEC_ENV "GPUSLICE_INFO_REEXEC"
+
+static void info_usage(void)
+{
+    printf("usage: gpuslice info [--json]\n\n"
+           "Describes this machine's NVIDIA GPUs and the tenants running on them. For\n"
+           "each GPU (numbered by CUDA ordinal, as limits are): name, UUID, memory\n"
+           "total/used/free (NVML), SM count and compute capability, the green-context\n"
+           "partition sizes the driver allows (smallest group, alignment, and smallest\n"
+           "group with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING), and whether an\n"
+           "MPS control daemon is running for $CUDA_MPS_PIPE_DIRECTORY (default\n"
+           "/tmp/nvidia-mps); then every tenant you may read, with its limits and usage.\n\n"
+           "options:\n"
+           "      --json   one JSON object on stdout instead of text (sizes in bytes,\n"
+           "               null where the driver cannot tell, with a reason)\n"
+           "  -h, --help   this text\n\n"
+           "The driver is loaded from libcuda.so.1 and libnvidia-ml.so.1, or from\n"
+           "$GPUSLICE_REAL_LIBCUDA and $GPUSLICE_REAL_LIBNVML. Without a CUDA driver\n"
+           "info fails (exit 1); without NVML the memory fields are empty.\n");
+}
+
+/* The driver entry points info calls; any may be NULL if the library lacks it. */
+struct driver {
+    void *cuda, *nvml;
+#define CUDA_USED(X)                                                                            \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet)       \
+    X(cuDeviceGetName) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute) X(cuDeviceGetDevResource) \
+    X(cuDevSmResourceSplitByCount)
+#define NVML_USED(X)                                                                            \
+    X(nvmlInit_v2) X(nvmlShutdown) X(nvmlErrorString) X(nvmlSystemGetDriverVersion)            \
+    X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetMemoryInfo)
+#define FIELD(name) gs_pfn_##name name;
+    CUDA_USED(FIELD) NVML_USED(FIELD)
+#undef FIELD
+};
+
+/* A value the driver may not give: known is 0 with a reason in the caller's hands. */
+struct green {
+    int supported;
+    int min_sms, alignment, finest; /* 0 = unknown */
+    unsigned int drv_min, drv_align; /* what cuDeviceGetDevResource reports; 0 = nothing */
+    char reason[REASON_LEN];
+};
+
+struct gpu {
+    int index;
+    char name[NAME_LEN];
+    char uuid[GS_UUID_STRLEN];
+    int have_mem;
+    nvmlMemory_t mem;
+    int sm_count, cc_major, cc_minor; /* -1 = unknown */
+    struct green green;
+    const char *mps;
+};
+
+struct info {
+    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE]; /* "" = unknown */
+    int cuda_version;                                            /* 0 = unknown */
+    struct gpu *gpus;
+    int ngpus;
+    int failed; /* GPUs the driver would not describe (named on stderr, left out) */
+};
+
+static const char *cu_name(const struct driver *d, CUresult r, char *buf, size_t len)
+{
+    const char *s = NULL;
+
+    if (d->cuGetErrorName && d->cuGetErrorName(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    snprintf(buf, len, "CUDA error %d", (int)r);
+    return buf;
+}
+
+/*
+ * The interposer, if preloaded, would show a tenant's view of the GPU (its
+ * memory limit as the total). Run again without it; another preloaded library stays.
+ */
+static void leave_interposer(int argc, char **argv)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    char *keep, *copy, *tok, *save = NULL;
+    char **args;
+    size_t n = 0;
+    int i, k = 0;
+
+    if (pre == NULL || strstr(pre, "libgpuslice") == NULL || getenv(REEXEC_ENV))
+        return;
+    if ((copy = strdup(pre)) == NULL || (keep = calloc(1, strlen(pre) + 1)) == NULL ||
+        (args = calloc((size_t)argc + 3, sizeof(*args))) == NULL)
+        return; /* then it runs as it is */
+    for (tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save)) {
+        if (strstr(strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok, "libgpuslice"))
+            continue;
+        n += (size_t)sprintf(keep + n, "%s%s", n ? ":" : "", tok);
+    }
+    if (n)
+        setenv("LD_PRELOAD", keep, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    setenv(REEXEC_ENV, "1", 1);
+    args[k++] = "gpuslice";
+    if (gs_cli_quiet)
+        args[k++] = "--quiet";
+    for (i = 0; i < argc; i++)
+        args[k++] = argv[i];
+    execv("/proc/self/exe", args);
+    /* Could not: carry on under the interposer rather than fail. */
+    setenv("LD_PRELOAD", pre, 1);
+    free(args);
+    free(keep);
+    free(copy);
+}
+
+static int load_driver(struct driver *d, char *err, size_t errlen)
+{
+    const char *cpath = getenv("GPUSLICE_REAL_LIBCUDA"), *npath = getenv("GPUSLICE_REAL_LIBNVML");
+    const char *e;
+
+    memset(d, 0, sizeof(*d));
+    d->cuda = dlopen(cpath && *cpath ? cpath : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (d->cuda == NULL) {
+        e = dlerror();
+        snprintf(err, errlen, "%s", e ? e : "unknown error");
+        return GS_ENODRIVER;
+    }
+#define LOAD_CUDA(name) d->name = (gs_pfn_##name)dlsym(d->cuda, #name);
+    CUDA_USED(LOAD_CUDA)
+#undef LOAD_CUDA
+    d->nvml = dlopen(npath && *npath ? npath : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (d->nvml == NULL) {
+        e = dlerror();
+        gs_cli_note("info: NVML not loaded, memory and driver version unknown (%s)",
+                    e ? e : "unknown error");
+        return 0;
+    }
+#define LOAD_NVML(name) d->name = (gs_pfn_##name)dlsym(d->nvml, #name);
+    NVML_USED(LOAD_NVML)
+#undef LOAD_NVML
+    if (d->nvmlInit_v2 == NULL || d->nvmlInit_v2() != NVML_SUCCESS) {
+        gs_cli_note("info: NVML did not initialise, memory and driver version unknown");
+        d->nvmlShutdown = NULL;
+        dlclose(d->nvml);
+        d->nvml = NULL;
+    }
+    return 0;
+}
+
+static void unload_driver(struct driver *d)
+{
+    if (d->nvml) {
+        if (d->nvmlShutdown)
+            d->nvmlShutdown();
+        dlclose(d->nvml);
+    }
+    if (d->cuda)
+        dlclose(d->cuda);
+}
+
+/*
+ * The size of the first group cuDevSmResourceSplitByCount makes from all of
+ * in when asked for groups of at least min_count SMs; 0 and r set if none.
+ */
+static unsigned int split_size(const struct driver *d, const CUdevResource *in,
+                               unsigned int flags, unsigned int min_count, CUresult *r)
+{
+    CUdevResource group, rest;
+    unsigned int n = 1;
+
+    memset(&group, 0, sizeof(group));
+    memset(&rest, 0, sizeof(rest));
+    *r = d->cuDevSmResourceSplitByCount(&group, &n, in, &rest, flags, min_count);
+    if (*r != CUDA_SUCCESS)
+        return 0;
+    if (n < 1 || group.type != CU_DEV_RESOURCE_TYPE_SM || group.sm.smCount == 0) {
+        *r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        return 0;
+    }
+    return group.sm.smCount;
+}
+
+/*
+ * Asks the driver, never guesses: the smallest group (minCount 1), the step
+ * between group sizes (minCount one above the smallest), and the smallest
+ * group when co-scheduling is ignored.
+ */
+static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
+{
+    CUdevResource all;
+    CUresult r;
+    char buf[32];
+    unsigned int next;
+
+    memset(g, 0, sizeof(*g));
+    if (d->cuDeviceGetDevResource == NULL || d->cuDevSmResourceSplitByCount == NULL) {
+        snprintf(g->reason, sizeof(g->reason),
+                 "not supported by this driver (it does not export %s)",
+                 d->cuDeviceGetDevResource ? "cuDevSmResourceSplitByCount"
+                                           : "cuDeviceGetDevResource");
+        return;
+    }
+    memset(&all, 0, sizeof(all));
+    r = d->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+    if (r != CUDA_SUCCESS || all.sm.smCount == 0) {
+        snprintf(g->reason, sizeof(g->reason), "%s (cuDeviceGetDevResource: %s)",
+                 r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_SUCCESS
+                     ? "not supported by this driver"
+                     : "the driver did not describe the SMs",
+                 r == CUDA_SUCCESS ? "no SMs" : cu_name(d, r, buf, sizeof(buf)));
+        return;
+    }
+    g->drv_min = all.sm.minSmPartitionSize;
+    g->drv_align = all.sm.smCoscheduledAlignment;
+    g->min_sms = (int)split_size(d, &all, 0, 1, &r);
+    if (g->min_sms == 0) {
+        snprintf(g->reason, sizeof(g->reason),
+                 "cuDevSmResourceSplitByCount (minCount 1) failed: %s",
+                 cu_name(d, r, buf, sizeof(buf)));
+        return;
+    }
+    g->supported = 1;
+    if ((unsigned int)g->min_sms < all.sm.smCount &&
+        (next = split_size(d, &all, 0, (unsigned int)g->min_sms + 1, &r)) > (unsigned int)g->min_sms)
+        g->alignment = (int)next - g->min_sms;
+    g->finest = (int)split_size(d, &all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1, &r);
+    if (g->alignment == 0 || g->finest == 0)
+        snprintf(g->reason, sizeof(g->reason), "%s could not be measured with %s",
+                 g->alignment == 0 && g->finest == 0 ? "alignment and finest split"
+                 : g->alignment == 0                 ? "alignment"
+                                                     : "finest split",
+                 "cuDevSmResourceSplitByCount");
+}
+
+/* 1 if a process of any user runs nvidia-cuda-mps-control (as /proc shows it). */
+static int mps_daemon_seen(void)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+
+    if (dir == NULL)
+        return 0;
+    while (!found && (e = readdir(dir)) != NULL) {
+        char path[64], cmd[256];
+        const char *base;
+        FILE *f;
+        size_t n;
+
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        snprintf(path, sizeof(path), "/proc/%.20s/cmdline", e->d_name);
+        if ((f = fopen(path, "re")) == NULL)
+            continue;
+        n = fread(cmd, 1, sizeof(cmd) - 1, f);
+        fclose(f);
+        cmd[n] = '\0'; /* argv[0] ends at its NUL */
+        base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
+        found = strcmp(base, "nvidia-cuda-mps-control") == 0;
+    }
+    closedir(dir);
+    return found;
+}
+
+/*
+ * "running" when the pipe directory has its control endpoint and a daemon
+ * process lives; "not running" when neither is there; "unknown" otherwise
+ * (a stale endpoint, a daemon we cannot see, a directory we cannot read).
+ * It does not ask the daemon which GPUs it serves.
+ */
+static const char *mps_state(void)
+{
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char path[PATH_MAX];
+    struct stat st;
+    int control, daemon;
+
+    snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
+    if (stat(path, &st) == 0)
+        control = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
+    else if (errno == ENOENT || errno == ENOTDIR)
+        control = 0;
+    else
+        return "unknown";
+    daemon = mps_daemon_seen();
+    if (control && daemon)
+        return "running";
+    if (!control)
+        return "not running";
+    return "unknown";
+}
+
+static int query_gpu(const struct driver *d, int ordinal, struct gpu *g, const char *mps)
+{
+    char buf[32];
+    CUdevice dev;
+    CUuuid u;
+    CUresult r;
+
+    memset(g, 0, sizeof(*g));
+    g->index = ordinal;
+    g->sm_count = g->cc_major = g->cc_minor = -1;
+    g->mps = mps;
+    if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS ||
+        (r = d->cuDeviceGetName(g->name, sizeof(g->name), dev)) != CUDA_SUCCESS ||
+        (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
+        gs_cli_error("info: GPU %d: %s", ordinal, cu_name(d, r, buf, sizeof(buf)));
+        return -EIO;
+    }
+    gs_format_uuid((const unsigned char *)u.bytes, g->uuid);
+    memcpy(g->uuid, "GPU", 3); /* as NVML and nvidia-smi write it */
+    if (d->cuDeviceGetAttribute(&g->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+        g->sm_count = -1;
+    if (d->cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                dev) ||
+        d->cuDeviceGetAttribute(&g->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        g->cc_major = g->cc_minor = -1;
+    if (d->nvml && d->nvmlDeviceGetHandleByUUID && d->nvmlDeviceGetMemoryInfo) {
+        nvmlDevice_t h;
+
+        g->have_mem = d->nvmlDeviceGetHandleByUUID(g->uuid, &h) == NVML_SUCCESS &&
+                      d->nvmlDeviceGetMemoryInfo(h, &g->mem) == NVML_SUCCESS;
+    }
+    probe_green(d, dev, &g->green);
+    return 0;
+}
+
+static int gather(const struct driver *d, struct info *in)
+{
+    char buf[32];
+    CUresult r;
+    const char *mps;
+    int i, n = 0;
+
+    memset(in, 0, sizeof(*in));
+    if (d->cuInit == NULL || d->cuDeviceGetCount == NULL || d->cuDeviceGet == NULL ||
+        d->cuDeviceGetName == NULL || d->cuDeviceGetUuid_v2 == NULL ||
+        d->cuDeviceGetAttribute == NULL) {
+        gs_cli_error("info: the CUDA driver lacks basic device queries (too old?)");
+        return -ENOSYS;
+    }
+    if (d->cuDriverGetVersion && d->cuDriverGetVersion(&in->cuda_version) != CUDA_SUCCESS)
+        in->cuda_version = 0;
+    if (d->nvml && d->nvmlSystemGetDriverVersion &&
+        d->nvmlSystemGetDriverVersion(in->driver_version, sizeof(in->driver_version)) !=
+            NVML_SUCCESS)
+        in->driver_version[0] = '\0';
+    if ((r = d->cuInit(0)) != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
+        gs_cli_error("info: cuInit failed: %s", cu_name(d, r, buf, sizeof(buf)));
+        return -EIO;
+    }
+    if (r == CUDA_SUCCESS && (r = d->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
+        gs_cli_error("info: cuDeviceGetCount failed: %s", cu_name(d, r, buf, sizeof(buf)));
+        return -EIO;
+    }
+    if (n <= 0)
+        return 0;
+    if ((in->gpus = calloc((size_t)n, sizeof(*in->gpus))) == NULL)
+        return -ENOMEM;
+    mps = mps_state();
+    for (i = 0; i < n; i++)
+        if (query_gpu(d, i, &in->gpus[in->ngpus], mps) == 0)
+            in->ngpus++;
+        else
+            in->failed++;
+    return 0;
+}
+
+static void json_int_or_null(const char *key, int v)
+{
+    if (v > 0)
+        printf(",\"%s\":%d", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+
+static void print_json_gpu(const struct gpu *g)
+{
+    const struct green *gc = &g->green;
+
+    printf("{\"index\":%d,\"name\":", g->index);
+    gs_cli_json_string(stdout, g->name, strlen(g->name));
+    printf(",\"uuid\":\"%s\"", g->uuid);
+    if (g->have_mem)
+        printf(",\"memory_total_bytes\":%llu,\"memory_used_bytes\":%llu,"
+               "\"memory_free_bytes\":%llu",
+               g->mem.total, g->mem.used, g->mem.free);
+    else
+        printf(",\"memory_total_bytes\":null,\"memory_used_bytes\":null,"
+               "\"memory_free_bytes\":null");
+    json_int_or_null("sm_count", g->sm_count);
+    if (g->cc_major >= 0)
+        printf(",\"compute_capability\":\"%d.%d\"", g->cc_major, g->cc_minor);
+    else
+        printf(",\"compute_capability\":null");
+    printf(",\"green_contexts\":{\"supported\":%s", gc->supported ? "true" : "false");
+    json_int_or_null("min_sms", gc->min_sms);
+    json_int_or_null("alignment", gc->alignment);
+    json_int_or_null("finest_split_sms", gc->finest);
+    json_int_or_null("driver_min_sm_partition_size", (int)gc->drv_min);
+    json_int_or_null("driver_sm_coscheduled_alignment", (int)gc->drv_align);
+    printf(",\"reason\":");
+    if (gc->reason[0])
+        gs_cli_json_string(stdout, gc->reason, strlen(gc->reason));
+    else
+        printf("null");
+    printf("},\"mps\":\"%s\"}", g->mps);
+}
+
+static void print_json(const struct info *in, const struct tenant_list *l)
+{
+    int i;
+
+    printf("{\"driver_version\":");
+    if (in->driver_version[0])
+        gs_cli_json_string(stdout, in->driver_version, strlen(in->driver_version));
+    else
+        printf("null");
+    if (in->cuda_version > 0)
+        printf(",\"cuda_driver_version\":\"%d.%d\"", in->cuda_version / 1000,
+               in->cuda_version % 1000 / 10);
+    else
+        printf(",\"cuda_driver_version\":null");
+    printf(",\"gpus\":[");
+    for (i = 0; i < in->ngpus; i++) {
+        if (i)
+            putchar(',');
+        print_json_gpu(&in->gpus[i]);
+    }
+    printf("],");
+    printf("\"tenants\":");
+    tenant_list_json(stdout, l, NULL, NULL); /* compute use is not measured here: null */
+    printf("}\n");
+}
+
+/* Text for a terminal: printable ASCII kept, anything else shown as '?'. */
+static void plain(char *out, size_t len, const char *s)
+{
+    size_t i;
+
+    for (i = 0; s[i] && i + 1 < len; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+}
+
+static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long long v)
+{
+    if (g->have_mem)
+        gs_format_size(v, buf, len);
+    else
+        snprintf(buf, len, "?");
+}
+
+static void print_text_gpu(const struct gpu *g)
+{
+    const struct green *gc = &g->green;
+    char name[NAME_LEN], total[32], used[32], free_[32];
+
+    plain(name, sizeof(name), g->name);
+    printf("GPU %d: %s  %s\n", g->index, name, g->uuid);
+    text_size(total, sizeof(total), g, g->mem.total);
+    text_size(used, sizeof(used), g, g->mem.used);
+    text_size(free_, sizeof(free_), g, g->mem.free);
+    printf("  memory          %s total, %s used, %s free\n", total, used, free_);
+    if (g->sm_count > 0)
+        printf("  SMs             %d", g->sm_count);
+    else
+        printf("  SMs             ?");
+    if (g->cc_major >= 0)
+        printf(", compute capability %d.%d\n", g->cc_major, g->cc_minor);
+    else
+        printf(", compute capability ?\n");
+    if (gc->supported) {
+        printf("  green contexts  groups of %d SMs or more", gc->min_sms);
+        if (gc->alignment)
+            printf(", in steps of %d", gc->alignment);
+        if (gc->finest)
+            printf("; %d when co-scheduling is ignored", gc->finest);
+        printf("\n");
+        if (gc->reason[0])
+            printf("                  (%s)\n", gc->reason);
+    } else {
+        printf("  green contexts  %s\n", gc->reason);
+    }
+    printf("  MPS             %s\n", g->mps);
+}
+
+static void print_text_tenants(const struct tenant_list *l)
+{
+    size_t i;
+    int d;
+
+    if (l->n == 0) {
+        printf("tenants: none in %s\n", gs_tenant_dir());
+        return;
+    }
+    printf("tenants (details: gpuslice tenants):\n");
+    printf("  %-28s %-16s %-4s %-12s %-12s %s\n", "ID", "NAME", "GPU", "MEM USED", "MEM LIMIT",
+           "CEILING");
+    for (i = 0; i < l->n; i++) {
+        const struct gpuslice_tenant *t = l->v[i].t;
+        char name[sizeof(t->name) + 1], shown[sizeof(t->name) + 1], id[TENANT_ID_MAX];
+        int rows = 0;
+
+        tenant_list_name(t, name, sizeof(name));
+        plain(shown, sizeof(shown), name[0] ? name : "-");
+        plain(id, sizeof(id), l->v[i].id);
+        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
+            const struct gpuslice_tenant_device *dev = &t->dev[d];
+            uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
+            uint32_t ceil = __atomic_load_n(&dev->compute_limit, __ATOMIC_RELAXED);
+            char used[32], lim[32], cl[16];
+
+            if (!tenant_list_dev_in_use(dev))
+                continue;
+            gs_format_size(__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED), used,
+                           sizeof(used));
+            if (limit)
+                gs_format_size(limit, lim, sizeof(lim));
+            else
+                snprintf(lim, sizeof(lim), "none");
+            if (ceil > 0 && ceil < 100)
+                snprintf(cl, sizeof(cl), "%u%%", (unsigned)ceil);
+            else
+                snprintf(cl, sizeof(cl), "none");
+            printf("  %-28s %-16s %-4d %-12s %-12s %s\n", rows ? "" : id, rows ? "" : shown,
+                   (int)dev->ordinal, used, lim, cl);
+            rows++;
+        }
+        if (rows == 0)
+            printf("  %-28s %-16s %-4s %-12s %-12s %s\n", id, shown, "-", "-", "-", "-");
+    }
+}
+
+static void print_text(const struct info *in, const struct tenant_list *l)
+{
+    int i;
+
+    printf("driver %s, CUDA ", in->driver_version[0] ? in->driver_version : "?");
+    if (in->cuda_version > 0)
+        printf("%d.%d", in->cuda_version / 1000, in->cuda_version % 1000 / 10);
+    else
+        printf("?");
+    printf(", %d GPU%s\n\n", in->ngpus, in->ngpus == 1 ? "" : "s");
+    for (i = 0; i < in->ngpus; i++) {
+        print_text_gpu(&in->gpus[i]);
+        printf("\n");
+    }
+    print_text_tenants(l);
+}
+
+static int run_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    struct tenant_list l = {NULL, 0};
+    struct driver d;
+    struct info in;
+    char err[512];
+    int c, r, json = 0;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            info_usage();
+            return GS_EXIT_OK;
+        default:
+            return gs_cli_bad_option("info", c, argv, opts);
+        }
+    }
+    if (optind < argc) {
+        gs_cli_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json])",
+                     argv[optind]);
+        return GS_EXIT_USAGE;
+    }
+    leave_interposer(argc, argv);
+    if (load_driver(&d, err, sizeof(err)) < 0) {
+        gs_cli_error("no NVIDIA driver found: %s", err);
+        return GS_EXIT_ERROR;
+    }
+    if ((r = gather(&d, &in)) < 0) {
+        if (r == -ENOMEM)
+            gs_cli_error("info: %s", gs_strerror(r));
+        free(in.gpus);
+        unload_driver(&d);
+        return GS_EXIT_ERROR;
+    }
+    unload_driver(&d);
+    if ((r = tenant_list_scan(&l, 1)) < 0) {
+        gs_cli_error("info: cannot read %s: %s", gs_tenant_dir(), gs_strerror(r));
+        free(in.gpus);
+        return GS_EXIT_ERROR;
+    }
+    if (json)
+        print_json(&in, &l);
+    else
+        print_text(&in, &l);
+    tenant_list_done(&l);
+    free(in.gpus);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        gs_cli_error("info: cannot write the output: %s", strerror(errno));
+        return GS_EXIT_ERROR;
+    }
+    return in.failed ? GS_EXIT_ERROR : GS_EXIT_OK;
+}
+
+const struct gs_cmd gs_cmd_info = {"info", "describe the GPUs, how they can be shared, and the tenants",
+                                   run_info, info_usage};

@@ -1,0 +1,568 @@
+/*
+ * Starting a program as a new tenant (gpuslice run, gpuslice exec): the
+ * interposer preloaded with the given limits, the GPUs and nice value chosen,
+ * and gpuslice staying beside it to reclaim the usage of tenant processes
+ * that die, then returning the program's exit status.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/launch.h"
+#include "common/config.h"
+#include "common/error.h"
+#include "common/parse.h"
+#include "common/tenant.h"
+
+/* Far above any machine's GPU count; keeps an index's digits bounded. */
+#define MAX_DEVICE_INDEX 65535
+/* The room for a tenant's name in its state file, with the terminating NUL. */
+#define NAME_SIZE sizeof(((struct gpuslice_tenant *)0)->name)
+
+void launch_usage(const struct launch_mode *m)
+{
+    printf("usage: gpuslice %s [OPTIONS] [--] COMMAND [ARGS...]\n", m->cmd);
+    if (m->python_scripts)
+        printf("       gpuslice %s [OPTIONS] SCRIPT.py [ARGS...]\n", m->cmd);
+    printf("\nRuns COMMAND, and every process it starts, as one tenant with the given limits.\n");
+    if (m->python_scripts)
+        printf("A first argument ending in .py that names an existing file is run with the\n"
+               "Python interpreter ($PYTHON, else python3 from PATH), the other ARGS passed\n"
+               "to the script; gpuslice exec never does this.\n");
+    else
+        printf("COMMAND is run as it is, whatever its name (gpuslice run starts a *.py\n"
+               "file with Python).\n");
+    printf("\noptions:\n"
+           "  -m, --memory SIZE      device memory limit for the whole tenant: one size\n"
+           "                         for every GPU (8G, 512M, 1.5G, 1073741824) or per\n"
+           "                         device by CUDA index or UUID (0:8G,1:4G or\n"
+           "                         GPU-…:8G); a bare size plus entries sets a default\n"
+           "                         (8G,1:4G)\n"
+           "  -c, --compute PERCENT  compute ceiling: the share of each GPU's time that\n"
+           "                         the whole tenant's kernels may hold, all its\n"
+           "                         processes together; an integer 1..100 (100 = no\n"
+           "                         ceiling), one for every GPU or per device like\n"
+           "                         --memory (0:30,1:50 or GPU-…:30; 40,1:20 sets a\n"
+           "                         default)\n"
+           "  -d, --device LIST      the GPUs the program sees: CUDA indexes and GPU\n"
+           "                         UUIDs, comma-separated and/or repeated (-d 0,1 or\n"
+           "                         -d 0 -d GPU-…); sets CUDA_VISIBLE_DEVICES. With\n"
+           "                         CUDA_VISIBLE_DEVICES already set, an index picks\n"
+           "                         from that list. Without -d it is left as it is\n"
+           "  -n, --nice N           the CPU nice value (-20..19) of the program and all\n"
+           "                         it starts; if it may not be set (a negative one\n"
+           "                         needs root), a warning, and it runs as it would\n"
+           "      --name NAME        a name for the tenant (shown by gpuslice tenants,\n"
+           "                         used by gpuslice set)\n"
+           "  -q, --quiet            no progress messages\n"
+           "  -h, --help             this text\n\n"
+           "Index keys of --memory and --compute (0:8G) are CUDA indexes as the program\n"
+           "sees them, after --device: with -d 2,3, 0:8G limits GPU 2.\n"
+           "gpuslice tenants shows the tenant; gpuslice set changes its limits.\n"
+           "The program's exit status is returned; 128+N if it died of signal N;\n"
+           "2 for bad usage (nothing is started), 126/127 if COMMAND cannot be run.\n");
+}
+
+/* The interposer beside this executable (bin/../lib), or $GPUSLICE_PRELOAD_LIB. */
+static int find_preload(char *out, size_t len)
+{
+    const char *env = getenv("GPUSLICE_PRELOAD_LIB");
+    char exe[PATH_MAX], *slash;
+    ssize_t n;
+
+    if (env && *env) {
+        if ((size_t)snprintf(out, len, "%s", env) >= len)
+            return -ENAMETOOLONG;
+        return access(out, R_OK) == 0 ? 0 : -errno;
+    }
+    if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0)
+        return -errno;
+    exe[n] = '\0';
+    if ((slash = strrchr(exe, '/')) == NULL)
+        return -ENOENT;
+    *slash = '\0';
+    if ((size_t)snprintf(out, len, "%s/../lib/libgpuslice.so", exe) >= len)
+        return -ENAMETOOLONG;
+    return access(out, R_OK) == 0 ? 0 : -errno;
+}
+
+/* LD_PRELOAD with lib first, keeping what the user had (without a duplicate). */
+static int set_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    char *v;
+    int r;
+
+    if (old && *old) {
+        /* Already listed: leave it where the user put it. */
+        const char *p = strstr(old, lib);
+        size_t l = strlen(lib);
+        if (p && (p == old || p[-1] == ':' || p[-1] == ' ') &&
+            (p[l] == '\0' || p[l] == ':' || p[l] == ' '))
+            return 0;
+        if (asprintf(&v, "%s:%s", lib, old) < 0)
+            return -ENOMEM;
+    } else if ((v = strdup(lib)) == NULL) {
+        return -ENOMEM;
+    }
+    r = setenv("LD_PRELOAD", v, 1);
+    free(v);
+    return r < 0 ? -errno : 0;
+}
+
+/* "GPU-…" or "MIG-…" (either case) followed by what a UUID is made of. */
+static int is_uuid(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n <= 4 || (strncasecmp(s, "GPU-", 4) != 0 && strncasecmp(s, "MIG-", 4) != 0))
+        return 0;
+    for (i = 4; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '/')
+            return 0;
+    return 1;
+}
+
+/* The n'th comma-separated entry of list and its length, or NULL. */
+static const char *list_entry(const char *list, int n, size_t *len)
+{
+    const char *p = list;
+
+    for (; n > 0 && p; n--)
+        if ((p = strchr(p, ',')) != NULL)
+            p++;
+    if (p)
+        *len = strcspn(p, ",");
+    return p;
+}
+
+static int list_count(const char *list)
+{
+    int n = 1;
+
+    if (!*list)
+        return 0;
+    for (; *list; list++)
+        n += *list == ',';
+    return n;
+}
+
+/*
+ * CUDA_VISIBLE_DEVICES for the --device values args[0..nargs), each a
+ * comma-separated list of indexes and UUIDs. With visible (the caller's own
+ * CUDA_VISIBLE_DEVICES) set, an index picks from it, so the program sees a
+ * subset of what it would have seen; a UUID is passed through. Returns 0 and
+ * a string for the caller to free in *out, or -EINVAL with a message in err.
+ */
+static int device_list(char **args, int nargs, const char *visible, char **out, char *err,
+                       size_t errlen)
+{
+    static const char *accepted = "use indexes such as 0 or UUIDs such as "
+                                  "GPU-5ac1ce00-0000-4000-8000-000000000000, separated by commas";
+    size_t cap = 1, len = 0;
+    char *res;
+    int a, i;
+
+    for (a = 0; a < nargs; a++)
+        cap += strlen(args[a]) + 1;
+    for (a = 0; visible && a < nargs; a++) /* an index may expand to one of visible's entries */
+        cap += (strlen(visible) + 1) * (size_t)list_count(args[a]);
+    if ((res = calloc(1, cap)) == NULL) {
+        snprintf(err, errlen, "--device: %s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    for (a = 0; a < nargs; a++) {
+        const char *arg = args[a];
+        int n = list_count(arg) ? list_count(arg) : 1;
+
+        for (i = 0; i < n; i++) {
+            size_t l, vl;
+            const char *e = list_entry(arg, i, &l), *v;
+            char *end;
+            unsigned long idx;
+
+            if (l == 0) {
+                snprintf(err, errlen, "--device: \"%s\" has an empty entry (%s)", arg, accepted);
+                goto bad;
+            }
+            if (is_uuid(e, l)) {
+                v = e;
+                vl = l;
+            } else if (e[0] == '-' && l > 1 && isdigit((unsigned char)e[1])) {
+                snprintf(err, errlen, "--device: \"%.*s\" is negative (indexes start at 0; %s)",
+                         (int)l, e, accepted);
+                goto bad;
+            } else {
+                idx = isdigit((unsigned char)e[0]) ? strtoul(e, &end, 10) : 0;
+                if (!isdigit((unsigned char)e[0]) || end != e + l) {
+                    snprintf(err, errlen, "--device: \"%.*s\" is not a device (%s)", (int)l, e,
+                             accepted);
+                    goto bad;
+                }
+                if (idx > MAX_DEVICE_INDEX) {
+                    snprintf(err, errlen, "--device: index %.*s is too large (at most %d)",
+                             (int)l, e, MAX_DEVICE_INDEX);
+                    goto bad;
+                }
+                if (visible) {
+                    int nv = list_count(visible);
+                    if (nv == 0) {
+                        snprintf(err, errlen,
+                                 "--device: index %lu: CUDA_VISIBLE_DEVICES is empty, so there "
+                                 "is no device to pick (use a UUID, or unset it)",
+                                 idx);
+                        goto bad;
+                    }
+                    if ((int)idx >= nv) {
+                        snprintf(err, errlen,
+                                 "--device: index %lu is not among the %d device(s) of "
+                                 "CUDA_VISIBLE_DEVICES=\"%s\" (use 0..%d, or a UUID)",
+                                 idx, nv, visible, nv - 1);
+                        goto bad;
+                    }
+                    v = list_entry(visible, (int)idx, &vl);
+                } else {
+                    v = e;
+                    vl = l;
+                }
+            }
+            /* The same GPU twice would give the program two ordinals for one device. */
+            {
+                const char *p = res;
+                while (*p) {
+                    size_t pl = strcspn(p, ",");
+                    if (pl == vl && strncasecmp(p, v, vl) == 0) {
+                        snprintf(err, errlen, "--device: \"%.*s\" is given twice", (int)l, e);
+                        goto bad;
+                    }
+                    p += pl + (p[pl] == ',');
+                }
+            }
+            if (len)
+                res[len++] = ',';
+            memcpy(res + len, v, vl);
+            len += vl;
+            res[len] = '\0';
+        }
+    }
+    *out = res;
+    return 0;
+bad:
+    free(res);
+    return -EINVAL;
+}
+
+static int parse_nice(const char *s, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (!*s || isspace((unsigned char)*s) || *end || errno || v < -20 || v > 19)
+        return -EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+/* A name ending in .py that is an existing file: gpuslice run train.py. */
+static int is_python_script(const char *arg)
+{
+    size_t n = strlen(arg);
+    struct stat st;
+
+    return n > 3 && strcmp(arg + n - 3, ".py") == 0 && stat(arg, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* In the child, before exec: the program and all it starts inherit the value. */
+static void apply_nice(int n)
+{
+    int e, cur;
+
+    if (setpriority(PRIO_PROCESS, 0, n) == 0)
+        return;
+    e = errno;
+    errno = 0;
+    cur = getpriority(PRIO_PROCESS, 0);
+    if (e == EACCES || e == EPERM)
+        gs_cli_error("warning: --nice %d: %s (lowering the nice value needs root, "
+                     "CAP_SYS_NICE or a higher RLIMIT_NICE); running at nice %d",
+                     n, strerror(e), cur);
+    else
+        gs_cli_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
+}
+
+static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status)
+{
+    sigset_t set;
+    struct timespec tick = {0, 200 * 1000 * 1000};
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    for (;;) {
+        pid_t w = waitpid(child, status, WNOHANG);
+        int sig;
+
+        if (w == child)
+            return 0;
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        sig = sigtimedwait(&set, NULL, &tick);
+        if (sig > 0 && sig != SIGCHLD)
+            kill(child, sig); /* a supervisor's signal is for the program */
+        /* Give back promptly what processes of the tenant that died held. */
+        gs_tenant_reap(t);
+    }
+}
+
+struct launch_opts {
+    const char *memory, *compute, *name;
+    char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
+    int nice, has_nice;
+    const char *what; /* the program as the user named it, for messages and the tenant */
+    char **argv;      /* what is executed, NULL-terminated */
+    char **python;    /* argv when built for a Python script (freed), else NULL */
+};
+
+static void opts_done(struct launch_opts *o)
+{
+    free(o->devices);
+    free(o->python);
+}
+
+/* Returns -1 to go on and start the program, else the exit status to return now. */
+static int parse_args(const struct launch_mode *m, int argc, char **argv, struct launch_opts *o)
+{
+    static const struct option opts[] = {
+        {"memory", required_argument, NULL, 'm'}, {"compute", required_argument, NULL, 'c'},
+        {"device", required_argument, NULL, 'd'}, {"nice", required_argument, NULL, 'n'},
+        {"name", required_argument, NULL, 'N'},   {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    struct gs_limits limits;
+    const char *nice = NULL;
+    char err[768], **devargs;
+    int c, ndev = 0, status = -1;
+
+    if ((devargs = calloc((size_t)argc, sizeof(*devargs))) == NULL) {
+        gs_cli_error("%s: %s", m->cmd, strerror(ENOMEM));
+        return GS_EXIT_ERROR;
+    }
+    optind = 1;
+    opterr = 0;
+    while (status < 0 && (c = getopt_long(argc, argv, "+:m:c:d:n:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o->memory = optarg;
+            break;
+        case 'c':
+            o->compute = optarg;
+            break;
+        case 'd':
+            devargs[ndev++] = optarg;
+            break;
+        case 'n':
+            nice = optarg;
+            break;
+        case 'N':
+            o->name = optarg;
+            break;
+        case 'q':
+            gs_cli_quiet = 1;
+            break;
+        case 'h':
+            launch_usage(m);
+            status = GS_EXIT_OK;
+            break;
+        default:
+            status = gs_cli_bad_option(m->cmd, c, argv, opts);
+            break;
+        }
+    }
+    if (status >= 0)
+        goto out;
+    status = GS_EXIT_USAGE;
+    if (optind >= argc) {
+        gs_cli_error("%s: no command given (usage: gpuslice %s [OPTIONS] -- COMMAND [ARGS...])",
+                     m->cmd, m->cmd);
+        goto out;
+    }
+    if (o->memory && gs_parse_limit_list(o->memory, GS_VALUE_SIZE, "--memory", &limits, err,
+                                         sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        goto out;
+    }
+    if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &limits, err,
+                                          sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        goto out;
+    }
+    if (o->name && strlen(o->name) >= NAME_SIZE) {
+        gs_cli_error("--name: \"%s\" is longer than %zu characters", o->name, NAME_SIZE - 1);
+        goto out;
+    }
+    if (nice && parse_nice(nice, &o->nice) < 0) {
+        gs_cli_error("--nice: \"%s\" is not a nice value (use an integer from -20 to 19)", nice);
+        goto out;
+    }
+    o->has_nice = nice != NULL;
+    if (ndev && device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
+                            sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        goto out;
+    }
+    o->what = argv[optind];
+    o->argv = argv + optind;
+    if (m->python_scripts && is_python_script(argv[optind])) {
+        const char *py = getenv("PYTHON");
+        int i, n = argc - optind;
+
+        if ((o->python = calloc((size_t)n + 2, sizeof(*o->python))) == NULL) {
+            gs_cli_error("%s: %s", m->cmd, strerror(ENOMEM));
+            status = GS_EXIT_ERROR;
+            goto out;
+        }
+        o->python[0] = (char *)(py && *py ? py : "python3");
+        for (i = 0; i < n; i++)
+            o->python[i + 1] = argv[optind + i];
+        o->argv = o->python;
+    }
+    status = -1;
+out:
+    free(devargs);
+    return status;
+}
+
+int launch_main(const struct launch_mode *m, int argc, char **argv)
+{
+    struct launch_opts o = {0};
+    struct gpuslice_tenant *t = NULL;
+    char lib[PATH_MAX], path[PATH_MAX];
+    sigset_t block, old;
+    int r, status = 0, pipefd[2];
+    pid_t child;
+
+    if ((r = parse_args(m, argc, argv, &o)) >= 0) {
+        opts_done(&o);
+        return r;
+    }
+    if ((r = find_preload(lib, sizeof(lib))) < 0) {
+        gs_cli_error("cannot find the interposer libgpuslice.so (%s: %s); set "
+                     "GPUSLICE_PRELOAD_LIB to its path",
+                     lib, gs_strerror(r));
+        opts_done(&o);
+        return GS_EXIT_ERROR;
+    }
+    gs_tenant_sweep(gs_tenant_dir());
+    if ((r = gs_tenant_create(gs_tenant_dir(), o.name ? o.name : o.what, path, sizeof(path),
+                              &t)) < 0) {
+        gs_cli_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
+                     "writable directory)",
+                     gs_tenant_dir(), gs_strerror(r));
+        opts_done(&o);
+        return GS_EXIT_ERROR;
+    }
+    if (setenv(GS_ENV_TENANT, path, 1) < 0 ||
+        (o.memory && setenv(GS_ENV_MEMORY, o.memory, 1) < 0) ||
+        (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
+        (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
+        gs_cli_error("cannot set the environment: %s", strerror(errno));
+        goto fail;
+    }
+    if (o.python)
+        gs_cli_note("running the Python script %s with %s", o.what, o.argv[0]);
+    if (o.devices)
+        gs_cli_note("CUDA_VISIBLE_DEVICES=%s for %s", o.devices, o.what);
+    if (o.has_nice)
+        gs_cli_note("nice %d for %s", o.nice, o.what);
+    if (o.memory)
+        gs_cli_note("memory limit %s for %s", o.memory, o.what);
+    if (o.compute)
+        gs_cli_note("compute ceiling %s%s for %s", o.compute,
+                    strchr(o.compute, ':') ? " (percent)" : "%", o.what);
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        gs_cli_error("pipe: %s", strerror(errno));
+        goto fail;
+    }
+    sigemptyset(&block);
+    sigaddset(&block, SIGCHLD);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    if ((child = fork()) < 0) {
+        gs_cli_error("fork: %s", strerror(errno));
+        close(pipefd[0]);
+        close(pipefd[1]);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        goto fail;
+    }
+    if (child == 0) {
+        int e;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        close(pipefd[0]);
+        if (o.has_nice)
+            apply_nice(o.nice);
+        execvp(o.argv[0], o.argv);
+        e = errno;
+        if (write(pipefd[1], &e, sizeof(e)) < 0)
+            _exit(127);
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    close(pipefd[1]);
+    /* The terminal's ^C and ^\ reach the program directly; we outlive it. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    {
+        int e;
+        if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+            if (o.python)
+                gs_cli_error("%s: cannot run %s, the interpreter for %s (set PYTHON to "
+                             "another): %s",
+                             m->cmd, o.argv[0], o.what, strerror(e));
+            else
+                gs_cli_error("%s: cannot run %s: %s", m->cmd, o.what, strerror(e));
+        }
+        close(pipefd[0]);
+    }
+    r = wait_child(child, t, &status);
+    gs_tenant_reap(t);
+    if (gs_tenant_live_procs(t) == 0)
+        unlink(path);
+    else
+        gs_cli_note("%d process(es) of the tenant still run; its state stays until they exit",
+                    gs_tenant_live_procs(t));
+    gs_tenant_close(t);
+    if (r < 0) {
+        gs_cli_error("waiting for %s: %s", o.what, gs_strerror(r));
+        opts_done(&o);
+        return GS_EXIT_ERROR;
+    }
+    opts_done(&o);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+fail:
+    unlink(path);
+    gs_tenant_close(t);
+    opts_done(&o);
+    return GS_EXIT_ERROR;
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Documentation checks, no GPU needed: the man pages render without warnings
+# and cover every command and long option the binary prints in its --help; the
+# bash completion parses and completes; cmake --install puts both in place.
+# Usage: docs.sh SOURCE_DIR BUILD_DIR [CMAKE]
+set -u
+SRC=$1
+B=$2
+CMAKE=${3:-cmake}
+GS="$B/bin/gpuslice"
+T=$(mktemp -d /tmp/gs-docs-XXXXXX)
+BG=
+cleanup() { [ -n "$BG" ] && kill "$BG" 2>/dev/null; wait; rm -rf "$T"; }
+trap cleanup EXIT
+export GPUSLICE_RUN_DIR="$T/run"
+mkdir -p "$GPUSLICE_RUN_DIR"
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# The man page source with roff escapes undone, for text searches.
+plain() { sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/\\(\(em\|en\)/-/g' "$1"; }
+commands() { "$GS" --help | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p'; }
+long_opts() { "$GS" "$@" --help | grep -o -- '--[a-z][a-z-]*' | sort -u; }
+
+# 1. Every page renders without a warning.
+if command -v man >/dev/null 2>&1; then
+    lint() { MANWIDTH=80 man --warnings -l -E UTF-8 "$1" 2>&1 >/dev/null; }
+    linter=man
+elif command -v groff >/dev/null 2>&1; then
+    lint() { groff -man -ww -z "$1" 2>&1; }
+    linter=groff
+else
+    lint() { :; }
+    linter=
+    echo "skip: neither man nor groff is installed; the pages are not linted"
+fi
+for f in "$SRC"/man/*.1; do
+    [ -n "$linter" ] || break
+    out=$(lint "$f")
+    if [ -z "$out" ]; then ok "$(basename "$f") renders without warnings ($linter)"; else
+        bad "$(basename "$f"): $linter warns:"; echo "$out"; fi
+done
+
+# 2. A page per command, a command per page, and the overview names them all.
+cmds=$(commands)
+[ -n "$cmds" ] || bad "no commands parsed from gpuslice --help"
+for c in $cmds; do
+    if [ -f "$SRC/man/gpuslice-$c.1" ]; then ok "command $c has man/gpuslice-$c.1"; else
+        bad "command $c has no man page man/gpuslice-$c.1"; fi
+    if plain "$SRC/man/gpuslice.1" | grep -q "gpuslice-$c"; then ok "gpuslice.1 refers to gpuslice-$c"; else
+        bad "gpuslice.1 does not refer to gpuslice-$c(1)"; fi
+done
+for f in "$SRC"/man/gpuslice-*.1; do
+    c=$(basename "$f" .1); c=${c#gpuslice-}
+    if printf '%s\n' $cmds | grep -qx "$c"; then ok "man page of $c names a command"; else
+        bad "man/gpuslice-$c.1 documents \"$c\", which gpuslice --help does not list"; fi
+done
+
+# 3. Every long option in a --help is in the man page and in the completion.
+. "$SRC/completions/gpuslice.bash" || bad "completions/gpuslice.bash cannot be sourced"
+for c in "" $cmds; do
+    page="$SRC/man/gpuslice${c:+-$c}.1"
+    var=_gpuslice_opts_${c:-global}
+    [ -f "$page" ] || continue
+    opts=$(long_opts $c)
+    [ -n "$opts" ] || bad "no options parsed from gpuslice $c --help"
+    for o in $opts; do
+        if plain "$page" | grep -Eq -- "(^|[^a-z-])$o([^a-z-]|\$)"; then ok "$(basename "$page") has $o"; else
+            bad "$(basename "$page") lacks $o (printed by gpuslice $c --help)"; fi
+        if [[ " ${!var-} " == *" $o "* ]]; then ok "completion of ${c:-gpuslice} offers $o"; else
+            bad "completion: $var lacks $o (printed by gpuslice $c --help)"; fi
+    done
+done
+
+# 4. The completion parses and completes.
+if bash -n "$SRC/completions/gpuslice.bash"; then ok "bash -n completions/gpuslice.bash"; else
+    bad "completions/gpuslice.bash has a syntax error"; fi
+complete_words() { # complete_words WORD...: the COMPREPLY for the last word, one a line
+    bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=()
+             _gpuslice; printf "%s\n" "${COMPREPLY[@]}"' _ "$SRC/completions/gpuslice.bash" "$@"
+}
+expect_completion() { # expect_completion WANT WORD...
+    want=$1; shift
+    got=$(PATH="$B/bin:$PATH" complete_words "$@")
+    if printf '%s\n' "$got" | grep -qx -- "$want"; then ok "completing \"$*\" offers $want"; else
+        bad "completing \"$*\" gave \"$(echo $got)\", want $want"; fi
+}
+expect_completion tenants gpuslice t
+expect_completion tenants "$GS" t
+expect_completion --memory gpuslice run --mem
+expect_completion --interval gpuslice tenants --i
+expect_completion run gpuslice help r
+expect_completion ls gpuslice run -m 4G -- ls
+# set completes tenant names and IDs: a tenant whose program sleeps.
+"$GS" run -q --name docs-tenant -- sleep 60 >"$T/bg.out" 2>&1 &
+BG=$!
+for i in $(seq 100); do
+    grep -q docs-tenant <("$GS" tenants --json --interval 0 2>/dev/null) && break
+    sleep 0.05
+done
+id=$("$GS" tenants --json --interval 0 | grep -o '"id":"[^"]*"' | head -1 | sed 's/"id":"\(.*\)"/\1/')
+expect_completion docs-tenant gpuslice set docs
+expect_completion "$id" gpuslice set "${id:0:3}"
+kill "$BG" 2>/dev/null
+wait "$BG" 2>/dev/null
+BG=
+
+# 5. cmake --install puts the pages and the completion in place.
+if "$CMAKE" --install "$B" --prefix "$T/prefix" >"$T/install.log" 2>&1; then
+    ok "cmake --install --prefix"
+    mandir=$(sed -n 's/^CMAKE_INSTALL_MANDIR:PATH=//p' "$B/CMakeCache.txt")
+    datadir=$(sed -n 's/^CMAKE_INSTALL_DATADIR:PATH=//p' "$B/CMakeCache.txt")
+    for f in "$SRC"/man/*.1; do
+        if cmp -s "$f" "$T/prefix/${mandir:-share/man}/man1/$(basename "$f")"; then
+            ok "installed ${mandir:-share/man}/man1/$(basename "$f")"
+        else bad "$(basename "$f") is not installed in ${mandir:-share/man}/man1"; fi
+    done
+    comp="$T/prefix/${datadir:-share}/bash-completion/completions/gpuslice"
+    if cmp -s "$SRC/completions/gpuslice.bash" "$comp"; then ok "installed the bash completion"; else
+        bad "the bash completion is not installed as ${comp#$T/prefix/}"; fi
+    [ -x "$T/prefix/bin/gpuslice" ] && ok "installed bin/gpuslice" || bad "bin/gpuslice not installed"
+else
+    bad "cmake --install failed"; cat "$T/install.log"
+fi
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
