@@ -3,15 +3,17 @@
 # Installed as share/bash-completion/completions/gpuslice; source it by hand
 # to try it: `. completions/gpuslice.bash`.
 
-_gpuslice_commands="run exec tenants set info"
+_gpuslice_commands="run exec tenants set info mps"
 
 # Options per command (tests/integration/docs.sh checks them against --help);
 # those that take a value are listed again in _gpuslice_valued.
-_gpuslice_opts_run="-m --memory -c --compute -d --device -n --nice --name -q --quiet -h --help"
+_gpuslice_opts_run="-m --memory -c --compute -d --device -n --nice --name --no-torch-priority -q --quiet -h --help"
 _gpuslice_opts_exec=$_gpuslice_opts_run
 _gpuslice_opts_tenants="--json --interval -q --quiet -h --help"
 _gpuslice_opts_set="-c --compute -m --memory -q --quiet -h --help"
 _gpuslice_opts_info="--json -h --help"
+_gpuslice_opts_mps="-d --device --force --json -h --help"
+_gpuslice_mps_subcommands="start status stop"
 _gpuslice_opts_global="-q --quiet -V --version -h --help"
 _gpuslice_valued=" -m --memory -c --compute -d --device -n --nice --name --interval "
 
@@ -141,6 +143,20 @@ _gpuslice()
         COMPREPLY=($(compgen -W "$_gpuslice_opts_tenants" -- "$cur")) ;;
     info)
         COMPREPLY=($(compgen -W "$_gpuslice_opts_info" -- "$cur")) ;;
+    mps)
+        # The subcommand first (start, status, stop), options before or after it.
+        local sub=
+        for ((i = cmdi + 1; i < cword; i++)); do
+            [[ ${words[i]} == -* || ${words[i]} == = ]] && continue
+            [[ $_gpuslice_valued == *" ${words[i - 1]} "* || ${words[i - 1]} == = ]] && continue
+            sub=${words[i]}
+        done
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$_gpuslice_opts_mps" -- "$cur"))
+        elif [[ -z $sub ]]; then
+            COMPREPLY=($(compgen -W "$_gpuslice_mps_subcommands" -- "$cur"))
+        fi
+        ;;
     help)
         ((cword == cmdi + 1)) && COMPREPLY=($(compgen -W "$(_gpuslice_list_commands "$gs")" -- "$cur")) ;;
     esac

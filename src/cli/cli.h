@@ -25,6 +25,7 @@ extern const struct gs_cmd gs_cmd_exec;
 extern const struct gs_cmd gs_cmd_set;
 extern const struct gs_cmd gs_cmd_info;
 extern const struct gs_cmd gs_cmd_tenants;
+extern const struct gs_cmd gs_cmd_mps;
 
 /* Global flags that every command honours. */
 extern int gs_cli_quiet;

@@ -5,8 +5,6 @@
  * the driver itself (dlopen), so it runs where no driver is installed and says so.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/mps.h"
 #include "cli/tenant-list.h"
 #include "common/cuda_api.h"
 #include "common/error.h"
@@ -37,7 +36,8 @@ static void info_usage(void)
            "total/used/free (NVML), SM count and compute capability, the green-context\n"
            "partition sizes the driver allows (smallest group, alignment, and smallest\n"
            "group with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING), and whether an\n"
-           "MPS control daemon is running for $CUDA_MPS_PIPE_DIRECTORY (default\n"
+           "MPS control daemon is running: the one 'gpuslice mps start' made for that GPU\n"
+           "if it has one, else the one of $CUDA_MPS_PIPE_DIRECTORY (default\n"
            "/tmp/nvidia-mps); then every tenant you may read, with its limits and usage.\n\n"
            "options:\n"
            "      --json   one JSON object on stdout instead of text (sizes in bytes,\n"
@@ -80,6 +80,7 @@ struct gpu {
     int sm_count, cc_major, cc_minor; /* -1 = unknown */
     struct green green;
     const char *mps;
+    char mps_dir[MPS_PATH_MAX]; /* the pipe directory mps describes */
 };
 
 struct info {
@@ -259,65 +260,25 @@ static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
                  "cuDevSmResourceSplitByCount");
 }
 
-/* 1 if a process of any user runs nvidia-cuda-mps-control (as /proc shows it). */
-static int mps_daemon_seen(void)
-{
-    DIR *dir = opendir("/proc");
-    struct dirent *e;
-    int found = 0;
-
-    if (dir == NULL)
-        return 0;
-    while (!found && (e = readdir(dir)) != NULL) {
-        char path[64], cmd[256];
-        const char *base;
-        FILE *f;
-        size_t n;
-
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        snprintf(path, sizeof(path), "/proc/%.20s/cmdline", e->d_name);
-        if ((f = fopen(path, "re")) == NULL)
-            continue;
-        n = fread(cmd, 1, sizeof(cmd) - 1, f);
-        fclose(f);
-        cmd[n] = '\0'; /* argv[0] ends at its NUL */
-        base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
-        found = strcmp(base, "nvidia-cuda-mps-control") == 0;
-    }
-    closedir(dir);
-    return found;
-}
-
 /*
- * "running" when the pipe directory has its control endpoint and a daemon
- * process lives; "not running" when neither is there; "unknown" otherwise
- * (a stale endpoint, a daemon we cannot see, a directory we cannot read).
- * It does not ask the daemon which GPUs it serves.
+ * The MPS daemon that serves this GPU: the one `gpuslice mps start` made for
+ * it when its pipe directory exists, else $CUDA_MPS_PIPE_DIRECTORY's (default
+ * /tmp/nvidia-mps), whose daemon may serve any GPU (that is not checked).
  */
-static const char *mps_state(void)
+static void mps_of(struct gpu *g)
 {
-    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    char path[PATH_MAX];
+    const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    struct mps_gpu m;
     struct stat st;
-    int control, daemon;
 
-    snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
-    if (stat(path, &st) == 0)
-        control = S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode);
-    else if (errno == ENOENT || errno == ENOTDIR)
-        control = 0;
+    if (mps_gpu_init(&m, g->uuid) == 0 && lstat(m.pipe, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", m.pipe);
     else
-        return "unknown";
-    daemon = mps_daemon_seen();
-    if (control && daemon)
-        return "running";
-    if (!control)
-        return "not running";
-    return "unknown";
+        snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", env && *env ? env : MPS_DEFAULT_PIPE_DIR);
+    g->mps = mps_state(g->mps_dir);
 }
 
-static int query_gpu(const struct driver *d, int ordinal, struct gpu *g, const char *mps)
+static int query_gpu(const struct driver *d, int ordinal, struct gpu *g)
 {
     char buf[32];
     CUdevice dev;
@@ -327,7 +288,6 @@ static int query_gpu(const struct driver *d, int ordinal, struct gpu *g, const c
     memset(g, 0, sizeof(*g));
     g->index = ordinal;
     g->sm_count = g->cc_major = g->cc_minor = -1;
-    g->mps = mps;
     if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetName(g->name, sizeof(g->name), dev)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
@@ -349,6 +309,7 @@ static int query_gpu(const struct driver *d, int ordinal, struct gpu *g, const c
                       d->nvmlDeviceGetMemoryInfo(h, &g->mem) == NVML_SUCCESS;
     }
     probe_green(d, dev, &g->green);
+    mps_of(g);
     return 0;
 }
 
@@ -356,7 +317,6 @@ static int gather(const struct driver *d, struct info *in)
 {
     char buf[32];
     CUresult r;
-    const char *mps;
     int i, n = 0;
 
     memset(in, 0, sizeof(*in));
@@ -384,9 +344,8 @@ static int gather(const struct driver *d, struct info *in)
         return 0;
     if ((in->gpus = calloc((size_t)n, sizeof(*in->gpus))) == NULL)
         return -ENOMEM;
-    mps = mps_state();
     for (i = 0; i < n; i++)
-        if (query_gpu(d, i, &in->gpus[in->ngpus], mps) == 0)
+        if (query_gpu(d, i, &in->gpus[in->ngpus]) == 0)
             in->ngpus++;
         else
             in->failed++;
@@ -431,7 +390,9 @@ static void print_json_gpu(const struct gpu *g)
         gs_cli_json_string(stdout, gc->reason, strlen(gc->reason));
     else
         printf("null");
-    printf("},\"mps\":\"%s\"}", g->mps);
+    printf("},\"mps\":\"%s\",\"mps_pipe_dir\":", g->mps);
+    gs_cli_json_string(stdout, g->mps_dir, strlen(g->mps_dir));
+    printf("}");
 }
 
 static void print_json(const struct info *in, const struct tenant_list *l)
@@ -481,7 +442,7 @@ static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long 
 static void print_text_gpu(const struct gpu *g)
 {
     const struct green *gc = &g->green;
-    char name[NAME_LEN], total[32], used[32], free_[32];
+    char name[NAME_LEN], total[32], used[32], free_[32], dir[MPS_PATH_MAX];
 
     plain(name, sizeof(name), g->name);
     printf("GPU %d: %s  %s\n", g->index, name, g->uuid);
@@ -509,7 +470,8 @@ static void print_text_gpu(const struct gpu *g)
     } else {
         printf("  green contexts  %s\n", gc->reason);
     }
-    printf("  MPS             %s\n", g->mps);
+    plain(dir, sizeof(dir), g->mps_dir);
+    printf("  MPS             %s (%s)\n", g->mps, dir);
 }
 
 static void print_text_tenants(const struct tenant_list *l)

@@ -2,7 +2,9 @@
  * Starting a program as a new tenant (gpuslice run, gpuslice exec): the
  * interposer preloaded with the given limits, the GPUs and nice value chosen,
  * and gpuslice staying beside it to reclaim the usage of tenant processes
- * that die, then returning the program's exit status.
+ * that die, then returning the program's exit status. For Python programs it
+ * also puts gpuslice's sitecustomize hook (python/gpuslice_torch) first on
+ * PYTHONPATH, which runs PyTorch on a highest-priority CUDA stream.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -68,6 +70,12 @@ void launch_usage(const struct launch_mode *m)
            "                         needs root), a warning, and it runs as it would\n"
            "      --name NAME        a name for the tenant (shown by gpuslice tenants,\n"
            "                         used by gpuslice set)\n"
+           "      --no-torch-priority\n"
+           "                         leave PYTHONPATH alone: without it, gpuslice's\n"
+           "                         sitecustomize hook comes first on PYTHONPATH and\n"
+           "                         puts PyTorch's work on a highest-priority CUDA\n"
+           "                         stream on each device it uses (the user's\n"
+           "                         sitecustomize still runs)\n"
            "  -q, --quiet            no progress messages\n"
            "  -h, --help             this text\n\n"
            "Index keys of --memory and --compute (0:8G) are CUDA indexes as the program\n"
@@ -98,6 +106,69 @@ static int find_preload(char *out, size_t len)
     if ((size_t)snprintf(out, len, "%s/../lib/libgpuslice.so", exe) >= len)
         return -ENAMETOOLONG;
     return access(out, R_OK) == 0 ? 0 : -errno;
+}
+
+/*
+ * The directory holding gpuslice's sitecustomize.py, made absolute:
+ * $GPUSLICE_PYTHON_DIR, else bin/../share/gpuslice/python beside this
+ * executable (installed, and in the build tree, where CMake copies it). On
+ * failure out holds the path that was tried, for the message.
+ */
+static int find_python_dir(char *out, size_t len)
+{
+    const char *env = getenv("GPUSLICE_PYTHON_DIR");
+    char exe[PATH_MAX], want[PATH_MAX], *slash;
+    ssize_t n;
+
+    if (env && *env) {
+        if ((size_t)snprintf(want, sizeof(want), "%s", env) >= sizeof(want))
+            return -ENAMETOOLONG;
+    } else {
+        if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) < 0)
+            return -errno;
+        exe[n] = '\0';
+        if ((slash = strrchr(exe, '/')) == NULL)
+            return -ENOENT;
+        *slash = '\0';
+        if ((size_t)snprintf(want, sizeof(want), "%s/../share/gpuslice/python", exe) >=
+            sizeof(want))
+            return -ENAMETOOLONG;
+    }
+    snprintf(out, len, "%s", want);
+    if (realpath(want, exe) == NULL)
+        return -errno;
+    /* A PYTHONPATH entry cannot hold a ':'. */
+    if (strchr(exe, ':'))
+        return -EINVAL;
+    if ((size_t)snprintf(out, len, "%s/sitecustomize.py", exe) >= len)
+        return -ENAMETOOLONG;
+    if (access(out, R_OK) < 0)
+        return -errno;
+    if ((size_t)snprintf(out, len, "%s", exe) >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* PYTHONPATH with dir first, then what the user had; unchanged if dir is first already. */
+static int set_pythonpath(const char *dir)
+{
+    const char *old = getenv("PYTHONPATH");
+    size_t l = strlen(dir);
+    char *v;
+    int r;
+
+    if (old && strncmp(old, dir, l) == 0 && (old[l] == '\0' || old[l] == ':'))
+        return 0; /* a gpuslice run inside another */
+    /* No trailing ':' for an unset or empty PYTHONPATH: an empty entry is the cwd. */
+    if (old && *old) {
+        if (asprintf(&v, "%s:%s", dir, old) < 0)
+            return -ENOMEM;
+    } else if ((v = strdup(dir)) == NULL) {
+        return -ENOMEM;
+    }
+    r = setenv("PYTHONPATH", v, 1);
+    free(v);
+    return r < 0 ? -errno : 0;
 }
 
 /* LD_PRELOAD with lib first, keeping what the user had (without a duplicate). */
@@ -337,6 +408,7 @@ struct launch_opts {
     const char *memory, *compute, *name;
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;
+    int no_torch_priority; /* --no-torch-priority: PYTHONPATH is left alone */
     const char *what; /* the program as the user named it, for messages and the tenant */
     char **argv;      /* what is executed, NULL-terminated */
     char **python;    /* argv when built for a Python script (freed), else NULL */
@@ -355,7 +427,8 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         {"memory", required_argument, NULL, 'm'}, {"compute", required_argument, NULL, 'c'},
         {"device", required_argument, NULL, 'd'}, {"nice", required_argument, NULL, 'n'},
         {"name", required_argument, NULL, 'N'},   {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},         {"no-torch-priority", no_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0}};
     struct gs_limits limits;
     const char *nice = NULL;
     char err[768], **devargs;
@@ -383,6 +456,9 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             break;
         case 'N':
             o->name = optarg;
+            break;
+        case 'T':
+            o->no_torch_priority = 1;
             break;
         case 'q':
             gs_cli_quiet = 1;
@@ -454,7 +530,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
 {
     struct launch_opts o = {0};
     struct gpuslice_tenant *t = NULL;
-    char lib[PATH_MAX], path[PATH_MAX];
+    char lib[PATH_MAX], path[PATH_MAX], pydir[PATH_MAX];
     sigset_t block, old;
     int r, status = 0, pipefd[2];
     pid_t child;
@@ -485,6 +561,23 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
         gs_cli_error("cannot set the environment: %s", strerror(errno));
         goto fail;
+    }
+    /*
+     * A missing hook costs PyTorch only its stream priority, so the program
+     * still runs; the warning is printed even with -q, like --nice's, since it
+     * says a default did not take effect.
+     */
+    if (!o.no_torch_priority) {
+        if ((r = find_python_dir(pydir, sizeof(pydir))) < 0)
+            gs_cli_error("warning: cannot find gpuslice's Python hook (%s: %s); PyTorch keeps "
+                         "its default stream priority (set GPUSLICE_PYTHON_DIR to the "
+                         "directory holding sitecustomize.py, or pass --no-torch-priority)",
+                         pydir, r == -EINVAL ? "a PYTHONPATH entry cannot contain ':'"
+                                             : gs_strerror(r));
+        else if ((r = set_pythonpath(pydir)) < 0) {
+            gs_cli_error("cannot set PYTHONPATH: %s", gs_strerror(r));
+            goto fail;
+        }
     }
     if (o.python)
         gs_cli_note("running the Python script %s with %s", o.what, o.argv[0]);

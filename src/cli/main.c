@@ -20,6 +20,7 @@ static const struct gs_cmd *commands[] = {
     &gs_cmd_info,
     &gs_cmd_tenants,
     &gs_cmd_set,
+    &gs_cmd_mps,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

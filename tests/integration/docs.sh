@@ -91,6 +91,8 @@ expect_completion tenants "$GS" t
 expect_completion --memory gpuslice run --mem
 expect_completion --interval gpuslice tenants --i
 expect_completion run gpuslice help r
+expect_completion status gpuslice mps st
+expect_completion --force gpuslice mps stop --f
 expect_completion ls gpuslice run -m 4G -- ls
 # set completes tenant names and IDs: a tenant whose program sleeps.
 "$GS" run -q --name docs-tenant -- sleep 60 >"$T/bg.out" 2>&1 &
@@ -120,6 +122,14 @@ if "$CMAKE" --install "$B" --prefix "$T/prefix" >"$T/install.log" 2>&1; then
     if cmp -s "$SRC/completions/gpuslice.bash" "$comp"; then ok "installed the bash completion"; else
         bad "the bash completion is not installed as ${comp#$T/prefix/}"; fi
     [ -x "$T/prefix/bin/gpuslice" ] && ok "installed bin/gpuslice" || bad "bin/gpuslice not installed"
+    hook="$T/prefix/share/gpuslice/python/sitecustomize.py"
+    if cmp -s "$SRC/python/gpuslice_torch/sitecustomize.py" "$hook"; then ok "installed the Python hook"; else
+        bad "python/gpuslice_torch/sitecustomize.py is not installed as share/gpuslice/python/sitecustomize.py"; fi
+    got=$(env -u GPUSLICE_PYTHON_DIR -u PYTHONPATH GPUSLICE_PRELOAD_LIB="$B/lib/libgpuslice.so" \
+        "$T/prefix/bin/gpuslice" run -q -- sh -c 'echo "$PYTHONPATH"' 2>&1)
+    if [ "$got" = "$(cd "$T/prefix/share/gpuslice/python" 2>/dev/null && pwd -P)" ]; then
+        ok "the installed gpuslice finds its Python hook"
+    else bad "the installed gpuslice set PYTHONPATH=\"$got\""; fi
 else
     bad "cmake --install failed"; cat "$T/install.log"
 fi

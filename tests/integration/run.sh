@@ -452,6 +452,123 @@ cli_python)
     expect 0 "run --help describes the .py form" -- "$GS" run --help
     if grep -q "SCRIPT.py" "$T/out"; then ok "usage names SCRIPT.py"; else bad "usage lacks SCRIPT.py"; fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+cli_torch)
+    # run/exec put gpuslice's sitecustomize first on PYTHONPATH; with a stand-in
+    # for PyTorch (tests/integration/fake_torch, no GPU), it moves torch onto a
+    # highest-priority stream per device, runs the user's sitecustomize once,
+    # never imports torch itself, and says nothing.
+    HOOK=$(cd "$B/share/gpuslice/python" 2>/dev/null && pwd -P)
+    unset PYTHONPATH
+    expect 0 "run puts the hook's directory on an unset PYTHONPATH" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ -n "$HOOK" ] && [ "$(cat "$T/out")" = "$HOOK" ]; then ok "PYTHONPATH=$HOOK, no empty entry"; else bad "PYTHONPATH was '$(cat "$T/out")', want '$HOOK'"; fi
+    PYTHONPATH="/a:/b" expect 0 "exec keeps the user's PYTHONPATH after it" -- "$GS" exec -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:/a:/b" ]; then ok "PYTHONPATH=$HOOK:/a:/b"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    PYTHONPATH="$HOOK:/a" expect 0 "nested: the hook is not added twice" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:/a" ]; then ok "PYTHONPATH unchanged"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    for c in run exec; do
+        PYTHONPATH="/a" expect 0 "$c --no-torch-priority leaves PYTHONPATH alone" -- "$GS" $c -q --no-torch-priority -- sh -c 'echo "$PYTHONPATH"'
+        if [ "$(cat "$T/out")" = "/a" ]; then ok "$c --no-torch-priority: PYTHONPATH=/a"; else bad "$c --no-torch-priority: PYTHONPATH was '$(cat "$T/out")'"; fi
+    done
+    PYTHONPATH="/a" GPUSLICE_PYTHON_DIR="$T/nohook" expect 3 "a missing hook: a warning, and the program runs" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"; exit 3'
+    stderr_has "warning: cannot find gpuslice's Python hook"
+    stderr_has "GPUSLICE_PYTHON_DIR"
+    if [ "$(cat "$T/out")" = "/a" ]; then ok "without the hook PYTHONPATH is left alone"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    if [ "$(grep -c "Python hook" "$T/err")" = 1 ]; then ok "warned once"; else bad "warned $(grep -c "Python hook" "$T/err") times"; fi
+    mkdir "$T/hookcopy"; cp "$B/share/gpuslice/python/sitecustomize.py" "$T/hookcopy/"
+    GPUSLICE_PYTHON_DIR="$T/hookcopy" expect 0 "GPUSLICE_PYTHON_DIR names the hook's directory" -- "$GS" exec -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$(cd "$T/hookcopy" && pwd -P)" ]; then ok "PYTHONPATH=\$GPUSLICE_PYTHON_DIR"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    if ! command -v python3 >/dev/null; then
+        ok "python3 missing: skipped the Python checks"
+    else
+        mkdir "$T/user"
+        printf 'import os\nopen(os.environ["GS_MARK"], "a").write("ran\\n")\n' >"$T/user/sitecustomize.py"
+        export GS_MARK="$T/mark"
+        PY="$SRC/tests/integration/fake_torch:$T/user"
+        # pyrun DESCRIPTION GPUSLICE-ARGS... -- PROGRAM: python3 -c PROGRAM under gpuslice; silent, user's sitecustomize once.
+        pyrun() {
+            what=$1; shift; rm -f "$T/mark"
+            prog=; args=
+            while [ "$1" != -- ]; do args="$args $1"; shift; done; prog=$2
+            PYTHONPATH="$PY" expect 0 "$what" -- "$GS" $args -- python3 -c "$prog"
+            if [ ! -s "$T/err" ]; then ok "$what: nothing on stderr"; else bad "$what: stderr: $(cat "$T/err")"; fi
+            if [ "$(cat "$T/mark" 2>/dev/null)" = ran ]; then ok "$what: the user's sitecustomize ran once"; else bad "$what: the user's sitecustomize ran: '$(cat "$T/mark" 2>/dev/null)'"; fi
+        }
+        pyrun "torch's first use gets a top-priority stream on device 0, set_device(1) on device 1" run -q -- '
+import sys, torch
+c = torch.cuda
+assert sys.modules["sitecustomize"].__file__.endswith("/user/sitecustomize.py"), sys.modules["sitecustomize"]
+assert c.calls == [], c.calls
+x = c.current_device()
+assert c.calls == [("init", 0), ("Stream", 0, -5), ("set_stream", 0, -5)], c.calls
+assert c.current_stream(0).priority == -5, c.current_stream(0)
+c.set_device(1)
+assert c.current_stream(1).priority == -5 and c.current_stream(1).device_index == 1, c.current_stream(1)
+s0 = c.current_stream(0)
+c.set_device(0)
+assert c.current_stream(0) == s0, "a second set_device keeps the stream"
+assert [k for k in c.calls if k[0] == "Stream"] == [("Stream", 0, -5), ("Stream", 1, -5)], c.calls
+assert c.set_device.__name__ == "set_device"
+assert torch.__spec__.loader is torch.__loader__ and type(torch.__loader__).__name__ == "SourceFileLoader", torch.__loader__
+'
+        pyrun "set_device first: no stream on the device it leaves" exec -q -- '
+import torch
+c = torch.cuda
+c.set_device(1)
+assert c.calls == [("init", 0), ("set_device", 1), ("Stream", 1, -5), ("set_stream", 1, -5)], c.calls
+assert c.current_stream(1).priority == -5 and c.current_stream(0).priority == 0
+'
+        pyrun "a stream the program chose is kept" run -q -- '
+import torch
+c = torch.cuda
+s = c.Stream(device=1, priority=0)
+c.set_stream(s)
+c.set_device(1)
+assert c.current_stream(1) == s, c.current_stream(1)
+assert c.current_stream(0).priority == -5, "device 0 was current at initialisation"
+'
+        pyrun "set_device(-1) initialises nothing" run -q -- '
+import torch
+torch.cuda.set_device(-1)
+assert torch.cuda.calls == [], torch.cuda.calls
+'
+        pyrun "a program that never imports torch does not get it" run -q -- '
+import sys, importlib.util
+assert importlib.util.find_spec("torch") is not None, "the stand-in is importable"
+assert "torch" not in sys.modules and "torch.cuda" not in sys.modules, sorted(sys.modules)
+'
+        pyrun "--no-torch-priority: torch untouched" run -q --no-torch-priority -- '
+import sys, torch
+c = torch.cuda
+assert not any(type(f).__name__ == "_TorchFinder" for f in sys.meta_path)
+c.current_device(); c.set_device(1)
+assert c.calls == [("init", 0), ("set_device", 1)], c.calls
+assert c.current_stream(0).priority == 0 and c.current_stream(1).priority == 0
+'
+        printf '%s\n' 'import multiprocessing as mp' 'def child(q):' '    import torch' '    torch.cuda.set_device(1)' \
+            '    q.put(torch.cuda.current_stream(1).priority)' 'if __name__ == "__main__":' \
+            '    ctx = mp.get_context("spawn"); q = ctx.Queue(); p = ctx.Process(target=child, args=(q,)); p.start()' \
+            '    assert q.get(timeout=60) == -5; p.join(); assert p.exitcode == 0' >"$T/spawn.py"
+        PYTHONPATH="$PY" expect 0 "torch imported in a multiprocessing spawn child is patched too" -- "$GS" run -q "$T/spawn.py"
+        GPUSLICE_DEBUG=1 PYTHONPATH="$PY" expect 0 "GPUSLICE_DEBUG=1 tells what the hook does" -- "$GS" run -q -- python3 -c 'import torch; torch.cuda.set_device(1)'
+        stderr_has "gpuslice: torch priority: device 1: current stream set"
+        mkdir -p "$T/oldtorch/torch"
+        printf 'class _Cuda(object):\n    def set_device(self, d): self.dev = d\ncuda = _Cuda()\n' >"$T/oldtorch/torch/__init__.py"
+        PYTHONPATH="$T/oldtorch" expect 0 "a torch without _lazy_call is left as it is, silently" -- "$GS" run -q -- python3 -c '
+import torch
+assert type(torch.cuda.set_device).__name__ == "method", torch.cuda.set_device
+torch.cuda.set_device(1); assert torch.cuda.dev == 1'
+        if [ ! -s "$T/err" ]; then ok "no message"; else bad "stderr: $(cat "$T/err")"; fi
+        printf 'raise RuntimeError("user hook failed")\n' >"$T/user/sitecustomize.py"
+        PYTHONPATH="$PY" expect 0 "an error in the user's sitecustomize is reported as Python always does" -- "$GS" run -q -- python3 -c '
+import torch
+torch.cuda.set_device(1)
+assert torch.cuda.current_stream(1).priority == -5'
+        stderr_has "Error in sitecustomize"
+        stderr_has "user hook failed"
+    fi
+    expect 0 "run --help names --no-torch-priority" -- "$GS" run --help
+    if grep -q -- "--no-torch-priority" "$T/out"; then ok "usage has --no-torch-priority"; else bad "usage lacks --no-torch-priority"; fi
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 cli_device)
     # --device sets CUDA_VISIBLE_DEVICES for the program; without it, it is left as it was.
     cvd_is() { # cvd_is WANT DESCRIPTION -- gpuslice args...: the program sees CUDA_VISIBLE_DEVICES=WANT
@@ -578,6 +695,116 @@ assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memor
     expect 0 "info table with a tenant" -- "$GS" info
     if grep -q "infohold" "$T/out"; then ok "the table lists the tenant"; else bad "table lacks the tenant"; cat "$T/out"; fi
     release ;;
+mps)
+    # gpuslice mps against a stand-in for nvidia-cuda-mps-control (no GPU, no MPS in CI).
+    export GPUSLICE_SIM_DEVICES=2 XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3
+    export CUDA_MPS_PIPE_DIRECTORY="$T/default-mps"
+    mkdir -p "$T/bin" "$T/xdg" "$T/nobin"; chmod 700 "$T/xdg"
+    U0=GPU-5ac1ce00-0000-4000-8000-000000000000
+    U1=GPU-5ac1ce00-0000-4000-8000-000000000001
+    D="$T/xdg/gpuslice-mps/$U0"
+    P="$D/pipe"
+    # Usage first: refused (2) before MPS is looked for.
+    expect 2 "mps without a subcommand" -- "$GS" mps
+    expect 2 "mps with an unknown subcommand" -- "$GS" mps restart; stderr_has "restart"
+    expect 2 "mps start --force" -- "$GS" mps start --force; stderr_has "stop only"
+    expect 2 "mps --device banana" -- "$GS" mps start --device banana; stderr_has '"banana" is not a GPU'
+    expect 2 "mps --bogus" -- "$GS" mps status --bogus
+    expect 2 "mps stop extra" -- "$GS" mps stop extra
+    expect 0 "mps --help" -- "$GS" mps --help
+    # No nvidia-cuda-mps-control in PATH: exit 1, named, and where it comes from.
+    PATH="$T/nobin:/usr/bin:/bin" expect 1 "mps start without nvidia-cuda-mps-control" -- "$GS" mps start
+    stderr_has "nvidia-cuda-mps-control is not in PATH"; stderr_has "ships with the NVIDIA driver"
+    cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
+    export PATH="$T/bin:$PATH"
+    # start: private directories, the daemon for GPU 0's UUID, default percentage 100.
+    expect 0 "mps start" -- "$GS" mps start
+    if grep -q "$U0: MPS control daemon started" "$T/out" && grep -q "CUDA_MPS_PIPE_DIRECTORY=$P" "$T/out"; then
+        ok "start names the GPU and the pipe directory"; else bad "start output"; cat "$T/out"; fi
+    for d in "$T/xdg/gpuslice-mps" "$D" "$P" "$D/log"; do
+        m=$(stat -c %a "$d" 2>/dev/null)
+        if [ "$m" = 700 ]; then ok "${d#$T/} is mode 0700"; else bad "${d#$T/} mode ${m:-missing}, want 700"; fi
+    done
+    if [ "$(wc -l <"$P/fake.starts")" = 1 ] && grep -q "CUDA_VISIBLE_DEVICES=$U0 CUDA_MPS_LOG_DIRECTORY=$D/log" "$P/fake.starts"; then
+        ok "-d ran once with CUDA_VISIBLE_DEVICES=UUID and the log directory"; else bad "daemon starts"; cat "$P/fake.starts"; fi
+    if [ "$(cat "$P/fake.percentage" 2>/dev/null)" = 100 ]; then ok "default active thread percentage set to 100"; else bad "percentage: $(cat "$P/fake.percentage" 2>/dev/null)"; fi
+    rm -f "$P/fake.percentage"
+    expect 0 "a second mps start" -- "$GS" mps start --json
+    json_ok "the second start reuses the daemon" 'assert d["started"] is False and d["uuid"] == "'"$U0"'", d'
+    if [ "$(wc -l <"$P/fake.starts")" = 1 ]; then ok "no second daemon"; else bad "the daemon was started again"; fi
+    LD_PRELOAD="$LIB" expect 0 "mps start --device 1 under the interposer" -- "$GS" mps start --device 1
+    if grep -q "CUDA_VISIBLE_DEVICES=$U1 .*LD_PRELOAD=\$" "$T/xdg/gpuslice-mps/$U1/pipe/fake.starts"; then
+        ok "--device 1 is GPU 1's UUID; the daemon runs without libgpuslice"; else bad "device 1 start"; cat "$T/xdg/gpuslice-mps/$U1/pipe/fake.starts"; fi
+    # status: servers and their clients, as a table and as JSON.
+    echo 4242 >"$P/fake.servers"; echo "100 101" >"$P/fake.clients.4242"
+    expect 0 "mps status" -- "$GS" mps status
+    if grep -q "$U0  running" "$T/out" && grep -q "server 4242: clients 100 101" "$T/out" && grep -q "$U1  running" "$T/out"; then
+        ok "status lists both daemons, the server and its clients"; else bad "status table"; cat "$T/out"; fi
+    expect 0 "mps status --json" -- "$GS" mps status --json
+    json_ok "status --json" '
+g = {x["uuid"]: x for x in d["gpus"]}
+assert sorted(g) == ["'"$U0"'", "'"$U1"'"], d
+a = g["'"$U0"'"]
+assert a["running"] is True and a["pipe_dir"] == "'"$P"'", a
+assert a["servers"] == [{"pid": 4242, "clients": [100, 101]}], a
+assert g["'"$U1"'"]["servers"] == [], g'
+    expect 0 "mps status --device UUID" -- "$GS" mps status --json --device "$U1"
+    json_ok "status --device shows that GPU only" 'assert [x["uuid"] for x in d["gpus"]] == ["'"$U1"'"], d'
+    # info reports the daemon gpuslice started for each GPU.
+    expect 0 "info --json with gpuslice MPS daemons" -- "$GS" info --json
+    json_ok "info: running, in our pipe directory" '
+assert [x["mps"] for x in d["gpus"]] == ["running", "running"], d["gpus"]
+assert d["gpus"][0]["mps_pipe_dir"] == "'"$P"'", d["gpus"][0]'
+    # A daemon that does not answer: never a hang.
+    touch "$P/fake.hang"
+    start=$(date +%s)
+    expect 1 "mps status with a daemon that does not answer" -- "$GS" mps status --device 0
+    stderr_has "did not answer within 3 s"
+    if [ $(($(date +%s) - start)) -lt 10 ]; then ok "gave up after the timeout"; else bad "took $(($(date +%s) - start)) s"; fi
+    rm -f "$P/fake.hang"
+    # stop: refused with clients (named), then --force.
+    expect 1 "mps stop with clients" -- "$GS" mps stop
+    stderr_has "2 clients connected (PIDs 100 101)"; stderr_has "--force"
+    if [ ! -e "$P/fake.quits" ] && [ -p "$P/control" ]; then ok "the daemon was left alone"; else bad "quit was sent"; fi
+    expect 0 "mps stop --force" -- "$GS" mps stop --force --json
+    json_ok "stop --force stopped it" 'assert d["stopped"] is True and d["clients"] == [100, 101], d'
+    expect 0 "mps status after stop" -- "$GS" mps status --json --device 0
+    json_ok "status: not running" 'assert d["gpus"][0]["running"] is False and d["gpus"][0]["servers"] == [], d'
+    expect 0 "info after stop" -- "$GS" info --json
+    json_ok "info: GPU 0 not running, GPU 1 running" 'assert [x["mps"] for x in d["gpus"]] == ["not running", "running"], d["gpus"]'
+    rm -f "$T/xdg/gpuslice-mps/$U1/pipe/fake.servers"
+    expect 0 "mps stop without clients" -- "$GS" mps stop -d 1
+    if grep -q "$U1: MPS control daemon stopped" "$T/out"; then ok "stop reports it"; else bad "stop output"; cat "$T/out"; fi
+    expect 0 "mps stop when nothing runs" -- "$GS" mps stop
+    # start again after a stop: a new daemon.
+    expect 0 "mps start after stop" -- "$GS" mps start
+    if [ "$(wc -l <"$P/fake.starts")" = 2 ]; then ok "started anew"; else bad "not restarted"; fi
+    "$GS" mps stop --force >/dev/null 2>&1
+    # Directories that others may use, or that are another's, are refused.
+    chmod 777 "$P"
+    expect 1 "a pipe directory of mode 0777" -- "$GS" mps start
+    stderr_has "$P has mode 0777"
+    chmod 700 "$P"; chmod 755 "$T/xdg/gpuslice-mps"
+    expect 1 "a base directory of mode 0755" -- "$GS" mps status; stderr_has "refusing"
+    chmod 700 "$T/xdg/gpuslice-mps"
+    rm -rf "$P"; ln -s "$T/bin" "$P"
+    expect 1 "a pipe directory that is a link" -- "$GS" mps start; stderr_has "not a directory"
+    rm -f "$P"
+    if [ "$(id -u)" = 0 ]; then
+        mkdir -m 700 "$P"; chown 65534 "$P"
+        expect 1 "a pipe directory of another owner" -- "$GS" mps start; stderr_has "belongs to uid 65534"
+        rm -rf "$P"
+    else
+        echo "skip: another owner's directory needs root to make"
+    fi
+    # WSL is refused (a bind-mounted osrelease where a mount namespace can be made).
+    echo "5.15.153.1-microsoft-standard-WSL2" >"$T/osrelease"
+    if unshare -m sh -c "mount --bind '$T/osrelease' /proc/sys/kernel/osrelease" 2>/dev/null; then
+        expect 1 "mps under WSL" -- unshare -m sh -c "mount --bind '$T/osrelease' /proc/sys/kernel/osrelease && exec '$GS' mps start"
+        stderr_has "not supported under WSL"
+    else
+        echo "skip: cannot make a mount namespace to pretend to be WSL"
+    fi ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"
