@@ -7,7 +7,7 @@ _gpuslice_commands="run exec tenants set info mps"
 
 # Options per command (tests/integration/docs.sh checks them against --help);
 # those that take a value are listed again in _gpuslice_valued.
-_gpuslice_opts_run="-m --memory -c --compute -d --device -n --nice --name --no-torch-priority -q --quiet -h --help"
+_gpuslice_opts_run="-m --memory -c --compute -d --device -n --nice --name --no-torch-priority --gpu-share --mps-priority -q --quiet -h --help"
 _gpuslice_opts_exec=$_gpuslice_opts_run
 _gpuslice_opts_tenants="--json --interval -q --quiet -h --help"
 _gpuslice_opts_set="-c --compute -m --memory -q --quiet -h --help"

@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -16,13 +15,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/mps.h"
-#include "common/cuda_api.h"
 #include "common/parse.h"
 
 #define ERR_LEN 1024
@@ -85,65 +82,6 @@ static int parse_device(const char *s, int *index, char uuid[GS_UUID_STRLEN])
         return -EINVAL;
     *index = (int)v;
     return 0;
-}
-
-/*
- * The UUID of CUDA device index, or a check that uuid is one, through the
- * driver as info loads it ($GPUSLICE_REAL_LIBCUDA, else libcuda.so.1).
- */
-static int driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen)
-{
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    gs_pfn_cuInit init;
-    gs_pfn_cuDeviceGetCount count;
-    gs_pfn_cuDeviceGet get;
-    gs_pfn_cuDeviceGetUuid_v2 getuuid;
-    CUresult r = CUDA_SUCCESS;
-    void *h;
-    int n = 0, i, found = -1;
-
-    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        const char *e = dlerror();
-
-        snprintf(err, errlen, "no NVIDIA driver found: %s", e ? e : "unknown error");
-        return -ENOENT;
-    }
-    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
-    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
-    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
-    getuuid = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
-    if (!init || !count || !get || !getuuid) {
-        snprintf(err, errlen, "the CUDA driver lacks basic device queries (too old?)");
-        dlclose(h);
-        return -ENOSYS;
-    }
-    if ((r = init(0)) != CUDA_SUCCESS || (r = count(&n)) != CUDA_SUCCESS) {
-        snprintf(err, errlen, "the CUDA driver did not initialise (CUDA error %d)", (int)r);
-        dlclose(h);
-        return -EIO;
-    }
-    for (i = 0; i < n && found < 0; i++) {
-        char u[GS_UUID_STRLEN];
-        CUdevice dev;
-        CUuuid raw;
-
-        if ((r = get(&dev, i)) != CUDA_SUCCESS || (r = getuuid(&raw, dev)) != CUDA_SUCCESS)
-            continue;
-        gs_format_uuid((const unsigned char *)raw.bytes, u);
-        memcpy(u, "GPU", 3);
-        if (index >= 0 ? i == index : strcmp(u, uuid) == 0) {
-            memcpy(uuid, u, sizeof(u));
-            found = i;
-        }
-    }
-    dlclose(h);
-    if (found >= 0)
-        return 0;
-    if (index >= 0)
-        snprintf(err, errlen, "--device %d: no such GPU (this machine shows %d)", index, n);
-    else
-        snprintf(err, errlen, "--device %s: no GPU has this UUID", uuid);
-    return -ENODEV;
 }
 
 static void json_pids(const pid_t *v, int n)
@@ -348,21 +286,6 @@ static int list_gpus(char (**v)[GS_UUID_STRLEN], int *n)
     return 0;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The GPU the options name, its directories, and (for start) checks on them. */
 static int pick_gpu(const struct opts *o, int need_driver, struct mps_gpu *g)
 {
@@ -371,7 +294,7 @@ static int pick_gpu(const struct opts *o, int need_driver, struct mps_gpu *g)
 
     if (parse_device(o->device ? o->device : "0", &index, uuid) < 0)
         return -EINVAL; /* checked while parsing the options */
-    if ((index >= 0 || need_driver) && (r = driver_uuid(index, uuid, err, sizeof(err))) < 0) {
+    if ((index >= 0 || need_driver) && (r = mps_driver_uuid(index, uuid, err, sizeof(err))) < 0) {
         gs_cli_error("mps: %s", err);
         return r;
     }
@@ -385,62 +308,15 @@ static int pick_gpu(const struct opts *o, int need_driver, struct mps_gpu *g)
 
 static int mps_start(const struct opts *o)
 {
-    struct sockaddr_un sun;
     struct mps_gpu g;
-    struct mps_out out;
     char err[ERR_LEN];
-    pid_t *servers;
-    int n, r, started = 0;
-    double deadline;
+    int started = 0;
 
     if (pick_gpu(o, 1, &g) < 0)
         return GS_EXIT_ERROR;
-    if (strlen(g.pipe) + sizeof("/control") > sizeof(sun.sun_path)) {
-        gs_cli_error("mps: the pipe directory %s is too long for a socket path (at most %zu "
-                     "characters); set XDG_RUNTIME_DIR to a shorter directory",
-                     g.pipe, sizeof(sun.sun_path) - sizeof("/control"));
-        return GS_EXIT_ERROR;
-    }
-    if (mps_gpu_dirs(&g, 1, err, sizeof(err)) < 0) {
+    if (mps_daemon_start(o->bin, &g, o->timeout, &started, err, sizeof(err)) < 0) {
         gs_cli_error("mps: %s", err);
         return GS_EXIT_ERROR;
-    }
-    if ((r = probe(o, &g, &servers, &n)) < 0)
-        return GS_EXIT_ERROR;
-    free(servers);
-    if (r == 0) {
-        /* A stale control endpoint of a daemon that died is the daemon's to replace. */
-        if ((r = mps_control(o->bin, &g, "-d", NULL, o->timeout, &out)) < 0) {
-            gs_cli_error("mps: cannot run %s: %s", o->bin, strerror(-r));
-            return GS_EXIT_ERROR;
-        }
-        if (out.timed_out || out.status != 0) {
-            gs_cli_error("mps: %s -d %s%s%s (log dir %s)", MPS_CONTROL,
-                         out.timed_out ? "did not return in time" : "failed",
-                         out.len ? ": " : "", out.text, g.log);
-            return GS_EXIT_ERROR;
-        }
-        for (deadline = now_s() + o->timeout; (r = probe(o, &g, &servers, &n)) == 0;) {
-            if (now_s() >= deadline)
-                break;
-            sleep_ms(50);
-        }
-        free(servers);
-        if (r <= 0) {
-            if (r == 0)
-                gs_cli_error("mps: the daemon for %s did not answer on %s within %g s (see "
-                             "%s/control.log)",
-                             g.uuid, g.pipe, o->timeout, g.log);
-            return GS_EXIT_ERROR;
-        }
-        if ((r = mps_control(o->bin, &g, NULL, "set_default_active_thread_percentage 100\n",
-                             o->timeout, &out)) < 0 ||
-            out.timed_out || out.status != 0) {
-            gs_cli_error("mps: %s: set_default_active_thread_percentage 100 failed%s%s",
-                         g.uuid, out.len ? ": " : "", out.text);
-            return GS_EXIT_ERROR;
-        }
-        started = 1;
     }
     if (o->json) {
         printf("{\"uuid\":\"%s\",\"pipe_dir\":", g.uuid);
@@ -565,7 +441,7 @@ static int mps_stop(const struct opts *o)
         daemon_done(&d);
         return GS_EXIT_ERROR;
     }
-    for (deadline = now_s() + o->timeout;; sleep_ms(50)) {
+    for (deadline = mps_now_s() + o->timeout;; mps_sleep_ms(50)) {
         /* The daemon's process where /proc shows it, else its answers. */
         if (daemon > 0)
             gone = mps_daemon_find(d.g.pipe) <= 0;
@@ -573,7 +449,7 @@ static int mps_stop(const struct opts *o)
             gone = probe(o, &d.g, NULL, NULL) == 0;
         if (gone)
             break;
-        if (now_s() >= deadline)
+        if (mps_now_s() >= deadline)
             break;
     }
     if (o->json) {

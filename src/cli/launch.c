@@ -8,9 +8,11 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +27,8 @@
 
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "cli/mps.h"
+#include "common/cuda_api.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -76,6 +80,16 @@ void launch_usage(const struct launch_mode *m)
            "                         puts PyTorch's work on a highest-priority CUDA\n"
            "                         stream on each device it uses (the user's\n"
            "                         sitecustomize still runs)\n"
+           "      --gpu-share PERCENT\n"
+           "                         run the program as an MPS client of your MPS\n"
+           "                         control daemon for its GPU (started if it is not\n"
+           "                         running, and left running afterwards; gpuslice\n"
+           "                         mps stop stops it) with at most PERCENT (1..100)\n"
+           "                         of the GPU's threads. One GPU only: the --device\n"
+           "                         selection, else CUDA_VISIBLE_DEVICES, else GPU 0\n"
+           "      --mps-priority normal|below-normal\n"
+           "                         the MPS client priority (needs --gpu-share;\n"
+           "                         default normal)\n"
            "  -q, --quiet            no progress messages\n"
            "  -h, --help             this text\n\n"
            "Index keys of --memory and --compute (0:8G) are CUDA indexes as the program\n"
@@ -409,6 +423,9 @@ struct launch_opts {
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;
     int no_torch_priority; /* --no-torch-priority: PYTHONPATH is left alone */
+    int gpu_share;         /* --gpu-share: 1..100, 0 without MPS */
+    int mps_priority;      /* CUDA_MPS_CLIENT_PRIORITY: 0 normal, 1 below normal */
+    char *mps_device;      /* the one GPU (an index or a UUID) the MPS client uses */
     const char *what; /* the program as the user named it, for messages and the tenant */
     char **argv;      /* what is executed, NULL-terminated */
     char **python;    /* argv when built for a Python script (freed), else NULL */
@@ -418,6 +435,57 @@ static void opts_done(struct launch_opts *o)
 {
     free(o->devices);
     free(o->python);
+    free(o->mps_device);
+}
+
+static int parse_share(const char *s, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (!isdigit((unsigned char)*s) || *end || errno || v < 1 || v > 100)
+        return -EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+/*
+ * The GPU an MPS client will use: the --device selection, else
+ * CUDA_VISIBLE_DEVICES, else 0. gpuslice runs one control daemon per GPU and
+ * an MPS client talks to one daemon, so a selection of several is refused.
+ */
+static int mps_device(struct launch_opts *o, char *err, size_t errlen)
+{
+    const char *sel = o->devices ? o->devices : getenv("CUDA_VISIBLE_DEVICES");
+    int n = sel ? list_count(sel) : 1;
+
+    if (sel && n == 0) {
+        snprintf(err, errlen, "--gpu-share: CUDA_VISIBLE_DEVICES is empty, so the program has "
+                              "no GPU to share (unset it or pass --device)");
+        return -EINVAL;
+    }
+    if (n > 1) {
+        snprintf(err, errlen,
+                 "--gpu-share: the program would use %d GPUs (%s); an MPS client talks to one "
+                 "control daemon, and gpuslice runs one per GPU, so --gpu-share takes one GPU "
+                 "(pick it with --device)",
+                 n, sel);
+        return -EINVAL;
+    }
+    if (sel && strncasecmp(sel, "MIG-", 4) == 0) {
+        snprintf(err, errlen,
+                 "--gpu-share: %s is a MIG instance; gpuslice starts MPS for whole GPUs "
+                 "(give a GPU index or GPU UUID)",
+                 sel);
+        return -EINVAL;
+    }
+    if ((o->mps_device = strdup(sel ? sel : "0")) == NULL) {
+        snprintf(err, errlen, "--gpu-share: %s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 /* Returns -1 to go on and start the program, else the exit status to return now. */
@@ -428,9 +496,11 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         {"device", required_argument, NULL, 'd'}, {"nice", required_argument, NULL, 'n'},
         {"name", required_argument, NULL, 'N'},   {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},         {"no-torch-priority", no_argument, NULL, 'T'},
+        {"gpu-share", required_argument, NULL, 'G'},
+        {"mps-priority", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
     struct gs_limits limits;
-    const char *nice = NULL;
+    const char *nice = NULL, *share = NULL, *prio = NULL;
     char err[768], **devargs;
     int c, ndev = 0, status = -1;
 
@@ -459,6 +529,12 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             break;
         case 'T':
             o->no_torch_priority = 1;
+            break;
+        case 'G':
+            share = optarg;
+            break;
+        case 'P':
+            prio = optarg;
             break;
         case 'q':
             gs_cli_quiet = 1;
@@ -504,6 +580,26 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         gs_cli_error("%s", err);
         goto out;
     }
+    if (share && parse_share(share, &o->gpu_share) < 0) {
+        gs_cli_error("--gpu-share: \"%s\" is not a share (use an integer percentage from 1 "
+                     "to 100)",
+                     share);
+        goto out;
+    }
+    if (prio && strcmp(prio, "normal") != 0 && strcmp(prio, "below-normal") != 0) {
+        gs_cli_error("--mps-priority: \"%s\" is not a priority (use normal or below-normal)",
+                     prio);
+        goto out;
+    }
+    if (prio && !share) {
+        gs_cli_error("--mps-priority needs --gpu-share (it is the priority of an MPS client)");
+        goto out;
+    }
+    o->mps_priority = prio && strcmp(prio, "below-normal") == 0;
+    if (share && mps_device(o, err, sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        goto out;
+    }
     o->what = argv[optind];
     o->argv = argv + optind;
     if (m->python_scripts && is_python_script(argv[optind])) {
@@ -523,6 +619,218 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     status = -1;
 out:
     free(devargs);
+    return status;
+}
+
+/*
+ * Runs fn in a forked child and waits at most timeout seconds (then kills
+ * it): 0 if fn returned 0, else -EIO (or -ETIMEDOUT) with what fn wrote to
+ * buf, its message or result. The CUDA work is done in a child because a
+ * process that initialised CUDA cannot use it after a fork, and so that a
+ * driver that hangs cannot hang gpuslice.
+ */
+static int in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, double timeout,
+                    char *buf, size_t len)
+{
+    struct pollfd pfd;
+    size_t got = 0;
+    int fds[2], status = 0, timed_out = 0;
+    pid_t pid;
+
+    buf[0] = '\0';
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        snprintf(buf, len, "pipe: %s", strerror(errno));
+        return -errno;
+    }
+    if ((pid = fork()) < 0) {
+        snprintf(buf, len, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -EAGAIN;
+    }
+    if (pid == 0) {
+        char out[1024] = "";
+        int r;
+
+        close(fds[0]);
+        r = fn(arg, out, sizeof(out));
+        if (write(fds[1], out, strlen(out)) < 0)
+            _exit(2);
+        _exit(r == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    pfd.fd = fds[0];
+    pfd.events = POLLIN;
+    for (;;) {
+        ssize_t n;
+        int pr = poll(&pfd, 1, (int)(timeout * 1000));
+
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0) {
+            timed_out = 1;
+            break;
+        }
+        if ((n = read(fds[0], buf + got, len - 1 - got)) <= 0 || (got += (size_t)n) >= len - 1)
+            break;
+    }
+    buf[got] = '\0';
+    close(fds[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out) {
+        snprintf(buf, len, "no answer within %g s", timeout);
+        return -ETIMEDOUT;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+/* In a child: the UUID of device index *arg as the driver numbers all GPUs. */
+static int uuid_of_index(void *arg, char *buf, size_t len)
+{
+    char uuid[GS_UUID_STRLEN], err[512];
+
+    /* Entries of CUDA_VISIBLE_DEVICES count the GPUs as they are without it. */
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    if (mps_driver_uuid(*(int *)arg, uuid, err, sizeof(err)) < 0) {
+        snprintf(buf, len, "%s", err);
+        return -1;
+    }
+    snprintf(buf, len, "%s", uuid);
+    return 0;
+}
+
+static const char *cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len)
+{
+    const char *s = NULL;
+
+    if (name && name(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    snprintf(buf, len, "CUDA error %d", (int)r);
+    return buf;
+}
+
+/* In a child with the program's environment: can CUDA make a context on device 0? */
+static int cuda_probe(void *arg, char *buf, size_t len)
+{
+    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
+    gs_pfn_cuInit init;
+    gs_pfn_cuDeviceGet get;
+    gs_pfn_cuDevicePrimaryCtxRetain retain;
+    gs_pfn_cuDevicePrimaryCtxRelease release;
+    gs_pfn_cuGetErrorName name;
+    const char *step;
+    char num[32];
+    CUcontext ctx;
+    CUdevice dev;
+    CUresult r;
+    void *h;
+
+    (void)arg;
+    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        const char *e = dlerror();
+        snprintf(buf, len, "cannot load the CUDA driver: %s", e ? e : "unknown error");
+        return -1;
+    }
+    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
+    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
+    retain = (gs_pfn_cuDevicePrimaryCtxRetain)dlsym(h, "cuDevicePrimaryCtxRetain");
+    release = (gs_pfn_cuDevicePrimaryCtxRelease)dlsym(h, "cuDevicePrimaryCtxRelease");
+    name = (gs_pfn_cuGetErrorName)dlsym(h, "cuGetErrorName");
+    if (!init || !get || !retain || !release) {
+        snprintf(buf, len, "the CUDA driver lacks cuInit, cuDeviceGet or the primary context "
+                           "calls");
+        return -1;
+    }
+    if ((r = init(0)) != CUDA_SUCCESS)
+        step = "cuInit";
+    else if ((r = get(&dev, 0)) != CUDA_SUCCESS)
+        step = "cuDeviceGet(0)";
+    else if ((r = retain(&ctx, dev)) != CUDA_SUCCESS)
+        step = "cuDevicePrimaryCtxRetain";
+    else if ((r = release(dev)) != CUDA_SUCCESS)
+        step = "cuDevicePrimaryCtxRelease";
+    else
+        return 0;
+    snprintf(buf, len, "%s: %s", step, cu_name(name, r, num, sizeof(num)));
+    return -1;
+}
+
+/*
+ * --gpu-share: the user's MPS control daemon for the program's GPU, started
+ * or reused, the client settings in the environment, and a connection probe.
+ * Returns -1 to go on, else the exit status to return now (a daemon this
+ * call started is stopped again on failure; one it reused is left alone).
+ */
+static int setup_mps(const struct launch_opts *o)
+{
+    char bin[MPS_PATH_MAX], err[1024], uuid[GS_UUID_STRLEN], num[16];
+    struct mps_gpu g;
+    double timeout = mps_timeout();
+    void (*pipe_was)(int);
+    int r, started = 0, status = GS_EXIT_ERROR;
+
+    if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
+        gs_cli_error("--gpu-share: %s", err);
+        return GS_EXIT_ERROR;
+    }
+    if (gs_parse_uuid(o->mps_device, strlen(o->mps_device), uuid)) {
+        memcpy(uuid, "GPU", 3); /* the probe below checks that it is a GPU */
+    } else {
+        int index = atoi(o->mps_device);
+
+        if ((r = in_child(uuid_of_index, &index, timeout, err, sizeof(err))) < 0) {
+            gs_cli_error("--gpu-share: cannot find GPU %s: %s", o->mps_device, err);
+            return GS_EXIT_ERROR;
+        }
+        if (!gs_parse_uuid(err, strlen(err), uuid)) {
+            gs_cli_error("--gpu-share: GPU %s has no UUID the driver would tell", o->mps_device);
+            return GS_EXIT_ERROR;
+        }
+        memcpy(uuid, "GPU", 3);
+    }
+    if (mps_gpu_init(&g, uuid) < 0) {
+        gs_cli_error("--gpu-share: the MPS directory for %s would be too long (set "
+                     "XDG_RUNTIME_DIR to a shorter directory)",
+                     uuid);
+        return GS_EXIT_ERROR;
+    }
+    /* A control client that exits before reading its command must not kill us. */
+    pipe_was = signal(SIGPIPE, SIG_IGN);
+    r = mps_daemon_start(bin, &g, timeout, &started, err, sizeof(err));
+    if (r < 0) {
+        gs_cli_error("--gpu-share: MPS: %s", err);
+        goto out;
+    }
+    gs_cli_note("%s the MPS control daemon for %s (pipe dir %s)",
+                started ? "started" : "reusing", g.uuid, g.pipe);
+    snprintf(num, sizeof(num), "%d", o->gpu_share);
+    if (setenv("CUDA_MPS_PIPE_DIRECTORY", g.pipe, 1) < 0 ||
+        setenv("CUDA_MPS_LOG_DIRECTORY", g.log, 1) < 0 ||
+        setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num, 1) < 0 ||
+        setenv("CUDA_MPS_CLIENT_PRIORITY", o->mps_priority ? "1" : "0", 1) < 0) {
+        gs_cli_error("cannot set the environment: %s", strerror(errno));
+        goto out;
+    }
+    if ((r = in_child(cuda_probe, NULL, 2 * timeout, err, sizeof(err))) < 0) {
+        gs_cli_error("--gpu-share: a CUDA program cannot connect through MPS (pipe dir %s): %s; "
+                     "%s is not started",
+                     g.pipe, err, o->what);
+        goto out;
+    }
+    gs_cli_note("MPS client: %d%% of the GPU's threads, %s priority", o->gpu_share,
+                o->mps_priority ? "below-normal" : "normal");
+    status = -1;
+out:
+    if (status >= 0 && started) {
+        if (mps_daemon_stop(bin, &g, timeout, err, sizeof(err)) < 0)
+            gs_cli_error("--gpu-share: cannot stop the MPS control daemon it started: %s", err);
+        else
+            gs_cli_note("stopped the MPS control daemon for %s again", g.uuid);
+    }
+    signal(SIGPIPE, pipe_was);
     return status;
 }
 
@@ -578,6 +886,12 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
             gs_cli_error("cannot set PYTHONPATH: %s", gs_strerror(r));
             goto fail;
         }
+    }
+    if (o.gpu_share && (r = setup_mps(&o)) >= 0) {
+        unlink(path);
+        gs_tenant_close(t);
+        opts_done(&o);
+        return r;
     }
     if (o.python)
         gs_cli_note("running the Python script %s with %s", o.what, o.argv[0]);

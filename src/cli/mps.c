@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,10 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/cuda_api.h"
 
 extern char **environ;
 
@@ -545,4 +550,189 @@ int mps_parse_pids(const char *text, pid_t **pids, int *n)
     *pids = v;
     *n = k;
     return 0;
+}
+
+/*
+ * The UUID of CUDA device index, or a check that uuid is one, through the
+ * driver as info loads it ($GPUSLICE_REAL_LIBCUDA, else libcuda.so.1).
+ */
+int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen)
+{
+    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
+    gs_pfn_cuInit init;
+    gs_pfn_cuDeviceGetCount count;
+    gs_pfn_cuDeviceGet get;
+    gs_pfn_cuDeviceGetUuid_v2 getuuid;
+    CUresult r = CUDA_SUCCESS;
+    void *h;
+    int n = 0, i, found = -1;
+
+    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        const char *e = dlerror();
+
+        snprintf(err, errlen, "no NVIDIA driver found: %s", e ? e : "unknown error");
+        return -ENOENT;
+    }
+    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
+    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
+    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
+    getuuid = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
+    if (!init || !count || !get || !getuuid) {
+        snprintf(err, errlen, "the CUDA driver lacks basic device queries (too old?)");
+        dlclose(h);
+        return -ENOSYS;
+    }
+    if ((r = init(0)) != CUDA_SUCCESS || (r = count(&n)) != CUDA_SUCCESS) {
+        snprintf(err, errlen, "the CUDA driver did not initialise (CUDA error %d)", (int)r);
+        dlclose(h);
+        return -EIO;
+    }
+    for (i = 0; i < n && found < 0; i++) {
+        char u[GS_UUID_STRLEN];
+        CUdevice dev;
+        CUuuid raw;
+
+        if ((r = get(&dev, i)) != CUDA_SUCCESS || (r = getuuid(&raw, dev)) != CUDA_SUCCESS)
+            continue;
+        gs_format_uuid((const unsigned char *)raw.bytes, u);
+        memcpy(u, "GPU", 3);
+        if (index >= 0 ? i == index : strcmp(u, uuid) == 0) {
+            memcpy(uuid, u, sizeof(u));
+            found = i;
+        }
+    }
+    dlclose(h);
+    if (found >= 0)
+        return 0;
+    if (index >= 0)
+        snprintf(err, errlen, "--device %d: no such GPU (this machine shows %d)", index, n);
+    else
+        snprintf(err, errlen, "--device %s: no GPU has this UUID", uuid);
+    return -ENODEV;
+}
+
+void mps_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+double mps_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* 1 if the daemon serving g answers get_server_list, 0 if none does, <0 on error. */
+static int daemon_answers(const char *bin, const struct mps_gpu *g, double timeout, char *err,
+                          size_t errlen)
+{
+    char path[MPS_PATH_MAX + 16];
+    struct mps_out out;
+    struct stat st;
+    int r;
+
+    snprintf(path, sizeof(path), "%s/control", g->pipe);
+    if (stat(path, &st) < 0 || !(S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)))
+        return 0;
+    if ((r = mps_control(bin, g, NULL, "get_server_list\n", timeout, &out)) < 0) {
+        snprintf(err, errlen, "cannot run %s: %s", bin, strerror(-r));
+        return r;
+    }
+    if (out.timed_out) {
+        snprintf(err, errlen, "%s: get_server_list did not answer within %g s (pipe dir %s)",
+                 g->uuid, timeout, g->pipe);
+        return -ETIMEDOUT;
+    }
+    return out.status == 0;
+}
+
+int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, int *started,
+                     char *err, size_t errlen)
+{
+    struct sockaddr_un sun;
+    struct mps_out out;
+    double deadline;
+    int r;
+
+    *started = 0;
+    if (strlen(g->pipe) + sizeof("/control") > sizeof(sun.sun_path)) {
+        snprintf(err, errlen,
+                 "the pipe directory %s is too long for a socket path (at most %zu "
+                 "characters); set XDG_RUNTIME_DIR to a shorter directory",
+                 g->pipe, sizeof(sun.sun_path) - sizeof("/control"));
+        return -ENAMETOOLONG;
+    }
+    if ((r = mps_gpu_dirs(g, 1, err, errlen)) < 0)
+        return r;
+    if ((r = daemon_answers(bin, g, timeout, err, errlen)) != 0)
+        return r < 0 ? r : 0;
+    /* A stale control endpoint of a daemon that died is the daemon's to replace. */
+    if ((r = mps_control(bin, g, "-d", NULL, timeout, &out)) < 0) {
+        snprintf(err, errlen, "cannot run %s: %s", bin, strerror(-r));
+        return r;
+    }
+    if (out.timed_out || out.status != 0) {
+        snprintf(err, errlen, "%s -d %s%s%.*s (log dir %s)", MPS_CONTROL,
+                 out.timed_out ? "did not return in time" : "failed", out.len ? ": " : "",
+                 (int)out.len, out.text, g->log);
+        return -EIO;
+    }
+    for (deadline = mps_now_s() + timeout; (r = daemon_answers(bin, g, timeout, err, errlen)) == 0;) {
+        if (mps_now_s() >= deadline)
+            break;
+        mps_sleep_ms(50);
+    }
+    if (r <= 0) {
+        if (r == 0)
+            snprintf(err, errlen,
+                     "the daemon for %s did not answer on %s within %g s (see %s/control.log)",
+                     g->uuid, g->pipe, timeout, g->log);
+        return r < 0 ? r : -ETIMEDOUT;
+    }
+    *started = 1;
+    if ((r = mps_control(bin, g, NULL, "set_default_active_thread_percentage 100\n", timeout,
+                         &out)) < 0 ||
+        out.timed_out || out.status != 0) {
+        snprintf(err, errlen, "%s: set_default_active_thread_percentage 100 failed%s%.*s",
+                 g->uuid, r >= 0 && out.len ? ": " : "", r >= 0 ? (int)out.len : 0,
+                 r >= 0 ? out.text : "");
+        return r < 0 ? r : -EIO;
+    }
+    return 0;
+}
+
+int mps_daemon_stop(const char *bin, const struct mps_gpu *g, double timeout, char *err,
+                    size_t errlen)
+{
+    struct mps_out out;
+    double deadline;
+    pid_t daemon = mps_daemon_find(g->pipe);
+    int r, gone;
+
+    if ((r = mps_control(bin, g, NULL, "quit\n", timeout, &out)) < 0) {
+        snprintf(err, errlen, "cannot run %s: %s", bin, strerror(-r));
+        return r;
+    }
+    if (!out.timed_out && out.status != 0) {
+        snprintf(err, errlen, "%s: quit failed%s%.*s", g->uuid, out.len ? ": " : "",
+                 (int)out.len, out.text);
+        return -EIO;
+    }
+    for (deadline = mps_now_s() + timeout;; mps_sleep_ms(50)) {
+        if (daemon > 0)
+            gone = mps_daemon_find(g->pipe) <= 0;
+        else
+            gone = daemon_answers(bin, g, timeout, err, errlen) == 0;
+        if (gone)
+            return 0;
+        if (mps_now_s() >= deadline)
+            break;
+    }
+    snprintf(err, errlen, "%s: the daemon did not exit within %g s of quit (pipe dir %s)",
+             g->uuid, timeout, g->pipe);
+    return -ETIMEDOUT;
 }

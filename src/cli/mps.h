@@ -92,4 +92,29 @@ int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const
  */
 int mps_parse_pids(const char *text, pid_t **pids, int *n);
 
+/*
+ * The UUID ("GPU-…") of CUDA device index as this process's driver numbers
+ * it, or with index < 0 a check that uuid is a GPU, through
+ * $GPUSLICE_REAL_LIBCUDA, else libcuda.so.1. Initialises CUDA in this
+ * process: a process that forks afterwards cannot use CUDA in the child.
+ */
+int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen);
+
+/*
+ * Makes g's directories (see mps_gpu_dirs) and reuses the daemon that answers
+ * there, or starts one (nvidia-cuda-mps-control -d) and sets its default
+ * active thread percentage to 100. *started says whether this call started
+ * it (also set when a later step failed, so the caller can stop it).
+ */
+int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, int *started,
+                     char *err, size_t errlen);
+
+/* Sends quit to g's daemon and waits (timeout) until it is gone. */
+int mps_daemon_stop(const char *bin, const struct mps_gpu *g, double timeout, char *err,
+                    size_t errlen);
+
+/* Small clocks shared by the MPS commands. */
+void mps_sleep_ms(int ms);
+double mps_now_s(void);
+
 #endif

@@ -805,6 +805,49 @@ assert d["gpus"][0]["mps_pipe_dir"] == "'"$P"'", d["gpus"][0]'
     else
         echo "skip: cannot make a mount namespace to pretend to be WSL"
     fi ;;
+gpu_share)
+    # run/exec --gpu-share against the stand-in nvidia-cuda-mps-control and the simulated GPU.
+    export GPUSLICE_SIM_DEVICES=2 XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_VISIBLE_DEVICES
+    mkdir -p "$T/bin" "$T/xdg" "$T/nobin"; chmod 700 "$T/xdg"
+    U0=GPU-5ac1ce00-0000-4000-8000-000000000000
+    P="$T/xdg/gpuslice-mps/$U0/pipe"
+    cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
+    for v in 0 101 abc 50%; do
+        PATH="$T/bin:$PATH" expect 2 "--gpu-share $v refused" -- "$GS" run --gpu-share "$v" -- touch "$T/started"
+        stderr_has "--gpu-share: \"$v\""
+    done
+    PATH="$T/bin:$PATH" expect 2 "--mps-priority high refused" -- "$GS" exec --gpu-share 10 --mps-priority high -- touch "$T/started"
+    stderr_has "use normal or below-normal"
+    PATH="$T/bin:$PATH" expect 2 "--mps-priority without --gpu-share" -- "$GS" run --mps-priority normal -- touch "$T/started"
+    stderr_has "needs --gpu-share"
+    PATH="$T/bin:$PATH" expect 2 "--gpu-share on two GPUs" -- "$GS" run --gpu-share 10 -d 0,1 -- touch "$T/started"
+    stderr_has "one control daemon"
+    if [ ! -e "$T/started" ] && [ ! -e "$T/xdg/gpuslice-mps" ]; then ok "refused usage starts nothing"; else bad "something was started"; fi
+    PATH="$T/nobin:/usr/bin:/bin" expect 1 "--gpu-share without nvidia-cuda-mps-control" -- "$GS" run --gpu-share 10 -- touch "$T/started"
+    stderr_has "nvidia-cuda-mps-control is not in PATH"
+    if [ ! -e "$T/started" ]; then ok "the program was not started"; else bad "the program ran"; fi
+    export PATH="$T/bin:$PATH"
+    expect 0 "run --gpu-share 25 --mps-priority below-normal" -- "$GS" run --gpu-share 25 --mps-priority below-normal -- sh -c 'echo $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $CUDA_MPS_CLIENT_PRIORITY $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY'
+    if [ "$(cat "$T/out")" = "25 1 $P ${P%/pipe}/log" ]; then ok "the client settings reach the program"; else bad "client env: $(cat "$T/out")"; fi
+    stderr_has "started the MPS control daemon for $U0"; stderr_has "25% of the GPU's threads, below-normal priority"
+    if [ "$(wc -l <"$P/fake.starts")" = 1 ] && [ -p "$P/control" ]; then ok "one daemon started, left running"; else bad "daemon starts"; fi
+    expect 0 "exec --gpu-share 60 reuses the daemon" -- "$GS" exec --gpu-share 60 -- sh -c 'echo $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $CUDA_MPS_CLIENT_PRIORITY'
+    if [ "$(cat "$T/out")" = "60 0" ]; then ok "normal priority by default"; else bad "client env: $(cat "$T/out")"; fi
+    stderr_has "reusing the MPS control daemon"
+    if [ "$(wc -l <"$P/fake.starts")" = 1 ]; then ok "no second daemon"; else bad "the daemon was started again"; fi
+    expect 0 "-q silences the notes" -- "$GS" run -q --gpu-share 5 -- true
+    if [ ! -s "$T/err" ]; then ok "nothing on stderr"; else bad "stderr with -q"; cat "$T/err"; fi
+    # A failing probe with a daemon that was already running: it stays.
+    GPUSLICE_REAL_LIBCUDA="$T/nonexistent.so" expect 1 "probe failure" -- "$GS" run --gpu-share 25 -d "$U0" -- touch "$T/started"
+    stderr_has "cannot connect through MPS (pipe dir $P)"; stderr_has "nonexistent.so"
+    if [ ! -e "$T/started" ] && [ -p "$P/control" ] && [ ! -e "$P/fake.quits" ]; then ok "not started; the reused daemon left running"; else bad "after probe failure"; fi
+    "$GS" mps stop >/dev/null 2>&1
+    # A failing probe with a daemon this command started: it is stopped again.
+    GPUSLICE_REAL_LIBCUDA="$T/nonexistent.so" expect 1 "probe failure, daemon started by it" -- "$GS" run --gpu-share 25 -d "$U0" -- touch "$T/started"
+    if [ ! -e "$T/started" ] && [ ! -p "$P/control" ] && [ "$(wc -l <"$P/fake.starts")" = 2 ] && [ "$(wc -l <"$P/fake.quits")" = 2 ]; then
+        ok "not started; the daemon it started was stopped"; else bad "after probe failure"; cat "$T/err"; fi
+    stderr_has "stopped the MPS control daemon" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"
