@@ -310,6 +310,69 @@ c_tenant_sigkill() {
         [ "$k" -eq 0 ]' tenant "$PY" "$HERE/tenant.py" "$d" $((4 * GiB))
 }
 
+# gpuslice info --json against the H200's known SMs, compute capability and green-context sizes.
+c_cli_info() { need "$GS" && "$PY" "$HERE/cli_info.py" "$GS"; }
+
+# PyTorch's current stream under gpuslice run: the highest priority by default, the default
+# stream (priority 0) with --no-torch-priority; with set_device(d) for every device, and with
+# no set_device (the first CUDA use). The four programs run at once.
+c_cli_torch_priority() {
+    local t mode v rc line prio hi text
+    need "$GS" || return 1
+    t=$(tmpdir)
+    # Prints "PRIO HIGHEST P..." (the highest priority, then each device's current stream).
+    # priority_range() comes last so that nothing initialises CUDA before set_device.
+    local set_prog='import torch; ds = list(range(torch.cuda.device_count())); [(torch.cuda.set_device(d), torch.ones(1, device="cuda").add_(1).sum().item()) for d in ds]; print("PRIO", min(torch.cuda.Stream.priority_range()), *[torch.cuda.current_stream(d).priority for d in ds])'
+    local noset_prog='import torch; x = torch.ones(1, device="cuda").add_(1).sum().item(); print("PRIO", min(torch.cuda.Stream.priority_range()), torch.cuda.current_stream(torch.cuda.current_device()).priority)'
+    for mode in default:set default:noset off:set off:noset; do
+        local opts=() prog=$set_prog
+        [ "${mode%%:*}" = off ] && opts=(--no-torch-priority)
+        [ "${mode#*:}" = noset ] && prog=$noset_prog
+        timeout 100 "$GS" run "${opts[@]}" -- "$PY" -c "$prog" >"$t/${mode/:/_}.out" 2>"$t/${mode/:/_}.err" &
+    done
+    wait
+    for mode in default:set default:noset off:set off:noset; do
+        v=${mode/:/_}
+        line=$(grep '^PRIO ' "$t/$v.out" | tail -n 1)
+        echo "--- $v: ${line:-no PRIO line} ---"
+        sed 's/^/stdout: /' "$t/$v.out" | grep -v '^stdout: PRIO ' | head -n 10
+        sed 's/^/stderr: /' "$t/$v.err" | head -n 20
+        # shellcheck disable=SC2086 # split into words
+        set -- $line
+        if [ $# -lt 3 ]; then
+            fail "$v: the program printed no 'PRIO HIGHEST P...' line"
+            continue
+        fi
+        hi=$2
+        shift 2
+        key "prio_$v" "$(IFS=,; echo "$*")"
+        [ "$v" = default_set ] && key highest_priority "$hi"
+        [ "$v" = default_set ] &&
+            expect "the device has a priority above the default (highest $hi < 0)" test "$hi" -lt 0
+        rc=0
+        for prio; do
+            case $v in
+            default_*) [ "$prio" = "$hi" ] || rc=1 ;;
+            off_*) [ "$prio" = 0 ] || rc=1 ;;
+            esac
+        done
+        case $v in
+        default_set) text="with set_device(d) on each device, every current stream has the highest priority $hi (got $*)" ;;
+        default_noset) text="without set_device, the current stream has the highest priority $hi (got $*)" ;;
+        off_set) text="--no-torch-priority, with set_device(d): every current stream is the default one, priority 0 (got $*)" ;;
+        off_noset) text="--no-torch-priority, without set_device: the current stream has priority 0 (got $*)" ;;
+        esac
+        expect "$text" test "$rc" -eq 0
+    done
+}
+
+# Two MPS clients at once under --gpu-share 25 and 75: throughput shares, mps status/stop.
+c_cli_mps_share() {
+    need "$GS" || return 1
+    command -v nvidia-cuda-mps-control >/dev/null || { fail "nvidia-cuda-mps-control not in PATH"; return 1; }
+    "$PY" "$HERE/mps_share.py" control "$GS" "$(tmpdir)" 6
+}
+
 c_nvml_agreement() { need "$GS" && "$GS" run --memory 8G -- "$PY" "$HERE/nvml_agreement.py" $((8 * GiB)); }
 
 c_bench_launch() {
@@ -331,8 +394,9 @@ c_compute_share() {
 }
 
 # name, timeout in seconds, function[, seconds kept for it]. Quick C checks first, PyTorch
-# next, the benchmarks last; until a benchmark runs, the time it usually takes (the fourth
-# field) is kept from the checks before it when they run long.
+# next, then the CLI (info, torch priority, MPS), the benchmarks last; until a benchmark (or a
+# CLI check with a fourth field) runs, the time it usually takes is kept from the checks
+# before it when they run long.
 CHECKS=(
     "probe_driver 60 c_probe_driver"
     "driver_api_limit/gpuslice_run 60 c_drv_gpuslice_run"
@@ -355,6 +419,9 @@ CHECKS=(
     "tenant_two_procs 180 c_tenant_two_procs"
     "tenant_sigkill 120 c_tenant_sigkill"
     "nvml_agreement 120 c_nvml_agreement"
+    "cli_info 60 c_cli_info"
+    "cli_torch_priority 120 c_cli_torch_priority 15"
+    "cli_mps_share 90 c_cli_mps_share 45"
     "bench_launch 200 c_bench_launch 80"
     "bench_launch_duty 120 c_bench_launch_duty 35"
     "compute_share 330 c_compute_share 220"
