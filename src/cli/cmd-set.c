@@ -21,7 +21,7 @@
 
 static void set_usage(void)
 {
-    printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE]\n\n"
+    printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE] [--json]\n\n"
            "Changes the limits of a running tenant. TENANT is its ID or its name as\n"
            "gpuslice tenants shows them (a name must be unique), or the path of its state\n"
            "file (anything with a /). Only the tenant's owner and root may change it.\n\n"
@@ -33,6 +33,8 @@ static void set_usage(void)
            "  -m, --memory SIZE      new memory limit: 8G, 512M, 1.5G, 1073741824, or\n"
            "                         per device (0:8G,1:4G); none removes the limit\n"
            "  -q, --quiet            do not print the new limits\n"
+           "      --json             print the tenant as it now is on stdout, as gpuslice\n"
+           "                         tenants --json lists it (usage not measured: null)\n"
            "  -h, --help             this text\n\n"
            "A bare value applies to every GPU of the tenant, also to those it starts\n"
            "using later; an index or UUID entry must name a GPU the tenant uses now, else\n"
@@ -269,12 +271,12 @@ static int run_set(int argc, char **argv)
     static const struct option opts[] = {
         {"compute", required_argument, NULL, 'c'}, {"memory", required_argument, NULL, 'm'},
         {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"json", no_argument, NULL, 'j'},          {NULL, 0, NULL, 0}};
     const char *compute = NULL, *memory = NULL, *arg;
     struct gs_limits mem_l, comp_l;
     struct gpuslice_tenant *t = NULL;
     char err[512], id[TENANT_ID_MAX], path[PATH_MAX], who[TENANT_ID_MAX + 80];
-    int c, r;
+    int c, r, json = 0;
 
     optind = 1;
     opterr = 0;
@@ -289,6 +291,9 @@ static int run_set(int argc, char **argv)
             break;
         case 'q':
             gs_cli_quiet = 1;
+            break;
+        case 'j':
+            json = 1;
             break;
         case 'h':
             set_usage();
@@ -350,6 +355,19 @@ static int run_set(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     report(t, who);
+    if (json) {
+        /* The same object gpuslice tenants --json lists for it (compute use not measured). */
+        struct tenant_entry e;
+        struct tenant_list one = {&e, 1};
+
+        memset(&e, 0, sizeof(e));
+        snprintf(e.id, sizeof(e.id), "%s", id);
+        snprintf(e.path, sizeof(e.path), "%s", path);
+        e.t = t;
+        printf("{\"tenants\":");
+        tenant_list_json(stdout, &one, NULL, NULL);
+        printf("}\n");
+    }
     gs_tenant_close(t);
     return GS_EXIT_OK;
 }

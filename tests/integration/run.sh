@@ -233,6 +233,13 @@ set)
     look compute_limit_percent None
     expect 0 "set --memory none" -- "$GS" set itest-s --memory none
     look memory_limit_bytes None
+    expect 0 "set --json" -- "$GS" set -q itest-s --compute 35 --json
+    json_ok "set --json prints the tenant as it now is" "
+assert len(d['tenants']) == 1, d
+v = d['tenants'][0]['devices'][0]
+assert d['tenants'][0]['name'] == 'itest-s' and v['compute_limit_percent'] == 35, d
+assert v['compute_used_percent'] is None and v['memory_limit_bytes'] is None, v"
+    expect 0 "set --compute none" -- "$GS" set -q itest-s --compute none
     expect 1 "an index not in use" -- "$GS" set itest-s --compute 50 --memory 3:1G; stderr_has "no device with index 3"
     look compute_limit_percent None
     expect 1 "a UUID not in use" -- "$GS" set itest-s --memory GPU-00000000-1111-2222-3333-444444444444:1G; stderr_has "gpu-00000000-1111-2222-3333-444444444444"
