@@ -12,28 +12,11 @@
 #include <cuda.h>
 #include <string.h>
 
-#include "check.h"
+#include "cu_check.h"
 
 #define STEP ((size_t)256 << 20)
 #define SLACK ((size_t)2 << 20)
 #define MAX_BLOCKS 4096
-
-static const char *errname(CUresult r)
-{
-    const char *s = NULL;
-    if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
-        s = "?";
-    return s;
-}
-
-static int cu_ok(CUresult r, const char *what, int line)
-{
-    if (r == CUDA_SUCCESS)
-        return 1;
-    expect(0, "line %d: %s returned %d (%s)", line, what, (int)r, errname(r));
-    return 0;
-}
-#define CU(call) cu_ok((call), #call, __LINE__)
 
 static size_t absdiff(size_t a, size_t b)
 {

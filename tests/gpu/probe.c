@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "cu_check.h"
 
 /* The NVML declarations this probe needs, as in nvml.h of driver 580. */
 typedef struct nvml_device *nvml_device_t;
@@ -32,23 +32,6 @@ static int (*nvml_by_bus_id)(const char *, nvml_device_t *);
 static int (*nvml_procs)(nvml_device_t, unsigned int *, nvml_process_info_t *);
 static int (*nvml_meminfo)(nvml_device_t, nvml_memory_t *);
 static nvml_device_t nvdev;
-
-static const char *errname(CUresult r)
-{
-    const char *s = NULL;
-    if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
-        s = "?";
-    return s;
-}
-
-static int cu_ok(CUresult r, const char *what, int line)
-{
-    if (r == CUDA_SUCCESS)
-        return 1;
-    expect(0, "line %d: %s returned %d (%s)", line, what, (int)r, errname(r));
-    return 0;
-}
-#define CU(call) cu_ok((call), #call, __LINE__)
 
 static int nvml_open(const char *bus_id)
 {

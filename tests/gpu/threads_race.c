@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "check.h"
+#include "cu_check.h"
 
 #define THREADS 16
 #define BLOCK ((size_t)64 << 20)
@@ -33,23 +33,6 @@ static CUcontext ctx;
 static size_t cap;
 static pthread_barrier_t start;
 static struct worker workers[THREADS];
-
-static const char *errname(CUresult r)
-{
-    const char *s = NULL;
-    if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
-        s = "?";
-    return s;
-}
-
-static int cu_ok(CUresult r, const char *what, int line)
-{
-    if (r == CUDA_SUCCESS)
-        return 1;
-    expect(0, "line %d: %s returned %d (%s)", line, what, (int)r, errname(r));
-    return 0;
-}
-#define CU(call) cu_ok((call), #call, __LINE__)
 
 static size_t mem_free(size_t *total)
 {
