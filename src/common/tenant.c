@@ -350,14 +350,12 @@ int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordi
     return found >= 0 ? found : -ENOSPC;
 }
 
-static void set_one(struct gpuslice_tenant *t, struct gpuslice_tenant_device *d,
-                    enum gs_set_kind kind, uint64_t v)
+static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uint64_t v)
 {
     if (kind == GS_SET_MEMORY) {
         __atomic_store_n(&d->mem_limit, v, __ATOMIC_RELEASE);
         return;
     }
-    (void)t;
     __atomic_store_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_RELEASE);
 }
 
@@ -407,7 +405,7 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
                        (l->e[j].key == GS_KEY_INDEX && l->e[j].index == t->dev[i].ordinal) ||
                        (l->e[j].key == GS_KEY_UUID && strcmp(l->e[j].uuid, uuid) == 0);
         if (matched)
-            set_one(t, &t->dev[i], kind, v);
+            set_one(&t->dev[i], kind, v);
     }
     for (j = 0; j < l->n; j++) {
         if (l->e[j].key != GS_KEY_ALL)

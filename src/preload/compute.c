@@ -100,7 +100,7 @@ struct gstream {
     uint64_t last_launch_ns;
     uint64_t last_done_ns; /* when its last marker was seen complete */
     int64_t cost;          /* estimated ns per launch, 0 = unknown */
-    int launching;         /* last: a reused slot keeps it (see stream_forget) */
+    int launching;         /* last: a reused slot keeps it (see stream_drop) */
 };
 
 struct gmark {
@@ -154,7 +154,7 @@ static int stopping;
 static uint64_t my_start_time;
 
 static struct {
-    unsigned long launches, marks, tail_marks, budget_waits, queue_waits, board_waits,
+    unsigned long launches, marks, budget_waits, queue_waits, board_waits,
         yields, capture_passes, polls, queries, settles, overlaps, stale, tail_queries;
     uint64_t wait_ns;
 } stats;
@@ -273,22 +273,6 @@ static unsigned stream_hash(CUstream h, CUcontext ctx, pid_t tid)
     k *= 0xff51afd7ed558ccdULL;
     k ^= k >> 33;
     return (unsigned)(k % MAX_STREAMS);
-}
-
-/*
- * Frees s's slot (a tombstone lookups probe past). Its launching count stays:
- * a launch still in the driver decrements it without the lock.
- */
-static void stream_forget(struct gstream *s)
-{
-    s->used = 2;
-    s->h = NULL;
-    s->ctx = NULL;
-    s->tid = 0;
-    s->unmarked = 0;
-    s->unmarked_est = 0;
-    s->graph = 0;
-    s->cost = 0;
 }
 
 /* Forgets a stream whose work is all accounted for. With mu held. */
@@ -410,12 +394,25 @@ static void event_put(CUevent ev, CUcontext ctx)
     }
 }
 
+/* Takes s's unmarked work as done, without a marker. With mu held. */
+static void drop_unmarked(struct gstream *s)
+{
+    struct gdev *d = &devs[s->ord];
+
+    d->unmarked -= s->unmarked;
+    d->queued -= s->unmarked_est;
+    if (d->queued < 0)
+        d->queued = 0;
+    s->unmarked = 0;
+    s->unmarked_est = 0;
+    s->graph = 0;
+}
+
 /*
- * Records a marker behind s's unmarked work. from_governor: this thread is not
- * the launching one, so the stream's context is pushed (per-thread default
- * streams cannot be reached from another thread and are never passed here).
+ * Records a marker behind s's unmarked work, from the thread that launched it
+ * (the governor never writes into a program's stream). With mu held.
  */
-static void mark(struct gstream *s, int graph_idx, int from_governor)
+static void mark(struct gstream *s, int graph_idx)
 {
     struct gdev *d = &devs[s->ord];
     CUstream target = s->kind == STREAM_EXPLICIT  ? s->h
@@ -429,7 +426,7 @@ static void mark(struct gstream *s, int graph_idx, int from_governor)
     if (nmarks >= MAX_MARKS)
         return; /* launches wait for the queue to drain before this can persist */
     /* The event must be made in the stream's context, wherever this thread is. */
-    if (from_governor || gs__real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != s->ctx) {
+    if (gs__real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != s->ctx) {
         if (gs__real.cuCtxPushCurrent_v2(s->ctx) != CUDA_SUCCESS)
             goto lost;
         pushed = 1;
@@ -441,12 +438,7 @@ static void mark(struct gstream *s, int graph_idx, int from_governor)
         gs__real.cuCtxPopCurrent_v2(&cur);
 lost:
     if (r != CUDA_SUCCESS) {
-        /* Without a marker the work cannot be followed: count it as done. */
-        d->unmarked -= s->unmarked;
-        d->queued -= s->unmarked_est;
-        s->unmarked = 0;
-        s->unmarked_est = 0;
-        s->graph = 0;
+        drop_unmarked(s); /* without a marker the work cannot be followed: count it as done */
         return;
     }
     marks[nmarks].ev = ev;
@@ -464,13 +456,8 @@ lost:
     s->unmarked = 0;
     s->unmarked_est = 0;
     s->graph = 0;
-    if (from_governor)
-        stats.tail_marks++;
-    else
-        stats.marks++;
+    stats.marks++;
 }
-
-static void forget_unmarked(struct gstream *s);
 
 /*
  * The program stopped launching into s: ask the driver whether the stream has
@@ -478,39 +465,21 @@ static void forget_unmarked(struct gstream *s);
  * would be a barrier for the context's other blocking streams). Done: its work
  * is over now; not yet: ask again at the next poll. With mu held.
  */
-static void tail(struct gstream *s, uint64_t now)
+static void tail(struct gstream *s)
 {
     CUstream target = s->kind == STREAM_EXPLICIT ? s->h : CU_STREAM_LEGACY;
     CUcontext cur;
     CUresult r;
 
-    (void)now;
     if (!gs__real.cuStreamQuery || gs__real.cuCtxPushCurrent_v2(s->ctx) != CUDA_SUCCESS) {
-        forget_unmarked(s); /* cannot be followed: count it as done */
+        drop_unmarked(s); /* cannot be followed: count it as done */
         return;
     }
     r = gs__real.cuStreamQuery(target);
     gs__real.cuCtxPopCurrent_v2(&cur);
     stats.tail_queries++;
-    if (r != CUDA_ERROR_NOT_READY) {
-        forget_unmarked(s);
-        stats.stale--; /* not stale: seen done */
-    }
-}
-
-/* Takes s's unmarked work as done, without a marker. With mu held. */
-static void forget_unmarked(struct gstream *s)
-{
-    struct gdev *d = &devs[s->ord];
-
-    d->unmarked -= s->unmarked;
-    d->queued -= s->unmarked_est;
-    if (d->queued < 0)
-        d->queued = 0;
-    s->unmarked = 0;
-    s->unmarked_est = 0;
-    s->graph = 0;
-    stats.stale++;
+    if (r != CUDA_ERROR_NOT_READY)
+        drop_unmarked(s);
 }
 
 /* A marker was seen complete at now: learn from it and forget it. */
@@ -635,9 +604,11 @@ static int64_t govern(uint64_t now)
                         !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
             if (quiet && captures == 0 && s->kind != STREAM_PER_THREAD &&
                 now - s->last_launch_ns >= (uint64_t)TAIL_NS)
-                tail(s, now);
-            else if (quiet && now - s->last_launch_ns >= (uint64_t)STALE_NS)
-                forget_unmarked(s); /* nothing can mark it (another thread's stream, a capture) */
+                tail(s);
+            else if (quiet && now - s->last_launch_ns >= (uint64_t)STALE_NS) {
+                drop_unmarked(s); /* nothing can mark it (another thread's stream, a capture) */
+                stats.stale++;
+            }
             if (!hot_overflow && (s->used != 1 || !s->unmarked))
                 hot[j] = hot[--nhot];
         }
@@ -865,7 +836,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     /* About to wait: put a marker behind this stream's work now, so its end is seen at once. */
     if (s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
         __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0)
-        mark(s, -1, 0);
+        mark(s, -1);
     /* Wake the governor now, not at its next poll: the end of this burst is what it must see. */
     pthread_cond_signal(&gov_cv);
     for (;;) {
@@ -968,7 +939,7 @@ admitted:
     if (g) {
         /* A graph is followed on its own: close what came before it. */
         if (s->unmarked && captures == 0)
-            mark(s, -1, 0);
+            mark(s, -1);
         graph_cost(g, 1);
         a->graph_idx = (int)(((uintptr_t)g >> 4) % MAX_GRAPHS);
     }
@@ -1040,7 +1011,7 @@ static void leave(struct admit *a, CUresult r)
              * marker must not claim work that may land behind it. Otherwise the
              * last of them, or the governor, marks it.
              */
-            mark(s, a->graph_idx, 0);
+            mark(s, a->graph_idx);
         }
     }
     pthread_mutex_unlock(&mu);
@@ -1150,15 +1121,8 @@ static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstrea
             if (marks[j].stream == i && marks[j].recorded_ns < since)
                 mark_done(j, now);
         if (s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE) &&
-            s->last_launch_ns < since) {
-            d->unmarked -= s->unmarked;
-            d->queued -= s->unmarked_est;
-            if (d->queued < 0)
-                d->queued = 0;
-            s->unmarked = 0;
-            s->unmarked_est = 0;
-            s->graph = 0;
-        }
+            s->last_launch_ns < since)
+            drop_unmarked(s);
         if (d->state > 0 && !dev_busy(d) && d->busy_since) {
             charge(d, now);
             d->busy_since = 0;
@@ -1222,24 +1186,38 @@ GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
     GS_STREAM_SYNC_BODY(cuStreamSynchronize_ptsz, 1);
 }
 
+/*
+ * Forgets stream s: its unmarked work as done, its markers as of no stream,
+ * its slot a tombstone that lookups probe past. Its launching count stays: a
+ * launch still in the driver decrements it without the lock. With mu held.
+ */
+static void stream_drop(struct gstream *s)
+{
+    int j;
+
+    drop_unmarked(s);
+    for (j = 0; j < nmarks; j++)
+        if (marks[j].stream == (int)(s - streams))
+            marks[j].stream = -1;
+    s->used = 2;
+    s->h = NULL;
+    s->ctx = NULL;
+    s->tid = 0;
+    s->cost = 0;
+}
+
 /* A stream going away: its unmarked work can no longer be followed. */
 static void stream_gone(CUstream h)
 {
-    int i, j;
+    int i;
 
     if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
         return;
     pthread_mutex_lock(&mu);
     for (i = 0; i < MAX_STREAMS; i++) {
         struct gstream *s = &streams[i];
-        if (s->used != 1 || s->kind != STREAM_EXPLICIT || s->h != h)
-            continue;
-        devs[s->ord].unmarked -= s->unmarked;
-        devs[s->ord].queued -= s->unmarked_est;
-        for (j = 0; j < nmarks; j++)
-            if (marks[j].stream == i)
-                marks[j].stream = -1;
-        stream_forget(s);
+        if (s->used == 1 && s->kind == STREAM_EXPLICIT && s->h == h)
+            stream_drop(s);
     }
     pthread_mutex_unlock(&mu);
 }
@@ -1264,7 +1242,7 @@ GS_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 
 void gs__compute_ctx_gone(CUcontext ctx)
 {
-    int i, j;
+    int i;
 
     if (gov_pid != self() || ctx == NULL)
         return;
@@ -1281,14 +1259,8 @@ void gs__compute_ctx_gone(CUcontext ctx)
             events[i] = events[--nevents]; /* the context takes its events with it */
     for (i = 0; i < MAX_STREAMS; i++) {
         struct gstream *s = &streams[i];
-        if (s->used != 1 || s->ctx != ctx)
-            continue;
-        devs[s->ord].unmarked -= s->unmarked;
-        devs[s->ord].queued -= s->unmarked_est;
-        for (j = 0; j < nmarks; j++)
-            if (marks[j].stream == i)
-                marks[j].stream = -1;
-        stream_forget(s);
+        if (s->used == 1 && s->ctx == ctx)
+            stream_drop(s);
     }
     pthread_cond_broadcast(&launch_cv);
     pthread_mutex_unlock(&mu);
@@ -1434,13 +1406,13 @@ void gs__compute_exit(void)
                         entry_of(&devs[i])->compute_busy_ns / 1e9);
     }
     if (gs__state.debug && stats.launches)
-        gs__log("debug: compute: %lu launches governed, %lu markers (+%lu by the governor, %lu "
-                "streams asked whether done), "
+        gs__log("debug: compute: %lu launches governed, %lu markers (%lu quiet streams asked "
+                "whether done), "
                 "waits: %lu budget, %lu queue, %lu device (%.3f s in all; %lu ran beside a "
                 "holder that did not let go), %lu yields, %lu "
                 "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
                 "settled",
-                stats.launches, stats.marks, stats.tail_marks, stats.tail_queries,
+                stats.launches, stats.marks, stats.tail_queries,
                 stats.budget_waits,
                 stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.overlaps,
                 stats.yields,
