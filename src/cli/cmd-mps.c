@@ -542,11 +542,12 @@ static int run_mps(int argc, char **argv)
         gs_cli_error("mps: --force applies to stop only");
         return GS_EXIT_USAGE;
     }
+    if ((o.timeout = mps_timeout()) < 0)
+        return GS_EXIT_USAGE;
     if (mps_check_platform(o.bin, sizeof(o.bin), err, sizeof(err)) < 0) {
         gs_cli_error("mps: %s", err);
         return GS_EXIT_ERROR;
     }
-    o.timeout = mps_timeout();
     /* A control client that exits before reading its command must not kill us. */
     signal(SIGPIPE, SIG_IGN);
     switch (o.sub) {

@@ -772,6 +772,8 @@ static int setup_mps(const struct launch_opts *o)
     void (*pipe_was)(int);
     int r, started = 0, status = GS_EXIT_ERROR;
 
+    if (timeout < 0)
+        return GS_EXIT_USAGE;
     if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
         gs_cli_error("--gpu-share: %s", err);
         return GS_EXIT_ERROR;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "common/cuda_api.h"
 
 extern char **environ;
@@ -321,15 +322,13 @@ double mps_timeout(void)
     if (v == NULL || *v == '\0')
         return 10.0;
     s = strtod(v, &end);
-    return *end == '\0' && s > 0 && s <= 600 ? s : 10.0;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (*end != '\0' || !(s > 0 && s <= 600)) {
+        gs_cli_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds from 0 to 600 "
+                     "(e.g. 10 or 2.5)",
+                     v);
+        return -1;
+    }
+    return s;
 }
 
 /* LD_PRELOAD without libgpuslice*, or NULL when nothing is left. */
@@ -427,7 +426,7 @@ int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const
     char *argv[3] = {(char *)MPS_CONTROL, (char *)arg, NULL};
     char **env;
     int in[2], o[2], st = 0, eof = 0, r;
-    double deadline = now() + timeout;
+    double deadline = mps_now_s() + timeout;
     pid_t pid;
 
     memset(out, 0, sizeof(*out));
@@ -483,7 +482,7 @@ int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const
             take(out, o[0]);
             break;
         }
-        if (now() >= deadline) {
+        if (mps_now_s() >= deadline) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);

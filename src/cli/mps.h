@@ -72,7 +72,10 @@ struct mps_out {
     size_t len;
 };
 
-/* Seconds one call may take: $GPUSLICE_MPS_TIMEOUT (0 < s <= 600), default 10. */
+/*
+ * Seconds one call may take: $GPUSLICE_MPS_TIMEOUT (0 < s <= 600), default 10;
+ * -1, with a message naming the variable, when it is set to anything else.
+ */
 double mps_timeout(void);
 
 /*

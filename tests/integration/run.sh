@@ -703,6 +703,8 @@ assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memor
     if grep -q "infohold" "$T/out"; then ok "the table lists the tenant"; else bad "table lacks the tenant"; cat "$T/out"; fi
     release ;;
 mps)
+    GPUSLICE_MPS_TIMEOUT=abc expect 2 "a bad GPUSLICE_MPS_TIMEOUT is refused" -- "$GS" mps status
+    stderr_has "GPUSLICE_MPS_TIMEOUT"
     # gpuslice mps against a stand-in for nvidia-cuda-mps-control (no GPU, no MPS in CI).
     export GPUSLICE_SIM_DEVICES=2 XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3
     export CUDA_MPS_PIPE_DIRECTORY="$T/default-mps"
