@@ -34,6 +34,9 @@ static unsigned kernel_us;
 static CUcontext ctx;
 static CUfunction fn;
 static double in_launch; /* seconds inside launch calls (legacy path, one thread) */
+/* COMPUTE_LOAD_TRACE=1 (stream path, one thread): every launch's return time, for trace_report. */
+static double *trace_t;
+static long trace_n, trace_cap;
 
 static double now_s(void)
 {
@@ -107,6 +110,8 @@ static void *load(void *arg)
         }
         if (strcmp(path, "stream") == 0 || strcmp(path, "capture") == 0) {
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+            if (trace_t && trace_n < trace_cap)
+                trace_t[trace_n++] = now_s();
             n++;
         } else if (strcmp(path, "legacy") == 0) {
             double t = now_s();
@@ -135,6 +140,33 @@ static void *load(void *arg)
     CHECK(cuCtxSynchronize());
     *done = n;
     return NULL;
+}
+
+/*
+ * Where the time went: runs of launches separated by gaps over 50 us are bursts; prints the
+ * share of time in bursts and the launch rate inside them, overall and in their first 100 us.
+ */
+static void trace_report(double t0, double t1)
+{
+    double gap = 50e-6, b_start = t0, prev = t0, in_burst = 0, n_in = 0, first = 0, n_first = 0;
+    long bursts = 1, i;
+
+    for (i = 0; i < trace_n; i++) {
+        double d = trace_t[i] - prev;
+        if (d > gap) {
+            in_burst += prev - b_start;
+            b_start = trace_t[i];
+            bursts++;
+        } else {
+            n_in++;
+            if (trace_t[i] - b_start < 100e-6)
+                n_first++, first += d;
+        }
+        prev = trace_t[i];
+    }
+    in_burst += prev - b_start;
+    printf("trace bursts %ld burst_frac %.4f rate_in_bursts %.0f rate_first_100us %.0f\n", bursts,
+           in_burst / (t1 - t0), n_in / in_burst, first > 0 ? n_first / first : 0);
 }
 
 static void *ptds_once(void *arg)
@@ -223,6 +255,10 @@ int main(int argc, char **argv)
         CHECK(cuDevicePrimaryCtxRelease_v2(dev));
         return 0;
     }
+    if (getenv("COMPUTE_LOAD_TRACE") && threads == 1) {
+        trace_cap = (long)(seconds * 2e6) + 16;
+        trace_t = malloc((size_t)trace_cap * sizeof(*trace_t));
+    }
     for (i = 0; i < threads; i++)
         pthread_create(&th[i], NULL, load, &done[i]);
     for (i = 0; i < threads; i++) {
@@ -230,6 +266,8 @@ int main(int argc, char **argv)
         total += done[i];
     }
     wall = now_s() - t0;
+    if (trace_t)
+        trace_report(t0, t0 + wall);
     printf("share %.3f launches %ld ns_per_launch %.0f in_launch_s %.3f\n",
            (double)total * kernel_us / 1e6 / wall, total, wall * 1e9 * threads / (double)total,
            in_launch);
