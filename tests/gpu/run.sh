@@ -384,7 +384,7 @@ c_bench_launch() {
 # Launch cost under a compute ceiling that is accounted but does not bind (duty-cycled).
 c_bench_launch_duty() {
     need "$GS" "$LIB" || return 1
-    BENCH_TABLE=$GPU_SUITE_WORK/bench-launch-duty.md BENCH_PROCS=5 BENCH_ROUNDS=2 \
+    BENCH_TABLE=$GPU_SUITE_WORK/bench-launch-duty.md BENCH_PROCS=8 BENCH_ROUNDS=2 \
         "$ROOT/bench/launch_overhead.sh" --duty
 }
 # Achieved compute shares, two tenants, gpuslice set, cut to the time this check was given
@@ -441,7 +441,7 @@ CHECKS=(
     "cli_torch_priority 120 c_cli_torch_priority 15"
     "cli_mps_share 90 c_cli_mps_share 45"
     "bench_launch 200 c_bench_launch 60"
-    "bench_launch_duty 120 c_bench_launch_duty 35"
+    "bench_launch_duty 120 c_bench_launch_duty 45"
     "partition_clock 90 c_partition_clock 45"
     "compute_share 360 c_compute_share 240"
 )
