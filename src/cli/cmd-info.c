@@ -271,11 +271,13 @@ static void mps_of(struct gpu *g)
     struct mps_gpu m;
     struct stat st;
 
-    if (mps_gpu_init(&m, g->uuid) == 0 && lstat(m.pipe, &st) == 0 && S_ISDIR(st.st_mode))
+    int own = mps_gpu_init(&m, g->uuid) == 0 && lstat(m.pipe, &st) == 0 && S_ISDIR(st.st_mode);
+
+    if (own)
         snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", m.pipe);
     else
         snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", env && *env ? env : MPS_DEFAULT_PIPE_DIR);
-    g->mps = mps_state(g->mps_dir);
+    g->mps = mps_state(g->mps_dir, own);
 }
 
 static int query_gpu(const struct driver *d, int ordinal, struct gpu *g)

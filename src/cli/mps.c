@@ -246,7 +246,7 @@ pid_t mps_daemon_find(const char *pipe_dir)
     return found ? found : hidden ? -EACCES : 0;
 }
 
-const char *mps_state(const char *pipe_dir)
+const char *mps_state(const char *pipe_dir, int own)
 {
     char path[MPS_PATH_MAX + 16];
     struct stat st;
@@ -263,7 +263,14 @@ const char *mps_state(const char *pipe_dir)
     if (!control)
         return "not running";
     daemon = mps_daemon_find(pipe_dir);
-    return daemon > 0 || daemon == -EACCES ? "running" : "unknown";
+    if (daemon > 0 || daemon == -EACCES)
+        return "running";
+    /*
+     * The daemon leaves its control pipe behind when it stops. In our own
+     * directory the daemon would be ours, so not seeing it means it is gone;
+     * elsewhere it may run where we cannot see it (another PID namespace).
+     */
+    return own ? "not running" : "unknown";
 }
 
 int mps_check_platform(char *bin, size_t binlen, char *err, size_t errlen)

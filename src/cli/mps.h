@@ -52,11 +52,13 @@ pid_t mps_daemon_find(const char *pipe_dir);
 
 /*
  * "running" when pipe_dir has its control endpoint and a daemon serves it
- * (or one that may: another user's), "not running" without the endpoint,
- * "unknown" otherwise (a stale endpoint, a directory that cannot be read).
- * A static string. It neither talks to the daemon nor asks which GPUs it serves.
+ * (or one that may: another user's), "not running" without the endpoint or,
+ * when own (gpuslice's own directory of this user), without a daemon,
+ * "unknown" otherwise (an endpoint no visible daemon serves, a directory that
+ * cannot be read). A static string. It neither talks to the daemon nor asks
+ * which GPUs it serves.
  */
-const char *mps_state(const char *pipe_dir);
+const char *mps_state(const char *pipe_dir, int own);
 
 /*
  * 0 where MPS can work: Linux, not WSL, nvidia-cuda-mps-control in $PATH

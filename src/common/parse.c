@@ -405,15 +405,18 @@ uint64_t gs_limits_lookup(const struct gs_limits *l, int index, const char *uuid
 void gs_format_size(uint64_t b, char *buf, size_t len)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
+    int u = 0, top = 0;
     uint64_t v = b;
 
+    /* Exact in some unit of MiB or more (4 GiB, 1536 MiB), else two decimals of the largest. */
     while (u < 4 && v >= 1024 && v % 1024 == 0) {
         v /= 1024;
         u++;
     }
-    if (u == 0 && b >= (1ULL << 20))
-        snprintf(buf, len, "%.2f MiB", (double)b / (1 << 20));
+    while (top < 4 && b >> (10 * (top + 1)) > 0)
+        top++;
+    if (top >= 2 && u < 2)
+        snprintf(buf, len, "%.2f %s", (double)b / (double)(1ULL << (10 * top)), units[top]);
     else
         snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
 }

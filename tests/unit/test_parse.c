@@ -60,6 +60,35 @@ static void test_size_table(void **state)
     }
 }
 
+static void test_format_size_table(void **state)
+{
+    static const struct {
+        uint64_t bytes;
+        const char *text;
+    } cases[] = {
+        {0, "0 B"},
+        {1000, "1000 B"},
+        {4096, "4 KiB"},
+        {1047552, "1023 KiB"}, /* a multiple of KiB below 1 MiB stays exact */
+        {1048576, "1 MiB"},
+        {1536ULL << 20, "1536 MiB"},
+        {4ULL << 30, "4 GiB"},
+        {633152ULL << 10, "618.31 MiB"},
+        {(2ULL << 30) + 1, "2.00 GiB"},
+        {150754820096ULL, "143771 MiB"},
+        {150754820097ULL, "140.40 GiB"},
+        {3ULL << 40, "3 TiB"},
+    };
+    char buf[64];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gs_format_size(cases[i].bytes, buf, sizeof(buf));
+        assert_string_equal(buf, cases[i].text);
+    }
+}
+
 static void test_limit_list_per_device(void **state)
 {
     struct gs_limits l;
@@ -269,6 +298,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_table),
+        cmocka_unit_test(test_format_size_table),
         cmocka_unit_test(test_limit_list_per_device),
         cmocka_unit_test(test_limit_list_default_and_uuid_override),
         cmocka_unit_test(test_limit_list_bad_inputs_are_named),
