@@ -11,7 +11,8 @@
  * (EOWNERDEAD) and the next holder recomputes the totals from the
  * per-process records. The compute budget fields (compute_*) are updated
  * with atomic operations only, never under the lock: they change on every
- * poll of every process of the tenant.
+ * poll of every process of the tenant. So is the memory reservation
+ * (`reserve`, see common/reserve.h): its two sequence words are futexes.
  */
 #ifndef GPUSLICE_TENANT_ABI_H
 #define GPUSLICE_TENANT_ABI_H
@@ -20,7 +21,7 @@
 #include <stdint.h>
 
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
-#define GPUSLICE_TENANT_ABI_VERSION 2u
+#define GPUSLICE_TENANT_ABI_VERSION 3u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 256
 
@@ -48,6 +49,28 @@ struct gpuslice_tenant_proc {
     uint64_t mem_used[GPUSLICE_MAX_DEVICES]; /* by device entry */
 };
 
+/*
+ * The memory reservation kept beside the tenant (gpuslice run --filled): one
+ * reserver process holds device memory so that the tenant plus the
+ * reservation keep each GPU at its target, and gives memory back when a
+ * process of the tenant asks for it (an allocation the driver refused).
+ */
+struct gpuslice_tenant_reserve_dev {
+    uint8_t uuid[16]; /* raw UUID bytes; all zero = unused entry */
+    uint64_t target;  /* bytes the tenant and the reservation should use together */
+    uint64_t held;    /* bytes the reserver holds now (its context's memory included) */
+    uint64_t want;    /* the largest allocation a tenant process waits for; 0 = none */
+};
+
+struct gpuslice_tenant_reserve {
+    int32_t pid;         /* the reserver; 0 = no reservation */
+    uint32_t ask_seq;    /* futex word: bumped by a process that needs memory */
+    uint64_t start_time; /* the reserver's /proc start time, against PID reuse */
+    uint32_t gave_seq;   /* futex word: the ask_seq the reserver has answered */
+    uint32_t pad0;
+    struct gpuslice_tenant_reserve_dev dev[GPUSLICE_MAX_DEVICES];
+};
+
 struct gpuslice_tenant {
     uint64_t magic;
     uint32_t abi_version;
@@ -69,6 +92,7 @@ struct gpuslice_tenant {
     uint64_t reserved[5];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
+    struct gpuslice_tenant_reserve reserve;
 };
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 72, "device entry layout");
@@ -77,6 +101,10 @@ _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
 _Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "budget offset");
 _Static_assert(offsetof(struct gpuslice_tenant, compute_any) == 168, "header fields offset");
-_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 72 + 256 * 144, "tenant size");
+_Static_assert(sizeof(struct gpuslice_tenant_reserve_dev) == 40, "reservation entry layout");
+_Static_assert(sizeof(struct gpuslice_tenant_reserve) == 24 + 16 * 40, "reservation layout");
+_Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 72 + 256 * 144,
+               "reservation offset");
+_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 72 + 256 * 144 + 664, "tenant size");
 
 #endif

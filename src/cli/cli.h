@@ -26,6 +26,7 @@ extern const struct gs_cmd gs_cmd_set;
 extern const struct gs_cmd gs_cmd_info;
 extern const struct gs_cmd gs_cmd_tenants;
 extern const struct gs_cmd gs_cmd_mps;
+extern const struct gs_cmd gs_cmd_reserve;
 
 /* Global flags that every command honours. */
 extern int gs_cli_quiet;

@@ -28,6 +28,10 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 #include "cli/mps.h"
+#include "cli/reserve.h"
+
+#define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
+#define RESERVER_STOP_MS 10000   /* and giving it all back this long */
 #include "common/cuda_api.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -69,6 +73,11 @@ void launch_usage(const struct launch_mode *m)
            "                         -d 0 -d GPU-…); sets CUDA_VISIBLE_DEVICES. With\n"
            "                         CUDA_VISIBLE_DEVICES already set, an index picks\n"
            "                         from that list. Without -d it is left as it is\n"
+           "  -f, --filled RATIO     keep each GPU the program sees RATIO full (in (0, 1],\n"
+           "                         e.g. 0.9) while it runs: a reservation beside it\n"
+           "                         holds what the program does not use, so no other\n"
+           "                         process can take it, and gives the program memory\n"
+           "                         whenever an allocation of the program needs it\n"
            "  -n, --nice N           the CPU nice value (-20..19) of the program and all\n"
            "                         it starts; if it may not be set (a negative one\n"
            "                         needs root), a warning, and it runs as it would\n"
@@ -253,7 +262,7 @@ static int list_count(const char *list)
  * subset of what it would have seen; a UUID is passed through. Returns 0 and
  * a string for the caller to free in *out, or -EINVAL with a message in err.
  */
-static int device_list(char **args, int nargs, const char *visible, char **out, char *err,
+int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
                        size_t errlen)
 {
     static const char *accepted = "use indexes such as 0 or UUIDs such as "
@@ -391,7 +400,12 @@ static void apply_nice(int n)
         gs_cli_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
 }
 
-static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status)
+/*
+ * Waits for the program, forwarding a supervisor's signals to it and reaping
+ * the tenant's dead processes; notes it if the memory reservation (*reserver,
+ * 0 without one) ends first, and clears *reserver then.
+ */
+static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t *reserver)
 {
     sigset_t set;
     struct timespec tick = {0, 200 * 1000 * 1000};
@@ -404,12 +418,19 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status)
     sigaddset(&set, SIGUSR2);
     for (;;) {
         pid_t w = waitpid(child, status, WNOHANG);
-        int sig;
+        int sig, rs;
 
         if (w == child)
             return 0;
         if (w < 0 && errno != EINTR)
             return -errno;
+        if (*reserver > 0 && waitpid(*reserver, &rs, WNOHANG) == *reserver) {
+            gs_cli_error("warning: the memory reservation of --filled ended (%s %d); the "
+                         "program runs on without it",
+                         WIFSIGNALED(rs) ? "signal" : "exit status",
+                         WIFSIGNALED(rs) ? WTERMSIG(rs) : WEXITSTATUS(rs));
+            *reserver = 0;
+        }
         sig = sigtimedwait(&set, NULL, &tick);
         if (sig > 0 && sig != SIGCHLD)
             kill(child, sig); /* a supervisor's signal is for the program */
@@ -418,12 +439,101 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status)
     }
 }
 
+static void stop_reserver(pid_t pid);
+
+/*
+ * Starts the memory reservation of --filled beside tenant t, in a child of
+ * its own, and waits until it has filled the GPUs. 0 and its PID, or -1
+ * (said why). The child stops on SIGTERM, or when this process is gone.
+ */
+static int start_reserver(double ratio, struct gpuslice_tenant *t, pid_t *out)
+{
+    char line[1024];
+    size_t got = 0;
+    int fds[2];
+    pid_t pid, parent = getpid();
+
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        gs_cli_error("--filled: pipe: %s", strerror(errno));
+        return -1;
+    }
+    if ((pid = fork()) < 0) {
+        gs_cli_error("--filled: fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        struct reserve_opts ro = {.ratio = ratio, .tenant = t, .ready_fd = fds[1],
+                                  .parent = parent, .label = "--filled"};
+        sigset_t stop;
+        close(fds[0]);
+        /* ^C and a hang-up are the program's; the reservation ends when it does. */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGQUIT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
+        _exit(reserve_run(&ro, &stop));
+    }
+    close(fds[1]);
+    {
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        while (got < sizeof(line) - 1 && (got == 0 || line[got - 1] != '\n')) {
+            ssize_t n;
+            int pr = poll(&pfd, 1, RESERVER_START_MS);
+            if (pr <= 0)
+                break;
+            if ((n = read(fds[0], line + got, sizeof(line) - 1 - got)) <= 0)
+                break;
+            got += (size_t)n;
+        }
+    }
+    close(fds[0]);
+    line[got] = '\0';
+    if (got > 0 && line[got - 1] == '\n')
+        line[--got] = '\0';
+    if (strcmp(line, "ok") == 0) {
+        *out = pid;
+        return 0;
+    }
+    if (strncmp(line, "error ", 6) == 0)
+        gs_cli_error("--filled: %s", line + 6);
+    else
+        gs_cli_error("--filled: the memory reservation %s", got ? line : "did not start in time");
+    stop_reserver(pid);
+    return -1;
+}
+
+/* Ends the reservation (SIGTERM, then SIGKILL after RESERVER_STOP_MS) and waits for it. */
+static void stop_reserver(pid_t pid)
+{
+    int status, i;
+
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    for (i = 0; i < RESERVER_STOP_MS / 10; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return;
+        nanosleep(&ts, NULL);
+    }
+    gs_cli_error("warning: the memory reservation did not end within %d s; killed",
+                 RESERVER_STOP_MS / 1000);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+}
+
 struct launch_opts {
     const char *memory, *compute, *name;
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;
     int no_torch_priority; /* --no-torch-priority: PYTHONPATH is left alone */
     int gpu_share;         /* --gpu-share: 1..100, 0 without MPS */
+    double filled;         /* --filled: the reservation's ratio, 0 without one */
     int mps_priority;      /* CUDA_MPS_CLIENT_PRIORITY: 0 normal, 1 below normal */
     char *mps_device;      /* the one GPU (an index or a UUID) the MPS client uses */
     const char *what; /* the program as the user named it, for messages and the tenant */
@@ -498,9 +608,10 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         {"help", no_argument, NULL, 'h'},         {"no-torch-priority", no_argument, NULL, 'T'},
         {"gpu-share", required_argument, NULL, 'G'},
         {"mps-priority", required_argument, NULL, 'P'},
+        {"filled", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0}};
     struct gs_limits limits;
-    const char *nice = NULL, *share = NULL, *prio = NULL;
+    const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL;
     char err[768], **devargs;
     int c, ndev = 0, status = -1;
 
@@ -510,7 +621,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     }
     optind = 1;
     opterr = 0;
-    while (status < 0 && (c = getopt_long(argc, argv, "+:m:c:d:n:qh", opts, NULL)) != -1) {
+    while (status < 0 && (c = getopt_long(argc, argv, "+:m:c:d:n:f:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             o->memory = optarg;
@@ -535,6 +646,9 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             break;
         case 'P':
             prio = optarg;
+            break;
+        case 'f':
+            filled = optarg;
             break;
         case 'q':
             gs_cli_quiet = 1;
@@ -575,7 +689,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         goto out;
     }
     o->has_nice = nice != NULL;
-    if (ndev && device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
+    if (ndev && launch_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
                             sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
@@ -596,6 +710,18 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         goto out;
     }
     o->mps_priority = prio && strcmp(prio, "below-normal") == 0;
+    if (filled && reserve_parse_ratio(filled, &o->filled) < 0) {
+        gs_cli_error("--filled: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
+                     filled);
+        goto out;
+    }
+    if (filled && share) {
+        gs_cli_error("--filled cannot be used with --gpu-share: an MPS client's memory is "
+                     "allocated by the MPS server process, and the reservation, which follows "
+                     "the program's own memory use, cannot follow memory the server holds for "
+                     "it");
+        goto out;
+    }
     if (share && mps_device(o, err, sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
@@ -843,7 +969,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     char lib[PATH_MAX], path[PATH_MAX], pydir[PATH_MAX];
     sigset_t block, old;
     int r, status = 0, pipefd[2];
-    pid_t child;
+    pid_t child, reserver = 0;
 
     if ((r = parse_args(m, argc, argv, &o)) >= 0) {
         opts_done(&o);
@@ -906,6 +1032,11 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     if (o.compute)
         gs_cli_note("compute ceiling %s%s for %s", o.compute,
                     strchr(o.compute, ':') ? " (percent)" : "%", o.what);
+    if (o.filled) {
+        gs_cli_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
+        if (start_reserver(o.filled, t, &reserver) < 0)
+            goto fail;
+    }
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         gs_cli_error("pipe: %s", strerror(errno));
         goto fail;
@@ -952,7 +1083,9 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         }
         close(pipefd[0]);
     }
-    r = wait_child(child, t, &status);
+    r = wait_child(child, t, &status, &reserver);
+    stop_reserver(reserver);
+    reserver = 0;
     gs_tenant_reap(t);
     if (gs_tenant_live_procs(t) == 0)
         unlink(path);
@@ -970,6 +1103,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 fail:
+    stop_reserver(reserver);
     unlink(path);
     gs_tenant_close(t);
     opts_done(&o);

@@ -23,4 +23,13 @@ int launch_main(const struct launch_mode *m, int argc, char **argv);
 /* Prints the command's usage on stdout. */
 void launch_usage(const struct launch_mode *m);
 
+/*
+ * CUDA_VISIBLE_DEVICES for the --device values args[0..nargs), each a
+ * comma-separated list of indexes and UUIDs (an index picks from visible, the
+ * caller's own CUDA_VISIBLE_DEVICES, when set). 0 and a string for the caller
+ * to free in *out, or -EINVAL with a message naming --device in err.
+ */
+int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
+                       size_t errlen);
+
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/reserve.h"
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
@@ -26,6 +27,9 @@
 #define MAX_POOLS 64
 #define DEFAULT_GRAN (2ULL << 20)
 #define REFRESH_INTERVAL_NS 100000000ULL /* overhead re-read at most every 100 ms */
+#define RESERVE_WAIT_NS 2000000000ULL /* a refused allocation waits this long for the reservation */
+#define RESERVE_TRIES 3               /* ... and asks it this many times */
+#define RESERVE_CTX_BYTES (1ULL << 30) /* what a context that cannot be made asks for */
 
 enum overhead_mode { OVERHEAD_UNKNOWN, OVERHEAD_NVML_PROCESS, OVERHEAD_FOOTPRINT };
 
@@ -464,6 +468,41 @@ static void release_entry(const struct gs_map_entry *e)
         unadmit(d, e->bytes);
 }
 
+/*
+ * The driver refused an allocation of bytes on d. If the tenant runs beside
+ * a memory reservation (gpuslice run --filled) holding memory on that GPU,
+ * ask it to give some back and wait for it: 1 means try again. The program
+ * never fails for memory its own reservation was keeping for it.
+ */
+static int give_back(struct dev_state *d, uint64_t bytes)
+{
+    static int warned;
+    struct gpuslice_tenant *t = gs__state.tenant;
+    int e, r;
+
+    if (d == NULL || t == NULL || exiting ||
+        (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0)
+        return 0;
+    r = gs_reserve_ask(t, e, bytes, RESERVE_WAIT_NS);
+    if (r == -ETIMEDOUT && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        gs__log("device %s: the memory reservation did not give memory back within %llu s; "
+                "the allocation fails",
+                d->uuid, (unsigned long long)(RESERVE_WAIT_NS / 1000000000ULL));
+    if (r > 0)
+        gs__debug("device %s: the memory reservation gave back memory for %llu bytes", d->uuid,
+                  (unsigned long long)bytes);
+    return r > 0;
+}
+
+/* r = expr, asked again after the reservation gave memory back (see give_back). */
+#define GS_RESERVED_CALL(r, d, bytes, expr)                                             \
+    do {                                                                                \
+        int tries_ = 0;                                                                 \
+        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES && \
+               give_back((d), (bytes)))                                                 \
+            ;                                                                           \
+    } while (0)
+
 #define GS_ALLOC_BODY(sym, ptrtype, dptr, bytes, call)                       \
     do {                                                                     \
         struct dev_state *d;                                                 \
@@ -476,7 +515,8 @@ static void release_entry(const struct gs_map_entry *e)
         charge = alloc_charge(d, (bytes));                                   \
         if ((r = admit(d, charge)) != CUDA_SUCCESS)                          \
             return r;                                                        \
-        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                       \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                   \
+        if (r != CUDA_SUCCESS) {                                             \
             unadmit(d, charge);                                              \
             settle(d);                                                       \
             return r;                                                        \
@@ -517,7 +557,8 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
         charge = alloc_charge(d, round_up((width), PITCH_ESTIMATE_ALIGN) * (uint64_t)(height)); \
         if ((r = admit(d, charge)) != CUDA_SUCCESS)                                  \
             return r;                                                                \
-        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                               \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                           \
+        if (r != CUDA_SUCCESS) {                                                     \
             unadmit(d, charge);                                                      \
             settle(d);                                                               \
             return r;                                                                \
@@ -643,7 +684,20 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, size
         p->accounted += need;
     }
     r = call(arg);
-    pool_sync(p); /* the charge becomes what the pool really reserved */
+    {
+        /* Refused by the driver: the reservation may give memory back (not under pool_mu). */
+        int tries = 0, asked;
+        while (r == CUDA_ERROR_OUT_OF_MEMORY && tries++ < RESERVE_TRIES) {
+            pthread_mutex_unlock(&pool_mu);
+            asked = give_back(d, need ? need : round_up(bytesize, d->gran));
+            pthread_mutex_lock(&pool_mu);
+            if (!asked || (p = pool_find(pool, ord, 1)) == NULL)
+                break;
+            r = call(arg);
+        }
+    }
+    if (p)
+        pool_sync(p); /* the charge becomes what the pool really reserved */
     pthread_mutex_unlock(&pool_mu);
     if (need)
         settle(d);
@@ -825,7 +879,8 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         return gs__real.cuMemCreate(handle, size, prop, flags);
     if ((r = admit(d, size)) != CUDA_SUCCESS)
         return r;
-    if ((r = gs__real.cuMemCreate(handle, size, prop, flags)) != CUDA_SUCCESS) {
+    GS_RESERVED_CALL(r, d, size, gs__real.cuMemCreate(handle, size, prop, flags));
+    if (r != CUDA_SUCCESS) {
         unadmit(d, size);
         settle(d);
         return r;
@@ -968,7 +1023,8 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, CUarray_form
         charge = round_up((bytes), d->gran);                                    \
         if ((r = admit(d, charge)) != CUDA_SUCCESS)                             \
             return r;                                                           \
-        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                          \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                      \
+        if (r != CUDA_SUCCESS) {                                                \
             unadmit(d, charge);                                                 \
             settle(d);                                                          \
             return r;                                                           \
@@ -1095,7 +1151,8 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GS_PASS(cuDevicePrimaryCtxRetain, (pctx, dev));
     d = exiting ? NULL : dev_get(dev);
     before = used_before(d);
-    if ((r = gs__real.cuDevicePrimaryCtxRetain(pctx, dev)) != CUDA_SUCCESS || d == NULL)
+    GS_RESERVED_CALL(r, d, RESERVE_CTX_BYTES, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
+    if (r != CUDA_SUCCESS || d == NULL)
         return r;
     d->primary = *pctx;
     if (d->primary_refs++ == 0)
@@ -1169,7 +1226,8 @@ static void remember_created(CUcontext ctx, int ord)
         GS_PASS(sym, call);                                             \
         d = exiting ? NULL : dev_get(dev);                              \
         before = used_before(d);                                        \
-        if ((r = gs__real.sym call) != CUDA_SUCCESS || d == NULL)       \
+        GS_RESERVED_CALL(r, d, RESERVE_CTX_BYTES, gs__real.sym call);   \
+        if (r != CUDA_SUCCESS || d == NULL)                             \
             return r;                                                   \
         remember_created(*pctx, dev);                                   \
         context_appeared(d, before);                                    \

@@ -387,6 +387,10 @@ c_bench_launch_duty() {
     BENCH_TABLE=$GPU_SUITE_WORK/bench-launch-duty.md BENCH_PROCS=8 BENCH_ROUNDS=2 \
         "$ROOT/bench/launch_overhead.sh" --duty
 }
+# run --filled 0.9 around a PyTorch program that allocates 20 GiB, frees it, allocates 40 GiB;
+# a second process beside it.
+c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"; }
+
 # Achieved compute shares, two tenants, gpuslice set, cut to the time this check was given
 # (GPU_CHECK_LIMIT). The host-bound workloads (small kernels launched one by one) are measured
 # with an uncapped phase before every ceiling and more, shorter repeats: their launch rate
@@ -396,7 +400,7 @@ c_compute_share() {
     local t0 left rc=0
     need "$GS" "$LIB" || return 1
     t0=$(date +%s)
-    "$ROOT/bench/compute_share.sh" --only small,cuda-small --interleave --repeats 6 \
+    "$ROOT/bench/compute_share.sh" --only small,cuda-small --interleave --repeats 5 \
         --phase-seconds 0.5 --settle 0.15 --budget $((${GPU_CHECK_LIMIT:-360} / 2 - 10)) \
         --table "$GPU_SUITE_WORK/bench-compute-small.md" || rc=1
     left=$((${GPU_CHECK_LIMIT:-360} - ($(date +%s) - t0) - 10))
@@ -440,10 +444,11 @@ CHECKS=(
     "cli_info 60 c_cli_info"
     "cli_torch_priority 120 c_cli_torch_priority 15"
     "cli_mps_share 90 c_cli_mps_share 45"
+    "cli_filled 120 c_cli_filled 40"
     "bench_launch 200 c_bench_launch 60"
     "bench_launch_duty 120 c_bench_launch_duty 45"
     "partition_clock 90 c_partition_clock 45"
-    "compute_share 360 c_compute_share 240"
+    "compute_share 330 c_compute_share 220"
 )
 
 # --- the runner ------------------------------------------------------------------------------

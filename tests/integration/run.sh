@@ -861,6 +861,72 @@ gpu_share)
     if [ ! -e "$T/started" ] && [ ! -p "$P/control" ] && [ "$(wc -l <"$P/fake.starts")" = 2 ] && [ "$(wc -l <"$P/fake.quits")" = 2 ]; then
         ok "not started; the daemon it started was stopped"; else bad "after probe failure"; cat "$T/err"; fi
     stderr_has "stopped the MPS control daemon" ;;
+reserve)
+    # gpuslice reserve and run --filled on a 16 GiB simulated GPU (64 MiB a context).
+    MP="$B/tests/mem_probe"
+    used() { "$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["gpus"][0]["memory_used_bytes"])'; }
+    # near WHAT BYTES SLACK: the device's use is BYTES within SLACK, within 3 s.
+    near() {
+        for i in $(seq 60); do
+            u=$(used); if [ -n "$u" ] && [ $((u > $2 ? u - $2 : $2 - u)) -le "$3" ]; then break; fi; sleep 0.05
+        done
+        if [ -n "$u" ] && [ $((u > $2 ? u - $2 : $2 - u)) -le "$3" ]; then ok "$1: $u bytes in use"; else bad "$1: ${u:-?} bytes in use, want $2 within $3"; fi
+    }
+    M=1048576
+    expect 2 "reserve without a ratio" -- "$GS" reserve; stderr_has "no RATIO"
+    for r in 0 1.5 -0.5 abc 0.5x "" nan inf; do
+        expect 2 "reserve '$r'" -- "$GS" reserve "$r"; stderr_has "is not a ratio"
+    done
+    expect 2 "reserve with two ratios" -- "$GS" reserve 0.5 0.6
+    expect 2 "reserve --device banana" -- "$GS" reserve -d banana 0.5; stderr_has "--device"
+    expect 2 "reserve --bogus" -- "$GS" reserve --bogus 0.5
+    expect 0 "reserve --help" -- "$GS" reserve --help
+    LD_LIBRARY_PATH="$T/empty" expect 1 "reserve without a driver" -- "$GS" reserve 0.5; stderr_has "no NVIDIA driver found"
+    for r in 0 1.01 abc; do
+        expect 2 "run --filled $r" -- "$GS" run --filled "$r" -- touch "$T/started"; stderr_has "--filled"
+    done
+    expect 2 "--filled with --gpu-share" -- "$GS" run -f 0.5 --gpu-share 50 -- touch "$T/started"; stderr_has "cannot be used with --gpu-share"
+    if [ ! -e "$T/started" ]; then ok "refused usage starts nothing"; else bad "started"; fi
+    LD_LIBRARY_PATH="$T/empty" expect 1 "run --filled without a driver" -- "$GS" run --filled 0.5 -- touch "$T/started"
+    stderr_has "--filled: no NVIDIA driver found"
+    if [ ! -e "$T/started" ]; then ok "the program did not start without its reservation"; else bad "started without the reservation"; fi
+    # Alone: fills to the ratio, counting what is in use; gives it back at SIGTERM and SIGINT.
+    "$MP" alloc:1024 mark:"$T/other" wait:"$T/other.end" >/dev/null 2>&1 & OTHER=$!
+    for i in $(seq 100); do [ -e "$T/other" ] && break; sleep 0.05; done
+    for sig in TERM INT; do
+        "$GS" reserve --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+        for i in $(seq 100); do [ -s "$T/res.out" ] && break; sleep 0.05; done
+        near "reserve 0.25 beside a process holding 1 GiB" $((4096 * M)) $((66 * M))
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["gpus"][0]; assert d["target_bytes"] == 4 << 30 and d["used_bytes"] == 4 << 30 and d["reserved_bytes"] == (4 << 30) - (1 << 30) - (128 << 20), d' "$T/res.out" 2>"$T/py" && ok "reserve --json: target, use and what it holds" || { bad "reserve --json"; cat "$T/res.out" "$T/py"; }
+        kill -$sig $RES; wait $RES; rc=$?
+        if [ $rc = 0 ]; then ok "reserve ends with 0 on SIG$sig"; else bad "reserve exit $rc on SIG$sig"; cat "$T/res.err"; fi
+        near "after SIG$sig only the other process remains" $((1088 * M)) $((2 * M))
+    done
+    grep -q "holding 2.88 GiB; the GPU is 25.0% full" "$T/res.err" && ok "reserve says what it holds" || { bad "reserve's note"; cat "$T/res.err"; }
+    touch "$T/other.end"; wait $OTHER
+    # Around a program: the device stays at half; the program's allocations are served from it.
+    "$GS" run --filled 0.5 -- "$MP" used mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
+        free mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
+    step() { for i in $(seq 200); do [ -e "$T/$1" ] && return 0; sleep 0.05; done; bad "the program did not reach $1"; cat "$T/prog.out" "$T/prog.err"; return 1; }
+    step s0 && near "--filled 0.5: the GPU is half full" $((8192 * M)) $((66 * M))
+    touch "$T/g0"; step s1 && near "the program holds 3 GiB: still half full" $((8192 * M)) $((130 * M))
+    # Another process gets only what is left: 8 GiB less its context.
+    expect 0 "a second process" -- "$MP" alloc:8192 alloc:7936
+    if grep -q "alloc 8192 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && grep -q "alloc 7936 ok" "$T/out"; then ok "the second process gets what is left, not the reservation"; else bad "second process"; cat "$T/out"; fi
+    touch "$T/g1"; step s2 && near "the program freed its 3 GiB: half full again" $((8192 * M)) $((66 * M))
+    touch "$T/g2"; step s3
+    if grep -q "alloc 12288 ok" "$T/prog.out" && grep -q "alloc 3072 ok" "$T/prog.out"; then ok "the program's 3 GiB and 12 GiB allocations succeeded"; else bad "the program's allocations"; cat "$T/prog.out" "$T/prog.err"; fi
+    near "the program holds 12 GiB: the reservation gave it back" $((12288 * M + 64 * M)) $((66 * M))
+    touch "$T/g3"; wait $PROG; rc=$?
+    if [ $rc = 0 ]; then ok "run --filled returns the program's status"; else bad "run --filled exit $rc"; cat "$T/prog.err"; fi
+    near "after the program, nothing is held" 0 0
+    grep -q "filling every GPU" "$T/prog.err" && ok "run --filled says what it does" || { bad "note"; cat "$T/prog.err"; }
+    # The reservation goes when gpuslice run is killed.
+    "$GS" run -q --filled 0.5 -- sleep 30 & RUNP=$!
+    for i in $(seq 100); do [ "$(used)" -ge $((8000 * M)) ] 2>/dev/null && break; sleep 0.05; done
+    kill -9 $RUNP; wait $RUNP 2>/dev/null
+    near "gpuslice run killed: its reservation is given back" 0 $((66 * M))
+    pkill -f "sleep 30" 2>/dev/null ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -1,0 +1,90 @@
+/*
+ * A scripted allocator for memory tests on the simulated GPU: runs its
+ * arguments in order, on device 0's primary context, and prints one line per
+ * step:
+ *   alloc:MIB    cuMemAlloc of MIB MiB      -> "alloc MIB ok" / "alloc MIB CUDA_ERROR_..."
+ *   free         frees the newest allocation -> "free ok"
+ *   used         device-wide use from cuMemGetInfo -> "used BYTES"
+ *   mark:PATH    creates the file PATH (a test waits for it)
+ *   wait:PATH    waits (up to 60 s) until the file PATH exists
+ *   sleep:MS     sleeps
+ * Exit status: 0 when every step ran (a refused allocation is a result, not
+ * an error), 1 when CUDA could not start, 2 for a bad step.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cuda_api.h"
+#include "common/cuda_funcs.h"
+
+#define DECL(ret, name, params) ret name params;
+GS_CUDA_FUNCS(DECL)
+#undef DECL
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    CUdeviceptr ptr[256];
+    CUcontext ctx;
+    CUdevice dev;
+    int n = 0, i;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        fprintf(stderr, "mem_probe: CUDA did not start\n");
+        return 1;
+    }
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "alloc:", 6) == 0) {
+            long mib = atol(a + 6);
+            const char *name = NULL;
+            CUresult r;
+            if (n == 256 || mib <= 0)
+                return 2;
+            r = cuMemAlloc_v2(&ptr[n], (size_t)mib << 20);
+            if (r == CUDA_SUCCESS)
+                n++;
+            cuGetErrorName(r, &name);
+            printf("alloc %ld %s\n", mib, r == CUDA_SUCCESS ? "ok" : name ? name : "error");
+        } else if (strcmp(a, "free") == 0) {
+            if (n == 0)
+                return 2;
+            printf("free %s\n", cuMemFree_v2(ptr[--n]) == CUDA_SUCCESS ? "ok" : "error");
+        } else if (strcmp(a, "used") == 0) {
+            size_t f = 0, t = 0;
+            cuMemGetInfo_v2(&f, &t);
+            printf("used %zu\n", t - f);
+        } else if (strncmp(a, "mark:", 5) == 0) {
+            FILE *f = fopen(a + 5, "w");
+            if (f == NULL)
+                return 2;
+            fclose(f);
+        } else if (strncmp(a, "wait:", 5) == 0) {
+            int k;
+            for (k = 0; k < 6000 && access(a + 5, F_OK) != 0; k++)
+                sleep_ms(10);
+        } else if (strncmp(a, "sleep:", 6) == 0) {
+            sleep_ms(atol(a + 6));
+        } else {
+            fprintf(stderr, "mem_probe: bad step %s\n", a);
+            return 2;
+        }
+    }
+    while (n > 0)
+        cuMemFree_v2(ptr[--n]);
+    cuDevicePrimaryCtxRelease_v2(dev);
+    return 0;
+}
