@@ -58,7 +58,7 @@ struct gpuslice_tenant_proc {
 struct gpuslice_tenant_reserve_dev {
     uint8_t uuid[16]; /* raw UUID bytes; all zero = unused entry */
     uint64_t target;  /* bytes the tenant and the reservation should use together */
-    uint64_t held;    /* bytes the reserver holds now (its context's memory included) */
+    uint64_t held;    /* bytes the reserver holds now in allocations (not its context) */
     uint64_t want;    /* the largest allocation a tenant process waits for; 0 = none */
 };
 

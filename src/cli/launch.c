@@ -29,14 +29,15 @@
 #include "cli/launch.h"
 #include "cli/mps.h"
 #include "cli/reserve.h"
-
-#define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
-#define RESERVER_STOP_MS 10000   /* and giving it all back this long */
 #include "common/cuda_api.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/parse.h"
+#include "common/reserve.h"
 #include "common/tenant.h"
+
+#define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
+#define RESERVER_STOP_MS 10000   /* and giving it all back this long */
 
 /* Far above any machine's GPU count; keeps an index's digits bounded. */
 #define MAX_DEVICE_INDEX 65535
@@ -429,6 +430,7 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
                          "program runs on without it",
                          WIFSIGNALED(rs) ? "signal" : "exit status",
                          WIFSIGNALED(rs) ? WTERMSIG(rs) : WEXITSTATUS(rs));
+            gs_reserve_release(t, *reserver); /* what it held went with it */
             *reserver = 0;
         }
         sig = sigtimedwait(&set, NULL, &tick);
@@ -444,9 +446,12 @@ static void stop_reserver(pid_t pid);
 /*
  * Starts the memory reservation of --filled beside tenant t, in a child of
  * its own, and waits until it has filled the GPUs. 0 and its PID, or -1
- * (said why). The child stops on SIGTERM, or when this process is gone.
+ * (said why). The child stops on SIGTERM, or when this process is gone. It
+ * is started before the program's environment is made, so that it never
+ * joins the tenant it serves (were gpuslice itself under an interposer, it
+ * would stay in the tenant gpuslice belongs to); it sees the program's GPUs.
  */
-static int start_reserver(double ratio, struct gpuslice_tenant *t, pid_t *out)
+static int start_reserver(double ratio, const char *devices, struct gpuslice_tenant *t, pid_t *out)
 {
     char line[1024];
     size_t got = 0;
@@ -468,10 +473,19 @@ static int start_reserver(double ratio, struct gpuslice_tenant *t, pid_t *out)
                                   .parent = parent, .label = "--filled"};
         sigset_t stop;
         close(fds[0]);
-        /* ^C and a hang-up are the program's; the reservation ends when it does. */
+        if (devices && setenv("CUDA_VISIBLE_DEVICES", devices, 1) < 0)
+            _exit(GS_EXIT_ERROR);
+        /*
+         * Signals to the terminal's or the job's process group are the
+         * program's; the reservation ends when it does (SIGTERM from us).
+         */
+        setpgid(0, 0);
         signal(SIGINT, SIG_IGN);
         signal(SIGQUIT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGTTOU, SIG_IGN);
+        signal(SIGTTIN, SIG_IGN);
         sigemptyset(&stop);
         sigaddset(&stop, SIGTERM);
         sigprocmask(SIG_BLOCK, &stop, NULL);
@@ -991,6 +1005,11 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         opts_done(&o);
         return GS_EXIT_ERROR;
     }
+    if (o.filled) {
+        gs_cli_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
+        if (start_reserver(o.filled, o.devices, t, &reserver) < 0)
+            goto fail;
+    }
     if (setenv(GS_ENV_TENANT, path, 1) < 0 ||
         (o.memory && setenv(GS_ENV_MEMORY, o.memory, 1) < 0) ||
         (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
@@ -1032,11 +1051,6 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     if (o.compute)
         gs_cli_note("compute ceiling %s%s for %s", o.compute,
                     strchr(o.compute, ':') ? " (percent)" : "%", o.what);
-    if (o.filled) {
-        gs_cli_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
-        if (start_reserver(o.filled, t, &reserver) < 0)
-            goto fail;
-    }
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         gs_cli_error("pipe: %s", strerror(errno));
         goto fail;

@@ -44,7 +44,7 @@
 #define CUDA_USED(X)                                                                            \
     X(cuInit) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2)       \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent)            \
-    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2)
+    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuDeviceGetAttribute)
 
 struct driver {
     void *lib;
@@ -65,7 +65,7 @@ struct gpu {
     size_t n, cap;
     uint64_t holdoff_until;
     int entry;          /* the reservation's entry, -1 alone */
-    int short_noted;    /* the GPU had no room for all of it: said once */
+    int shrink_seen;    /* ticks in a row that asked to shrink for the tenant's growth */
 };
 
 struct state {
@@ -183,7 +183,12 @@ static void drop(struct state *st, struct gpu *g)
     g->held -= g->size[g->n];
 }
 
-/* Holds as close to want as the GPU allows (never more); 0, or -EIO. */
+/*
+ * Holds as close to want as the GPU allows (never more); 0, or -EIO. When the
+ * GPU has no room for all of it, what is missing is taken as other processes'
+ * (base grows by it), so the reservation does not keep chasing memory that
+ * others free later; only the tenant's own changes move it from then on.
+ */
 static int grow(struct state *st, struct gpu *g, uint64_t want)
 {
     while (g->held + GRAIN <= want) {
@@ -193,30 +198,26 @@ static int grow(struct state *st, struct gpu *g, uint64_t want)
         if (size > CHUNK)
             size = CHUNK;
         size -= size % GRAIN;
-        if ((r = take(st, g, size)) == -ENOMEM) {
-            if (size > GRAIN) {
-                /* Nearly full: the rest may fit in smaller pieces. */
-                while (size > GRAIN && r == -ENOMEM) {
-                    size = (size / 2) - (size / 2) % GRAIN;
-                    r = take(st, g, size < GRAIN ? GRAIN : size);
-                }
-                if (r == 0)
-                    continue;
-            }
-            if (!g->short_noted && want > g->held + g->band) {
-                g->short_noted = 1;
-                gs_cli_note("%s: GPU %d (%s) has no more free memory: holding %.2f GiB of "
-                            "the %.2f GiB wanted",
+        /* Nearly full: the rest may fit in smaller pieces. */
+        while ((r = take(st, g, size)) == -ENOMEM && size > GRAIN) {
+            size /= 2;
+            size -= size % GRAIN;
+            if (size < GRAIN)
+                size = GRAIN;
+        }
+        if (r == -ENOMEM) {
+            uint64_t missing = want - g->held;
+            if (missing > g->band)
+                gs_cli_note("%s: GPU %d (%s) has no more free memory: holding %.2f GiB, %.2f GiB "
+                            "short of the target",
                             st->o->label, g->index, g->uuid_s, (double)g->held / (1 << 30),
-                            (double)want / (1 << 30));
-            }
+                            (double)missing / (1 << 30));
+            g->base += missing;
             return 0;
         }
         if (r < 0)
             return r;
     }
-    if (g->held + g->band >= want)
-        g->short_noted = 0;
     return 0;
 }
 
@@ -236,25 +237,45 @@ static uint64_t wanted(const struct state *st, const struct gpu *g)
     return g->target > off ? g->target - off : 0;
 }
 
-/* The tenant asked for bytes on g: give them back, and a band more, and hold off. */
+/*
+ * The tenant asked for bytes on g: give them back, and a band more, and hold
+ * off. An ask that could not be met even with all of it (more than it holds
+ * plus what is free) is not: the allocation fails either way, and other
+ * processes would take what was given.
+ */
 static void give(struct state *st, struct gpu *g, uint64_t bytes)
 {
-    uint64_t goal = g->held > bytes + g->band ? g->held - bytes - g->band : 0;
+    size_t free_b = 0, total_b = 0;
+    uint64_t goal;
 
+    if (st->d.cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS && bytes > g->held + free_b)
+        return;
+    if (bytes > g->total)
+        bytes = g->total;
+    goal = g->held > bytes + g->band ? g->held - bytes - g->band : 0;
     while (g->n > 0 && g->held > goal)
         drop(st, g);
     g->holdoff_until = now_ns() + HOLDOFF_NS;
     publish(st, g);
 }
 
+/*
+ * Moves g towards what it should hold. It shrinks for the tenant's growth only
+ * when two ticks in a row ask it to: an allocation is charged to the tenant
+ * before the driver is asked, and one the driver refuses is uncharged at once.
+ */
 static void steer(struct state *st, struct gpu *g)
 {
     uint64_t want = wanted(st, g);
 
-    if (g->held > want + g->band)
-        shrink(st, g, want);
-    else if (g->held + g->band < want && now_ns() >= g->holdoff_until)
-        grow(st, g, want);
+    if (g->held > want + g->band) {
+        if (++g->shrink_seen >= 2)
+            shrink(st, g, want);
+    } else {
+        g->shrink_seen = 0;
+        if (g->held + g->band < want && now_ns() >= g->holdoff_until)
+            grow(st, g, want);
+    }
     publish(st, g);
 }
 
@@ -288,8 +309,19 @@ static int setup(struct state *st, char *err, size_t errlen)
         memset(g, 0, sizeof(*g));
         g->index = i;
         g->entry = -1;
-        if ((cr = d->cuDeviceGet(&dev, i)) != CUDA_SUCCESS ||
-            (cr = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS ||
+        if ((cr = d->cuDeviceGet(&dev, i)) == CUDA_SUCCESS) {
+            int mode = 0;
+            if (d->cuDeviceGetAttribute(&mode, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, dev) ==
+                    CUDA_SUCCESS &&
+                mode != 0) {
+                snprintf(err, errlen,
+                         "GPU %d is in %s compute mode: a context of the reservation would "
+                         "keep the program from making its own",
+                         i, mode == 3 ? "exclusive-process" : mode == 2 ? "prohibited" : "a restricted");
+                return -EPERM;
+            }
+        }
+        if (cr != CUDA_SUCCESS || (cr = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS ||
             (cr = d->cuDevicePrimaryCtxRetain(&g->ctx, dev)) != CUDA_SUCCESS) {
             snprintf(err, errlen, "GPU %d: cannot make a context to hold memory in: %s", i,
                      cu_err(d, cr, eb, sizeof(eb)));

@@ -48,8 +48,11 @@ int gs_reserve_alive(const struct gpuslice_tenant *t)
 {
     int32_t pid = __atomic_load_n(&t->reserve.pid, __ATOMIC_ACQUIRE);
     uint64_t start = __atomic_load_n(&t->reserve.start_time, __ATOMIC_ACQUIRE);
+    int saved = errno, alive;
 
-    return pid > 0 && start != 0 && gs_proc_start_time((pid_t)pid) == start;
+    alive = pid > 0 && start != 0 && gs_proc_start_time((pid_t)pid) == start;
+    errno = saved;
+    return alive;
 }
 
 int gs_reserve_entry(const struct gpuslice_tenant *t, const uint8_t uuid[16])
@@ -62,16 +65,24 @@ int gs_reserve_entry(const struct gpuslice_tenant *t, const uint8_t uuid[16])
     return -ENOENT;
 }
 
+uint64_t gs_reserve_held(const struct gpuslice_tenant *t, int e)
+{
+    if (e < 0 || e >= GPUSLICE_MAX_DEVICES || __atomic_load_n(&t->reserve.pid, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    return __atomic_load_n(&t->reserve.dev[e].held, __ATOMIC_ACQUIRE);
+}
+
 int gs_reserve_ask(struct gpuslice_tenant *t, int e, uint64_t bytes, uint64_t timeout_ns)
 {
     struct gpuslice_tenant_reserve *r = &t->reserve;
     uint64_t want, deadline;
     uint32_t seq;
-    int saved = errno;
+    int saved = errno, res;
 
-    if (e < 0 || e >= GPUSLICE_MAX_DEVICES ||
-        __atomic_load_n(&r->dev[e].held, __ATOMIC_ACQUIRE) == 0 || !gs_reserve_alive(t))
+    if (gs_reserve_held(t, e) == 0 || !gs_reserve_alive(t)) {
+        errno = saved;
         return 0;
+    }
     want = __atomic_load_n(&r->dev[e].want, __ATOMIC_ACQUIRE);
     while (want < bytes && !__atomic_compare_exchange_n(&r->dev[e].want, &want, bytes, 0,
                                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -83,20 +94,26 @@ int gs_reserve_ask(struct gpuslice_tenant *t, int e, uint64_t bytes, uint64_t ti
         uint32_t gave = __atomic_load_n(&r->gave_seq, __ATOMIC_ACQUIRE);
         uint64_t now = now_ns();
 
-        if ((int32_t)(gave - seq) >= 0)
+        if ((int32_t)(gave - seq) >= 0) {
+            res = 1;
             break;
+        }
         if (now >= deadline) {
-            errno = saved;
-            return -ETIMEDOUT;
+            /* Nobody is waiting for it any more: do not leave the ask to be met later. */
+            want = bytes;
+            __atomic_compare_exchange_n(&r->dev[e].want, &want, 0, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE);
+            res = -ETIMEDOUT;
+            break;
         }
         if (!gs_reserve_alive(t)) {
-            errno = saved;
-            return 0;
+            res = 1; /* it ended, and what it held went with it: worth another try */
+            break;
         }
         futex_wait(&r->gave_seq, gave, deadline - now < WAIT_STEP_NS ? deadline - now : WAIT_STEP_NS);
     }
     errno = saved;
-    return 1;
+    return res;
 }
 
 int gs_reserve_claim(struct gpuslice_tenant *t, pid_t pid, uint64_t start)
@@ -104,7 +121,7 @@ int gs_reserve_claim(struct gpuslice_tenant *t, pid_t pid, uint64_t start)
     struct gpuslice_tenant_reserve *r = &t->reserve;
     int32_t cur = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
 
-    if (cur == (int32_t)pid)
+    if (cur == (int32_t)pid && __atomic_load_n(&r->start_time, __ATOMIC_ACQUIRE) == start)
         return 0;
     if (cur != 0 && gs_reserve_alive(t))
         return -EBUSY;

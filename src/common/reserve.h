@@ -22,11 +22,15 @@ int gs_reserve_alive(const struct gpuslice_tenant *t);
 /* The reservation's entry for the GPU uuid, or -ENOENT. */
 int gs_reserve_entry(const struct gpuslice_tenant *t, const uint8_t uuid[16]);
 
+/* What the reservation holds on entry e (bytes; 0 without a reservation there). */
+uint64_t gs_reserve_held(const struct gpuslice_tenant *t, int e);
+
 /*
  * Asks the reserver to give back at least bytes on entry e, then waits at most
- * timeout_ns for its answer. 1: it answered (the caller tries its allocation
- * again); 0: nothing to ask (no live reserver, nothing held there);
- * -ETIMEDOUT: no answer in time.
+ * timeout_ns for its answer. 1: it answered, or ended meanwhile (the caller
+ * tries its allocation again); 0: nothing to ask (no live reserver, nothing
+ * held there); -ETIMEDOUT: no answer in time (the ask is withdrawn). errno is
+ * kept.
  */
 int gs_reserve_ask(struct gpuslice_tenant *t, int e, uint64_t bytes, uint64_t timeout_ns);
 

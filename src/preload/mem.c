@@ -53,6 +53,7 @@ struct pool_state {
     CUmemoryPool pool;
     int ord;
     uint64_t accounted;
+    uint64_t pending; /* admitted for allocations still waiting (give_back), kept charged */
 };
 
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -314,6 +315,8 @@ static void pool_sync(struct pool_state *p)
         gs__real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
                                        &reserved) != CUDA_SUCCESS)
         return;
+    /* What an allocation still waiting for the reservation was admitted for stays charged. */
+    reserved += p->pending;
     pthread_mutex_lock(&mem_mu);
     if (reserved > p->accounted) {
         force_charge(d, reserved - p->accounted);
@@ -478,10 +481,16 @@ static int give_back(struct dev_state *d, uint64_t bytes)
 {
     static int warned;
     struct gpuslice_tenant *t = gs__state.tenant;
+    uint64_t held;
+    size_t f = 0, tot = 0;
     int e, r;
 
     if (d == NULL || t == NULL || exiting ||
-        (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0)
+        (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0 || (held = gs_reserve_held(t, e)) == 0)
+        return 0;
+    /* One that would not fit even with all of it fails anyway: keep the reservation whole. */
+    if (current_ordinal() == (int)(d - devs) && gs__real.cuMemGetInfo_v2 &&
+        gs__real.cuMemGetInfo_v2(&f, &tot) == CUDA_SUCCESS && bytes > held + f)
         return 0;
     r = gs_reserve_ask(t, e, bytes, RESERVE_WAIT_NS);
     if (r == -ETIMEDOUT && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
@@ -494,6 +503,28 @@ static int give_back(struct dev_state *d, uint64_t bytes)
     return r > 0;
 }
 
+/* What the tenant's memory reservation holds on d's GPU: memory the program may have. */
+static uint64_t reserved_for(const struct dev_state *d)
+{
+    struct gpuslice_tenant *t = gs__state.tenant;
+    int e;
+
+    if (t == NULL || __atomic_load_n(&t->reserve.pid, __ATOMIC_ACQUIRE) == 0 ||
+        (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0 || !gs_reserve_alive(t))
+        return 0;
+    return gs_reserve_held(t, e);
+}
+
+uint64_t gs__mem_reserved_for_entry(int e)
+{
+    int i;
+
+    for (i = 0; i < MAX_ORDINALS; i++)
+        if (devs[i].resolved > 0 && devs[i].entry == e)
+            return reserved_for(&devs[i]);
+    return 0;
+}
+
 /* r = expr, asked again after the reservation gave memory back (see give_back). */
 #define GS_RESERVED_CALL(r, d, bytes, expr)                                             \
     do {                                                                                \
@@ -501,6 +532,18 @@ static int give_back(struct dev_state *d, uint64_t bytes)
         while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES && \
                give_back((d), (bytes)))                                                 \
             ;                                                                           \
+    } while (0)
+
+/*
+ * The same for making a context, which the driver measures by the change in
+ * the device's use: after a give-back that changed it, measured again.
+ */
+#define GS_RESERVED_CTX_CALL(r, d, before, expr)                                         \
+    do {                                                                                 \
+        int tries_ = 0;                                                                  \
+        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES &&  \
+               give_back((d), RESERVE_CTX_BYTES))                                        \
+            (before) = used_before(d);                                                   \
     } while (0)
 
 #define GS_ALLOC_BODY(sym, ptrtype, dptr, bytes, call)                       \
@@ -641,6 +684,7 @@ static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
     pools[free_i].pool = pool;
     pools[free_i].ord = ord;
     pools[free_i].accounted = 0;
+    pools[free_i].pending = 0;
     return &pools[free_i];
 }
 
@@ -685,13 +729,21 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, size
     }
     r = call(arg);
     {
-        /* Refused by the driver: the reservation may give memory back (not under pool_mu). */
+        /*
+         * Refused by the driver: the reservation may give memory back. Not
+         * under pool_mu; meanwhile a sync of this pool by another thread must
+         * not give back what this allocation was admitted for (pending).
+         */
         int tries = 0, asked;
         while (r == CUDA_ERROR_OUT_OF_MEMORY && tries++ < RESERVE_TRIES) {
+            p->pending += need;
             pthread_mutex_unlock(&pool_mu);
             asked = give_back(d, need ? need : round_up(bytesize, d->gran));
             pthread_mutex_lock(&pool_mu);
-            if (!asked || (p = pool_find(pool, ord, 1)) == NULL)
+            if ((p = pool_find(pool, ord, 0)) == NULL)
+                break; /* destroyed meanwhile: its charge went with it */
+            p->pending -= need;
+            if (!asked)
                 break;
             r = call(arg);
         }
@@ -1151,7 +1203,7 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     GS_PASS(cuDevicePrimaryCtxRetain, (pctx, dev));
     d = exiting ? NULL : dev_get(dev);
     before = used_before(d);
-    GS_RESERVED_CALL(r, d, RESERVE_CTX_BYTES, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
+    GS_RESERVED_CTX_CALL(r, d, before, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
     if (r != CUDA_SUCCESS || d == NULL)
         return r;
     d->primary = *pctx;
@@ -1226,7 +1278,7 @@ static void remember_created(CUcontext ctx, int ord)
         GS_PASS(sym, call);                                             \
         d = exiting ? NULL : dev_get(dev);                              \
         before = used_before(d);                                        \
-        GS_RESERVED_CALL(r, d, RESERVE_CTX_BYTES, gs__real.sym call);   \
+        GS_RESERVED_CTX_CALL(r, d, before, gs__real.sym call);          \
         if (r != CUDA_SUCCESS || d == NULL)                             \
             return r;                                                   \
         remember_created(*pctx, dev);                                   \
@@ -1312,19 +1364,30 @@ void gs__mem_refresh_entry(int e)
     gs_tenant_reap(gs__state.tenant);
 }
 
-/* Fills (free, total) for ordinal from the tenant view; 0 if a limit applies. */
+/*
+ * Fills (free, total) for ordinal from the tenant view; 0 if it differs from
+ * the device's: a limit applies, or a memory reservation (gpuslice run
+ * --filled) holds memory the program may have, which counts as free.
+ */
 static int limited_view(int ord, uint64_t real_free, uint64_t real_total, uint64_t *free,
                         uint64_t *total)
 {
     struct dev_state *d;
-    uint64_t used, limit;
+    uint64_t used, limit, held;
 
     if (exiting || (d = dev_get(ord)) == NULL)
         return -1;
     gs__mem_refresh_entry(d->entry);
     gs__mem_entry_usage(d->entry, &used, &limit);
-    if (limit == 0)
+    held = reserved_for(d);
+    if (limit == 0 && held == 0)
         return -1;
+    real_free = real_free + held < real_total ? real_free + held : real_total;
+    if (limit == 0) {
+        *total = real_total;
+        *free = real_free;
+        return 0;
+    }
     *total = limit < real_total ? limit : real_total;
     *free = limit > used ? limit - used : 0;
     if (*free > real_free)

@@ -91,6 +91,9 @@ void gs__mem_refresh_entry(int e);
 /* Limit configured for a device not yet registered (by NVML UUID string). */
 uint64_t gs__mem_limit_for_uuid(const char *uuid);
 
+/* What the tenant's memory reservation holds on device entry e's GPU (0: none). */
+uint64_t gs__mem_reserved_for_entry(int e);
+
 /* compute.c */
 void gs__compute_config(void);
 void gs__compute_ctx_gone(CUcontext ctx);

@@ -906,14 +906,20 @@ reserve)
     touch "$T/other.end"; wait $OTHER
     # Around a program: the device stays at half; the program's allocations are served from it.
     "$GS" run --filled 0.5 -- "$MP" used mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
-        free mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
+        free alloc:32768 mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
     step() { for i in $(seq 200); do [ -e "$T/$1" ] && return 0; sleep 0.05; done; bad "the program did not reach $1"; cat "$T/prog.out" "$T/prog.err"; return 1; }
     step s0 && near "--filled 0.5: the GPU is half full" $((8192 * M)) $((66 * M))
+    pu=$(sed -n 's/^used //p' "$T/prog.out" | head -n 1)
+    if [ -n "$pu" ] && [ "$pu" -lt $((256 * M)) ]; then ok "the program sees the reservation as free (it sees $pu bytes in use)"; else bad "the program's view: ${pu:-?} bytes in use"; cat "$T/prog.out"; fi
     touch "$T/g0"; step s1 && near "the program holds 3 GiB: still half full" $((8192 * M)) $((130 * M))
     # Another process gets only what is left: 8 GiB less its context.
     expect 0 "a second process" -- "$MP" alloc:8192 alloc:7936
     if grep -q "alloc 8192 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && grep -q "alloc 7936 ok" "$T/out"; then ok "the second process gets what is left, not the reservation"; else bad "second process"; cat "$T/out"; fi
-    touch "$T/g1"; step s2 && near "the program freed its 3 GiB: half full again" $((8192 * M)) $((66 * M))
+    touch "$T/g1"; step s2
+    # (At once: a reservation that gave itself up would take 0.5 s to come back.)
+    u=$(used); if [ "$u" -ge $((5000 * M)) ]; then ok "the reservation did not give itself up for a 32 GiB allocation ($u bytes in use)"; else bad "the reservation shrank for an impossible allocation: $u"; fi
+    if grep -q "alloc 32768 CUDA_ERROR_OUT_OF_MEMORY" "$T/prog.out"; then ok "an allocation larger than the GPU fails as before"; else bad "32 GiB"; cat "$T/prog.out"; fi
+    near "the program freed its 3 GiB: half full again" $((8192 * M)) $((66 * M))
     touch "$T/g2"; step s3
     if grep -q "alloc 12288 ok" "$T/prog.out" && grep -q "alloc 3072 ok" "$T/prog.out"; then ok "the program's 3 GiB and 12 GiB allocations succeeded"; else bad "the program's allocations"; cat "$T/prog.out" "$T/prog.err"; fi
     near "the program holds 12 GiB: the reservation gave it back" $((12288 * M + 64 * M)) $((66 * M))
@@ -921,12 +927,19 @@ reserve)
     if [ $rc = 0 ]; then ok "run --filled returns the program's status"; else bad "run --filled exit $rc"; cat "$T/prog.err"; fi
     near "after the program, nothing is held" 0 0
     grep -q "filling every GPU" "$T/prog.err" && ok "run --filled says what it does" || { bad "note"; cat "$T/prog.err"; }
+    # gpuslice itself under the interposer (a run inside another tenant): the reservation stays
+    # out of the tenant it serves.
+    LD_PRELOAD="$LIB" "$GS" run -q --name inner --filled 0.5 -- "$MP" alloc:1024 mark:"$T/n0" wait:"$T/n1" >"$T/n.out" 2>"$T/n.err" & NP=$!
+    step n0 && near "--filled under the interposer: still half full" $((8192 * M)) $((66 * M))
+    expect 0 "tenants beside it" -- "$GS" tenants --json --interval 0
+    json_ok "the reservation is not a process of the tenant" 'assert [len(x["pids"]) for x in d["tenants"] if x["name"] == "inner"] == [1], d'
+    touch "$T/n1"; wait $NP
     # The reservation goes when gpuslice run is killed.
-    "$GS" run -q --filled 0.5 -- sleep 30 & RUNP=$!
+    "$GS" run -q --filled 0.5 -- sleep 30.1237 & RUNP=$!
     for i in $(seq 100); do [ "$(used)" -ge $((8000 * M)) ] 2>/dev/null && break; sleep 0.05; done
     kill -9 $RUNP; wait $RUNP 2>/dev/null
     near "gpuslice run killed: its reservation is given back" 0 $((66 * M))
-    pkill -f "sleep 30" 2>/dev/null ;;
+    pkill -f "sleep 30.1237" 2>/dev/null ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -58,6 +58,32 @@ static void test_claim_is_exclusive_while_alive(void **state)
     gs_tenant_close(t);
 }
 
+/* An allocation that waits while the reserver ends is told to try again. */
+static void test_reserver_that_ends_during_an_ask_means_try_again(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    pid_t child;
+    int status, e;
+
+    (void)state;
+    child = fork();
+    if (child == 0) {
+        struct timespec ts = {0, 100000000L};
+        gs_reserve_claim(t, getpid(), gs_proc_start_time(getpid()));
+        __atomic_store_n(&t->reserve.dev[gs_reserve_add(t, gpu0, 1 << 30)].held, 1 << 29,
+                         __ATOMIC_RELEASE);
+        nanosleep(&ts, NULL); /* dies without answering */
+        _exit(0);
+    }
+    while (!gs_reserve_alive(t) || gs_reserve_entry(t, gpu0) < 0 ||
+           __atomic_load_n(&t->reserve.dev[0].held, __ATOMIC_ACQUIRE) == 0)
+        usleep(1000);
+    e = gs_reserve_entry(t, gpu0);
+    assert_int_equal(gs_reserve_ask(t, e, 4096, 5000000000ULL), 1);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    gs_tenant_close(t);
+}
+
 static void test_dead_reserver_is_taken_over_and_not_asked(void **state)
 {
     struct gpuslice_tenant *t = fresh();
@@ -94,7 +120,7 @@ static void test_entries_by_uuid(void **state)
     gs_tenant_close(t);
 }
 
-static void test_ask_without_answer_times_out(void **state)
+static void test_ask_without_answer_times_out_and_is_withdrawn(void **state)
 {
     struct gpuslice_tenant *t = fresh();
     struct timespec a, b;
@@ -109,8 +135,11 @@ static void test_ask_without_answer_times_out(void **state)
     assert_int_equal(gs_reserve_ask(t, e, 4096, 50000000ULL), -ETIMEDOUT);
     clock_gettime(CLOCK_MONOTONIC, &b);
     assert_true((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) >= 50000000L);
-    assert_int_equal(gs_reserve_take(t, e), 4096); /* the ask was left for the reserver */
-    assert_int_equal(gs_reserve_take(t, e), 0);
+    assert_int_equal(gs_reserve_take(t, e), 0); /* withdrawn: nobody waits for it any more */
+    /* A larger ask another process made meanwhile is not withdrawn by this one's timeout. */
+    __atomic_store_n(&t->reserve.dev[e].want, 1 << 20, __ATOMIC_RELEASE);
+    assert_int_equal(gs_reserve_ask(t, e, 4096, 10000000ULL), -ETIMEDOUT);
+    assert_int_equal(gs_reserve_take(t, e), 1 << 20);
     gs_tenant_close(t);
 }
 
@@ -172,8 +201,9 @@ int main(void)
         cmocka_unit_test(test_no_reserver_nothing_to_ask),
         cmocka_unit_test(test_claim_is_exclusive_while_alive),
         cmocka_unit_test(test_dead_reserver_is_taken_over_and_not_asked),
+        cmocka_unit_test(test_reserver_that_ends_during_an_ask_means_try_again),
         cmocka_unit_test(test_entries_by_uuid),
-        cmocka_unit_test(test_ask_without_answer_times_out),
+        cmocka_unit_test(test_ask_without_answer_times_out_and_is_withdrawn),
         cmocka_unit_test(test_ask_answered_by_another_process),
     };
 
