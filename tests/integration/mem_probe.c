@@ -3,6 +3,8 @@
  * arguments in order, on device 0's primary context, and prints one line per
  * step:
  *   alloc:MIB    cuMemAlloc of MIB MiB      -> "alloc MIB ok" / "alloc MIB CUDA_ERROR_..."
+ *   async:MIB    cuMemAllocAsync of MIB MiB from the device's default pool, then a
+ *                stream synchronisation   -> "async MIB ok" / "async MIB CUDA_ERROR_..."
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
  *   mark:PATH    creates the file PATH (a test waits for it)
@@ -59,6 +61,17 @@ int main(int argc, char **argv)
                 n++;
             cuGetErrorName(r, &name);
             printf("alloc %ld %s\n", mib, r == CUDA_SUCCESS ? "ok" : name ? name : "error");
+        } else if (strncmp(a, "async:", 6) == 0) {
+            long mib = atol(a + 6);
+            const char *name = NULL;
+            CUresult r;
+            if (n == 256 || mib <= 0)
+                return 2;
+            r = cuMemAllocAsync(&ptr[n], (size_t)mib << 20, NULL);
+            if (r == CUDA_SUCCESS && (r = cuStreamSynchronize(NULL)) == CUDA_SUCCESS)
+                n++;
+            cuGetErrorName(r, &name);
+            printf("async %ld %s\n", mib, r == CUDA_SUCCESS ? "ok" : name ? name : "error");
         } else if (strcmp(a, "free") == 0) {
             if (n == 0)
                 return 2;

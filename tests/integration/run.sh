@@ -926,6 +926,9 @@ reserve)
     touch "$T/g3"; wait $PROG; rc=$?
     if [ $rc = 0 ]; then ok "run --filled returns the program's status"; else bad "run --filled exit $rc"; cat "$T/prog.err"; fi
     near "after the program, nothing is held" 0 0
+    # A stream-ordered allocation larger than what is free is served from the reservation too.
+    expect 0 "run --filled 0.5 around a 10 GiB cuMemAllocAsync" -- "$GS" run -q --filled 0.5 -- "$MP" async:10240 used
+    if grep -q "async 10240 ok" "$T/out"; then ok "the pool allocation got the reservation's memory"; else bad "pool allocation"; cat "$T/out" "$T/err"; fi
     grep -q "filling every GPU" "$T/prog.err" && ok "run --filled says what it does" || { bad "note"; cat "$T/prog.err"; }
     # gpuslice itself under the interposer (a run inside another tenant): the reservation stays
     # out of the tenant it serves.
