@@ -43,28 +43,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "small_kernel.cuh"
+
 extern char **environ;
 
-#define N_ELEMS 65536
-#define THREADS 256
 #define GRAPH_KERNELS 100
 #define MAX_CEILINGS 32
 #define MAX_POINTS (1 << 20)
 #define CMD_TIMEOUT_S 20.0
 
-__global__ void fma4(float *x, int n, float a, float b)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-    if (i < n) {
-        float v = x[i];
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        x[i] = v;
-    }
-}
 
 struct bench {
     const char *workload; /* "cuda-small" or "cuda-graph" */

@@ -30,22 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#define N_ELEMS 65536
-#define THREADS 256
+#include "small_kernel.cuh"
 
-__global__ void fma4(float *x, int n, float a, float b)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
 
-    if (i < n) {
-        float v = x[i];
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        v = fmaf(v, a, b);
-        x[i] = v;
-    }
-}
 
 static uint64_t now_ns(void)
 {

@@ -18,7 +18,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +84,23 @@ static uint64_t now_ns(void)
 
 int reserve_parse_ratio(const char *s, double *out)
 {
-    char *end;
+    const char *p;
+    int dots = 0, digits = 0;
     double v;
 
-    if (s == NULL || *s == '\0' || strchr(s, ' ') || strchr(s, 'x') || strchr(s, 'X'))
+    /* Digits with at most one '.': no sign, exponent, hex, spaces, inf or nan. */
+    for (p = s ? s : ""; *p; p++) {
+        if (*p == '.')
+            dots++;
+        else if (*p >= '0' && *p <= '9')
+            digits++;
+        else
+            return -EINVAL;
+    }
+    if (digits == 0 || dots > 1)
         return -EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (*end || errno || !isfinite(v) || v <= 0 || v > 1)
+    v = strtod(s, NULL);
+    if (!(v > 0 && v <= 1))
         return -EINVAL;
     *out = v;
     return 0;

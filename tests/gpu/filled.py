@@ -30,19 +30,25 @@ STEPS = ("start", "a20", "freed", "a40")
 
 def worker(d):
     import torch
+
+    def alloc(gib, value):
+        """A tensor of gib GiB, written; None (said) when the allocation fails."""
+        try:
+            t = torch.empty(gib * GiB, dtype=torch.uint8, device="cuda")
+            t.fill_(value)
+            torch.cuda.synchronize()
+            print(f"alloc {gib} GiB ok", flush=True)
+            return t
+        except RuntimeError as e:
+            print(f"alloc {gib} GiB failed: {e}", flush=True)
+            return None
+
     torch.cuda.init()
     x = torch.ones(1, device="cuda")  # the context
     torch.cuda.synchronize()
     flag(d, "start")
     wait_flag(d, "go_a20")
-    try:
-        a = torch.empty(20 * GiB, dtype=torch.uint8, device="cuda")
-        a.fill_(1)
-        torch.cuda.synchronize()
-        print("alloc 20 GiB ok", flush=True)
-    except RuntimeError as e:
-        print(f"alloc 20 GiB failed: {e}", flush=True)
-        a = None
+    a = alloc(20, 1)
     flag(d, "a20")
     wait_flag(d, "go_freed")
     del a
@@ -50,14 +56,7 @@ def worker(d):
     torch.cuda.synchronize()
     flag(d, "freed")
     wait_flag(d, "go_a40")
-    try:
-        b = torch.empty(40 * GiB, dtype=torch.uint8, device="cuda")
-        b.fill_(2)
-        torch.cuda.synchronize()
-        print("alloc 40 GiB ok", flush=True)
-    except RuntimeError as e:
-        print(f"alloc 40 GiB failed: {e}", flush=True)
-        b = None
+    b = alloc(40, 2)
     flag(d, "a40")
     wait_flag(d, "go_end")
     del b, x
