@@ -35,6 +35,7 @@
 
 #define TICK_NS 20000000ULL     /* the reservation looks again at least this often */
 #define HOLDOFF_NS 500000000ULL /* after giving memory back, take none for this long */
+#define SHORT_GRACE_NS 1000000000ULL /* a shortfall lasting this long is others' memory */
 #define CHUNK (256ULL << 20)    /* what one allocation holds at most */
 #define GRAIN (2ULL << 20)      /* allocations are whole multiples of this */
 #define BAND_MIN (64ULL << 20)  /* the dead band: at least this, or 1/500 of the GPU */
@@ -65,6 +66,7 @@ struct gpu {
     uint64_t holdoff_until;
     int entry;          /* the reservation's entry, -1 alone */
     int shrink_seen;    /* ticks in a row that asked to shrink for the tenant's growth */
+    uint64_t short_since; /* when growing first fell short (0: it did not) */
 };
 
 struct state {
@@ -196,8 +198,12 @@ static void drop(struct state *st, struct gpu *g)
  * GPU has no room for all of it, what is missing is taken as other processes'
  * (base grows by it), so the reservation does not keep chasing memory that
  * others free later; only the tenant's own changes move it from then on.
+ * After the first fill (grace set) that conclusion waits until the shortfall
+ * has lasted SHORT_GRACE_NS: memory the tenant gave up may still be on its way
+ * back (a process of it that ended is uncounted before the driver has torn its
+ * contexts down), and later ticks try again.
  */
-static int grow(struct state *st, struct gpu *g, uint64_t want)
+static int grow(struct state *st, struct gpu *g, uint64_t want, int grace)
 {
     while (g->held + GRAIN <= want) {
         uint64_t size = want - g->held;
@@ -214,7 +220,12 @@ static int grow(struct state *st, struct gpu *g, uint64_t want)
                 size = GRAIN;
         }
         if (r == -ENOMEM) {
-            uint64_t missing = want - g->held;
+            uint64_t missing = want - g->held, now = now_ns();
+            if (grace && g->short_since == 0)
+                g->short_since = now;
+            if (grace && now - g->short_since < SHORT_GRACE_NS)
+                return 0;
+            g->short_since = 0;
             if (missing > g->band)
                 gs_cli_note("%s: GPU %d (%s) has no more free memory: holding %.2f GiB, %.2f GiB "
                             "short of the target",
@@ -226,6 +237,7 @@ static int grow(struct state *st, struct gpu *g, uint64_t want)
         if (r < 0)
             return r;
     }
+    g->short_since = 0;
     return 0;
 }
 
@@ -234,7 +246,7 @@ static void shrink(struct state *st, struct gpu *g, uint64_t want)
 {
     while (g->n > 0 && g->held > want)
         drop(st, g);
-    grow(st, g, want);
+    grow(st, g, want, 1);
 }
 
 /* What g should hold now. */
@@ -282,7 +294,7 @@ static void steer(struct state *st, struct gpu *g)
     } else {
         g->shrink_seen = 0;
         if (g->held + g->band < want && now_ns() >= g->holdoff_until)
-            grow(st, g, want);
+            grow(st, g, want, 1);
     }
     publish(st, g);
 }
@@ -469,7 +481,7 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
     }
     for (i = 0; i < st.n; i++) {
         struct gpu *g = &st.g[i];
-        if (st.d.cuCtxSetCurrent(g->ctx) != CUDA_SUCCESS || grow(&st, g, wanted(&st, g)) < 0) {
+        if (st.d.cuCtxSetCurrent(g->ctx) != CUDA_SUCCESS || grow(&st, g, wanted(&st, g), 0) < 0) {
             snprintf(msg, sizeof(msg), "GPU %d (%s): an allocation failed", g->index, g->uuid_s);
             fail(o, msg);
             teardown(&st);

@@ -8,10 +8,12 @@ control: `gpuslice mps start` (GPU 0); both workers start, warm up and flag read
 writes the go file with a common window [t0, t0 + SECONDS] on CLOCK_MONOTONIC; each worker
 runs 8192^3 fp16 matmuls into a preallocated output until the window (and 0.5 s more, so
 the other one is never alone) is over and counts the ones that completed inside it. During
-the window: `gpuslice mps status --json` must list exactly the two workers as clients and
-`gpuslice mps stop` must refuse (exit 1). Afterwards each throughput's share of the sum must
-be within 2 points of 25/75, and `gpuslice mps stop` must exit 0 with the daemon gone. The
-daemon is stopped (--force) and the workers killed whatever happens.
+the window: `gpuslice mps status --json` must list exactly the two workers as clients,
+`gpuslice mps stop` must refuse (exit 1), and `gpuslice mps stop --force` must exit 0 (MPS
+lets the two running clients finish their work; the command returns when the daemon has gone,
+and a client started while it waits is reported). Afterwards each throughput's share of the
+sum must be within 2 points of 25/75, and the daemon must be gone with no further command.
+The daemon is stopped (--force) and the workers killed whatever happens.
 """
 import json
 import os
@@ -192,7 +194,39 @@ def control(gs, d, seconds):
         check(rc == 1, f"gpuslice mps stop refuses with clients connected: exit 1 (got {rc})")
         running, _ = status(gs, uuid)
         check(running is True, f"after the refused stop the daemon still runs ({running})")
-
+        # --force with both still connected: the daemon quits once they have finished (the
+        # command waits for that, up to GPUSLICE_MPS_TIMEOUT); meanwhile a new client is
+        # started and what it meets is reported.
+        t_force = time.monotonic()
+        force = subprocess.Popen([gs, "mps", "stop", "--force", "--json"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        force_pending = force.poll() is None
+        key("force_pending_after_1s", force_pending)
+        t_late = time.monotonic()
+        rc, out, err = run([gs, "run", "-q", "--gpu-share", "50", "--", sys.executable, "-c",
+                            "import torch; torch.zeros(1, device='cuda'); print('late client ran')"],
+                           60)
+        num("late_client_seconds", round(time.monotonic() - t_late, 2))
+        show("a new client while stop --force waits: gpuslice run --gpu-share 50", rc, out, err)
+        key("late_client_exit", rc)
+        check(rc is not None, f"a client started while stop --force waits ends within 60 s "
+                              f"(exit {rc}; {'its code ran' if 'late client ran' in out else 'its code did not run'})")
+        try:
+            out, err = force.communicate(timeout=max(5.0, t0 + seconds + 40 - time.monotonic()))
+            rc = force.returncode
+        except subprocess.TimeoutExpired:
+            force.kill()
+            out, err = force.communicate()
+            rc = None
+        num("force_stop_seconds", round(time.monotonic() - t_force, 2))
+        show("gpuslice mps stop --force --json (clients connected)", rc, out, err)
+        check(rc == 0, f"gpuslice mps stop --force with clients connected exits 0 (got {rc})")
+        try:
+            stopped = json.loads(out).get("stopped")
+        except ValueError:
+            stopped = None
+        check(stopped is True, f"stop --force says the daemon stopped (stopped {stopped})")
         for s, p in procs.items():
             try:
                 rc = p.wait(timeout=max(5.0, t0 + seconds + 30 - time.monotonic()))
@@ -225,27 +259,15 @@ def control(gs, d, seconds):
                       f"{TOL:g} points of {s} ({r['tflops']:.1f} of {total:.1f} TFLOP/s)")
             key("tflops_sum", round(total, 1))
 
-        # Both ended: a plain stop now succeeds (MPS may list a client a moment after it ends).
-        deadline = time.monotonic() + 10
-        while True:
-            rc, out, err = run([gs, "mps", "stop"], 40)
-            if rc != 1 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        show("gpuslice mps stop (no clients)", rc, out, err)
-        if rc == 1:
-            note("plain stop still saw clients after 10 s; trying --force")
-            rc, out, err = run([gs, "mps", "stop", "--force"], 40)
-            show("gpuslice mps stop --force", rc, out, err)
-        check(rc == 0, f"after the workers end, gpuslice mps stop exits 0 (got {rc})")
-        deadline = time.monotonic() + 10
-        while daemons & mps_control_pids() and time.monotonic() < deadline:
+        # Both ended and --force returned: the daemon is gone with no further command.
+        t_end = time.monotonic()
+        while daemons & mps_control_pids() and time.monotonic() < t_end + 10:
             time.sleep(0.1)
         left = sorted(daemons & mps_control_pids())
         running, _ = status(gs, uuid)
         check(not left and running is False,
-              f"the daemon is gone (nvidia-cuda-mps-control pids left {left}, status running "
-              f"{running})")
+              f"the daemon is gone after its clients, with no command after --force "
+              f"(nvidia-cuda-mps-control pids left {left}, status running {running})")
     finally:
         cleanup()
     done()

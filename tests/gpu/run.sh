@@ -443,7 +443,7 @@ CHECKS=(
     "nvml_agreement 120 c_nvml_agreement"
     "cli_info 60 c_cli_info"
     "cli_torch_priority 120 c_cli_torch_priority 15"
-    "cli_mps_share 90 c_cli_mps_share 45"
+    "cli_mps_share 150 c_cli_mps_share 60"
     "cli_filled 120 c_cli_filled 40"
     "bench_launch 200 c_bench_launch 60"
     "bench_launch_duty 120 c_bench_launch_duty 45"

@@ -771,6 +771,12 @@ assert d["gpus"][0]["mps_pipe_dir"] == "'"$P"'", d["gpus"][0]'
     stderr_has "did not answer within 3 s"
     if [ $(($(date +%s) - start)) -lt 10 ]; then ok "gave up after the timeout"; else bad "took $(($(date +%s) - start)) s"; fi
     rm -f "$P/fake.hang"
+    # A daemon told to quit that still serves its clients answers nothing and cannot be
+    # started anew (seen on an H200 after stop --force): said so.
+    touch "$P/fake.quitting"
+    expect 1 "mps start while the daemon is stopping" -- "$GS" mps start
+    stderr_has "is running but accepts no new clients: it is stopping"
+    rm -f "$P/fake.quitting"
     # stop: refused with clients (named), then --force.
     expect 1 "mps stop with clients" -- "$GS" mps stop
     stderr_has "2 clients connected (PIDs 100 101)"; stderr_has "--force"
@@ -926,6 +932,13 @@ reserve)
     touch "$T/g3"; wait $PROG; rc=$?
     if [ $rc = 0 ]; then ok "run --filled returns the program's status"; else bad "run --filled exit $rc"; cat "$T/prog.err"; fi
     near "after the program, nothing is held" 0 0
+    # A program of the tenant ends holding 12 GiB, more than is free, which the driver frees a
+    # while later (0.3 s here): the reservation waits for it instead of taking it as others'
+    # memory, so the next program of the tenant finds the GPU half full again.
+    GPUSLICE_SIM_EXIT_FREE_MS=300 "$GS" run --filled 0.5 -- sh -c "'$MP' alloc:12288 sleep:700 exit && '$MP' mark:'$T/e1' wait:'$T/e2'" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
+    step e1 && near "a program ended holding 12 GiB: the next one finds the GPU half full" $((8192 * M)) $((66 * M))
+    touch "$T/e2"; wait $PROG
+    if ! grep -q "no more free memory" "$T/prog.err"; then ok "no shortfall reported for memory on its way back"; else bad "a shortfall was reported"; cat "$T/prog.err"; fi
     # A stream-ordered allocation larger than what is free is served from the reservation too.
     expect 0 "run --filled 0.5 around a 10 GiB cuMemAllocAsync" -- "$GS" run -q --filled 0.5 -- "$MP" async:10240 used
     if grep -q "async 10240 ok" "$T/out"; then ok "the pool allocation got the reservation's memory"; else bad "pool allocation"; cat "$T/out" "$T/err"; fi

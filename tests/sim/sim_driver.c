@@ -132,10 +132,13 @@ __attribute__((constructor)) static void sim_driver_load(void)
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
 }
 
-/* Like the real driver, what a process held is freed when it ends. */
+/*
+ * Like the real driver, what a process held is freed when it ends: at once, or
+ * with GPUSLICE_SIM_EXIT_FREE_MS set that long after its death is seen.
+ */
 __attribute__((destructor)) static void sim_driver_unload(void)
 {
-    if (sim_ready())
+    if (sim_ready() && sim_drv.st.exit_free_ms == 0)
         sim_state_release_self(&sim_drv.st);
 }
 

@@ -135,6 +135,14 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->context_bytes = n;
     }
+    if ((v = getenv("GPUSLICE_SIM_EXIT_FREE_MS"))) {
+        if (parse_uint(v, 0, 60000, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_EXIT_FREE_MS: \"%s\" is not a delay "
+                            "(use 0 to 60000 milliseconds)\n", v);
+            return -EINVAL;
+        }
+        cfg->exit_free_ms = (uint32_t)n;
+    }
     if ((v = getenv("GPUSLICE_SIM_STATE"))) {
         if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
             fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: \"%s\" is not a usable path "
@@ -192,6 +200,7 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
 
     st->sh = NULL;
     st->slot = -1;
+    st->exit_free_ms = cfg->exit_free_ms;
     st->pid = getpid();
     if (sim_proc_start_time(st->pid, &st->start_time) < 0)
         st->start_time = 0;
@@ -303,16 +312,22 @@ static int proc_is_self(const struct sim_state *st, const struct sim_proc *p)
 
 /*
  * Frees the records of processes that are gone; their memory returns to the
- * device. PIDs are those of this process's namespace: processes sharing one
- * state file must share it too. Without a readable /proc (our own start time
- * unknown) nobody is declared dead.
+ * device, GPUSLICE_SIM_EXIT_FREE_MS after their death is first seen (a real
+ * driver tears a dead process's contexts down a while after it ends). PIDs
+ * are those of this process's namespace: processes sharing one state file
+ * must share it too. Without a readable /proc (our own start time unknown)
+ * nobody is declared dead.
  */
 static void sweep(struct sim_state *st)
 {
     struct sim_shared *sh = st->sh;
+    struct timespec ts;
+    uint64_t now;
 
     if (st->start_time == 0)
         return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 
     for (int i = 0; i < SIM_MAX_PROCS; i++) {
         struct sim_proc *p = &sh->procs[i];
@@ -323,8 +338,12 @@ static void sweep(struct sim_state *st)
             continue;
         r = sim_proc_start_time(p->pid, &start);
         /* Only a sure death frees a record; a /proc we may not read means alive. */
-        if (r == -ESRCH || (r == 0 && start != p->start_time))
-            memset(p, 0, sizeof(*p));
+        if (r == -ESRCH || (r == 0 && start != p->start_time)) {
+            if (p->gone_ns == 0)
+                p->gone_ns = now;
+            if (now - p->gone_ns >= (uint64_t)st->exit_free_ms * 1000000ull)
+                memset(p, 0, sizeof(*p));
+        }
     }
 }
 

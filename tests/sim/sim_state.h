@@ -36,13 +36,14 @@
 #define SIM_UTIL_WINDOW_NS 1000000000ull
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
-#define SIM_STATE_VERSION 2u
+#define SIM_STATE_VERSION 3u
 
 struct sim_config {
     uint32_t devices;
     uint32_t sms;
     uint64_t memory;        /* bytes per device */
     uint64_t context_bytes; /* footprint of each context */
+    uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
     char state_path[PATH_MAX];
 };
 
@@ -53,6 +54,7 @@ struct sim_proc {
     uint64_t start_time; /* /proc/PID/stat field 22: tells a reused PID apart */
     uint64_t held[SIM_MAX_DEVICES];     /* bytes reserved per device, contexts included */
     uint32_t contexts[SIM_MAX_DEVICES]; /* active contexts per device */
+    uint64_t gone_ns; /* CLOCK_MONOTONIC when its death was first seen; 0 alive */
 };
 
 /* A stretch of device time taken by kernels of one process, CLOCK_MONOTONIC ns. */
@@ -88,7 +90,7 @@ struct sim_shared {
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");
 _Static_assert(offsetof(struct sim_shared, lock) == 40, "header layout");
-_Static_assert(sizeof(struct sim_proc) == 208, "process record layout");
+_Static_assert(sizeof(struct sim_proc) == 216, "process record layout");
 _Static_assert(sizeof(struct sim_interval) == 32, "interval layout");
 _Static_assert(offsetof(struct sim_shared, procs) == 104, "process table offset");
 
@@ -98,6 +100,7 @@ struct sim_state {
     int slot;              /* this process's record, -1 until it holds something */
     pid_t pid;             /* whose slot it is: a forked child must find its own */
     uint64_t start_time;
+    uint32_t exit_free_ms; /* from the config */
 };
 
 /*
