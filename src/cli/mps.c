@@ -681,6 +681,15 @@ int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, i
         snprintf(err, errlen, "cannot run %s: %s", bin, strerror(-r));
         return r;
     }
+    if (!out.timed_out && out.status != 0 && (r = (int)mps_daemon_find(g->pipe)) > 0) {
+        /* It runs but did not answer get_server_list: it was told to quit. */
+        snprintf(err, errlen,
+                 "the MPS control daemon of %s (PID %d) is running but accepts no new "
+                 "clients: it is stopping (after `gpuslice mps stop --force` it exits when "
+                 "its clients end); try again once it has gone",
+                 g->uuid, r);
+        return -EBUSY;
+    }
     if (out.timed_out || out.status != 0) {
         snprintf(err, errlen, "%s -d %s%s%.*s (log dir %s)", MPS_CONTROL,
                  out.timed_out ? "did not return in time" : "failed", out.len ? ": " : "",
