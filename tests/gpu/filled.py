@@ -119,9 +119,15 @@ def control(gs, d):
                           os.path.abspath(__file__), "worker", d],
                          stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     settled = {}
+    marks = []  # (time, what): when each step was asked for, and the second process's span
+
+    def mark(what):
+        marks.append((time.monotonic(), what))
+
     try:
         for i, step in enumerate(STEPS):
             if i > 0:
+                mark("go_" + step)
                 flag(d, "go_" + step)
             wait_flag(d, step, timeout=120)
             time.sleep(0.5)
@@ -133,12 +139,14 @@ def control(gs, d):
                   f"1% of {100 * RATIO:g}% ({u} bytes, target {target:.0f})")
             if step == "a20":
                 olog = open(os.path.join(d, "other.log"), "w")
+                mark("other_start")
                 o = subprocess.Popen([sys.executable, os.path.abspath(__file__), "other", d],
                                      stdout=olog, stderr=subprocess.STDOUT)
                 wait_flag(d, "other_holds", timeout=90, peer=o.pid)
                 num("used_with_other_bytes", s.used())
                 flag(d, "other_go")
                 o.wait(timeout=60)
+                mark("other_end")
                 olog.close()
                 with open(os.path.join(d, "other.log")) as f:
                     text = f.read()
@@ -187,6 +195,33 @@ def control(gs, d):
         num("samples", len(run))
         note(f"{sum(out)} of {len(run)} samples (every 20 ms) outside the band; the longest "
              f"excursion lasted {longest:.3f} s")
+        # Each excursion: when it began after the last mark, how long, how far.
+        spans, cur = [], None
+        for (t, u), o in zip(run, out):
+            if o and cur is None:
+                cur = [t, t, u - target]
+            elif o:
+                cur[1] = t
+                cur[2] = max(cur[2], u - target, key=abs)
+            elif cur is not None:
+                spans.append(cur)
+                cur = None
+        if cur is not None:
+            spans.append(cur)
+        other = [t for t, w in marks if w.startswith("other_")]
+        beside = 0
+        for t0, t1, dev in spans:
+            before = [(t, w) for t, w in marks if t <= t0 + 0.02]
+            t_m, w_m = before[-1] if before else (t_start, "start")
+            inside_other = len(other) == 2 and other[0] <= t0 <= other[1]
+            beside += inside_other
+            print(f"excursion: {t0 - t_m:+.3f} s after {w_m}, {t1 - t0 + 0.02:.3f} s, farthest "
+                  f"{100 * dev / total:+.2f}% of the memory{' (the second process holds what was left)' if inside_other else ''}")
+        own = [s_ for s_ in spans if not (len(other) == 2 and other[0] <= s_[0] <= other[1])]
+        key("excursions", len(spans))
+        key("excursions_without_second_process", len(own))
+        if own:
+            key("longest_own_excursion_s", round(max(t1 - t0 + 0.02 for t0, t1, _ in own), 3))
     else:
         check(False, "the GPU was filled to the target at some point")
     done()
