@@ -65,6 +65,8 @@ typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
 typedef unsigned long long CUmemGenericAllocationHandle;
 
 typedef struct CUuuid_st {
@@ -360,6 +362,8 @@ typedef struct CUdevResource_st {
     };
 } CUdevResource_v1;
 typedef CUdevResource_v1 CUdevResource;
+
+typedef enum { CU_GREEN_CTX_DEFAULT_STREAM = 0x1 } CUgreenCtxCreate_flags;
 
 #define CU_CTX_SCHED_AUTO 0x00
 #define CU_STREAM_DEFAULT 0x0

@@ -35,6 +35,16 @@
     X(CUresult, cuDevSmResourceSplitByCount,                                                    \
       (CUdevResource * result, unsigned int *nbGroups, const CUdevResource *input,              \
        CUdevResource *remaining, unsigned int useFlags, unsigned int minCount))                 \
+    X(CUresult, cuDevResourceGenerateDesc,                                                      \
+      (CUdevResourceDesc * phDesc, CUdevResource * resources, unsigned int nbResources))        \
+    X(CUresult, cuGreenCtxCreate,                                                               \
+      (CUgreenCtx * phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags))           \
+    X(CUresult, cuGreenCtxDestroy, (CUgreenCtx hCtx))                                           \
+    X(CUresult, cuCtxFromGreenCtx, (CUcontext * pContext, CUgreenCtx hCtx))                     \
+    X(CUresult, cuGreenCtxGetDevResource,                                                       \
+      (CUgreenCtx hCtx, CUdevResource * resource, CUdevResourceType type))                      \
+    X(CUresult, cuCtxGetDevResource,                                                            \
+      (CUcontext hCtx, CUdevResource * resource, CUdevResourceType type))                       \
     X(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool * pool_out, CUdevice dev))             \
     X(CUresult, cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice dev))                        \
     X(CUresult, cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool))                          \

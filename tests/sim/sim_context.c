@@ -33,6 +33,8 @@ CUresult sim_ctx_usable(const struct CUctx_st *c)
 {
     if (c->destroyed)
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (c->base) /* a green context lives on its primary context */
+        return c->base->active ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
     return c->active ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
@@ -69,23 +71,61 @@ static int valid_ctx_flags(unsigned flags)
 
 /* ---- primary contexts ------------------------------------------------- */
 
+CUresult sim_primary_retain_locked(int dev)
+{
+    struct CUctx_st *c = &sim_drv.primary[dev];
+    CUresult r = CUDA_SUCCESS;
+
+    if (!c->active)
+        r = ctx_activate(c);
+    if (r == CUDA_SUCCESS)
+        c->refcount++;
+    return r;
+}
+
+CUresult sim_primary_release_locked(int dev)
+{
+    struct CUctx_st *c = &sim_drv.primary[dev];
+
+    if (c->refcount == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (--c->refcount == 0 && c->active)
+        ctx_deactivate(c);
+    return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    struct CUctx_st *c;
     CUresult r;
 
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
     if (!pctx)
         r = CUDA_ERROR_INVALID_VALUE;
-    else if ((r = sim_check_device(dev)) == CUDA_SUCCESS) {
-        c = &sim_drv.primary[dev];
-        if (!c->active)
-            r = ctx_activate(c);
-        if (r == CUDA_SUCCESS) {
-            c->refcount++;
-            *pctx = c;
-        }
+    else if ((r = sim_check_device(dev)) == CUDA_SUCCESS &&
+             (r = sim_primary_retain_locked(dev)) == CUDA_SUCCESS)
+        *pctx = &sim_drv.primary[dev];
+    sim_leave();
+    return r;
+}
+
+/*
+ * Not a CUDA function: what the CUDA runtime does through its private entry
+ * points (seen on an H200), retaining dev's primary context and making it
+ * current on the calling thread without calling the public functions an
+ * interposer hooks.
+ */
+SIM_EXPORT CUresult cuSimRuntimeMakePrimaryCurrent(CUdevice dev)
+{
+    CUresult r;
+
+    if ((r = sim_enter()) != CUDA_SUCCESS)
+        return r;
+    if ((r = sim_check_device(dev)) == CUDA_SUCCESS &&
+        (r = sim_primary_retain_locked(dev)) == CUDA_SUCCESS) {
+        if (sim_tls.depth == 0)
+            sim_tls.depth = 1;
+        sim_tls.stack[sim_tls.depth - 1] = &sim_drv.primary[dev];
     }
     sim_leave();
     return r;
@@ -93,19 +133,12 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    struct CUctx_st *c;
     CUresult r;
 
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
-    if ((r = sim_check_device(dev)) == CUDA_SUCCESS) {
-        c = &sim_drv.primary[dev];
-        if (c->refcount == 0) {
-            r = CUDA_ERROR_INVALID_CONTEXT;
-        } else if (--c->refcount == 0 && c->active) {
-            ctx_deactivate(c);
-        }
-    }
+    if ((r = sim_check_device(dev)) == CUDA_SUCCESS)
+        r = sim_primary_release_locked(dev);
     sim_leave();
     return r;
 }
@@ -284,7 +317,7 @@ SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
     if ((r = sim_ctx_lookup(ctx, &c)) == CUDA_SUCCESS) {
-        if (c->primary || c->destroyed) {
+        if (c->primary || c->destroyed || c->base) { /* a green context's is not destroyed */
             r = CUDA_ERROR_INVALID_CONTEXT;
         } else {
             ctx_deactivate(c);
@@ -382,9 +415,10 @@ static CUresult ctx_or_current(CUcontext ctx, struct CUctx_st **out)
         if (!ctx)
             return CUDA_ERROR_INVALID_CONTEXT;
     }
-    if ((r = sim_ctx_lookup(ctx, out)) != CUDA_SUCCESS)
+    if ((r = sim_ctx_lookup(ctx, out)) != CUDA_SUCCESS || (r = sim_ctx_usable(*out)) != CUDA_SUCCESS)
         return r;
-    return sim_ctx_usable(*out);
+    *out = sim_ctx_base(*out);
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)

@@ -52,6 +52,7 @@ struct CUstream_st {
     unsigned flags;
     int priority;
     uint64_t tail_ns; /* end of the last work queued on it */
+    unsigned sms;     /* SMs its kernels run on: its green context's, 0 the whole device */
     struct CUgraph_st *capture; /* the graph being captured into, or NULL */
     CUstreamCaptureStatus capture_status;
     CUstreamCaptureMode capture_mode;
@@ -67,8 +68,22 @@ struct CUctx_st {
     unsigned refcount; /* primary contexts */
     int active;        /* footprint charged and usable */
     int destroyed;     /* created contexts are never freed: other threads may hold them */
+    struct CUctx_st *base; /* a green context's: the primary context it shares; else NULL */
+    unsigned sms;          /* a green context's SMs; 0 the whole device */
     struct CUstream_st legacy;
     struct CUctx_st *next;
+};
+
+/* A green context: its converted CUcontext is ctx (in sim_drv.contexts). */
+struct CUgreenCtx_st {
+    struct CUctx_st ctx;
+    struct CUgreenCtx_st *next;
+};
+
+struct CUdevResourceDesc_st {
+    int dev;
+    unsigned sms;
+    struct CUdevResourceDesc_st *next;
 };
 
 struct CUfunc_st {
@@ -152,6 +167,9 @@ struct sim_driver {
     uint64_t next_id;
     struct CUctx_st primary[SIM_MAX_DEVICES];
     struct CUctx_st *contexts;
+    struct CUgreenCtx_st *greens;
+    struct CUdevResourceDesc_st *descs;
+    uint32_t next_split; /* tags the resources of each split */
     struct CUstream_st *streams;
     struct CUevent_st *events;
     struct CUmod_st *modules;
@@ -191,6 +209,20 @@ SIM_HIDDEN CUresult sim_enter_ctx(struct CUctx_st **ctx);
 SIM_HIDDEN CUresult sim_check_device(CUdevice dev);
 SIM_HIDDEN CUresult sim_ctx_lookup(CUcontext h, struct CUctx_st **out);
 SIM_HIDDEN CUresult sim_ctx_usable(const struct CUctx_st *c);
+/* The context whose memory, streams and modules c uses: a green context's primary. */
+static inline struct CUctx_st *sim_ctx_base(struct CUctx_st *c)
+{
+    return c && c->base ? c->base : c;
+}
+/* SMs kernels launched now on the calling thread's NULL stream run on (0: all). */
+SIM_HIDDEN unsigned sim_current_sms(void);
+/* A kernel of dur_ns on the whole device, run on sms of its SMs (0: all). */
+SIM_HIDDEN uint64_t sim_scale_duration(uint64_t dur_ns, unsigned sms);
+/* The runtime's private way to a current primary context (sim_context.c). */
+SIM_EXPORT CUresult cuSimRuntimeMakePrimaryCurrent(CUdevice dev);
+/* A reference to dev's primary context, activating it; and its release. Under the lock. */
+SIM_HIDDEN CUresult sim_primary_retain_locked(int dev);
+SIM_HIDDEN CUresult sim_primary_release_locked(int dev);
 /* Frees everything a context owns when it stops being active (destroy, release, reset). */
 SIM_HIDDEN void sim_ctx_teardown(struct CUctx_st *c);
 

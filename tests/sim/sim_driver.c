@@ -46,7 +46,7 @@ CUresult sim_enter_ctx(struct CUctx_st **ctx)
         sim_leave();
         return r;
     }
-    *ctx = c;
+    *ctx = sim_ctx_base(c); /* a green context's memory, streams and modules are its primary's */
     return CUDA_SUCCESS;
 }
 
@@ -367,28 +367,6 @@ SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/*
- * No green contexts: the resource API is exported, as by a CUDA 13 driver, but
- * answers as a driver does for a device that cannot partition its SMs.
- */
-SIM_EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource,
-                                           CUdevResourceType type)
-{
-    CUresult r = device_query(device, resource);
-
-    (void)type;
-    return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-SIM_EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
-                                                const CUdevResource *input,
-                                                CUdevResource *remaining, unsigned int useFlags,
-                                                unsigned int minCount)
-{
-    (void)result, (void)nbGroups, (void)input, (void)remaining, (void)useFlags, (void)minCount;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 /* ---- cuGetProcAddress --------------------------------------------------- */
 
 /*
@@ -425,6 +403,12 @@ static const struct proc_entry proc_table[] = {
     P("cuDeviceGetPCIBusId", cuDeviceGetPCIBusId, 4010),
     P("cuDeviceGetDevResource", cuDeviceGetDevResource, 12040),
     P("cuDevSmResourceSplitByCount", cuDevSmResourceSplitByCount, 12040),
+    P("cuDevResourceGenerateDesc", cuDevResourceGenerateDesc, 12040),
+    P("cuGreenCtxCreate", cuGreenCtxCreate, 12040),
+    P("cuGreenCtxDestroy", cuGreenCtxDestroy, 12040),
+    P("cuCtxFromGreenCtx", cuCtxFromGreenCtx, 12040),
+    P("cuGreenCtxGetDevResource", cuGreenCtxGetDevResource, 12040),
+    P("cuCtxGetDevResource", cuCtxGetDevResource, 12040),
     P("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool, 11020),
     P("cuDeviceGetMemPool", cuDeviceGetMemPool, 11020),
     P("cuDeviceSetMemPool", cuDeviceSetMemPool, 11020),

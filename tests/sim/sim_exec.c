@@ -24,6 +24,12 @@ static struct CUctx_st *current_ctx(void)
     return sim_tls.depth > 0 ? sim_tls.stack[sim_tls.depth - 1] : NULL;
 }
 
+/* The SMs a launch on s runs on: a stream's own, the current green context's for NULL streams. */
+static unsigned stream_sms(const struct CUstream_st *s)
+{
+    return s->kind == SIM_STREAM_USER ? s->sms : sim_current_sms();
+}
+
 /* This thread's default stream in c, made on first use. */
 static struct CUstream_st *ptds_stream(struct CUctx_st *c)
 {
@@ -58,6 +64,7 @@ CUresult sim_stream_get(CUstream h, int ptds, struct CUstream_st **out)
             return CUDA_ERROR_INVALID_CONTEXT;
         if ((r = sim_ctx_usable(c)) != CUDA_SUCCESS)
             return r;
+        c = sim_ctx_base(c);
         if (h == CU_STREAM_LEGACY) {
             *out = &c->legacy;
             return CUDA_SUCCESS;
@@ -129,6 +136,7 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
             priority = SIM_PRIORITY_LEAST;
         s->ctx = c;
         s->kind = SIM_STREAM_USER;
+        s->sms = sim_current_sms(); /* made in a green context: its kernels run there */
         s->flags = flags;
         s->priority = priority;
         s->next = sim_drv.streams;
@@ -382,7 +390,7 @@ static CUresult add_kernel_node(CUgraphNode *ph, CUgraph hGraph, const CUgraphNo
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
     /* Dependencies order nothing here: the device runs one kernel at a time. */
-    if (!(n = graph_add_node(g, f->dur_ns)))
+    if (!(n = graph_add_node(g, sim_scale_duration(f->dur_ns, sim_current_sms()))))
         return CUDA_ERROR_OUT_OF_MEMORY;
     *ph = n;
     return CUDA_SUCCESS;
@@ -586,7 +594,8 @@ static CUresult launch(const struct launch *l)
         /* Cooperative grids must be co-resident: at most what the SMs hold at once. */
         r = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     } else if ((r = sim_stream_get(l->stream, l->ptds, &s)) == CUDA_SUCCESS) {
-        r = s->ctx == c ? enqueue(s, f->dur_ns) : CUDA_ERROR_INVALID_HANDLE;
+        r = s->ctx == c ? enqueue(s, sim_scale_duration(f->dur_ns, stream_sms(s)))
+                        : CUDA_ERROR_INVALID_HANDLE;
     }
     sim_leave();
     return r;

@@ -135,6 +135,14 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->context_bytes = n;
     }
+    cfg->green = 1;
+    if ((v = getenv("GPUSLICE_SIM_GREEN"))) {
+        if (parse_uint(v, 0, 1, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_GREEN: \"%s\" is not 0 or 1\n", v);
+            return -EINVAL;
+        }
+        cfg->green = (uint32_t)n;
+    }
     if ((v = getenv("GPUSLICE_SIM_EXIT_FREE_MS"))) {
         if (parse_uint(v, 0, 60000, &n) < 0) {
             fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_EXIT_FREE_MS: \"%s\" is not a delay "

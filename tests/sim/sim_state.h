@@ -44,6 +44,7 @@ struct sim_config {
     uint64_t memory;        /* bytes per device */
     uint64_t context_bytes; /* footprint of each context */
     uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
+    uint32_t green;         /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     char state_path[PATH_MAX];
 };
 
