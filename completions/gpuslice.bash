@@ -3,20 +3,21 @@
 # Installed as share/bash-completion/completions/gpuslice; source it by hand
 # to try it: `. completions/gpuslice.bash`.
 
-_gpuslice_commands="run exec tenants set info reserve mps"
+_gpuslice_commands="run exec tenants set info reserve procs mps"
 
 # Options per command (tests/integration/docs.sh checks them against --help);
 # those that take a value are listed again in _gpuslice_valued.
-_gpuslice_opts_run="-m --memory -c --compute -d --device -f --filled -n --nice --name --no-torch-priority --gpu-share --mps-priority -q --quiet -h --help"
+_gpuslice_opts_run="-m --memory -c --compute -d --device -f --filled -n --nice --name --no-torch-priority --gpu-share --mps-priority --sms --sm-share -q --quiet -h --help"
 _gpuslice_opts_exec=$_gpuslice_opts_run
 _gpuslice_opts_tenants="--json --interval -q --quiet -h --help"
 _gpuslice_opts_set="-c --compute -m --memory -q --quiet --json -h --help"
 _gpuslice_opts_info="--json -h --help"
 _gpuslice_opts_reserve="-d --device --json -q --quiet -h --help"
 _gpuslice_opts_mps="-d --device --force --json -h --help"
+_gpuslice_opts_procs="--shares -d --device --dry-run --json --timeout -q --quiet -h --help"
 _gpuslice_mps_subcommands="start status stop"
 _gpuslice_opts_global="-q --quiet -V --version -h --help"
-_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --interval --gpu-share --mps-priority "
+_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --interval --gpu-share --mps-priority --sms --sm-share --shares --timeout "
 
 # The commands the installed binary knows, from its --help (else the list above).
 _gpuslice_list_commands()
@@ -146,6 +147,14 @@ _gpuslice()
         COMPREPLY=($(compgen -W "$_gpuslice_opts_info" -- "$cur")) ;;
     reserve)
         [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$_gpuslice_opts_reserve" -- "$cur")) ;;
+    procs)
+        # Options, then programs separated by :::.
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$_gpuslice_opts_procs" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -c -- "$cur") ":::")
+        fi
+        ;;
     mps)
         # The subcommand first (start, status, stop), options before or after it.
         local sub=

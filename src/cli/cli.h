@@ -27,6 +27,7 @@ extern const struct gs_cmd gs_cmd_info;
 extern const struct gs_cmd gs_cmd_tenants;
 extern const struct gs_cmd gs_cmd_mps;
 extern const struct gs_cmd gs_cmd_reserve;
+extern const struct gs_cmd gs_cmd_procs;
 
 /* Global flags that every command honours. */
 extern int gs_cli_quiet;

@@ -69,6 +69,14 @@ void launch_usage(const struct launch_mode *m)
            "                         ceiling), one for every GPU or per device like\n"
            "                         --memory (0:30,1:50 or GPU-…:30; 40,1:20 sets a\n"
            "                         default)\n"
+           "      --sms LIST         run the whole program (every thread, the CUDA\n"
+           "                         runtime, its graphs) on a partition of each GPU's\n"
+           "                         SMs, a green context: a count (16), a count from\n"
+           "                         an SM (16@32), or per device like --memory\n"
+           "                         (0:16,1:32). Counts are whole groups of the GPU's\n"
+           "                         split (gpuslice info shows it: 8 SMs, or 2)\n"
+           "      --sm-share PERCENT like --sms, with PERCENT (1..100) of each GPU's SMs\n"
+           "                         rounded to the GPU's finest split\n"
            "  -d, --device LIST      the GPUs the program sees: CUDA indexes and GPU\n"
            "                         UUIDs, comma-separated and/or repeated (-d 0,1 or\n"
            "                         -d 0 -d GPU-…); sets CUDA_VISIBLE_DEVICES. With\n"
@@ -543,6 +551,8 @@ static void stop_reserver(pid_t pid)
 
 struct launch_opts {
     const char *memory, *compute, *name;
+    const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
+    char sm_share[8];
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;
     int no_torch_priority; /* --no-torch-priority: PYTHONPATH is left alone */
@@ -623,9 +633,11 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         {"gpu-share", required_argument, NULL, 'G'},
         {"mps-priority", required_argument, NULL, 'P'},
         {"filled", required_argument, NULL, 'f'},
+        {"sms", required_argument, NULL, 'S'},
+        {"sm-share", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0}};
     struct gs_limits limits;
-    const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL;
+    const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL, *sm_share = NULL;
     char err[768], **devargs;
     int c, ndev = 0, status = -1;
 
@@ -664,6 +676,12 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         case 'f':
             filled = optarg;
             break;
+        case 'S':
+            o->sms = optarg;
+            break;
+        case 'H':
+            sm_share = optarg;
+            break;
         case 'q':
             gs_cli_quiet = 1;
             break;
@@ -691,6 +709,25 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     }
     if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &limits, err,
                                           sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        goto out;
+    }
+    if (o->sms && sm_share) {
+        gs_cli_error("--sms and --sm-share both set the SM partition: give one of them");
+        goto out;
+    }
+    if (sm_share) {
+        int pct;
+        if (parse_share(sm_share, &pct) < 0) {
+            gs_cli_error("--sm-share: \"%s\" is not a share (use an integer percentage from 1 "
+                         "to 100)",
+                         sm_share);
+            goto out;
+        }
+        snprintf(o->sm_share, sizeof(o->sm_share), "%d%%", pct);
+        o->sms = o->sm_share;
+    } else if (o->sms && gs_parse_limit_list(o->sms, GS_VALUE_SMS, "--sms", &limits, err,
+                                             sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
     }
@@ -828,6 +865,12 @@ static int in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, doub
 }
 
 /* In a child: the UUID of device index *arg as the driver numbers all GPUs. */
+int launch_in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, double timeout,
+                    char *buf, size_t len)
+{
+    return in_child(fn, arg, timeout, buf, len);
+}
+
 static int uuid_of_index(void *arg, char *buf, size_t len)
 {
     char uuid[GS_UUID_STRLEN], err[512];
@@ -1013,6 +1056,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     if (setenv(GS_ENV_TENANT, path, 1) < 0 ||
         (o.memory && setenv(GS_ENV_MEMORY, o.memory, 1) < 0) ||
         (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
+        (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
         (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
         gs_cli_error("cannot set the environment: %s", strerror(errno));
         goto fail;
@@ -1051,6 +1095,9 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     if (o.compute)
         gs_cli_note("compute ceiling %s%s for %s", o.compute,
                     strchr(o.compute, ':') ? " (percent)" : "%", o.what);
+    if (o.sms)
+        gs_cli_note("SM partition %s%s for %s", o.sms, strchr(o.sms, '%') ? " of the SMs" : "",
+                    o.what);
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         gs_cli_error("pipe: %s", strerror(errno));
         goto fail;

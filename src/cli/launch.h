@@ -6,6 +6,8 @@
 #ifndef GPUSLICE_CLI_LAUNCH_H
 #define GPUSLICE_CLI_LAUNCH_H
 
+#include <stddef.h>
+
 struct launch_mode {
     const char *cmd;    /* the command's name, for messages and usage: "run", "exec" */
     int python_scripts; /* a first argument naming an existing *.py file runs under Python */
@@ -31,5 +33,13 @@ void launch_usage(const struct launch_mode *m);
  */
 int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
                        size_t errlen);
+
+/*
+ * Runs fn(arg, buf, len) in a child process (so that CUDA is never
+ * initialised in this one, which forks later) and gives up after timeout
+ * seconds: its return value (0 or <0) with what it wrote to buf.
+ */
+int launch_in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, double timeout,
+                    char *buf, size_t len);
 
 #endif

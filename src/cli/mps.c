@@ -682,12 +682,21 @@ int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, i
         return r;
     }
     if (!out.timed_out && out.status != 0 && (r = (int)mps_daemon_find(g->pipe)) > 0) {
-        /* It runs but did not answer get_server_list: it was told to quit. */
+        /*
+         * It runs but did not answer get_server_list. A daemon busy starting its
+         * server for clients arriving together does that for a moment (seen on an
+         * H200 with four at once); one told to quit does it until it exits.
+         */
+        for (deadline = mps_now_s() + timeout; mps_now_s() < deadline; mps_sleep_ms(100)) {
+            int a = daemon_answers(bin, g, timeout, err, errlen);
+            if (a != 0)
+                return a < 0 ? a : 0;
+        }
         snprintf(err, errlen,
-                 "the MPS control daemon of %s (PID %d) is running but accepts no new "
-                 "clients: it is stopping (after `gpuslice mps stop --force` it exits when "
-                 "its clients end); try again once it has gone",
-                 g->uuid, r);
+                 "the MPS control daemon of %s (PID %d) is running but has accepted no new "
+                 "client for %g s: it is stopping (after `gpuslice mps stop --force` it exits "
+                 "when its clients end); try again once it has gone",
+                 g->uuid, r, timeout);
         return -EBUSY;
     }
     if (out.timed_out || out.status != 0) {

@@ -22,6 +22,7 @@
 #define GS_ENV_HAMI_COMPUTE "CUDA_DEVICE_SM_LIMIT"
 #define GS_ENV_TENANT "GPUSLICE_TENANT"
 #define GS_ENV_DEBUG "GPUSLICE_DEBUG"
+#define GS_ENV_SMS "GPUSLICE_SMS" /* an SM partition per device (GS_VALUE_SMS values) */
 
 /*
  * Fills out from the environment env (a NULL-terminated "NAME=value" array,

@@ -150,10 +150,46 @@ static int parse_key(const char *k, size_t len, struct gs_limit_entry *e)
     return 0;
 }
 
+/* A decimal integer of at most 9 digits, the whole of [p, end); -EINVAL if not. */
+static int parse_uint_span(const char *p, const char *end, uint64_t *out)
+{
+    uint64_t n = 0;
+
+    if (p == end || end - p > 9)
+        return -EINVAL;
+    for (; p < end; p++) {
+        if (!isdigit((unsigned char)*p))
+            return -EINVAL;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *out = n;
+    return 0;
+}
+
 static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
 {
     int r;
 
+    if (kind == GS_VALUE_SMS) {
+        const char *at = strchr(v, '@'), *end = v + strlen(v);
+        uint64_t count, first = 0;
+
+        if (end > v && end[-1] == '%') {
+            if (at || parse_uint_span(v, end - 1, &count) < 0)
+                return -EINVAL;
+            if (count == 0 || count > 100)
+                return -EDOM;
+            *out = count | GS_SMS_SHARE;
+            return 0;
+        }
+        if (parse_uint_span(v, at ? at : end, &count) < 0 ||
+            (at && parse_uint_span(at + 1, end, &first) < 0))
+            return -EINVAL;
+        if (count == 0 || count > GS_SMS_MAX || first >= GS_SMS_MAX)
+            return -EDOM;
+        *out = count | first << 32;
+        return 0;
+    }
     if (kind == GS_VALUE_SIZE) {
         if ((r = gs_parse_size(v, out)) < 0)
             return r;
@@ -180,7 +216,10 @@ static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
 
 static const char *value_forms(enum gs_value_kind kind)
 {
-    return kind == GS_VALUE_SIZE ? GS_SIZE_FORMS : "use an integer percentage from 1 to 100";
+    return kind == GS_VALUE_SIZE      ? GS_SIZE_FORMS
+           : kind == GS_VALUE_PERCENT ? "use an integer percentage from 1 to 100"
+                                      : "use a count of SMs such as 16, 16@32 for 16 SMs "
+                                        "from the 32nd, or a share such as 25%";
 }
 
 static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, const char *what,
@@ -256,7 +295,10 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
                        value_forms(kind));
             else
                 seterr(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
-                       kind == GS_VALUE_SIZE ? "size" : "percentage", value_forms(kind));
+                       kind == GS_VALUE_SIZE      ? "size"
+                       : kind == GS_VALUE_PERCENT ? "percentage"
+                                                  : "partition",
+                       value_forms(kind));
             return -EINVAL;
         }
         if ((r = add_entry(out, &e, what, err, errlen)) < 0)

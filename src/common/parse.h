@@ -39,13 +39,24 @@ struct gs_limits {
     const char *source; /* the variable or flag the entries came from */
 };
 
-enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT };
+enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT, GS_VALUE_SMS };
+
+/*
+ * A GS_VALUE_SMS value is an SM partition, "COUNT" or "COUNT@FIRST": COUNT SMs
+ * (1..4096) from the FIRST-th (0..4095) in the order the driver splits them,
+ * stored as COUNT | FIRST << 32; or "PERCENT%" (1..100), a share of the
+ * device's SMs from the first, stored as PERCENT | GS_SMS_SHARE.
+ */
+#define GS_SMS_SHARE (1ULL << 63)
+#define GS_SMS_COUNT(v) ((unsigned)((v) & 0xffffffffu))
+#define GS_SMS_FIRST(v) ((unsigned)(((v) & ~GS_SMS_SHARE) >> 32))
+#define GS_SMS_MAX 4096
 
 /*
  * Parses a per-device list: "8G" (all devices), "0:8G,1:4G",
  * "GPU-…:8G", or a default plus overrides ("8G,1:4G"). With
- * GS_VALUE_PERCENT values are integers 1..100. `what` names the flag or
- * variable in messages.
+ * GS_VALUE_PERCENT values are integers 1..100; with GS_VALUE_SMS
+ * partitions as above. `what` names the flag or variable in messages.
  */
 int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what,
                         struct gs_limits *out, char *err, size_t errlen);

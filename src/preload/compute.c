@@ -1146,6 +1146,7 @@ static void leave(struct admit *a, CUresult r)
         CUresult r;                                      \
         int saved;                                       \
         GS_PASS(sym, args);                              \
+        GS_SM_ENSURE();                                  \
         if (!armed())                                    \
             return gs__real.sym args;                    \
         saved = errno;                                   \

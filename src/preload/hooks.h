@@ -51,6 +51,14 @@
     X(CUresult, cuCtxCreate, cuCtxCreate_v4, 12050, 0,                                           \
       (CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev), \
       (pctx, ctxCreateParams, flags, dev))                                                       \
+    X(CUresult, cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0, (CUcontext * pctx), (pctx))           \
+    X(CUresult, cuStreamCreate, cuStreamCreate, 2000, 0, (CUstream * phStream, unsigned int Flags), \
+      (phStream, Flags))                                                                         \
+    X(CUresult, cuStreamCreateWithPriority, cuStreamCreateWithPriority, 5050, 0,                 \
+      (CUstream * phStream, unsigned int flags, int priority), (phStream, flags, priority))      \
+    X(CUresult, cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0, (CUcontext ctx), (ctx))               \
+    X(CUresult, cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0, (CUcontext ctx), (ctx))             \
+    X(CUresult, cuCtxPushCurrent, cuCtxPushCurrent_v2, 4000, 0, (CUcontext ctx), (ctx))          \
     X(CUresult, cuCtxDestroy, cuCtxDestroy, 2000, 0, (CUcontext ctx), (ctx))                     \
     X(CUresult, cuCtxDestroy, cuCtxDestroy_v2, 4000, 0, (CUcontext ctx), (ctx))                  \
     X(CUresult, cuMemAlloc, cuMemAlloc, 2000, 0, (CUdeviceptr_v1 * dptr, unsigned int bytesize), \

@@ -1204,6 +1204,9 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     d = exiting ? NULL : dev_get(dev);
     before = used_before(d);
     GS_RESERVED_CTX_CALL(r, d, before, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
+    /* With an SM partition, what is handed out for the primary context is its green context. */
+    if (r == CUDA_SUCCESS && (r = gs__sm_primary(dev, pctx)) != CUDA_SUCCESS)
+        gs__real.cuDevicePrimaryCtxRelease_v2(dev);
     if (r != CUDA_SUCCESS || d == NULL)
         return r;
     d->primary = *pctx;
@@ -1220,6 +1223,8 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         d = exiting ? NULL : dev_get(dev);                         \
         if (d && d->primary && (reset || d->primary_refs == 1))    \
             gs__compute_ctx_gone(d->primary);                      \
+        if (reset)                                                 \
+            gs__sm_reset(dev);                                     \
         if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)               \
             return r;                                              \
         if (d == NULL || d->primary_refs == 0)                     \
@@ -1279,6 +1284,8 @@ static void remember_created(CUcontext ctx, int ord)
         d = exiting ? NULL : dev_get(dev);                              \
         before = used_before(d);                                        \
         GS_RESERVED_CTX_CALL(r, d, before, gs__real.sym call);          \
+        if (r == CUDA_SUCCESS)                                          \
+            gs__sm_created(dev);                                        \
         if (r != CUDA_SUCCESS || d == NULL)                             \
             return r;                                                   \
         remember_created(*pctx, dev);                                   \

@@ -125,7 +125,6 @@ static void load_cuda_once(void)
     resolve(lib, cuda_hooks, NHOOKS(cuda_hooks));
 #define GS_EXTRA(name) gs__real.name = (gs_pfn_##name)real_dlsym(lib, #name)
     GS_EXTRA(cuCtxGetDevice);
-    GS_EXTRA(cuCtxGetCurrent);
     GS_EXTRA(cuDeviceGetCount);
     GS_EXTRA(cuDeviceGet);
     GS_EXTRA(cuDeviceGetUuid_v2);
@@ -133,7 +132,14 @@ static void load_cuda_once(void)
     GS_EXTRA(cuMemPoolGetAttribute);
     GS_EXTRA(cuDeviceGetMemPool);
     GS_EXTRA(cuStreamGetCtx);
-    GS_EXTRA(cuCtxPushCurrent_v2);
+    GS_EXTRA(cuGetErrorName);
+    GS_EXTRA(cuDeviceGetDevResource);
+    GS_EXTRA(cuDevSmResourceSplitByCount);
+    GS_EXTRA(cuDevResourceGenerateDesc);
+    GS_EXTRA(cuGreenCtxCreate);
+    GS_EXTRA(cuGreenCtxDestroy);
+    GS_EXTRA(cuCtxFromGreenCtx);
+    GS_EXTRA(cuGreenCtxGetDevResource);
     GS_EXTRA(cuCtxPopCurrent_v2);
     GS_EXTRA(cuEventCreate);
     GS_EXTRA(cuEventRecord);
@@ -189,6 +195,9 @@ static void config_once_fn(void)
     if (r == 0)
         r = gs_config_compute(environ, &st->compute_limits, st->config_msg,
                               sizeof(st->config_msg));
+    if (r == 0 && getenv(GS_ENV_SMS))
+        r = gs_parse_limit_list(getenv(GS_ENV_SMS), GS_VALUE_SMS, GS_ENV_SMS, &st->sm_limits,
+                                st->config_msg, sizeof(st->config_msg));
     if (r < 0) {
         st->config_error = 1;
     } else if (tenant && *tenant) {
@@ -212,14 +221,16 @@ static void config_once_fn(void)
         gs__compute_config();
     if (st->config_error)
         gs__log("%s; CUDA is disabled in this process (cuInit fails)", st->config_msg);
-    st->active = st->config_error || st->tenant != NULL;
+    st->active = st->config_error || st->tenant != NULL || st->sm_limits.n > 0;
+    gs__sm_on = !st->config_error && st->sm_limits.n > 0;
     gs__debug("configuration: %s, %d memory limit entr%s from %s, %d compute ceiling entr%s "
-              "from %s, tenant %s",
+              "from %s, %d SM partition entr%s, tenant %s",
               st->active ? "active" : "inactive (pass-through)", st->mem_limits.n,
               st->mem_limits.n == 1 ? "y" : "ies",
               st->mem_limits.source ? st->mem_limits.source : "nowhere", st->compute_limits.n,
               st->compute_limits.n == 1 ? "y" : "ies",
               st->compute_limits.source ? st->compute_limits.source : "nowhere",
+              st->sm_limits.n, st->sm_limits.n == 1 ? "y" : "ies",
               st->shared_tenant ? tenant : st->tenant ? "private" : "none");
     __atomic_store_n(&config_done, 1, __ATOMIC_RELEASE);
 }

@@ -21,7 +21,6 @@ struct gs_real {
 #undef GS_REAL_FIELD
     /* Unhooked functions the interposer itself calls. */
     gs_pfn_cuCtxGetDevice cuCtxGetDevice;
-    gs_pfn_cuCtxGetCurrent cuCtxGetCurrent;
     gs_pfn_cuDeviceGetCount cuDeviceGetCount;
     gs_pfn_cuDeviceGet cuDeviceGet;
     gs_pfn_cuDeviceGetUuid_v2 cuDeviceGetUuid_v2;
@@ -29,7 +28,14 @@ struct gs_real {
     gs_pfn_cuMemPoolGetAttribute cuMemPoolGetAttribute;
     gs_pfn_cuDeviceGetMemPool cuDeviceGetMemPool;
     gs_pfn_cuStreamGetCtx cuStreamGetCtx;
-    gs_pfn_cuCtxPushCurrent_v2 cuCtxPushCurrent_v2;
+    gs_pfn_cuGetErrorName cuGetErrorName;
+    gs_pfn_cuDeviceGetDevResource cuDeviceGetDevResource;
+    gs_pfn_cuDevSmResourceSplitByCount cuDevSmResourceSplitByCount;
+    gs_pfn_cuDevResourceGenerateDesc cuDevResourceGenerateDesc;
+    gs_pfn_cuGreenCtxCreate cuGreenCtxCreate;
+    gs_pfn_cuGreenCtxDestroy cuGreenCtxDestroy;
+    gs_pfn_cuCtxFromGreenCtx cuCtxFromGreenCtx;
+    gs_pfn_cuGreenCtxGetDevResource cuGreenCtxGetDevResource;
     gs_pfn_cuCtxPopCurrent_v2 cuCtxPopCurrent_v2;
     gs_pfn_cuEventCreate cuEventCreate;
     gs_pfn_cuEventRecord cuEventRecord;
@@ -56,6 +62,7 @@ struct gs_state {
     char config_msg[512];
     struct gs_limits mem_limits;
     struct gs_limits compute_limits;
+    struct gs_limits sm_limits; /* GPUSLICE_SMS: SM partitions */
     struct gpuslice_tenant *tenant;
     int shared_tenant; /* tenant from GPUSLICE_TENANT (vs. private) */
     int debug;
@@ -93,6 +100,27 @@ uint64_t gs__mem_limit_for_uuid(const char *uuid);
 
 /* What the tenant's memory reservation holds on device entry e's GPU (0: none). */
 uint64_t gs__mem_reserved_for_entry(int e);
+
+/* sm.c */
+/* After the real cuDevicePrimaryCtxRetain: *pctx becomes dev's partition, or an error. */
+CUresult gs__sm_primary(CUdevice dev, CUcontext *pctx);
+/* Before the real cuDevicePrimaryCtxReset of dev. */
+void gs__sm_reset(CUdevice dev);
+/* A context the program created on dev. */
+void gs__sm_created(CUdevice dev);
+/*
+ * Whether GPUSLICE_SMS is set (fixed by the configuration), and the swap of a
+ * current primary context for its partition: CUDA_SUCCESS, or the error of a
+ * refused partition for the caller to return.
+ */
+extern int gs__sm_on;
+CUresult gs__sm_ensure(void);
+#define GS_SM_ENSURE()                                                   \
+    do {                                                                 \
+        CUresult sm_r_;                                                  \
+        if (gs__sm_on && (sm_r_ = gs__sm_ensure()) != CUDA_SUCCESS)      \
+            return sm_r_;                                                \
+    } while (0)
 
 /* compute.c */
 void gs__compute_config(void);

@@ -408,6 +408,40 @@ c_compute_share() {
         --phase-seconds 1.0 --budget "$left" --table "$GPU_SUITE_WORK/bench-compute.md" || rc=1
     return "$rc"
 }
+# SM partitions: one PyTorch process on 16 SMs (every path, %smid counted), then lanes of
+# gpuslice procs side by side (bench/sm_partition.py prints the tables).
+c_sm_one() {
+    need "$GS" || return 1
+    GPUSLICE=$GS "$PY" "$ROOT/bench/sm_partition.py" one --sms 16 --seconds 2 \
+        | tee "$GPU_SUITE_WORK/bench-sm-one.md" | sm_verdict
+}
+c_sm_lanes() {
+    local rc=0
+    need "$GS" || return 1
+    command -v nvidia-cuda-mps-control >/dev/null || { fail "nvidia-cuda-mps-control not in PATH"; return 1; }
+    for shares in 20,30,50 10,20,30,40; do
+        GPUSLICE=$GS "$PY" "$ROOT/bench/sm_partition.py" lanes --shares "$shares" --seconds 3 \
+            | tee -a "$GPU_SUITE_WORK/bench-sm-lanes.md" | sm_verdict || rc=1
+        echo >>"$GPU_SUITE_WORK/bench-sm-lanes.md"
+    done
+    "$GS" mps stop --force >/dev/null 2>&1
+    return "$rc"
+}
+# sm_verdict: echoes a bench table, one @ok/@fail per row verdict and per summary line.
+sm_verdict() {
+    local line seen=0
+    while IFS= read -r line; do
+        echo "$line"
+        case $line in
+        "| "*"| PASS |"*) ok "${line%% |*} |"; seen=1 ;;
+        "| "*"| FAIL |"*) fail "${line}"; seen=1 ;;
+        "Verdict: PASS"* | *"(PASS: at least 95 %)"*) ok "$line" ;;
+        "Verdict: FAIL"* | *"(FAIL: at least 95 %)"*) fail "$line" ;;
+        esac
+    done
+    [ "$seen" = 1 ] || fail "the benchmark printed no table"
+}
+
 # Throughput of a power-limited GEMM under an MPS SM partition and under --compute, beside
 # the SM clock: why a share of throughput alone is not a share of the GPU.
 c_partition_clock() {
@@ -447,6 +481,8 @@ CHECKS=(
     "cli_filled 120 c_cli_filled 40"
     "bench_launch 200 c_bench_launch 60"
     "bench_launch_duty 120 c_bench_launch_duty 45"
+    "sm_one 150 c_sm_one 60"
+    "sm_lanes 200 c_sm_lanes 70"
     "partition_clock 90 c_partition_clock 45"
     "compute_share 330 c_compute_share 220"
 )
@@ -571,7 +607,8 @@ if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" || OUT=; fi
 main 2>&1 | tee "$GPU_SUITE_WORK/log.txt"
 if [ -n "${OUT:-}" ]; then
     cp "$GPU_SUITE_WORK/log.txt" "$OUT/gpu-log.txt"
-    for f in bench-launch.md bench-launch-duty.md bench-compute.md bench-compute-small.md; do
+    for f in bench-launch.md bench-launch-duty.md bench-compute.md bench-compute-small.md \
+        bench-sm-one.md bench-sm-lanes.md; do
         [ -f "$GPU_SUITE_WORK/$f" ] && cp "$GPU_SUITE_WORK/$f" "$OUT/"
     done
 fi

@@ -654,10 +654,21 @@ cli_nice)
     fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 info)
-    # What the driver says, never invented: the simulated GPU has no green contexts.
+    # What the driver says, never invented: green contexts as the simulated GPU splits them,
+    # and with a driver that has none, why not.
     export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_SMS=66 GPUSLICE_SIM_MEMORY=8G
     export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
     mkdir -p "$T/mps" "$T/empty"
+    expect 0 "info --json with green contexts" -- "$GS" info --json
+    json_ok "info --json: the driver's granularity" '
+for x in d["gpus"]:
+    gc = x["green_contexts"]
+    assert gc["supported"] is True and gc["reason"] is None, gc
+    assert (gc["min_sms"], gc["alignment"], gc["finest_split_sms"]) == (8, 8, 2), gc
+    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 8), gc'
+    expect 0 "info as a table with green contexts" -- "$GS" info
+    if grep -q "green contexts  groups of 8 SMs or more" "$T/out"; then ok "the table gives the granularity"; else bad "table granularity"; cat "$T/out"; fi
+    export GPUSLICE_SIM_GREEN=0
     expect 0 "info --json" -- "$GS" info --json
     json_ok "info --json: two GPUs as configured, green contexts not supported, with a reason" '
 g = d["gpus"]
@@ -775,7 +786,7 @@ assert d["gpus"][0]["mps_pipe_dir"] == "'"$P"'", d["gpus"][0]'
     # started anew (seen on an H200 after stop --force): said so.
     touch "$P/fake.quitting"
     expect 1 "mps start while the daemon is stopping" -- "$GS" mps start
-    stderr_has "is running but accepts no new clients: it is stopping"
+    stderr_has "is running but has accepted no new client for 3 s: it is stopping"
     rm -f "$P/fake.quitting"
     # stop: refused with clients (named), then --force.
     expect 1 "mps stop with clients" -- "$GS" mps stop
@@ -956,6 +967,113 @@ reserve)
     kill -9 $RUNP; wait $RUNP 2>/dev/null
     near "gpuslice run killed: its reservation is given back" 0 $((66 * M))
     pkill -f "sleep 30.1237" 2>/dev/null ;;
+sms)
+    # SM partitions (GPUSLICE_SMS, run --sms/--sm-share) on the simulated GPU: 132 SMs in groups
+    # of 8, of 2 ignoring co-scheduling; a spin_2000us kernel takes 2 ms on all of them.
+    SP="$B/tests/sm_probe"
+    # every_line FILE SMS MS: each probe line says SMS SMs and a kernel of at least MS ms.
+    every_line() {
+        python3 - "$@" <<'PY'
+import sys
+lines = [l.split() for l in open(sys.argv[1]) if l.startswith(("thread", "created"))]
+want, ms = int(sys.argv[2]), float(sys.argv[3])
+bad = [" ".join(l) for l in lines if int(l[l.index("sms") + 1]) != want or float(l[l.index("ms") + 1]) < ms]
+sys.exit(1 if bad or not lines else 0)
+PY
+    }
+    expect 0 "sm_probe without a partition" -- "$SP" 2
+    every_line "$T/out" 132 2.0 && ok "the whole device: 132 SMs, 2 ms" || { bad "unpartitioned"; cat "$T/out"; }
+    expect 0 "run --sms 16, four threads" -- "$GS" run --sms 16 -- "$SP" 4
+    every_line "$T/out" 16 16.4 && ok "every thread, its NULL stream, a stream and a graph on 16 SMs (16.5 ms)" || { bad "--sms 16"; cat "$T/out"; }
+    stderr_has "SM partition 16 for"
+    expect 0 "run --sms 16 where the runtime makes the primary context current itself" -- "$GS" run -q --sms 16 -- "$SP" internal 3
+    every_line "$T/out" 16 16.4 && ok "a primary context made current behind the hooks is swapped for the partition" || { bad "internal path"; cat "$T/out"; }
+    expect 0 "run --sm-share 25" -- "$GS" run -q --sm-share 25 -- "$SP" 1
+    every_line "$T/out" 34 7.7 && ok "25% of 132 SMs is 34 (the nearest multiple of 2)" || { bad "--sm-share 25"; cat "$T/out"; }
+    expect 0 "GPUSLICE_SMS=4@128 (the 4 SMs left over by the groups of 8)" -- env GPUSLICE_SMS=4@128 LD_PRELOAD="$LIB" "$SP" 1
+    every_line "$T/out" 4 66 && ok "the remainder alone: 4 SMs" || { bad "4@128"; cat "$T/out"; }
+    expect 0 "GPUSLICE_SMS=6@2 (fine groups)" -- env GPUSLICE_SMS=6@2 LD_PRELOAD="$LIB" "$SP" 1
+    every_line "$T/out" 6 44 && ok "6 SMs from SM 2" || { bad "6@2"; cat "$T/out"; }
+    expect 0 "GPUSLICE_SMS per device" -- env GPUSLICE_SMS=0:40,1:8 LD_PRELOAD="$LIB" "$SP" 1
+    every_line "$T/out" 40 6.6 && ok "device 0's entry" || { bad "0:40"; cat "$T/out"; }
+    expect 0 "a context the program makes itself" -- "$GS" run -q --sms 16 -- "$SP" create 1
+    stderr_has "not on the SM partition"
+    grep -q "^created null sms 132" "$T/out" && grep -q "^thread 0 null sms 16" "$T/out" && ok "only the primary context is partitioned, and that is said" || { bad "cuCtxCreate"; cat "$T/out"; }
+    # Refused: never unpartitioned by mistake.
+    expect 1 "--sms 13 (not a multiple of 2)" -- "$GS" run -q --sms 13 -- "$SP" 1
+    stderr_has "a partition of 13 SMs from SM 0 cannot be made on GPU 0: it splits its 132 SMs into groups of 8 (of 2 ignoring co-scheduling)"
+    expect 1 "--sms 13 behind the hooks" -- "$GS" run -q --sms 13 -- "$SP" internal 1
+    stderr_has "the device's contexts are refused"
+    expect 1 "--sms 132@8 (past the last SM)" -- "$GS" run -q --sms 132@8 -- "$SP" 1
+    stderr_has "132 SMs from SM 8 were asked for, but GPU 0 has 132 SMs"
+    GPUSLICE_SIM_GREEN=0 expect 1 "--sms 16 on a driver without green contexts" -- "$GS" run -q --sms 16 -- "$SP" 1
+    stderr_has "GPU 0 cannot partition its SMs with green contexts"
+    expect 1 "GPUSLICE_SMS=abc" -- env GPUSLICE_SMS=abc LD_PRELOAD="$LIB" "$SP" 1
+    stderr_has "GPUSLICE_SMS: \"abc\" is not a partition"
+    for v in 0 x 16@ @4 16@4096 101% 5000; do
+        expect 2 "run --sms '$v'" -- "$GS" run --sms "$v" -- touch "$T/started"; stderr_has "--sms"
+    done
+    for v in 0 101 x 2.5; do
+        expect 2 "run --sm-share '$v'" -- "$GS" run --sm-share "$v" -- touch "$T/started"; stderr_has "--sm-share"
+    done
+    expect 2 "--sms with --sm-share" -- "$GS" run --sms 16 --sm-share 20 -- touch "$T/started"; stderr_has "give one of them"
+    if [ ! -e "$T/started" ]; then ok "refused usage starts nothing"; else bad "started"; fi ;;
+procs)
+    # gpuslice procs against the stand-in nvidia-cuda-mps-control and the simulated GPU (132 SMs:
+    # 16 groups of 8 and 4 left over, 66 of 2).
+    export XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_VISIBLE_DEVICES
+    mkdir -p "$T/bin" "$T/xdg"; chmod 700 "$T/xdg"
+    cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
+    export PATH="$T/bin:$PATH"
+    SP="$B/tests/sm_probe"
+    # Usage, all refused before anything starts.
+    expect 2 "procs without --shares" -- "$GS" procs -- true ::: true; stderr_has "--shares is needed"
+    for v in 0 -1 abc 1,,2 1, nan 1e3; do
+        expect 2 "--shares '$v'" -- "$GS" procs --shares "$v" -- true; stderr_has "--shares"
+    done
+    expect 2 "two shares, three programs" -- "$GS" procs --shares 1,2 -- true ::: true ::: true; stderr_has "2 shares for 3 programs"
+    expect 2 "an empty program" -- "$GS" procs --shares 1,2 -- true ::: ; stderr_has "program 2 is empty"
+    expect 2 "no programs" -- "$GS" procs --shares 1; stderr_has "no programs given"
+    expect 2 "--device banana" -- "$GS" procs --shares 1 -d banana -- true; stderr_has "--device"
+    expect 2 "--timeout 0" -- "$GS" procs --shares 1 --timeout 0 -- true; stderr_has "--timeout"
+    expect 0 "procs --help" -- "$GS" procs --help
+    # The plan, from the driver's granularity.
+    expect 0 "procs --dry-run 20,30,50" -- "$GS" procs --shares 20,30,50 --dry-run -- a ::: b ::: c
+    json_ok "three lanes in groups of 8, the 4 left over to the last" '
+assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
+assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
+    if [ ! -e "$XDG_RUNTIME_DIR/gpuslice-mps" ]; then ok "--dry-run starts nothing (no MPS directory)"; else bad "dry run made MPS state"; fi
+    expect 0 "procs --dry-run with 17 lanes" -- "$GS" procs --shares 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --dry-run -- a ::: b ::: c ::: d ::: e ::: f ::: g ::: h ::: i ::: j ::: k ::: l ::: m ::: n ::: o ::: p ::: q
+    json_ok "more lanes than groups of 8: groups of 2" 'assert d["device"]["group_sms"] == 2 and sum(l["sm_count"] for l in d["lanes"]) == 132 and all(l["sm_count"] % 2 == 0 for l in d["lanes"]), d'
+    GPUSLICE_SIM_GREEN=0 expect 1 "procs on a driver without green contexts" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
+    stderr_has "cannot partition its SMs with green contexts"
+    GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$GS" procs --shares 1,1,1 --dry-run -- a ::: b ::: c
+    stderr_has "3 lanes do not fit"
+    # Three lanes: each on its partition, the MPS daemon started, released together.
+    expect 0 "procs --shares 20,30,50 --json" -- "$GS" procs --shares 20,30,50 --json -- \
+        sh -c "'$SP' 1 > '$T/l0'; date +%s%N > '$T/a'" ::: sh -c "sleep 1; date +%s%N > '$T/b'; exec '$SP' 1 > '$T/l1'" ::: "$SP" 2
+    python3 - "$T/out" <<'PY' && ok "--json: the lanes with their PIDs when released" || { bad "procs --json"; cat "$T/out"; }
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][0]
+assert [l["sm_count"] for l in d["lanes"]] == [24, 40, 68] and all(l["pid"] > 0 for l in d["lanes"]), d
+PY
+    grep -q "^thread 0 null sms 24 " "$T/l0" && grep -q "^thread 0 null sms 40 " "$T/l1" && grep -q "^thread 1 graph sms 68 " "$T/out" && ok "every lane on its partition" || { bad "lane partitions"; cat "$T/l0" "$T/l1" "$T/out"; }
+    if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
+    stderr_has "procs: lane 2: PID"; stderr_has "released together"
+    grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
+    # A lane that fails: the others are terminated and its status is returned.
+    start=$(date +%s)
+    expect 3 "a lane exits 3 after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; exit 3" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
+    stderr_has "lane 0 (sh) failed with status 3; terminating the others"
+    if [ $(($(date +%s) - start)) -lt 15 ] && ! pgrep -f "sleep 30.4321" >/dev/null; then ok "the other lane was terminated"; else bad "the other lane ran on"; pkill -f "sleep 30.4321"; fi
+    expect 1 "a lane that ends before its partition" -- "$GS" procs --shares 1,1 -- false ::: sh -c "exec sleep 30.4322"
+    stderr_has "lane 0 (false) ended before the lanes were released"
+    if ! pgrep -f "sleep 30.4322" >/dev/null; then ok "the waiting lane was terminated"; else bad "left running"; pkill -f "sleep 30.4322"; fi
+    expect 1 "a lane that never uses CUDA" -- "$GS" procs --shares 1,1 --timeout 1 -- "$SP" 1 ::: sleep 30.4323
+    stderr_has "lane 1 (sleep) did not make its partition within 1 s"
+    pkill -f "sleep 30.432" 2>/dev/null
+    "$GS" mps stop --force >/dev/null 2>&1 ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -1,0 +1,643 @@
+/*
+ * gpuslice procs --shares W1,W2,... -- CMD1 ARGS ::: CMD2 ARGS ::: ...
+ *
+ * Runs several programs side by side on one GPU, each on its own share of
+ * its SMs: plans the partitions from the driver's real granularity
+ * (smplan.c), makes sure gpuslice's MPS daemon for the GPU runs (processes
+ * are time-sliced without it), starts every lane as `gpuslice run --gpu-share
+ * 100 --sms COUNT@FIRST`, waits until each has made its partition (the
+ * interposer says so on a pipe, GPUSLICE_LANE_BARRIER, and waits), prints
+ * the lanes, and releases them together. When a lane fails the others are
+ * terminated and its status is returned.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/launch.h"
+#include "cli/mps.h"
+#include "cli/smplan.h"
+#include "common/cuda_api.h"
+#include "common/parse.h"
+
+#define SEP ":::"
+
+static void procs_usage(void)
+{
+    printf("usage: gpuslice procs --shares W1,W2,... [-d D] [--dry-run] [--json]\n"
+           "                      [--timeout SECONDS] [-q] -- CMD1 [ARGS] ::: CMD2 [ARGS] ...\n\n"
+           "Runs the programs side by side on one GPU, each on its own share of the\n"
+           "GPU's SMs (a green context, for the whole process: every thread, the CUDA\n"
+           "runtime, its graphs), concurrently through your MPS daemon for the GPU\n"
+           "(started if it is not running, and left running; gpuslice mps stop stops\n"
+           "it). The shares are weights, one per program; the SMs are split in whole\n"
+           "groups of the GPU's co-scheduled split when every program gets one (8 SMs\n"
+           "on an H200), else of its finest split (2). Each program is started as by\n"
+           "gpuslice run (a *.py file runs under Python); it runs freely until its\n"
+           "first CUDA context, which waits until every program has made its\n"
+           "partition: then all are released together.\n\n"
+           "options:\n"
+           "      --shares LIST     one positive weight per program: 20,30,50\n"
+           "  -d, --device D        the GPU: a CUDA index (default 0) or a GPU UUID\n"
+           "      --dry-run         print the plan as JSON and start nothing\n"
+           "      --json            print the lanes (with their PIDs) as one JSON line on\n"
+           "                        stdout when they are released\n"
+           "      --timeout SECONDS how long the lanes may take to make their\n"
+           "                        partitions (default 120)\n"
+           "  -q, --quiet           no progress messages\n"
+           "  -h, --help            this text\n\n"
+           "Programs are separated by \" " SEP " \". Each lane gets GPUSLICE_LANE=INDEX.\n"
+           "Exit status: 0 when every program exits 0; otherwise the status of the\n"
+           "first that failed (128+N for signal N), the others being terminated; 1 when\n"
+           "the GPU cannot be partitioned or MPS cannot start; 2 for bad usage.\n");
+}
+
+struct geom_query {
+    const char *device;
+    char uuid[GS_UUID_STRLEN];
+    char name[128];
+    struct sm_geom g;
+};
+
+static const char *cu_name(gs_pfn_cuGetErrorName f, CUresult r, char *buf, size_t len)
+{
+    const char *s = NULL;
+
+    if (f && f(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    snprintf(buf, len, "CUDA error %d", (int)r);
+    return buf;
+}
+
+/* In a child: the device's UUID, name and split, as "UUID TOTAL C NC F NF NAME". */
+static int query_geom(void *arg, char *buf, size_t len)
+{
+    const struct geom_query *q = arg;
+    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
+    gs_pfn_cuInit init;
+    gs_pfn_cuDeviceGet get;
+    gs_pfn_cuDeviceGetCount count;
+    gs_pfn_cuDeviceGetUuid_v2 uuidf;
+    gs_pfn_cuDeviceGetName namef;
+    gs_pfn_cuDeviceGetDevResource res;
+    gs_pfn_cuDevSmResourceSplitByCount split;
+    gs_pfn_cuGetErrorName ename;
+    char uuid[GS_UUID_STRLEN], want[GS_UUID_STRLEN], name[128] = "", eb[32];
+    CUdevResource all, groups[1], rest;
+    unsigned total, coarse = 0, ncoarse = 0, fine = 0, nfine = 0, n;
+    CUdevice dev = -1;
+    CUresult r;
+    CUuuid u;
+    void *h;
+    int i, nd = 0;
+
+    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        const char *e = dlerror();
+        snprintf(buf, len, "no NVIDIA driver found: %s", e ? e : "cannot load libcuda.so.1");
+        return -1;
+    }
+    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
+    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
+    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
+    uuidf = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
+    namef = (gs_pfn_cuDeviceGetName)dlsym(h, "cuDeviceGetName");
+    res = (gs_pfn_cuDeviceGetDevResource)dlsym(h, "cuDeviceGetDevResource");
+    split = (gs_pfn_cuDevSmResourceSplitByCount)dlsym(h, "cuDevSmResourceSplitByCount");
+    ename = (gs_pfn_cuGetErrorName)dlsym(h, "cuGetErrorName");
+    if (!init || !get || !count || !uuidf || !namef) {
+        snprintf(buf, len, "the CUDA driver lacks the device calls");
+        return -1;
+    }
+    if ((r = init(0)) != CUDA_SUCCESS || (r = count(&nd)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "the CUDA driver did not initialise: %s",
+                 cu_name(ename, r, eb, sizeof(eb)));
+        return -1;
+    }
+    if (gs_parse_uuid(q->device, strlen(q->device), want)) {
+        for (i = 0; i < nd && dev < 0; i++) {
+            if (get(&dev, i) == CUDA_SUCCESS && uuidf(&u, dev) == CUDA_SUCCESS) {
+                gs_format_uuid((const unsigned char *)u.bytes, uuid);
+                if (strcmp(uuid, want) != 0)
+                    dev = -1;
+            } else {
+                dev = -1;
+            }
+        }
+        if (dev < 0) {
+            snprintf(buf, len, "--device: no GPU %s among the %d this process sees", q->device, nd);
+            return -1;
+        }
+    } else if ((r = get(&dev, atoi(q->device))) != CUDA_SUCCESS) {
+        snprintf(buf, len, "--device: there is no GPU %s (%d visible)", q->device, nd);
+        return -1;
+    }
+    if ((r = uuidf(&u, dev)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, cu_name(ename, r, eb, sizeof(eb)));
+        return -1;
+    }
+    gs_format_uuid((const unsigned char *)u.bytes, uuid);
+    memcpy(uuid, "GPU", 3);
+    namef(name, sizeof(name), dev);
+    memset(&all, 0, sizeof(all));
+    if (!res || !split) {
+        snprintf(buf, len, "GPU %s: this driver has no green contexts (CUDA 12.4 or later is "
+                           "needed for SM partitions)", q->device);
+        return -1;
+    }
+    if ((r = res(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS || all.sm.smCount == 0) {
+        snprintf(buf, len, "GPU %s cannot partition its SMs with green contexts "
+                           "(cuDeviceGetDevResource: %s)",
+                 q->device, r == CUDA_SUCCESS ? "no SMs" : cu_name(ename, r, eb, sizeof(eb)));
+        return -1;
+    }
+    total = all.sm.smCount;
+    n = 1;
+    if (split(groups, &n, &all, &rest, 0, 1) == CUDA_SUCCESS && n == 1) {
+        coarse = groups[0].sm.smCount;
+        if (split(NULL, &ncoarse, &all, NULL, 0, 1) != CUDA_SUCCESS)
+            ncoarse = 0;
+    }
+    n = 1;
+    if (split(groups, &n, &all, &rest, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) ==
+            CUDA_SUCCESS &&
+        n == 1) {
+        fine = groups[0].sm.smCount;
+        if (split(NULL, &nfine, &all, NULL, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) !=
+            CUDA_SUCCESS)
+            nfine = 0;
+    }
+    if (ncoarse == 0 && nfine == 0) {
+        snprintf(buf, len, "GPU %s: cuDevSmResourceSplitByCount made no groups of its %u SMs",
+                 q->device, total);
+        return -1;
+    }
+    snprintf(buf, len, "%s %u %u %u %u %u %s", uuid, total, coarse, ncoarse, fine, nfine, name);
+    return 0;
+}
+
+struct lane {
+    char **argv;  /* the program and its arguments (into the caller's argv) */
+    int argc;
+    struct sm_lane sm;
+    pid_t pid;    /* the gpuslice run that starts it */
+    pid_t prog;   /* the program, as its interposer said */
+    int ready_fd; /* our end of its ready pipe, -1 once it said */
+    int ready, status, ended;
+    char line[640];
+    size_t got;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_plan(const struct geom_query *q, int index, const struct lane *l, int n,
+                       unsigned group, int with_pids)
+{
+    int i;
+
+    printf("{\"device\":{\"index\":%d,\"uuid\":\"%s\",\"name\":", index, q->uuid);
+    json_str(q->name);
+    printf(",\"sm_count\":%u,\"group_sms\":%u},\"lanes\":[", q->g.total, group);
+    for (i = 0; i < n; i++) {
+        printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u", i ? "," : "",
+               i, l[i].sm.share, l[i].sm.count, l[i].sm.first);
+        if (with_pids)
+            printf(",\"pid\":%d", (int)l[i].prog);
+        printf("}");
+    }
+    printf("]}\n");
+    fflush(stdout);
+}
+
+/* Splits argv[from..argc) at ":::" into lanes; the count, or -1 (said why). */
+static int split_commands(int argc, char **argv, int from, struct lane *l, int max)
+{
+    int n = 0, i, start = from;
+
+    for (i = from; i <= argc; i++) {
+        if (i < argc && strcmp(argv[i], SEP) != 0)
+            continue;
+        if (i == start) {
+            gs_cli_error("procs: program %d is empty (programs are separated by \" " SEP " \")",
+                         n + 1);
+            return -1;
+        }
+        if (n == max) {
+            gs_cli_error("procs: more than %d programs", max);
+            return -1;
+        }
+        l[n].argv = &argv[start];
+        l[n].argc = i - start;
+        n++;
+        start = i + 1;
+    }
+    return n;
+}
+
+/* The lane's child: `gpuslice run -q --device UUID --gpu-share 100 --sms C@F -- ARGS`. */
+static void exec_lane(const struct lane *l, int index, const char *uuid, int w, int r)
+{
+    char sms[32], idx[16], fds[32], **av;
+    int k = 0, i;
+
+    if (!(av = calloc((size_t)l->argc + 12, sizeof(*av))))
+        _exit(GS_EXIT_ERROR);
+    snprintf(sms, sizeof(sms), "%u@%u", l->sm.count, l->sm.first);
+    snprintf(idx, sizeof(idx), "%d", index);
+    snprintf(fds, sizeof(fds), "%d,%d", w, r);
+    if (setenv("GPUSLICE_LANE", idx, 1) < 0 || setenv("GPUSLICE_LANE_BARRIER", fds, 1) < 0)
+        _exit(GS_EXIT_ERROR);
+    /* The barrier's ends pass to the program; nothing else of ours does (CLOEXEC). */
+    fcntl(w, F_SETFD, 0);
+    fcntl(r, F_SETFD, 0);
+    setpgid(0, 0);
+    av[k++] = "gpuslice";
+    av[k++] = "run";
+    av[k++] = "-q"; /* procs says what each lane is; errors still print */
+    av[k++] = "--device";
+    av[k++] = (char *)uuid;
+    av[k++] = "--gpu-share";
+    av[k++] = "100";
+    av[k++] = "--sms";
+    av[k++] = sms;
+    av[k++] = "--";
+    for (i = 0; i < l->argc; i++)
+        av[k++] = l->argv[i];
+    av[k] = NULL;
+    execv("/proc/self/exe", av);
+    fprintf(stderr, "gpuslice: procs: cannot start lane %d: %s\n", index, strerror(errno));
+    _exit(127);
+}
+
+static int exit_status(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : GS_EXIT_ERROR;
+}
+
+/* Ends every lane still running: SIGTERM to its process group, SIGKILL after 5 s. */
+static void terminate(struct lane *l, int n)
+{
+    double deadline = now_s() + 5;
+    int i, left;
+
+    for (i = 0; i < n; i++)
+        if (l[i].pid > 0 && !l[i].ended)
+            kill(-l[i].pid, SIGTERM);
+    do {
+        left = 0;
+        for (i = 0; i < n; i++) {
+            int st;
+            if (l[i].pid <= 0 || l[i].ended)
+                continue;
+            if (waitpid(l[i].pid, &st, WNOHANG) == l[i].pid) {
+                l[i].ended = 1;
+                l[i].status = exit_status(st);
+            } else {
+                left++;
+            }
+        }
+        if (left)
+            usleep(50000);
+    } while (left && now_s() < deadline);
+    for (i = 0; i < n; i++)
+        if (l[i].pid > 0 && !l[i].ended) {
+            kill(-l[i].pid, SIGKILL);
+            waitpid(l[i].pid, NULL, 0);
+            l[i].ended = 1;
+        }
+}
+
+/* Reads what lane i said on its pipe; 1 when its line is complete. */
+static int read_ready(struct lane *l)
+{
+    ssize_t k = read(l->ready_fd, l->line + l->got, sizeof(l->line) - 1 - l->got);
+
+    if (k > 0) {
+        l->got += (size_t)k;
+        l->line[l->got] = '\0';
+        return strchr(l->line, '\n') != NULL || l->got == sizeof(l->line) - 1;
+    }
+    return k == 0 ? -1 : 0; /* end: the lane closed it without a word */
+}
+
+static int procs_main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"shares", required_argument, NULL, 's'},
+                                         {"device", required_argument, NULL, 'd'},
+                                         {"dry-run", no_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    static struct lane lanes[SMPLAN_MAX_LANES];
+    double shares[SMPLAN_MAX_LANES], timeout = 120, mps_to, deadline;
+    const char *shares_arg = NULL, *device = "0";
+    char err[1024], bin[MPS_PATH_MAX];
+    struct geom_query q;
+    struct sm_lane plan[SMPLAN_MAX_LANES];
+    struct mps_gpu g;
+    struct sigaction sa;
+    unsigned group;
+    int c, n, nshares, dry = 0, json = 0, i, go[2], started = 0, failed = -1, status = 0;
+    char *end;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:d:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            shares_arg = optarg;
+            break;
+        case 'd':
+            device = optarg;
+            break;
+        case 'n':
+            dry = 1;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 't':
+            errno = 0;
+            timeout = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(timeout > 0 && timeout <= 3600)) {
+                gs_cli_error("--timeout: \"%s\" is not a number of seconds (use one above 0, at "
+                             "most 3600)",
+                             optarg);
+                return GS_EXIT_USAGE;
+            }
+            break;
+        case 'q':
+            gs_cli_quiet = 1;
+            break;
+        case 'h':
+            procs_usage();
+            return GS_EXIT_OK;
+        default:
+            return gs_cli_bad_option("procs", c, argv, opts);
+        }
+    }
+    if (!shares_arg) {
+        gs_cli_error("procs: --shares is needed (one weight per program, e.g. --shares 20,30,50)");
+        return GS_EXIT_USAGE;
+    }
+    if (smplan_parse_shares(shares_arg, shares, SMPLAN_MAX_LANES, &nshares, err, sizeof(err)) < 0) {
+        gs_cli_error("%s", err);
+        return GS_EXIT_USAGE;
+    }
+    if (optind >= argc) {
+        gs_cli_error("procs: no programs given (usage: gpuslice procs --shares 20,30,50 -- CMD1 "
+                     "ARGS " SEP " CMD2 ARGS " SEP " CMD3 ARGS)");
+        return GS_EXIT_USAGE;
+    }
+    if ((n = split_commands(argc, argv, optind, lanes, SMPLAN_MAX_LANES)) < 0)
+        return GS_EXIT_USAGE;
+    if (n != nshares) {
+        gs_cli_error("procs: %d share%s for %d program%s: give one share per program", nshares,
+                     nshares == 1 ? "" : "s", n, n == 1 ? "" : "s");
+        return GS_EXIT_USAGE;
+    }
+    if (!gs_parse_uuid(device, strlen(device), q.uuid)) {
+        for (end = (char *)device; *end >= '0' && *end <= '9'; end++)
+            ;
+        if (end == device || *end || end - device > 3) {
+            gs_cli_error("--device: \"%s\" is not a GPU (use a CUDA index such as 0, or a GPU "
+                         "UUID)",
+                         device);
+            return GS_EXIT_USAGE;
+        }
+    }
+    if ((mps_to = mps_timeout()) < 0)
+        return GS_EXIT_USAGE;
+    q.device = device;
+    if (launch_in_child(query_geom, &q, 30, err, sizeof(err)) < 0) {
+        gs_cli_error("procs: %s", err);
+        return GS_EXIT_ERROR;
+    }
+    if (sscanf(err, "%40s %u %u %u %u %u %127[^\n]", q.uuid, &q.g.total, &q.g.coarse,
+               &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 6) {
+        gs_cli_error("procs: the GPU query said \"%s\"", err);
+        return GS_EXIT_ERROR;
+    }
+    for (i = 0; i < n; i++)
+        plan[i].share = shares[i];
+    if (smplan(&q.g, plan, n, &group, err, sizeof(err)) < 0) {
+        gs_cli_error("procs: GPU %s: %s", device, err);
+        return GS_EXIT_ERROR;
+    }
+    for (i = 0; i < n; i++)
+        lanes[i].sm = plan[i];
+    if (dry) {
+        print_plan(&q, atoi(device), lanes, n, group, 0);
+        return GS_EXIT_OK;
+    }
+
+    /* Concurrency across processes needs MPS. */
+    if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
+        gs_cli_error("procs: %s", err);
+        return GS_EXIT_ERROR;
+    }
+    if (mps_gpu_init(&g, q.uuid) < 0) {
+        gs_cli_error("procs: the MPS directory for %s would be too long (set XDG_RUNTIME_DIR to "
+                     "a shorter directory)",
+                     q.uuid);
+        return GS_EXIT_ERROR;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (mps_daemon_start(bin, &g, mps_to, &started, err, sizeof(err)) < 0) {
+        gs_cli_error("procs: MPS: %s", err);
+        return GS_EXIT_ERROR;
+    }
+    gs_cli_note("procs: %s the MPS control daemon for %s", started ? "started" : "reusing",
+                q.uuid);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        gs_cli_error("procs: pipe: %s", strerror(errno));
+        return GS_EXIT_ERROR;
+    }
+    fflush(NULL);
+    for (i = 0; i < n; i++) {
+        int rp[2];
+        if (pipe2(rp, O_CLOEXEC) < 0) {
+            gs_cli_error("procs: pipe: %s", strerror(errno));
+            failed = i;
+            status = GS_EXIT_ERROR;
+            break;
+        }
+        if ((lanes[i].pid = fork()) < 0) {
+            gs_cli_error("procs: fork: %s", strerror(errno));
+            close(rp[0]);
+            close(rp[1]);
+            failed = i;
+            status = GS_EXIT_ERROR;
+            break;
+        }
+        if (lanes[i].pid == 0) {
+            close(go[1]);
+            close(rp[0]);
+            exec_lane(&lanes[i], i, q.uuid, rp[1], go[0]);
+        }
+        setpgid(lanes[i].pid, lanes[i].pid);
+        close(rp[1]);
+        lanes[i].ready_fd = rp[0];
+    }
+    close(go[0]);
+
+    /* Until every lane holds its partition (or one fails, ends, or time runs out). */
+    deadline = now_s() + timeout;
+    for (;;) {
+        struct pollfd pf[SMPLAN_MAX_LANES];
+        int map[SMPLAN_MAX_LANES], np = 0, waiting = 0, st;
+
+        if (failed >= 0 || stop_signal)
+            break;
+        for (i = 0; i < n; i++) {
+            if (!lanes[i].ended && waitpid(lanes[i].pid, &st, WNOHANG) == lanes[i].pid) {
+                lanes[i].ended = 1;
+                lanes[i].status = exit_status(st);
+                if (!lanes[i].ready || lanes[i].status != 0) {
+                    gs_cli_error("procs: lane %d (%s) ended before the lanes were released, "
+                                 "with status %d",
+                                 i, lanes[i].argv[0], lanes[i].status);
+                    failed = i;
+                    status = lanes[i].status ? lanes[i].status : GS_EXIT_ERROR;
+                }
+            }
+            if (!lanes[i].ready && lanes[i].ready_fd >= 0) {
+                pf[np].fd = lanes[i].ready_fd;
+                pf[np].events = POLLIN;
+                map[np++] = i;
+            }
+            waiting += !lanes[i].ready;
+        }
+        if (failed >= 0 || waiting == 0)
+            break;
+        if (now_s() > deadline) {
+            for (i = 0; i < n && lanes[i].ready; i++)
+                ;
+            gs_cli_error("procs: lane %d (%s) did not make its partition within %g s (a "
+                         "program that never uses CUDA never does; see --timeout)",
+                         i, lanes[i].argv[0], timeout);
+            failed = i;
+            status = GS_EXIT_ERROR;
+            break;
+        }
+        if (poll(pf, (nfds_t)np, 100) <= 0)
+            continue;
+        for (c = 0; c < np; c++) {
+            struct lane *l = &lanes[map[c]];
+            int k;
+            if (!(pf[c].revents & (POLLIN | POLLHUP)))
+                continue;
+            if ((k = read_ready(l)) == 0)
+                continue;
+            close(l->ready_fd);
+            l->ready_fd = -1;
+            if (k > 0 && sscanf(l->line, "ready %d", &l->prog) == 1) {
+                l->ready = 1;
+                gs_cli_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", map[c],
+                            (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
+            } else if (k > 0 && strncmp(l->line, "error ", 6) == 0) {
+                char *msg = strchr(l->line + 6, ' ');
+                l->line[strcspn(l->line, "\n")] = '\0';
+                gs_cli_error("procs: lane %d cannot have its partition: %s", map[c],
+                             msg ? msg + 1 : l->line);
+                failed = map[c];
+                status = GS_EXIT_ERROR;
+            }
+            /* A pipe closed without a word: the program may still say it in a child; wait. */
+        }
+    }
+    if (failed < 0 && !stop_signal) {
+        if (json)
+            print_plan(&q, atoi(device), lanes, n, group, 1);
+        gs_cli_note("procs: %d lanes on %s released together", n, q.uuid);
+        close(go[1]);
+        go[1] = -1;
+        /* Until all end, or one fails. */
+        for (;;) {
+            int st, left = 0;
+            pid_t p = waitpid(-1, &st, 0);
+            if (p < 0 && errno == EINTR) {
+                if (stop_signal)
+                    break;
+                continue;
+            }
+            if (p < 0)
+                break;
+            for (i = 0; i < n; i++) {
+                if (lanes[i].pid == p) {
+                    lanes[i].ended = 1;
+                    lanes[i].status = exit_status(st);
+                    if (lanes[i].status != 0 && failed < 0) {
+                        gs_cli_error("procs: lane %d (%s) failed with status %d; terminating "
+                                     "the others",
+                                     i, lanes[i].argv[0], lanes[i].status);
+                        failed = i;
+                        status = lanes[i].status;
+                    }
+                }
+                left += !lanes[i].ended;
+            }
+            if (failed >= 0 || left == 0)
+                break;
+        }
+    }
+    if (go[1] >= 0)
+        close(go[1]);
+    if (stop_signal) {
+        gs_cli_error("procs: %s: terminating the lanes", strsignal(stop_signal));
+        status = 128 + stop_signal;
+    }
+    terminate(lanes, n);
+    for (i = 0; i < n; i++)
+        if (lanes[i].ready_fd >= 0)
+            close(lanes[i].ready_fd);
+    return status;
+}
+
+const struct gs_cmd gs_cmd_procs = {"procs", "run programs side by side, each on its share of a GPU's SMs",
+                                    procs_main, procs_usage};

@@ -1,0 +1,457 @@
+/*
+ * SM partitions (GPUSLICE_SMS): the whole process runs on a green context of
+ * the SMs it names, on every thread, with no change to the program.
+ *
+ * A green context made current on one thread binds that thread only (seen
+ * on an H200: PyTorch work on a second thread, and the backward pass, ran
+ * on the full GPU). So the partition is not made current anywhere; instead
+ * the device's primary context, which the CUDA runtime and most programs use
+ * on every thread, is replaced by the green context's CUcontext where it is
+ * handed out: cuDevicePrimaryCtxRetain returns it, and cuCtxSetCurrent /
+ * cuCtxPushCurrent given the real primary context set it instead. The green
+ * context shares the primary context's memory, modules and streams' address
+ * space; its NULL stream and every stream made while it is current run on
+ * its SMs, and graphs captured there keep them.
+ *
+ * The partition is COUNT SMs from the FIRST-th in the order the driver splits
+ * them: groups of the device's minimum partition (8 on an H200) when COUNT
+ * and FIRST fit them, else of its finest split ignoring co-scheduling (2),
+ * plus the split's remainder when the range ends at the last SM. Anything
+ * else is refused with the granularity in the message, and the program's
+ * context call fails: a process never runs unpartitioned by mistake.
+ *
+ * Contexts a program makes itself with cuCtxCreate are not partitioned; that
+ * is said once on stderr.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "preload/preload.h"
+
+#define MAX_DEVICES 64
+
+struct part {
+    char msg[512];      /* why it was refused */
+    int state;          /* 0 not made yet, 1 made, -1 refused (the reason logged) */
+    CUresult error;     /* what a refused one answers */
+    CUcontext primary;  /* the device's real primary context */
+    CUgreenCtx green;
+    CUcontext ctx;      /* the green context's CUcontext, handed out for primary */
+    unsigned sms;       /* the exact count the driver gave */
+};
+
+static struct part parts[MAX_DEVICES];
+static pthread_mutex_t sm_mu = PTHREAD_MUTEX_INITIALIZER;
+static int created_noted;
+int gs__sm_on; /* GPUSLICE_SMS is set: 0 lets every check return at once */
+/*
+ * Initial-exec TLS: no __tls_get_addr, so the library still links nothing but
+ * libc; a preloaded library's few bytes fit the static TLS block.
+ */
+#define GS_TLS __thread __attribute__((tls_model("initial-exec")))
+static GS_TLS int swapped_noted;
+static GS_TLS CUcontext checked; /* this thread's current context, known to need no swap */
+
+static const char *cu_name(CUresult r)
+{
+    const char *s = NULL;
+
+    if (gs__real.cuGetErrorName && gs__real.cuGetErrorName(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    return "an unknown CUDA error";
+}
+
+/* The partition configured for device dev (its packed value), or 0. */
+static uint64_t spec_for(CUdevice dev)
+{
+    char uuid[GS_UUID_STRLEN] = "";
+    CUuuid u;
+
+    if (gs__state.sm_limits.n == 0)
+        return 0;
+    if (gs__real.cuDeviceGetUuid_v2 && gs__real.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS)
+        gs_format_uuid((const unsigned char *)u.bytes, uuid);
+    return gs_limits_lookup(&gs__state.sm_limits, dev, uuid[0] ? uuid : NULL);
+}
+
+/* Refuses the partition of dev: logs why, and its context calls fail with r. */
+static void refuse(struct part *p, CUresult r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(struct part *p, CUresult r, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gs__log("%s: %s; the device's contexts are refused (%s)", GS_ENV_SMS, msg, cu_name(r));
+    snprintf(p->msg, sizeof(p->msg), "%s", msg);
+    p->state = -1;
+    p->error = r;
+}
+
+/*
+ * Splits all into groups (flags, the smallest groups), and picks those that
+ * make [first, first + count), with the remainder when it ends at the last
+ * SM. 1 and the picks in sel/nsel when the range fits that split's groups, 0
+ * when not (*group says their size), <0 on a driver error (*r).
+ */
+static int pick(CUdevResource *all, unsigned flags, unsigned first, unsigned count,
+                CUdevResource *groups, unsigned cap, CUdevResource *sel, unsigned *nsel,
+                unsigned *group, CUresult *r)
+{
+    CUdevResource rest;
+    unsigned n = cap, size, total = all->sm.smCount, end = first + count, k;
+
+    memset(&rest, 0, sizeof(rest));
+    *r = gs__real.cuDevSmResourceSplitByCount(groups, &n, all, &rest, flags, 1);
+    if (*r != CUDA_SUCCESS)
+        return -1;
+    if (n == 0) {
+        *group = total;
+        return 0;
+    }
+    size = groups[0].sm.smCount;
+    *group = size;
+    if (first % size != 0 || first >= n * size + rest.sm.smCount)
+        return 0;
+    if (end == total && rest.sm.smCount > 0) {
+        if ((end - rest.sm.smCount) < first || (end - rest.sm.smCount - first) % size != 0)
+            return 0;
+    } else if (count % size != 0 || end > n * size) {
+        return 0;
+    }
+    *nsel = 0;
+    for (k = first / size; k < n && (k + 1) * size <= end; k++)
+        sel[(*nsel)++] = groups[k];
+    if (end == total && rest.sm.smCount > 0)
+        sel[(*nsel)++] = rest;
+    return *nsel > 0;
+}
+
+/* Makes the green context of dev's partition (spec); under sm_mu. */
+static void make(struct part *p, CUdevice dev, uint64_t spec)
+{
+    unsigned count = GS_SMS_COUNT(spec), first = GS_SMS_FIRST(spec), total, coarse = 0,
+             fine = 0, nsel = 0, cap;
+    CUdevResource all, got, *groups = NULL, *sel = NULL;
+    CUdevResourceDesc desc;
+    CUresult r;
+    int ok;
+
+    if (!gs__real.cuDeviceGetDevResource || !gs__real.cuDevSmResourceSplitByCount ||
+        !gs__real.cuDevResourceGenerateDesc || !gs__real.cuGreenCtxCreate ||
+        !gs__real.cuCtxFromGreenCtx || !gs__real.cuGreenCtxGetDevResource) {
+        refuse(p, CUDA_ERROR_NOT_SUPPORTED,
+               "GPU %d: this driver has no green contexts (CUDA 12.4 or later is needed for "
+               "SM partitions)",
+               (int)dev);
+        return;
+    }
+    memset(&all, 0, sizeof(all));
+    if ((r = gs__real.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
+        all.sm.smCount == 0) {
+        refuse(p, r == CUDA_SUCCESS ? CUDA_ERROR_NOT_SUPPORTED : r,
+               "GPU %d cannot partition its SMs with green contexts (cuDeviceGetDevResource: %s)",
+               (int)dev, r == CUDA_SUCCESS ? "no SMs" : cu_name(r));
+        return;
+    }
+    total = all.sm.smCount;
+    if (spec & GS_SMS_SHARE) {
+        /* A share: the nearest count of the finest groups (2 SMs on an H200), at least one. */
+        unsigned pct = GS_SMS_COUNT(spec), step = 2;
+        count = (unsigned)(((uint64_t)total * pct + 50 * step) / (100 * step)) * step;
+        if (count == 0)
+            count = step;
+        if (pct == 100 || count > total)
+            count = total;
+        first = 0;
+    }
+    if (first + count > total) {
+        refuse(p, CUDA_ERROR_INVALID_VALUE,
+               "%u SMs from SM %u were asked for, but GPU %d has %u SMs", count, first,
+               (int)dev, total);
+        return;
+    }
+    cap = total;
+    if (!(groups = calloc(cap, sizeof(*groups))) || !(sel = calloc(cap + 1, sizeof(*sel)))) {
+        refuse(p, CUDA_ERROR_OUT_OF_MEMORY, "GPU %d: no memory to plan the partition", (int)dev);
+        goto out;
+    }
+    ok = pick(&all, 0, first, count, groups, cap, sel, &nsel, &coarse, &r);
+    if (ok == 0)
+        ok = pick(&all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, first, count, groups, cap,
+                  sel, &nsel, &fine, &r);
+    if (ok < 0) {
+        refuse(p, r, "GPU %d: cuDevSmResourceSplitByCount failed", (int)dev);
+        goto out;
+    }
+    if (ok == 0) {
+        refuse(p, CUDA_ERROR_INVALID_VALUE,
+               "a partition of %u SMs from SM %u cannot be made on GPU %d: it splits its %u "
+               "SMs into groups of %u (of %u ignoring co-scheduling), so a partition is a "
+               "multiple of %u SMs from a multiple of %u, and only one that ends at the last "
+               "SM may end with the SMs left over",
+               count, first, (int)dev, total, coarse, fine, fine, fine);
+        goto out;
+    }
+    if ((r = gs__real.cuDevResourceGenerateDesc(&desc, sel, nsel)) != CUDA_SUCCESS ||
+        (r = gs__real.cuGreenCtxCreate(&p->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) !=
+            CUDA_SUCCESS) {
+        refuse(p, r, "GPU %d: the green context of %u SMs could not be made", (int)dev, count);
+        goto out;
+    }
+    memset(&got, 0, sizeof(got));
+    if ((r = gs__real.cuCtxFromGreenCtx(&p->ctx, p->green)) != CUDA_SUCCESS ||
+        (r = gs__real.cuGreenCtxGetDevResource(p->green, &got, CU_DEV_RESOURCE_TYPE_SM)) !=
+            CUDA_SUCCESS) {
+        if (gs__real.cuGreenCtxDestroy)
+            gs__real.cuGreenCtxDestroy(p->green);
+        refuse(p, r, "GPU %d: the green context of %u SMs could not be used", (int)dev, count);
+        goto out;
+    }
+    p->sms = got.sm.smCount;
+    p->state = 1;
+    gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS,
+              (int)dev, p->sms, count, first, total, coarse && !fine ? coarse : fine);
+out:
+    free(groups);
+    free(sel);
+}
+
+/*
+ * gpuslice procs starts its lanes together: GPUSLICE_LANE_BARRIER is "W,R",
+ * two inherited pipe ends. The first partition this process makes (or
+ * refuses) is said on W ("ready PID SMS" or "error PID MESSAGE"), and the
+ * process waits until R reaches its end, which procs closes once every lane
+ * has said it. Once per process; without the variable, or with the pipes
+ * gone (a child whose parent closed them), nothing.
+ */
+static void lane_barrier(const struct part *p)
+{
+    static int done;
+    const char *v = getenv("GPUSLICE_LANE_BARRIER");
+    char line[600], c;
+    int w, rd, n;
+    ssize_t got;
+
+    if (done || v == NULL || sscanf(v, "%d,%d", &w, &rd) != 2)
+        return;
+    done = 1;
+    if (p->state > 0)
+        n = snprintf(line, sizeof(line), "ready %d %u\n", (int)getpid(), p->sms);
+    else
+        n = snprintf(line, sizeof(line), "error %d %s\n", (int)getpid(), p->msg);
+    if (n > (int)sizeof(line) - 1)
+        n = (int)sizeof(line) - 1;
+    if (write(w, line, (size_t)n) != n) {
+        gs__debug("%s: the lane barrier's pipe %d is gone: not waiting", GS_ENV_SMS, w);
+        return;
+    }
+    close(w);
+    if (p->state > 0) {
+        while ((got = read(rd, &c, 1)) < 0 && errno == EINTR)
+            ;
+        gs__debug("%s: released by gpuslice procs", GS_ENV_SMS);
+    }
+    close(rd);
+}
+
+CUresult gs__sm_primary(CUdevice dev, CUcontext *pctx)
+{
+    struct part *p;
+    uint64_t spec;
+    CUresult r = CUDA_SUCCESS;
+
+    if (gs__state.sm_limits.n == 0 || dev < 0 || dev >= MAX_DEVICES || (spec = spec_for(dev)) == 0)
+        return CUDA_SUCCESS;
+    p = &parts[dev];
+    pthread_mutex_lock(&sm_mu);
+    if (p->state == 0) {
+        int saved = errno;
+        make(p, dev, spec);
+        lane_barrier(p);
+        errno = saved;
+    }
+    /* Known for refused devices too, so that the primary context is refused wherever it appears. */
+    __atomic_store_n(&p->primary, *pctx, __ATOMIC_RELEASE);
+    if (p->state > 0)
+        *pctx = p->ctx;
+    else
+        r = p->error;
+    pthread_mutex_unlock(&sm_mu);
+    return r;
+}
+
+/*
+ * For a context about to be current: itself, a partitioned device's green
+ * context for its primary context, or NULL with *r set for the primary
+ * context of a device whose partition was refused.
+ */
+static CUcontext mapped(CUcontext ctx, CUresult *r)
+{
+    int i;
+
+    if (ctx == NULL)
+        return ctx;
+    for (i = 0; i < MAX_DEVICES; i++) {
+        if (__atomic_load_n(&parts[i].primary, __ATOMIC_ACQUIRE) != ctx)
+            continue;
+        if (__atomic_load_n(&parts[i].state, __ATOMIC_ACQUIRE) > 0)
+            return parts[i].ctx;
+        *r = parts[i].error;
+        return NULL;
+    }
+    return ctx;
+}
+
+/*
+ * What to make current for c when it may be the primary context of a
+ * partitioned device that was never handed out through
+ * cuDevicePrimaryCtxRetain (the CUDA runtime retains and sets it through its
+ * own entry points too): as mapped(). The reference taken to find out is
+ * kept for such a context: its partition lives as long as the process.
+ */
+static CUcontext unseen_primary(CUcontext c, CUresult *r)
+{
+    CUcontext p = NULL, g;
+    CUdevice dev;
+
+    if (!gs__real.cuCtxGetDevice || gs__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        spec_for(dev) == 0 || gs__real.cuDevicePrimaryCtxRetain(&p, dev) != CUDA_SUCCESS)
+        return c;
+    if (p != c) {
+        gs__real.cuDevicePrimaryCtxRelease_v2(dev);
+        return c; /* a context the program made */
+    }
+    g = p;
+    if ((*r = gs__sm_primary(dev, &g)) != CUDA_SUCCESS)
+        return NULL;
+    return g;
+}
+
+/*
+ * Makes the green context current where the real primary context is: the
+ * CUDA runtime makes the primary context current on a thread through its
+ * own entry points too (seen on an H200: PyTorch's main thread had it, and
+ * its streams ran on every SM). Called before launches, stream creation and
+ * cuCtxGetCurrent: one cuCtxGetCurrent when the current context is the one
+ * this thread last checked. CUDA_SUCCESS, or the error of a refused
+ * partition, which the caller returns.
+ */
+CUresult gs__sm_ensure(void)
+{
+    CUcontext c = NULL, m;
+    CUresult r = CUDA_SUCCESS;
+
+    if (!gs__real.cuCtxGetCurrent || gs__real.cuCtxGetCurrent(&c) != CUDA_SUCCESS || c == NULL ||
+        c == checked)
+        return CUDA_SUCCESS;
+    if ((m = mapped(c, &r)) == c && (m = unseen_primary(c, &r)) == c) {
+        checked = c; /* not a partitioned device's primary context */
+        return CUDA_SUCCESS;
+    }
+    if (m == NULL)
+        return r;
+    if ((r = gs__real.cuCtxSetCurrent(m)) != CUDA_SUCCESS)
+        return r;
+    checked = m;
+    if (!swapped_noted) {
+        swapped_noted = 1;
+        gs__debug("%s: the primary context %p was current on this thread; its partition %p is "
+                  "now",
+                  GS_ENV_SMS, (void *)c, (void *)m);
+    }
+    return CUDA_SUCCESS;
+}
+
+void gs__sm_reset(CUdevice dev)
+{
+    struct part *p;
+
+    if (gs__state.sm_limits.n == 0 || dev < 0 || dev >= MAX_DEVICES)
+        return;
+    p = &parts[dev];
+    pthread_mutex_lock(&sm_mu);
+    /* The reset ends everything the primary context had; a new partition comes with the next retain. */
+    if (p->state > 0 && gs__real.cuGreenCtxDestroy)
+        gs__real.cuGreenCtxDestroy(p->green);
+    if (p->state > 0)
+        memset(p, 0, sizeof(*p));
+    pthread_mutex_unlock(&sm_mu);
+}
+
+void gs__sm_created(CUdevice dev)
+{
+    if (gs__state.sm_limits.n == 0 || spec_for(dev) == 0 ||
+        __atomic_exchange_n(&created_noted, 1, __ATOMIC_ACQ_REL))
+        return;
+    gs__log("%s: a context the program made itself (cuCtxCreate) on GPU %d is not on the SM "
+            "partition; only the device's primary context, which the CUDA runtime uses, is",
+            GS_ENV_SMS, (int)dev);
+}
+
+GS_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r;
+
+    GS_PASS(cuCtxGetCurrent, (pctx));
+    if (gs__sm_on && (r = gs__sm_ensure()) != CUDA_SUCCESS)
+        return r;
+    return gs__real.cuCtxGetCurrent(pctx);
+}
+
+GS_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    CUresult r;
+
+    GS_PASS(cuStreamCreate, (phStream, Flags));
+    if (gs__sm_on && (r = gs__sm_ensure()) != CUDA_SUCCESS)
+        return r;
+    return gs__real.cuStreamCreate(phStream, Flags);
+}
+
+GS_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    CUresult r;
+
+    GS_PASS(cuStreamCreateWithPriority, (phStream, flags, priority));
+    if (gs__sm_on && (r = gs__sm_ensure()) != CUDA_SUCCESS)
+        return r;
+    return gs__real.cuStreamCreateWithPriority(phStream, flags, priority);
+}
+
+#define GS_SET_CURRENT_BODY(sym)                                \
+    do {                                                        \
+        CUresult r = CUDA_SUCCESS;                              \
+        CUcontext m;                                            \
+        GS_PASS(sym, (ctx));                                    \
+        if (!gs__sm_on || ctx == NULL)                          \
+            return gs__real.sym(ctx);                           \
+        if ((m = mapped(ctx, &r)) == NULL)                      \
+            return r;                                           \
+        return gs__real.sym(m);                                 \
+    } while (0)
+
+GS_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    GS_SET_CURRENT_BODY(cuCtxSetCurrent);
+}
+
+GS_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    GS_SET_CURRENT_BODY(cuCtxPushCurrent);
+}
+
+GS_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    GS_SET_CURRENT_BODY(cuCtxPushCurrent_v2);
+}
