@@ -10,6 +10,8 @@
 #include "cli/smplan.h"
 
 static const struct sm_geom h200 = {132, 8, 16, 2, 66};
+/* What the H200's driver reported (tests/gpu sm_lanes): 15 groups of 8, 12 SMs left over. */
+static const struct sm_geom h200_real = {132, 8, 15, 2, 66};
 
 static void plan(const struct sm_geom *g, const double *w, int n, struct sm_lane *l,
                  unsigned *group)
@@ -43,6 +45,24 @@ static void test_three_and_four_lanes_take_whole_groups_of_eight(void **state)
     assert_int_equal(l[2].count, 40);
     assert_int_equal(l[3].count, 52);
     assert_int_equal(l[3].first, 80);
+}
+
+static void test_the_h200s_own_split(void **state)
+{
+    const double w3[] = {20, 30, 50}, w4[] = {10, 20, 30, 40};
+    struct sm_lane l[4];
+    unsigned group;
+
+    (void)state;
+    plan(&h200_real, w3, 3, l, &group);
+    assert_int_equal(l[0].count, 24);
+    assert_int_equal(l[1].count, 40);
+    assert_int_equal(l[2].count, 68); /* 56 and the 12 left over */
+    plan(&h200_real, w4, 4, l, &group);
+    assert_int_equal(l[0].count, 16);
+    assert_int_equal(l[1].count, 24);
+    assert_int_equal(l[2].count, 32);
+    assert_int_equal(l[3].count, 60);
 }
 
 static void test_every_lane_gets_a_group_and_all_sms_are_used(void **state)
@@ -106,6 +126,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_and_four_lanes_take_whole_groups_of_eight),
+        cmocka_unit_test(test_the_h200s_own_split),
         cmocka_unit_test(test_every_lane_gets_a_group_and_all_sms_are_used),
         cmocka_unit_test(test_too_many_lanes_and_bad_shares_are_refused),
     };
