@@ -155,6 +155,7 @@ def control(gs, d):
                       "the second process cannot allocate more than what is left")
                 check("free less 512 MiB" in text and ": ok" in text.split("free less 512 MiB")[-1],
                       "the second process gets what is left")
+        mark("go_end")
         flag(d, "go_end")
         rc = p.wait(timeout=60)
         t_end = time.monotonic()
@@ -176,7 +177,10 @@ def control(gs, d):
     check("alloc 20 GiB ok" in text, "the program's 20 GiB allocation succeeded")
     check("alloc 40 GiB ok" in text, "the program's 40 GiB allocation succeeded")
     # Transients: samples between the first fill and the end outside the band.
-    inside = [(t, u) for t, u in s.samples if t_start + 0.2 < t < t_end]
+    # (Up to the program's end: the reservation's release then is checked above.)
+    t_go_end = [t for t, w in marks if w == "go_end"]
+    t_stop = t_go_end[0] if t_go_end else t_end
+    inside = [(t, u) for t, u in s.samples if t_start + 0.2 < t < t_stop]
     filled = [(t, u) for t, u in inside if u >= target - band]
     if filled:
         t0 = filled[0][0]
