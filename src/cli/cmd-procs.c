@@ -27,7 +27,7 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 #include "cli/mps.h"
-#include "cli/smplan.h"
+#include "common/smplan.h"
 #include "common/cuda_api.h"
 #include "common/parse.h"
 

@@ -122,6 +122,12 @@ CUresult gs__sm_ensure(void);
             return sm_r_;                                                \
     } while (0)
 
+/* The device's SM resource, and a green context of count SMs from first (sm.c). */
+CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len);
+CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
+                      CUgreenCtx *green, CUcontext *ctx, unsigned *sms, unsigned *group,
+                      char *msg, size_t len);
+
 /* compute.c */
 void gs__compute_config(void);
 void gs__compute_ctx_gone(CUcontext ctx);

@@ -137,31 +137,110 @@ static int pick(CUdevResource *all, unsigned flags, unsigned first, unsigned cou
     return *nsel > 0;
 }
 
-/* Makes the green context of dev's partition (spec); under sm_mu. */
-static void make(struct part *p, CUdevice dev, uint64_t spec)
+/* The device's SM resource; CUDA_SUCCESS, or an error with the reason in msg. */
+CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len)
 {
-    unsigned count = GS_SMS_COUNT(spec), first = GS_SMS_FIRST(spec), total, coarse = 0,
-             fine = 0, nsel = 0, cap;
-    CUdevResource all, got, *groups = NULL, *sel = NULL;
-    CUdevResourceDesc desc;
     CUresult r;
-    int ok;
 
     if (!gs__real.cuDeviceGetDevResource || !gs__real.cuDevSmResourceSplitByCount ||
         !gs__real.cuDevResourceGenerateDesc || !gs__real.cuGreenCtxCreate ||
         !gs__real.cuCtxFromGreenCtx || !gs__real.cuGreenCtxGetDevResource) {
-        refuse(p, CUDA_ERROR_NOT_SUPPORTED,
-               "GPU %d: this driver has no green contexts (CUDA 12.4 or later is needed for "
-               "SM partitions)",
-               (int)dev);
-        return;
+        snprintf(msg, len, "GPU %d: this driver has no green contexts (CUDA 12.4 or later is "
+                           "needed for SM partitions)",
+                 (int)dev);
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
-    memset(&all, 0, sizeof(all));
-    if ((r = gs__real.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
-        all.sm.smCount == 0) {
-        refuse(p, r == CUDA_SUCCESS ? CUDA_ERROR_NOT_SUPPORTED : r,
-               "GPU %d cannot partition its SMs with green contexts (cuDeviceGetDevResource: %s)",
-               (int)dev, r == CUDA_SUCCESS ? "no SMs" : cu_name(r));
+    memset(all, 0, sizeof(*all));
+    if ((r = gs__real.cuDeviceGetDevResource(dev, all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
+        all->sm.smCount == 0) {
+        snprintf(msg, len, "GPU %d cannot partition its SMs with green contexts "
+                           "(cuDeviceGetDevResource: %s)",
+                 (int)dev, r == CUDA_SUCCESS ? "no SMs" : cu_name(r));
+        return r == CUDA_SUCCESS ? CUDA_ERROR_NOT_SUPPORTED : r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/*
+ * A green context of count SMs from first on dev (all: its SM resource), its
+ * CUcontext and exact SM count; CUDA_SUCCESS, or an error with the reason in
+ * msg. *group says the group size used.
+ */
+CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
+                      CUgreenCtx *green, CUcontext *ctx, unsigned *sms, unsigned *group,
+                      char *msg, size_t len)
+{
+    unsigned total = all->sm.smCount, coarse = 0, fine = 0, nsel = 0, cap = total;
+    CUdevResource got, *groups = NULL, *sel = NULL;
+    CUdevResourceDesc desc;
+    CUresult r = CUDA_SUCCESS;
+    int ok;
+
+    if (count == 0 || first + count > total) {
+        snprintf(msg, len, "%u SMs from SM %u were asked for, but GPU %d has %u SMs", count,
+                 first, (int)dev, total);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!(groups = calloc(cap, sizeof(*groups))) || !(sel = calloc(cap + 1, sizeof(*sel)))) {
+        snprintf(msg, len, "GPU %d: no memory to plan the partition", (int)dev);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    ok = pick(all, 0, first, count, groups, cap, sel, &nsel, &coarse, &r);
+    *group = coarse;
+    if (ok == 0) {
+        ok = pick(all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, first, count, groups, cap,
+                  sel, &nsel, &fine, &r);
+        *group = fine;
+    }
+    if (ok < 0) {
+        snprintf(msg, len, "GPU %d: cuDevSmResourceSplitByCount failed", (int)dev);
+        goto out;
+    }
+    if (ok == 0) {
+        snprintf(msg, len,
+                 "a partition of %u SMs from SM %u cannot be made on GPU %d: it splits its %u "
+                 "SMs into groups of %u (of %u ignoring co-scheduling), so a partition is a "
+                 "multiple of %u SMs from a multiple of %u, and only one that ends at the last "
+                 "SM may end with the SMs left over",
+                 count, first, (int)dev, total, coarse, fine, fine, fine);
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if ((r = gs__real.cuDevResourceGenerateDesc(&desc, sel, nsel)) != CUDA_SUCCESS ||
+        (r = gs__real.cuGreenCtxCreate(green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) !=
+            CUDA_SUCCESS) {
+        snprintf(msg, len, "GPU %d: the green context of %u SMs could not be made", (int)dev,
+                 count);
+        goto out;
+    }
+    memset(&got, 0, sizeof(got));
+    if ((r = gs__real.cuCtxFromGreenCtx(ctx, *green)) != CUDA_SUCCESS ||
+        (r = gs__real.cuGreenCtxGetDevResource(*green, &got, CU_DEV_RESOURCE_TYPE_SM)) !=
+            CUDA_SUCCESS) {
+        if (gs__real.cuGreenCtxDestroy)
+            gs__real.cuGreenCtxDestroy(*green);
+        snprintf(msg, len, "GPU %d: the green context of %u SMs could not be used", (int)dev,
+                 count);
+        goto out;
+    }
+    *sms = got.sm.smCount;
+out:
+    free(groups);
+    free(sel);
+    return r;
+}
+
+/* Makes the green context of dev's partition (spec); under sm_mu. */
+static void make(struct part *p, CUdevice dev, uint64_t spec)
+{
+    unsigned count = GS_SMS_COUNT(spec), first = GS_SMS_FIRST(spec), total, group = 0;
+    CUdevResource all;
+    char msg[512];
+    CUresult r;
+
+    if ((r = gs__sm_device(dev, &all, msg, sizeof(msg))) != CUDA_SUCCESS) {
+        refuse(p, r, "%s", msg);
         return;
     }
     total = all.sm.smCount;
@@ -175,56 +254,14 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
             count = total;
         first = 0;
     }
-    if (first + count > total) {
-        refuse(p, CUDA_ERROR_INVALID_VALUE,
-               "%u SMs from SM %u were asked for, but GPU %d has %u SMs", count, first,
-               (int)dev, total);
+    if ((r = gs__sm_build(dev, &all, count, first, &p->green, &p->ctx, &p->sms, &group, msg,
+                         sizeof(msg))) != CUDA_SUCCESS) {
+        refuse(p, r, "%s", msg);
         return;
     }
-    cap = total;
-    if (!(groups = calloc(cap, sizeof(*groups))) || !(sel = calloc(cap + 1, sizeof(*sel)))) {
-        refuse(p, CUDA_ERROR_OUT_OF_MEMORY, "GPU %d: no memory to plan the partition", (int)dev);
-        goto out;
-    }
-    ok = pick(&all, 0, first, count, groups, cap, sel, &nsel, &coarse, &r);
-    if (ok == 0)
-        ok = pick(&all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, first, count, groups, cap,
-                  sel, &nsel, &fine, &r);
-    if (ok < 0) {
-        refuse(p, r, "GPU %d: cuDevSmResourceSplitByCount failed", (int)dev);
-        goto out;
-    }
-    if (ok == 0) {
-        refuse(p, CUDA_ERROR_INVALID_VALUE,
-               "a partition of %u SMs from SM %u cannot be made on GPU %d: it splits its %u "
-               "SMs into groups of %u (of %u ignoring co-scheduling), so a partition is a "
-               "multiple of %u SMs from a multiple of %u, and only one that ends at the last "
-               "SM may end with the SMs left over",
-               count, first, (int)dev, total, coarse, fine, fine, fine);
-        goto out;
-    }
-    if ((r = gs__real.cuDevResourceGenerateDesc(&desc, sel, nsel)) != CUDA_SUCCESS ||
-        (r = gs__real.cuGreenCtxCreate(&p->green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) !=
-            CUDA_SUCCESS) {
-        refuse(p, r, "GPU %d: the green context of %u SMs could not be made", (int)dev, count);
-        goto out;
-    }
-    memset(&got, 0, sizeof(got));
-    if ((r = gs__real.cuCtxFromGreenCtx(&p->ctx, p->green)) != CUDA_SUCCESS ||
-        (r = gs__real.cuGreenCtxGetDevResource(p->green, &got, CU_DEV_RESOURCE_TYPE_SM)) !=
-            CUDA_SUCCESS) {
-        if (gs__real.cuGreenCtxDestroy)
-            gs__real.cuGreenCtxDestroy(p->green);
-        refuse(p, r, "GPU %d: the green context of %u SMs could not be used", (int)dev, count);
-        goto out;
-    }
-    p->sms = got.sm.smCount;
     p->state = 1;
     gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS,
-              (int)dev, p->sms, count, first, total, coarse && !fine ? coarse : fine);
-out:
-    free(groups);
-    free(sel);
+              (int)dev, p->sms, count, first, total, group);
 }
 
 /*

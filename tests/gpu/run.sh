@@ -145,6 +145,8 @@ c_build() {
     compile rt_limit "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/rt_limit" "$HERE/rt_limit.cu"
     compile rt_limit_shared "$NVCC" -arch=sm_90 -O2 -cudart shared -I"$HERE" \
         -Xlinker -rpath="$cudart" -o "$GPUBIN/rt_limit_shared" "$HERE/rt_limit.cu"
+    compile lanes_api "$NVCC" -arch=sm_90 -O2 -I"$ROOT/include" -o "$GPUBIN/lanes_api" \
+        "$ROOT/bench/lanes_api.cu" -L"$BUILD/lib" -lgpuslice -Xlinker -rpath="$BUILD/lib"
     compile launch_overhead "$ROOT/bench/launch_overhead.sh" --build
     compile compute_small "$ROOT/bench/compute_share.sh" --build
     for i in "${!pids[@]}"; do
@@ -427,6 +429,11 @@ c_sm_lanes() {
     "$GS" mps stop --force >/dev/null 2>&1
     return "$rc"
 }
+# The in-process C API: two lanes 25/75 of gpuslice_lanes_run (bench/lanes_api.cu).
+c_sm_lanes_api() {
+    need "$GPUBIN/lanes_api" || return 1
+    "$GPUBIN/lanes_api" --seconds 3 25 75 | tee "$GPU_SUITE_WORK/bench-sm-lanes-api.md" | sm_verdict
+}
 # sm_verdict: echoes a bench table, one @ok/@fail per row verdict and per summary line.
 sm_verdict() {
     local line seen=0
@@ -483,6 +490,7 @@ CHECKS=(
     "bench_launch_duty 120 c_bench_launch_duty 45"
     "sm_one 150 c_sm_one 60"
     "sm_lanes 200 c_sm_lanes 70"
+    "sm_lanes_api 60 c_sm_lanes_api 20"
     "partition_clock 90 c_partition_clock 45"
     "compute_share 330 c_compute_share 220"
 )
@@ -608,7 +616,7 @@ main 2>&1 | tee "$GPU_SUITE_WORK/log.txt"
 if [ -n "${OUT:-}" ]; then
     cp "$GPU_SUITE_WORK/log.txt" "$OUT/gpu-log.txt"
     for f in bench-launch.md bench-launch-duty.md bench-compute.md bench-compute-small.md \
-        bench-sm-one.md bench-sm-lanes.md; do
+        bench-sm-one.md bench-sm-lanes.md bench-sm-lanes-api.md; do
         [ -f "$GPU_SUITE_WORK/$f" ] && cp "$GPU_SUITE_WORK/$f" "$OUT/"
     done
 fi

@@ -301,10 +301,11 @@ exports)
         case $s in
         dlsym) ;;
         cu* | nvml*) grep -q "X([^,]*, *[A-Za-z0-9_]*, *$s," "$SRC/src/preload/hooks.h" || bad "exported $s is not in the hook list" ;;
+        gpuslice_*) grep -q "^[a-z].* \**$s(" "$SRC/include/gpuslice/gpuslice.h" || bad "exported $s is not in gpuslice.h" ;;
         *) bad "exports $s" ;;
         esac
     done
-    ok "exports: $(echo $syms | wc -w) symbols, all interposition points"
+    ok "exports: $(echo $syms | wc -w) symbols, all interposition points and the C API"
     if [ "${SANITIZE:-0}" = 1 ]; then
         ok "NEEDED check skipped under sanitizers"
     else
@@ -1074,6 +1075,34 @@ PY
     stderr_has "lane 1 (sleep) did not make its partition within 1 s"
     pkill -f "sleep 30.432" 2>/dev/null
     "$GS" mps stop --force >/dev/null 2>&1 ;;
+lanes)
+    # The in-process C API (gpuslice_lanes_run) on the simulated GPU: 132 SMs, a spin_2000us
+    # kernel 2 ms on all of them.
+    LP="$B/tests/lanes_probe"
+    export LD_LIBRARY_PATH="$B/lib:$LD_LIBRARY_PATH"
+    expect 0 "two lanes 25/75" -- "$LP" 25 75
+    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported and current on each lane's thread; kernels 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
+import sys
+l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
+v = lambda i, k: float(l[i][l[i].index(k) + 1])
+assert sorted(l) == [0, 1], l
+assert (v(0, "sms"), v(0, "reported"), v(0, "first")) == (32, 32, 0), l
+assert (v(1, "sms"), v(1, "reported"), v(1, "first")) == (100, 100, 32), l
+assert 8.2 <= v(0, "ms") < 9.0 and 2.6 <= v(1, "ms") < 6.0, l
+assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
+PY
+    expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
+    grep -q "^lane 3 sms 52 reported 52 first 80 " "$T/out" && ok "the plan of procs: 16, 24, 40, 52 SMs" || { bad "four lanes"; cat "$T/out"; }
+    expect 1 "a weight of 0" -- "$LP" 0 1
+    grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
+    expect 1 "no lanes" -- "$LP"
+    grep -q "n must be 1 to 64" "$T/out" && ok "no lanes refused" || { bad "no lanes"; cat "$T/out"; }
+    expect 1 "GPU 3" -- "$LP" -d 3 1 1
+    grep -q "^rc -19$" "$T/out" && grep -q "there is no GPU 3" "$T/out" && ok "ENODEV" || { bad "device 3"; cat "$T/out"; }
+    GPUSLICE_SIM_STATE="$T/nogreen.state" GPUSLICE_SIM_GREEN=0 expect 1 "a driver without green contexts" -- "$LP" 1 1
+    grep -q "^rc -95$" "$T/out" && grep -q "cannot partition its SMs with green contexts" "$T/out" && ok "ENOTSUP naming the requirement" || { bad "no green"; cat "$T/out"; }
+    GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
+    grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

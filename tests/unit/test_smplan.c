@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "cli/smplan.h"
+#include "common/smplan.h"
 
 static const struct sm_geom h200 = {132, 8, 16, 2, 66};
 /* What the H200's driver reported (tests/gpu sm_lanes): 15 groups of 8, 12 SMs left over. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/smplan.h"
+#include "common/smplan.h"
 
 int smplan_parse_shares(const char *s, double *out, int max, int *n, char *err, size_t errlen)
 {

@@ -2,8 +2,8 @@
  * Planning SM partitions from weights, on a device's real granularity: the
  * planner behind gpuslice procs.
  */
-#ifndef GPUSLICE_CLI_SMPLAN_H
-#define GPUSLICE_CLI_SMPLAN_H
+#ifndef GPUSLICE_COMMON_SMPLAN_H
+#define GPUSLICE_COMMON_SMPLAN_H
 
 #include <stddef.h>
 
@@ -25,7 +25,7 @@ struct sm_lane {
 /*
  * Splits geom's SMs among n lanes in proportion to their shares: whole
  * groups of the co-scheduled split when every lane gets at least one, else
- * of the fine split (docs/sm-partitions.md has what each gave on an H200);
+ * of the fine split (docs/results.md has what each gave on an H200);
  * each lane at least one group, the rest by the largest remainder, the SMs
  * the split leaves over to the last lane. 0 and *group the group size used,
  * or -EINVAL with a message naming the limit in err.

@@ -1,0 +1,77 @@
+/*
+ * The in-process lanes API (gpuslice_lanes_run) on the simulated GPU: one
+ * lane per weight on device 0; each lane says the SMs its current context
+ * has, what the API reported, when its function started (CLOCK_MONOTONIC,
+ * µs) and the device time of one spin_2000us kernel (2 ms on the whole
+ * device) on its NULL stream:
+ *   "lane I sms N reported N first F start_us T ms X"
+ * then "rc R" and, when R < 0, "err MESSAGE".
+ * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cuda_api.h"
+#include "common/cuda_funcs.h"
+#include "gpuslice/gpuslice.h"
+
+#define DECL(ret, name, params) ret name params;
+GS_CUDA_FUNCS(DECL)
+#undef DECL
+
+static int lane(int i, const struct gpuslice_lane *info, void *arg)
+{
+    static const char image[] = "simulated";
+    struct timespec ts;
+    CUdevResource res;
+    CUcontext cur;
+    CUmodule m;
+    CUfunction f;
+    CUevent a, b;
+    float ms = -1;
+    long long start;
+
+    (void)arg;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    start = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    memset(&res, 0, sizeof(res));
+    if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != gpuslice_lane_context() ||
+        cuCtxGetDevResource(cur, &res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+        cuModuleLoadData(&m, image) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "spin_2000us") != CUDA_SUCCESS ||
+        cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS ||
+        cuEventRecord(a, NULL) != CUDA_SUCCESS ||
+        cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        cuEventRecord(b, NULL) != CUDA_SUCCESS || cuEventSynchronize(b) != CUDA_SUCCESS ||
+        cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS)
+        return 1;
+    printf("lane %d sms %u reported %u first %u start_us %lld ms %.2f\n", i, res.sm.smCount,
+           info->sm_count, info->first_sm, start, ms);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct gpuslice_lane lanes[GPUSLICE_LANES_MAX];
+    double w[GPUSLICE_LANES_MAX];
+    char err[512] = "";
+    int n = 0, i = 1, dev = 0, rc;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 2 && strcmp(argv[1], "-d") == 0) {
+        dev = atoi(argv[2]);
+        i = 3;
+    }
+    for (; i < argc && n < GPUSLICE_LANES_MAX; i++)
+        w[n++] = strtod(argv[i], NULL);
+    rc = gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
+    printf("rc %d\n", rc);
+    if (rc < 0)
+        printf("err %s\n", err);
+    for (i = 0; rc == 0 && i < n; i++)
+        if (lanes[i].result != 0)
+            rc = 1;
+    return rc == 0 ? 0 : 1;
+}
