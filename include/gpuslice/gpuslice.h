@@ -36,6 +36,7 @@ struct gpuslice_lane {
     unsigned sm_count; /* the exact SMs of its partition, as the driver reports them */
     unsigned first_sm; /* its first SM, in the driver's split order */
     int result;        /* the function's return value */
+    int cuda_error;    /* the CUresult of waiting for the lane's GPU work after it (0: none) */
 };
 
 /* A lane's function: runs on its own thread with the lane's partition current. */
@@ -51,7 +52,8 @@ typedef int (*gpuslice_lane_fn)(int lane, const struct gpuslice_lane *info, void
  * the partitions.
  *
  * Returns 0 when every lane ran (each lanes[i].result is its function's
- * return value), or before any lane runs: -EINVAL for bad arguments,
+ * return value, lanes[i].cuda_error what waiting for its work said: an
+ * asynchronous fault of its kernels shows there), or before any lane runs: -EINVAL for bad arguments,
  * -ENODEV for a device that does not exist, -ENOTSUP when the driver or GPU
  * has no green contexts or cannot split that finely, -EIO for another driver
  * error, -EAGAIN when a thread cannot be started; with a message for a

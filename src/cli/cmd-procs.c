@@ -6,16 +6,18 @@
  * (smplan.c), makes sure gpuslice's MPS daemon for the GPU runs (processes
  * are time-sliced without it), starts every lane as `gpuslice run --gpu-share
  * 100 --sms COUNT@FIRST`, waits until each has made its partition (the
- * interposer says so on a pipe, GPUSLICE_LANE_BARRIER, and waits), prints
+ * interposer says so in a file of procs's directory, GPUSLICE_LANE_BARRIER,
+ * and waits for another to appear), prints
  * the lanes, and releases them together. When a lane fails the others are
  * terminated and its status is returned.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,7 @@ static void procs_usage(void)
 
 struct geom_query {
     const char *device;
+    int index; /* the device's CUDA index */
     char uuid[GS_UUID_STRLEN];
     char name[128];
     struct sm_geom g;
@@ -100,7 +103,7 @@ static int query_geom(void *arg, char *buf, size_t len)
     CUresult r;
     CUuuid u;
     void *h;
-    int i, nd = 0;
+    int i, nd = 0, index = 0;
 
     if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
         const char *e = dlerror();
@@ -130,6 +133,8 @@ static int query_geom(void *arg, char *buf, size_t len)
                 gs_format_uuid((const unsigned char *)u.bytes, uuid);
                 if (strcmp(uuid, want) != 0)
                     dev = -1;
+                else
+                    index = i;
             } else {
                 dev = -1;
             }
@@ -138,7 +143,7 @@ static int query_geom(void *arg, char *buf, size_t len)
             snprintf(buf, len, "--device: no GPU %s among the %d this process sees", q->device, nd);
             return -1;
         }
-    } else if ((r = get(&dev, atoi(q->device))) != CUDA_SUCCESS) {
+    } else if ((r = get(&dev, (index = atoi(q->device)))) != CUDA_SUCCESS) {
         snprintf(buf, len, "--device: there is no GPU %s (%d visible)", q->device, nd);
         return -1;
     }
@@ -182,7 +187,8 @@ static int query_geom(void *arg, char *buf, size_t len)
                  q->device, total);
         return -1;
     }
-    snprintf(buf, len, "%s %u %u %u %u %u %s", uuid, total, coarse, ncoarse, fine, nfine, name);
+    snprintf(buf, len, "%s %d %u %u %u %u %u %s", uuid, (int)index, total, coarse, ncoarse, fine,
+             nfine, name);
     return 0;
 }
 
@@ -192,10 +198,8 @@ struct lane {
     struct sm_lane sm;
     pid_t pid;    /* the gpuslice run that starts it */
     pid_t prog;   /* the program, as its interposer said */
-    int ready_fd; /* our end of its ready pipe, -1 once it said */
     int ready, status, ended;
     char line[640];
-    size_t got;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -272,22 +276,33 @@ static int split_commands(int argc, char **argv, int from, struct lane *l, int m
 }
 
 /* The lane's child: `gpuslice run -q --device UUID --gpu-share 100 --sms C@F -- ARGS`. */
-static void exec_lane(const struct lane *l, int index, const char *uuid, int w, int r)
+static void exec_lane(const struct lane *l, int index, const char *uuid, const char *dir,
+                      int fine_split)
 {
-    char sms[32], idx[16], fds[32], **av;
-    int k = 0, i;
+    char sms[48], idx[16], barrier[PATH_MAX + 16], **av;
+    int k = 0, i, null;
 
     if (!(av = calloc((size_t)l->argc + 12, sizeof(*av))))
         _exit(GS_EXIT_ERROR);
-    snprintf(sms, sizeof(sms), "%u@%u", l->sm.count, l->sm.first);
+    /* Every lane from the split the plan used: groups of two splits may not be the same SMs. */
+    snprintf(sms, sizeof(sms), "%u@%u%s", l->sm.count, l->sm.first, fine_split ? "/fine" : "");
     snprintf(idx, sizeof(idx), "%d", index);
-    snprintf(fds, sizeof(fds), "%d,%d", w, r);
-    if (setenv("GPUSLICE_LANE", idx, 1) < 0 || setenv("GPUSLICE_LANE_BARRIER", fds, 1) < 0)
+    snprintf(barrier, sizeof(barrier), "%s/%d", dir, index);
+    if (setenv("GPUSLICE_LANE", idx, 1) < 0 || setenv("GPUSLICE_LANE_BARRIER", barrier, 1) < 0)
         _exit(GS_EXIT_ERROR);
-    /* The barrier's ends pass to the program; nothing else of ours does (CLOEXEC). */
-    fcntl(w, F_SETFD, 0);
-    fcntl(r, F_SETFD, 0);
+    /* What procs changed is not the program's: SIGPIPE back to its default. */
+    signal(SIGPIPE, SIG_DFL);
+    /*
+     * Each lane is a process group of its own, so that it can be terminated
+     * whole; a background group reading the terminal would stop, so the lanes
+     * read nothing from it.
+     */
     setpgid(0, 0);
+    if ((null = open("/dev/null", O_RDONLY)) >= 0) {
+        dup2(null, 0);
+        if (null > 0)
+            close(null);
+    }
     av[k++] = "gpuslice";
     av[k++] = "run";
     av[k++] = "-q"; /* procs says what each lane is; errors still print */
@@ -344,17 +359,39 @@ static void terminate(struct lane *l, int n)
         }
 }
 
-/* Reads what lane i said on its pipe; 1 when its line is complete. */
-static int read_ready(struct lane *l)
+/* What lane i said in DIR/ready.I: 1 and its line, 0 while it has said nothing. */
+static int read_ready(const char *dir, int i, struct lane *l)
 {
-    ssize_t k = read(l->ready_fd, l->line + l->got, sizeof(l->line) - 1 - l->got);
+    char path[PATH_MAX + 32];
+    ssize_t k;
+    int fd;
 
-    if (k > 0) {
-        l->got += (size_t)k;
-        l->line[l->got] = '\0';
-        return strchr(l->line, '\n') != NULL || l->got == sizeof(l->line) - 1;
+    snprintf(path, sizeof(path), "%s/ready.%d", dir, i);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    k = read(fd, l->line, sizeof(l->line) - 1);
+    close(fd);
+    l->line[k > 0 ? k : 0] = '\0';
+    return 1;
+}
+
+/* Removes the barrier's directory and what is in it (only files procs or its lanes made). */
+static void remove_dir(const char *dir)
+{
+    char path[PATH_MAX + 260];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
     }
-    return k == 0 ? -1 : 0; /* end: the lane closed it without a word */
+    rmdir(dir);
 }
 
 static int procs_main(int argc, char **argv)
@@ -376,7 +413,9 @@ static int procs_main(int argc, char **argv)
     struct mps_gpu g;
     struct sigaction sa;
     unsigned group;
-    int c, n, nshares, dry = 0, json = 0, i, go[2], started = 0, failed = -1, status = 0;
+    int c, n, nshares, dry = 0, json = 0, i, started = 0, failed = -1, status = 0, fd;
+    char dir[PATH_MAX], path[PATH_MAX + 8];
+    const char *rt = getenv("XDG_RUNTIME_DIR");
     char *end;
 
     optind = 1;
@@ -452,8 +491,8 @@ static int procs_main(int argc, char **argv)
         gs_cli_error("procs: %s", err);
         return GS_EXIT_ERROR;
     }
-    if (sscanf(err, "%40s %u %u %u %u %u %127[^\n]", q.uuid, &q.g.total, &q.g.coarse,
-               &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 6) {
+    if (sscanf(err, "%40s %d %u %u %u %u %u %127[^\n]", q.uuid, &q.index, &q.g.total,
+               &q.g.coarse, &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 7) {
         gs_cli_error("procs: the GPU query said \"%s\"", err);
         return GS_EXIT_ERROR;
     }
@@ -466,7 +505,7 @@ static int procs_main(int argc, char **argv)
     for (i = 0; i < n; i++)
         lanes[i].sm = plan[i];
     if (dry) {
-        print_plan(&q, atoi(device), lanes, n, group, 0);
+        print_plan(&q, q.index, lanes, n, group, 0);
         return GS_EXIT_OK;
     }
 
@@ -494,64 +533,62 @@ static int procs_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    if (pipe2(go, O_CLOEXEC) < 0) {
-        gs_cli_error("procs: pipe: %s", strerror(errno));
+    /* The lanes' rendezvous: a directory of our own (mode 0700). */
+    snprintf(dir, sizeof(dir), "%s/gpuslice-procs-XXXXXX", rt && *rt == '/' ? rt : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        gs_cli_error("procs: cannot make a directory for the lanes' start (%s): %s", dir,
+                     strerror(errno));
         return GS_EXIT_ERROR;
     }
     fflush(NULL);
     for (i = 0; i < n; i++) {
-        int rp[2];
-        if (pipe2(rp, O_CLOEXEC) < 0) {
-            gs_cli_error("procs: pipe: %s", strerror(errno));
-            failed = i;
-            status = GS_EXIT_ERROR;
-            break;
-        }
         if ((lanes[i].pid = fork()) < 0) {
             gs_cli_error("procs: fork: %s", strerror(errno));
-            close(rp[0]);
-            close(rp[1]);
             failed = i;
             status = GS_EXIT_ERROR;
             break;
         }
-        if (lanes[i].pid == 0) {
-            close(go[1]);
-            close(rp[0]);
-            exec_lane(&lanes[i], i, q.uuid, rp[1], go[0]);
-        }
+        if (lanes[i].pid == 0)
+            exec_lane(&lanes[i], i, q.uuid, dir, smplan_fine(&q.g, n));
         setpgid(lanes[i].pid, lanes[i].pid);
-        close(rp[1]);
-        lanes[i].ready_fd = rp[0];
     }
-    close(go[0]);
 
     /* Until every lane holds its partition (or one fails, ends, or time runs out). */
     deadline = now_s() + timeout;
     for (;;) {
-        struct pollfd pf[SMPLAN_MAX_LANES];
-        int map[SMPLAN_MAX_LANES], np = 0, waiting = 0, st;
+        int waiting = 0, st;
 
         if (failed >= 0 || stop_signal)
             break;
-        for (i = 0; i < n; i++) {
-            if (!lanes[i].ended && waitpid(lanes[i].pid, &st, WNOHANG) == lanes[i].pid) {
-                lanes[i].ended = 1;
-                lanes[i].status = exit_status(st);
-                if (!lanes[i].ready || lanes[i].status != 0) {
-                    gs_cli_error("procs: lane %d (%s) ended before the lanes were released, "
-                                 "with status %d",
-                                 i, lanes[i].argv[0], lanes[i].status);
+        for (i = 0; i < n && failed < 0; i++) {
+            struct lane *l = &lanes[i];
+            if (!l->ready && read_ready(dir, i, l)) {
+                if (sscanf(l->line, "ready %d", &l->prog) == 1) {
+                    l->ready = 1;
+                    gs_cli_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", i,
+                                (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
+                } else {
+                    char *msg = strncmp(l->line, "error ", 6) == 0 ? strchr(l->line + 6, ' ')
+                                                                   : NULL;
+                    l->line[strcspn(l->line, "\n")] = '\0';
+                    gs_cli_error("procs: lane %d cannot have its partition: %s", i,
+                                 msg ? msg + 1 : l->line);
                     failed = i;
-                    status = lanes[i].status ? lanes[i].status : GS_EXIT_ERROR;
+                    status = GS_EXIT_ERROR;
                 }
             }
-            if (!lanes[i].ready && lanes[i].ready_fd >= 0) {
-                pf[np].fd = lanes[i].ready_fd;
-                pf[np].events = POLLIN;
-                map[np++] = i;
+            if (!l->ended && waitpid(l->pid, &st, WNOHANG) == l->pid) {
+                l->ended = 1;
+                l->status = exit_status(st);
+                if (failed < 0 && (!l->ready || l->status != 0)) {
+                    gs_cli_error("procs: lane %d (%s) ended before the lanes were released, "
+                                 "with status %d",
+                                 i, l->argv[0], l->status);
+                    failed = i;
+                    status = l->status ? l->status : GS_EXIT_ERROR;
+                }
             }
-            waiting += !lanes[i].ready;
+            waiting += !l->ready;
         }
         if (failed >= 0 || waiting == 0)
             break;
@@ -559,44 +596,22 @@ static int procs_main(int argc, char **argv)
             for (i = 0; i < n && lanes[i].ready; i++)
                 ;
             gs_cli_error("procs: lane %d (%s) did not make its partition within %g s (a "
-                         "program that never uses CUDA never does; see --timeout)",
+                         "program that never uses CUDA, or only contexts of its own, never "
+                         "does; see --timeout)",
                          i, lanes[i].argv[0], timeout);
             failed = i;
             status = GS_EXIT_ERROR;
             break;
         }
-        if (poll(pf, (nfds_t)np, 100) <= 0)
-            continue;
-        for (c = 0; c < np; c++) {
-            struct lane *l = &lanes[map[c]];
-            int k;
-            if (!(pf[c].revents & (POLLIN | POLLHUP)))
-                continue;
-            if ((k = read_ready(l)) == 0)
-                continue;
-            close(l->ready_fd);
-            l->ready_fd = -1;
-            if (k > 0 && sscanf(l->line, "ready %d", &l->prog) == 1) {
-                l->ready = 1;
-                gs_cli_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", map[c],
-                            (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
-            } else if (k > 0 && strncmp(l->line, "error ", 6) == 0) {
-                char *msg = strchr(l->line + 6, ' ');
-                l->line[strcspn(l->line, "\n")] = '\0';
-                gs_cli_error("procs: lane %d cannot have its partition: %s", map[c],
-                             msg ? msg + 1 : l->line);
-                failed = map[c];
-                status = GS_EXIT_ERROR;
-            }
-            /* A pipe closed without a word: the program may still say it in a child; wait. */
-        }
+        usleep(20000);
     }
     if (failed < 0 && !stop_signal) {
         if (json)
-            print_plan(&q, atoi(device), lanes, n, group, 1);
+            print_plan(&q, q.index, lanes, n, group, 1);
+        snprintf(path, sizeof(path), "%s/go", dir);
+        if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0)
+            close(fd);
         gs_cli_note("procs: %d lanes on %s released together", n, q.uuid);
-        close(go[1]);
-        go[1] = -1;
         /* Until all end, or one fails. */
         for (;;) {
             int st, left = 0;
@@ -626,16 +641,13 @@ static int procs_main(int argc, char **argv)
                 break;
         }
     }
-    if (go[1] >= 0)
-        close(go[1]);
     if (stop_signal) {
         gs_cli_error("procs: %s: terminating the lanes", strsignal(stop_signal));
         status = 128 + stop_signal;
     }
+    /* Before the directory goes: lanes still waiting would take its end for a release. */
     terminate(lanes, n);
-    for (i = 0; i < n; i++)
-        if (lanes[i].ready_fd >= 0)
-            close(lanes[i].ready_fd);
+    remove_dir(dir);
     return status;
 }
 

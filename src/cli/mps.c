@@ -695,7 +695,8 @@ int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, i
         snprintf(err, errlen,
                  "the MPS control daemon of %s (PID %d) is running but has accepted no new "
                  "client for %g s: it is stopping (after `gpuslice mps stop --force` it exits "
-                 "when its clients end); try again once it has gone",
+                 "when its clients end) or does not answer; try again once it has gone, or "
+                 "set GPUSLICE_MPS_TIMEOUT longer",
                  g->uuid, r, timeout);
         return -EBUSY;
     }

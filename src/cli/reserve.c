@@ -289,12 +289,15 @@ static void steer(struct state *st, struct gpu *g)
     uint64_t want = wanted(st, g);
 
     if (g->held > want + g->band) {
+        g->short_since = 0;
         if (++g->shrink_seen >= 2)
             shrink(st, g, want);
     } else {
         g->shrink_seen = 0;
         if (g->held + g->band < want && now_ns() >= g->holdoff_until)
             grow(st, g, want, 1);
+        else if (g->held + g->band >= want)
+            g->short_since = 0; /* no shortfall now: a later one has its own grace */
     }
     publish(st, g);
 }

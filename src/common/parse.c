@@ -172,7 +172,14 @@ static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
 
     if (kind == GS_VALUE_SMS) {
         const char *at = strchr(v, '@'), *end = v + strlen(v);
-        uint64_t count, first = 0;
+        uint64_t count, first = 0, fine = 0;
+
+        if ((size_t)(end - v) > 5 && strcmp(end - 5, "/fine") == 0) {
+            end -= 5;
+            fine = GS_SMS_FINE;
+            if (end[-1] == '%')
+                return -EINVAL;
+        }
 
         if (end > v && end[-1] == '%') {
             if (at || parse_uint_span(v, end - 1, &count) < 0)
@@ -187,7 +194,7 @@ static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
             return -EINVAL;
         if (count == 0 || count > GS_SMS_MAX || first >= GS_SMS_MAX)
             return -EDOM;
-        *out = count | first << 32;
+        *out = count | first << 32 | fine;
         return 0;
     }
     if (kind == GS_VALUE_SIZE) {

@@ -44,12 +44,14 @@ enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT, GS_VALUE_SMS };
 /*
  * A GS_VALUE_SMS value is an SM partition, "COUNT" or "COUNT@FIRST": COUNT SMs
  * (1..4096) from the FIRST-th (0..4095) in the order the driver splits them,
- * stored as COUNT | FIRST << 32; or "PERCENT%" (1..100), a share of the
- * device's SMs from the first, stored as PERCENT | GS_SMS_SHARE.
+ * stored as COUNT | FIRST << 32, with "/fine" after it (GS_SMS_FINE) made of
+ * the split that ignores co-scheduling only; or "PERCENT%" (1..100), a share
+ * of the device's SMs from the first, stored as PERCENT | GS_SMS_SHARE.
  */
 #define GS_SMS_SHARE (1ULL << 63)
+#define GS_SMS_FINE (1ULL << 62)
 #define GS_SMS_COUNT(v) ((unsigned)((v) & 0xffffffffu))
-#define GS_SMS_FIRST(v) ((unsigned)(((v) & ~GS_SMS_SHARE) >> 32))
+#define GS_SMS_FIRST(v) ((unsigned)(((v) & ~(GS_SMS_SHARE | GS_SMS_FINE)) >> 32))
 #define GS_SMS_MAX 4096
 
 /*

@@ -56,6 +56,11 @@ int smplan_parse_shares(const char *s, double *out, int max, int *n, char *err, 
     }
 }
 
+int smplan_fine(const struct sm_geom *geom, int n)
+{
+    return !(geom->ncoarse >= (unsigned)n && geom->coarse > 0);
+}
+
 int smplan(const struct sm_geom *geom, struct sm_lane *lanes, int n, unsigned *group, char *err,
            size_t errlen)
 {
@@ -67,7 +72,7 @@ int smplan(const struct sm_geom *geom, struct sm_lane *lanes, int n, unsigned *g
         snprintf(err, errlen, "%d lanes: give 1 to %d", n, SMPLAN_MAX_LANES);
         return -EINVAL;
     }
-    if (geom->ncoarse >= (unsigned)n && geom->coarse > 0) {
+    if (!smplan_fine(geom, n)) {
         size = geom->coarse;
         groups = geom->ncoarse;
     } else if (geom->nfine >= (unsigned)n && geom->fine > 0) {

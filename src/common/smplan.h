@@ -33,6 +33,9 @@ struct sm_lane {
 int smplan(const struct sm_geom *geom, struct sm_lane *lanes, int n, unsigned *group, char *err,
            size_t errlen);
 
+/* Whether smplan plans n lanes on the fine split (else the co-scheduled one). */
+int smplan_fine(const struct sm_geom *geom, int n);
+
 /*
  * Parses --shares: n comma-separated positive numbers (digits and at most
  * one '.', up to 1e6), at most max. 0, or -EINVAL with a message in err.

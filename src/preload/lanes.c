@@ -109,6 +109,7 @@ static void *lane_main(void *p)
     }
     l->info->result = l->fn(l->index, l->info, l->arg);
     l->sync = gs__real.cuCtxSynchronize();
+    l->info->cuda_error = (int)l->sync;
     lane_ctx = NULL;
     gs__real.cuCtxSetCurrent(NULL);
     return NULL;
@@ -189,8 +190,8 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         struct lane_run *l = &runs[made];
         unsigned sms = 0, used;
         memset(l, 0, sizeof(*l));
-        if ((r = gs__sm_build(dev, &all, plan[made].count, plan[made].first, &l->green, &l->ctx,
-                              &sms, &used, msg, sizeof(msg))) != CUDA_SUCCESS) {
+        if ((r = gs__sm_build(dev, &all, plan[made].count, plan[made].first, smplan_fine(&g, n),
+                              &l->green, &l->ctx, &sms, &used, msg, sizeof(msg))) != CUDA_SUCCESS) {
             say(err, errlen, "gpuslice_lanes_run: lane %d: %s", made, msg);
             rc = errno_of(r);
             goto out;
@@ -199,6 +200,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         lanes[made].sm_count = sms;
         lanes[made].first_sm = plan[made].first;
         lanes[made].result = 0;
+        lanes[made].cuda_error = 0;
         l->index = made;
         l->info = &lanes[made];
         l->fn = fn;
@@ -215,7 +217,12 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     } else {
         while (start.ready < n)
             pthread_cond_wait(&start.cv, &start.mu);
-        start.go = 1; /* all together */
+        for (i = 0; i < n && runs[i].set == CUDA_SUCCESS; i++)
+            ;
+        if (i < n)
+            start.abort = 1; /* a lane without its partition current: none runs */
+        else
+            start.go = 1; /* all together */
     }
     pthread_cond_broadcast(&start.cv);
     pthread_mutex_unlock(&start.mu);
@@ -227,10 +234,10 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         rc = -EAGAIN;
         goto out;
     }
-    for (i = 0; i < n; i++) {
-        if (runs[i].set != CUDA_SUCCESS && rc == 0) {
+    for (i = 0; i < n && rc == 0; i++) {
+        if (runs[i].set != CUDA_SUCCESS) {
             say(err, errlen, "gpuslice_lanes_run: lane %d: its partition could not be made "
-                             "current (error %d); its function did not run",
+                             "current (error %d); no lane ran",
                 i, (int)runs[i].set);
             rc = -EIO;
         }

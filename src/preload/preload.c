@@ -133,6 +133,7 @@ static void load_cuda_once(void)
     GS_EXTRA(cuDeviceGetMemPool);
     GS_EXTRA(cuStreamGetCtx);
     GS_EXTRA(cuGetErrorName);
+    GS_EXTRA(cuDevicePrimaryCtxGetState);
     GS_EXTRA(cuDeviceGetDevResource);
     GS_EXTRA(cuDevSmResourceSplitByCount);
     GS_EXTRA(cuDevResourceGenerateDesc);

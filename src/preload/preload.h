@@ -29,6 +29,7 @@ struct gs_real {
     gs_pfn_cuDeviceGetMemPool cuDeviceGetMemPool;
     gs_pfn_cuStreamGetCtx cuStreamGetCtx;
     gs_pfn_cuGetErrorName cuGetErrorName;
+    gs_pfn_cuDevicePrimaryCtxGetState cuDevicePrimaryCtxGetState;
     gs_pfn_cuDeviceGetDevResource cuDeviceGetDevResource;
     gs_pfn_cuDevSmResourceSplitByCount cuDevSmResourceSplitByCount;
     gs_pfn_cuDevResourceGenerateDesc cuDevResourceGenerateDesc;
@@ -125,8 +126,8 @@ CUresult gs__sm_ensure(void);
 /* The device's SM resource, and a green context of count SMs from first (sm.c). */
 CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len);
 CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
-                      CUgreenCtx *green, CUcontext *ctx, unsigned *sms, unsigned *group,
-                      char *msg, size_t len);
+                      int fine_only, CUgreenCtx *green, CUcontext *ctx, unsigned *sms,
+                      unsigned *group, char *msg, size_t len);
 
 /* compute.c */
 void gs__compute_config(void);

@@ -25,11 +25,13 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -167,8 +169,8 @@ CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len)
  * msg. *group says the group size used.
  */
 CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
-                      CUgreenCtx *green, CUcontext *ctx, unsigned *sms, unsigned *group,
-                      char *msg, size_t len)
+                      int fine_only, CUgreenCtx *green, CUcontext *ctx, unsigned *sms,
+                      unsigned *group, char *msg, size_t len)
 {
     unsigned total = all->sm.smCount, coarse = 0, fine = 0, nsel = 0, cap = total;
     CUdevResource got, *groups = NULL, *sel = NULL;
@@ -186,7 +188,7 @@ CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    ok = pick(all, 0, first, count, groups, cap, sel, &nsel, &coarse, &r);
+    ok = fine_only ? 0 : pick(all, 0, first, count, groups, cap, sel, &nsel, &coarse, &r);
     *group = coarse;
     if (ok == 0) {
         ok = pick(all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, first, count, groups, cap,
@@ -246,7 +248,13 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
     total = all.sm.smCount;
     if (spec & GS_SMS_SHARE) {
         /* A share: the nearest count of the finest groups (2 SMs on an H200), at least one. */
-        unsigned pct = GS_SMS_COUNT(spec), step = 2;
+        unsigned pct = GS_SMS_COUNT(spec), step = 2, one_n = 1;
+        CUdevResource one, rest;
+        if (gs__real.cuDevSmResourceSplitByCount(&one, &one_n, &all, &rest,
+                                                 CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                                 1) == CUDA_SUCCESS &&
+            one_n == 1 && one.sm.smCount > 0)
+            step = one.sm.smCount;
         count = (unsigned)(((uint64_t)total * pct + 50 * step) / (100 * step)) * step;
         if (count == 0)
             count = step;
@@ -254,8 +262,8 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
             count = total;
         first = 0;
     }
-    if ((r = gs__sm_build(dev, &all, count, first, &p->green, &p->ctx, &p->sms, &group, msg,
-                         sizeof(msg))) != CUDA_SUCCESS) {
+    if ((r = gs__sm_build(dev, &all, count, first, (spec & GS_SMS_FINE) != 0, &p->green, &p->ctx,
+                          &p->sms, &group, msg, sizeof(msg))) != CUDA_SUCCESS) {
         refuse(p, r, "%s", msg);
         return;
     }
@@ -265,41 +273,67 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
 }
 
 /*
- * gpuslice procs starts its lanes together: GPUSLICE_LANE_BARRIER is "W,R",
- * two inherited pipe ends. The first partition this process makes (or
- * refuses) is said on W ("ready PID SMS" or "error PID MESSAGE"), and the
- * process waits until R reaches its end, which procs closes once every lane
- * has said it. Once per process; without the variable, or with the pipes
- * gone (a child whose parent closed them), nothing.
+ * gpuslice procs starts its lanes together. GPUSLICE_LANE_BARRIER is
+ * "DIR/I": procs's private directory and this lane's index. The first
+ * partition a process of the lane makes (or refuses) is said in the file
+ * DIR/ready.I ("ready PID SMS" or "error PID MESSAGE", written to a
+ * temporary name and renamed, so procs reads whole lines); the process then
+ * waits until DIR/go exists. Paths, not inherited descriptors, so that a
+ * program started by a launcher that closes descriptors still reports, and
+ * a stale variable meets no reused descriptor. A directory that is gone
+ * (procs ended) means no wait; a later process of a lane that already said
+ * it just waits for the release. Once per process.
  */
 static void lane_barrier(const struct part *p)
 {
     static int done;
     const char *v = getenv("GPUSLICE_LANE_BARRIER");
-    char line[600], c;
-    int w, rd, n;
-    ssize_t got;
+    char dir[400], path[460], tmp[480], line[600];
+    const char *slash;
+    int fd, n, saved = errno;
+    long lane;
+    char *end;
 
-    if (done || v == NULL || sscanf(v, "%d,%d", &w, &rd) != 2)
+    if (done || v == NULL || (slash = strrchr(v, '/')) == NULL || slash == v ||
+        (size_t)(slash - v) >= sizeof(dir))
         return;
     done = 1;
+    lane = strtol(slash + 1, &end, 10);
+    if (*end || end == slash + 1 || lane < 0) {
+        gs__log("GPUSLICE_LANE_BARRIER: \"%s\" is not DIR/LANE; not waiting for the other lanes", v);
+        return;
+    }
+    memcpy(dir, v, (size_t)(slash - v));
+    dir[slash - v] = '\0';
+    if (access(dir, F_OK) != 0)
+        return; /* procs is gone */
     if (p->state > 0)
         n = snprintf(line, sizeof(line), "ready %d %u\n", (int)getpid(), p->sms);
     else
         n = snprintf(line, sizeof(line), "error %d %s\n", (int)getpid(), p->msg);
     if (n > (int)sizeof(line) - 1)
         n = (int)sizeof(line) - 1;
-    if (write(w, line, (size_t)n) != n) {
-        gs__debug("%s: the lane barrier's pipe %d is gone: not waiting", GS_ENV_SMS, w);
-        return;
+    snprintf(path, sizeof(path), "%s/ready.%ld", dir, lane);
+    snprintf(tmp, sizeof(tmp), "%s/.ready.%ld.%d", dir, lane, (int)getpid());
+    if (access(path, F_OK) != 0 &&
+        (fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0) {
+        int ok = write(fd, line, (size_t)n) == n;
+        close(fd);
+        /* The first process of the lane says it; link() keeps a second from replacing it. */
+        if (!ok || link(tmp, path) != 0)
+            gs__debug("%s: lane %ld already said it (or %s cannot be written)", GS_ENV_SMS, lane,
+                      path);
+        unlink(tmp);
     }
-    close(w);
     if (p->state > 0) {
-        while ((got = read(rd, &c, 1)) < 0 && errno == EINTR)
-            ;
+        snprintf(path, sizeof(path), "%s/go", dir);
+        while (access(path, F_OK) != 0 && access(dir, F_OK) == 0) {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
         gs__debug("%s: released by gpuslice procs", GS_ENV_SMS);
     }
-    close(rd);
+    errno = saved;
 }
 
 CUresult gs__sm_primary(CUdevice dev, CUcontext *pctx)
@@ -360,10 +394,23 @@ static CUcontext mapped(CUcontext ctx, CUresult *r)
 static CUcontext unseen_primary(CUcontext c, CUresult *r)
 {
     CUcontext p = NULL, g;
+    unsigned flags;
     CUdevice dev;
+    int active = 0, i;
 
+    for (i = 0; i < MAX_DEVICES; i++)
+        if (__atomic_load_n(&parts[i].state, __ATOMIC_ACQUIRE) > 0 && parts[i].ctx == c)
+            return c; /* a partition itself */
     if (!gs__real.cuCtxGetDevice || gs__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-        spec_for(dev) == 0 || gs__real.cuDevicePrimaryCtxRetain(&p, dev) != CUDA_SUCCESS)
+        spec_for(dev) == 0)
+        return c;
+    /* Its primary context already known and not c, or not active: c is some other context. */
+    if (dev >= 0 && dev < MAX_DEVICES && __atomic_load_n(&parts[dev].primary, __ATOMIC_ACQUIRE))
+        return c;
+    if (gs__real.cuDevicePrimaryCtxGetState &&
+        (gs__real.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active))
+        return c;
+    if (gs__real.cuDevicePrimaryCtxRetain(&p, dev) != CUDA_SUCCESS)
         return c;
     if (p != c) {
         gs__real.cuDevicePrimaryCtxRelease_v2(dev);
@@ -384,14 +431,12 @@ static CUcontext unseen_primary(CUcontext c, CUresult *r)
  * this thread last checked. CUDA_SUCCESS, or the error of a refused
  * partition, which the caller returns.
  */
-CUresult gs__sm_ensure(void)
+/* The slow path of gs__sm_ensure for the current context c. */
+static CUresult swap(CUcontext c)
 {
-    CUcontext c = NULL, m;
+    CUcontext m;
     CUresult r = CUDA_SUCCESS;
 
-    if (!gs__real.cuCtxGetCurrent || gs__real.cuCtxGetCurrent(&c) != CUDA_SUCCESS || c == NULL ||
-        c == checked)
-        return CUDA_SUCCESS;
     if ((m = mapped(c, &r)) == c && (m = unseen_primary(c, &r)) == c) {
         checked = c; /* not a partitioned device's primary context */
         return CUDA_SUCCESS;
@@ -408,6 +453,21 @@ CUresult gs__sm_ensure(void)
                   GS_ENV_SMS, (void *)c, (void *)m);
     }
     return CUDA_SUCCESS;
+}
+
+CUresult gs__sm_ensure(void)
+{
+    CUcontext c = NULL;
+    CUresult r;
+    int saved;
+
+    if (!gs__real.cuCtxGetCurrent || gs__real.cuCtxGetCurrent(&c) != CUDA_SUCCESS || c == NULL ||
+        c == checked)
+        return CUDA_SUCCESS;
+    saved = errno;
+    r = swap(c);
+    errno = saved;
+    return r;
 }
 
 void gs__sm_reset(CUdevice dev)

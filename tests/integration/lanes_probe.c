@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         printf("err %s\n", err);
     for (i = 0; rc == 0 && i < n; i++)
-        if (lanes[i].result != 0)
+        if (lanes[i].result != 0 || lanes[i].cuda_error != 0)
             rc = 1;
     return rc == 0 ? 0 : 1;
 }

@@ -1045,6 +1045,8 @@ procs)
 assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
 assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
     if [ ! -e "$XDG_RUNTIME_DIR/gpuslice-mps" ]; then ok "--dry-run starts nothing (no MPS directory)"; else bad "dry run made MPS state"; fi
+    expect 0 "procs --dry-run -d UUID" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5ac1ce00-0000-4000-8000-000000000000 -- a ::: b
+    json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
     expect 0 "procs --dry-run with 17 lanes" -- "$GS" procs --shares 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --dry-run -- a ::: b ::: c ::: d ::: e ::: f ::: g ::: h ::: i ::: j ::: k ::: l ::: m ::: n ::: o ::: p ::: q
     json_ok "more lanes than groups of 8: groups of 2" 'assert d["device"]["group_sms"] == 2 and sum(l["sm_count"] for l in d["lanes"]) == 132 and all(l["sm_count"] % 2 == 0 for l in d["lanes"]), d'
     GPUSLICE_SIM_GREEN=0 expect 1 "procs on a driver without green contexts" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
@@ -1063,6 +1065,21 @@ PY
     if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
     stderr_has "procs: lane 2: PID"; stderr_has "released together"
     grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
+    # A lane whose CUDA process is a grandchild started with its descriptors closed (Python's
+    # subprocess): it still reports, through the directory; the lanes read no terminal and
+    # have SIGPIPE at its default.
+    expect 0 "a lane started through subprocess (close_fds)" -- "$GS" procs --shares 1,1 -- \
+        python3 -c "import subprocess, sys; sys.exit(subprocess.run(['$SP', '1']).returncode)" ::: \
+        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; exec '$SP' 1"
+    stderr_has "procs: lane 0: PID"; stderr_has "released together"
+    python3 -c "import sys; m = int(open(sys.argv[1]).read().split()[1], 16); sys.exit(m & 0x1000)" "$T/sig" && ok "SIGPIPE is not ignored in a lane" || { bad "SIGPIPE ignored in a lane"; cat "$T/sig"; }
+    grep -q "^/dev/null$" "$T/stdin" && ok "a lane reads /dev/null, not the terminal" || { bad "lane stdin"; cat "$T/stdin"; }
+    if [ -z "$(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-* 2>/dev/null)" ]; then ok "the lanes' directory is removed"; else bad "left: $(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-*)"; fi
+    # A stale barrier variable outside procs: no wait, no harm.
+    expect 0 "GPUSLICE_LANE_BARRIER of no procs run" -- env GPUSLICE_LANE_BARRIER="$T/gone/0" "$GS" run -q --sms 16 -- "$SP" 1
+    # More lanes than groups of 8: every lane from the fine split.
+    GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_SMS=8@0/fine" -- env GPUSLICE_SMS=8@0/fine LD_PRELOAD="$LIB" "$SP" 1
+    stderr_has "runs on 8 SMs (8 from SM 0 of 132, groups of 2)"
     # A lane that fails: the others are terminated and its status is returned.
     start=$(date +%s)
     expect 3 "a lane exits 3 after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; exit 3" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
