@@ -404,9 +404,12 @@ static CUcontext unseen_primary(CUcontext c, CUresult *r)
     if (!gs__real.cuCtxGetDevice || gs__real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
         spec_for(dev) == 0)
         return c;
-    /* Its primary context already known and not c, or not active: c is some other context. */
+    /*
+     * Its primary context known (perhaps since mapped() looked, by another
+     * thread): mapped() says what c is. Not active: c is some other context.
+     */
     if (dev >= 0 && dev < MAX_DEVICES && __atomic_load_n(&parts[dev].primary, __ATOMIC_ACQUIRE))
-        return c;
+        return mapped(c, r);
     if (gs__real.cuDevicePrimaryCtxGetState &&
         (gs__real.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active))
         return c;

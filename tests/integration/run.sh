@@ -1109,7 +1109,7 @@ assert 8.2 <= v(0, "ms") < 9.0 and 2.6 <= v(1, "ms") < 6.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
-    grep -q "^lane 3 sms 52 reported 52 first 80 " "$T/out" && ok "the plan of procs: 16, 24, 40, 52 SMs" || { bad "four lanes"; cat "$T/out"; }
+    grep -q "^lane 3 sms 60 reported 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
     expect 1 "a weight of 0" -- "$LP" 0 1
     grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
     expect 1 "no lanes" -- "$LP"

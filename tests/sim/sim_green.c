@@ -1,7 +1,7 @@
 /*
  * Green contexts of the simulated driver, as CUDA 13.0 has them on an H200:
- * a device's SMs split into groups of 8 (of 2 when co-scheduling is
- * ignored), groups of one split merged into a descriptor, a green context
+ * a device's SMs split into groups of 8 (15 of 132, leaving 12 over; of 2,
+ * 66, when co-scheduling is ignored), groups of one split merged into a descriptor, a green context
  * made from it that shares its device's primary context, and a CUcontext
  * converted from it. Kernels launched from a green context (its NULL stream,
  * streams made while it is current, graphs captured there) take the device
@@ -31,6 +31,16 @@ struct tag {
 
 _Static_assert(sizeof(struct tag) <= sizeof(((CUdevResource *)0)->internal_padding),
                "the tag fits the resource's opaque bytes");
+
+/*
+ * SMs the co-scheduled split of a whole device cannot group: the H200's
+ * driver leaves 12 of its 132 over (15 groups of 8); other sizes leave the
+ * remainder of 8.
+ */
+static unsigned coscheduled_leftover(unsigned sms)
+{
+    return sms == 132 ? 12 : sms % SM_GROUP;
+}
 
 static unsigned group_size(unsigned fine)
 {
@@ -129,6 +139,11 @@ SIM_EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned 
         unit = group_size(useFlags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
         size = minCount <= unit ? unit : (minCount + unit - 1) / unit * unit;
         n = size <= input->sm.smCount ? input->sm.smCount / size : 0;
+        /* A whole device's co-scheduled groups of the minimum size, as its driver makes them. */
+        if (!(useFlags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) && size == SM_GROUP &&
+            input->sm.smCount == sim_drv.cfg.sms && n > 0 &&
+            input->sm.smCount - n * size < coscheduled_leftover(input->sm.smCount))
+            n = (input->sm.smCount - coscheduled_leftover(input->sm.smCount)) / size;
         if (result && n > *nbGroups)
             n = *nbGroups;
         split = ++sim_drv.next_split;

@@ -1,4 +1,5 @@
 /* Parsers of outside input: sizes, limit lists, vgpu.rs JSON, HAMi variables. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +58,40 @@ static void test_size_table(void **state)
         } else if (r == 0) {
             fail_msg("size \"%s\" was accepted as %llu", cases[i].in, (unsigned long long)v);
         }
+    }
+}
+
+static void test_sm_partition_values(void **state)
+{
+    static const char *const bad[] = {"0", "x", "16@", "@4", "16@4096", "5000", "101%", "0%",
+                                      "25%/fine", "16/fine/fine", "16@-1", "1.5", "16 ", "%"};
+    struct gs_limits l;
+    char err[256];
+    size_t i;
+
+    (void)state;
+    assert_int_equal(gs_parse_limit_list("16", GS_VALUE_SMS, "--sms", &l, err, sizeof(err)), 0);
+    assert_int_equal(GS_SMS_COUNT(l.e[0].value), 16);
+    assert_int_equal(GS_SMS_FIRST(l.e[0].value), 0);
+    assert_int_equal(gs_parse_limit_list("0:16@32,1:8@0/fine", GS_VALUE_SMS, "--sms", &l, err,
+                                         sizeof(err)),
+                     0);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(GS_SMS_COUNT(l.e[0].value), 16);
+    assert_int_equal(GS_SMS_FIRST(l.e[0].value), 32);
+    assert_false(l.e[0].value & GS_SMS_FINE);
+    assert_int_equal(GS_SMS_COUNT(l.e[1].value), 8);
+    assert_int_equal(GS_SMS_FIRST(l.e[1].value), 0);
+    assert_true(l.e[1].value & GS_SMS_FINE);
+    assert_int_equal(gs_parse_limit_list("25%", GS_VALUE_SMS, "GPUSLICE_SMS", &l, err, sizeof(err)),
+                     0);
+    assert_true(l.e[0].value & GS_SMS_SHARE);
+    assert_int_equal(GS_SMS_COUNT(l.e[0].value), 25);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        assert_int_equal(gs_parse_limit_list(bad[i], GS_VALUE_SMS, "--sms", &l, err, sizeof(err)),
+                         -EINVAL);
+        assert_non_null(strstr(err, "--sms"));
     }
 }
 
@@ -309,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_env_bad_lower_precedence_still_refused),
         cmocka_unit_test(test_env_compute_precedence_and_hami_zero),
         cmocka_unit_test(test_uuid_format_roundtrip),
+        cmocka_unit_test(test_sm_partition_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
