@@ -39,7 +39,8 @@ struct dev_state {
     uint64_t gran;
     char uuid[GS_UUID_STRLEN]; /* "gpu-…" */
     int primary_refs;
-    CUcontext primary;
+    CUcontext primary;      /* as handed out: with an SM partition, its green context */
+    CUcontext real_primary; /* the device's own primary context */
     int ctx_count;
     uint64_t charged;  /* allocations, pools, VMM, arrays of this process */
     uint64_t overhead; /* driver-side usage beyond them */
@@ -1152,22 +1153,28 @@ static void context_appeared(struct dev_state *d, uint64_t device_used_before)
 }
 
 /* Context ctx on d is gone: so is everything allocated in it. */
-static void context_gone(struct dev_state *d, int ord, CUcontext ctx)
+/*
+ * ctx ended: what was allocated in it is gone. also, when not NULL, is a
+ * second handle of the same context (the real primary context behind a
+ * partition's green one: allocations made while either was current).
+ */
+static void context_gone(struct dev_state *d, int ord, CUcontext ctx, CUcontext also)
 {
+    uint64_t a = (uint64_t)(uintptr_t)ctx, b = also ? (uint64_t)(uintptr_t)also : a;
     struct gs_map_entry *e;
     uint64_t freed = 0;
 
     pthread_mutex_lock(&mem_mu);
     GS_MAP_FOREACH(&allocs, e)
     {
-        if (e->dev == ord && e->aux == (uint64_t)(uintptr_t)ctx) {
+        if (e->dev == ord && (e->aux == a || e->aux == b)) {
             freed += e->bytes;
             gs_map_del(&allocs, e);
         }
     }
     GS_MAP_FOREACH(&arrays, e)
     {
-        if (e->dev == ord && e->aux == (uint64_t)(uintptr_t)ctx) {
+        if (e->dev == ord && (e->aux == a || e->aux == b)) {
             freed += e->bytes;
             gs_map_del(&arrays, e);
         }
@@ -1197,6 +1204,7 @@ static uint64_t used_before(struct dev_state *d)
 GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     struct dev_state *d;
+    CUcontext real;
     uint64_t before;
     CUresult r;
 
@@ -1204,12 +1212,14 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     d = exiting ? NULL : dev_get(dev);
     before = used_before(d);
     GS_RESERVED_CTX_CALL(r, d, before, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
+    real = r == CUDA_SUCCESS ? *pctx : NULL;
     /* With an SM partition, what is handed out for the primary context is its green context. */
     if (r == CUDA_SUCCESS && (r = gs__sm_primary(dev, pctx)) != CUDA_SUCCESS)
         gs__real.cuDevicePrimaryCtxRelease_v2(dev);
     if (r != CUDA_SUCCESS || d == NULL)
         return r;
     d->primary = *pctx;
+    d->real_primary = real;
     if (d->primary_refs++ == 0)
         context_appeared(d, before);
     return r;
@@ -1230,12 +1240,12 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         if (d == NULL || d->primary_refs == 0)                     \
             return r;                                              \
         if (reset) {                                               \
-            context_gone(d, dev, d->primary);                      \
+            context_gone(d, dev, d->primary, d->real_primary);     \
             pthread_mutex_lock(&mem_mu);                           \
             d->ctx_count++; /* still retained: it comes back on use */ \
             pthread_mutex_unlock(&mem_mu);                         \
         } else if (--d->primary_refs == 0) {                       \
-            context_gone(d, dev, d->primary);                      \
+            context_gone(d, dev, d->primary, d->real_primary);     \
         }                                                          \
         return r;                                                  \
     } while (0)
@@ -1334,7 +1344,7 @@ GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
         }                                                             \
         pthread_mutex_unlock(&mem_mu);                                \
         if (ord >= 0 && !exiting && (d = dev_get(ord)) != NULL)       \
-            context_gone(d, ord, ctx);                                \
+            context_gone(d, ord, ctx, NULL);                          \
         return r;                                                     \
     } while (0)
 

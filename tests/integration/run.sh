@@ -43,6 +43,21 @@ share_in() {
         bad "$3: share ${v:-none}, want [$1, $2]"; cat "$T/err" 2>/dev/null
     fi
 }
+# share_twice LO HI DESC CMD...: runs CMD and checks its share is in [LO, HI]. A share under LO is
+# measured once more: on a 2-CPU machine a neighbour's load can keep several launching threads
+# from reaching the ceiling (4 times in about a dozen full runs on 2026-12-01), which says nothing of the
+# governor; a governor that holds a load under its ceiling fails both.
+share_twice() {
+    local lo=$1 hi=$2 desc=$3 v
+    shift 3
+    expect 0 "$desc" -- "$@"
+    v=$(awk '/^share/ {print $2}' "$T/out")
+    if [ -n "$v" ] && awk -v v="$v" -v lo="$lo" 'BEGIN { exit !(v < lo) }'; then
+        echo "note: $desc: share $v under $lo; measuring once more"
+        expect 0 "$desc, again" -- "$@"
+    fi
+    share_in "$lo" "$hi" "$desc"
+}
 json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
     if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
         ok "$1"
@@ -320,20 +335,26 @@ compute_paths)
         expect 0 "$p launches under --compute 25" -- "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
         share_in 0.19 0.31 "$p at 25%"
     done
-    expect 0 "4 threads share one ceiling" -- "$GS" run -q --compute 40 -- "$CL" stream 1.2 300 4
-    share_in 0.33 0.47 "4 threads at 40%"
-    expect 0 "small kernels" -- "$GS" run -q --compute 60 -- "$CL" stream 1.2 20
-    share_in 0.53 0.67 "20 us kernels at 60%" ;;
+    share_twice 0.33 0.47 "4 threads at 40%" "$GS" run -q --compute 40 -- "$CL" stream 1.2 300 4
+    share_twice 0.53 0.67 "20 us kernels at 60%" "$GS" run -q --compute 60 -- "$CL" stream 1.2 20 ;;
 compute_tenant)
     # Two processes of one tenant share its ceiling; two tenants take turns at 30/70.
     "$GS" run -q --compute 50 -- sh -c "'$CL' stream 2 500 >'$T/a' & '$CL' stream 2 500 >'$T/b'; wait"
     a=$(awk '{print $2}' "$T/a"); b=$(awk '{print $2}' "$T/b")
     if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a + b >= 0.42 && a + b <= 0.58) }'; then ok "two processes of a 50% tenant: $a + $b"; else bad "two processes of a 50% tenant: $a + $b"; fi
-    "$GS" run -q --compute 30 -- "$CL" stream 2.5 500 >"$T/a" &
-    pa=$!
-    "$GS" run -q --compute 70 -- "$CL" stream 2.5 500 >"$T/b"
-    wait $pa
-    a=$(awk '{print $2}' "$T/a"); b=$(awk '{print $2}' "$T/b")
+    for attempt in 1 2; do
+        "$GS" run -q --compute 30 -- "$CL" stream 2.5 500 >"$T/a" &
+        pa=$!
+        "$GS" run -q --compute 70 -- "$CL" stream 2.5 500 >"$T/b"
+        wait $pa
+        a=$(awk '{print $2}' "$T/a"); b=$(awk '{print $2}' "$T/b")
+        # Under their ceilings only because the host was too slow: once more (see share_twice).
+        if [ "$attempt" = 1 ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(a < 0.24 || b < 0.62) }'; then
+            echo "note: shares $a and $b under their bands; measuring once more"
+        else
+            break
+        fi
+    done
     if awk -v a="$a" 'BEGIN { exit !(a >= 0.24 && a <= 0.36) }'; then ok "tenant at 30% beside one at 70%: $a"; else bad "tenant at 30%: $a"; fi
     if awk -v b="$b" 'BEGIN { exit !(b >= 0.62 && b <= 0.78) }'; then ok "tenant at 70% beside one at 30%: $b"; else bad "tenant at 70%: $b"; fi ;;
 compute_set)
