@@ -143,6 +143,7 @@ c_build() {
             -L"$stubs" -lcuda -lpthread -ldl
     done
     compile rt_limit "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/rt_limit" "$HERE/rt_limit.cu"
+    compile sm_threads "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/sm_threads" "$HERE/sm_threads.cu"
     compile rt_limit_shared "$NVCC" -arch=sm_90 -O2 -cudart shared -I"$HERE" \
         -Xlinker -rpath="$cudart" -o "$GPUBIN/rt_limit_shared" "$HERE/rt_limit.cu"
     compile lanes_api "$NVCC" -arch=sm_90 -O2 -I"$ROOT/include" -o "$GPUBIN/lanes_api" \
@@ -429,6 +430,8 @@ c_sm_lanes() {
     "$GS" mps stop --force >/dev/null 2>&1
     return "$rc"
 }
+# One green context current on 16 threads at once: streams, allocations, launches, graphs.
+c_sm_threads() { need "$GS" "$GPUBIN/sm_threads" && "$GS" run -q --sms 16 -- "$GPUBIN/sm_threads" 16 16 20; }
 # The in-process C API: two lanes 25/75 of gpuslice_lanes_run (bench/lanes_api.cu).
 c_sm_lanes_api() {
     need "$GPUBIN/lanes_api" || return 1
@@ -489,6 +492,7 @@ CHECKS=(
     "bench_launch 200 c_bench_launch 60"
     "bench_launch_duty 120 c_bench_launch_duty 45"
     "sm_one 150 c_sm_one 60"
+    "sm_threads 90 c_sm_threads 20"
     "sm_lanes 200 c_sm_lanes 70"
     "sm_lanes_api 60 c_sm_lanes_api 20"
     "partition_clock 90 c_partition_clock 45"
