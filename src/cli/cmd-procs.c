@@ -540,6 +540,15 @@ static int procs_main(int argc, char **argv)
                      strerror(errno));
         return GS_EXIT_ERROR;
     }
+    /* Who waits for the lanes: a lane stops waiting when this process is gone. */
+    snprintf(path, sizeof(path), "%s/owner", dir);
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0) {
+        char pid[24];
+        int len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+        if (write(fd, pid, (size_t)len) != len)
+            gs_cli_note("procs: cannot write %s: lanes will not notice if procs is killed", path);
+        close(fd);
+    }
     fflush(NULL);
     for (i = 0; i < n; i++) {
         if ((lanes[i].pid = fork()) < 0) {

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,9 +327,23 @@ static void lane_barrier(const struct part *p)
         unlink(tmp);
     }
     if (p->state > 0) {
+        pid_t owner = 0;
+        char buf[32];
+        unsigned k;
+
+        snprintf(path, sizeof(path), "%s/owner", dir);
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+            ssize_t got = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            buf[got > 0 ? got : 0] = '\0';
+            owner = (pid_t)atoi(buf);
+        }
         snprintf(path, sizeof(path), "%s/go", dir);
-        while (access(path, F_OK) != 0 && access(dir, F_OK) == 0) {
+        /* Until the release; or until procs is gone (its directory, or its process, killed). */
+        for (k = 0; access(path, F_OK) != 0 && access(dir, F_OK) == 0; k++) {
             struct timespec ts = {0, 2000000};
+            if (k % 50 == 49 && owner > 0 && kill(owner, 0) < 0 && errno == ESRCH)
+                break;
             nanosleep(&ts, NULL);
         }
         gs__debug("%s: released by gpuslice procs", GS_ENV_SMS);

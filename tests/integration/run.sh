@@ -1101,6 +1101,13 @@ PY
     # More lanes than groups of 8: every lane from the fine split.
     GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_SMS=8@0/fine" -- env GPUSLICE_SMS=8@0/fine LD_PRELOAD="$LIB" "$SP" 1
     stderr_has "runs on 8 SMs (8 from SM 0 of 132, groups of 2)"
+    # procs killed outright: a lane waiting for the release notices and goes on.
+    "$GS" procs -q --shares 1,1 -- sh -c "exec '$SP' 1 > '$T/orphan'" ::: sleep 30.4324 & PP=$!
+    for i in $(seq 100); do [ -n "$(ls "$XDG_RUNTIME_DIR"/gpuslice-procs-*/ready.0 2>/dev/null)" ] && break; sleep 0.05; done
+    kill -9 $PP; wait $PP 2>/dev/null
+    for i in $(seq 60); do grep -q "^thread 0 graph" "$T/orphan" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^thread 0 graph sms 64 " "$T/orphan" && ok "a waiting lane went on when procs was killed" || { bad "orphaned lane"; cat "$T/orphan"; }
+    pkill -f "sleep 30.4324" 2>/dev/null; rm -rf "$XDG_RUNTIME_DIR"/gpuslice-procs-*
     # A lane that fails: the others are terminated and its status is returned.
     start=$(date +%s)
     expect 3 "a lane exits 3 after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; exit 3" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
