@@ -67,6 +67,7 @@ struct driver {
 struct green {
     int supported;
     int min_sms, alignment, finest; /* 0 = unknown */
+    int groups, finest_groups;      /* how many of each a whole split makes; 0 = unknown */
     unsigned int drv_min, drv_align; /* what cuDeviceGetDevResource reports; 0 = nothing */
     char reason[REASON_LEN];
 };
@@ -252,6 +253,16 @@ static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
         (next = split_size(d, &all, 0, (unsigned int)g->min_sms + 1, &r)) > (unsigned int)g->min_sms)
         g->alignment = (int)next - g->min_sms;
     g->finest = (int)split_size(d, &all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1, &r);
+    {
+        unsigned n = 0;
+        if (d->cuDevSmResourceSplitByCount(NULL, &n, &all, NULL, 0, 1) == CUDA_SUCCESS)
+            g->groups = (int)n;
+        n = 0;
+        if (d->cuDevSmResourceSplitByCount(NULL, &n, &all, NULL,
+                                           CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                           1) == CUDA_SUCCESS)
+            g->finest_groups = (int)n;
+    }
     if (g->alignment == 0 || g->finest == 0)
         snprintf(g->reason, sizeof(g->reason), "%s could not be measured with %s",
                  g->alignment == 0 && g->finest == 0 ? "alignment and finest split"
@@ -385,6 +396,12 @@ static void print_json_gpu(const struct gpu *g)
     json_int_or_null("min_sms", gc->min_sms);
     json_int_or_null("alignment", gc->alignment);
     json_int_or_null("finest_split_sms", gc->finest);
+    json_int_or_null("groups", gc->groups);
+    if (gc->groups && g->sm_count >= 0) /* 0 is a count here, not unknown */
+        printf(",\"groups_left_over_sms\":%d", g->sm_count - gc->groups * gc->min_sms);
+    else
+        printf(",\"groups_left_over_sms\":null");
+    json_int_or_null("finest_groups", gc->finest_groups);
     json_int_or_null("driver_min_sm_partition_size", (int)gc->drv_min);
     json_int_or_null("driver_sm_coscheduled_alignment", (int)gc->drv_align);
     printf(",\"reason\":");
@@ -467,6 +484,11 @@ static void print_text_gpu(const struct gpu *g)
         if (gc->finest)
             printf("; %d when co-scheduling is ignored", gc->finest);
         printf("\n");
+        if (gc->groups && g->sm_count >= 0)
+            printf("                  split: %d groups of %d and %d SMs left over, or %d groups "
+                   "of %d\n",
+                   gc->groups, gc->min_sms, g->sm_count - gc->groups * gc->min_sms,
+                   gc->finest_groups, gc->finest);
         if (gc->reason[0])
             printf("                  (%s)\n", gc->reason);
     } else {

@@ -61,6 +61,13 @@ def main():
         check(got == want, f"gpus[0].green_contexts.{f} is {want!r} (got {got!r})")
     for f in ("driver_min_sm_partition_size", "driver_sm_coscheduled_alignment"):
         num(f"green_{f}", gc.get(f))
+    # The whole split, as procs plans from it (15 groups of 8 and 12 over seen through procs).
+    for f in ("groups", "groups_left_over_sms", "finest_groups"):
+        key(f"green_{f}", gc.get(f))
+    check(isinstance(gc.get("groups"), int) and isinstance(gc.get("finest_groups"), int) and
+          gc["groups"] * 8 + gc["groups_left_over_sms"] == g.get("sm_count"),
+          f"the split adds up: {gc.get('groups')} groups of 8 and {gc.get('groups_left_over_sms')} "
+          f"left over make the {g.get('sm_count')} SMs")
     if gc.get("reason"):
         note(f"green contexts: {gc['reason']}")
 

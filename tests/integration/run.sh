@@ -687,7 +687,8 @@ for x in d["gpus"]:
     gc = x["green_contexts"]
     assert gc["supported"] is True and gc["reason"] is None, gc
     assert (gc["min_sms"], gc["alignment"], gc["finest_split_sms"]) == (8, 8, 2), gc
-    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 8), gc'
+    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 8), gc
+    assert (gc["groups"], gc["groups_left_over_sms"], gc["finest_groups"]) == (8, 2, 33), gc'
     expect 0 "info as a table with green contexts" -- "$GS" info
     if grep -q "green contexts  groups of 8 SMs or more" "$T/out"; then ok "the table gives the granularity"; else bad "table granularity"; cat "$T/out"; fi
     export GPUSLICE_SIM_GREEN=0
