@@ -69,13 +69,19 @@ class Clock:
         return round(sum(self.samples) / len(self.samples)) if self.samples else None
 
 
-def gemm_loop(torch, seconds, stream=None):
+def gemm_operands(torch):
+    """Two N x N fp16 matrices and an output, after a warm-up of three GEMMs."""
     a = torch.randn(N, N, device="cuda", dtype=torch.float16)
     b = torch.randn(N, N, device="cuda", dtype=torch.float16)
     out = torch.empty(N, N, device="cuda", dtype=torch.float16)
     for _ in range(3):
         torch.matmul(a, b, out=out)
     torch.cuda.synchronize()
+    return a, b, out
+
+
+def gemm_loop(torch, seconds):
+    a, b, out = gemm_operands(torch)
     n, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < seconds:
         for _ in range(2):
@@ -234,12 +240,7 @@ def work_one(seconds):
 def work_lane(d, seconds):
     """Warms up, flags ready, waits for the window in DIR/go, runs GEMMs in it; JSON result."""
     import torch
-    a = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    b = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    out = torch.empty(N, N, device="cuda", dtype=torch.float16)
-    for _ in range(3):
-        torch.matmul(a, b, out=out)
-    torch.cuda.synchronize()
+    a, b, out = gemm_operands(torch)
     me = os.environ.get("GPUSLICE_LANE", str(os.getpid()))
     with open(os.path.join(d, f"ready.{me}"), "w") as f:
         f.write(str(os.getpid()))

@@ -73,16 +73,6 @@ struct geom_query {
     struct sm_geom g;
 };
 
-static const char *cu_name(gs_pfn_cuGetErrorName f, CUresult r, char *buf, size_t len)
-{
-    const char *s = NULL;
-
-    if (f && f(r, &s) == CUDA_SUCCESS && s)
-        return s;
-    snprintf(buf, len, "CUDA error %d", (int)r);
-    return buf;
-}
-
 /* In a child: the device's UUID, name and split, as "UUID TOTAL C NC F NF NAME". */
 static int query_geom(void *arg, char *buf, size_t len)
 {
@@ -124,7 +114,7 @@ static int query_geom(void *arg, char *buf, size_t len)
     }
     if ((r = init(0)) != CUDA_SUCCESS || (r = count(&nd)) != CUDA_SUCCESS) {
         snprintf(buf, len, "the CUDA driver did not initialise: %s",
-                 cu_name(ename, r, eb, sizeof(eb)));
+                 launch_cu_name(ename, r, eb, sizeof(eb)));
         return -1;
     }
     if (gs_parse_uuid(q->device, strlen(q->device), want)) {
@@ -148,7 +138,7 @@ static int query_geom(void *arg, char *buf, size_t len)
         return -1;
     }
     if ((r = uuidf(&u, dev)) != CUDA_SUCCESS) {
-        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, cu_name(ename, r, eb, sizeof(eb)));
+        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, launch_cu_name(ename, r, eb, sizeof(eb)));
         return -1;
     }
     gs_format_uuid((const unsigned char *)u.bytes, uuid);
@@ -163,7 +153,7 @@ static int query_geom(void *arg, char *buf, size_t len)
     if ((r = res(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS || all.sm.smCount == 0) {
         snprintf(buf, len, "GPU %s cannot partition its SMs with green contexts "
                            "(cuDeviceGetDevResource: %s)",
-                 q->device, r == CUDA_SUCCESS ? "no SMs" : cu_name(ename, r, eb, sizeof(eb)));
+                 q->device, r == CUDA_SUCCESS ? "no SMs" : launch_cu_name(ename, r, eb, sizeof(eb)));
         return -1;
     }
     total = all.sm.smCount;
@@ -217,27 +207,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", (unsigned char)*s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 static void print_plan(const struct geom_query *q, int index, const struct lane *l, int n,
                        unsigned group, int with_pids)
 {
     int i;
 
     printf("{\"device\":{\"index\":%d,\"uuid\":\"%s\",\"name\":", index, q->uuid);
-    json_str(q->name);
+    gs_cli_json_string(stdout, q->name, strlen(q->name));
     printf(",\"sm_count\":%u,\"group_sms\":%u},\"lanes\":[", q->g.total, group);
     for (i = 0; i < n; i++) {
         printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u", i ? "," : "",

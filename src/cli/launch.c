@@ -885,7 +885,7 @@ static int uuid_of_index(void *arg, char *buf, size_t len)
     return 0;
 }
 
-static const char *cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len)
+const char *launch_cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len)
 {
     const char *s = NULL;
 
@@ -937,7 +937,7 @@ static int cuda_probe(void *arg, char *buf, size_t len)
         step = "cuDevicePrimaryCtxRelease";
     else
         return 0;
-    snprintf(buf, len, "%s: %s", step, cu_name(name, r, num, sizeof(num)));
+    snprintf(buf, len, "%s: %s", step, launch_cu_name(name, r, num, sizeof(num)));
     return -1;
 }
 

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "common/cuda_api.h"
+
 struct launch_mode {
     const char *cmd;    /* the command's name, for messages and usage: "run", "exec" */
     int python_scripts; /* a first argument naming an existing *.py file runs under Python */
@@ -33,6 +35,9 @@ void launch_usage(const struct launch_mode *m);
  */
 int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
                        size_t errlen);
+
+/* The driver's name for r (through name, cuGetErrorName), else "CUDA error N" in buf. */
+const char *launch_cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len);
 
 /*
  * Runs fn(arg, buf, len) in a child process (so that CUDA is never

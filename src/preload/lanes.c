@@ -31,7 +31,7 @@ struct lane_run {
     gpuslice_lane_fn fn;
     void *arg;
     struct start *start;
-    CUresult set, sync; /* making the context current, and the final synchronisation */
+    CUresult set; /* making the context current */
 };
 
 static __thread __attribute__((tls_model("initial-exec"))) CUcontext lane_ctx;
@@ -108,8 +108,7 @@ static void *lane_main(void *p)
         return NULL;
     }
     l->info->result = l->fn(l->index, l->info, l->arg);
-    l->sync = gs__real.cuCtxSynchronize();
-    l->info->cuda_error = (int)l->sync;
+    l->info->cuda_error = (int)gs__real.cuCtxSynchronize();
     lane_ctx = NULL;
     gs__real.cuCtxSetCurrent(NULL);
     return NULL;
