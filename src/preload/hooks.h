@@ -27,6 +27,8 @@
       (bytes, dev))                                                                              \
     X(CUresult, cuDeviceTotalMem, cuDeviceTotalMem_v2, 3020, 0, (size_t * bytes, CUdevice dev),  \
       (bytes, dev))                                                                              \
+    X(CUresult, cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, 0,                            \
+      (int *pi, CUdevice_attribute attrib, CUdevice dev), (pi, attrib, dev))                     \
     X(CUresult, cuMemGetInfo, cuMemGetInfo, 2000, 0, (unsigned int *free, unsigned int *total),  \
       (free, total))                                                                             \
     X(CUresult, cuMemGetInfo, cuMemGetInfo_v2, 3020, 0, (size_t * free, size_t * total),         \

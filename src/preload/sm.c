@@ -61,6 +61,7 @@ int gs__sm_on; /* GPUSLICE_SMS is set: 0 lets every check return at once */
 #define GS_TLS __thread __attribute__((tls_model("initial-exec")))
 static GS_TLS int swapped_noted;
 static GS_TLS CUcontext checked; /* this thread's current context, known to need no swap */
+static GS_TLS int making;         /* in make(): the driver's own attribute queries pass */
 
 static const char *cu_name(CUresult r)
 {
@@ -234,8 +235,8 @@ out:
     return r;
 }
 
-/* Makes the green context of dev's partition (spec); under sm_mu. */
-static void make(struct part *p, CUdevice dev, uint64_t spec)
+/* Makes the green context of dev's partition (spec); under sm_mu, through make(). */
+static void make_now(struct part *p, CUdevice dev, uint64_t spec)
 {
     unsigned count = GS_SMS_COUNT(spec), first = GS_SMS_FIRST(spec), total, group = 0;
     CUdevResource all;
@@ -268,9 +269,16 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
         refuse(p, r, "%s", msg);
         return;
     }
-    p->state = 1;
+    __atomic_store_n(&p->state, 1, __ATOMIC_RELEASE); /* after p->sms, for lock-free readers */
     gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS,
               (int)dev, p->sms, count, first, total, group);
+}
+
+static void make(struct part *p, CUdevice dev, uint64_t spec)
+{
+    making = 1;
+    make_now(p, dev, spec);
+    making = 0;
 }
 
 /*
@@ -356,17 +364,18 @@ CUresult gs__sm_primary(CUdevice dev, CUcontext *pctx)
     struct part *p;
     uint64_t spec;
     CUresult r = CUDA_SUCCESS;
+    int saved;
 
     if (gs__state.sm_limits.n == 0 || dev < 0 || dev >= MAX_DEVICES || (spec = spec_for(dev)) == 0)
         return CUDA_SUCCESS;
     p = &parts[dev];
     pthread_mutex_lock(&sm_mu);
-    if (p->state == 0) {
-        int saved = errno;
+    saved = errno;
+    if (p->state == 0)
         make(p, dev, spec);
-        lane_barrier(p);
-        errno = saved;
-    }
+    /* The first context, not an earlier cuDeviceGetAttribute that made the partition. */
+    lane_barrier(p);
+    errno = saved;
     /* Known for refused devices too, so that the primary context is refused wherever it appears. */
     __atomic_store_n(&p->primary, *pctx, __ATOMIC_RELEASE);
     if (p->state > 0)
@@ -512,6 +521,40 @@ void gs__sm_created(CUdevice dev)
     gs__log("%s: a context the program made itself (cuCtxCreate) on GPU %d is not on the SM "
             "partition; only the device's primary context, which the CUDA runtime uses, is",
             GS_ENV_SMS, (int)dev);
+}
+
+/*
+ * A partitioned device's MULTIPROCESSOR_COUNT is its partition's SM count,
+ * as a MIG instance's is its own: programs and libraries size grids by it
+ * (persistent kernels, split-K), and a cooperative launch sized for the whole
+ * GPU is too large for the partition. Asked before the first context, the
+ * partition is made now; a refused one leaves the real count (its contexts
+ * fail anyway, with the reason logged).
+ */
+GS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    struct part *p;
+    uint64_t spec;
+    CUresult r;
+    int saved;
+
+    GS_PASS(cuDeviceGetAttribute, (pi, attrib, dev));
+    r = gs__real.cuDeviceGetAttribute(pi, attrib, dev);
+    if (r != CUDA_SUCCESS || !gs__sm_on || attrib != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ||
+        making || dev < 0 || dev >= MAX_DEVICES || (spec = spec_for(dev)) == 0)
+        return r;
+    p = &parts[dev];
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 0) {
+        pthread_mutex_lock(&sm_mu);
+        saved = errno;
+        if (p->state == 0)
+            make(p, dev, spec);
+        errno = saved;
+        pthread_mutex_unlock(&sm_mu);
+    }
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) > 0)
+        *pi = (int)p->sms;
+    return r;
 }
 
 GS_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)

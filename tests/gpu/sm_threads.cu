@@ -4,9 +4,14 @@
 // stream, allocate, launch a kernel that records %smid and computes a known result, capture
 // that launch in a graph and replay it, copy back, check every value, free, destroy the stream.
 // Verdict: no CUDA error, every value right, and every block ran on at most N distinct SMs in
-// all (the union over all threads and rounds).
+// all (the union over all threads and rounds). Before the threads, on the main thread: the
+// device's multiprocessor count is N (the partition's, as gpuslice reports it), and a
+// cooperative kernel sized by it (blocks per SM x that count, all resident at once) launches
+// and runs on at most N SMs. A cooperative grid sized for the whole GPU is tried too, and what
+// the driver answers is printed.
 //
-// usage: sm_threads N [THREADS] [ROUNDS]     (run under gpuslice run --sms N)
+// usage: sm_threads N [THREADS] [ROUNDS] [WHOLE]     (run under gpuslice run --sms N;
+//        WHOLE: the GPU's real SM count, for the whole-GPU cooperative grid)
 #include <pthread.h>
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +34,75 @@ __global__ void work(unsigned *smid, unsigned *val, unsigned seed)
     val[i] = i * 2654435761u + seed;
     if (threadIdx.x == 0)
         smid[blockIdx.x] = s;
+}
+
+// Every block of a cooperative grid is resident at once; each records its SM.
+__global__ void coop(unsigned *smid)
+{
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    if (threadIdx.x == 0)
+        smid[blockIdx.x] = s;
+}
+
+// Launches coop on blocks blocks; the distinct SMs they ran on, or -1 with *e.
+static int coop_launch(int blocks, cudaError_t *e)
+{
+    unsigned *d = NULL;
+    std::vector<unsigned> h(blocks);
+    unsigned seen[8] = {0};
+    void *args[] = {&d};
+    int distinct = 0;
+
+    if ((*e = cudaMalloc(&d, blocks * sizeof(unsigned))) != cudaSuccess)
+        return -1;
+    if ((*e = cudaLaunchCooperativeKernel((void *)coop, blocks, THREADS_PER_BLOCK, args, 0, 0)) !=
+            cudaSuccess ||
+        (*e = cudaMemcpy(h.data(), d, blocks * sizeof(unsigned), cudaMemcpyDeviceToHost)) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(d);
+        return -1;
+    }
+    cudaFree(d);
+    for (int b = 0; b < blocks; b++)
+        if (h[b] < 256)
+            seen[h[b] / 32] |= 1u << (h[b] % 32);
+    for (int w = 0; w < 8; w++)
+        distinct += __builtin_popcount(seen[w]);
+    return distinct;
+}
+
+// The multiprocessor count the program is told, and a cooperative launch sized by it.
+static void coop_checks(int n, int whole_sms)
+{
+    int count = 0, per_sm = 0, whole, got;
+    cudaError_t e;
+
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, 0);
+    cudaDeviceProp prop;
+    memset(&prop, 0, sizeof(prop));
+    cudaGetDeviceProperties(&prop, 0);
+    key("multiprocessor_count", count);
+    expect(count == n && prop.multiProcessorCount == n,
+           "the device's multiprocessor count is the partition's %d (cudaDeviceGetAttribute %d, "
+           "cudaGetDeviceProperties %d)",
+           n, count, prop.multiProcessorCount);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, coop, THREADS_PER_BLOCK, 0);
+    if (per_sm > 16)
+        per_sm = 16;
+    num("coop_blocks_per_sm", per_sm);
+    got = coop_launch(per_sm * count, &e);
+    expect(got > 0 && got <= n,
+           "a cooperative kernel of %d x %d blocks (sized by that count) ran on %d SMs, at most %d "
+           "(%s)",
+           per_sm, count, got, n, got < 0 ? cudaGetErrorString(e) : "launched");
+    if (whole_sms <= count)
+        return;
+    whole = whole_sms;
+    got = coop_launch(per_sm * whole, &e);
+    note("a cooperative kernel sized for %d SMs (%d blocks): %s", whole, per_sm * whole,
+         got < 0 ? cudaGetErrorString(e) : "launched");
 }
 
 struct result {
@@ -115,16 +189,18 @@ int main(int argc, char **argv)
 {
     check_init();
     if (argc < 2) {
-        fprintf(stderr, "usage: sm_threads N [THREADS] [ROUNDS]\n");
+        fprintf(stderr, "usage: sm_threads N [THREADS] [ROUNDS] [WHOLE]\n");
         return 2;
     }
     int n = atoi(argv[1]), nt = argc > 2 ? atoi(argv[2]) : 16;
     rounds = argc > 3 ? atoi(argv[3]) : 20;
-    if (n < 1 || nt < 1 || nt > 256 || rounds < 1) {
+    int whole_sms = argc > 4 ? atoi(argv[4]) : 0;
+    if (n < 1 || nt < 1 || nt > 256 || rounds < 1 || whole_sms < 0) {
         fprintf(stderr, "sm_threads: bad arguments\n");
         return 2;
     }
     cudaFree(0); // the context, on the main thread first
+    coop_checks(n, whole_sms);
     std::vector<result> res(nt);
     std::vector<pthread_t> th(nt);
     memset(res.data(), 0, sizeof(result) * nt);

@@ -12,6 +12,8 @@
  * does through its private entry points (the simulator's
  * cuSimRuntimeMakePrimaryCurrent), not through cuDevicePrimaryCtxRetain and
  * cuCtxSetCurrent.
+ * First, before any context, it prints the device's MULTIPROCESSOR_COUNT
+ * attribute ("attribute sms N").
  * Exit status: 0, 1 when a CUDA call failed (named on stderr), 2 for bad usage.
  *
  * usage: sm_probe [create|internal] THREADS
@@ -135,7 +137,7 @@ static int created(void)
 int main(int argc, char **argv)
 {
     pthread_t th[64];
-    int n, i, rc = 0, create = argc > 1 && strcmp(argv[1], "create") == 0;
+    int n, i, rc = 0, attr = 0, create = argc > 1 && strcmp(argv[1], "create") == 0;
 
     internal = argc > 1 && strcmp(argv[1], "internal") == 0;
     if (argc != 2 + (create || internal) || (n = atoi(argv[1 + (create || internal)])) < 1 ||
@@ -148,6 +150,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "sm_probe: cuInit failed\n");
         return 1;
     }
+    /* Before any context: the count the program is told, its partition's on a partitioned device. */
+    if (cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "sm_probe: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT) failed\n");
+        return 1;
+    }
+    printf("attribute sms %d\n", attr);
     if (create && created() < 0)
         return 1;
     for (i = 0; i < n; i++)
