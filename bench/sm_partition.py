@@ -38,14 +38,19 @@ def tflops(n, secs):
 
 
 class Clock:
-    """Mean SM clock (MHz) while it runs, through NVML; None without pynvml."""
+    """Mean SM clock (MHz), board power (W) and how often the power cap held the clock down,
+    while it runs, through NVML; None without pynvml."""
+
+    POWER_CAP = 0x4  # NVML's clocks event reason: the software power cap
 
     def __init__(self):
-        self.samples, self.stop = [], threading.Event()
+        self.samples, self.power, self.capped, self.stop = [], [], [], threading.Event()
         try:
             import pynvml
             pynvml.nvmlInit()
             self.nvml, self.h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+            self.reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
         except Exception:  # noqa: BLE001 - no NVML: no clock column
             self.nvml = None
 
@@ -58,6 +63,12 @@ class Clock:
     def run(self):
         while not self.stop.is_set():
             self.samples.append(self.nvml.nvmlDeviceGetClockInfo(self.h, self.nvml.NVML_CLOCK_SM))
+            try:
+                self.power.append(self.nvml.nvmlDeviceGetPowerUsage(self.h) / 1000.0)
+                if self.reasons:
+                    self.capped.append(bool(self.reasons(self.h) & self.POWER_CAP))
+            except Exception:  # noqa: BLE001 - a GPU without these: the clock alone
+                pass
             time.sleep(0.05)
 
     def __exit__(self, *exc):
@@ -67,6 +78,17 @@ class Clock:
 
     def mean(self):
         return round(sum(self.samples) / len(self.samples)) if self.samples else None
+
+    def describe(self):
+        """'1531 MHz, 688 W, power-capped in 97 % of samples' (what was measured)."""
+        if not self.samples:
+            return "clock not measured"
+        text = f"{self.mean()} MHz"
+        if self.power:
+            text += f", {sum(self.power) / len(self.power):.0f} W"
+        if self.capped:
+            text += f", power-capped in {100.0 * sum(self.capped) / len(self.capped):.0f} % of samples"
+        return text
 
 
 def gemm_operands(torch):
@@ -166,6 +188,7 @@ def work_one(seconds):
     with Clock() as c:
         res["gemm_main"] = gemm_loop(torch, seconds)
     res["clock_gemm_main"] = c.mean()
+    res["power_gemm_main"] = c.describe()
 
     box = {}
 
@@ -183,6 +206,7 @@ def work_one(seconds):
         raise RuntimeError("second thread: " + box["e"])
     res["gemm_thread"] = box["v"]
     res["clock_gemm_thread"] = c.mean()
+    res["power_gemm_thread"] = c.describe()
 
     # A CUDA graph of 4 GEMMs, captured on a side stream and replayed.
     a = torch.randn(N, N, device="cuda", dtype=torch.float16)
@@ -208,6 +232,7 @@ def work_one(seconds):
             n += 4
         res["graph"] = tflops(n, time.monotonic() - t0)
     res["clock_graph"] = c.mean()
+    res["power_graph"] = c.describe()
 
     # Training: forward and backward (autograd runs the backward on its own device thread).
     layers = []
@@ -234,6 +259,7 @@ def work_one(seconds):
             n += 1
         res["train_steps_per_s"] = n / (time.monotonic() - t0)
     res["clock_train"] = c.mean()
+    res["power_train"] = c.describe()
     print(json.dumps(res), flush=True)
 
 
@@ -315,7 +341,16 @@ def one(args):
         ok &= good
         print(f"| {key[5:]} | {full.get(key, full.get('smid'))} | {got} | "
               f"{'PASS' if good else 'FAIL'} |")
-    print(f"\nVerdict: {'PASS' if ok else 'FAIL'} (every path on exactly {args.sms} SMs, no "
+    print("\nSM clock and board power while each path ran (whole GPU / partition):\n")
+    for key in ("gemm_main", "gemm_thread", "graph", "train"):
+        print(f"- {key}: {full.get('power_' + key)} / {part.get('power_' + key)}")
+    count = part.get("multi_processor_count")
+    good = count == args.sms
+    ok &= good
+    print(f"\nPyTorch's `multi_processor_count`: {sms} on the whole GPU, {count} on the partition "
+          f"({'PASS' if good else 'FAIL'}: {args.sms} expected).")
+    print(f"\nVerdict: {'PASS' if ok else 'FAIL'} (every path on exactly {args.sms} SMs, PyTorch "
+          f"told {args.sms} SMs, no "
           f"throughput ratio at {escape:.4f} or above)")
     for line in err.splitlines():
         if line.startswith("gpuslice:"):
@@ -336,7 +371,7 @@ def lanes(args):
     with Clock() as c:
         go(solo_dir, args.seconds)
         alone = json.loads(solo.communicate(timeout=120)[0].strip().splitlines()[-1])["tflops"]
-    solo_clock = c.mean()
+    solo_clock = c.describe()
 
     lane_dir = os.path.join(d, "lanes")
     os.mkdir(lane_dir)
@@ -393,7 +428,7 @@ def lanes(args):
            "of" if args.direct else "")
     print(f"{how}`gpuslice procs --shares {args.shares}`: a saturating 8192^3 fp16 GEMM in every "
           f"lane for {args.seconds:g} s; one unpartitioned process alone: {alone:.1f} TFLOP/s "
-          f"(mean SM clock {solo_clock} MHz; the lanes' {clock.mean()} MHz).\n")
+          f"(mean SM clock and board power: {solo_clock}; the lanes': {clock.describe()}).\n")
     print("| lane | requested share | SMs | SM share | TFLOP/s | throughput share | verdict |")
     print("|---|---|---|---|---|---|---|")
     ok = True

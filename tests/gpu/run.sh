@@ -431,7 +431,14 @@ c_sm_lanes() {
     return "$rc"
 }
 # One green context current on 16 threads at once: streams, allocations, launches, graphs.
-c_sm_threads() { need "$GS" "$GPUBIN/sm_threads" && "$GS" run -q --sms 16 -- "$GPUBIN/sm_threads" 16 16 20; }
+c_sm_threads() {
+    local whole
+    need "$GS" "$GPUBIN/sm_threads" || return 1
+    # The whole GPU's SM count, for a cooperative grid sized for it (the partition hides it).
+    whole=$("$GS" info --json 2>/dev/null |
+        "$PY" -c 'import json,sys; print(json.load(sys.stdin)["gpus"][0]["sm_count"])' 2>/dev/null)
+    "$GS" run -q --sms 16 -- "$GPUBIN/sm_threads" 16 16 20 "${whole:-0}"
+}
 # The in-process C API: two lanes 25/75 of gpuslice_lanes_run (bench/lanes_api.cu).
 c_sm_lanes_api() {
     need "$GPUBIN/lanes_api" || return 1
@@ -487,16 +494,16 @@ CHECKS=(
     "nvml_agreement 120 c_nvml_agreement"
     "cli_info 60 c_cli_info"
     "cli_torch_priority 120 c_cli_torch_priority 15"
-    "cli_mps_share 150 c_cli_mps_share 60"
-    "cli_filled 120 c_cli_filled 40"
-    "bench_launch 200 c_bench_launch 60"
-    "bench_launch_duty 120 c_bench_launch_duty 45"
-    "sm_one 150 c_sm_one 60"
-    "sm_threads 90 c_sm_threads 20"
-    "sm_lanes 200 c_sm_lanes 70"
-    "sm_lanes_api 60 c_sm_lanes_api 20"
+    "cli_mps_share 150 c_cli_mps_share 40"
+    "cli_filled 120 c_cli_filled 20"
+    "bench_launch 200 c_bench_launch 45"
+    "bench_launch_duty 120 c_bench_launch_duty 40"
+    "sm_one 150 c_sm_one 45"
+    "sm_threads 90 c_sm_threads 5"
+    "sm_lanes 200 c_sm_lanes 45"
+    "sm_lanes_api 60 c_sm_lanes_api 10"
     "partition_clock 90 c_partition_clock 45"
-    "compute_share 330 c_compute_share 220"
+    "compute_share 330 c_compute_share 60"
 )
 
 # --- the runner ------------------------------------------------------------------------------
