@@ -32,7 +32,13 @@ struct lane_run {
     void *arg;
     struct start *start;
     CUresult set; /* making the context current */
+    CUdevice dev;
+    unsigned sms;
 };
+
+/* The lanes of the run in progress (gs__lanes_live of them), for cuDeviceGetAttribute. */
+static struct lane_run runs[GPUSLICE_LANES_MAX];
+int gs__lanes_live;
 
 static __thread __attribute__((tls_model("initial-exec"))) CUcontext lane_ctx;
 
@@ -119,11 +125,27 @@ GS_EXPORT void *gpuslice_lane_context(void)
     return (void *)lane_ctx;
 }
 
+int gs__lanes_sms(CUdevice dev, int *count)
+{
+    int i, n = __atomic_load_n(&gs__lanes_live, __ATOMIC_ACQUIRE);
+    CUcontext c = NULL;
+
+    if (n == 0 || !gs__real.cuCtxGetCurrent || gs__real.cuCtxGetCurrent(&c) != CUDA_SUCCESS ||
+        c == NULL)
+        return 0;
+    for (i = 0; i < n; i++) {
+        if (runs[i].ctx == c && runs[i].dev == dev) {
+            *count = (int)runs[i].sms;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpuslice_lane_fn fn,
                                  void *const *args, struct gpuslice_lane *lanes, char *err,
                                  size_t errlen)
 {
-    static struct lane_run runs[GPUSLICE_LANES_MAX];
     static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
     struct sm_lane plan[GPUSLICE_LANES_MAX];
     pthread_t th[GPUSLICE_LANES_MAX];
@@ -201,10 +223,13 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         lanes[made].result = 0;
         lanes[made].cuda_error = 0;
         l->index = made;
+        l->dev = dev;
+        l->sms = sms;
         l->info = &lanes[made];
         l->fn = fn;
         l->arg = args ? args[made] : NULL;
     }
+    __atomic_store_n(&gs__lanes_live, n, __ATOMIC_RELEASE);
     for (started = 0; started < n; started++) {
         runs[started].start = &start;
         if (pthread_create(&th[started], NULL, lane_main, &runs[started]) != 0)
@@ -242,6 +267,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         }
     }
 out:
+    __atomic_store_n(&gs__lanes_live, 0, __ATOMIC_RELEASE);
     for (i = 0; i < made; i++)
         if (gs__real.cuGreenCtxDestroy)
             gs__real.cuGreenCtxDestroy(runs[i].green);

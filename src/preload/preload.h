@@ -129,6 +129,13 @@ CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned
                       int fine_only, CUgreenCtx *green, CUcontext *ctx, unsigned *sms,
                       unsigned *group, char *msg, size_t len);
 
+/*
+ * lanes.c: how many gpuslice_lanes_run partitions exist now, and 1 with the
+ * SM count of the one current on this thread when it is one of dev's, else 0.
+ */
+extern int gs__lanes_live;
+int gs__lanes_sms(CUdevice dev, int *count);
+
 /* compute.c */
 void gs__compute_config(void);
 void gs__compute_ctx_gone(CUcontext ctx);

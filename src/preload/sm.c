@@ -529,7 +529,8 @@ void gs__sm_created(CUdevice dev)
  * (persistent kernels, split-K), and a cooperative launch sized for the whole
  * GPU is too large for the partition. Asked before the first context, the
  * partition is made now; a refused one leaves the real count (its contexts
- * fail anyway, with the reason logged).
+ * fail anyway, with the reason logged). Where a gpuslice_lanes_run lane's
+ * partition is current, the answer is that lane's count.
  */
 GS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
@@ -538,6 +539,13 @@ GS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     CUresult r;
     int saved;
 
+    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT &&
+        __atomic_load_n(&gs__lanes_live, __ATOMIC_ACQUIRE) && gs__real.cuDeviceGetAttribute) {
+        /* Lanes need no configuration (the program links libgpuslice); not with GPUSLICE_SMS. */
+        if ((r = gs__real.cuDeviceGetAttribute(pi, attrib, dev)) == CUDA_SUCCESS)
+            gs__lanes_sms(dev, pi);
+        return r;
+    }
     GS_PASS(cuDeviceGetAttribute, (pi, attrib, dev));
     r = gs__real.cuDeviceGetAttribute(pi, attrib, dev);
     if (r != CUDA_SUCCESS || !gs__sm_on || attrib != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ||

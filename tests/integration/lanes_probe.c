@@ -4,7 +4,8 @@
  * has, what the API reported, when its function started (CLOCK_MONOTONIC,
  * µs) and the device time of one spin_2000us kernel (2 ms on the whole
  * device) on its NULL stream:
- *   "lane I sms N reported N first F start_us T ms X"
+ *   "lane I sms N reported N attribute N first F start_us T ms X"
+ * (attribute: the device's MULTIPROCESSOR_COUNT asked on the lane's thread)
  * then "rc R" and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
  */
@@ -32,6 +33,7 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
     CUevent a, b;
     float ms = -1;
     long long start;
+    int attr = -1;
 
     (void)arg;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -39,6 +41,7 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
     memset(&res, 0, sizeof(res));
     if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != gpuslice_lane_context() ||
         cuCtxGetDevResource(cur, &res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+        cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0) != CUDA_SUCCESS ||
         cuModuleLoadData(&m, image) != CUDA_SUCCESS ||
         cuModuleGetFunction(&f, m, "spin_2000us") != CUDA_SUCCESS ||
         cuEventCreate(&a, 0) != CUDA_SUCCESS || cuEventCreate(&b, 0) != CUDA_SUCCESS ||
@@ -47,8 +50,8 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
         cuEventRecord(b, NULL) != CUDA_SUCCESS || cuEventSynchronize(b) != CUDA_SUCCESS ||
         cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS)
         return 1;
-    printf("lane %d sms %u reported %u first %u start_us %lld ms %.2f\n", i, res.sm.smCount,
-           info->sm_count, info->first_sm, start, ms);
+    printf("lane %d sms %u reported %u attribute %d first %u start_us %lld ms %.2f\n", i,
+           res.sm.smCount, info->sm_count, attr, info->first_sm, start, ms);
     return 0;
 }
 
@@ -57,7 +60,7 @@ int main(int argc, char **argv)
     struct gpuslice_lane lanes[GPUSLICE_LANES_MAX];
     double w[GPUSLICE_LANES_MAX];
     char err[512] = "";
-    int n = 0, i = 1, dev = 0, rc;
+    int n = 0, i = 1, dev = 0, rc, attr = -1;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 2 && strcmp(argv[1], "-d") == 0) {
@@ -68,6 +71,8 @@ int main(int argc, char **argv)
         w[n++] = strtod(argv[i], NULL);
     rc = gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
     printf("rc %d\n", rc);
+    if (cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
+        printf("after attribute %d\n", attr); /* no lane current: the whole GPU's */
     if (rc < 0)
         printf("err %s\n", err);
     for (i = 0; rc == 0 && i < n; i++)

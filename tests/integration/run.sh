@@ -1130,20 +1130,21 @@ lanes)
     LP="$B/tests/lanes_probe"
     export LD_LIBRARY_PATH="$B/lib:$LD_LIBRARY_PATH"
     expect 0 "two lanes 25/75" -- "$LP" 25 75
-    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported and current on each lane's thread; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
+    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
 import sys
 l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
 v = lambda i, k: float(l[i][l[i].index(k) + 1])
 assert sorted(l) == [0, 1], l
-assert (v(0, "sms"), v(0, "reported"), v(0, "first")) == (32, 32, 0), l
-assert (v(1, "sms"), v(1, "reported"), v(1, "first")) == (100, 100, 32), l
+assert (v(0, "sms"), v(0, "reported"), v(0, "attribute"), v(0, "first")) == (32, 32, 32, 0), l
+assert (v(1, "sms"), v(1, "reported"), v(1, "attribute"), v(1, "first")) == (100, 100, 100, 32), l
+assert "after attribute 132" in open(sys.argv[1]).read(), l
 # The simulator's device runs one kernel at a time: the second lane's may wait for the first's.
 assert 8.2 <= v(0, "ms") < 11.5 and 2.6 <= v(1, "ms") < 11.5, l
 assert v(0, "ms") < 9.0 or v(1, "ms") < 3.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
-    grep -q "^lane 3 sms 60 reported 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
+    grep -q "^lane 3 sms 60 reported 60 attribute 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
     expect 1 "a weight of 0" -- "$LP" 0 1
     grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
     expect 1 "no lanes" -- "$LP"
