@@ -18,10 +18,10 @@
  *   a lane must be destroyed by its function.
  * - Not to be combined with GPUSLICE_SMS (a whole-process partition) on the
  *   same device.
- * - Size grids by the lane's sm_count: the driver's
- *   cuDeviceGetAttribute(MULTIPROCESSOR_COUNT) on a lane's thread answers it
- *   (through libgpuslice), but the CUDA runtime's cudaDeviceGetAttribute
- *   gave the whole GPU's count on an H200.
+ * - Size grids by the lane's sm_count. cuDeviceGetAttribute
+ *   (MULTIPROCESSOR_COUNT) on a lane's thread answers it too, but that is
+ *   checked on the simulated GPU only; on an H200 the CUDA runtime's
+ *   cudaDeviceGetAttribute gave the whole GPU's count before a fix.
  */
 #ifndef GPUSLICE_GPUSLICE_H
 #define GPUSLICE_GPUSLICE_H

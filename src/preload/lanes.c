@@ -134,8 +134,10 @@ int gs__lanes_sms(CUdevice dev, int *count)
         c == NULL)
         return 0;
     for (i = 0; i < n; i++) {
-        if (runs[i].ctx == c && runs[i].dev == dev) {
-            *count = (int)runs[i].sms;
+        unsigned sms = __atomic_load_n(&runs[i].sms, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&runs[i].ctx, __ATOMIC_ACQUIRE) == c && runs[i].dev == dev &&
+            sms > 0) {
+            *count = (int)sms;
             return 1;
         }
     }
@@ -268,6 +270,11 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     }
 out:
     __atomic_store_n(&gs__lanes_live, 0, __ATOMIC_RELEASE);
+    /* A reader that saw the lanes live matches no context of a destroyed (or reused) lane. */
+    for (i = 0; i < made; i++) {
+        __atomic_store_n(&runs[i].sms, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&runs[i].ctx, NULL, __ATOMIC_RELEASE);
+    }
     for (i = 0; i < made; i++)
         if (gs__real.cuGreenCtxDestroy)
             gs__real.cuGreenCtxDestroy(runs[i].green);

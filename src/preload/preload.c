@@ -262,11 +262,22 @@ void *gs__hook_for_symbol(const char *symbol)
     return NULL;
 }
 
+/*
+ * Hooked even in a process with nothing configured: the lanes API tells a
+ * lane's thread its SM count through cuDeviceGetAttribute (sm.c), also where
+ * the CUDA runtime resolves it through dlsym and cuGetProcAddress.
+ */
+static int always_hooked(const char *symbol)
+{
+    return strcmp(symbol, "cuDeviceGetAttribute") == 0 ||
+           strncmp(symbol, "cuGetProcAddress", 16) == 0;
+}
+
 static void *lookup(void *handle, const char *symbol)
 {
     void *r = real_dlsym(handle, symbol), *h;
 
-    if (r == NULL || !gs__config())
+    if (r == NULL || (!gs__config() && !always_hooked(symbol)))
         return r;
     h = gs__hook_for_symbol(symbol);
     return h ? h : r;
@@ -351,7 +362,8 @@ static CUresult getproc(const char *symbol, void **pfn, int version, cuuint64_t 
             return CUDA_ERROR_NOT_SUPPORTED;
         r = gs__real.cuGetProcAddress(symbol, pfn, version, flags);
     }
-    if (r != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL || !gs__config())
+    if (r != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL ||
+        (!gs__config() && strcmp(symbol, "cuDeviceGetAttribute") != 0))
         return r;
     *pfn = translate(symbol, *pfn, version, flags);
     return r;

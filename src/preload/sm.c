@@ -61,7 +61,7 @@ int gs__sm_on; /* GPUSLICE_SMS is set: 0 lets every check return at once */
 #define GS_TLS __thread __attribute__((tls_model("initial-exec")))
 static GS_TLS int swapped_noted;
 static GS_TLS CUcontext checked; /* this thread's current context, known to need no swap */
-static GS_TLS int making;         /* in make(): the driver's own attribute queries pass */
+static GS_TLS int planning;       /* in planned_sms(): the driver's own attribute queries pass */
 
 static const char *cu_name(CUresult r)
 {
@@ -72,17 +72,30 @@ static const char *cu_name(CUresult r)
     return "an unknown CUDA error";
 }
 
-/* The partition configured for device dev (its packed value), or 0. */
+/*
+ * The partition configured for device dev (its packed value), or 0. Kept per
+ * device once its UUID is known (the configuration is fixed for the process).
+ */
 static uint64_t spec_for(CUdevice dev)
 {
+    static uint64_t cache[MAX_DEVICES];
+    static int known[MAX_DEVICES];
     char uuid[GS_UUID_STRLEN] = "";
+    uint64_t v;
     CUuuid u;
 
     if (gs__state.sm_limits.n == 0)
         return 0;
+    if (dev >= 0 && dev < MAX_DEVICES && __atomic_load_n(&known[dev], __ATOMIC_ACQUIRE))
+        return cache[dev];
     if (gs__real.cuDeviceGetUuid_v2 && gs__real.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS)
         gs_format_uuid((const unsigned char *)u.bytes, uuid);
-    return gs_limits_lookup(&gs__state.sm_limits, dev, uuid[0] ? uuid : NULL);
+    v = gs_limits_lookup(&gs__state.sm_limits, dev, uuid[0] ? uuid : NULL);
+    if (uuid[0] && dev >= 0 && dev < MAX_DEVICES) {
+        cache[dev] = v;
+        __atomic_store_n(&known[dev], 1, __ATOMIC_RELEASE);
+    }
+    return v;
 }
 
 /* Refuses the partition of dev: logs why, and its context calls fail with r. */
@@ -168,13 +181,14 @@ CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len)
 /*
  * A green context of count SMs from first on dev (all: its SM resource), its
  * CUcontext and exact SM count; CUDA_SUCCESS, or an error with the reason in
- * msg. *group says the group size used.
+ * msg. *group says the group size used. With green NULL, only the count the
+ * split's groups make (no context is made).
  */
 CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
                       int fine_only, CUgreenCtx *green, CUcontext *ctx, unsigned *sms,
                       unsigned *group, char *msg, size_t len)
 {
-    unsigned total = all->sm.smCount, coarse = 0, fine = 0, nsel = 0, cap = total;
+    unsigned total = all->sm.smCount, coarse = 0, fine = 0, nsel = 0, cap = total, k;
     CUdevResource got, *groups = NULL, *sel = NULL;
     CUdevResourceDesc desc;
     CUresult r = CUDA_SUCCESS;
@@ -211,6 +225,11 @@ CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
+    if (green == NULL) { /* the plan only: the count the groups make, no context */
+        for (k = 0, *sms = 0; k < nsel; k++)
+            *sms += sel[k].sm.smCount;
+        goto out;
+    }
     if ((r = gs__real.cuDevResourceGenerateDesc(&desc, sel, nsel)) != CUDA_SUCCESS ||
         (r = gs__real.cuGreenCtxCreate(green, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) !=
             CUDA_SUCCESS) {
@@ -235,10 +254,35 @@ out:
     return r;
 }
 
-/* Makes the green context of dev's partition (spec); under sm_mu, through make(). */
-static void make_now(struct part *p, CUdevice dev, uint64_t spec)
+/* The SM count and first SM that spec asks of a device whose SMs are all. */
+static void resolve(CUdevResource *all, uint64_t spec, unsigned *count, unsigned *first)
 {
-    unsigned count = GS_SMS_COUNT(spec), first = GS_SMS_FIRST(spec), total, group = 0;
+    unsigned total = all->sm.smCount;
+
+    *count = GS_SMS_COUNT(spec);
+    *first = GS_SMS_FIRST(spec);
+    if (spec & GS_SMS_SHARE) {
+        /* A share: the nearest count of the finest groups (2 SMs on an H200), at least one. */
+        unsigned pct = GS_SMS_COUNT(spec), step = 2, one_n = 1;
+        CUdevResource one, rest;
+        if (gs__real.cuDevSmResourceSplitByCount(&one, &one_n, all, &rest,
+                                                 CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                                 1) == CUDA_SUCCESS &&
+            one_n == 1 && one.sm.smCount > 0)
+            step = one.sm.smCount;
+        *count = (unsigned)(((uint64_t)total * pct + 50 * step) / (100 * step)) * step;
+        if (*count == 0)
+            *count = step;
+        if (pct == 100 || *count > total)
+            *count = total;
+        *first = 0;
+    }
+}
+
+/* Makes the green context of dev's partition (spec); under sm_mu. */
+static void make(struct part *p, CUdevice dev, uint64_t spec)
+{
+    unsigned count, first, total, group = 0;
     CUdevResource all;
     char msg[512];
     CUresult r;
@@ -248,22 +292,7 @@ static void make_now(struct part *p, CUdevice dev, uint64_t spec)
         return;
     }
     total = all.sm.smCount;
-    if (spec & GS_SMS_SHARE) {
-        /* A share: the nearest count of the finest groups (2 SMs on an H200), at least one. */
-        unsigned pct = GS_SMS_COUNT(spec), step = 2, one_n = 1;
-        CUdevResource one, rest;
-        if (gs__real.cuDevSmResourceSplitByCount(&one, &one_n, &all, &rest,
-                                                 CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
-                                                 1) == CUDA_SUCCESS &&
-            one_n == 1 && one.sm.smCount > 0)
-            step = one.sm.smCount;
-        count = (unsigned)(((uint64_t)total * pct + 50 * step) / (100 * step)) * step;
-        if (count == 0)
-            count = step;
-        if (pct == 100 || count > total)
-            count = total;
-        first = 0;
-    }
+    resolve(&all, spec, &count, &first);
     if ((r = gs__sm_build(dev, &all, count, first, (spec & GS_SMS_FINE) != 0, &p->green, &p->ctx,
                           &p->sms, &group, msg, sizeof(msg))) != CUDA_SUCCESS) {
         refuse(p, r, "%s", msg);
@@ -272,13 +301,6 @@ static void make_now(struct part *p, CUdevice dev, uint64_t spec)
     __atomic_store_n(&p->state, 1, __ATOMIC_RELEASE); /* after p->sms, for lock-free readers */
     gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS,
               (int)dev, p->sms, count, first, total, group);
-}
-
-static void make(struct part *p, CUdevice dev, uint64_t spec)
-{
-    making = 1;
-    make_now(p, dev, spec);
-    making = 0;
 }
 
 /*
@@ -373,8 +395,7 @@ CUresult gs__sm_primary(CUdevice dev, CUcontext *pctx)
     saved = errno;
     if (p->state == 0)
         make(p, dev, spec);
-    /* The first context, not an earlier cuDeviceGetAttribute that made the partition. */
-    lane_barrier(p);
+    lane_barrier(p); /* once per process, at its first context */
     errno = saved;
     /* Known for refused devices too, so that the primary context is refused wherever it appears. */
     __atomic_store_n(&p->primary, *pctx, __ATOMIC_RELEASE);
@@ -524,44 +545,72 @@ void gs__sm_created(CUdevice dev)
 }
 
 /*
+ * The SM count of dev's partition (spec) as the program is told it: the
+ * partition's once made, else what the split's groups make, planned without
+ * making a context (a query before the first context must not make the
+ * primary context behind the memory accounting's back). 0 when the partition
+ * cannot be made.
+ */
+static unsigned planned_sms(CUdevice dev, uint64_t spec)
+{
+    static unsigned plans[MAX_DEVICES]; /* kept across resets: the same split */
+    struct part *p = &parts[dev];
+    unsigned n = 0, count, first, group;
+    CUdevResource all;
+    char msg[512];
+    int saved;
+
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) > 0 &&
+        (n = __atomic_load_n(&p->sms, __ATOMIC_ACQUIRE)) > 0)
+        return n;
+    if ((n = __atomic_load_n(&plans[dev], __ATOMIC_ACQUIRE)) > 0 || planning)
+        return n;
+    saved = errno;
+    planning = 1;
+    if (gs__sm_device(dev, &all, msg, sizeof(msg)) == CUDA_SUCCESS) {
+        resolve(&all, spec, &count, &first);
+        if (gs__sm_build(dev, &all, count, first, (spec & GS_SMS_FINE) != 0, NULL, NULL, &n,
+                         &group, msg, sizeof(msg)) != CUDA_SUCCESS)
+            n = 0;
+    }
+    planning = 0;
+    errno = saved;
+    if (n > 0)
+        __atomic_store_n(&plans[dev], n, __ATOMIC_RELEASE);
+    return n;
+}
+
+/*
  * A partitioned device's MULTIPROCESSOR_COUNT is its partition's SM count,
  * as a MIG instance's is its own: programs and libraries size grids by it
- * (persistent kernels, split-K), and a cooperative launch sized for the whole
- * GPU is too large for the partition. Asked before the first context, the
- * partition is made now; a refused one leaves the real count (its contexts
- * fail anyway, with the reason logged). Where a gpuslice_lanes_run lane's
- * partition is current, the answer is that lane's count.
+ * (cuBLAS, persistent kernels), and a cooperative launch sized for the whole
+ * GPU is too large for the partition. One that cannot be made leaves the
+ * real count (its contexts fail anyway, with the reason logged). Where a
+ * gpuslice_lanes_run lane's partition is current, the answer is that lane's
+ * count. Handed out through dlsym and cuGetProcAddress even without a
+ * configuration, for the lanes API (preload.c).
  */
 GS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    struct part *p;
     uint64_t spec;
+    unsigned n;
     CUresult r;
-    int saved;
 
-    if (attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT &&
-        __atomic_load_n(&gs__lanes_live, __ATOMIC_ACQUIRE) && gs__real.cuDeviceGetAttribute) {
-        /* Lanes need no configuration (the program links libgpuslice); not with GPUSLICE_SMS. */
-        if ((r = gs__real.cuDeviceGetAttribute(pi, attrib, dev)) == CUDA_SUCCESS)
-            gs__lanes_sms(dev, pi);
-        return r;
-    }
-    GS_PASS(cuDeviceGetAttribute, (pi, attrib, dev));
+    if (gs__load_cuda() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!gs__real.cuDeviceGetAttribute)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (gs__config() && gs__state.config_error)
+        return CUDA_ERROR_NOT_INITIALIZED;
     r = gs__real.cuDeviceGetAttribute(pi, attrib, dev);
-    if (r != CUDA_SUCCESS || !gs__sm_on || attrib != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ||
-        making || dev < 0 || dev >= MAX_DEVICES || (spec = spec_for(dev)) == 0)
+    if (r != CUDA_SUCCESS || attrib != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         return r;
-    p = &parts[dev];
-    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 0) {
-        pthread_mutex_lock(&sm_mu);
-        saved = errno;
-        if (p->state == 0)
-            make(p, dev, spec);
-        errno = saved;
-        pthread_mutex_unlock(&sm_mu);
-    }
-    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) > 0)
-        *pi = (int)p->sms;
+    if (__atomic_load_n(&gs__lanes_live, __ATOMIC_ACQUIRE) && gs__lanes_sms(dev, pi))
+        return r;
+    if (!gs__sm_on || dev < 0 || dev >= MAX_DEVICES || (spec = spec_for(dev)) == 0)
+        return r;
+    if ((n = planned_sms(dev, spec)) > 0)
+        *pi = (int)n;
     return r;
 }
 

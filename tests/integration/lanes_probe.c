@@ -5,10 +5,13 @@
  * µs) and the device time of one spin_2000us kernel (2 ms on the whole
  * device) on its NULL stream:
  *   "lane I sms N reported N attribute N first F start_us T ms X"
- * (attribute: the device's MULTIPROCESSOR_COUNT asked on the lane's thread)
+ * (attribute: the device's MULTIPROCESSOR_COUNT asked on the lane's thread;
+ * via_gpa, via_dlsym: the same through the pointers cuGetProcAddress and
+ * dlsym give, as the CUDA runtime asks)
  * then "rc R" and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +25,22 @@
 GS_CUDA_FUNCS(DECL)
 #undef DECL
 
+typedef CUresult (*attr_fn)(int *, CUdevice_attribute, CUdevice);
+
+/* MULTIPROCESSOR_COUNT through fn, or -1. */
+static int ask(attr_fn fn)
+{
+    int v = -1;
+
+    if (fn == NULL || fn(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0) != CUDA_SUCCESS)
+        return -1;
+    return v;
+}
+
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
 {
+    void *gpa = NULL, *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CUdriverProcAddressQueryResult st;
     static const char image[] = "simulated";
     struct timespec ts;
     CUdevResource res;
@@ -50,8 +67,13 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
         cuEventRecord(b, NULL) != CUDA_SUCCESS || cuEventSynchronize(b) != CUDA_SUCCESS ||
         cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS)
         return 1;
-    printf("lane %d sms %u reported %u attribute %d first %u start_us %lld ms %.2f\n", i,
-           res.sm.smCount, info->sm_count, attr, info->first_sm, start, ms);
+    if (cuGetProcAddress_v2("cuDeviceGetAttribute", &gpa, 12000, 0, &st) != CUDA_SUCCESS)
+        gpa = NULL;
+    printf("lane %d sms %u reported %u attribute %d via_gpa %d via_dlsym %d first %u start_us "
+           "%lld ms %.2f\n",
+           i, res.sm.smCount, info->sm_count, attr, ask((attr_fn)gpa),
+           ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start,
+           ms);
     return 0;
 }
 

@@ -1006,22 +1006,26 @@ PY
     }
     expect 0 "sm_probe without a partition" -- "$SP" 2
     every_line "$T/out" 132 2.0 && ok "the whole device: 132 SMs, 2 ms" || { bad "unpartitioned"; cat "$T/out"; }
-    grep -qx "attribute sms 132" "$T/out" && ok "MULTIPROCESSOR_COUNT unpartitioned: 132" || { bad "attribute"; cat "$T/out"; }
+    grep -qx "attribute sms 132 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT unpartitioned: 132" || { bad "attribute"; cat "$T/out"; }
     expect 0 "run --sms 16, four threads" -- "$GS" run --sms 16 -- "$SP" 4
     every_line "$T/out" 16 16.4 && ok "every thread, its NULL stream, a stream and a graph on 16 SMs (16.5 ms)" || { bad "--sms 16"; cat "$T/out"; }
-    grep -qx "attribute sms 16" "$T/out" && ok "MULTIPROCESSOR_COUNT asked before any context: the partition's 16" || { bad "attribute under --sms 16"; cat "$T/out"; }
+    grep -qx "attribute sms 16 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT asked before any context: the partition's 16, and no context made by asking" || { bad "attribute under --sms 16"; cat "$T/out"; }
     stderr_has "SM partition 16 for"
     expect 0 "run --sms 16 where the runtime makes the primary context current itself" -- "$GS" run -q --sms 16 -- "$SP" internal 3
     every_line "$T/out" 16 16.4 && ok "a primary context made current behind the hooks is swapped for the partition" || { bad "internal path"; cat "$T/out"; }
     expect 0 "run --sm-share 25" -- "$GS" run -q --sm-share 25 -- "$SP" 1
     every_line "$T/out" 34 7.7 && ok "25% of 132 SMs is 34 (the nearest multiple of 2)" || { bad "--sm-share 25"; cat "$T/out"; }
-    grep -qx "attribute sms 34" "$T/out" && ok "MULTIPROCESSOR_COUNT under --sm-share 25: 34" || { bad "attribute under --sm-share"; cat "$T/out"; }
+    grep -qx "attribute sms 34 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT under --sm-share 25: 34" || { bad "attribute under --sm-share"; cat "$T/out"; }
     expect 0 "GPUSLICE_SMS=4@128 (the last 4 SMs, fine groups)" -- env GPUSLICE_SMS=4@128 LD_PRELOAD="$LIB" "$SP" 1
-    every_line "$T/out" 4 66 && ok "the last 4 SMs alone" || { bad "4@128"; cat "$T/out"; }
+    every_line "$T/out" 4 66 && grep -q "^attribute sms 4 " "$T/out" && ok "the last 4 SMs alone, and told 4" || { bad "4@128"; cat "$T/out"; }
     expect 0 "GPUSLICE_SMS=6@2 (fine groups)" -- env GPUSLICE_SMS=6@2 LD_PRELOAD="$LIB" "$SP" 1
-    every_line "$T/out" 6 44 && ok "6 SMs from SM 2" || { bad "6@2"; cat "$T/out"; }
+    every_line "$T/out" 6 44 && grep -q "^attribute sms 6 " "$T/out" && ok "6 SMs from SM 2, and told 6" || { bad "6@2"; cat "$T/out"; }
     expect 0 "GPUSLICE_SMS per device" -- env GPUSLICE_SMS=0:40,1:8 LD_PRELOAD="$LIB" "$SP" 1
-    every_line "$T/out" 40 6.6 && ok "device 0's entry" || { bad "0:40"; cat "$T/out"; }
+    every_line "$T/out" 40 6.6 && grep -q "^attribute sms 40 " "$T/out" && ok "device 0's entry, and told 40" || { bad "0:40"; cat "$T/out"; }
+    # A reservation beside the partition: the partition is made at the first context, through
+    # the hook that asks the reservation for memory when the driver has none.
+    expect 0 "run --filled 1 --sms 16" -- "$GS" run -q --filled 1 --sms 16 -- "$SP" 1
+    every_line "$T/out" 16 16.4 && grep -qx "attribute sms 16 primary_active 0" "$T/out" && ok "a full GPU's reservation gives way to the partition's context" || { bad "--filled with --sms"; cat "$T/out"; }
     expect 0 "a context the program makes itself" -- "$GS" run -q --sms 16 -- "$SP" create 1
     stderr_has "not on the SM partition"
     grep -q "^created null sms 132" "$T/out" && grep -q "^thread 0 null sms 16" "$T/out" && ok "only the primary context is partitioned, and that is said" || { bad "cuCtxCreate"; cat "$T/out"; }
@@ -1130,13 +1134,14 @@ lanes)
     LP="$B/tests/lanes_probe"
     export LD_LIBRARY_PATH="$B/lib:$LD_LIBRARY_PATH"
     expect 0 "two lanes 25/75" -- "$LP" 25 75
-    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
+    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT, also through cuGetProcAddress and dlsym) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
 import sys
 l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
 v = lambda i, k: float(l[i][l[i].index(k) + 1])
 assert sorted(l) == [0, 1], l
 assert (v(0, "sms"), v(0, "reported"), v(0, "attribute"), v(0, "first")) == (32, 32, 32, 0), l
 assert (v(1, "sms"), v(1, "reported"), v(1, "attribute"), v(1, "first")) == (100, 100, 100, 32), l
+assert (v(0, "via_gpa"), v(0, "via_dlsym"), v(1, "via_gpa"), v(1, "via_dlsym")) == (32, 32, 100, 100), l
 assert "after attribute 132" in open(sys.argv[1]).read(), l
 # The simulator's device runs one kernel at a time: the second lane's may wait for the first's.
 assert 8.2 <= v(0, "ms") < 11.5 and 2.6 <= v(1, "ms") < 11.5, l
@@ -1144,7 +1149,7 @@ assert v(0, "ms") < 9.0 or v(1, "ms") < 3.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
-    grep -q "^lane 3 sms 60 reported 60 attribute 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
+    grep -q "^lane 3 sms 60 reported 60 attribute 60 via_gpa 60 via_dlsym 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
     expect 1 "a weight of 0" -- "$LP" 0 1
     grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
     expect 1 "no lanes" -- "$LP"

@@ -13,7 +13,8 @@
  * cuSimRuntimeMakePrimaryCurrent), not through cuDevicePrimaryCtxRetain and
  * cuCtxSetCurrent.
  * First, before any context, it prints the device's MULTIPROCESSOR_COUNT
- * attribute ("attribute sms N").
+ * attribute and whether the primary context is active after that query
+ * ("attribute sms N primary_active A").
  * Exit status: 0, 1 when a CUDA call failed (named on stderr), 2 for bad usage.
  *
  * usage: sm_probe [create|internal] THREADS
@@ -155,7 +156,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "sm_probe: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT) failed\n");
         return 1;
     }
-    printf("attribute sms %d\n", attr);
+    {
+        unsigned flags = 0;
+        int active = -1;
+        cuDevicePrimaryCtxGetState(0, &flags, &active);
+        /* Asking must not make a context (the memory accounting would not see it). */
+        printf("attribute sms %d primary_active %d\n", attr, active);
+    }
     if (create && created() < 0)
         return 1;
     for (i = 0; i < n; i++)
