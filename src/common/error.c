@@ -1,6 +1,8 @@
 /* Names for gpuslice's own error codes and for negative errnos. */
 #include "common/error.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *gs_strerror(int r)
@@ -17,4 +19,15 @@ const char *gs_strerror(int r)
     if (r < 0 && r > -4000)
         return strerror(-r);
     return "unknown error";
+}
+
+void gs_set_error(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

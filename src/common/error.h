@@ -6,6 +6,8 @@
 #ifndef GPUSLICE_ERROR_H
 #define GPUSLICE_ERROR_H
 
+#include <stddef.h>
+
 /* X(name, value, message) */
 #define GS_ERRNO_MAP(X)                                                              \
     X(GS_EBADCONFIG, -4001, "invalid gpuslice configuration")                        \
@@ -22,5 +24,9 @@ enum gs_error {
 
 /* A static string describing r (a negative errno or a gs_error). */
 const char *gs_strerror(int r);
+
+/* Formats a message for a person into err (nothing when err is NULL or errlen 0). */
+void gs_set_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -3,27 +3,13 @@
  * They are strict: anything not fully understood is refused with a message,
  * because a limit silently misread is a limit not applied.
  */
+#include "common/error.h"
 #include "common/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int gs_parse_size(const char *s, uint64_t *out)
 {
@@ -239,13 +225,13 @@ static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, cons
         if (o->key == e->key && (e->key == GS_KEY_ALL ||
                                  (e->key == GS_KEY_INDEX && o->index == e->index) ||
                                  (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0))) {
-            seterr(err, errlen, "%s: device %s is given twice", what,
+            gs_set_error(err, errlen, "%s: device %s is given twice", what,
                    e->key == GS_KEY_ALL ? "(all)" : e->key == GS_KEY_UUID ? e->uuid : "index");
             return -EINVAL;
         }
     }
     if (out->n >= GS_MAX_LIMIT_ENTRIES) {
-        seterr(err, errlen, "%s: more than %d entries", what, GS_MAX_LIMIT_ENTRIES);
+        gs_set_error(err, errlen, "%s: more than %d entries", what, GS_MAX_LIMIT_ENTRIES);
         return -E2BIG;
     }
     out->e[out->n++] = *e;
@@ -260,7 +246,7 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
     memset(out, 0, sizeof(*out));
     out->source = what;
     if (s == NULL || *s == '\0') {
-        seterr(err, errlen, "%s: empty value (%s, or per device as 0:8G,1:4G)", what,
+        gs_set_error(err, errlen, "%s: empty value (%s, or per device as 0:8G,1:4G)", what,
                value_forms(kind));
         return -EINVAL;
     }
@@ -276,7 +262,7 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
         memset(&e, 0, sizeof(e));
         if (colon) {
             if (parse_key(p, (size_t)(colon - p), &e) < 0) {
-                seterr(err, errlen,
+                gs_set_error(err, errlen,
                        "%s: \"%.*s\" is not a device (use an index such as 0, or a UUID "
                        "such as GPU-1a2b3c4d-0000-1111-2222-333344445555)",
                        what, (int)(colon - p), p);
@@ -289,19 +275,19 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
             vlen = len;
         }
         if (vlen >= sizeof(val)) {
-            seterr(err, errlen, "%s: \"%.*s\" is too long to be a value", what, (int)vlen, p);
+            gs_set_error(err, errlen, "%s: \"%.*s\" is too long to be a value", what, (int)vlen, p);
             return -EINVAL;
         }
         memcpy(val, p, vlen);
         val[vlen] = '\0';
         if ((r = parse_value(val, kind, &e.value)) < 0) {
             if (r == -EDOM)
-                seterr(err, errlen, "%s: \"%s\" is %s (%s)", what, val,
+                gs_set_error(err, errlen, "%s: \"%s\" is %s (%s)", what, val,
                        kind == GS_VALUE_SIZE ? "not a usable limit: it must be above zero"
                                              : "out of range",
                        value_forms(kind));
             else
-                seterr(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
+                gs_set_error(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
                        kind == GS_VALUE_SIZE      ? "size"
                        : kind == GS_VALUE_PERCENT ? "percentage"
                                                   : "partition",
@@ -314,7 +300,7 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
         if (*p == ',') {
             p++;
             if (*p == '\0') {
-                seterr(err, errlen, "%s: trailing comma in \"%s\"", what, s);
+                gs_set_error(err, errlen, "%s: trailing comma in \"%s\"", what, s);
                 return -EINVAL;
             }
         }
@@ -344,7 +330,7 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
     memset(out, 0, sizeof(*out));
     out->source = what;
     if (s == NULL) {
-        seterr(err, errlen, "%s: missing value", what);
+        gs_set_error(err, errlen, "%s: missing value", what);
         return -EINVAL;
     }
     json_ws(&c);
@@ -379,7 +365,7 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
         json_ws(&c);
         memset(&e, 0, sizeof(e));
         if (parse_key(key, klen, &e) < 0) {
-            seterr(err, errlen,
+            gs_set_error(err, errlen,
                    "%s: key \"%.*s\" is not a device (use an index such as \"0\" or a GPU "
                    "UUID such as \"GPU-1a2b3c4d-0000-1111-2222-333344445555\")",
                    what, (int)klen, key);
@@ -389,7 +375,7 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
         while (isdigit((unsigned char)s[c.pos]))
             c.pos++;
         if (c.pos == vstart || c.pos - vstart >= sizeof(val)) {
-            seterr(err, errlen, "%s: the value for \"%.*s\" must be a %s", what, (int)klen,
+            gs_set_error(err, errlen, "%s: the value for \"%.*s\" must be a %s", what, (int)klen,
                    key,
                    kind == GS_VALUE_SIZE ? "positive integer number of bytes"
                                          : "percentage, an integer from 1 to 100");
@@ -398,7 +384,7 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
         memcpy(val, s + vstart, c.pos - vstart);
         val[c.pos - vstart] = '\0';
         if ((r = parse_value(val, kind, &e.value)) < 0) {
-            seterr(err, errlen, "%s: the value %s for \"%.*s\" is %s", what, val, (int)klen,
+            gs_set_error(err, errlen, "%s: the value %s for \"%.*s\" is %s", what, val, (int)klen,
                    key,
                    kind == GS_VALUE_SIZE ? "not a usable limit (it must be above zero)"
                                          : "out of range (use 1 to 100)");
@@ -423,7 +409,7 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
         goto syntax;
     return 0;
 syntax:
-    seterr(err, errlen,
+    gs_set_error(err, errlen,
            "%s: not a JSON object of device to %s at character %zu (use e.g. "
            "{\"0\": %s, \"GPU-1a2b3c4d-0000-1111-2222-333344445555\": %s})",
            what, kind == GS_VALUE_SIZE ? "bytes" : "percent", c.pos + 1,

@@ -8,10 +8,10 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "common/smplan.h"
 #include "gpuslice/gpuslice.h"
 #include "preload/preload.h"
@@ -41,18 +41,6 @@ static struct lane_run runs[GPUSLICE_LANES_MAX];
 int gs__lanes_live;
 
 static __thread __attribute__((tls_model("initial-exec"))) CUcontext lane_ctx;
-
-static void say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int errno_of(CUresult r)
 {
@@ -162,7 +150,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     int i, made = 0, started = 0, rc = 0, count = 0;
 
     if (n < 1 || n > GPUSLICE_LANES_MAX || !weights || !fn || !lanes) {
-        say(err, errlen, "gpuslice_lanes_run: %s",
+        gs_set_error(err, errlen, "gpuslice_lanes_run: %s",
             n < 1 || n > GPUSLICE_LANES_MAX ? "n must be 1 to 64"
             : !fn                           ? "no lane function"
                                             : "weights and lanes are needed");
@@ -170,34 +158,34 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     }
     for (i = 0; i < n; i++) {
         if (!(weights[i] > 0) || !isfinite(weights[i])) {
-            say(err, errlen, "gpuslice_lanes_run: weight %d (%g) is not a positive number", i,
+            gs_set_error(err, errlen, "gpuslice_lanes_run: weight %d (%g) is not a positive number", i,
                 weights[i]);
             return -EINVAL;
         }
     }
     if (gs__load_cuda() < 0 || !gs__real.cuInit) {
-        say(err, errlen, "gpuslice_lanes_run: no NVIDIA driver found (libcuda.so.1)");
+        gs_set_error(err, errlen, "gpuslice_lanes_run: no NVIDIA driver found (libcuda.so.1)");
         return -ENODEV;
     }
     if ((r = gs__real.cuInit(0)) != CUDA_SUCCESS ||
         (r = gs__real.cuDeviceGetCount(&count)) != CUDA_SUCCESS) {
-        say(err, errlen, "gpuslice_lanes_run: the CUDA driver did not initialise (error %d)",
+        gs_set_error(err, errlen, "gpuslice_lanes_run: the CUDA driver did not initialise (error %d)",
             (int)r);
         return errno_of(r);
     }
     if (device < 0 || device >= count || gs__real.cuDeviceGet(&dev, device) != CUDA_SUCCESS) {
-        say(err, errlen, "gpuslice_lanes_run: there is no GPU %d (%d visible)", device, count);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: there is no GPU %d (%d visible)", device, count);
         return -ENODEV;
     }
     pthread_mutex_lock(&one_at_a_time);
     /* The primary context first, as the driver advises; the partitions share it. */
     if ((r = gs__real.cuDevicePrimaryCtxRetain(&primary, dev)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&one_at_a_time);
-        say(err, errlen, "gpuslice_lanes_run: GPU %d: no context (error %d)", device, (int)r);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: GPU %d: no context (error %d)", device, (int)r);
         return errno_of(r);
     }
     if ((r = gs__sm_device(dev, &all, msg, sizeof(msg))) != CUDA_SUCCESS) {
-        say(err, errlen, "gpuslice_lanes_run: %s", msg);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: %s", msg);
         rc = errno_of(r);
         goto out;
     }
@@ -205,7 +193,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     for (i = 0; i < n; i++)
         plan[i].share = weights[i];
     if (smplan(&g, plan, n, &group, msg, sizeof(msg)) < 0) {
-        say(err, errlen, "gpuslice_lanes_run: GPU %d: %s", device, msg);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: GPU %d: %s", device, msg);
         rc = -ENOTSUP;
         goto out;
     }
@@ -215,7 +203,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         memset(l, 0, sizeof(*l));
         if ((r = gs__sm_build(dev, &all, plan[made].count, plan[made].first, smplan_fine(&g, n),
                               &l->green, &l->ctx, &sms, &used, msg, sizeof(msg))) != CUDA_SUCCESS) {
-            say(err, errlen, "gpuslice_lanes_run: lane %d: %s", made, msg);
+            gs_set_error(err, errlen, "gpuslice_lanes_run: lane %d: %s", made, msg);
             rc = errno_of(r);
             goto out;
         }
@@ -255,14 +243,14 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     for (i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     if (started < n) {
-        say(err, errlen, "gpuslice_lanes_run: cannot start lane %d's thread; no lane ran",
+        gs_set_error(err, errlen, "gpuslice_lanes_run: cannot start lane %d's thread; no lane ran",
             started);
         rc = -EAGAIN;
         goto out;
     }
     for (i = 0; i < n && rc == 0; i++) {
         if (runs[i].set != CUDA_SUCCESS) {
-            say(err, errlen, "gpuslice_lanes_run: lane %d: its partition could not be made "
+            gs_set_error(err, errlen, "gpuslice_lanes_run: lane %d: its partition could not be made "
                              "current (error %d); no lane ran",
                 i, (int)runs[i].set);
             rc = -EIO;
