@@ -363,7 +363,7 @@ static CUresult getproc(const char *symbol, void **pfn, int version, cuuint64_t 
         r = gs__real.cuGetProcAddress(symbol, pfn, version, flags);
     }
     if (r != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || symbol == NULL ||
-        (!gs__config() && strcmp(symbol, "cuDeviceGetAttribute") != 0))
+        (!gs__config() && !always_hooked(symbol)))
         return r;
     *pfn = translate(symbol, *pfn, version, flags);
     return r;

@@ -7,7 +7,9 @@
  *   "lane I sms N reported N attribute N first F start_us T ms X"
  * (attribute: the device's MULTIPROCESSOR_COUNT asked on the lane's thread;
  * via_gpa, via_dlsym: the same through the pointers cuGetProcAddress and
- * dlsym give, as the CUDA runtime asks)
+ * dlsym give; via_gpa_self: through the cuGetProcAddress that
+ * cuGetProcAddress_v2("cuGetProcAddress") hands back, which is how the CUDA
+ * runtime resolves every driver function)
  * then "rc R" and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
  */
@@ -39,7 +41,7 @@ static int ask(attr_fn fn)
 
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
 {
-    void *gpa = NULL, *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *gpa = NULL, *self = NULL, *gpa_self = NULL, *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     CUdriverProcAddressQueryResult st;
     static const char image[] = "simulated";
     struct timespec ts;
@@ -69,11 +71,17 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
         return 1;
     if (cuGetProcAddress_v2("cuDeviceGetAttribute", &gpa, 12000, 0, &st) != CUDA_SUCCESS)
         gpa = NULL;
+    if (cuGetProcAddress_v2("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS ||
+        self == NULL ||
+        ((CUresult(*)(const char *, void **, int, cuuint64_t,
+                      CUdriverProcAddressQueryResult *))self)("cuDeviceGetAttribute", &gpa_self,
+                                                              12000, 0, &st) != CUDA_SUCCESS)
+        gpa_self = NULL;
     printf("lane %d sms %u reported %u attribute %d via_gpa %d via_dlsym %d first %u start_us "
-           "%lld ms %.2f\n",
+           "%lld ms %.2f via_gpa_self %d\n",
            i, res.sm.smCount, info->sm_count, attr, ask((attr_fn)gpa),
            ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start,
-           ms);
+           ms, ask((attr_fn)gpa_self));
     return 0;
 }
 

@@ -1134,7 +1134,7 @@ lanes)
     LP="$B/tests/lanes_probe"
     export LD_LIBRARY_PATH="$B/lib:$LD_LIBRARY_PATH"
     expect 0 "two lanes 25/75" -- "$LP" 25 75
-    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT, also through cuGetProcAddress and dlsym) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
+    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT, also through cuGetProcAddress, the cuGetProcAddress it hands back, and dlsym) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
 import sys
 l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
 v = lambda i, k: float(l[i][l[i].index(k) + 1])
@@ -1142,6 +1142,8 @@ assert sorted(l) == [0, 1], l
 assert (v(0, "sms"), v(0, "reported"), v(0, "attribute"), v(0, "first")) == (32, 32, 32, 0), l
 assert (v(1, "sms"), v(1, "reported"), v(1, "attribute"), v(1, "first")) == (100, 100, 100, 32), l
 assert (v(0, "via_gpa"), v(0, "via_dlsym"), v(1, "via_gpa"), v(1, "via_dlsym")) == (32, 32, 100, 100), l
+# The runtime's own path: the cuGetProcAddress handed back for "cuGetProcAddress", then through it.
+assert (v(0, "via_gpa_self"), v(1, "via_gpa_self")) == (32, 100), l
 assert "after attribute 132" in open(sys.argv[1]).read(), l
 # The simulator's device runs one kernel at a time: the second lane's may wait for the first's.
 assert 8.2 <= v(0, "ms") < 11.5 and 2.6 <= v(1, "ms") < 11.5, l
