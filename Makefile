@@ -1,11 +1,17 @@
 # Convenience wrapper around CMake: `make` builds into build/, `make test` runs
-# every CPU test, then the same suite built with ASan+UBSan in build-asan/.
+# every CPU test, then the same suite built with ASan+UBSan in build-asan/, then
+# the multi-threaded stress test built with ThreadSanitizer in build-tsan/, then
+# each libFuzzer target for FUZZ_SECONDS (30) in build-fuzz/. `make fuzz` runs
+# the fuzz targets longer (FUZZ_SECONDS, default 600 each).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_JOBS ?= 2
 CMAKE ?= cmake
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all test test-plain test-asan install clean deps
+.PHONY: all test test-plain test-asan test-tsan test-fuzz fuzz test-deps install clean deps
 
 all: $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -17,7 +23,7 @@ $(BUILD)/CMakeCache.txt:
 $(ASAN_BUILD)/CMakeCache.txt:
 	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUSLICE_SANITIZE=ON
 
-test: test-plain test-asan
+test: test-plain test-asan test-tsan test-fuzz
 
 test-plain: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -26,11 +32,44 @@ test-asan: $(ASAN_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# clang with libFuzzer, and ThreadSanitizer's runtime: installed (Debian) when missing.
+test-deps:
+	@{ echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
+	   clang -x c -fsanitize=fuzzer -o /dev/null - && \
+	   echo 'int main(void) { return 0; }' | gcc -x c -fsanitize=thread -o /dev/null -; } \
+	   >/dev/null 2>&1 || scripts/install-deps
+
+$(TSAN_BUILD)/CMakeCache.txt:
+	@scripts/check-deps
+	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DGPUSLICE_TSAN=ON
+
+# The interposer, the simulator, the CLI and the stress program under TSan; any report fails.
+test-tsan: test-deps $(TSAN_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target gpuslice gpuslice_cli sim_cuda sim_nvml \
+	    tsan_stress
+	cd $(TSAN_BUILD) && ctest --output-on-failure -L tsan
+
+$(FUZZ_BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DGPUSLICE_FUZZ=ON -DGPUSLICE_TESTS=OFF -DGPUSLICE_SIM=OFF
+
+test-fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),30) $(FUZZ_JOBS)
+
+fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),600) $(FUZZ_JOBS)
+
+# make install [PREFIX=DIR] [DESTDIR=DIR]: installs the build under PREFIX (default: the prefix
+# the build was configured with, /usr/local unless CMAKE_INSTALL_PREFIX was given), staged
+# under DESTDIR when that is set (cmake --install reads it from the environment).
 install: all
-	$(CMAKE) --install $(BUILD)
+	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 deps:
 	scripts/install-deps
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,20 +1,40 @@
-"""Compute-ceiling benchmark: does a tenant under `gpuslice run --compute P` get P% of the GPU?
+"""Compute-ceiling benchmark: does a tenant under `gpuslice run --compute P` hold P% of the
+GPU's time?
 
-Achieved share = the tenant's throughput under the ceiling / its throughput alone, both
-measured in the same run. Throughput is completed work over wall time: each worker launches
-its work in chunks (about --chunk-ms of GPU time uncapped) and synchronises after each one,
-so the completion time of every chunk is known; a window's work is read off the cumulative
-completed work, interpolated linearly between chunk completions.
+A ceiling is judged by the share of the device's time the tenant held, measured two ways
+over the same steady-state window (the --settle seconds after a change and the --tail seconds
+before the next are left out):
+  (a) gpuslice's own count: the tenant's compute_busy_ns (the device time its governor
+      billed, all its processes together), read from its shared-memory file every 5 ms;
+  (b) NVML, sampled in this process, which runs without the interposer: the raw
+      GPU-utilisation samples (nvmlDeviceGetSamples, each the share of its ~1/6 s period in
+      which a kernel ran) whose periods lie inside the window; for two tenants at once, each
+      one's per-process SM utilisation samples.
+The two must agree within --tolerance (2) points, and each must be within --tolerance of the
+ceiling. For the host-bound workloads (small kernels launched one by one: small, cuda-small)
+the GPU is idle between launches even when nothing limits them, so NVML's figure is taken
+relative to the same workload uncapped (the mean of the uncapped phases just before and after
+the capped one): the share of its own demand it was allowed, which is the time share gpuslice
+counts. Where such a workload comes in under its ceiling by more than --tolerance but at most
+--known-shortfall (5) points, with (a) and (b) agreeing, the line is a KNOWN SHORTFALL
+("@known", --shortfall known, the default; --shortfall fail makes it "@fail"): a weakness of
+the governor on launch-bound streams, reported, never passed. Anything else outside the band
+fails.
+
+Throughput (completed work over wall time, each worker synchronising after every chunk of
+about --chunk-ms) is still measured and printed as a share of the uncapped rate, with the SM
+clock and board power beside it (NVML, the same window): a power-limited GEMM runs at a higher
+clock when partly idle, so its throughput share is above its time share. Throughput is judged
+only where the GPU is contended: the 30/70 pair.
 
 Sections (--only picks some; all by default):
   gemm, small, graph   (A) one PyTorch process per workload, run as
                        `gpuslice run --name bench-WORKLOAD --compute 100 -- python3 ...`, that
                        alternates phases: uncapped (`gpuslice set "$GPUSLICE_TENANT" --compute
                        none`), then each ceiling in turn (`... --compute P`), each phase
-                       --settle s discarded then --phase-seconds s measured; --repeats times,
-                       then one more uncapped phase (--interleave: an uncapped phase before
-                       every ceiling). A capped phase's "alone" is the mean of the nearest
-                       uncapped phases before and after it.
+                       --settle s discarded, --phase-seconds s measured, --tail s discarded;
+                       --repeats times, then one more uncapped phase (--interleave: an uncapped
+                       phase before every ceiling).
                          gemm   torch.matmul 8192x8192 @ 8192x8192 fp16 into a preallocated out
                          small  x.mul_(a).add_(b) on a 64K-element fp32 tensor, eager
                          graph  the same 100 kernels captured once in torch.cuda.graph, replayed
@@ -23,34 +43,29 @@ Sections (--only picks some; all by default):
                        (100 launches captured with cudaStreamBeginCapture, cudaGraphLaunch);
                        cuda-small / cuda-graph select one of them
   pair                 (C) the GEMM alone (one uncapped process), then two GEMM tenants at once
-                       under --compute 30 and --compute 70, started together from a barrier,
-                       measured over the same window; achieved_i = throughput_i / alone
-  set                  (D) a GEMM tenant reports every chunk's completion (~2 ms chunks); the
-                       script runs `gpuslice set NAME --compute 90`, then 20, then 80, and
-                       reports how long after each change the 200 ms-window throughput is
-                       within --set-band points of the new ceiling (relative to the alone
-                       rate measured first in the same process) and stays there
+                       under --compute 30 and --compute 70, started together from a barrier and
+                       measured over the same window: each one's time share (a) and (b, per
+                       process), and its throughput share of the GEMM alone (the GPU is
+                       contended, so the clock is shared: judged too)
+  set                  (D) a GEMM tenant; the script runs `gpuslice set NAME --compute 90`, then
+                       20, then 80: how long after each change the tenant's busy share (a) over
+                       --set-window s is within --set-band points of the new ceiling and stays
+                       there (judged: under --set-deadline s), and the level it holds from 1 s
+                       after the change to the next one, by (a) and (b) (judged like A)
 
-Beside the throughput it records, for every measured window, the GPU's SM clock, power and
-utilisation (`nvidia-smi -lms 100`) and gpuslice's own busy share of the tenant (polling
-`gpuslice tenants --json --interval 0` for compute_busy_seconds). Workers are pinned to two
-CPUs each (--cpus auto) when the machine has 8 or more: host-bound workloads (small,
-cuda-small) varied by 10% between identical uncapped windows when they were not.
-
-Verdicts ("@ok"/"@fail", read by tests/gpu/report.py): A and B per workload and ceiling,
-the mean over the repeats within --tolerance (2) points of the ceiling (--verdict every: each
-repeat), with the standard error of that mean printed beside it; C each tenant within --tolerance;
-D each change settled in under --set-deadline (1 s). Numbers: "@key"/"@num". The markdown
-table goes to --table (default $OUT/bench-compute.md when OUT is set), every phase as JSON
-next to it (bench-compute.json). Exit status 1 when a verdict failed.
+Verdicts ("@ok"/"@fail"/"@known", read by tests/gpu/report.py) per workload and ceiling on
+the mean over the repeats (the standard error is printed beside it). Numbers: "@key"/"@num".
+The markdown table goes to --table (default $OUT/bench-compute.md when OUT is set), every
+phase as JSON next to it (bench-compute.json). Exit status 1 when a verdict failed.
 
 usage: bench/compute_share.py [--only gemm,small,graph,cuda,pair,set] [--repeats N]
-           [--phase-seconds S] [--settle S] [--ceilings 10,25,50,75,90] [--interleave]
-           [--budget S] [--table FILE] [--gpuslice BIN] [--compute-small BIN] ...
-                                                   (--help lists all)
+           [--phase-seconds S] [--settle S] [--tail S] [--ceilings 10,25,50,75,90]
+           [--interleave] [--budget S] [--table FILE] [--gpuslice BIN] [--compute-small BIN]
+           ...                                     (--help lists all)
        bench/compute_share.py worker ...           (internal: one PyTorch workload process)
 Normally run through bench/compute_share.sh, which builds compute_small first. Needs only
-the Python standard library, plus torch in the workers.
+the Python standard library (NVML through ctypes: bench/gpumeasure.py), plus torch in the
+workers.
 """
 import argparse
 import atexit
@@ -65,6 +80,8 @@ import tempfile
 import threading
 import time
 
+import gpumeasure as gm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SELF = os.path.abspath(__file__)
@@ -75,6 +92,7 @@ GRAPH_KERNELS = 100
 CLI_TIMEOUT = 20.0  # seconds for one `gpuslice set` / `gpuslice tenants`
 
 TORCH_WORKLOADS = ("gemm", "small", "graph")
+HOST_BOUND = ("small", "cuda-small")  # launch-bound: the GPU idles between launches
 CUDA_WORKLOADS = ("cuda-small", "cuda-graph")
 SHARE_WORKLOADS = TORCH_WORKLOADS + CUDA_WORKLOADS
 SECTIONS = SHARE_WORKLOADS + ("pair", "set")
@@ -305,7 +323,7 @@ def worker_phases(r, a):
                 sys.exit(1)
         t0 = time.monotonic()
         wa, wb = t0 + a.settle, t0 + a.settle + a.phase_seconds
-        tr = r.run_until(wb)
+        tr = r.run_until(wb + a.tail)  # the tail keeps the ceiling past the window's end
         rate = tr.rate(wa, wb)
         rate = float("nan") if rate is None else rate
         out(f"phase {r.name} {rep} {label} {rate:.6g} {wb - wa:.4f} {tr.chunks(wa, wb)} "
@@ -346,6 +364,7 @@ def worker_main(argv):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--phase-seconds", type=float, default=2.0)
     p.add_argument("--settle", type=float, default=0.3)
+    p.add_argument("--tail", type=float, default=0.0)
     p.add_argument("--ceilings", default="10,25,50,75,90")
     p.add_argument("--chunk-ms", type=float, default=8.0)
     p.add_argument("--chunk", type=int, default=0, help="units per chunk (skips calibration)")
@@ -359,6 +378,8 @@ def worker_main(argv):
     p.add_argument("--label", default="")
     p.add_argument("--max-seconds", type=float, default=120.0)
     a = p.parse_args(argv)
+    # For the driver: whose time to count (gpuslice's file) and which pid NVML lists.
+    out(f"tenant {os.getpid()} {os.environ.get('GPUSLICE_TENANT') or '-'}")
     try:
         import torch
     except ImportError as e:
@@ -393,13 +414,19 @@ def worker_main(argv):
 
 # --- the driver --------------------------------------------------------------------------
 
-_checks = {"ok": 0, "fail": 0}
+_checks = {"ok": 0, "fail": 0, "known": 0}
 
 
 def check(cond, text):
     print(("@ok " if cond else "@fail ") + text, flush=True)
     _checks["ok" if cond else "fail"] += 1
     return cond
+
+
+def known(text, as_fail):
+    """A known shortfall: "@known TEXT" (its own verdict, never a pass) or "@fail TEXT"."""
+    print(("@fail " if as_fail else "@known ") + text, flush=True)
+    _checks["fail" if as_fail else "known"] += 1
 
 
 def key(name, value):
@@ -469,13 +496,15 @@ LIVE = set()
 
 class Worker:
     """A child process (gpuslice run ... or compute_small) whose output is echoed with a tag
-    and kept; it is killed, with everything it started, at its deadline or our exit."""
+    and kept; it is killed, with everything it started, at its deadline or our exit.
+    on_line(line) is called for every line it prints."""
 
-    def __init__(self, tag, argv, env, timeout):
+    def __init__(self, tag, argv, env, timeout, on_line=None):
         self.tag, self.argv, self.lines = tag, argv, []
         self.timed_out, self.start_error, self.rc = False, None, None
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
+        self.on_line = on_line
         print(f"  [{tag}] $ {' '.join(argv)}", flush=True)
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -492,6 +521,8 @@ class Worker:
             line = raw.decode(errors="replace").rstrip("\n")
             self.lines.append(line)
             print(f"  [{self.tag}] {line}", flush=True)
+            if self.on_line:
+                self.on_line(line)
 
     def running(self):
         if self.proc is None or self.proc.poll() is not None:
@@ -558,129 +589,68 @@ def wait_for(paths, workers, timeout):
     return None
 
 
-class TenantSampler:
-    """gpuslice's own accounting of every tenant: `gpuslice tenants --json --interval 0`
-    every `period` s (device 0's compute_limit_percent and cumulative compute_busy_seconds),
-    so that its busy share over any measured window can be set beside the throughput."""
-
-    def __init__(self, enabled, period=0.25):
-        self.samples, self.error, self.period = [], None, period
-        self._stop = threading.Event()
-        if enabled:
-            threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        fails = 0
-        while not self._stop.wait(self.period):
-            rc, so, se = cli(["tenants", "--json", "--interval", "0"], timeout=10)
-            t = time.monotonic()
-            try:
-                doc = json.loads(so) if rc == 0 else None
-            except ValueError:
-                doc = None
-            if doc is None:
-                fails += 1
-                self.error = (f"gpuslice tenants --json exited {rc}: "
-                              f"{' '.join((se or so).split())[:200]}")
-                if fails >= 5:
-                    return  # not worth asking again
-                continue
-            snap = {}
-            for tn in doc.get("tenants", []):
-                for d in tn.get("devices", []):
-                    if d.get("index") == 0:
-                        try:
-                            snap[tn.get("name")] = (d.get("compute_limit_percent"),
-                                                    float(d.get("compute_busy_seconds") or 0))
-                        except (TypeError, ValueError):
-                            pass
-            self.samples.append((t, snap))
-
-    def _series(self, name):
-        tr = Trace()
-        for t, snap in list(self.samples):
-            if name in snap:
-                tr.add(t, snap[name][1])
-        return tr
-
-    def busy_pct(self, name, a, b):
-        """gpuslice's busy % for tenant name over [a, b], or None without samples around it."""
-        r = self._series(name).rate(a, b)
-        return None if r is None else round(100.0 * r, 2)
-
-    def limit_at(self, name, t):
-        """The tenant's compute_limit_percent in the sample nearest to t (None: no ceiling or
-        no sample)."""
-        best = None
-        for ts, snap in list(self.samples):
-            if name in snap and (best is None or abs(ts - t) < abs(best[0] - t)):
-                best = (ts, snap[name][0])
-        return None if best is None else best[1]
-
-    def stop(self):
-        self._stop.set()
-
-
-def sem(v):
-    """Standard error of the mean of v (0 for fewer than two values)."""
-    return statistics.stdev(v) / len(v) ** 0.5 if len(v) > 1 else 0.0
-
-
-def share_error(v, c, verdict):
-    """The error (points) that the verdict judges: the mean's, or the worst repeat's."""
-    if verdict == "mean":
-        return statistics.fmean(v) - c
-    return max((x - c for x in v), key=abs)
-
-
 def fmt(v, spec=".1f", none="-"):
     return none if v is None else format(v, spec)
 
 
-class GpuSampler:
-    """GPU 0's SM clock, power and utilisation every 100 ms from `nvidia-smi -lms`, read
-    without the interposer; samples are stamped with time.monotonic() as they arrive."""
+def mean_or_none(v):
+    v = [x for x in v if x is not None and x == x]  # neither missing nor NaN
+    return statistics.fmean(v) if v else None
 
-    FIELDS = ("sm_mhz", "power_w", "util_pct", "temp_c")
 
-    def __init__(self, enabled):
-        self.samples, self.proc = [], None
-        exe = shutil.which("nvidia-smi") if enabled else None
-        if not exe:
-            return
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        try:
-            self.proc = subprocess.Popen(
-                [exe, "--query-gpu=clocks.sm,power.draw,utilization.gpu,temperature.gpu",
-                 "--format=csv,noheader,nounits", "-i", "0", "-lms", "100"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env)
-        except OSError:
-            return
-        threading.Thread(target=self._read, daemon=True).start()
+# --- verdicts on time shares (pure functions: tests/gpu/selftest.py runs them) -------------
 
-    def _read(self):
-        for raw in iter(self.proc.stdout.readline, b""):
-            try:
-                v = [float(x) for x in raw.decode(errors="replace").split(",")]
-            except ValueError:
-                continue  # "[N/A]" and the like
-            if len(v) == len(self.FIELDS):
-                self.samples.append((time.monotonic(), *v))
+def judge_time_share(what, c, busy, nvml, tol, host_bound=False, known_max=5.0,
+                     nvml_what="NVML outside"):
+    """The verdict on one ceiling c from the tenant's busy shares (a) and NVML's (b), lists
+    over repeats (None where a repeat gave no figure). Returns (kind, text, numbers) with
+    kind "ok", "fail" or "known" (a host-bound workload under its ceiling by more than tol,
+    at most known_max, both measures agreeing)."""
+    a = [x for x in busy if x is not None]
+    b = [x for x in nvml if x is not None]
+    if not a or not b:
+        missing = " and ".join(n for n, v in (("gpuslice's busy share", a), (nvml_what, b))
+                               if not v)
+        return "fail", f"{what} at --compute {c}: no figure from {missing}", {}
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    ea, eb, d = ma - c, mb - c, ma - mb
+    ok_a, ok_b, agree = abs(ea) <= tol, abs(eb) <= tol, abs(d) <= tol
+    nums = {"busy": ma, "busy_sem": gm.sem(a), "nvml": mb, "nvml_sem": gm.sem(b),
+            "diff": d, "repeats": len(a)}
+    text = (f"{what} at --compute {c}: the device's time it held: {ma:.2f}% ± {gm.sem(a):.2f} "
+            f"by gpuslice's count, {mb:.2f}% ± {gm.sem(b):.2f} by {nvml_what} "
+            f"({len(a)}/{len(b)} windows; ± standard error); they differ by {d:+.2f} "
+            f"(agree within ±{tol:g}: {'yes' if agree else 'NO'}); errors {ea:+.2f} and "
+            f"{eb:+.2f} points (within ±{tol:g} of {c}: "
+            f"{'yes' if ok_a else 'NO'}/{'yes' if ok_b else 'NO'})")
+    if ok_a and ok_b and agree:
+        return "ok", text, nums
 
-    def mean(self, a, b):
-        """Mean of each field over [a, b] ({} when there are no samples)."""
-        got = [s for s in list(self.samples) if a <= s[0] <= b]
-        if not got:
-            return {}
-        return {f: round(statistics.fmean(s[i + 1] for s in got), 1)
-                for i, f in enumerate(self.FIELDS)}
+    def short(e, ok):
+        return ok or -known_max <= e < -tol
+    if host_bound and agree and short(ea, ok_a) and short(eb, ok_b):
+        return "known", ("KNOWN SHORTFALL (small launch-bound kernels under their ceiling): "
+                         + text + f"; the shortfall is {-min(ea, eb):.2f} points "
+                         f"(reported, not passed; beyond {known_max:g} points it fails)"), nums
+    return "fail", text, nums
 
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+
+def settle_delay(busy_pct, t_c, t_next, level, window, band, step=0.05):
+    """Seconds from t_c until the busy share over the `window` s before each point (every
+    `step` s) is within `band` points of `level` and stays there until t_next; None if it
+    never does. busy_pct(a, b) gives the share over [a, b] (None when unknown)."""
+    ends, e = [], t_c + step
+    while e <= t_next + 1e-9:
+        ends.append(e)
+        e += step
+    inside = []
+    for x in ends:
+        v = busy_pct(x - window, x)
+        inside.append(v is not None and abs(v - level) <= band)
+    for k in range(len(ends)):
+        if all(inside[k:]):
+            return ends[k] - t_c
+    return None
 
 
 class Driver:
@@ -693,21 +663,53 @@ class Driver:
         self.tmp = tempfile.mkdtemp(prefix="gpuslice-compute.")
         atexit.register(shutil.rmtree, self.tmp, True)
         self.deadline = time.monotonic() + a.budget if a.budget > 0 else None
-        self.sampler = GpuSampler(not a.no_gpu_samples)
-        atexit.register(self.sampler.stop)
-        self.tenants = TenantSampler(not a.no_tenant_samples)
-        atexit.register(self.tenants.stop)
         self.cpu_sets = cpu_sets(a.cpus)
-        self.share = {}   # workload -> {"calib", "phases", "tenants", "error"}
+        if self.cpu_sets:  # keep this process (and its samplers) off the workers' CPUs
+            mine = set(os.sched_getaffinity(0)) - {int(c) for cs in self.cpu_sets
+                                                   for c in cs.split(",") if c.isdigit()}
+            if mine:
+                os.sched_setaffinity(0, mine)
+        self.nvml = gm.NvmlSampler(not a.no_gpu_samples)
+        atexit.register(self.nvml.stop)
+        if self.nvml.error:
+            note(f"NVML sampling: {self.nvml.error}")
+        self.busy = gm.BusySampler()
+        atexit.register(self.busy.stop)
+        self.pids = {}    # tenant key -> the pid NVML lists
+        self.share = {}   # workload -> {"calib", "phases", "error"}
         self.pair = None
         self.set = None
         self.timing = {}
+
+    def tenant_line(self, key):
+        """An on_line callback: "tenant PID PATH" starts sampling that tenant's busy time."""
+        def cb(line):
+            f = line.split(" ", 2)
+            if len(f) == 3 and f[0] == "tenant" and f[1].isdigit():
+                self.pids[key] = int(f[1])
+                if f[2] != "-" and not self.busy.add(key, f[2]):
+                    print(f"  [{key}] {self.busy.errors[key]}", flush=True)
+        return cb
+
+    def busy_why(self, key):
+        """Why there is no busy figure for key."""
+        if key in self.busy.errors:
+            return self.busy.errors[key]
+        if key not in self.pids:
+            return "the worker never said which tenant it is"
+        return "no readings of its file around the window"
+
+    def window_gpu(self, a, b):
+        """NVML over [a, b]: the clock and power means and the utilisation (dict or None)."""
+        g = self.nvml.gpu(a, b)
+        g["util"] = self.nvml.util_mean(a, b)
+        return g
 
     # -- A and B --
     def share_cmd(self, wl):
         a = self.a
         common = ["--repeats", str(a.repeats), "--phase-seconds", str(a.phase_seconds),
-                  "--settle", str(a.settle), "--ceilings", a.ceilings,
+                  "--settle", str(a.settle), "--tail", str(a.tail), "--ceilings", a.ceilings,
                   "--chunk-ms", str(a.chunk_ms)] + (["--interleave"] if a.interleave else [])
         if wl in CUDA_WORKLOADS:
             prog = [a.compute_small, "stream" if wl == "cuda-small" else "graph"] + common
@@ -735,7 +737,7 @@ class Driver:
         if section in SHARE_WORKLOADS:
             nphase = self.phases_per_worker()
             start = 3 if section in CUDA_WORKLOADS else 10  # torch's import and warm-up
-            return nphase * (a.settle + a.phase_seconds + 0.12) + start
+            return nphase * (a.settle + a.phase_seconds + a.tail + 0.05) + start
         if section == "pair":
             return a.pair_alone_seconds + a.pair_seconds + 25
         return a.set_alone + a.set_hold * len(self.set_steps) + 15
@@ -746,13 +748,14 @@ class Driver:
 
     def run_share(self, wl):
         a = self.a
-        expected = self.phases_per_worker() * (a.settle + a.phase_seconds + 0.1) + 3
+        expected = self.phases_per_worker() * (a.settle + a.phase_seconds + a.tail + 0.1) + 3
         res = {"calib": None, "phases": [], "error": None}
         self.share[wl] = res
         if wl in CUDA_WORKLOADS and not (a.compute_small and os.access(a.compute_small, os.X_OK)):
             res["error"] = f"compute_small not built ({a.compute_small or 'no path'})"
             return
-        w = Worker(wl, self.share_cmd(wl), self.env, self.limit(120 + 1.5 * expected))
+        w = Worker(wl, self.share_cmd(wl), self.env, self.limit(120 + 1.5 * expected),
+                   self.tenant_line(wl))
         w.wait()
         for f in w.tagged("calib"):
             res["calib"] = {"units": int(f[2]), "chunk_ms": float(f[3]),
@@ -762,77 +765,106 @@ class Driver:
                   "window_s": float(f[5]), "chunks": int(f[6]), "set_ms": float(f[7])}
             if len(f) >= 10:
                 wa, wb = float(f[8]), float(f[9])
-                ph["gpu"] = self.sampler.mean(wa, wb)
-                ph["gs_busy_pct"] = self.tenants.busy_pct(f"bench-{wl}", wa, wb)
-                ph["gs_limit"] = self.tenants.limit_at(f"bench-{wl}", (wa + wb) / 2)
+                ph["window"] = (wa, wb)
+                ph["gpu"] = self.window_gpu(wa, wb)
+                ph["busy_pct"] = self.busy.pct(wl, wa, wb)
             res["phases"].append(ph)
         res["error"] = w.failure()
 
     def share_results(self, wl):
-        """Per ceiling: the achieved % of each repeat, and the uncapped rates. A capped
-        phase's "alone" is the nearest uncapped phase before it, averaged with the nearest
-        one after it (--alone bracket, when there is one)."""
+        """Per ceiling, lists over repeats: gpuslice's busy % (a), NVML's share (b: its raw
+        utilisation, for a host-bound workload relative to the uncapped phases around the
+        capped one), the throughput share; and the uncapped phases."""
         phases = self.share[wl]["phases"]
         uncapped = [i for i, p in enumerate(phases) if p["label"].startswith("none")]
-        alone = [phases[i]["rate"] for i in uncapped]
-        achieved = {c: [] for c in self.ceilings}
+        out = {c: {"busy": [], "nvml": [], "nvml_raw": [], "thr": [], "mhz": [], "w": []}
+               for c in self.ceilings}
+
+        def util(p):
+            u = (p.get("gpu") or {}).get("util")
+            return None if u is None else u["pct"]
         for i, p in enumerate(phases):
             if p["label"].startswith("none") or not p["label"].isdigit():
                 continue
+            c = int(p["label"])
+            if c not in out:
+                continue
             before = [j for j in uncapped if j < i]
             after = [j for j in uncapped if j > i]
-            if not before:
-                continue
-            refs = [phases[before[-1]]["rate"]]
-            if after and self.a.alone == "bracket":
-                refs.append(phases[after[0]]["rate"])
-            ref = statistics.fmean(refs)
-            c = int(p["label"])
-            if c in achieved and ref > 0:
-                p["achieved"] = 100.0 * p["rate"] / ref
-                achieved[c].append(p["achieved"])
-        return alone, achieved
+            refs = ([before[-1]] if before else []) + (
+                [after[0]] if after and (self.a.alone == "bracket" or not before) else [])
+            ref_rate = mean_or_none([phases[j]["rate"] for j in refs])
+            ref_util = mean_or_none([util(phases[j]) for j in refs])
+            p["achieved"] = 100.0 * p["rate"] / ref_rate if ref_rate else None
+            raw = util(p)
+            if wl in HOST_BOUND:
+                p["nvml_share"] = 100.0 * raw / ref_util if raw is not None and ref_util else None
+            else:
+                p["nvml_share"] = raw
+            o = out[c]
+            o["busy"].append(p.get("busy_pct"))
+            o["nvml"].append(p["nvml_share"])
+            o["nvml_raw"].append(raw)
+            o["thr"].append(p["achieved"])
+            o["mhz"].append((p.get("gpu") or {}).get("sm_mhz"))
+            o["w"].append((p.get("gpu") or {}).get("power_w"))
+        alone = [phases[i] for i in uncapped]
+        return alone, out
 
     def judge_share(self, wl):
         a, res = self.a, self.share[wl]
-        alone, achieved = self.share_results(wl)
+        alone, per = self.share_results(wl)
         worst = None
+        nvml_what = ("NVML outside, relative to its uncapped phases" if wl in HOST_BOUND
+                     else "NVML outside")
         for c in self.ceilings:
-            v = achieved[c]
-            if not v:
+            o = per[c]
+            if not o["busy"]:
                 check(False, f"{wl} at --compute {c}: no measurement "
                              f"({res['error'] or 'the worker printed no phase for it'})")
                 continue
-            w_err = share_error(v, c, a.verdict)
-            worst = w_err if worst is None or abs(w_err) > abs(worst) else worst
-            num(f"{ident(wl)}_{c}_mean", statistics.fmean(v))
-            num(f"{ident(wl)}_{c}_sem", sem(v))
-            num(f"{ident(wl)}_{c}_min", min(v))
-            num(f"{ident(wl)}_{c}_max", max(v))
-            judged = ("the mean's error" if a.verdict == "mean" else "the worst repeat's error")
-            check(abs(w_err) <= a.tolerance,
-                  f"{wl} at --compute {c}: achieved {statistics.fmean(v):.2f}% ± {sem(v):.2f} "
-                  f"(standard error; min {min(v):.2f}, max {max(v):.2f}, {len(v)} repeats), "
-                  f"{judged} {w_err:+.2f} points (within ±{a.tolerance:g})")
+            kind, text, nums = judge_time_share(wl, c, o["busy"], o["nvml"], a.tolerance,
+                                                wl in HOST_BOUND, a.known_shortfall, nvml_what)
+            if all(x is None for x in o["busy"]):
+                text += f" [gpuslice: {self.busy_why(wl)}]"
+            if all(x is None for x in o["nvml"]):
+                why = self.nvml.error or "no samples inside the windows"
+                if any(x is not None for x in o["nvml_raw"]):
+                    why = "no utilisation in the uncapped phases to compare with"
+                text += f" [NVML: {why}]"
+            thr, mhz, w = mean_or_none(o["thr"]), mean_or_none(o["mhz"]), mean_or_none(o["w"])
+            text += (f"; throughput {fmt(thr, '.1f')}% of uncapped at {fmt(mhz, '.0f')} MHz, "
+                     f"{fmt(w, '.0f')} W (reported, not judged)")
+            if kind == "known":
+                known(text, a.shortfall == "fail")
+            else:
+                check(kind == "ok", text)
+            for k, v in nums.items():
+                num(f"{ident(wl)}_{c}_{k}", v)
+            if thr is not None:
+                num(f"{ident(wl)}_{c}_throughput", thr)
+            for e in (nums.get("busy"), nums.get("nvml")):
+                if e is not None and (worst is None or abs(e - c) > abs(worst)):
+                    worst = e - c
         if worst is not None:
             key(f"{ident(wl)}_worst_err_pts", round(worst, 2))
-        if alone:
-            spread = max(alone) / min(alone) - 1
-            num(f"{ident(wl)}_alone_rate", statistics.fmean(alone))
+        rates = [p["rate"] for p in alone if p["rate"] == p["rate"]]
+        if rates:
+            spread = max(rates) / min(rates) - 1 if min(rates) > 0 else 0.0
+            num(f"{ident(wl)}_alone_rate", statistics.fmean(rates))
             num(f"{ident(wl)}_alone_drift_pct", 100.0 * spread)
-            if spread * max(self.ceilings) > a.tolerance:
-                note(f"{wl}: its uncapped phases differ by {100 * spread:.1f}%, which alone can "
-                     f"move an achieved share at {max(self.ceilings)}% by "
-                     f"{spread * max(self.ceilings):.1f} points: its verdicts measure this "
-                     "machine's noise too (try --interleave, more --repeats, or --cpus)")
-        if res["error"] and any(achieved.values()):
+            util = mean_or_none([((p.get("gpu") or {}).get("util") or {}).get("pct")
+                                 for p in alone])
+            if util is not None:
+                num(f"{ident(wl)}_alone_nvml_util", util)
+        if res["error"] and any(per[c]["busy"] for c in self.ceilings):
             check(False, f"{wl}: {res['error']}")
 
     # -- C --
-    def gemm_worker(self, tag, name, compute, extra, timeout, slot=0):
+    def gemm_worker(self, tag, name, compute, extra, timeout, slot=0, on_line=None):
         cmd = [self.gs, "run", "--name", name, "--compute", str(compute), "--"] + self.pin(
             [sys.executable, SELF, "worker", "gemm"] + extra, slot)
-        return Worker(tag, cmd, self.env, self.limit(timeout))
+        return Worker(tag, cmd, self.env, self.limit(timeout), on_line)
 
     def run_pair(self):
         a = self.a
@@ -860,7 +892,7 @@ class Driver:
             return
         res["alone"] = float(rows[0][3])
         if len(rows[0]) >= 8:
-            res["alone_gpu"] = self.sampler.mean(float(rows[0][6]), float(rows[0][7]))
+            res["alone_gpu"] = self.window_gpu(float(rows[0][6]), float(rows[0][7]))
         units = int(calib[0][2]) if calib else 1
         # both tenants from one barrier
         go = os.path.join(d, "pair.go")
@@ -868,30 +900,33 @@ class Driver:
         for k, c in enumerate(self.pair_ceilings):
             ready = os.path.join(d, f"{k}.ready")
             readies.append(ready)
-            workers.append((c, self.gemm_worker(
+            workers.append((k, c, self.gemm_worker(
                 f"pair-{c}", f"bench-pair-{k}-{c}-{os.getpid()}", c,
                 ["--mode", "window", "--ready", ready, "--go", go, "--label", str(c),
-                 "--chunk", str(units)], 240, slot=k)))
-        why = wait_for(readies, [w for _, w in workers], 150)
+                 "--chunk", str(units)], 240, slot=k, on_line=self.tenant_line(f"pair-{k}"))))
+        why = wait_for(readies, [w for _, _, w in workers], 150)
         if why:
-            for _, w in workers:
+            for _, _, w in workers:
                 w.kill()
                 w.wait()
             res["error"] = f"pair: {why}"
             return
         t0 = time.monotonic() + 0.3
         settle = max(a.settle, 0.5)
-        touch(go, f"{t0} {settle} {a.pair_seconds} {self.tenants.period + 0.15}")
-        res["window"] = (t0 + settle, t0 + settle + a.pair_seconds)
-        for c, w in workers:
+        # Both work on past the window for a whole NVML sample period and more.
+        touch(go, f"{t0} {settle} {a.pair_seconds} {max(a.tail, 0.4)}")
+        res["window"] = win = (t0 + settle, t0 + settle + a.pair_seconds)
+        for k, c, w in workers:
             w.wait()
             rows = w.tagged("window")
-            res["tenants"].append({"ceiling": c, "rate": float(rows[0][3]) if rows else None,
-                                   "chunks": int(rows[0][5]) if rows else 0,
-                                   "error": w.failure(),
-                                   "gs_busy_pct": self.tenants.busy_pct(
-                                       f"bench-pair-{len(res['tenants'])}-{c}-{os.getpid()}",
-                                       *res["window"])})
+            pid = self.pids.get(f"pair-{k}")
+            res["tenants"].append({
+                "ceiling": c, "rate": float(rows[0][3]) if rows else None,
+                "chunks": int(rows[0][5]) if rows else 0, "error": w.failure(), "pid": pid,
+                "busy_pct": self.busy.pct(f"pair-{k}", *win),
+                "busy_why": self.busy_why(f"pair-{k}"),
+                "nvml": None if pid is None else self.nvml.proc_mean(pid, *win)})
+        res["pair_gpu"] = self.window_gpu(*win)
 
     def judge_pair(self):
         a, res = self.a, self.pair
@@ -900,26 +935,41 @@ class Driver:
                 check(False, f"two tenants, --compute {c}: not measured ({res['error']})")
             return
         key("pair_alone_gemm_per_s", round(res["alone"], 2))
+        g0, g1 = res.get("alone_gpu") or {}, res.get("pair_gpu") or {}
         total = 0.0
         for t in res["tenants"]:
             c = t["ceiling"]
+            nv = t["nvml"]
+            kind, text, nums = judge_time_share(
+                "two tenants at once, the tenant", c, [t["busy_pct"]],
+                [None if nv is None else nv["pct"]], a.tolerance,
+                nvml_what="NVML's per-process samples outside")
+            if t["busy_pct"] is None:
+                text += f" [gpuslice: {t['busy_why']}]"
+            if nv is None:
+                text += (f" [NVML: no per-process samples for pid {t['pid']}: "
+                         f"{self.nvml.proc_error or self.nvml.error or 'none in the window'}]")
+            check(kind == "ok", text)
+            for k_, v in nums.items():
+                num(f"pair_{c}_{k_}", v)
             if t["rate"] is None:
-                check(False, f"two tenants, --compute {c}: no measurement ({t['error']})")
+                check(False, f"two tenants, --compute {c}: no throughput ({t['error']})")
                 continue
             ach = 100.0 * t["rate"] / res["alone"]
             t["achieved"] = ach
             total += ach
             key(f"pair_{c}_achieved", round(ach, 2))
             check(abs(ach - c) <= a.tolerance,
-                  f"two tenants at once, --compute {c}: achieved {ach:.2f}% of the GEMM alone "
-                  f"({t['rate']:.1f} vs {res['alone']:.1f} GEMM/s), error {ach - c:+.2f} points "
+                  f"two tenants at once, --compute {c}: throughput {ach:.2f}% of the GEMM alone "
+                  f"({t['rate']:.1f} vs {res['alone']:.1f} GEMM/s; the GPU is contended, so "
+                  f"both run at one clock: {fmt(g1.get('sm_mhz'), '.0f')} MHz, "
+                  f"{fmt(g1.get('power_w'), '.0f')} W; alone {fmt(g0.get('sm_mhz'), '.0f')} MHz, "
+                  f"{fmt(g0.get('power_w'), '.0f')} W), error {ach - c:+.2f} points "
                   f"(within ±{a.tolerance:g})")
             if t["error"]:
                 check(False, f"two tenants, --compute {c}: {t['error']}")
         res["sum"] = total
         num("pair_sum_achieved", total)
-        if res.get("window"):
-            res["pair_gpu"] = self.sampler.mean(*res["window"])
 
     # -- D --
     def run_set(self):
@@ -934,7 +984,8 @@ class Driver:
         w = self.gemm_worker("set", name, 100,
                              ["--mode", "trace", "--ready", ready, "--stop", stop,
                               "--trace-out", trace, "--chunk-ms", str(a.set_chunk_ms),
-                              "--max-seconds", str(total + 30)], total + 150)
+                              "--max-seconds", str(total + 30)], total + 150,
+                             on_line=self.tenant_line("set"))
         why = wait_for([ready], [w], 150)
         if why:
             w.kill()
@@ -956,7 +1007,7 @@ class Driver:
                 break
             time.sleep(max(0.0, t0 + a.set_hold - time.monotonic()))
         res["t_end"] = time.monotonic()
-        time.sleep(self.tenants.period + 0.1)  # one more sample of gpuslice's figures
+        time.sleep(0.3)  # a whole NVML sample period past the last window
         touch(stop)
         w.wait()
         if w.failure() and not res["error"]:
@@ -974,65 +1025,71 @@ class Driver:
     def judge_set(self):
         a, res = self.a, self.set
         tr = res.get("trace")
-        if tr is None or len(tr.t) < 10:
+        evs = res["events"]
+        if tr is None or len(tr.t) < 10 or not evs:
             for ev_from, ev_to in self.set_changes():
                 check(False, f"gpuslice set {ev_from} -> {ev_to}: not measured "
                              f"({res['error'] or 'too few chunk completions'})")
             return
         alone = tr.rate(*res["alone_window"])
         res["alone"] = alone
-        if not alone:
-            check(False, "gpuslice set: no alone rate (the trace does not cover the first "
-                         f"{a.set_alone:g} s)")
-            return
-        key("set_alone_gemm_per_s", round(alone, 2))
-        evs = res["events"]
+        if alone:
+            key("set_alone_gemm_per_s", round(alone, 2))
+        busy = lambda x0, x1: self.busy.pct("set", x0, x1)  # noqa: E731
         res["changes"] = []
         for i, ev in enumerate(evs):
             t_c = ev["t_set"]
             t_next = evs[i + 1]["t_set"] if i + 1 < len(evs) else res["t_end"]
             prev = evs[i - 1]["target"] if i else "none"
-            pct = lambda x0, x1: 100.0 * (tr.rate(x0, x1) or 0.0) / alone  # noqa: E731
-            before = pct(t_c - min(1.0, a.set_hold / 2), t_c)
-            after = pct(t_next - min(1.0, a.set_hold / 2), t_next)
             win = a.set_window
-            ends, e = [], t_c + 0.05
-            while e <= t_next + 1e-9:
-                ends.append(e)
-                e += 0.05
-            def settle_delay(level):
-                inside = [abs(pct(x - win, x) - level) <= a.set_band for x in ends]
-                for k in range(len(ends)):
-                    if all(inside[k:]):
-                        return ends[k] - t_c
-                return None
-            delay = settle_delay(ev["target"])
-            # Responsiveness apart from accuracy: until it reaches the level it settles at.
-            delay_level = settle_delay(after)
-            series = [round(pct(x - 0.05, x), 1) for x in
-                      (t_c + 0.05 * k for k in range(-6, 31)) if x <= t_next]
+            steady = (min(t_c + 1.0, t_next - 0.5), t_next)
+            level_busy = busy(*steady)
+            nv = self.nvml.util_mean(*steady)
+            gpu = self.nvml.gpu(*steady)
+            thr = 100.0 * (tr.rate(*steady) or 0.0) / alone if alone else None
+            delay = settle_delay(busy, t_c, t_next, ev["target"], win, a.set_band)
+            delay_level = (settle_delay(busy, t_c, t_next, level_busy, win, a.set_band)
+                           if level_busy is not None else None)
+            series = []
+            for k in range(-6, 31):
+                x = t_c + 0.05 * k
+                if x <= t_next:
+                    v = busy(x - 0.05, x)
+                    series.append(None if v is None else round(v, 1))
             ch = {"from": prev, "to": ev["target"], "delay_s": delay,
                   "delay_to_level_s": delay_level, "set_ms": ev["set_ms"],
-                  "before_pct": before, "after_pct": after, "series_50ms": series,
-                  "gs_busy_pct": self.tenants.busy_pct(
-                      res["name"], t_next - min(1.0, a.set_hold / 2), t_next)}
+                  "busy_pct": level_busy, "nvml_pct": None if nv is None else nv["pct"],
+                  "throughput_pct": thr, "gpu": gpu, "series_busy_50ms": series}
             res["changes"].append(ch)
-            print(f"set {prev} -> {ev['target']}: achieved % in 50 ms windows from 0.3 s "
+            print(f"set {prev} -> {ev['target']}: gpuslice busy % in 50 ms windows from 0.3 s "
                   f"before the change: {' '.join(str(x) for x in series)}", flush=True)
-            if i >= self.set_first_judged:
-                tag = f"{prev}_to_{ev['target']}"
-                if delay is not None:
-                    key(f"set_{tag}_delay_s", round(delay, 3))
-                if delay_level is not None:
-                    num(f"set_{tag}_delay_to_level_s", round(delay_level, 3))
-                num(f"set_{tag}_cli_ms", round(ev["set_ms"], 1))
-                check(delay is not None and delay < a.set_deadline,
-                      f"gpuslice set {prev} -> {ev['target']}: the {win * 1e3:.0f} ms-window "
-                      f"throughput is within ±{a.set_band:g} points of {ev['target']}% "
-                      + (f"{delay:.2f} s after the command started and stays there"
-                         if delay is not None else "at no point before the next change")
-                      + f" (deadline {a.set_deadline:g} s; before {before:.1f}%, "
-                      f"settled at {after:.1f}%, the command took {ev['set_ms']:.0f} ms)")
+            if i < self.set_first_judged:
+                continue
+            tag = f"{prev}_to_{ev['target']}"
+            if delay is not None:
+                key(f"set_{tag}_delay_s", round(delay, 3))
+            if delay_level is not None:
+                num(f"set_{tag}_delay_to_level_s", round(delay_level, 3))
+            num(f"set_{tag}_cli_ms", round(ev["set_ms"], 1))
+            check(delay is not None and delay < a.set_deadline,
+                  f"gpuslice set {prev} -> {ev['target']}: the tenant's busy share over "
+                  f"{win * 1e3:.0f} ms windows is within ±{a.set_band:g} points of "
+                  f"{ev['target']}% "
+                  + (f"{delay:.2f} s after the command started and stays there"
+                     if delay is not None else "at no point before the next change")
+                  + f" (deadline {a.set_deadline:g} s; the command took {ev['set_ms']:.0f} ms)")
+            kind, text, nums = judge_time_share(
+                f"gpuslice set {prev} -> {ev['target']}, held from 1 s after the change,",
+                ev["target"], [level_busy], [None if nv is None else nv["pct"]], a.tolerance)
+            if level_busy is None:
+                text += f" [gpuslice: {self.busy_why('set')}]"
+            if nv is None:
+                text += f" [NVML: {self.nvml.error or 'no samples inside the window'}]"
+            text += (f"; throughput {fmt(thr, '.1f')}% of alone at {fmt(gpu['sm_mhz'], '.0f')} "
+                     f"MHz, {fmt(gpu['power_w'], '.0f')} W (reported, not judged)")
+            check(kind == "ok", text)
+            for k_, v in nums.items():
+                num(f"set_{tag}_{k_}", v)
         if res["error"]:
             check(False, f"gpuslice set: {res['error']}")
 
@@ -1050,111 +1107,100 @@ class Driver:
         a = self.a
         md = []
         if self.share:
-            md += ["## Compute ceilings: achieved share", "",
-                   "Achieved share = throughput under `--compute P` ÷ throughput uncapped in "
-                   "the same process ("
-                   + ("mean of the nearest uncapped phases before and after"
-                      if a.alone == "bracket" else "the nearest uncapped phase before")
-                   + f"). {a.repeats} repeats"
-                   + (", an uncapped phase before each ceiling" if a.interleave else "")
-                   + f"; each phase discards {a.settle:g} s after `gpuslice set`, then measures "
-                   f"{a.phase_seconds:g} s"
+            md += ["## Compute ceilings: the share of the device's time the tenant held", "",
+                   f"Per workload and ceiling, over {a.repeats} repeat(s)"
+                   + (" (an uncapped phase before each ceiling)" if a.interleave else "")
+                   + f" of {a.phase_seconds:g} s windows ({a.settle:g} s after `gpuslice set` "
+                   f"and {a.tail:g} s before the next change left out)"
                    + (f"; workers pinned to CPUs {' / '.join(self.cpu_sets)}"
                       if self.cpu_sets else "")
-                   + ". Cell: mean achieved % ± its standard error (min–max over repeats), "
-                   + ("the mean's error in points; pass: the mean within "
-                      if a.verdict == "mean" else "the worst repeat's error in points; pass: "
-                      "every repeat within ")
-                   + f"±{a.tolerance:g} points.", "",
-                   "| workload | alone | " + " | ".join(f"{c}%" for c in self.ceilings) + " |",
-                   "|---|---|" + "---|" * len(self.ceilings)]
+                   + ": (a) gpuslice's busy share (the tenant's `compute_busy_ns`, read from "
+                   "its file every 5 ms); (b) NVML's GPU utilisation, sampled outside the "
+                   f"tenant ({self.nvml.method or 'unavailable'}); for the host-bound workloads "
+                   "(small, cuda-small) (b) is relative to the uncapped phases around each "
+                   "window, and their raw utilisation is in brackets. Mean ± standard error. "
+                   f"Pass: both within ±{a.tolerance:g} points of the ceiling and of each "
+                   f"other; KNOWN: a host-bound workload under its ceiling by at most "
+                   f"{a.known_shortfall:g} points with (a) and (b) agreeing. Throughput share "
+                   "(of the uncapped rate) with the SM clock and power, not judged.", "",
+                   "| workload | ceiling | (a) gpuslice busy % | (b) NVML % | verdict | "
+                   "throughput % | SM MHz | W |",
+                   "|---|---|---|---|---|---|---|---|"]
             for wl, res in self.share.items():
-                alone, achieved = self.share_results(wl)
+                alone, per = self.share_results(wl)
                 unit = UNIT.get(wl, "kernels/s")
-                al = f"{statistics.fmean(alone):.4g} {unit}" if alone else "-"
-                if wl == "gemm" and alone:
-                    al += f" ({statistics.fmean(alone) * 2 * GEMM_N ** 3 / 1e12:.0f} TFLOP/s)"
-                cells = []
+                rates = [p["rate"] for p in alone if p["rate"] == p["rate"]]
+                al = f"{statistics.fmean(rates):.4g} {unit}" if rates else "-"
+                if wl == "gemm" and rates:
+                    al += f" ({statistics.fmean(rates) * 2 * GEMM_N ** 3 / 1e12:.0f} TFLOP/s)"
+                ug = [(p.get("gpu") or {}) for p in alone]
+                au = mean_or_none([(g.get("util") or {}).get("pct") for g in ug])
+                md.append(f"| {DESCRIBE[wl]} | uncapped | - | {fmt(au)} (raw) | {al} | 100 | "
+                          f"{fmt(mean_or_none([g.get('sm_mhz') for g in ug]), '.0f')} | "
+                          f"{fmt(mean_or_none([g.get('power_w') for g in ug]), '.0f')} |")
                 for c in self.ceilings:
-                    v = achieved[c]
-                    if not v:
-                        cells.append("-")
+                    o = per[c]
+                    if not o["busy"]:
+                        md.append(f"| | {c}% | - | - | not measured | - | - | - |")
                         continue
-                    w_err = share_error(v, c, a.verdict)
-                    verdict = "ok" if abs(w_err) <= a.tolerance else "**FAIL**"
-                    cells.append(f"{statistics.fmean(v):.1f} ± {sem(v):.1f} "
-                                 f"({min(v):.1f}–{max(v):.1f}) {w_err:+.1f} {verdict}")
-                md.append(f"| {DESCRIBE[wl]} | {al} | " + " | ".join(cells) + " |")
-            md += ["", "Details: chunk = units launched between synchronisations; drift = "
-                   "spread of the uncapped phases over the run; `set` = median time of "
-                   "`gpuslice set`; then gpuslice's own busy share of the tenant over the same "
-                   "windows (from `compute_busy_seconds` in `gpuslice tenants --json`, mean over "
-                   "repeats; a ceiling it did not show during the window is noted).", "",
-                   "| workload | chunk | chunk ms | drift | `set` ms | gpuslice busy % alone | "
-                   + " | ".join(f"at {c}%" for c in self.ceilings) + " | error |",
-                   "|---|---|---|---|---|---|" + "---|" * len(self.ceilings) + "---|"]
+                    kind, _, nums = judge_time_share(wl, c, o["busy"], o["nvml"], a.tolerance,
+                                                     wl in HOST_BOUND, a.known_shortfall)
+                    verdict = {"ok": "ok", "known": "**KNOWN**", "fail": "**FAIL**"}[kind]
+                    raw = mean_or_none(o["nvml_raw"])
+                    bcell = (f"{nums['busy']:.1f} ± {nums['busy_sem']:.1f}" if nums else
+                             fmt(mean_or_none(o["busy"])))
+                    ncell = (f"{nums['nvml']:.1f} ± {nums['nvml_sem']:.1f}" if nums else
+                             fmt(mean_or_none(o["nvml"])))
+                    if wl in HOST_BOUND:
+                        ncell += f" ({fmt(raw)})"
+                    md.append(f"| | {c}% | {bcell} | {ncell} | {verdict} | "
+                              f"{fmt(mean_or_none(o['thr']))} | "
+                              f"{fmt(mean_or_none(o['mhz']), '.0f')} | "
+                              f"{fmt(mean_or_none(o['w']), '.0f')} |")
+                if res["error"]:
+                    md.append(f"| | error | {res['error'][:120].replace('|', '/')} | | | | | |")
+            md.append("")
+            md += ["Details: chunk = units launched between synchronisations; drift = spread "
+                   "of the uncapped throughput over the run; `set` = median time of "
+                   "`gpuslice set`.", "",
+                   "| workload | chunk | chunk ms | drift | `set` ms |", "|---|---|---|---|---|"]
             for wl, res in self.share.items():
                 alone, _ = self.share_results(wl)
                 cal = res["calib"] or {}
-                drift = f"{100 * (max(alone) / min(alone) - 1):.1f}%" if alone else "-"
+                rates = [p["rate"] for p in alone if p["rate"] == p["rate"] and p["rate"] > 0]
+                drift = f"{100 * (max(rates) / min(rates) - 1):.1f}%" if rates else "-"
                 sets = [p["set_ms"] for p in res["phases"]]
-                rep = []
-                for labels, want in (((("none", "none-end")), None),) + tuple(
-                        (((str(c),)), c) for c in self.ceilings):
-                    ph = [p for p in res["phases"] if p["label"] in labels]
-                    busy = [p["gs_busy_pct"] for p in ph if p.get("gs_busy_pct") is not None]
-                    cell = fmt(statistics.fmean(busy) if busy else None)
-                    seen = {p.get("gs_limit") for p in ph if "gs_limit" in p}
-                    if busy and seen and seen != {want}:
-                        cell += f" (limit {'/'.join(str(x) for x in sorted(seen, key=str))}!)"
-                    rep.append(cell)
-                err = (res["error"] or "").replace("|", "/")[:120]
                 chunk = str(cal.get("units", "-"))
                 if cal.get("kernels_per_unit", 1) > 1:
                     chunk += f" × {cal['kernels_per_unit']}"
                 md.append(f"| {wl} | {chunk} | {fmt(cal.get('chunk_ms'))} | {drift} | "
-                          f"{fmt(statistics.median(sets) if sets else None)} | "
-                          + " | ".join(rep) + f" | {err} |")
+                          f"{fmt(statistics.median(sets) if sets else None)} |")
             md.append("")
-            gpu_rows = []
-            for wl, res in self.share.items():
-                cells = []
-                for labels in (("none", "none-end"),) + tuple((str(c),) for c in self.ceilings):
-                    g = [p["gpu"] for p in res["phases"] if p["label"] in labels and p.get("gpu")]
-                    cells.append(" ".join(
-                        f"{statistics.fmean(x[k] for x in g):.0f} {u}"
-                        for k, u in (("sm_mhz", "MHz"), ("power_w", "W"), ("util_pct", "%"))
-                    ) if g else "-")
-                gpu_rows.append(f"| {wl} | " + " | ".join(cells) + " |")
-            if any(r.count("-") < len(self.ceilings) + 1 for r in gpu_rows):
-                md += ["GPU during the measured windows (nvidia-smi every 100 ms, mean): SM clock, "
-                       "power, utilisation. A clock that is higher under a ceiling than alone "
-                       "gives the capped phases more work per busy second.", "",
-                       "| workload | alone | " + " | ".join(f"{c}%" for c in self.ceilings) + " |",
-                       "|---|---|" + "---|" * len(self.ceilings)] + gpu_rows + [""]
         if self.pair:
             res = self.pair
+            g0, g1 = res.get("alone_gpu") or {}, res.get("pair_gpu") or {}
             md += ["## Two tenants on one device", "",
                    f"Both run the {GEMM_N}³ fp16 GEMM, started from one barrier and measured over "
-                   f"the same {a.pair_seconds:g} s window; achieved = throughput ÷ the GEMM alone "
-                   f"(one uncapped process just before: "
-                   f"{fmt(res['alone'], '.1f')} GEMM/s). Pass: within ±{a.tolerance:g} "
-                   "points.", "",
-                   "| tenant | ceiling | GEMM/s | achieved % | error | gpuslice busy % | verdict |",
-                   "|---|---|---|---|---|---|---|"]
+                   f"the same {a.pair_seconds:g} s window: the share of the device's time each "
+                   "held by (a) gpuslice's count and (b) NVML's per-process samples, and its "
+                   "throughput ÷ the GEMM alone (one uncapped process just before: "
+                   f"{fmt(res['alone'], '.1f')} GEMM/s at {fmt(g0.get('sm_mhz'), '.0f')} MHz, "
+                   f"{fmt(g0.get('power_w'), '.0f')} W; during the pair "
+                   f"{fmt(g1.get('sm_mhz'), '.0f')} MHz, {fmt(g1.get('power_w'), '.0f')} W). "
+                   f"Pass: each within ±{a.tolerance:g} points.", "",
+                   "| tenant | (a) gpuslice busy % | (b) NVML per-process % | GEMM/s | "
+                   "throughput % of alone | verdict |", "|---|---|---|---|---|---|"]
             for t in res["tenants"]:
-                ach, c = t.get("achieved"), t["ceiling"]
-                err = None if ach is None else ach - c
-                verdict = "-" if err is None else "ok" if abs(err) <= a.tolerance else "**FAIL**"
-                md.append(f"| `--compute {c}` | {c}% | {fmt(t['rate'])} | {fmt(ach, '.2f')} | "
-                          f"{fmt(err, '+.2f')} | {fmt(t.get('gs_busy_pct'))} | {verdict} |")
+                c = t["ceiling"]
+                nv = None if t["nvml"] is None else t["nvml"]["pct"]
+                kind, _, _ = judge_time_share("", c, [t["busy_pct"]], [nv], a.tolerance)
+                ach = t.get("achieved")
+                ok = kind == "ok" and ach is not None and abs(ach - c) <= a.tolerance
+                md.append(f"| `--compute {c}` | {fmt(t['busy_pct'], '.2f')} | {fmt(nv, '.2f')} | "
+                          f"{fmt(t['rate'])} | {fmt(ach, '.2f')} | "
+                          f"{'ok' if ok else '**FAIL**'} |")
             if res.get("sum") is not None:
-                md.append(f"| both | {sum(self.pair_ceilings)}% | | {res['sum']:.2f} | | | |")
-            g0, g1 = res.get("alone_gpu"), res.get("pair_gpu")
-            if g0 and g1:
-                md.append(f"\nGPU (nvidia-smi, mean): alone {g0['sm_mhz']:.0f} MHz "
-                          f"{g0['power_w']:.0f} W; both tenants {g1['sm_mhz']:.0f} MHz "
-                          f"{g1['power_w']:.0f} W.")
+                md.append(f"| both | | | | {res['sum']:.2f} | |")
             if res["error"]:
                 md.append(f"\nnot measured: {res['error']}")
             md.append("")
@@ -1163,23 +1209,28 @@ class Driver:
             md += ["## Changing a running tenant's ceiling", "",
                    f"A GEMM tenant (chunks of ~{a.set_chunk_ms:g} ms); `gpuslice set {res['name']} "
                    f"--compute P` at a known time. Delay = from the command's start until the "
-                   f"{a.set_window * 1e3:.0f} ms-window throughput is within ±{a.set_band:g} "
-                   f"points of P (relative to the alone rate, {fmt(res['alone'], '.1f')} GEMM/s) "
-                   f"and stays "
-                   f"there until the next change (so it includes the window's length). "
-                   f"Pass: under {a.set_deadline:g} s. Beside it, the same delay to the level "
-                   f"the throughput settled at (±{a.set_band:g} points of it), which separates "
-                   f"how fast a change acts from how accurate the ceiling is.", "",
-                   "| change | delay s | to its level s | `gpuslice set` ms | achieved before "
-                   "| settled at | gpuslice busy % settled | verdict |",
-                   "|---|---|---|---|---|---|---|---|"]
+                   f"tenant's busy share over {a.set_window * 1e3:.0f} ms windows is within "
+                   f"±{a.set_band:g} points of P and stays there until the next change (so it "
+                   f"includes the window's length); pass under {a.set_deadline:g} s. Then the "
+                   "level held from 1 s after the change until the next: (a) gpuslice's busy "
+                   "share, (b) NVML's utilisation, each within "
+                   f"±{a.tolerance:g} of P and of each other; the throughput (÷ the first "
+                   f"{a.set_alone:g} s uncapped, {fmt(res['alone'], '.1f')} GEMM/s) with the SM "
+                   "clock and power, not judged.", "",
+                   "| change | delay s | to its level s | `gpuslice set` ms | (a) busy % | "
+                   "(b) NVML % | throughput % | SM MHz | W | verdict |",
+                   "|---|---|---|---|---|---|---|---|---|---|"]
             for i, ch in enumerate(res.get("changes", [])):
                 judged = i >= self.set_first_judged
-                ok = ch["delay_s"] is not None and ch["delay_s"] < a.set_deadline
+                kind, _, _ = judge_time_share("", ch["to"], [ch["busy_pct"]], [ch["nvml_pct"]],
+                                              a.tolerance)
+                ok = kind == "ok" and ch["delay_s"] is not None and ch["delay_s"] < a.set_deadline
+                g = ch["gpu"]
                 md.append(f"| {ch['from']} → {ch['to']} | {fmt(ch['delay_s'], '.2f', 'never')} | "
                           f"{fmt(ch['delay_to_level_s'], '.2f', 'never')} | {ch['set_ms']:.0f} | "
-                          f"{ch['before_pct']:.1f}% | {ch['after_pct']:.1f}% | "
-                          f"{fmt(ch.get('gs_busy_pct'))} | "
+                          f"{fmt(ch['busy_pct'])} | {fmt(ch['nvml_pct'])} | "
+                          f"{fmt(ch['throughput_pct'])} | {fmt(g['sm_mhz'], '.0f')} | "
+                          f"{fmt(g['power_w'], '.0f')} | "
                           f"{('ok' if ok else '**FAIL**') if judged else '(setup)'} |")
             if res["error"]:
                 md.append(f"\nerror: {res['error']}")
@@ -1189,25 +1240,25 @@ class Driver:
     def as_json(self):
         share = {}
         for wl, res in self.share.items():
-            alone, achieved = self.share_results(wl)
+            alone, per = self.share_results(wl)
             share[wl] = {"calib": res["calib"], "phases": res["phases"], "error": res["error"],
-                         "alone_rates": alone,
-                         "achieved": {str(c): v for c, v in achieved.items()}}
-        pair = self.pair
+                         "per_ceiling": {str(c): v for c, v in per.items()}}
         st = None
         if self.set:
             st = {k: v for k, v in self.set.items() if k not in ("trace", "alone_window")}
         return {"options": vars(self.a), "cpu_sets": self.cpu_sets, "timing_s": self.timing,
-                "share": share, "pair": pair, "set": st,
-                "tenant_samples_error": self.tenants.error}
+                "nvml_method": self.nvml.method, "nvml_error": self.nvml.error,
+                "nvml_sample_period_s": self.nvml.sample_period,
+                "share": share, "pair": self.pair, "set": st}
 
     def main(self):
         a = self.a
         sel = self.sections
         est = sum(self.estimate(s) for s in sel)
         print(f"compute_share: sections {','.join(sel)}; {a.repeats} repeats, "
-              f"{self.phases_per_worker()} phases of {a.settle:g}+{a.phase_seconds:g} s per "
-              f"workload; CPUs {' / '.join(self.cpu_sets) or 'not pinned'}; estimated {est:.0f} s"
+              f"{self.phases_per_worker()} phases of {a.settle:g}+{a.phase_seconds:g}+{a.tail:g} "
+              f"s per workload; CPUs {' / '.join(self.cpu_sets) or 'not pinned'}; NVML "
+              f"{self.nvml.method or 'unavailable'}; estimated {est:.0f} s"
               + (f" (budget {a.budget:g} s)" if a.budget > 0 else "") + f"; gpuslice {self.gs}",
               flush=True)
         t_all = time.monotonic()
@@ -1235,6 +1286,8 @@ class Driver:
             print(f"--- {sec}: {self.timing[sec]} s ---", flush=True)
         self.timing["total"] = round(time.monotonic() - t_all, 1)
         num("compute_share_seconds", self.timing["total"])
+        if self.nvml.sample_period:
+            num("nvml_util_sample_period_ms", round(self.nvml.sample_period * 1e3, 1))
         md = ("# gpuslice compute ceilings\n\n" + self.markdown()
               + "\nSeconds per section: " + ", ".join(f"{k} {v}" for k, v in self.timing.items())
               + "\n")
@@ -1255,8 +1308,8 @@ class Driver:
             except OSError as e:
                 note(f"cannot write {table}: {e}")
         print(f"compute_share: {_checks['ok']} passed, {_checks['fail']} failed, "
-              f"{self.timing['total']} s", flush=True)
-        return 1 if _checks["fail"] or not _checks["ok"] else 0
+              f"{_checks['known']} known shortfalls, {self.timing['total']} s", flush=True)
+        return 1 if _checks["fail"] or not (_checks["ok"] or _checks["known"]) else 0
 
 
 def cpu_sets(spec):
@@ -1284,7 +1337,7 @@ def int_list(text, lo=1, hi=100):
     return text
 
 
-def driver_main(argv):
+def build_parser():
     build = os.environ.get("GPU_BUILD_DIR") or "build-gpu"
     if not os.path.isabs(build):
         build = os.path.join(ROOT, build)
@@ -1297,15 +1350,22 @@ def driver_main(argv):
     p.add_argument("--phase-seconds", type=float, default=2.0)
     p.add_argument("--settle", type=float, default=0.3,
                    help="seconds discarded after each change of ceiling (default 0.3)")
+    p.add_argument("--tail", type=float, default=0.15,
+                   help="seconds discarded at the end of each phase, before the next change "
+                        "(default 0.15: NVML's samples straddling the window's end)")
     p.add_argument("--ceilings", type=int_list, default="10,25,50,75,90")
     p.add_argument("--tolerance", type=float, default=2.0, help="points (default 2)")
-    p.add_argument("--verdict", choices=("mean", "every"), default="mean",
-                   help="an achieved share passes when the mean over the repeats is within "
-                        "--tolerance (mean, default; the standard error is printed beside it) "
-                        "or when every repeat is (every)")
+    p.add_argument("--known-shortfall", type=float, default=5.0,
+                   help="a host-bound workload this many points under its ceiling at most, "
+                        "with both measures agreeing, is a KNOWN SHORTFALL (default 5)")
+    p.add_argument("--shortfall", choices=("known", "fail"), default="known",
+                   help="how a known shortfall is reported: its own verdict \"@known\" "
+                        "(default; tests/gpu/report.py shows the check as KNOWN, not PASS) or "
+                        "\"@fail\"")
     p.add_argument("--alone", choices=("bracket", "before"), default="bracket",
-                   help="alone rate of a capped phase: mean of the nearest uncapped phases "
-                        "before and after it (bracket, default) or the one before")
+                   help="uncapped reference of a capped phase (throughput share, and NVML's "
+                        "share for host-bound workloads): the mean of the nearest uncapped "
+                        "phases before and after it (bracket, default) or the one before")
     p.add_argument("--chunk-ms", type=float, default=8.0,
                    help="GPU work between synchronisations, uncapped (default 8)")
     p.add_argument("--pair-ceilings", type=int_list, default="30,70")
@@ -1328,18 +1388,23 @@ def driver_main(argv):
                         "pair's second tenant gets the second)")
     p.add_argument("--interleave", action="store_true",
                    help="an uncapped phase before every ceiling, not only the first of a "
-                        "repeat (each ceiling then has its own alone; for noisy host-bound "
-                        "workloads; about 1.6 times as long)")
+                        "repeat (each ceiling then has its own uncapped reference; for the "
+                        "host-bound workloads, whose uncapped rate drifts; about 1.6 times as "
+                        "long)")
     p.add_argument("--no-gpu-samples", action="store_true",
-                   help="do not sample SM clock and power with nvidia-smi -lms 100")
-    p.add_argument("--no-tenant-samples", action="store_true",
-                   help="do not poll gpuslice tenants --json for gpuslice's own busy share")
+                   help="do not sample NVML (then no ceiling can pass: (b) is missing)")
     p.add_argument("--gpuslice", default=os.environ.get("GPUSLICE_BIN")
                    or os.path.join(build, "bin", "gpuslice"))
     p.add_argument("--compute-small", default=os.path.join(build, "gpu", "compute_small"))
+    return p
+
+
+def driver_main(argv):
+    p = build_parser()
     a = p.parse_args(argv)
-    if a.repeats < 1 or a.phase_seconds <= 0 or a.settle < 0 or a.chunk_ms <= 0:
-        p.error("--repeats must be at least 1, --phase-seconds and --chunk-ms positive")
+    if a.repeats < 1 or a.phase_seconds <= 0 or a.settle < 0 or a.tail < 0 or a.chunk_ms <= 0:
+        p.error("--repeats must be at least 1, --phase-seconds and --chunk-ms positive, "
+                "--settle and --tail not negative")
     sections = []
     for s in a.only.split(","):
         s = s.strip()
@@ -1357,15 +1422,15 @@ def driver_main(argv):
         signal.signal(sig, on_signal)
     atexit.register(cleanup)
 
+    if not os.access(a.gpuslice, os.X_OK):
+        check(False, f"gpuslice is not built: {a.gpuslice} (build into $GPU_BUILD_DIR or set "
+                     "GPUSLICE_BIN)")
+        return 1
     d = Driver(a)
     d.sections = [s for s in SECTIONS if s in sections]
     d.pair_ceilings = [int(c) for c in a.pair_ceilings.split(",")]
     d.set_steps = [int(c) for c in a.set_steps.split(",")]
     d.set_first_judged = 1 if len(d.set_steps) > 1 else 0  # the first step only sets up
-    if not os.access(a.gpuslice, os.X_OK):
-        check(False, f"gpuslice is not built: {a.gpuslice} (build into $GPU_BUILD_DIR or set "
-                     "GPUSLICE_BIN)")
-        return 1
     return d.main()
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Compute-ceiling benchmark: builds bench/compute_small.cu into $GPU_BUILD_DIR/gpu/ (when
-# missing or older than its source) and runs bench/compute_share.py, which measures the
-# achieved share under `gpuslice run --compute P` for PyTorch and CUDA C workloads, two
-# tenants at once, and how fast `gpuslice set` takes effect. See compute_share.py for what
-# it runs and prints. Takes about 5 minutes on an H200 with the defaults.
+# missing or older than its source) and runs bench/compute_share.py, which judges each
+# ceiling of `gpuslice run --compute P` by the share of the device's time the tenant held
+# (gpuslice's own busy count and NVML sampled outside the tenant) for PyTorch and CUDA C
+# workloads, two tenants at once, and `gpuslice set` on a running tenant; throughput is
+# reported beside the SM clock and power. See compute_share.py for what it runs and prints.
+# Takes about 6 minutes on an H200 with the defaults (3 repeats of 2 s phases).
 #
 # usage: bench/compute_share.sh [compute_share.py options]   e.g. --only gemm,pair --repeats 2
 #        bench/compute_share.sh --build                     only compile compute_small

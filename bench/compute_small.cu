@@ -15,16 +15,19 @@
  *
  * Phases, per repeat: uncapped ("none"), then each ceiling in turn (with --interleave an
  * uncapped phase before each ceiling); after all repeats one more uncapped phase
- * ("none-end"). A phase starts when `gpuslice set` returns, discards --settle seconds, then
- * measures --phase-seconds. Output lines (parsed by compute_share.py, the same as its
- * PyTorch workers print):
+ * ("none-end"). A phase starts when `gpuslice set` returns, discards --settle seconds,
+ * measures --phase-seconds, then works on --tail seconds more under the same ceiling (so
+ * that an outside sampler's periods straddling the window's end see the same ceiling).
+ * Output lines (parsed by compute_share.py, the same as its PyTorch workers print):
+ *   tenant PID PATH   (first: this process and $GPUSLICE_TENANT, or "-")
  *   calib WORKLOAD UNITS_PER_CHUNK CHUNK_MS KERNELS_PER_UNIT
  *   phase WORKLOAD REPEAT LABEL RATE WINDOW_S CHUNKS SET_MS START END
  *         (RATE in kernels/s; START, END: the window in CLOCK_MONOTONIC seconds)
  *   error TEXT
  *
  * usage: compute_small stream|graph [--repeats N] [--phase-seconds S] [--settle S]
- *                      [--ceilings 10,25,...] [--chunk-ms MS] [--interleave] [--no-set]
+ *                      [--tail S] [--ceilings 10,25,...] [--chunk-ms MS] [--interleave]
+ *                      [--no-set]
  * env:   GPUSLICE_BIN (gpuslice), GPUSLICE_TENANT (set by gpuslice run),
  *        BENCH_PARENT_PID (exit when that process is gone)
  * Exit status 0 when every phase ran, 1 on a CUDA or `gpuslice set` error, 2 on bad usage.
@@ -323,9 +326,9 @@ static int set_ceiling(const char *value, double *ms)
     return 0;
 }
 
-/* One phase: set the ceiling (unless no_set), settle, measure; prints the phase line. */
+/* One phase: set the ceiling (unless no_set), settle, measure, tail; prints the phase line. */
 static int phase(struct bench *b, int repeat, const char *label, const char *value, int no_set,
-                 double settle, double seconds)
+                 double settle, double seconds, double tail)
 {
     double set_ms = 0, t0, a, z, rate;
 
@@ -336,7 +339,7 @@ static int phase(struct bench *b, int repeat, const char *label, const char *val
     t0 = now_s();
     a = t0 + settle;
     z = a + seconds;
-    if (run_until(b, t0, z) < 0)
+    if (run_until(b, t0, z + tail) < 0)
         return -1;
     rate = (work_at(b, z) - work_at(b, a)) / (z - a);
     printf("phase %s %d %s %.6g %.4f %ld %.2f %.6f %.6f\n", b->workload, repeat, label, rate,
@@ -348,8 +351,8 @@ static int phase(struct bench *b, int repeat, const char *label, const char *val
 static void usage(void)
 {
     fprintf(stderr, "usage: compute_small stream|graph [--repeats N] [--phase-seconds S] "
-                    "[--settle S] [--ceilings 10,25,50,75,90] [--chunk-ms MS] [--interleave] "
-                    "[--no-set]\n");
+                    "[--settle S] [--tail S] [--ceilings 10,25,50,75,90] [--chunk-ms MS] "
+                    "[--interleave] [--no-set]\n");
 }
 
 int main(int argc, char **argv)
@@ -359,10 +362,10 @@ int main(int argc, char **argv)
         {"settle", required_argument, NULL, 'S'},  {"ceilings", required_argument, NULL, 'c'},
         {"chunk-ms", required_argument, NULL, 'k'}, {"no-set", no_argument, NULL, 'n'},
         {"interleave", no_argument, NULL, 'I'},    {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"tail", required_argument, NULL, 'T'},    {NULL, 0, NULL, 0}};
     struct bench b;
     int repeats = 3, no_set = 0, interleave = 0, nceil = 0, ceilings[MAX_CEILINGS], c, r, i;
-    double seconds = 2.0, settle = 0.3, chunk_ms = 8.0;
+    double seconds = 2.0, settle = 0.3, chunk_ms = 8.0, tail = 0.0;
     const char *list = "10,25,50,75,90", *pp;
     char value[16], label[16];
     cudaGraph_t graph;
@@ -380,6 +383,9 @@ int main(int argc, char **argv)
             break;
         case 'S':
             settle = atof(optarg);
+            break;
+        case 'T':
+            tail = atof(optarg);
             break;
         case 'c':
             list = optarg;
@@ -399,7 +405,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc - 1 || (strcmp(argv[optind], "stream") && strcmp(argv[optind], "graph")) ||
-        repeats < 1 || seconds <= 0 || settle < 0 || chunk_ms <= 0) {
+        repeats < 1 || seconds <= 0 || settle < 0 || tail < 0 || chunk_ms <= 0) {
         usage();
         return 2;
     }
@@ -417,6 +423,10 @@ int main(int argc, char **argv)
     if (nceil == 0) {
         usage();
         return 2;
+    }
+    {
+        const char *tenant = getenv("GPUSLICE_TENANT");
+        printf("tenant %d %s\n", (int)getpid(), tenant && *tenant ? tenant : "-");
     }
     b.graph = strcmp(argv[optind], "graph") == 0;
     b.workload = b.graph ? "cuda-graph" : "cuda-small";
@@ -463,15 +473,15 @@ int main(int argc, char **argv)
     for (r = 0; r < repeats; r++) {
         for (i = 0; i < nceil; i++) {
             if ((i == 0 || interleave) &&
-                phase(&b, r, "none", "none", no_set, settle, seconds) < 0)
+                phase(&b, r, "none", "none", no_set, settle, seconds, tail) < 0)
                 return 1;
             snprintf(value, sizeof(value), "%d", ceilings[i]);
             snprintf(label, sizeof(label), "%d", ceilings[i]);
-            if (phase(&b, r, label, value, no_set, settle, seconds) < 0)
+            if (phase(&b, r, label, value, no_set, settle, seconds, tail) < 0)
                 return 1;
         }
     }
-    if (phase(&b, repeats, "none-end", "none", no_set, settle, seconds) < 0)
+    if (phase(&b, repeats, "none-end", "none", no_set, settle, seconds, tail) < 0)
         return 1;
     {
         float h;

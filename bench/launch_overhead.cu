@@ -15,9 +15,19 @@
  * the bursts are timed (launches through the final synchronise); the line is
  * "sample API US_PER_LAUNCH BURST_MS" (BURST_MS: the mean burst's wall time).
  *
+ * "serve" mode is what bench/launch_pairs.py runs: after initialising CUDA and warming up
+ * both APIs (WARMUP launches each) it prints "ready" and then answers one command per line
+ * on stdin, so that several configurations (native, under the interposer...) can be alive
+ * at once and measured in turn, A B A B, each paying its start-up once:
+ *   run API N              ->  "sample API US_PER_LAUNCH"
+ *   duty API N BURST       ->  "sample API US_PER_LAUNCH BURST_MS"   (duty-cycled, as above)
+ *   quit                   ->  exits 0 (so does the end of stdin)
+ * API is "runtime" or "driver"; an error prints "error TEXT" and exits 1.
+ *
  * usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]   (defaults 3, 100000, 20000)
  *        launch_overhead duty [ROUNDS [LAUNCHES [WARMUP [BURST]]]]
  *                                        (defaults 3, 100000, 20000, 2000)
+ *        launch_overhead serve [WARMUP]   (default 5000)
  * Exit status 1 when a CUDA call or launch failed.
  */
 #include <cuda.h>
@@ -126,9 +136,51 @@ static double run_duty(int driver, launch_fn launch, CUfunction f, long n, long 
     return busy * 1e6 / (double)n;
 }
 
+/* The serve loop: commands on stdin, one answer line each. */
+static int serve(launch_fn launch, CUfunction f)
+{
+    char line[256], api[32];
+    long n, burst;
+    double us, burst_ms = 0;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("ready\n");
+    while (fgets(line, sizeof line, stdin)) {
+        int duty = 0, driver;
+
+        if (strncmp(line, "quit", 4) == 0)
+            return 0;
+        if (sscanf(line, "run %31s %ld", api, &n) == 2) {
+            burst = 0;
+        } else if (sscanf(line, "duty %31s %ld %ld", api, &n, &burst) == 3) {
+            duty = 1;
+        } else {
+            printf("error unknown command: %s", line);
+            return 1;
+        }
+        driver = strcmp(api, "driver") == 0;
+        if ((!driver && strcmp(api, "runtime") != 0) || n <= 0 || (duty && burst <= 0)) {
+            printf("error bad command: %s", line);
+            return 1;
+        }
+        us = duty ? run_duty(driver, launch, f, n, burst, &burst_ms)
+                  : driver ? run_driver(launch, f, n) : run_runtime(n);
+        if (us < 0) {
+            printf("error the %s launches failed (see stderr)\n", api);
+            return 1;
+        }
+        if (duty)
+            printf("sample %s %.4f %.3f\n", api, us, burst_ms);
+        else
+            printf("sample %s %.4f\n", api, us);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int duty = argc > 1 && strcmp(argv[1], "duty") == 0;
+    int serving = argc > 1 && strcmp(argv[1], "serve") == 0;
     int rounds, r, k;
     long n, warm, burst;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
@@ -143,11 +195,17 @@ int main(int argc, char **argv)
     rounds = argc > 1 ? atoi(argv[1]) : 3;
     n = argc > 2 ? atol(argv[2]) : 100000;
     warm = argc > 3 ? atol(argv[3]) : 20000;
+    if (serving) { /* serve [WARMUP] */
+        rounds = 1;
+        n = 1;
+        warm = argc > 2 ? atol(argv[2]) : 5000;
+    }
     burst = duty && argc > 4 ? atol(argv[4]) : 2000;
 
     if (rounds <= 0 || n <= 0 || warm < 0 || burst <= 0) {
         fprintf(stderr, "usage: launch_overhead [ROUNDS [LAUNCHES [WARMUP]]]\n"
-                        "       launch_overhead duty [ROUNDS [LAUNCHES [WARMUP [BURST]]]]\n");
+                        "       launch_overhead duty [ROUNDS [LAUNCHES [WARMUP [BURST]]]]\n"
+                        "       launch_overhead serve [WARMUP]\n");
         return 2;
     }
     if (!rt_ok(cudaSetDevice(0), "cudaSetDevice") || !rt_ok(cudaFree(0), "cudaFree(0)"))
@@ -165,6 +223,8 @@ int main(int argc, char **argv)
     }
     if (warm && (run_runtime(warm) < 0 || run_driver(launch, (CUfunction)fn, warm) < 0))
         return 1;
+    if (serving)
+        return serve(launch, (CUfunction)fn);
     for (r = 0; r < rounds; r++) {
         for (k = 0; k < 2; k++) {
             int driver = (r + k) % 2;

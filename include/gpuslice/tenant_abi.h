@@ -6,10 +6,12 @@
  *
  * Locking: memory figures and the tables are read and written with `lock`
  * held, except reads of limits and totals for display, which may be stale
- * but never torn (aligned 32/64-bit atomic loads). The lock is a robust,
- * process-shared mutex: a process that dies holding it is detected
- * (EOWNERDEAD) and the next holder recomputes the totals from the
- * per-process records. The compute budget fields (compute_*) are updated
+ * but never torn (aligned 32/64-bit atomic loads). The lock is one 32-bit
+ * futex word holding the holder's thread ID (bit 31: someone waits), taken
+ * by compare-and-swap: no pointers live in the file, so a tenant's owner who
+ * rewrites it can make another user's process wait (every wait is bounded)
+ * but never write elsewhere. A holder found dead is replaced, and the new
+ * holder recomputes the totals from the per-process records. The compute budget fields (compute_*) are updated
  * with atomic operations only, never under the lock: they change on every
  * poll of every process of the tenant. So is the memory reservation
  * (`reserve`, see common/reserve.h): its two sequence words are futexes.
@@ -21,9 +23,9 @@
 #include <stdint.h>
 
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
-#define GPUSLICE_TENANT_ABI_VERSION 3u
+#define GPUSLICE_TENANT_ABI_VERSION 4u
 #define GPUSLICE_MAX_DEVICES 16
-#define GPUSLICE_MAX_PROCS 256
+#define GPUSLICE_MAX_PROCS 1024
 
 struct gpuslice_tenant_device {
     uint8_t uuid[16];       /* raw UUID bytes; all zero = unused entry */
@@ -36,11 +38,15 @@ struct gpuslice_tenant_device {
     int64_t compute_tokens;      /* ns of device time the tenant may still use; may be < 0 */
     uint64_t compute_refill_ns;  /* CLOCK_MONOTONIC when compute_tokens was last refilled */
     uint64_t compute_busy_ns;    /* device time the tenant's work has held, cumulative */
+    uint64_t ctx_footprint;      /* smallest context footprint a process measured, for
+                                    processes NVML does not list (PID namespaces); 0 = none */
 };
 
 /* set_flags: a device added after `gpuslice set` takes these, not the process's own. */
 #define GPUSLICE_SET_MEMORY 1u
 #define GPUSLICE_SET_COMPUTE 2u
+
+#define GPUSLICE_LOCK_WAITERS 0x80000000u
 
 struct gpuslice_tenant_proc {
     int32_t pid;         /* 0 = free slot */
@@ -76,7 +82,8 @@ struct gpuslice_tenant {
     uint32_t abi_version;
     uint32_t size; /* sizeof(struct gpuslice_tenant) */
     union {
-        uint8_t raw[64]; /* pthread_mutex_t, robust and process-shared */
+        uint32_t word; /* 0 free, else holder TID | GPUSLICE_LOCK_WAITERS */
+        uint8_t raw[64];
         uint64_t align;
     } lock;
     uint32_t owner_uid;
@@ -88,14 +95,15 @@ struct gpuslice_tenant {
     uint32_t set_flags;         /* GPUSLICE_SET_*: limits given by `gpuslice set` */
     uint64_t set_mem_limit;     /* for devices the tenant starts using after the set */
     uint32_t set_compute_limit; /* likewise */
-    uint32_t pad1;
+    uint32_t limits_fixed;      /* 1: the limits came with the tenant (gpuslice run); its
+                                   processes' own variables do not change them */
     uint64_t reserved[5];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
     struct gpuslice_tenant_reserve reserve;
 };
 
-_Static_assert(sizeof(struct gpuslice_tenant_device) == 72, "device entry layout");
+_Static_assert(sizeof(struct gpuslice_tenant_device) == 80, "device entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_proc) == 144, "process entry layout");
 _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
@@ -103,8 +111,8 @@ _Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "b
 _Static_assert(offsetof(struct gpuslice_tenant, compute_any) == 168, "header fields offset");
 _Static_assert(sizeof(struct gpuslice_tenant_reserve_dev) == 40, "reservation entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_reserve) == 24 + 16 * 40, "reservation layout");
-_Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 72 + 256 * 144,
+_Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 80 + 1024 * 144,
                "reservation offset");
-_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 72 + 256 * 144 + 664, "tenant size");
+_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 80 + 1024 * 144 + 664, "tenant size");
 
 #endif

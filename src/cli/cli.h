@@ -42,8 +42,10 @@ void gs_cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * takes none): names the option in a message and returns GS_EXIT_USAGE.
  */
 /*
- * Writes s (n bytes) as a JSON string: escapes what JSON requires; bytes that
- * are not UTF-8 become U+FFFD. Defined with the tenants command, its first user.
+ * Writes s (n bytes) as a JSON string: escapes what JSON requires, and the
+ * terminal's control and bidi characters (tenant_list_is_control) as \uNNNN;
+ * bytes that are not UTF-8 become U+FFFD. Defined with the tenants command,
+ * its first user.
  */
 void gs_cli_json_string(FILE *f, const char *s, size_t n);
 

@@ -30,7 +30,7 @@
 
 static void info_usage(void)
 {
-    printf("usage: gpuslice info [--json]\n\n"
+    printf("usage: gpuslice info [--json] [-q]\n\n"
            "Describes this machine's NVIDIA GPUs and the tenants running on them. For\n"
            "each GPU (numbered by CUDA ordinal, as limits are): name, UUID, memory\n"
            "total/used/free (NVML), SM count and compute capability, the green-context\n"
@@ -42,6 +42,7 @@ static void info_usage(void)
            "options:\n"
            "      --json   one JSON object on stdout instead of text (sizes in bytes,\n"
            "               null where the driver cannot tell, with a reason)\n"
+           "  -q, --quiet  no notes on stderr (such as NVML missing)\n"
            "  -h, --help   this text\n\n"
            "The driver is loaded from libcuda.so.1 and libnvidia-ml.so.1, or from\n"
            "$GPUSLICE_REAL_LIBCUDA and $GPUSLICE_REAL_LIBNVML. Without a CUDA driver\n"
@@ -440,14 +441,10 @@ static void print_json(const struct info *in, const struct tenant_list *l)
     printf("}\n");
 }
 
-/* Text for a terminal: printable ASCII kept, anything else shown as '?'. */
+/* Text for a terminal: what the driver or another user's tenant file says, escaped. */
 static void plain(char *out, size_t len, const char *s)
 {
-    size_t i;
-
-    for (i = 0; s[i] && i + 1 < len; i++)
-        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-    out[i] = '\0';
+    tenant_list_text(out, len, s, strlen(s));
 }
 
 static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long long v)
@@ -461,7 +458,8 @@ static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long 
 static void print_text_gpu(const struct gpu *g)
 {
     const struct green *gc = &g->green;
-    char name[NAME_LEN], total[32], used[32], free_[32], dir[MPS_PATH_MAX];
+    char name[TENANT_TEXT_LEN(NAME_LEN)], total[32], used[32], free_[32];
+    char dir[TENANT_TEXT_LEN(MPS_PATH_MAX)];
 
     plain(name, sizeof(name), g->name);
     printf("GPU %d: %s  %s\n", g->index, name, g->uuid);
@@ -504,7 +502,10 @@ static void print_text_tenants(const struct tenant_list *l)
     int d;
 
     if (l->n == 0) {
-        printf("tenants: none in %s\n", gs_tenant_dir());
+        char dir[TENANT_TEXT_LEN(PATH_MAX)];
+
+        plain(dir, sizeof(dir), gs_tenant_dir());
+        printf("tenants: none in %s\n", dir);
         return;
     }
     printf("tenants (details: gpuslice tenants):\n");
@@ -512,7 +513,8 @@ static void print_text_tenants(const struct tenant_list *l)
            "CEILING");
     for (i = 0; i < l->n; i++) {
         const struct gpuslice_tenant *t = l->v[i].t;
-        char name[sizeof(t->name) + 1], shown[sizeof(t->name) + 1], id[TENANT_ID_MAX];
+        char name[sizeof(t->name) + 1], shown[TENANT_TEXT_LEN(sizeof(t->name))];
+        char id[TENANT_TEXT_LEN(TENANT_ID_MAX)];
         int rows = 0;
 
         tenant_list_name(t, name, sizeof(name));
@@ -526,8 +528,7 @@ static void print_text_tenants(const struct tenant_list *l)
 
             if (!tenant_list_dev_in_use(dev))
                 continue;
-            gs_format_size(__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED), used,
-                           sizeof(used));
+            gs_format_size(tenant_list_mem_used(t, d), used, sizeof(used));
             if (limit)
                 gs_format_size(limit, lim, sizeof(lim));
             else
@@ -565,9 +566,10 @@ static void print_text(const struct info *in, const struct tenant_list *l)
 static int run_info(int argc, char **argv)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"quiet", no_argument, NULL, 'q'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    struct tenant_list l = {NULL, 0};
+    struct tenant_list l = {NULL, 0, 0};
     struct driver d;
     struct info in;
     char err[512];
@@ -575,10 +577,13 @@ static int run_info(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'j':
             json = 1;
+            break;
+        case 'q':
+            gs_cli_quiet = 1;
             break;
         case 'h':
             info_usage();
@@ -588,7 +593,7 @@ static int run_info(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        gs_cli_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json])",
+        gs_cli_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json] [-q])",
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
@@ -606,7 +611,9 @@ static int run_info(int argc, char **argv)
     }
     unload_driver(&d);
     if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_cli_error("info: cannot read %s: %s", gs_tenant_dir(), gs_strerror(r));
+        gs_cli_error("info: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
+                     "directory you may list and search, default /dev/shm)",
+                     gs_tenant_dir(), gs_strerror(r));
         free(in.gpus);
         return GS_EXIT_ERROR;
     }

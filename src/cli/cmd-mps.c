@@ -26,14 +26,15 @@
 
 static void mps_usage(void)
 {
-    printf("usage: gpuslice mps start  [--device D] [--json]\n"
-           "       gpuslice mps status [--device D] [--json]\n"
-           "       gpuslice mps stop   [--device D] [--force] [--json]\n\n"
+    printf("usage: gpuslice mps start  [--device D] [--json] [-q]\n"
+           "       gpuslice mps status [--device D] [--json] [-q]\n"
+           "       gpuslice mps stop   [--device D] [--force] [--json] [-q]\n\n"
            "Manages your own MPS (Multi-Process Service) control daemon for one GPU, so\n"
            "that processes on it run concurrently instead of time-sliced. Its pipe and\n"
-           "log directories are $XDG_RUNTIME_DIR/gpuslice-mps/UUID/{pipe,log} (else\n"
-           "/tmp/gpuslice-mps-UID/UUID/...), mode 0700; clients use the daemon when\n"
-           "CUDA_MPS_PIPE_DIRECTORY names its pipe directory.\n\n"
+           "log directories are $XDG_RUNTIME_DIR/gpuslice-mps/UUID/{pipe,log}, or\n"
+           "/tmp/gpuslice-mps-EUID/UUID/{pipe,log} (EUID: your effective user ID) when\n"
+           "XDG_RUNTIME_DIR is unset or not an absolute path; mode 0700. Clients use the\n"
+           "daemon when CUDA_MPS_PIPE_DIRECTORY names its pipe directory.\n\n"
            "  start    starts nvidia-cuda-mps-control -d for the GPU (or reuses the one\n"
            "           already running there) and sets its default active thread\n"
            "           percentage to 100\n"
@@ -47,10 +48,11 @@ static void mps_usage(void)
            "      --force     stop even with clients connected: MPS lets them finish,\n"
            "                  accepts no new ones, and exits after the last\n"
            "      --json      one JSON object on stdout instead of text\n"
+           "  -q, --quiet     no notes on stderr (errors still print)\n"
            "  -h, --help      this text\n\n"
            "Each call to nvidia-cuda-mps-control is given $GPUSLICE_MPS_TIMEOUT seconds\n"
-           "(default 10). Exit status: 0 success, 1 error (MPS unavailable, a refused\n"
-           "directory, clients connected), 2 bad usage.\n");
+           "(default 10; more than 0, at most 600). Exit status: 0 success, 1 error (MPS\n"
+           "unavailable, a refused directory, clients connected), 2 bad usage.\n");
 }
 
 enum sub { SUB_START, SUB_STATUS, SUB_STOP };
@@ -485,6 +487,7 @@ static int run_mps(int argc, char **argv)
     static const struct option opts[] = {{"device", required_argument, NULL, 'd'},
                                          {"force", no_argument, NULL, 'f'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"quiet", no_argument, NULL, 'q'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     static const char *const subs[] = {"start", "status", "stop"};
@@ -497,7 +500,7 @@ static int run_mps(int argc, char **argv)
     optind = 1;
     opterr = 0;
     /* Options may come before or after the subcommand. */
-    while ((c = getopt_long(argc, argv, ":hd:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":qhd:", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
             if (parse_device(optarg, &index, uuid) < 0) {
@@ -513,6 +516,9 @@ static int run_mps(int argc, char **argv)
             break;
         case 'j':
             o.json = 1;
+            break;
+        case 'q':
+            gs_cli_quiet = 1;
             break;
         case 'h':
             mps_usage();

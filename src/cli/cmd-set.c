@@ -3,10 +3,10 @@
  * tenant, found by ID, name or path, through gs_tenant_set().
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +23,9 @@ static void set_usage(void)
 {
     printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE] [--json]\n\n"
            "Changes the limits of a running tenant. TENANT is its ID or its name as\n"
-           "gpuslice tenants shows them (a name must be unique), or the path of its state\n"
-           "file (anything with a /). Only the tenant's owner and root may change it.\n\n"
+           "gpuslice tenants shows them (a name must match one tenant only, of any owner),\n"
+           "or the path of its state file (anything with a /). Only the tenant's owner (the\n"
+           "owner of its state file) and root may change it.\n\n"
            "options:\n"
            "  -c, --compute PERCENT  new compute ceiling: an integer 1..100, one for\n"
            "                         every GPU or per device by CUDA index or UUID\n"
@@ -45,14 +46,16 @@ static void set_usage(void)
 
 /*
  * Parses a value as run does, where "none" may stand for any value (no
- * limit): each "none" is parsed as 1, then its entry's value set to 0.
+ * limit): each "none" is parsed as a valid placeholder (1 for a percentage,
+ * 1G for a size: sizes under 1 MiB are refused), then its entry's value set
+ * to 0.
  */
 static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
                        struct gs_limits *l, char *err, size_t errlen)
 {
     char buf[1024];
     int none[GS_MAX_LIMIT_ENTRIES] = {0}, item = 0, r, i;
-    const char *p = s;
+    const char *p = s, *placeholder = kind == GS_VALUE_SIZE ? "1G" : "1";
     size_t len = 0, n = strlen(s);
 
     if (n >= sizeof(buf)) {
@@ -74,7 +77,8 @@ static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
             none[item] = 1;
             memcpy(buf + len, p, (size_t)(val - p));
             len += (size_t)(val - p);
-            buf[len++] = '1';
+            memcpy(buf + len, placeholder, strlen(placeholder));
+            len += strlen(placeholder);
         } else {
             memcpy(buf + len, p, ilen);
             len += ilen;
@@ -95,25 +99,43 @@ static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
     return 0;
 }
 
-/* "ID (name)" for messages. */
+/* "ID (name)" for messages, escaped: both come from a file anyone may have made. */
 static void describe(char *out, size_t len, const char *id, const struct gpuslice_tenant *t)
 {
-    char name[sizeof(t->name) + 1];
-    size_t i;
+    char name[sizeof(t->name) + 1], sid[TENANT_TEXT_LEN(TENANT_ID_MAX)];
+    char sname[TENANT_TEXT_LEN(sizeof(t->name))];
 
     tenant_list_name(t, name, sizeof(name));
-    for (i = 0; name[i]; i++)
-        if (!isprint((unsigned char)name[i]))
-            name[i] = '?';
+    tenant_list_text(sid, sizeof(sid), id, strlen(id));
+    tenant_list_text(sname, sizeof(sname), name, strlen(name));
     if (*name)
-        snprintf(out, len, "%s (%s)", id, name);
+        snprintf(out, len, "%s (%s)", sid, sname);
     else
-        snprintf(out, len, "%s", id);
+        snprintf(out, len, "%s", sid);
+}
+
+/* "uid 1000 (alice)" for messages. */
+static void owner_text(char *out, size_t len, uid_t uid)
+{
+    struct passwd *pw = getpwuid(uid);
+
+    if (pw && pw->pw_name)
+        snprintf(out, len, "uid %u (%.32s)", (unsigned)uid, pw->pw_name);
+    else
+        snprintf(out, len, "uid %u", (unsigned)uid);
+}
+
+static int name_is(const struct gpuslice_tenant *t, const char *arg)
+{
+    return strnlen(t->name, sizeof(t->name)) == strlen(arg) &&
+           strncmp(t->name, arg, sizeof(t->name)) == 0;
 }
 
 /*
  * Finds TENANT among the visible tenants (or at its path) and copies its ID
- * and path out. Prints why on failure; returns a CLI exit status.
+ * and path out. A name must match exactly one tenant: several (of one owner
+ * or of several, such as a file another user made under a name of yours) are
+ * listed and refused. Prints why on failure; returns a CLI exit status.
  */
 static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size_t pathlen)
 {
@@ -133,7 +155,9 @@ static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size
         return GS_EXIT_OK;
     }
     if ((r = tenant_list_scan(&l, 0)) < 0) {
-        gs_cli_error("set: cannot read %s: %s", gs_tenant_dir(), gs_strerror(r));
+        gs_cli_error("set: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
+                     "directory you may list and search, default /dev/shm)",
+                     gs_tenant_dir(), gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     for (i = 0; i < l.n && nmatch == 0; i++)
@@ -143,21 +167,25 @@ static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size
         }
     if (nmatch == 0)
         for (i = 0; i < l.n; i++)
-            if (strnlen(l.v[i].t->name, sizeof(l.v[i].t->name)) == strlen(arg) &&
-                strncmp(l.v[i].t->name, arg, sizeof(l.v[i].t->name)) == 0) {
-                if (nmatch++ == 0)
-                    match = i;
-            }
+            if (name_is(l.v[i].t, arg) && nmatch++ == 0)
+                match = i;
     if (nmatch == 0) {
-        gs_cli_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants)",
-                     arg, gs_tenant_dir());
+        gs_cli_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants%s)",
+                     arg, gs_tenant_dir(),
+                     l.skipped ? ", which also names the state files it skipped" : "");
         r = GS_EXIT_ERROR;
     } else if (nmatch > 1) {
-        gs_cli_error("set: %zu tenants are named \"%s\"; give one of their IDs:", nmatch, arg);
+        gs_cli_error("set: %zu tenants are named \"%s\"; nothing changed: give the ID of the one "
+                     "to change:",
+                     nmatch, arg);
         for (i = 0; i < l.n; i++)
-            if (strnlen(l.v[i].t->name, sizeof(l.v[i].t->name)) == strlen(arg) &&
-                strncmp(l.v[i].t->name, arg, sizeof(l.v[i].t->name)) == 0)
-                fprintf(stderr, "  %s\n", l.v[i].id);
+            if (name_is(l.v[i].t, arg)) {
+                char sid[TENANT_TEXT_LEN(TENANT_ID_MAX)], owner[64];
+
+                tenant_list_text(sid, sizeof(sid), l.v[i].id, strlen(l.v[i].id));
+                owner_text(owner, sizeof(owner), l.v[i].owner);
+                fprintf(stderr, "  %s  owned by %s\n", sid, owner);
+            }
         r = GS_EXIT_ERROR;
     } else {
         snprintf(id, idlen, "%s", l.v[match].id);
@@ -189,7 +217,7 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
         for (d = 0, found = 0; d < GPUSLICE_MAX_DEVICES && !found; d++) {
             if (!tenant_list_dev_in_use(&t->dev[d]))
                 continue;
-            gs_format_uuid(t->dev[d].uuid, uuid);
+            gs_format_uuid(t->dev[d].uuid, uuid); /* the parser's "gpu-…" form */
             found = e->key == GS_KEY_INDEX ? t->dev[d].ordinal == e->index
                                            : strcmp(uuid, e->uuid) == 0;
         }
@@ -198,7 +226,7 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
         used[0] = '\0';
         for (d = 0; d < GPUSLICE_MAX_DEVICES && len < sizeof(used); d++)
             if (tenant_list_dev_in_use(&t->dev[d])) {
-                gs_format_uuid(t->dev[d].uuid, uuid);
+                tenant_list_uuid(t->dev[d].uuid, uuid);
                 len += (size_t)snprintf(used + len, sizeof(used) - len, "%s%d %s",
                                         len ? ", " : "", (int)t->dev[d].ordinal, uuid);
             }
@@ -206,9 +234,11 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
         if (e->key == GS_KEY_INDEX)
             gs_cli_error("set: %s: the tenant uses no device with index %d (%s%s)",
                          l->source, e->index, hint, used);
-        else
-            gs_cli_error("set: %s: the tenant uses no device %s (%s%s)", l->source, e->uuid,
-                         hint, used);
+        else {
+            tenant_list_uuid_str(e->uuid, uuid);
+            gs_cli_error("set: %s: the tenant uses no device %s (%s%s)", l->source, uuid, hint,
+                         used);
+        }
         return -ENODEV;
     }
     return 0;
@@ -224,7 +254,7 @@ static void limit_text(char *out, size_t len, enum gs_set_kind kind, uint64_t v)
         snprintf(out, len, "none");
 }
 
-/* What the tenant's limits are now, on stderr. */
+/* What the tenant's limits are now, on stderr; the usage is its live processes'. */
 static void report(const struct gpuslice_tenant *t, const char *who)
 {
     char mem[32], lim[32], comp[32];
@@ -233,13 +263,13 @@ static void report(const struct gpuslice_tenant *t, const char *who)
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
         const struct gpuslice_tenant_device *dev = &t->dev[d];
         uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-        uint64_t used = __atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED);
+        uint64_t used = tenant_list_mem_used(t, d);
         char uuid[GS_UUID_STRLEN];
 
         if (!tenant_list_dev_in_use(dev))
             continue;
         any = 1;
-        gs_format_uuid(dev->uuid, uuid);
+        tenant_list_uuid(dev->uuid, uuid);
         limit_text(lim, sizeof(lim), GS_SET_MEMORY, limit);
         gs_format_size(used, mem, sizeof(mem));
         limit_text(comp, sizeof(comp), GS_SET_COMPUTE,
@@ -275,7 +305,10 @@ static int run_set(int argc, char **argv)
     const char *compute = NULL, *memory = NULL, *arg;
     struct gs_limits mem_l, comp_l;
     struct gpuslice_tenant *t = NULL;
-    char err[512], id[TENANT_ID_MAX], path[PATH_MAX], who[TENANT_ID_MAX + 80];
+    char err[512], id[TENANT_ID_MAX], path[PATH_MAX];
+    char who[TENANT_TEXT_LEN(TENANT_ID_MAX) + TENANT_TEXT_LEN(sizeof(t->name)) + 4];
+    char shown_id[TENANT_TEXT_LEN(TENANT_ID_MAX)], shown_path[TENANT_TEXT_LEN(PATH_MAX)];
+    uid_t owner, again;
     int c, r, json = 0;
 
     optind = 1;
@@ -325,21 +358,38 @@ static int run_set(int argc, char **argv)
     }
     if ((r = find_tenant(arg, id, sizeof(id), path, sizeof(path))) != GS_EXIT_OK)
         return r;
-    /* Look before asking for write access: the owner field decides, not the file mode. */
-    if ((r = gs_tenant_open_mode(path, 0, &t)) < 0) {
-        gs_cli_error("set: cannot read the tenant %s (%s): %s", id, path, gs_strerror(r));
-        return GS_EXIT_ERROR;
-    }
-    if (getuid() != 0 && t->owner_uid != (uint32_t)getuid()) {
-        gs_cli_error("permission denied: tenant %s belongs to uid %u", id,
-                     (unsigned)t->owner_uid);
-        gs_tenant_close(t);
+    tenant_list_text(shown_id, sizeof(shown_id), id, strlen(id));
+    tenant_list_text(shown_path, sizeof(shown_path), path, strlen(path));
+    /*
+     * Look before asking for write access, for a clear refusal. The owner is
+     * the file's (fstat): its header's owner_uid is whatever its writer put
+     * there, and a file others may write is refused (gs_tenant_open_owned).
+     */
+    if ((r = gs_tenant_open_owned(path, 0, &owner, &t)) < 0) {
+        gs_cli_error("set: cannot read the tenant %s (%s): %s", shown_id, shown_path,
+                     r == GS_EUNSAFE ? "its file is writable by group or others, so anyone "
+                                       "could have written it; it is no tenant to trust"
+                                     : gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     gs_tenant_close(t);
-    if ((r = gs_tenant_open_mode(path, 1, &t)) < 0) {
-        gs_cli_error("set: cannot open the tenant %s (%s) for writing: %s", id, path,
+    t = NULL;
+    if (getuid() != 0 && owner != getuid()) {
+        owner_text(err, sizeof(err), owner);
+        gs_cli_error("permission denied: tenant %s belongs to %s; only its owner and root may "
+                     "change it",
+                     shown_id, err);
+        return GS_EXIT_ERROR;
+    }
+    if ((r = gs_tenant_open_owned(path, 1, &again, &t)) < 0) {
+        gs_cli_error("set: cannot open the tenant %s (%s) for writing: %s", shown_id, shown_path,
                      gs_strerror(r));
+        return GS_EXIT_ERROR;
+    }
+    if (again != owner) { /* replaced between the two opens */
+        gs_cli_error("set: the tenant %s (%s) changed owner while being opened; nothing changed",
+                     shown_id, shown_path);
+        gs_tenant_close(t);
         return GS_EXIT_ERROR;
     }
     describe(who, sizeof(who), id, t);
@@ -358,11 +408,12 @@ static int run_set(int argc, char **argv)
     if (json) {
         /* The same object gpuslice tenants --json lists for it (compute use not measured). */
         struct tenant_entry e;
-        struct tenant_list one = {&e, 1};
+        struct tenant_list one = {&e, 1, 0};
 
         memset(&e, 0, sizeof(e));
         snprintf(e.id, sizeof(e.id), "%s", id);
         snprintf(e.path, sizeof(e.path), "%s", path);
+        e.owner = owner;
         e.t = t;
         printf("{\"tenants\":");
         tenant_list_json(stdout, &one, NULL, NULL);

@@ -37,7 +37,10 @@ static void tenants_usage(void)
            "  -q, --quiet         no note when there is nothing to list\n"
            "  -h, --help          this text\n\n"
            "Compute usage is the share of wall time the tenant's kernels, all its\n"
-           "processes together, held the GPU during the interval.\n");
+           "processes together, held the GPU during the interval; memory usage is what\n"
+           "its live processes hold. A tenant whose gpuslice run and processes have all\n"
+           "exited is not listed. A file that group or others may write, or of another\n"
+           "gpuslice version, is skipped with a warning; the owner shown is the file's.\n");
 }
 
 /* Seconds as "2", "0.5", "0": digits with an optional fraction, up to MAX_INTERVAL_S. */
@@ -119,68 +122,40 @@ static double usage_percent(const struct reading *a, const struct reading *b, si
 }
 
 
-/* The length of the UTF-8 sequence at s (n bytes left), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len, i;
-
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4;
-    else
-        return 0;
-    if (s[0] == 0xe0)
-        lo = 0xa0; /* overlong */
-    else if (s[0] == 0xed)
-        hi = 0x9f; /* surrogates */
-    else if (s[0] == 0xf0)
-        lo = 0x90; /* overlong */
-    else if (s[0] == 0xf4)
-        hi = 0x8f; /* beyond U+10FFFF */
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
-}
-
-/* Writes a JSON string: escapes what JSON requires; bytes that are not UTF-8 become U+FFFD. */
+/*
+ * Writes a JSON string: escapes what JSON requires, and also the code points
+ * that must not reach a terminal as they are (tenant_list_is_control), since
+ * JSON is often read on one; bytes that are not UTF-8 become U+FFFD.
+ */
 void gs_cli_json_string(FILE *f, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, len;
+    uint32_t cp;
 
     fputc('"', f);
     while (i < n) {
-        unsigned char c = s[i];
-
-        if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
-            i++;
-        } else if (c < 0x20) {
-            if (c == '\n')
-                fputs("\\n", f);
-            else if (c == '\t')
-                fputs("\\t", f);
-            else if (c == '\r')
-                fputs("\\r", f);
-            else
-                fprintf(f, "\\u%04x", c);
-            i++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            i++;
-        } else if ((len = utf8_seq(s + i, n - i)) > 0) {
-            fwrite(s + i, 1, len, f);
-            i += len;
-        } else {
+        if ((len = tenant_list_utf8(s + i, n - i, &cp)) == 0) {
             fputs("\\ufffd", f);
             i++;
+        } else if (cp == '"' || cp == '\\') {
+            fprintf(f, "\\%c", (char)cp);
+            i++;
+        } else if (cp == '\n') {
+            fputs("\\n", f);
+            i++;
+        } else if (cp == '\t') {
+            fputs("\\t", f);
+            i++;
+        } else if (cp == '\r') {
+            fputs("\\r", f);
+            i++;
+        } else if (tenant_list_is_control(cp)) {
+            fprintf(f, "\\u%04x", (unsigned)cp);
+            i += len;
+        } else {
+            fwrite(s + i, 1, len, f);
+            i += len;
         }
     }
     fputc('"', f);
@@ -210,7 +185,8 @@ static void print_json(const struct tenant_list *l, const struct reading *a,
 /* The table: one row per device in use (one for a tenant that uses none yet). */
 enum { C_ID, C_NAME, C_OWNER, C_CREATOR, C_PIDS, C_GPU, C_UUID, C_MEM, C_MEMLIM, C_COMP,
        C_CEIL, NCOLS };
-#define CELL 96
+/* Room for an escaped ID, the longest cell (tenant_list_text: 4 characters a byte at most). */
+#define CELL TENANT_TEXT_LEN(TENANT_ID_MAX)
 
 static const char *const headers[NCOLS] = {"ID",  "NAME",     "OWNER",     "CREATOR",
                                            "PROCESSES", "GPU", "UUID", "MEM USED",
@@ -218,30 +194,15 @@ static const char *const headers[NCOLS] = {"ID",  "NAME",     "OWNER",     "CREA
 
 typedef char row_t[NCOLS][CELL];
 
-/* A cell for a terminal: control characters and bytes that are not UTF-8 become '?'. */
+/* A cell for a terminal: whatever another user wrote into a name or a file name, escaped. */
 static void cell_text(char *cell, const char *s)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, o = 0, len, n = strlen(s);
-
-    while (i < n && o + 4 < CELL) {
-        if (u[i] >= 0x20 && u[i] < 0x7f) {
-            cell[o++] = (char)u[i++];
-        } else if (u[i] >= 0x80 && (len = utf8_seq(u + i, n - i)) > 0) {
-            memcpy(cell + o, u + i, len);
-            o += len;
-            i += len;
-        } else {
-            cell[o++] = '?';
-            i++;
-        }
-    }
-    if (o == 0)
-        cell[o++] = '-';
-    cell[o] = '\0';
+    tenant_list_text(cell, CELL, s, strlen(s));
+    if (cell[0] == '\0')
+        snprintf(cell, CELL, "-");
 }
 
-/* Columns a cell takes: one per character (cells hold valid UTF-8 only). */
+/* Columns a cell takes: one per character (cells hold valid UTF-8 only, no controls). */
 static size_t cell_width(const char *cell)
 {
     size_t w = 0;
@@ -251,9 +212,10 @@ static size_t cell_width(const char *cell)
     return w;
 }
 
-static void owner_cell(char *cell, uint32_t uid)
+/* The file's real owner: the header's owner_uid is whatever its writer put there. */
+static void owner_cell(char *cell, uid_t uid)
 {
-    struct passwd *pw = getpwuid((uid_t)uid);
+    struct passwd *pw = getpwuid(uid);
 
     if (pw && pw->pw_name)
         snprintf(cell, CELL, "%u(%.32s)", (unsigned)uid, pw->pw_name);
@@ -273,16 +235,17 @@ static void pids_cell(char *cell, const struct gpuslice_tenant *t)
         snprintf(cell + len, CELL - len, " +%d", n - PIDS_SHOWN);
 }
 
-static void device_cells(row_t row, const struct gpuslice_tenant_device *dev, double used)
+static void device_cells(row_t row, const struct gpuslice_tenant *t, int d, double used)
 {
+    const struct gpuslice_tenant_device *dev = &t->dev[d];
     uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
     uint32_t ceil = tenant_list_ceiling(dev);
     char uuid[GS_UUID_STRLEN];
 
-    gs_format_uuid(dev->uuid, uuid);
+    tenant_list_uuid(dev->uuid, uuid);
     snprintf(row[C_GPU], CELL, "%d", (int)dev->ordinal);
     snprintf(row[C_UUID], CELL, "%s", uuid);
-    gs_format_size(__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED), row[C_MEM], CELL);
+    gs_format_size(tenant_list_mem_used(t, d), row[C_MEM], CELL);
     if (limit)
         gs_format_size(limit, row[C_MEMLIM], CELL);
     else
@@ -322,13 +285,13 @@ static int print_table(const struct tenant_list *l, const struct reading *a,
         tenant_list_name(t, name, sizeof(name));
         cell_text(rows[r][C_ID], l->v[i].id);
         cell_text(rows[r][C_NAME], name);
-        owner_cell(rows[r][C_OWNER], t->owner_uid);
+        owner_cell(rows[r][C_OWNER], l->v[i].owner);
         snprintf(rows[r][C_CREATOR], CELL, "%d", (int)t->creator_pid);
         pids_cell(rows[r][C_PIDS], t);
         for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
             if (!tenant_list_dev_in_use(&t->dev[d]))
                 continue;
-            device_cells(rows[r++], &t->dev[d], usage_percent(a, b, i, d));
+            device_cells(rows[r++], t, d, usage_percent(a, b, i, d));
         }
         if (r == first) {
             for (c = C_GPU; c < NCOLS; c++)
@@ -356,7 +319,7 @@ static int run_tenants(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     struct reading first = {0, NULL}, second = {0, NULL};
-    struct tenant_list l = {NULL, 0};
+    struct tenant_list l = {NULL, 0, 0};
     uint64_t interval = DEFAULT_INTERVAL_NS;
     int c, r, json = 0, sampled = 0;
 
@@ -393,7 +356,9 @@ static int run_tenants(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_cli_error("tenants: cannot read %s: %s", gs_tenant_dir(), gs_strerror(r));
+        gs_cli_error("tenants: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must "
+                     "name a directory you may list and search, default /dev/shm)",
+                     gs_tenant_dir(), gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     if (l.n > 0 && interval > 0) {

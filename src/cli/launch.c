@@ -31,6 +31,7 @@
 #include "cli/reserve.h"
 #include "common/cuda_api.h"
 #include "common/config.h"
+#include "common/devlist.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/reserve.h"
@@ -39,8 +40,6 @@
 #define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
 #define RESERVER_STOP_MS 10000   /* and giving it all back this long */
 
-/* Far above any machine's GPU count; keeps an index's digits bounded. */
-#define MAX_DEVICE_INDEX 65535
 /* The room for a tenant's name in its state file, with the terminating NUL. */
 #define NAME_SIZE sizeof(((struct gpuslice_tenant *)0)->name)
 
@@ -227,32 +226,6 @@ static int set_preload(const char *lib)
     return r < 0 ? -errno : 0;
 }
 
-/* "GPU-…" or "MIG-…" (either case) followed by what a UUID is made of. */
-static int is_uuid(const char *s, size_t n)
-{
-    size_t i;
-
-    if (n <= 4 || (strncasecmp(s, "GPU-", 4) != 0 && strncasecmp(s, "MIG-", 4) != 0))
-        return 0;
-    for (i = 4; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '/')
-            return 0;
-    return 1;
-}
-
-/* The n'th comma-separated entry of list and its length, or NULL. */
-static const char *list_entry(const char *list, int n, size_t *len)
-{
-    const char *p = list;
-
-    for (; n > 0 && p; n--)
-        if ((p = strchr(p, ',')) != NULL)
-            p++;
-    if (p)
-        *len = strcspn(p, ",");
-    return p;
-}
-
 static int list_count(const char *list)
 {
     int n = 1;
@@ -262,111 +235,6 @@ static int list_count(const char *list)
     for (; *list; list++)
         n += *list == ',';
     return n;
-}
-
-/*
- * CUDA_VISIBLE_DEVICES for the --device values args[0..nargs), each a
- * comma-separated list of indexes and UUIDs. With visible (the caller's own
- * CUDA_VISIBLE_DEVICES) set, an index picks from it, so the program sees a
- * subset of what it would have seen; a UUID is passed through. Returns 0 and
- * a string for the caller to free in *out, or -EINVAL with a message in err.
- */
-int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
-                       size_t errlen)
-{
-    static const char *accepted = "use indexes such as 0 or UUIDs such as "
-                                  "GPU-5ac1ce00-0000-4000-8000-000000000000, separated by commas";
-    size_t cap = 1, len = 0;
-    char *res;
-    int a, i;
-
-    for (a = 0; a < nargs; a++)
-        cap += strlen(args[a]) + 1;
-    for (a = 0; visible && a < nargs; a++) /* an index may expand to one of visible's entries */
-        cap += (strlen(visible) + 1) * (size_t)list_count(args[a]);
-    if ((res = calloc(1, cap)) == NULL) {
-        snprintf(err, errlen, "--device: %s", strerror(ENOMEM));
-        return -ENOMEM;
-    }
-    for (a = 0; a < nargs; a++) {
-        const char *arg = args[a];
-        int n = list_count(arg) ? list_count(arg) : 1;
-
-        for (i = 0; i < n; i++) {
-            size_t l, vl;
-            const char *e = list_entry(arg, i, &l), *v;
-            char *end;
-            unsigned long idx;
-
-            if (l == 0) {
-                snprintf(err, errlen, "--device: \"%s\" has an empty entry (%s)", arg, accepted);
-                goto bad;
-            }
-            if (is_uuid(e, l)) {
-                v = e;
-                vl = l;
-            } else if (e[0] == '-' && l > 1 && isdigit((unsigned char)e[1])) {
-                snprintf(err, errlen, "--device: \"%.*s\" is negative (indexes start at 0; %s)",
-                         (int)l, e, accepted);
-                goto bad;
-            } else {
-                idx = isdigit((unsigned char)e[0]) ? strtoul(e, &end, 10) : 0;
-                if (!isdigit((unsigned char)e[0]) || end != e + l) {
-                    snprintf(err, errlen, "--device: \"%.*s\" is not a device (%s)", (int)l, e,
-                             accepted);
-                    goto bad;
-                }
-                if (idx > MAX_DEVICE_INDEX) {
-                    snprintf(err, errlen, "--device: index %.*s is too large (at most %d)",
-                             (int)l, e, MAX_DEVICE_INDEX);
-                    goto bad;
-                }
-                if (visible) {
-                    int nv = list_count(visible);
-                    if (nv == 0) {
-                        snprintf(err, errlen,
-                                 "--device: index %lu: CUDA_VISIBLE_DEVICES is empty, so there "
-                                 "is no device to pick (use a UUID, or unset it)",
-                                 idx);
-                        goto bad;
-                    }
-                    if ((int)idx >= nv) {
-                        snprintf(err, errlen,
-                                 "--device: index %lu is not among the %d device(s) of "
-                                 "CUDA_VISIBLE_DEVICES=\"%s\" (use 0..%d, or a UUID)",
-                                 idx, nv, visible, nv - 1);
-                        goto bad;
-                    }
-                    v = list_entry(visible, (int)idx, &vl);
-                } else {
-                    v = e;
-                    vl = l;
-                }
-            }
-            /* The same GPU twice would give the program two ordinals for one device. */
-            {
-                const char *p = res;
-                while (*p) {
-                    size_t pl = strcspn(p, ",");
-                    if (pl == vl && strncasecmp(p, v, vl) == 0) {
-                        snprintf(err, errlen, "--device: \"%.*s\" is given twice", (int)l, e);
-                        goto bad;
-                    }
-                    p += pl + (p[pl] == ',');
-                }
-            }
-            if (len)
-                res[len++] = ',';
-            memcpy(res + len, v, vl);
-            len += vl;
-            res[len] = '\0';
-        }
-    }
-    *out = res;
-    return 0;
-bad:
-    free(res);
-    return -EINVAL;
 }
 
 static int parse_nice(const char *s, int *out)
@@ -551,6 +419,7 @@ static void stop_reserver(pid_t pid)
 
 struct launch_opts {
     const char *memory, *compute, *name;
+    struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
     const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
     char sm_share[8];
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
@@ -570,19 +439,6 @@ static void opts_done(struct launch_opts *o)
     free(o->devices);
     free(o->python);
     free(o->mps_device);
-}
-
-static int parse_share(const char *s, int *out)
-{
-    char *end;
-    long v;
-
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (!isdigit((unsigned char)*s) || *end || errno || v < 1 || v > 100)
-        return -EINVAL;
-    *out = (int)v;
-    return 0;
 }
 
 /*
@@ -636,7 +492,6 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         {"sms", required_argument, NULL, 'S'},
         {"sm-share", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0}};
-    struct gs_limits limits;
     const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL, *sm_share = NULL;
     char err[768], **devargs;
     int c, ndev = 0, status = -1;
@@ -702,12 +557,12 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
                      m->cmd, m->cmd);
         goto out;
     }
-    if (o->memory && gs_parse_limit_list(o->memory, GS_VALUE_SIZE, "--memory", &limits, err,
+    if (o->memory && gs_parse_limit_list(o->memory, GS_VALUE_SIZE, "--memory", &o->mem_l, err,
                                          sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
     }
-    if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &limits, err,
+    if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &o->comp_l, err,
                                           sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
@@ -718,7 +573,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     }
     if (sm_share) {
         int pct;
-        if (parse_share(sm_share, &pct) < 0) {
+        if (gs_parse_share(sm_share, &pct) < 0) {
             gs_cli_error("--sm-share: \"%s\" is not a share (use an integer percentage from 1 "
                          "to 100)",
                          sm_share);
@@ -726,7 +581,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         }
         snprintf(o->sm_share, sizeof(o->sm_share), "%d%%", pct);
         o->sms = o->sm_share;
-    } else if (o->sms && gs_parse_limit_list(o->sms, GS_VALUE_SMS, "--sms", &limits, err,
+    } else if (o->sms && gs_parse_limit_list(o->sms, GS_VALUE_SMS, "--sms", &o->sms_l, err,
                                              sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
@@ -740,12 +595,12 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         goto out;
     }
     o->has_nice = nice != NULL;
-    if (ndev && launch_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
+    if (ndev && gs_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
                             sizeof(err)) < 0) {
         gs_cli_error("%s", err);
         goto out;
     }
-    if (share && parse_share(share, &o->gpu_share) < 0) {
+    if (share && gs_parse_share(share, &o->gpu_share) < 0) {
         gs_cli_error("--gpu-share: \"%s\" is not a share (use an integer percentage from 1 "
                      "to 100)",
                      share);
@@ -1019,18 +874,272 @@ out:
     return status;
 }
 
+/* The GPUs the program will see: their count and UUIDs in CUDA order. */
+struct visible_gpus {
+    int n;
+    uint8_t uuid[GPUSLICE_MAX_DEVICES][16];
+};
+
+/*
+ * In a child with the program's CUDA_VISIBLE_DEVICES (arg, NULL: as it is):
+ * "N HEX HEX …", the device count and each UUID as 32 hex digits.
+ */
+static int visible_probe(void *arg, char *buf, size_t len)
+{
+    const char *path = getenv("GPUSLICE_REAL_LIBCUDA"), *vis = arg;
+    gs_pfn_cuInit init;
+    gs_pfn_cuDeviceGetCount count;
+    gs_pfn_cuDeviceGet get;
+    gs_pfn_cuDeviceGetUuid_v2 getuuid;
+    CUresult r;
+    size_t at;
+    void *h;
+    int n = 0, i, k;
+
+    if (vis && setenv("CUDA_VISIBLE_DEVICES", vis, 1) < 0) {
+        snprintf(buf, len, "cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
+        return -1;
+    }
+    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        const char *e = dlerror();
+        snprintf(buf, len, "cannot load the CUDA driver: %s", e ? e : "unknown error");
+        return -1;
+    }
+    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
+    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
+    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
+    getuuid = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
+    if (!init || !count || !get || !getuuid) {
+        snprintf(buf, len, "the CUDA driver lacks basic device queries (too old?)");
+        return -1;
+    }
+    if ((r = init(0)) == CUDA_ERROR_NO_DEVICE) {
+        snprintf(buf, len, "0");
+        return 0;
+    }
+    if (r != CUDA_SUCCESS || (r = count(&n)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "the CUDA driver did not initialise (CUDA error %d)", (int)r);
+        return -1;
+    }
+    at = (size_t)snprintf(buf, len, "%d", n);
+    for (i = 0; i < n && i < GPUSLICE_MAX_DEVICES && at + 34 < len; i++) {
+        CUdevice dev;
+        CUuuid u;
+
+        if (get(&dev, i) != CUDA_SUCCESS || getuuid(&u, dev) != CUDA_SUCCESS) {
+            snprintf(buf, len, "cannot read the UUID of CUDA device %d", i);
+            return -1;
+        }
+        buf[at++] = ' ';
+        for (k = 0; k < 16; k++)
+            at += (size_t)snprintf(buf + at, len - at, "%02x", (unsigned char)u.bytes[k]);
+    }
+    return 0;
+}
+
+static int has_device_keys(const struct gs_limits *l)
+{
+    int i;
+
+    for (i = 0; i < l->n; i++)
+        if (l->e[i].key != GS_KEY_ALL)
+            return 1;
+    return 0;
+}
+
+/* "0 = GPU-…, 1 = GPU-…" for messages. */
+static void describe_visible(const struct visible_gpus *v, char *out, size_t len)
+{
+    size_t at = 0;
+    int i;
+
+    out[0] = '\0';
+    for (i = 0; i < v->n && i < GPUSLICE_MAX_DEVICES && at < len; i++) {
+        char u[GS_UUID_STRLEN];
+
+        gs_format_uuid(v->uuid[i], u);
+        at += (size_t)snprintf(out + at, len - at, "%s%d = GPU-%s", i ? ", " : "", i, u + 4);
+    }
+}
+
+/*
+ * Every index and UUID key of --memory, --compute and --sms names a GPU the
+ * program will see: checked in a child (CUDA is never initialised here).
+ * Returns -1 to go on (v filled, or v->n = -1 when nothing needed checking),
+ * else the exit status.
+ */
+static int check_device_keys(const struct launch_mode *m, const struct launch_opts *o,
+                             struct visible_gpus *v)
+{
+    const struct gs_limits *lists[] = {&o->mem_l, &o->comp_l, &o->sms_l};
+    char buf[1024], seen[1024];
+    const char *p;
+    int i, j, k;
+
+    v->n = -1;
+    if (!has_device_keys(&o->mem_l) && !has_device_keys(&o->comp_l) &&
+        !has_device_keys(&o->sms_l))
+        return -1;
+    if (launch_in_child(visible_probe, o->devices, 60, buf, sizeof(buf)) < 0) {
+        gs_cli_error("%s: cannot check the devices that %s name: %s", m->cmd,
+                     has_device_keys(&o->mem_l)    ? "--memory's keys"
+                     : has_device_keys(&o->comp_l) ? "--compute's keys"
+                                                   : "--sms's keys",
+                     buf);
+        return GS_EXIT_ERROR;
+    }
+    v->n = atoi(buf);
+    for (i = 0, p = strchr(buf, ' '); p && i < v->n && i < GPUSLICE_MAX_DEVICES; i++) {
+        for (k = 0; k < 16; k++) {
+            unsigned b;
+            if (sscanf(p + 1 + 2 * k, "%2x", &b) != 1)
+                break;
+            v->uuid[i][k] = (uint8_t)b;
+        }
+        p = strchr(p + 1, ' ');
+    }
+    describe_visible(v, seen, sizeof(seen));
+    for (j = 0; j < 3; j++) {
+        const struct gs_limits *l = lists[j];
+
+        for (i = 0; i < l->n; i++) {
+            const struct gs_limit_entry *e = &l->e[i];
+            int found = 0;
+
+            if (e->key == GS_KEY_INDEX && e->index >= v->n) {
+                gs_cli_error("%s: device %d does not exist: %s would see %d GPU%s%s%s%s", l->source,
+                             e->index, o->what, v->n, v->n == 1 ? "" : "s", v->n ? " (" : "",
+                             seen, v->n ? ")" : "");
+                return GS_EXIT_USAGE;
+            }
+            if (e->key != GS_KEY_UUID)
+                continue;
+            for (k = 0; k < v->n && k < GPUSLICE_MAX_DEVICES && !found; k++) {
+                char u[GS_UUID_STRLEN];
+                gs_format_uuid(v->uuid[k], u);
+                found = strcasecmp(u, e->uuid) == 0;
+            }
+            if (!found) {
+                gs_cli_error("%s: GPU-%s is not a GPU %s would see%s%s%s", l->source, e->uuid + 4,
+                             o->what, v->n ? " (it sees " : " (it sees none)", seen,
+                             v->n ? ")" : "");
+                return GS_EXIT_USAGE;
+            }
+        }
+    }
+    return -1;
+}
+
+/*
+ * One limit of a nested run against the enclosing tenant's: 0 if equal or not
+ * given, else the exit status after a message. what: "--memory"/"--compute".
+ */
+static int nested_limit(const struct launch_mode *m, const struct launch_opts *o,
+                        const struct gpuslice_tenant *t, const char *env, const char *what,
+                        const char *where, uint64_t have, uint64_t want, int size)
+{
+    char a[32], b[32];
+
+    if (want == have)
+        return 0;
+    if (size) {
+        gs_format_size(have, a, sizeof(a));
+        gs_format_size(want, b, sizeof(b));
+    } else {
+        snprintf(a, sizeof(a), "%llu%%", (unsigned long long)have);
+        snprintf(b, sizeof(b), "%llu%%", (unsigned long long)want);
+    }
+    gs_cli_error("%s: %s runs inside tenant \"%.63s\" (%s), whose limit %s is %s; a nested "
+                 "gpuslice %s shares that tenant's limits and %s (asked: %s). Give the limit to "
+                 "the outer gpuslice run, or lower it with gpuslice set",
+                 what, o->what, t->name, env, where, have ? a : "none", m->cmd,
+                 have == 0 || (want != 0 && want > have) ? "may not raise them"
+                                                         : "cannot narrow them yet",
+                 want ? b : "none");
+    return GS_EXIT_USAGE;
+}
+
+/*
+ * A run inside a tenant (GPUSLICE_TENANT names one we may join) stays in
+ * it: a new tenant would escape the enclosing one's limits. Limits given to
+ * such a run must be the enclosing tenant's own. Returns -1 to go on, or
+ * the exit status; *outer is the enclosing tenant (mapped) or NULL.
+ */
+static int nested_run(const struct launch_mode *m, const struct launch_opts *o,
+                      struct gpuslice_tenant **outer, char *path, size_t pathlen)
+{
+    static const uint8_t zero[16];
+    const char *env = getenv(GS_ENV_TENANT);
+    struct gpuslice_tenant *t;
+    char where[80];
+    int i, r = 0;
+
+    *outer = NULL;
+    if (env == NULL || *env == '\0' || gs_tenant_open(env, &t) < 0)
+        return -1;
+    if (gs_proc_start_time(t->creator_pid) != t->creator_start_time &&
+        gs_tenant_live_procs(t) == 0) {
+        gs_tenant_close(t); /* a leftover of a tenant that ended: not one to join */
+        return -1;
+    }
+    for (i = 0; i < GPUSLICE_MAX_DEVICES && r == 0; i++) {
+        const struct gpuslice_tenant_device *d = &t->dev[i];
+        char u[GS_UUID_STRLEN];
+
+        if (memcmp(d->uuid, zero, 16) == 0)
+            continue;
+        gs_format_uuid(d->uuid, u);
+        snprintf(where, sizeof(where), "on GPU-%s", u + 4);
+        if (o->memory)
+            r = nested_limit(m, o, t, env, "--memory", where,
+                             __atomic_load_n(&d->mem_limit, __ATOMIC_RELAXED),
+                             gs_limits_lookup(&o->mem_l, d->ordinal, u), 1);
+        if (o->compute && r == 0)
+            r = nested_limit(m, o, t, env, "--compute", where,
+                             __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED),
+                             gs_limits_lookup(&o->comp_l, d->ordinal, u) % 100, 0);
+    }
+    /* And for the GPUs it has not used yet. */
+    if (o->memory && r == 0 && (t->set_flags & GPUSLICE_SET_MEMORY))
+        r = nested_limit(m, o, t, env, "--memory", "for its other GPUs", t->set_mem_limit,
+                         gs_limits_lookup(&o->mem_l, -1, NULL), 1);
+    if (o->compute && r == 0 && (t->set_flags & GPUSLICE_SET_COMPUTE))
+        r = nested_limit(m, o, t, env, "--compute", "for its other GPUs", t->set_compute_limit,
+                         gs_limits_lookup(&o->comp_l, -1, NULL) % 100, 0);
+    if (r) {
+        gs_tenant_close(t);
+        return r;
+    }
+    gs_cli_note("%s runs inside tenant \"%.63s\" (%s) and shares its limits", o->what, t->name,
+                env);
+    snprintf(path, pathlen, "%s", env);
+    *outer = t;
+    return -1;
+}
+
 int launch_main(const struct launch_mode *m, int argc, char **argv)
 {
     struct launch_opts o = {0};
     struct gpuslice_tenant *t = NULL;
+    struct visible_gpus vis;
     char lib[PATH_MAX], path[PATH_MAX], pydir[PATH_MAX];
     sigset_t block, old;
-    int r, status = 0, pipefd[2];
+    int r, status = 0, pipefd[2], nested;
     pid_t child, reserver = 0;
 
-    if ((r = parse_args(m, argc, argv, &o)) >= 0) {
+    if ((r = parse_args(m, argc, argv, &o)) >= 0 || (r = check_device_keys(m, &o, &vis)) >= 0 ||
+        (r = nested_run(m, &o, &t, path, sizeof(path))) >= 0) {
         opts_done(&o);
         return r;
+    }
+    nested = t != NULL;
+    if (nested && o.filled) {
+        gs_cli_error("--filled: %s runs inside tenant \"%.63s\" (%s); a memory reservation is "
+                     "made by the outer gpuslice run (give --filled to it)",
+                     o.what, t->name, path);
+        gs_tenant_close(t);
+        opts_done(&o);
+        return GS_EXIT_USAGE;
     }
     if ((r = find_preload(lib, sizeof(lib))) < 0) {
         gs_cli_error("cannot find the interposer libgpuslice.so (%s: %s); set "
@@ -1039,14 +1148,25 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         opts_done(&o);
         return GS_EXIT_ERROR;
     }
-    gs_tenant_sweep(gs_tenant_dir());
-    if ((r = gs_tenant_create(gs_tenant_dir(), o.name ? o.name : o.what, path, sizeof(path),
-                              &t)) < 0) {
-        gs_cli_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
-                     "writable directory)",
-                     gs_tenant_dir(), gs_strerror(r));
-        opts_done(&o);
-        return GS_EXIT_ERROR;
+    if (!nested) {
+        gs_tenant_sweep(gs_tenant_dir());
+        if ((r = gs_tenant_create(gs_tenant_dir(), o.name ? o.name : o.what, path, sizeof(path),
+                                  &t)) < 0) {
+            gs_cli_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
+                         "writable directory)",
+                         gs_tenant_dir(), gs_strerror(r));
+            opts_done(&o);
+            return GS_EXIT_ERROR;
+        }
+        /* Its limits belong to it from now on: no process of it can change them. */
+        if ((r = gs_tenant_fix_limits(t, o.memory ? &o.mem_l : NULL,
+                                      o.compute ? &o.comp_l : NULL, vis.n, vis.uuid)) < 0) {
+            gs_cli_error("cannot record the tenant's limits in %s: %s", path, gs_strerror(r));
+            unlink(path);
+            gs_tenant_close(t);
+            opts_done(&o);
+            return GS_EXIT_ERROR;
+        }
     }
     if (o.filled) {
         gs_cli_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
@@ -1054,6 +1174,10 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
             goto fail;
     }
     if (setenv(GS_ENV_TENANT, path, 1) < 0 ||
+        /*
+         * The limits live in the tenant; the variables stay as the limits of a
+         * process that leaves it (one that unsets GPUSLICE_TENANT gets them alone).
+         */
         (o.memory && setenv(GS_ENV_MEMORY, o.memory, 1) < 0) ||
         (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
         (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
@@ -1079,7 +1203,8 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         }
     }
     if (o.gpu_share && (r = setup_mps(&o)) >= 0) {
-        unlink(path);
+        if (!nested)
+            unlink(path);
         gs_tenant_close(t);
         opts_done(&o);
         return r;
@@ -1148,7 +1273,9 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     stop_reserver(reserver);
     reserver = 0;
     gs_tenant_reap(t);
-    if (gs_tenant_live_procs(t) == 0)
+    if (nested)
+        ; /* the enclosing run owns the tenant's state */
+    else if (gs_tenant_live_procs(t) == 0)
         unlink(path);
     else
         gs_cli_note("%d process(es) of the tenant still run; its state stays until they exit",
@@ -1165,7 +1292,8 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     return WEXITSTATUS(status);
 fail:
     stop_reserver(reserver);
-    unlink(path);
+    if (!nested)
+        unlink(path);
     gs_tenant_close(t);
     opts_done(&o);
     return GS_EXIT_ERROR;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "common/cuda_api.h"
+#include "common/devlist.h"
 
 struct launch_mode {
     const char *cmd;    /* the command's name, for messages and usage: "run", "exec" */
@@ -27,14 +28,12 @@ int launch_main(const struct launch_mode *m, int argc, char **argv);
 /* Prints the command's usage on stdout. */
 void launch_usage(const struct launch_mode *m);
 
-/*
- * CUDA_VISIBLE_DEVICES for the --device values args[0..nargs), each a
- * comma-separated list of indexes and UUIDs (an index picks from visible, the
- * caller's own CUDA_VISIBLE_DEVICES, when set). 0 and a string for the caller
- * to free in *out, or -EINVAL with a message naming --device in err.
- */
-int launch_device_list(char **args, int nargs, const char *visible, char **out, char *err,
-                       size_t errlen);
+/* The --device selection, now gs_device_list in common/devlist.h (where it is fuzzed). */
+static inline int launch_device_list(char **args, int nargs, const char *visible, char **out,
+                                     char *err, size_t errlen)
+{
+    return gs_device_list(args, nargs, visible, out, err, errlen);
+}
 
 /* The driver's name for r (through name, cuGetErrorName), else "CUDA error N" in buf. */
 const char *launch_cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len);

@@ -107,10 +107,55 @@ static void on_sigbus(int sig)
     _exit(GS_EXIT_ERROR);
 }
 
+/* "run, exec, ..." for messages: the commands, in the order of the table. */
+static void command_names(char *out, size_t len)
+{
+    size_t i, n = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < NCOMMANDS && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, "%s%s", i ? ", " : "", commands[i]->name);
+}
+
+static const struct gs_cmd *find_command(const char *name)
+{
+    size_t c;
+
+    for (c = 0; c < NCOMMANDS; c++)
+        if (strcmp(name, commands[c]->name) == 0)
+            return commands[c];
+    return NULL;
+}
+
+/* gpuslice help [COMMAND]: argv[0] is "help". */
+static int help(int argc, char **argv)
+{
+    const struct gs_cmd *cmd;
+    char names[256];
+
+    if (argc == 1) {
+        usage(stdout);
+        return GS_EXIT_OK;
+    }
+    command_names(names, sizeof(names));
+    if (argc > 2) {
+        gs_cli_error("help: one command at a time (got \"%s\" and \"%s\"; commands: %s)",
+                     argv[1], argv[2], names);
+        return GS_EXIT_USAGE;
+    }
+    if ((cmd = find_command(argv[1])) == NULL) {
+        gs_cli_error("help: unknown command \"%s\" (commands: %s)", argv[1], names);
+        return GS_EXIT_USAGE;
+    }
+    cmd->usage();
+    return GS_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
+    const struct gs_cmd *cmd;
+    char names[256];
     int i = 1;
-    size_t c;
 
     signal(SIGBUS, on_sigbus);
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -123,28 +168,23 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
             gs_cli_quiet = 1;
         } else {
-            gs_cli_error("unknown option %s (see gpuslice --help)", argv[i]);
+            gs_cli_error("unknown option %s (the options before a command are -q/--quiet, "
+                         "-V/--version and -h/--help; see gpuslice --help)",
+                         argv[i]);
             return GS_EXIT_USAGE;
         }
     }
     if (i >= argc) {
+        gs_cli_error("no command given");
         usage(stderr);
         return GS_EXIT_USAGE;
     }
-    if (strcmp(argv[i], "help") == 0) {
-        if (i + 1 < argc) {
-            for (c = 0; c < NCOMMANDS; c++)
-                if (strcmp(argv[i + 1], commands[c]->name) == 0) {
-                    commands[c]->usage();
-                    return GS_EXIT_OK;
-                }
-        }
-        usage(stdout);
-        return GS_EXIT_OK;
-    }
-    for (c = 0; c < NCOMMANDS; c++)
-        if (strcmp(argv[i], commands[c]->name) == 0)
-            return commands[c]->run(argc - i, argv + i);
-    gs_cli_error("unknown command \"%s\" (commands: see gpuslice --help)", argv[i]);
+    if (strcmp(argv[i], "help") == 0)
+        return help(argc - i, argv + i);
+    if ((cmd = find_command(argv[i])) != NULL)
+        return cmd->run(argc - i, argv + i);
+    command_names(names, sizeof(names));
+    gs_cli_error("unknown command \"%s\" (commands: %s, help; see gpuslice --help)", argv[i],
+                 names);
     return GS_EXIT_USAGE;
 }

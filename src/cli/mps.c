@@ -263,7 +263,11 @@ const char *mps_state(const char *pipe_dir, int own)
     if (!control)
         return "not running";
     daemon = mps_daemon_find(pipe_dir);
-    if (daemon > 0 || daemon == -EACCES)
+    /*
+     * A daemon whose environment we may not read is another user's: it may
+     * serve a directory of theirs, never our own (mode 0700, ours).
+     */
+    if (daemon > 0 || (daemon == -EACCES && !own))
         return "running";
     /*
      * The daemon leaves its control pipe behind when it stops. In our own
@@ -323,16 +327,23 @@ int mps_check_platform(char *bin, size_t binlen, char *err, size_t errlen)
 double mps_timeout(void)
 {
     const char *v = getenv("GPUSLICE_MPS_TIMEOUT");
-    char *end;
+    const char *p;
     double s;
+    int digits = 0;
 
     if (v == NULL || *v == '\0')
         return 10.0;
-    s = strtod(v, &end);
-    if (*end != '\0' || !(s > 0 && s <= 600)) {
-        gs_cli_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds from 0 to 600 "
-                     "(e.g. 10 or 2.5)",
-                     v);
+    /* Decimal seconds only: strtod would also take " 5", "1e1", "0x10", "inf". */
+    for (p = v; *p >= '0' && *p <= '9'; p++)
+        digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            digits++;
+    s = digits && *p == '\0' ? strtod(v, NULL) : -1;
+    if (!(s > 0 && s <= MPS_TIMEOUT_MAX)) {
+        gs_cli_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds above 0 and at "
+                     "most %d (e.g. 10 or 2.5; unset it for the default, 10)",
+                     v, MPS_TIMEOUT_MAX);
         return -1;
     }
     return s;

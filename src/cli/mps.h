@@ -27,8 +27,9 @@ struct mps_gpu {
 
 /*
  * The per-user base directory: $XDG_RUNTIME_DIR/gpuslice-mps when that
- * variable is an absolute path, else /tmp/gpuslice-mps-UID. -ENAMETOOLONG if
- * it does not fit in len.
+ * variable is an absolute path, else (unset, empty or relative)
+ * /tmp/gpuslice-mps-EUID with the effective user ID in decimal.
+ * -ENAMETOOLONG if it does not fit in len.
  */
 int mps_base_dir(char *buf, size_t len);
 
@@ -52,8 +53,10 @@ pid_t mps_daemon_find(const char *pipe_dir);
 
 /*
  * "running" when pipe_dir has its control endpoint and a daemon serves it
- * (or one that may: another user's), "not running" without the endpoint or,
- * when own (gpuslice's own directory of this user), without a daemon,
+ * (or, unless own, one that may: another user's, whose environment cannot be
+ * read), "not running" without the endpoint or, when own (gpuslice's own
+ * directory of this user, which only this user's daemon can serve), without
+ * a daemon of ours,
  * "unknown" otherwise (an endpoint no visible daemon serves, a directory that
  * cannot be read). A static string. It neither talks to the daemon nor asks
  * which GPUs it serves.
@@ -74,9 +77,13 @@ struct mps_out {
     size_t len;
 };
 
+#define MPS_TIMEOUT_MAX 600
+
 /*
- * Seconds one call may take: $GPUSLICE_MPS_TIMEOUT (0 < s <= 600), default 10;
- * -1, with a message naming the variable, when it is set to anything else.
+ * Seconds one call may take: $GPUSLICE_MPS_TIMEOUT, decimal seconds above 0
+ * and at most MPS_TIMEOUT_MAX (0 means nothing sensible: every call would
+ * time out at once), default 10 when unset or empty; -1, with a message
+ * naming the variable and the accepted range, when it is set to anything else.
  */
 double mps_timeout(void);
 

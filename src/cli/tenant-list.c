@@ -1,7 +1,9 @@
 /*
- * Finding the tenants in the run directory for `gpuslice tenants` and
- * `gpuslice set`. The directory may be shared by every user (/dev/shm), so
- * nothing found there is trusted beyond what gs_tenant_open_mode() checks.
+ * Finding the tenants in the run directory for `gpuslice tenants`, `set` and
+ * `info`, and showing what their files hold. The directory may be shared by
+ * every user (/dev/shm), so a file found there is trusted only as far as
+ * gs_tenant_open_owned() vouches for it: its owner is the file's real owner,
+ * and every string in it is escaped before it reaches a terminal.
  */
 #define _GNU_SOURCE
 #include "cli/tenant-list.h"
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -51,11 +54,49 @@ int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max)
     return n;
 }
 
+int tenant_list_live(const struct gpuslice_tenant *t)
+{
+    int32_t creator = __atomic_load_n(&t->creator_pid, __ATOMIC_RELAXED);
+
+    if (creator > 0 && gs_proc_start_time(creator) ==
+                           __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED))
+        return 1;
+    return tenant_list_pids(t, NULL, 0) > 0;
+}
+
 int tenant_list_dev_in_use(const struct gpuslice_tenant_device *d)
 {
     static const uint8_t zero[16];
 
     return memcmp(d->uuid, zero, sizeof(zero)) != 0;
+}
+
+uint64_t tenant_list_mem_used(const struct gpuslice_tenant *t, int dev)
+{
+    /*
+     * Not dev->mem_used: that total keeps a dead process's charge until
+     * someone reaps it, which nobody does once gpuslice run is gone.
+     */
+    return gs_tenant_live_mem_used(t, dev);
+}
+
+void tenant_list_uuid(const uint8_t raw[16], char out[GS_UUID_STRLEN])
+{
+    gs_format_uuid(raw, out);
+    memcpy(out, "GPU", 3);
+}
+
+void tenant_list_uuid_str(const char *uuid, char out[GS_UUID_STRLEN])
+{
+    size_t i;
+
+    snprintf(out, GS_UUID_STRLEN, "%s", uuid);
+    if (strncasecmp(out, "gpu-", 4) != 0)
+        return;
+    memcpy(out, "GPU", 3);
+    for (i = 4; out[i]; i++)
+        if (out[i] >= 'A' && out[i] <= 'F')
+            out[i] = (char)(out[i] - 'A' + 'a');
 }
 
 void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
@@ -70,17 +111,118 @@ void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
     out[n] = '\0';
 }
 
+size_t tenant_list_utf8(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t len, i;
+    uint32_t v;
+
+    if (n == 0)
+        return 0;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2;
+        v = s[0] & 0x1fu;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        len = 3;
+        v = s[0] & 0x0fu;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4;
+        v = s[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    if (s[0] == 0xe0)
+        lo = 0xa0; /* overlong */
+    else if (s[0] == 0xed)
+        hi = 0x9f; /* surrogates */
+    else if (s[0] == 0xf0)
+        lo = 0x90; /* overlong */
+    else if (s[0] == 0xf4)
+        hi = 0x8f; /* beyond U+10FFFF */
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if (i > 1 && (s[i] < 0x80 || s[i] > 0xbf))
+            return 0;
+        v = v << 6 | (s[i] & 0x3fu);
+    }
+    *cp = v;
+    return len;
+}
+
+int tenant_list_is_control(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c ||
+           (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+void tenant_list_text(char *out, size_t len, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, o = 0, k;
+    uint32_t cp;
+
+    if (len == 0)
+        return;
+    while (i < n) {
+        char esc[8];
+        const char *piece = esc;
+        size_t plen;
+
+        k = tenant_list_utf8(s + i, n - i, &cp);
+        if (k == 0) {
+            plen = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", s[i]);
+            k = 1;
+        } else if (tenant_list_is_control(cp)) {
+            plen = (size_t)snprintf(esc, sizeof(esc), cp < 0x80 ? "\\x%02x" : "\\u%04x",
+                                    (unsigned)cp);
+        } else if (cp == '\\') {
+            piece = "\\\\";
+            plen = 2;
+        } else {
+            piece = str + i;
+            plen = k;
+        }
+        if (o + plen >= len)
+            break;
+        memcpy(out + o, piece, plen);
+        o += plen;
+        i += k;
+    }
+    out[o] = '\0';
+}
+
 /* Opens one file; a file caught between creation and initialisation gets a second look. */
-static int open_one(const char *path, struct gpuslice_tenant **t)
+static int open_one(const char *path, uid_t *owner, struct gpuslice_tenant **t)
 {
     struct timespec pause = {0, 20 * 1000 * 1000};
-    int r = gs_tenant_open_mode(path, 0, t);
+    int r = gs_tenant_open_owned(path, 0, owner, t);
 
     if (r == GS_EABI) {
         nanosleep(&pause, NULL);
-        r = gs_tenant_open_mode(path, 0, t);
+        r = gs_tenant_open_owned(path, 0, owner, t);
     }
     return r;
+}
+
+/* Why a file is not listed, for the warning. */
+static void skip_reason(int r, const struct stat *st, char *out, size_t len)
+{
+    if (r == GS_EUNSAFE)
+        snprintf(out, len,
+                 "it is writable by group or others (mode %04o), so anyone could have written "
+                 "it; a tenant's file is its owner's alone (mode 0600)",
+                 (unsigned)(st->st_mode & 07777));
+    else if (r == GS_EABI)
+        snprintf(out, len, "not a tenant of this gpuslice version (tenant ABI %u)",
+                 (unsigned)GPUSLICE_TENANT_ABI_VERSION);
+    else
+        snprintf(out, len, "%s", gs_strerror(r));
 }
 
 static int by_age(const void *a, const void *b)
@@ -102,23 +244,47 @@ int tenant_list_scan(struct tenant_list *l, int warn)
 
     l->v = NULL;
     l->n = 0;
+    l->skipped = 0;
     if ((d = opendir(dir)) == NULL)
         return errno == ENOENT ? 0 : -errno;
-    while ((de = readdir(d)) != NULL) {
+    for (;;) {
         struct tenant_entry e;
         struct stat st;
 
+        errno = 0;
+        if ((de = readdir(d)) == NULL) {
+            r = -errno; /* 0 at the end */
+            break;
+        }
         if (tenant_list_id(de->d_name, e.id, sizeof(e.id)) < 0)
             continue;
         if ((size_t)snprintf(e.path, sizeof(e.path), "%s/%s", dir, de->d_name) >= sizeof(e.path))
             continue;
         /* Anyone may create files here: opening a FIFO would block. */
-        if (lstat(e.path, &st) < 0 || !S_ISREG(st.st_mode))
+        if (lstat(e.path, &st) < 0) {
+            if (errno == ENOENT)
+                continue; /* gone meanwhile */
+            r = -errno;   /* the directory can be listed but not searched */
+            break;
+        }
+        if (!S_ISREG(st.st_mode))
             continue;
-        if ((r = open_one(e.path, &e.t)) < 0) {
-            if (r == GS_EABI && warn)
-                gs_cli_error("warning: skipping %s: %s", e.path, gs_strerror(r));
+        if ((r = open_one(e.path, &e.owner, &e.t)) < 0) {
+            /* Another user's own file (mode 0600) is theirs to hide. */
+            if (r != -EACCES && r != -ENOENT) {
+                char why[256], shown[TENANT_TEXT_LEN(PATH_MAX)];
+
+                l->skipped++;
+                skip_reason(r, &st, why, sizeof(why));
+                tenant_list_text(shown, sizeof(shown), e.path, strlen(e.path));
+                if (warn)
+                    gs_cli_error("warning: skipping %s: %s", shown, why);
+            }
             r = 0;
+            continue;
+        }
+        if (!tenant_list_live(e.t)) {
+            gs_tenant_close(e.t);
             continue;
         }
         if (l->n == cap) {
@@ -176,7 +342,7 @@ void tenant_list_json(FILE *f, const struct tenant_list *l,
         gs_cli_json_string(f, l->v[i].id, strlen(l->v[i].id));
         fprintf(f, ",\"name\":");
         gs_cli_json_string(f, name, strlen(name));
-        fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)t->owner_uid,
+        fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)l->v[i].owner,
                 (int)t->creator_pid);
         for (k = 0; k < np && k < GPUSLICE_MAX_PROCS; k++)
             fprintf(f, "%s%d", k ? "," : "", pids[k]);
@@ -191,7 +357,7 @@ void tenant_list_json(FILE *f, const struct tenant_list *l,
 
             if (!tenant_list_dev_in_use(dev))
                 continue;
-            gs_format_uuid(dev->uuid, uuid);
+            tenant_list_uuid(dev->uuid, uuid);
             fprintf(f, "%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":",
                     first ? "" : ",", (int)dev->ordinal, uuid);
             first = 0;
@@ -200,7 +366,7 @@ void tenant_list_json(FILE *f, const struct tenant_list *l,
             else
                 fprintf(f, "null");
             fprintf(f, ",\"memory_used_bytes\":%llu,\"compute_limit_percent\":",
-                    (unsigned long long)__atomic_load_n(&dev->mem_used, __ATOMIC_RELAXED));
+                    (unsigned long long)tenant_list_mem_used(t, d));
             if (ceil)
                 fprintf(f, "%u", (unsigned)ceil);
             else

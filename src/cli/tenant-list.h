@@ -1,7 +1,8 @@
 /*
  * The tenants the CLI can see: every tenant file in gs_tenant_dir() this user
- * may read, mapped read-only. Functions return 0 or a count, or a negative
- * errno. A list owns its mappings; tenant_list_done() frees them.
+ * may read and may trust, mapped read-only, and how the CLI shows what such a
+ * file holds. Functions return 0 or a count, or a negative errno. A list owns
+ * its mappings; tenant_list_done() frees them.
  */
 #ifndef GPUSLICE_CLI_TENANT_LIST_H
 #define GPUSLICE_CLI_TENANT_LIST_H
@@ -10,28 +11,38 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
+#include "common/parse.h"
 #include "gpuslice/tenant_abi.h"
 
 /* Longest ID accepted: "<uid>-<pid>-<hex>" is far shorter. */
 #define TENANT_ID_MAX 128
 
+/* Room tenant_list_text() needs for n bytes of input: 4 characters a byte at most. */
+#define TENANT_TEXT_LEN(n) (4 * (n) + 1)
+
 struct tenant_entry {
     char id[TENANT_ID_MAX]; /* the file name between "gpuslice-" and ".tenant" */
     char path[PATH_MAX];
+    uid_t owner;               /* the file's real owner (fstat), never the header's owner_uid */
     struct gpuslice_tenant *t; /* read-only; the content is another process's to change */
 };
 
 struct tenant_list {
     struct tenant_entry *v;
     size_t n;
+    size_t skipped; /* files left out as untrustworthy or of another ABI */
 };
 
 /*
- * Fills l with the tenants of gs_tenant_dir(), oldest first. A missing
- * directory is an empty list. Files that cannot be read are left out
- * silently; files of another ABI are left out, with a warning on stderr if
- * warn is set.
+ * Fills l with the live tenants of gs_tenant_dir() (tenant_list_live()),
+ * oldest first. A missing directory is an empty list; one that cannot be
+ * read or searched is an error (the negative errno). Files this user may not
+ * read are left out silently. Files gs_tenant_open_owned() refuses (writable
+ * by group or others: anyone could have written them; another ABI; not a
+ * regular file) are left out and counted in l->skipped, each named with the
+ * reason in one warning line on stderr if warn is set.
  */
 int tenant_list_scan(struct tenant_list *l, int warn);
 
@@ -43,12 +54,29 @@ int tenant_list_id(const char *base, char *id, size_t len);
 
 /*
  * The PIDs of t's live processes, in slot order: writes at most max of them
- * and returns how many are alive.
+ * (pids may be NULL when max is 0) and returns how many are alive.
  */
 int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max);
 
+/*
+ * 1 while the tenant runs: its creator (gpuslice run) or one of its
+ * processes is alive. A tenant whose creator and processes are all gone (one
+ * whose gpuslice run was SIGKILLed, say) is over; its file is left behind
+ * until its owner's next gpuslice run removes it.
+ */
+int tenant_list_live(const struct gpuslice_tenant *t);
+
 /* 1 if device entry d is in use (has a UUID), else 0. */
 int tenant_list_dev_in_use(const struct gpuslice_tenant_device *d);
+
+/* Device entry dev's memory usage as shown: what the tenant's live processes hold. */
+uint64_t tenant_list_mem_used(const struct gpuslice_tenant *t, int dev);
+
+/* A raw UUID as the CLI prints it, NVIDIA's form: "GPU-" and lower-case hex. */
+void tenant_list_uuid(const uint8_t raw[16], char out[GS_UUID_STRLEN]);
+
+/* The same for a UUID string in gpuslice's internal "gpu-…" form (any case). */
+void tenant_list_uuid_str(const char *uuid, char out[GS_UUID_STRLEN]);
 
 /*
  * Writes the tenants as a JSON array, the form of `gpuslice tenants --json`:
@@ -63,5 +91,28 @@ uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d);
 
 /* The tenant's name as a C string (the field need not be terminated). */
 void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len);
+
+/*
+ * The length of the UTF-8 sequence at s (n > 0 bytes left), with its code
+ * point in *cp; 0 if s does not start one (overlong, surrogate, truncated...).
+ */
+size_t tenant_list_utf8(const unsigned char *s, size_t n, uint32_t *cp);
+
+/*
+ * 1 for a code point that must not reach a terminal as it is: C0 controls,
+ * DEL, C1 controls (U+0080..U+009F), and the invisible and bidirectional
+ * controls (U+061C, U+200B..U+200F, U+2028..U+202E, U+2066..U+2069, U+FEFF)
+ * with which a name could rewrite or hide what is printed around it.
+ */
+int tenant_list_is_control(uint32_t cp);
+
+/*
+ * Writes s (n bytes, which anyone may have chosen) as text for a terminal
+ * into out (len bytes, always terminated): printable ASCII and UTF-8 kept, a
+ * backslash doubled, a control code point (tenant_list_is_control) as \xNN
+ * below U+0080 and \uNNNN above, a byte that is not UTF-8 as \xNN. Stops at
+ * the last whole character that fits; TENANT_TEXT_LEN(n) always suffices.
+ */
+void tenant_list_text(char *out, size_t len, const char *s, size_t n);
 
 #endif

@@ -31,55 +31,121 @@ static int valid(const struct gpuslice_board *b)
            b->abi_version == GPUSLICE_BOARD_ABI_VERSION && b->size == sizeof(*b);
 }
 
-int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out)
+/*
+ * Maps the board at path if it is ours: 1 and *out on success, 0 when there
+ * is no file, -1 when there is one we must not use (another user's, writable
+ * by others, of another layout), with why in note.
+ */
+static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_board **out,
+                     char *note, size_t notelen)
 {
     struct gpuslice_board *b;
     struct stat st;
-    char path[4096], hex[33];
-    int fd, i, created = 0, r;
+    int fd, i;
 
+    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
+        return errno == ENOENT ? 0 : -1;
+    /* One of ours made it a moment ago and has not sized it yet: give it that moment. */
+    for (i = 0; i < 100 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+                !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size == 0;
+         i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)st.st_size != sizeof(*b)) {
+        if (note && notelen)
+            snprintf(note, notelen,
+                     "%s is not a board of yours (owner uid %u, mode %03o, %lld bytes); "
+                     "another user may have planted it",
+                     path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777),
+                     (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED)
+        return -1;
+    {
+        /* Its creator may be between ftruncate and the magic: give it a moment. */
+        struct timespec ms = {0, 1000000};
+        for (i = 0; i < 100 && !valid(b); i++)
+            nanosleep(&ms, NULL);
+    }
+    if (!valid(b) || memcmp(b->uuid, uuid, 16) != 0) {
+        munmap(b, sizeof(*b));
+        if (note && notelen)
+            snprintf(note, notelen, "%s holds no board of this GPU", path);
+        return -1;
+    }
+    *out = b;
+    return 1;
+}
+
+int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out,
+                  char *note, size_t notelen)
+{
+    struct gpuslice_board *b;
+    char path[4200], base[4096], hex[33];
+    int fd, i, k, r, round, free_k;
+
+    if (note && notelen)
+        note[0] = '\0';
     for (i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", uuid[i]);
-    if ((size_t)snprintf(path, sizeof(path), "%s/" GS_TENANT_PREFIX "%u-gpu-%s.board", dir,
-                         (unsigned)getuid(), hex) >= sizeof(path))
+    if ((size_t)snprintf(base, sizeof(base), "%s/" GS_TENANT_PREFIX "%u-gpu-%s.board", dir,
+                         (unsigned)getuid(), hex) >= sizeof(base) - 8)
         return -ENAMETOOLONG;
-    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        created = 1;
+    /*
+     * The directory may be shared (/dev/shm): anyone can create a file under
+     * our board's name first. Such a file is passed over, loudly, for the
+     * next name in a fixed sequence; every process of ours walks the same
+     * sequence and takes the first board of ours in it, so turn-taking
+     * survives as long as one of the names is left.
+     */
+    for (round = 0; round < 3; round++) {
+        free_k = -1;
+        for (k = 0; k < GS_BOARD_NAMES; k++) {
+            if (k == 0)
+                snprintf(path, sizeof(path), "%s", base);
+            else
+                snprintf(path, sizeof(path), "%s.%d", base, k);
+            if ((r = map_board(path, uuid, out, note && note[0] ? NULL : note, notelen)) > 0)
+                return 0;
+            if (r == 0 && free_k < 0)
+                free_k = k;
+        }
+        if (free_k < 0)
+            return -EEXIST;
+        if (free_k == 0)
+            snprintf(path, sizeof(path), "%s", base);
+        else
+            snprintf(path, sizeof(path), "%s.%d", base, free_k);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            if (errno == EEXIST)
+                continue; /* made meanwhile, by a sibling or not: look again */
+            return -errno;
+        }
         if (ftruncate(fd, sizeof(*b)) < 0) {
             r = -errno;
             close(fd);
             unlink(path);
             return r;
         }
-    } else if (errno != EEXIST || (fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-        return -errno;
-    }
-    if (fstat(fd, &st) < 0 || st.st_uid != getuid() || !S_ISREG(st.st_mode)) {
+        b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
-        return -EPERM; /* someone else's file under our name: do not trust it */
-    }
-    b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (b == MAP_FAILED)
-        return -errno;
-    if (created) {
+        if (b == MAP_FAILED)
+            return -errno;
         memcpy(b->uuid, uuid, 16);
         b->abi_version = GPUSLICE_BOARD_ABI_VERSION;
         b->size = sizeof(*b);
         __atomic_store_n(&b->magic, GPUSLICE_BOARD_MAGIC, __ATOMIC_RELEASE);
-    } else {
-        /* Its creator may be between ftruncate and the magic: give it a moment. */
-        struct timespec ms = {0, 1000000};
-        for (i = 0; i < 100 && !valid(b); i++)
-            nanosleep(&ms, NULL);
-        if (!valid(b) || memcmp(b->uuid, uuid, 16) != 0) {
-            munmap(b, sizeof(*b));
-            return -EPROTO;
-        }
+        *out = b;
+        return 0;
     }
-    *out = b;
-    return 0;
+    return -EEXIST;
 }
 
 void gs_board_close(struct gpuslice_board *b)

@@ -10,8 +10,18 @@
 
 #include "gpuslice/board_abi.h"
 
-/* Maps (creating it, mode 0600) the board of the device with uuid in dir. */
-int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out);
+/* How many names a board may take when files under its names are not ours. */
+#define GS_BOARD_NAMES 16
+
+/*
+ * Maps (creating it, mode 0600) this user's board of the device with uuid in
+ * dir. A file under its name that is not the user's own board (planted by
+ * another user, writable by others) is passed over for the next of
+ * GS_BOARD_NAMES names; note (when not NULL) then says which file and why,
+ * for the caller to tell the user. -EEXIST when every name is taken.
+ */
+int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out,
+                  char *note, size_t notelen);
 
 /* Unmaps b (NULL is fine). */
 void gs_board_close(struct gpuslice_board *b);

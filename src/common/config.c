@@ -1,5 +1,6 @@
 /* Limits from the environment, with documented precedence. */
 #include "common/config.h"
+#include "common/error.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,8 +18,47 @@ const char *gs_env_get(char *const *env, const char *name)
 }
 
 /*
+ * The device index of a HAMi-core variable's name: name is BASE (all
+ * devices: *index -1) or BASE_<index>, index 0..GS_MAX_DEVICE_INDEX in
+ * decimal without leading zeros (HAMi-core itself reads BASE_0..BASE_15,
+ * formatted with "%d", so no other spelling can be meant). Returns 1 for a
+ * name of HAMi-core's, 0 for a name that merely starts alike, -EINVAL for a
+ * malformed one. Everything from "BASE_" on is HAMi-core's namespace: a name
+ * there that it would not read (CUDA_DEVICE_MEMORY_LIMIT_O, _0x, _00, a bare
+ * _) is a typo that would leave a device unlimited, so it is refused. A name
+ * that continues BASE without the underscore (CUDA_DEVICE_MEMORY_LIMITS) is
+ * another variable; HAMi-core's other variables (CUDA_DEVICE_MEMORY_SHARED_
+ * CACHE, CUDA_DEVICE_SM_LIMIT's neighbours) do not start with BASE at all.
+ */
+static int hami_index(const char *name, size_t len, const char *base, size_t plen, int *index)
+{
+    size_t i;
+    int v = 0;
+
+    if (len < plen || strncmp(name, base, plen) != 0)
+        return 0;
+    if (len == plen) {
+        *index = -1;
+        return 1;
+    }
+    if (name[plen] != '_')
+        return 0;
+    if (len == plen + 1 || len > plen + 4 || (name[plen + 1] == '0' && len > plen + 2))
+        return -EINVAL;
+    for (i = plen + 1; i < len; i++) {
+        if (!isdigit((unsigned char)name[i]))
+            return -EINVAL;
+        v = v * 10 + (name[i] - '0');
+    }
+    *index = v;
+    return 1;
+}
+
+/*
  * HAMi-core's form: BASE (all devices) and BASE_<i> (device i), one value
- * each. For percentages HAMi-core reads 0 as "no ceiling"; so do we.
+ * each, in HAMi-core's units (plain numbers are bytes). For percentages
+ * HAMi-core reads 0 as "no ceiling"; so do we. A variable given twice in env
+ * counts once, by its first value, as getenv (which HAMi-core uses) does.
  */
 static int hami_list(char *const *env, const char *base, enum gs_value_kind kind,
                      struct gs_limits *out, char *err, size_t errlen)
@@ -32,26 +72,20 @@ static int hami_list(char *const *env, const char *base, enum gs_value_kind kind
         const char *s = *e, *eq = strchr(s, '=');
         struct gs_limits one;
         char name[64];
-        int r, index = -1;
+        int r, i, dup = 0, index = -1;
 
-        if (eq == NULL || strncmp(s, base, plen) != 0)
+        if (eq == NULL || (r = hami_index(s, (size_t)(eq - s), base, plen, &index)) == 0)
             continue;
-        if (s + plen != eq) {
-            const char *p = s + plen;
-            if (*p != '_' || eq - p < 2 || eq - p > 4)
-                continue; /* another variable that merely starts alike */
-            index = 0;
-            for (p++; p < eq; p++) {
-                if (!isdigit((unsigned char)*p)) {
-                    index = -2;
-                    break;
-                }
-                index = index * 10 + (*p - '0');
-            }
-            if (index == -2)
-                continue;
-        }
         snprintf(name, sizeof(name), "%.*s", (int)(eq - s), s);
+        if (r < 0) {
+            gs_set_error(err, errlen,
+                         "%s%s: not a variable HAMi-core reads (use %s for every device, or "
+                         "%s_<index> for one, the index from 0 to %d without leading zeros, "
+                         "e.g. %s_0)",
+                         name, (size_t)(eq - s) >= sizeof(name) ? "..." : "", base, base,
+                         GS_MAX_DEVICE_INDEX, base);
+            return -EINVAL;
+        }
         if (kind == GS_VALUE_PERCENT && strcmp(eq + 1, "0") == 0) {
             memset(&one, 0, sizeof(one));
             one.n = 1; /* value 0: no ceiling, and it overrides a default */
@@ -59,18 +93,25 @@ static int hami_list(char *const *env, const char *base, enum gs_value_kind kind
             return r;
         }
         if (one.n != 1 || one.e[0].key != GS_KEY_ALL) {
-            snprintf(err, errlen, "%s: \"%s\" must be one %s (%s)", name, eq + 1,
-                     kind == GS_VALUE_SIZE ? "size" : "percentage",
-                     kind == GS_VALUE_SIZE ? GS_SIZE_FORMS
-                                           : "an integer from 0 (no ceiling) to 100");
+            gs_set_error(err, errlen, "%s: \"%s\" must be one %s (%s)", name, eq + 1,
+                         kind == GS_VALUE_SIZE ? "size" : "percentage",
+                         kind == GS_VALUE_SIZE ? "use e.g. 8g, 512m or 1073741824 (bytes)"
+                                               : "an integer from 0 (no ceiling) to 100");
             return -EINVAL;
         }
         if (index >= 0) {
             one.e[0].key = GS_KEY_INDEX;
             one.e[0].index = index;
         }
+        for (i = 0; i < out->n; i++)
+            if (out->e[i].key == one.e[0].key &&
+                (one.e[0].key == GS_KEY_ALL || out->e[i].index == one.e[0].index))
+                dup = 1;
+        if (dup)
+            continue;
         if (out->n >= GS_MAX_LIMIT_ENTRIES) {
-            snprintf(err, errlen, "%s: too many per-device variables", base);
+            gs_set_error(err, errlen, "%s: more than %d per-device variables", base,
+                         GS_MAX_LIMIT_ENTRIES);
             return -E2BIG;
         }
         out->e[out->n++] = one.e[0];

@@ -7,7 +7,12 @@
  *            CUDA_DEVICE_SM_LIMIT_<i> (per device)  >  CUDA_DEVICE_SM_LIMIT
  * The first source that is set is used alone (HAMi's two variables form one
  * source); every variable that is set is still validated, so a typo is never
- * silently ignored.
+ * silently ignored: a name in HAMi-core's namespace (from
+ * CUDA_DEVICE_MEMORY_LIMIT_ or CUDA_DEVICE_SM_LIMIT_ on) that is not
+ * BASE_<index> is refused. Each source keeps its own units: sizes in
+ * HAMi-core's variables and vgpu.rs's JSON are bytes unless a unit is given
+ * (HAMi-core: k, m, g), and no memory limit below GS_MIN_MEMORY_LIMIT is
+ * accepted from any of them.
  */
 #ifndef GPUSLICE_CONFIG_H
 #define GPUSLICE_CONFIG_H

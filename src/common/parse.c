@@ -10,32 +10,50 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+/*
+ * floor(0.DIGITS * mult) for the fraction digits [first, last), exactly and
+ * for any number of digits: from the last digit back, w = floor((d * mult +
+ * w) / 10), which is the floor of the exact value at every step because
+ * floor((a + x) / 10) = floor((a + floor(x)) / 10) for an integer a. w stays
+ * below mult (at most 2^40), so nothing overflows.
+ */
+static uint64_t fraction_of(const char *first, const char *last, uint64_t mult)
+{
+    uint64_t w = 0;
+
+    while (last > first) {
+        last--;
+        w = ((uint64_t)(*last - '0') * mult + w) / 10;
+    }
+    return w;
+}
 
 int gs_parse_size(const char *s, uint64_t *out)
 {
-    const char *p = s;
-    uint64_t whole = 0, frac_num = 0, frac_den = 1, mult = 1;
+    const char *p = s, *frac = NULL, *frac_end = NULL;
+    uint64_t whole = 0, mult = 1, part;
     int digits = 0;
 
     if (s == NULL)
         return -EINVAL;
     while (isdigit((unsigned char)*p)) {
-        if (whole > (UINT64_MAX - 9) / 10)
+        uint64_t d = (uint64_t)(*p - '0');
+        if (whole > (UINT64_MAX - d) / 10)
             return -ERANGE;
-        whole = whole * 10 + (uint64_t)(*p - '0');
+        whole = whole * 10 + d;
         p++;
         digits++;
     }
     if (*p == '.') {
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            if (frac_den < 1000000000ULL) {
-                frac_num = frac_num * 10 + (uint64_t)(*p - '0');
-                frac_den *= 10;
-            }
+        frac = ++p;
+        while (isdigit((unsigned char)*p))
             p++;
-            digits++;
-        }
+        frac_end = p;
+        if (frac_end == frac)
+            return -EINVAL; /* "1." or "1.G": a point needs digits after it */
+        digits++;
     }
     if (digits == 0)
         return -EINVAL;
@@ -59,6 +77,7 @@ int gs_parse_size(const char *s, uint64_t *out)
     default:
         return -EINVAL;
     }
+    /* A unit letter, then "i" (binary, as every unit here is) and "B", each optional. */
     if (*p != '\0' && tolower((unsigned char)*p) != 'b') {
         p++;
         if (*p == 'i' || *p == 'I')
@@ -70,11 +89,32 @@ int gs_parse_size(const char *s, uint64_t *out)
     }
     if (*p != '\0')
         return -EINVAL;
-    if (mult == 1 && frac_num != 0)
-        return -EINVAL; /* a fraction of a byte */
-    if (whole > UINT64_MAX / mult)
+    part = frac ? fraction_of(frac, frac_end, mult) : 0;
+    if (mult == 1 && frac) {
+        for (; frac < frac_end; frac++)
+            if (*frac != '0')
+                return -EINVAL; /* a fraction of a byte */
+    }
+    if (whole > (UINT64_MAX - part) / mult)
         return -ERANGE;
-    *out = whole * mult + frac_num * mult / frac_den;
+    *out = whole * mult + part;
+    return 0;
+}
+
+int gs_parse_share(const char *s, int *out)
+{
+    int v = 0;
+
+    if (s == NULL || *s == '\0')
+        return -EINVAL;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s) || v > 100)
+            return -EINVAL;
+        v = v * 10 + (*s - '0');
+    }
+    if (v < 1 || v > 100)
+        return -EINVAL;
+    *out = v;
     return 0;
 }
 
@@ -112,7 +152,7 @@ void gs_format_uuid(const unsigned char b[16], char out[GS_UUID_STRLEN])
              b[14], b[15]);
 }
 
-/* Parses a device key (index or UUID) of length len into e. */
+/* Parses a device key (index 0..GS_MAX_DEVICE_INDEX, or UUID) of length len into e. */
 static int parse_key(const char *k, size_t len, struct gs_limit_entry *e)
 {
     size_t i;
@@ -152,6 +192,11 @@ static int parse_uint_span(const char *p, const char *end, uint64_t *out)
     return 0;
 }
 
+/*
+ * One value of the kind: 0, or -EINVAL (not of the form), -EDOM (out of
+ * range; for a size, zero) or -ERANGE (a size too large for 64 bits). A size
+ * below GS_MIN_MEMORY_LIMIT is returned: the callers' messages differ.
+ */
 static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
 {
     int r;
@@ -210,9 +255,43 @@ static int parse_value(const char *v, enum gs_value_kind kind, uint64_t *out)
 static const char *value_forms(enum gs_value_kind kind)
 {
     return kind == GS_VALUE_SIZE      ? GS_SIZE_FORMS
-           : kind == GS_VALUE_PERCENT ? "use an integer percentage from 1 to 100"
+           : kind == GS_VALUE_PERCENT ? "use an integer percentage from 1 to 100, e.g. 30"
                                       : "use a count of SMs such as 16, 16@32 for 16 SMs "
                                         "from the 32nd, or a share such as 25%";
+}
+
+/* A per-device list of the kind, for messages. */
+static const char *list_example(enum gs_value_kind kind)
+{
+    return kind == GS_VALUE_SIZE      ? "0:8G,1:4G"
+           : kind == GS_VALUE_PERCENT ? "0:30,1:50"
+                                      : "0:16,1:32";
+}
+
+static const char *kind_noun(enum gs_value_kind kind)
+{
+    return kind == GS_VALUE_SIZE ? "size" : kind == GS_VALUE_PERCENT ? "percentage" : "partition";
+}
+
+/*
+ * The message for a size under the minimum, where plain numbers mean bytes:
+ * a number without a unit most likely lacked one, so suggest it with units.
+ */
+static void below_minimum(char *err, size_t errlen, const char *what, const char *val,
+                          uint64_t bytes)
+{
+    size_t num = strspn(val, "0123456789.");
+
+    if (val[num] == '\0' || strcasecmp(val + num, "b") == 0)
+        gs_set_error(err, errlen,
+                     "%s: \"%s\" is %llu bytes, below the 1 MiB minimum (give a unit: %.*sM, "
+                     "%.*sG)",
+                     what, val, (unsigned long long)bytes, (int)num, val, (int)num, val);
+    else
+        gs_set_error(err, errlen,
+                     "%s: \"%s\" is %llu bytes, below the 1 MiB minimum (use at least 1M, "
+                     "e.g. 512M or 8G)",
+                     what, val, (unsigned long long)bytes);
 }
 
 static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, const char *what,
@@ -225,8 +304,11 @@ static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, cons
         if (o->key == e->key && (e->key == GS_KEY_ALL ||
                                  (e->key == GS_KEY_INDEX && o->index == e->index) ||
                                  (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0))) {
-            gs_set_error(err, errlen, "%s: device %s is given twice", what,
-                   e->key == GS_KEY_ALL ? "(all)" : e->key == GS_KEY_UUID ? e->uuid : "index");
+            if (e->key == GS_KEY_INDEX)
+                gs_set_error(err, errlen, "%s: device %d is given twice", what, e->index);
+            else
+                gs_set_error(err, errlen, "%s: %s is given twice", what,
+                             e->key == GS_KEY_ALL ? "the value for all devices" : e->uuid);
             return -EINVAL;
         }
     }
@@ -246,8 +328,8 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
     memset(out, 0, sizeof(*out));
     out->source = what;
     if (s == NULL || *s == '\0') {
-        gs_set_error(err, errlen, "%s: empty value (%s, or per device as 0:8G,1:4G)", what,
-               value_forms(kind));
+        gs_set_error(err, errlen, "%s: empty value (%s, or per device as %s)", what,
+                     value_forms(kind), list_example(kind));
         return -EINVAL;
     }
     while (*p) {
@@ -260,12 +342,17 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
         int r;
 
         memset(&e, 0, sizeof(e));
+        if (len == 0) {
+            gs_set_error(err, errlen, "%s: \"%s\" has an empty entry (%s, or per device as %s)",
+                         what, s, value_forms(kind), list_example(kind));
+            return -EINVAL;
+        }
         if (colon) {
             if (parse_key(p, (size_t)(colon - p), &e) < 0) {
                 gs_set_error(err, errlen,
-                       "%s: \"%.*s\" is not a device (use an index such as 0, or a UUID "
-                       "such as GPU-1a2b3c4d-0000-1111-2222-333344445555)",
-                       what, (int)(colon - p), p);
+                             "%s: \"%.*s\" is not a device (use an index from 0 to %d, or a "
+                             "UUID such as GPU-1a2b3c4d-0000-1111-2222-333344445555, as in %s)",
+                             what, (int)(colon - p), p, GS_MAX_DEVICE_INDEX, list_example(kind));
                 return -EINVAL;
             }
             vlen = len - (size_t)(colon - p) - 1;
@@ -275,7 +362,8 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
             vlen = len;
         }
         if (vlen >= sizeof(val)) {
-            gs_set_error(err, errlen, "%s: \"%.*s\" is too long to be a value", what, (int)vlen, p);
+            gs_set_error(err, errlen, "%s: \"%.*s\" is too long to be a %s (%s)", what, (int)vlen,
+                         p, kind_noun(kind), value_forms(kind));
             return -EINVAL;
         }
         memcpy(val, p, vlen);
@@ -283,15 +371,19 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
         if ((r = parse_value(val, kind, &e.value)) < 0) {
             if (r == -EDOM)
                 gs_set_error(err, errlen, "%s: \"%s\" is %s (%s)", what, val,
-                       kind == GS_VALUE_SIZE ? "not a usable limit: it must be above zero"
-                                             : "out of range",
-                       value_forms(kind));
+                             kind == GS_VALUE_SIZE ? "not a usable limit: it must be above zero"
+                                                   : "out of range",
+                             value_forms(kind));
+            else if (r == -ERANGE)
+                gs_set_error(err, errlen, "%s: \"%s\" is too large to be a size (%s)", what, val,
+                             value_forms(kind));
             else
                 gs_set_error(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
-                       kind == GS_VALUE_SIZE      ? "size"
-                       : kind == GS_VALUE_PERCENT ? "percentage"
-                                                  : "partition",
-                       value_forms(kind));
+                             kind_noun(kind), value_forms(kind));
+            return -EINVAL;
+        }
+        if (kind == GS_VALUE_SIZE && e.value < GS_MIN_MEMORY_LIMIT) {
+            below_minimum(err, errlen, what, val, e.value);
             return -EINVAL;
         }
         if ((r = add_entry(out, &e, what, err, errlen)) < 0)
@@ -366,28 +458,40 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
         memset(&e, 0, sizeof(e));
         if (parse_key(key, klen, &e) < 0) {
             gs_set_error(err, errlen,
-                   "%s: key \"%.*s\" is not a device (use an index such as \"0\" or a GPU "
-                   "UUID such as \"GPU-1a2b3c4d-0000-1111-2222-333344445555\")",
-                   what, (int)klen, key);
+                         "%s: key \"%.*s\" is not a device (use an index from \"0\" to \"%d\" "
+                         "or a GPU UUID such as \"GPU-1a2b3c4d-0000-1111-2222-333344445555\")",
+                         what, (int)klen, key, GS_MAX_DEVICE_INDEX);
             return -EINVAL;
         }
         vstart = c.pos;
         while (isdigit((unsigned char)s[c.pos]))
             c.pos++;
-        if (c.pos == vstart || c.pos - vstart >= sizeof(val)) {
+        if (c.pos == vstart || c.pos - vstart >= sizeof(val) ||
+            (s[vstart] == '0' && c.pos - vstart > 1) /* JSON has no leading zeros */) {
             gs_set_error(err, errlen, "%s: the value for \"%.*s\" must be a %s", what, (int)klen,
-                   key,
-                   kind == GS_VALUE_SIZE ? "positive integer number of bytes"
-                                         : "percentage, an integer from 1 to 100");
+                         key,
+                         kind == GS_VALUE_SIZE
+                             ? "positive integer number of bytes (e.g. 1073741824 for 1 GiB)"
+                             : "percentage, an integer from 1 to 100");
             return -EINVAL;
         }
         memcpy(val, s + vstart, c.pos - vstart);
         val[c.pos - vstart] = '\0';
         if ((r = parse_value(val, kind, &e.value)) < 0) {
             gs_set_error(err, errlen, "%s: the value %s for \"%.*s\" is %s", what, val, (int)klen,
-                   key,
-                   kind == GS_VALUE_SIZE ? "not a usable limit (it must be above zero)"
-                                         : "out of range (use 1 to 100)");
+                         key,
+                         r == -ERANGE ? "too large to be a number of bytes"
+                         : kind == GS_VALUE_SIZE
+                             ? "not a usable limit (it must be above zero; values are bytes, "
+                               "e.g. 1073741824 for 1 GiB)"
+                             : "out of range (use 1 to 100)");
+            return -EINVAL;
+        }
+        if (kind == GS_VALUE_SIZE && e.value < GS_MIN_MEMORY_LIMIT) {
+            gs_set_error(err, errlen,
+                         "%s: the value %s for \"%.*s\" is %s bytes, below the 1 MiB minimum "
+                         "(values here are bytes: 1 GiB is 1073741824)",
+                         what, val, (int)klen, key, val);
             return -EINVAL;
         }
         if ((r = add_entry(out, &e, what, err, errlen)) < 0)
@@ -410,10 +514,11 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
     return 0;
 syntax:
     gs_set_error(err, errlen,
-           "%s: not a JSON object of device to %s at character %zu (use e.g. "
-           "{\"0\": %s, \"GPU-1a2b3c4d-0000-1111-2222-333344445555\": %s})",
-           what, kind == GS_VALUE_SIZE ? "bytes" : "percent", c.pos + 1,
-           kind == GS_VALUE_SIZE ? "1073741824" : "30", kind == GS_VALUE_SIZE ? "2147483648" : "50");
+                 "%s: not a JSON object of device to %s at character %zu (use e.g. "
+                 "{\"0\": %s, \"GPU-1a2b3c4d-0000-1111-2222-333344445555\": %s})",
+                 what, kind == GS_VALUE_SIZE ? "bytes" : "percent", c.pos + 1,
+                 kind == GS_VALUE_SIZE ? "1073741824" : "30",
+                 kind == GS_VALUE_SIZE ? "2147483648" : "50");
     return -EINVAL;
 }
 

@@ -13,8 +13,20 @@
 
 #define GS_UUID_STRLEN 41 /* "GPU-" + 36 + NUL */
 #define GS_MAX_LIMIT_ENTRIES 32
+/* The largest device index a key may name (three digits). */
+#define GS_MAX_DEVICE_INDEX 999
+/*
+ * The smallest memory limit accepted from any source: below it no CUDA
+ * context fits, and such a value is almost always a size given without its
+ * unit ("--memory 100" meaning 100M).
+ */
+#define GS_MIN_MEMORY_LIMIT (1ULL << 20)
 
-/* Parses "8G", "512M", "1.5g", "1073741824", "4GiB" (binary units). */
+/*
+ * Parses "8G", "512M", "1.5g", "1073741824", "4GiB", "4Gi" (binary units; a
+ * fraction is exact, truncated to whole bytes). 0, -EINVAL (not a size) or
+ * -ERANGE (above 2^64 - 1 bytes). Any size, 0 included, is returned.
+ */
 int gs_parse_size(const char *s, uint64_t *out);
 
 /* Message fragment listing accepted size forms. */
@@ -56,19 +68,28 @@ enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT, GS_VALUE_SMS };
 
 /*
  * Parses a per-device list: "8G" (all devices), "0:8G,1:4G",
- * "GPU-…:8G", or a default plus overrides ("8G,1:4G"). With
- * GS_VALUE_PERCENT values are integers 1..100; with GS_VALUE_SMS
- * partitions as above. `what` names the flag or variable in messages.
+ * "GPU-…:8G", or a default plus overrides ("8G,1:4G"). With GS_VALUE_SIZE
+ * values are sizes of at least GS_MIN_MEMORY_LIMIT; with GS_VALUE_PERCENT
+ * integers 1..100; with GS_VALUE_SMS partitions as above. Keys are indexes
+ * 0..GS_MAX_DEVICE_INDEX or UUIDs. `what` names the flag or variable in
+ * messages.
  */
 int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what,
                         struct gs_limits *out, char *err, size_t errlen);
 
 /*
- * Parses vgpu.rs's JSON object form ({"0": 1073741824, "GPU-…": 2048}):
- * keys are device indexes or UUIDs, values non-negative integers.
+ * Parses vgpu.rs's JSON object form ({"0": 1073741824, "GPU-…": 2147483648}):
+ * keys are device indexes or UUIDs, values JSON integers: bytes (at least
+ * GS_MIN_MEMORY_LIMIT) for GS_VALUE_SIZE, 1..100 for GS_VALUE_PERCENT.
  */
 int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what,
                         struct gs_limits *out, char *err, size_t errlen);
+
+/*
+ * Parses a share, an integer percentage 1..100 written in decimal digits
+ * only (--gpu-share, --sm-share): 0 or -EINVAL.
+ */
+int gs_parse_share(const char *s, int *out);
 
 /* Returns 1 and fills out (lower-case) if s is a GPU UUID string. */
 int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN]);

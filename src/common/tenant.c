@@ -7,24 +7,23 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
 
-_Static_assert(sizeof(pthread_mutex_t) <= 64, "mutex fits the ABI's lock field");
-
-static pthread_mutex_t *tenant_mutex(struct gpuslice_tenant *t)
-{
-    return (pthread_mutex_t *)(void *)t->lock.raw;
-}
+#define LOCK_WAIT_NS 2000000000ULL /* the longest any lock of a tenant is waited for */
+#define LOCK_NAP_NS 5000000L       /* a waiter re-checks the holder this often */
 
 const char *gs_tenant_dir(void)
 {
@@ -71,15 +70,9 @@ static int proc_alive(const struct gpuslice_tenant_proc *p)
 
 static void init_header(struct gpuslice_tenant *t, const char *name)
 {
-    pthread_mutexattr_t a;
     struct timespec ts;
 
     memset(t, 0, sizeof(*t));
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(tenant_mutex(t), &a);
-    pthread_mutexattr_destroy(&a);
     t->owner_uid = (uint32_t)getuid();
     t->creator_pid = (int32_t)getpid();
     t->creator_start_time = gs_proc_start_time(getpid());
@@ -133,10 +126,29 @@ int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathl
 
 int gs_tenant_open(const char *path, struct gpuslice_tenant **out)
 {
-    return gs_tenant_open_mode(path, 1, out);
+    uid_t owner = 0;
+    int r;
+
+    /* A process attaches to its own user's tenant; root may join anyone's (sudo inside run). */
+    if ((r = gs_tenant_open_owned(path, 1, &owner, out)) < 0)
+        return r;
+    if (owner != geteuid() && geteuid() != 0) {
+        gs_tenant_close(*out);
+        *out = NULL;
+        return GS_EUNSAFE;
+    }
+    return 0;
 }
 
 int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out)
+{
+    uid_t owner = 0;
+
+    return gs_tenant_open_owned(path, writable, &owner, out);
+}
+
+int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
+                         struct gpuslice_tenant **out)
 {
     struct gpuslice_tenant *t;
     struct stat st;
@@ -150,13 +162,14 @@ int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant *
         close(fd);
         return r;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*t)) {
         close(fd);
         return GS_EABI;
     }
-    if ((size_t)st.st_size != sizeof(*t)) {
+    /* Anyone but its owner could rewrite it under us: such a file is nobody's tenant. */
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         close(fd);
-        return GS_EABI;
+        return GS_EUNSAFE;
     }
     t = mmap(NULL, sizeof(*t), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
@@ -167,6 +180,7 @@ int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant *
         munmap(t, sizeof(*t));
         return GS_EABI;
     }
+    *owner = st.st_uid;
     *out = t;
     return 0;
 }
@@ -199,42 +213,93 @@ static void repair_totals(struct gpuslice_tenant *t)
         for (p = 0; p < GPUSLICE_MAX_PROCS; p++)
             if (t->proc[p].pid > 0)
                 sum += t->proc[p].mem_used[d];
-        t->dev[d].mem_used = sum;
+        __atomic_store_n(&t->dev[d].mem_used, sum, __ATOMIC_RELAXED);
     }
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether thread tid still exists (EPERM: it does, under another user). */
+static int thread_alive(uint32_t tid)
+{
+    return tid != 0 && tid <= INT32_MAX && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
+}
+
+/*
+ * Takes t's lock within wait_ns: 0, or -ETIMEDOUT. The word is only ever
+ * compared, exchanged and waited on: whatever another user wrote into it
+ * costs at most the wait.
+ */
+static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
+{
+    uint32_t *w = &t->lock.word, me = (uint32_t)syscall(SYS_gettid), v = 0;
+    uint64_t deadline = 0;
+    int saved = errno;
+
+    if (__atomic_compare_exchange_n(w, &v, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    for (;;) {
+        uint32_t holder = v & ~GPUSLICE_LOCK_WAITERS;
+        struct timespec nap = {0, LOCK_NAP_NS};
+        uint64_t now;
+
+        if (v == 0) {
+            /* Free: take it, keeping the waiters bit (others may sleep on it). */
+            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+                break;
+            continue;
+        }
+        if (!thread_alive(holder)) {
+            /* Its holder died mid-update: the per-process records are the truth. */
+            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+                repair_totals(t);
+                break;
+            }
+            continue;
+        }
+        now = mono_ns();
+        if (deadline == 0)
+            deadline = now + wait_ns;
+        else if (now >= deadline) {
+            errno = saved;
+            return -ETIMEDOUT;
+        }
+        if (!(v & GPUSLICE_LOCK_WAITERS) &&
+            !__atomic_compare_exchange_n(w, &v, v | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue;
+        syscall(SYS_futex, w, FUTEX_WAIT, v | GPUSLICE_LOCK_WAITERS, &nap, NULL, 0);
+        v = __atomic_load_n(w, __ATOMIC_RELAXED);
+    }
+    errno = saved;
+    return 0;
 }
 
 int gs_tenant_lock(struct gpuslice_tenant *t)
 {
-    int r = pthread_mutex_lock(tenant_mutex(t));
-
-    if (r == EOWNERDEAD) {
-        /* The holder died mid-update: the per-process records are the truth. */
-        repair_totals(t);
-        pthread_mutex_consistent(tenant_mutex(t));
-        return 0;
-    }
-    return -r;
+    return lock_within(t, LOCK_WAIT_NS);
 }
 
 static int lock_timed(struct gpuslice_tenant *t, int seconds)
 {
-    struct timespec ts;
-    int r;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += seconds;
-    r = pthread_mutex_timedlock(tenant_mutex(t), &ts);
-    if (r == EOWNERDEAD) {
-        repair_totals(t);
-        pthread_mutex_consistent(tenant_mutex(t));
-        return 0;
-    }
-    return -r;
+    return lock_within(t, (uint64_t)seconds * 1000000000ULL);
 }
 
 void gs_tenant_unlock(struct gpuslice_tenant *t)
 {
-    pthread_mutex_unlock(tenant_mutex(t));
+    int saved = errno;
+
+    if (__atomic_exchange_n(&t->lock.word, 0, __ATOMIC_RELEASE) & GPUSLICE_LOCK_WAITERS)
+        syscall(SYS_futex, &t->lock.word, FUTEX_WAKE, 1, NULL, NULL, 0);
+    errno = saved;
 }
 
 static void free_slot_locked(struct gpuslice_tenant *t, int slot)
@@ -243,9 +308,9 @@ static void free_slot_locked(struct gpuslice_tenant *t, int slot)
     int d;
 
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-        uint64_t u = p->mem_used[d];
-        t->dev[d].mem_used = t->dev[d].mem_used >= u ? t->dev[d].mem_used - u : 0;
-        p->mem_used[d] = 0;
+        uint64_t u = p->mem_used[d], total = t->dev[d].mem_used;
+        __atomic_store_n(&t->dev[d].mem_used, total >= u ? total - u : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->mem_used[d], 0, __ATOMIC_RELAXED);
     }
     p->start_time = 0;
     __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
@@ -350,6 +415,68 @@ int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordi
     return found >= 0 ? found : -ENOSPC;
 }
 
+static int has_keys(const struct gs_limits *l)
+{
+    int i;
+
+    for (i = 0; l && i < l->n; i++)
+        if (l->e[i].key != GS_KEY_ALL)
+            return 1;
+    return 0;
+}
+
+/* Whether a key of l names the device at index i with UUID string u. */
+static int names(const struct gs_limits *l, int i, const char *u)
+{
+    int k;
+
+    for (k = 0; l && k < l->n; k++)
+        if ((l->e[k].key == GS_KEY_INDEX && l->e[k].index == i) ||
+            (l->e[k].key == GS_KEY_UUID && strcasecmp(l->e[k].uuid, u) == 0))
+            return 1;
+    return 0;
+}
+
+static uint64_t default_of(const struct gs_limits *l)
+{
+    return l ? gs_limits_lookup(l, -1, NULL) : 0;
+}
+
+int gs_tenant_fix_limits(struct gpuslice_tenant *t, const struct gs_limits *mem,
+                         const struct gs_limits *compute, int n, const uint8_t (*uuids)[16])
+{
+    int i, e, r, any;
+
+    if ((r = gs_tenant_lock(t)) < 0)
+        return r;
+    t->set_mem_limit = default_of(mem);
+    t->set_compute_limit = ceiling((uint32_t)default_of(compute));
+    t->set_flags |= GPUSLICE_SET_MEMORY | GPUSLICE_SET_COMPUTE;
+    any = t->set_compute_limit != 0;
+    /* Devices named by a key get their entries now; the rest take the defaults when used. */
+    for (i = 0, e = 0; i < n && e < GPUSLICE_MAX_DEVICES && (has_keys(mem) || has_keys(compute));
+         i++) {
+        struct gpuslice_tenant_device *d = &t->dev[e];
+        char s[GS_UUID_STRLEN];
+
+        gs_format_uuid(uuids[i], s);
+        if (!names(mem, i, s) && !names(compute, i, s))
+            continue;
+        e++;
+        memset(d, 0, sizeof(*d));
+        memcpy(d->uuid, uuids[i], 16);
+        d->ordinal = i;
+        d->mem_limit = mem ? gs_limits_lookup(mem, i, s) : 0;
+        d->compute_limit = ceiling(compute ? (uint32_t)gs_limits_lookup(compute, i, s) : 0);
+        any |= d->compute_limit != 0;
+    }
+    if (any)
+        __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->limits_fixed, 1, __ATOMIC_RELEASE);
+    gs_tenant_unlock(t);
+    return 0;
+}
+
 static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uint64_t v)
 {
     if (kind == GS_SET_MEMORY) {
@@ -387,7 +514,7 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
             if (l->e[j].key == GS_KEY_INDEX)
                 snprintf(err, errlen, "the tenant uses no device with index %d", l->e[j].index);
             else
-                snprintf(err, errlen, "the tenant uses no device %s", l->e[j].uuid);
+                snprintf(err, errlen, "the tenant uses no device GPU-%s", l->e[j].uuid + 4);
             gs_tenant_unlock(t);
             return -ENODEV;
         }
@@ -459,38 +586,66 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
     __atomic_add_fetch(&d->compute_busy_ns, ns, __ATOMIC_RELAXED);
 }
 
+/* Whether bytes more on d would cross its limit; never wraps, whatever the file holds. */
+static int over_limit(const struct gpuslice_tenant_device *d, uint64_t bytes)
+{
+    return d->mem_limit && (bytes > d->mem_limit || d->mem_used > d->mem_limit - bytes);
+}
+
 int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force)
 {
-    struct gpuslice_tenant_device *d = &t->dev[dev];
+    struct gpuslice_tenant_device *d;
+    uint64_t *mine;
     int r;
 
+    if (slot < 0 || slot >= GPUSLICE_MAX_PROCS || dev < 0 || dev >= GPUSLICE_MAX_DEVICES)
+        return -EINVAL;
+    d = &t->dev[dev];
+    mine = &t->proc[slot].mem_used[dev];
     if ((r = gs_tenant_lock(t)) < 0)
         return r;
-    if (!force && d->mem_limit && (d->mem_used + bytes > d->mem_limit || d->mem_used + bytes < bytes)) {
-        gs_tenant_reap_locked(t);
-        if (d->mem_used + bytes > d->mem_limit) {
-            gs_tenant_unlock(t);
-            return GS_EOVERLIMIT;
-        }
+    /* No request may wrap a total: one of about 2^64 bytes is refused even without a limit. */
+    if (!force && over_limit(d, bytes))
+        gs_tenant_reap_locked(t); /* dead processes' usage first */
+    if (bytes > UINT64_MAX - d->mem_used || bytes > UINT64_MAX - *mine ||
+        (!force && over_limit(d, bytes))) {
+        gs_tenant_unlock(t);
+        return GS_EOVERLIMIT;
     }
-    d->mem_used += bytes;
-    t->proc[slot].mem_used[dev] += bytes;
+    /* Written atomically: displays and the views read them without the lock. */
+    __atomic_store_n(&d->mem_used, d->mem_used + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(mine, *mine + bytes, __ATOMIC_RELAXED);
     gs_tenant_unlock(t);
     return 0;
 }
 
 void gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes)
 {
-    struct gpuslice_tenant_device *d = &t->dev[dev];
-    uint64_t *mine = &t->proc[slot].mem_used[dev];
+    struct gpuslice_tenant_device *d;
+    uint64_t *mine;
 
-    if (gs_tenant_lock(t) < 0)
+    if (slot < 0 || slot >= GPUSLICE_MAX_PROCS || dev < 0 || dev >= GPUSLICE_MAX_DEVICES ||
+        gs_tenant_lock(t) < 0)
         return;
+    d = &t->dev[dev];
+    mine = &t->proc[slot].mem_used[dev];
     if (bytes > *mine)
         bytes = *mine;
-    *mine -= bytes;
-    d->mem_used = d->mem_used >= bytes ? d->mem_used - bytes : 0;
+    __atomic_store_n(mine, *mine - bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->mem_used, d->mem_used >= bytes ? d->mem_used - bytes : 0,
+                     __ATOMIC_RELAXED);
     gs_tenant_unlock(t);
+}
+
+uint64_t gs_tenant_live_mem_used(const struct gpuslice_tenant *t, int dev)
+{
+    uint64_t sum = 0;
+    int i;
+
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
+        if (proc_alive(&t->proc[i]))
+            sum += __atomic_load_n(&t->proc[i].mem_used[dev], __ATOMIC_RELAXED);
+    return sum;
 }
 
 int gs_tenant_live_procs(struct gpuslice_tenant *t)

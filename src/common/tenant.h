@@ -23,10 +23,24 @@ const char *gs_tenant_dir(void);
 int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathlen,
                      struct gpuslice_tenant **out);
 
-/* Maps an existing tenant file; refuses a foreign magic, ABI or size. */
+/*
+ * Maps an existing tenant file read-write for a process joining the tenant:
+ * refuses a foreign magic, ABI or size (GS_EABI), and a file writable by
+ * group or others or owned by another user (GS_EUNSAFE; root may join any).
+ */
 int gs_tenant_open(const char *path, struct gpuslice_tenant **out);
 
-/* Same, read-only when !writable (for listing other users' tenants as root). */
+/*
+ * Maps a tenant file, read-only when !writable (for listing other users'
+ * tenants). The file may have been planted by anyone: it must be a regular
+ * file of the right layout that neither group nor others can write
+ * (GS_EUNSAFE), and *owner gets its real owner (fstat), which is the only
+ * owner to trust: the header's owner_uid is what its writer chose.
+ */
+int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
+                         struct gpuslice_tenant **out);
+
+/* gs_tenant_open_owned() without the owner. */
 int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out);
 
 /* A tenant private to this process and the children it forks. */
@@ -35,6 +49,10 @@ int gs_tenant_anon(struct gpuslice_tenant **out);
 /* Unmaps t (NULL is fine). */
 void gs_tenant_close(struct gpuslice_tenant *t);
 
+/*
+ * The tenant's lock, waited for at most 2 s: 0, or -ETIMEDOUT. A holder that
+ * died is replaced and the totals recomputed from the per-process records.
+ */
 int gs_tenant_lock(struct gpuslice_tenant *t);
 void gs_tenant_unlock(struct gpuslice_tenant *t);
 
@@ -52,6 +70,16 @@ void gs_tenant_proc_unregister(struct gpuslice_tenant *t, int slot);
  */
 int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordinal,
                      uint64_t mem_limit, uint32_t compute_limit);
+
+/*
+ * Gives a new tenant its limits for good (gpuslice run): mem and compute
+ * (either may be NULL or empty: no limit) as defaults for every device, and
+ * for the n devices of uuids (the GPUs the program sees, in CUDA order) the
+ * entries their index or UUID keys give. From then on a process's own limit
+ * variables change nothing; gpuslice set still may.
+ */
+int gs_tenant_fix_limits(struct gpuslice_tenant *t, const struct gs_limits *mem,
+                         const struct gs_limits *compute, int n, const uint8_t (*uuids)[16]);
 
 enum gs_set_kind { GS_SET_MEMORY, GS_SET_COMPUTE };
 
@@ -92,6 +120,9 @@ int gs_tenant_reap(struct gpuslice_tenant *t);
 
 /* Same, for a caller that holds the lock. */
 int gs_tenant_reap_locked(struct gpuslice_tenant *t);
+
+/* What the tenant's live processes hold on device entry dev (dead ones' records skipped). */
+uint64_t gs_tenant_live_mem_used(const struct gpuslice_tenant *t, int dev);
 
 /* Number of live processes registered. */
 int gs_tenant_live_procs(struct gpuslice_tenant *t);

@@ -205,12 +205,12 @@ static struct {
 static int hot[MAX_HOT];
 static int nhot;
 static int hot_overflow;
-static pid_t gov_pid; /* the process the governor thread runs in */
+static pid_t gov_pid; /* the process the governor thread runs in (atomic: read without mu) */
 static pid_t my_pid;  /* self() is a system call in glibc >= 2.25: cached, reset at fork */
 static int gov_idle;
 static uint32_t gov_seq; /* the governor sleeps on this word (futex); gov_wake() bumps it */
 static uint64_t last_admit_ns; /* the latest admission of a governed launch */
-static int stopping;
+static int stopping; /* atomic: set at exit, read everywhere */
 static uint64_t my_start_time;
 
 static struct {
@@ -221,6 +221,14 @@ static struct {
     uint64_t gov_nap_ns;
 } stats;
 
+static int is_stopping(void)
+{
+    return __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
+}
+
+/* Whether the governor runs in this process (not an ancestor we were forked from). */
+static int governing(void);
+
 static pid_t self(void)
 {
     pid_t p = __atomic_load_n(&my_pid, __ATOMIC_RELAXED);
@@ -230,6 +238,11 @@ static pid_t self(void)
         __atomic_store_n(&my_pid, p, __ATOMIC_RELAXED);
     }
     return p;
+}
+
+static int governing(void)
+{
+    return __atomic_load_n(&gov_pid, __ATOMIC_ACQUIRE) == self();
 }
 
 static uint64_t now_ns(void)
@@ -300,11 +313,18 @@ static struct gdev *dev_get(int ord)
     if (e < 0)
         return NULL; /* not initialised yet: try again on the next launch */
     d->entry = e;
-    if ((r = gs_board_open(gs_tenant_dir(), gs__state.tenant->dev[e].uuid, &d->board)) < 0) {
-        d->board = NULL;
-        gs__debug("device %d: no device board in %s (%s); this process does not take turns "
-                  "with other tenants there",
-                  ord, gs_tenant_dir(), strerror(-r));
+    {
+        char note[600];
+
+        if ((r = gs_board_open(gs_tenant_dir(), gs__state.tenant->dev[e].uuid, &d->board, note,
+                               sizeof(note))) < 0) {
+            d->board = NULL;
+            gs__log("device %d: no device board in %s (%s%s%s); this process does not take "
+                    "turns on it with your other tenants, so their compute shares are not kept",
+                    ord, gs_tenant_dir(), strerror(-r), note[0] ? ": " : "", note);
+        } else if (note[0]) {
+            gs__log("device %d: %s; using the next board name", ord, note);
+        }
     }
     d->state = 1;
     return d;
@@ -748,7 +768,7 @@ static void *governor(void *arg)
     /* Our own thread only: wake within microseconds of a poll's deadline, not 50 µs late. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&mu);
-    while (!stopping && gov_pid == self()) {
+    while (!is_stopping() && governing()) {
         int64_t delay = govern(now_ns());
         /* Read under mu: a launch that finds us idle bumps it, and the wait below sees that. */
         uint32_t seq = __atomic_load_n(&gov_seq, __ATOMIC_ACQUIRE);
@@ -811,9 +831,9 @@ static int governor_start(void)
     sigset_t all, old;
     int r;
 
-    if (gov_pid == self())
+    if (governing())
         return 0;
-    if (stopping)
+    if (is_stopping())
         return -ESHUTDOWN;
     if (!atexit_done) {
         /* Before the libraries' destructors, while the driver still works. */
@@ -825,7 +845,7 @@ static int governor_start(void)
     pthread_cond_init(&launch_cv, &ca);
     pthread_condattr_destroy(&ca);
     my_start_time = gs_proc_start_time(self());
-    gov_pid = self();
+    __atomic_store_n(&gov_pid, self(), __ATOMIC_RELEASE);
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
@@ -834,7 +854,7 @@ static int governor_start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
     if (r != 0) {
-        gov_pid = 0;
+        __atomic_store_n(&gov_pid, 0, __ATOMIC_RELEASE);
         gs__log("cannot start the compute governor thread (%s); compute ceilings are not "
                 "enforced in this process",
                 strerror(r));
@@ -918,7 +938,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         }
     }
     pthread_mutex_lock(&mu);
-    if (stopping || (gov_pid != self() && governor_start() < 0) ||
+    if (is_stopping() || (!governing() && governor_start() < 0) ||
         (s = stream_get(h, ptds)) == NULL ||
         ((d = &devs[s->ord])->state <= 0 && (d = dev_get(s->ord)) == NULL) ||
         (s->kind == STREAM_PER_THREAD && captures > 0)) {
@@ -945,7 +965,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         uint32_t pct = ceiling_of(d);
         int64_t tok;
 
-        if (pct == 0 || stopping)
+        if (pct == 0 || is_stopping())
             break;
         now = now_ns();
         /* The governor refills while work is in flight; refill here only when it matters. */
@@ -1046,7 +1066,7 @@ static int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     }
     d->waiting--;
 admitted:
-    if (ceiling_of(d) == 0 || stopping) {
+    if (ceiling_of(d) == 0 || is_stopping()) {
         pthread_mutex_unlock(&mu);
         return 0;
     }
@@ -1256,7 +1276,7 @@ static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstrea
 
 static int settling(void)
 {
-    return gov_pid == self() && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0;
+    return governing() && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0;
 }
 
 GS_EXPORT CUresult cuCtxSynchronize(void)
@@ -1349,7 +1369,7 @@ static void stream_gone(CUstream h)
 #define GS_STREAM_DESTROY_BODY(sym)                \
     do {                                           \
         GS_PASS(sym, (hStream));                   \
-        if (gov_pid == self())                   \
+        if (governing())                           \
             stream_gone(hStream);                  \
         return gs__real.sym(hStream);              \
     } while (0)
@@ -1368,7 +1388,7 @@ void gs__compute_ctx_gone(CUcontext ctx)
 {
     int i;
 
-    if (gov_pid != self() || ctx == NULL)
+    if (!governing() || ctx == NULL)
         return;
     pthread_mutex_lock(&mu);
     for (i = nmarks - 1; i >= 0; i--) {
@@ -1416,7 +1436,8 @@ static void capture_begun(CUstream h, int ptds)
             break;
         }
     }
-    captures++; /* counted even past MAX_CAPTURES: the governor stays out */
+    /* Counted even past MAX_CAPTURES: the governor stays out. Atomic: launches read it unlocked. */
+    __atomic_add_fetch(&captures, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&mu);
 }
 
@@ -1435,12 +1456,12 @@ static void capture_ended(CUstream h, int ptds, int over)
         if (capturing[i].h == key && capturing[i].tid == tid) {
             capturing[i].h = NULL;
             if (captures > 0)
-                captures--;
+                __atomic_sub_fetch(&captures, 1, __ATOMIC_RELEASE);
             break;
         }
     }
     if (i == MAX_CAPTURES && captures > MAX_CAPTURES)
-        captures--; /* one beyond the table */
+        __atomic_sub_fetch(&captures, 1, __ATOMIC_RELEASE); /* one beyond the table */
     pthread_mutex_unlock(&mu);
 }
 
@@ -1522,23 +1543,32 @@ void gs__compute_fork_child(void)
     hot_overflow = 0;
     captures = 0;
     memset(capturing, 0, sizeof(capturing));
-    gov_pid = 0;
+    __atomic_store_n(&gov_pid, 0, __ATOMIC_RELAXED);
     gov_idle = 0;
     my_pid = 0;
 }
 
 void gs__compute_exit(void)
 {
-    if (gov_pid == self())
+    struct timespec pause = {0, 100000};
+    int i, tries;
+
+    if (governing())
         stop_at_exit();
-    if (gs__state.debug && stats.launches) {
-        int i;
+    if (!gs__state.debug)
+        return;
+    /* The governor may still be running: read its counters under its lock, or not at all. */
+    for (tries = 0; pthread_mutex_trylock(&mu) != 0; tries++) {
+        if (tries == 100)
+            return;
+        nanosleep(&pause, NULL);
+    }
+    if (stats.launches) {
         for (i = 0; i < MAX_ORD; i++)
             if (devs[i].state > 0)
                 gs__log("debug: compute: device %d: the tenant has held it %.3f s in all", i,
-                        entry_of(&devs[i])->compute_busy_ns / 1e9);
-    }
-    if (gs__state.debug && stats.launches)
+                        __atomic_load_n(&entry_of(&devs[i])->compute_busy_ns, __ATOMIC_RELAXED) /
+                            1e9);
         gs__log("debug: compute: %lu launches governed, %lu markers (%lu quiet streams asked "
                 "whether done), "
                 "waits: %lu budget, %lu queue, %lu device (%.3f s in all; %lu ran beside a "
@@ -1551,4 +1581,6 @@ void gs__compute_exit(void)
                 stats.yields,
                 stats.capture_passes, stats.polls, stats.queries, stats.settles, stats.gov_naps,
                 stats.gov_naps ? stats.gov_nap_ns / 1e3 / (double)stats.gov_naps : 0.0);
+    }
+    pthread_mutex_unlock(&mu);
 }

@@ -10,7 +10,9 @@
 #include "preload/preload.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -88,18 +90,116 @@ void gs__debug(const char *fmt, ...)
 
 /*
  * dlsym runs before anything else in the process, even before a sanitizer
- * runtime has set itself up (ASan finds its interceptors' targets through it),
- * so these two must not be instrumented.
+ * runtime has set itself up (ASan and TSan find their interceptors' targets
+ * through dlsym(RTLD_NEXT, …) while they start), so these two must not be
+ * instrumented at all: TSan's function-entry hook alone crashes there, and
+ * clang keeps that hook under no_sanitize("thread"), hence its
+ * disable_sanitizer_instrumentation. Nor may they call anything a sanitizer
+ * intercepts (pthread_once, strncmp) on the way to the real dlsym.
  */
-#define GS_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#if defined(__clang__)
+#define GS_NO_SANITIZE                                              \
+    __attribute__((no_sanitize("address", "undefined", "thread"), \
+                   disable_sanitizer_instrumentation))
+#else
+#define GS_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
+#endif
 
+GS_NO_SANITIZE static int same_name(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+/*
+ * The default version of name in the loaded object that defines fn, read
+ * from its dynamic symbol table (GNU hash). We export dlsym, dlvsym and
+ * dlmopen ourselves, so asking the dynamic linker for glibc's would give us
+ * our own; this finds glibc's from the address of a function we do not
+ * define (dlerror lives beside them: in libc since glibc 2.34, in libdl
+ * before). Calls nothing a sanitizer intercepts.
+ */
+GS_NO_SANITIZE static void *symbol_beside(void *fn, const char *name)
+{
+    const ElfW(Sym) *symtab = NULL;
+    const ElfW(Half) *versym = NULL;
+    const uint32_t *gh = NULL, *buckets, *chain;
+    const char *strtab = NULL;
+    struct link_map *lm = NULL;
+    const ElfW(Dyn) *d;
+    Dl_info info;
+    uint32_t h = 5381, nb, off, i;
+    const unsigned char *c;
+
+    if (dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL || lm->l_ld == NULL)
+        return NULL;
+    for (d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        /* Most dynamic loaders relocate these in place; allow for one that does not. */
+        ElfW(Addr) a = d->d_un.d_ptr < lm->l_addr ? d->d_un.d_ptr + lm->l_addr : d->d_un.d_ptr;
+        switch (d->d_tag) {
+        case DT_SYMTAB:
+            symtab = (const ElfW(Sym) *)a;
+            break;
+        case DT_STRTAB:
+            strtab = (const char *)a;
+            break;
+        case DT_GNU_HASH:
+            gh = (const uint32_t *)a;
+            break;
+        case DT_VERSYM:
+            versym = (const ElfW(Half) *)a;
+            break;
+        }
+    }
+    if (symtab == NULL || strtab == NULL || gh == NULL)
+        return NULL;
+    for (c = (const unsigned char *)name; *c; c++)
+        h = h * 33 + *c;
+    nb = gh[0];
+    off = gh[1];
+    buckets = gh + 4 + gh[2] * (sizeof(ElfW(Addr)) / 4);
+    chain = buckets + nb;
+    if (nb == 0 || (i = buckets[h % nb]) < off)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - off];
+        if ((ch | 1) == (h | 1) && same_name(strtab + symtab[i].st_name, name) &&
+            symtab[i].st_shndx != SHN_UNDEF && (versym == NULL || !(versym[i] & 0x8000)))
+            return (void *)(lm->l_addr + symtab[i].st_value);
+        if (ch & 1)
+            return NULL;
+    }
+}
+
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+static dlvsym_fn real_dlvsym;
+static dlmopen_fn real_dlmopen;
+
+/*
+ * Finds the real dlsym, dlvsym and dlmopen. Lock-free and idempotent, so that
+ * it may run on several threads at once and re-entrantly (a sanitizer starting
+ * up may call dlsym again): each pointer is published once, by the first to
+ * find it; after a thread has read it no one writes it again.
+ */
 GS_NO_SANITIZE static void init_real_dlsym(void)
 {
-    static const char *versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
-    size_t i;
+    void *none = NULL, *p;
 
-    for (i = 0; i < NHOOKS(versions) && real_dlsym == NULL; i++)
-        real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) != NULL)
+        return;
+    if ((p = symbol_beside((void *)dlerror, "dlvsym")) != NULL)
+        __atomic_compare_exchange_n((void **)&real_dlvsym, &none, p, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+    none = NULL;
+    if ((p = symbol_beside((void *)dlerror, "dlmopen")) != NULL)
+        __atomic_compare_exchange_n((void **)&real_dlmopen, &none, p, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+    none = NULL;
+    if ((p = symbol_beside((void *)dlerror, "dlsym")) != NULL)
+        __atomic_compare_exchange_n((void **)&real_dlsym, &none, p, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
 }
 
 static void resolve(void *lib, const struct hook_entry *h, size_t n)
@@ -210,6 +310,20 @@ static void config_once_fn(void)
             st->config_error = 1;
         } else {
             st->shared_tenant = 1;
+            /*
+             * Limits that came with the tenant are its own: a process's variables
+             * (unset, or raised in a child's environment) change nothing.
+             */
+            if (__atomic_load_n(&st->tenant->limits_fixed, __ATOMIC_ACQUIRE)) {
+                if (st->mem_limits.n || st->compute_limits.n)
+                    gs__debug("the tenant's limits were fixed when it was made; %s%s%s in this "
+                              "process's environment is not used",
+                              st->mem_limits.n ? st->mem_limits.source : "",
+                              st->mem_limits.n && st->compute_limits.n ? " and " : "",
+                              st->compute_limits.n ? st->compute_limits.source : "");
+                st->mem_limits.n = 0;
+                st->compute_limits.n = 0;
+            }
         }
     } else if (st->mem_limits.n > 0 || st->compute_limits.n > 0) {
         if ((r = gs_tenant_anon(&st->tenant)) < 0) {
@@ -288,22 +402,123 @@ static void *lookup(void *handle, const char *symbol)
  * dlsym(handle, …) returns for another handle, so we answer for the names we
  * hook. Everything else, and RTLD_NEXT (whose meaning depends on the
  * caller's address), is a tail call to the real dlsym so the caller's return
- * address is the one it sees.
+ * address is the one it sees. So is a call made while this thread is already
+ * inside one of our lookups (a library's constructor run by our dlopen of the
+ * driver, a sanitizer starting up): it gets the real symbol, and never waits
+ * on the configuration this thread is in the middle of reading.
  */
-/* glibc declares symbol nonnull; a caller may still pass NULL, which we must not read. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnonnull-compare"
 GS_EXPORT GS_NO_SANITIZE
-__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls"))) void *dlsym(void *handle, const char *symbol)
+#if !defined(__clang__)
+__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
+#endif
+void *dlsym(void *handle, const char *symbol)
 {
-    if (real_dlsym == NULL)
-        pthread_once(&dlsym_once, init_real_dlsym);
-    if (handle != RTLD_NEXT && symbol != NULL &&
-        ((symbol[0] == 'c' && symbol[1] == 'u') || strncmp(symbol, "nvml", 4) == 0))
-        return lookup(handle, symbol);
-    return real_dlsym(handle, symbol);
+    static __thread __attribute__((tls_model("initial-exec"))) int depth; /* our lookups */
+    const char *s = symbol;
+    void *r;
+
+    /*
+     * glibc declares symbol nonnull, so the compiler would drop a test of it; a caller may
+     * still pass NULL, which we must not read. The empty asm makes s opaque to it.
+     */
+    __asm__("" : "+r"(s));
+    if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
+        init_real_dlsym();
+    /* The loader's own lookups, from any handle (RTLD_NEXT too): ours, never glibc's. */
+    if (s != NULL && s[0] == 'd' && s[1] == 'l' && depth == 0) {
+        if (same_name(s, "dlsym"))
+            return (void *)dlsym;
+        if (same_name(s, "dlvsym"))
+            return (void *)dlvsym;
+        if (same_name(s, "dlmopen"))
+            return (void *)dlmopen;
+    }
+    if (handle == RTLD_NEXT || s == NULL || depth > 0 ||
+        !((s[0] == 'c' && s[1] == 'u') ||
+          (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l')))
+        return real_dlsym(handle, symbol);
+    depth++;
+    r = lookup(handle, symbol);
+    depth--;
+    return r;
 }
-#pragma GCC diagnostic pop
+
+/*
+ * dlvsym: glibc's dlsym by version was the way past our dlsym
+ * (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34")). The loader's lookups are
+ * answered with ours; CUDA and NVML names get the hooks as with dlsym;
+ * everything else is a tail call, so RTLD_NEXT keeps meaning "after the
+ * caller". Sanitizer runtimes call it while they start (versioned
+ * interceptors), so like dlsym it is not instrumented and calls nothing they
+ * intercept on that path.
+ */
+GS_EXPORT GS_NO_SANITIZE
+#if !defined(__clang__)
+__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
+#endif
+void *dlvsym(void *handle, const char *symbol, const char *version)
+{
+    const char *s = symbol;
+
+    __asm__("" : "+r"(s)); /* may be NULL whatever glibc declares: see dlsym */
+    if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
+        init_real_dlsym();
+    if (real_dlvsym == NULL)
+        return NULL;
+    if (s != NULL && s[0] == 'd' && s[1] == 'l') {
+        if (same_name(s, "dlsym"))
+            return (void *)dlsym;
+        if (same_name(s, "dlvsym"))
+            return (void *)dlvsym;
+        if (same_name(s, "dlmopen"))
+            return (void *)dlmopen;
+    }
+    if (handle != RTLD_NEXT && s != NULL &&
+        ((s[0] == 'c' && s[1] == 'u') || (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l'))) {
+        void *r = real_dlvsym(handle, symbol, version), *h;
+        if (r == NULL || (!gs__config() && !always_hooked(symbol)))
+            return r;
+        h = gs__hook_for_symbol(symbol);
+        return h ? h : r;
+    }
+    return real_dlvsym(handle, symbol, version);
+}
+
+/* Whether path names the CUDA driver or NVML library (any directory, any version suffix). */
+static int driver_library(const char *path)
+{
+    const char *b = strrchr(path, '/');
+
+    b = b ? b + 1 : path;
+    return strncmp(b, "libcuda.so", 10) == 0 || strncmp(b, "libnvidia-ml.so", 15) == 0;
+}
+
+/*
+ * dlmopen: a library loaded into a new link-map namespace gets its own C
+ * library and its own dynamic linker scope, where neither our dlsym nor our
+ * exported hooks are seen: from there it could open the real driver. The
+ * driver itself is opened in the base namespace instead (where our lookups
+ * answer); any other library is refused a new namespace while limits apply,
+ * with a message. Without limits nothing changes.
+ */
+GS_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+    if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
+        init_real_dlsym();
+    if (real_dlmopen == NULL)
+        return NULL;
+    if (lmid == LM_ID_BASE || file == NULL)
+        return real_dlmopen(lmid, file, mode);
+    if (driver_library(file))
+        return dlopen(file, mode);
+    if (gs__config() && !gs__state.config_error) {
+        gs__log("dlmopen of %s into a new namespace refused: the CUDA driver it could reach "
+                "there would not see this process's limits (load it with dlopen)",
+                file);
+        return NULL;
+    }
+    return real_dlmopen(lmid, file, mode);
+}
 
 /* The hook to hand back for what the driver resolved api to. */
 static void *translate(const char *api, void *p, int version, cuuint64_t flags)

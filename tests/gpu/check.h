@@ -7,6 +7,10 @@
  *   @key NAME VAL   a headline number (shown in the summary table and the JSON)
  *   @num NAME VAL   a detail number (JSON only)
  *   @note TEXT      context for a person reading the log
+ *   @info TEXT      a fact, not an assertion: a program that prints these and no
+ *                   @ok/@fail is informational (verdict INFO: it neither passes nor
+ *                   fails the suite)
+ *   @known TEXT     a measured shortfall that README names (verdict KNOWN, not PASS)
  * A program exits 1 if any assertion failed, so a crash or an early exit without
  * a verdict is still a failure.
  */
@@ -60,6 +64,17 @@ static inline void note(const char *fmt, ...)
 {
     va_list ap;
     fputs("@note ", stdout);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+}
+
+static inline void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void info(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("@info ", stdout);
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);

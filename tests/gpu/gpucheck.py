@@ -1,7 +1,12 @@
 """The output protocol of the GPU checks written in Python, the same as check.h:
-"@ok", "@fail", "@skip", "@key", "@num" and "@note" lines on stdout that
-tests/gpu/report.py reads back, plus small helpers the checks share (file flags
-for synchronising processes, mem_get_info with a printout).
+"@ok", "@fail", "@skip", "@known", "@info", "@key", "@num" and "@note" lines on
+stdout that tests/gpu/report.py reads back, plus small helpers the checks share
+(file flags for synchronising processes, mem_get_info with a printout).
+
+A check that only shows that something ran, and what it found, prints "@info"
+lines and no "@ok": report.py gives it the verdict INFO, which neither passes
+nor fails the suite. "@known" is a measured shortfall that README names: the
+check's verdict is KNOWN, not PASS.
 """
 import os
 import sys
@@ -23,6 +28,16 @@ def check(cond, text):
     else:
         _failures += 1
     return bool(cond)
+
+
+def known(text):
+    """A measured known shortfall (README names it): "@known TEXT"; never a pass."""
+    print(f"@known {text}", flush=True)
+
+
+def info(text):
+    """A fact, not an assertion: "@info TEXT" (a check of only these is informational)."""
+    print(f"@info {text}", flush=True)
 
 
 def key(name, value):

@@ -2,8 +2,9 @@
  * Native driver probe (run without gpuslice): what the driver really reserves for a
  * context and for small allocations, as NVML's per-process figure and as the
  * device-wide cuMemGetInfo see it, plus the VMM allocation granularity. These numbers
- * decide how the interposer must account allocations; nothing here is asserted except
- * that the calls work. NVML is loaded with dlopen so no nvml.h or libnvidia-ml link is
+ * decide how the interposer must account allocations; nothing here is asserted: the
+ * check is informational (INFO), and a call that fails is an "@fail" line, shown as
+ * "incomplete". NVML is loaded with dlopen so no nvml.h or libnvidia-ml link is
  * needed at build time.
  *
  * usage: probe     (output follows check.h)
@@ -60,17 +61,17 @@ static int nvml_open(const char *bus_id)
 /* NVML's usedGpuMemory for this pid in bytes, or -1 when NVML does not list it. */
 static double nvml_used_by_me(void)
 {
-    nvml_process_info_t info[256];
+    nvml_process_info_t procs[256];
     unsigned int n = 256, i;
     pid_t me = getpid();
 
-    if (!nvml_procs || nvml_procs(nvdev, &n, info) != 0)
+    if (!nvml_procs || nvml_procs(nvdev, &n, procs) != 0)
         return -1;
     for (i = 0; i < n && i < 256; i++)
-        if (info[i].pid == (unsigned int)me)
-            return info[i].used_gpu_memory == NVML_VALUE_NOT_AVAILABLE_ULL
+        if (procs[i].pid == (unsigned int)me)
+            return procs[i].used_gpu_memory == NVML_VALUE_NOT_AVAILABLE_ULL
                        ? -1
-                       : (double)info[i].used_gpu_memory;
+                       : (double)procs[i].used_gpu_memory;
     return -1;
 }
 
@@ -183,6 +184,6 @@ int main(void)
         key("vmm_granularity_recommended_KiB", grec / 1024.0);
     }
     CU(cuDevicePrimaryCtxRelease(dev));
-    expect(1, "the probe ran to the end");
+    info("the probe ran to the end");
     return check_done();
 }

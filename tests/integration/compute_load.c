@@ -13,16 +13,24 @@
  *   of 10 kernels, cuGraphLaunch), capture (captures a graph while loading),
  *   idle (3 kernels, then 200 ms of host work, repeatedly: the device is mostly
  *   idle), ptds-capture (another thread launches once on its per-thread stream
- *   while this one captures, then this one loads a stream).
+ *   while this one captures, then this one loads a stream); ex_ptsz, coop_ptsz,
+ *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
+ * Under gpuslice run it also prints what the tenant was billed while it ran
+ * (compute_busy_ns in its shared state) beside the device time of its own
+ * kernels: "billed_s B kernel_s K".
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/cuda_api.h"
 #include "common/cuda_funcs.h"
+#include "gpuslice/tenant_abi.h"
 
 #define DECL(ret, name, params) ret name params;
 GS_CUDA_FUNCS(DECL)
@@ -37,6 +45,27 @@ static double in_launch; /* seconds inside launch calls (legacy path, one thread
 /* COMPUTE_LOAD_TRACE=1 (stream path, one thread): every launch's return time, for trace_report. */
 static double *trace_t;
 static long trace_n, trace_cap;
+
+/* The device time the tenant has been billed, all devices (ns), or -1 outside a tenant. */
+static double billed_ns(void)
+{
+    static const struct gpuslice_tenant *t;
+    const char *file = getenv("GPUSLICE_TENANT");
+    double sum = 0;
+    int i, fd;
+
+    if (t == NULL && file && (fd = open(file, O_RDONLY | O_CLOEXEC)) >= 0) {
+        void *m = mmap(NULL, sizeof(*t), PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m != MAP_FAILED)
+            t = m;
+    }
+    if (t == NULL)
+        return -1;
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
+        sum += (double)__atomic_load_n(&t->dev[i].compute_busy_ns, __ATOMIC_RELAXED);
+    return sum;
+}
 
 static double now_s(void)
 {
@@ -80,9 +109,10 @@ static void *load(void *arg)
 
     CHECK(cuCtxSetCurrent(ctx));
     if (strcmp(path, "stream") == 0 || strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 ||
-        strcmp(path, "graph") == 0 || strcmp(path, "capture") == 0)
+        strcmp(path, "graph") == 0 || strcmp(path, "capture") == 0 ||
+        strcmp(path, "coop_ptsz") == 0 || strcmp(path, "graph_ptsz") == 0)
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    if (strcmp(path, "graph") == 0)
+    if (strcmp(path, "graph") == 0 || strcmp(path, "graph_ptsz") == 0)
         ge = make_graph(s);
     if (strcmp(path, "capture") == 0)
         CHECK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
@@ -129,6 +159,16 @@ static void *load(void *arg)
             n++;
         } else if (strcmp(path, "graph") == 0) {
             CHECK(cuGraphLaunch(ge, s));
+            n += 10;
+        } else if (strcmp(path, "ex_ptsz") == 0) {
+            /* cfg.hStream NULL: this thread's per-thread default stream. */
+            CHECK(cuLaunchKernelEx_ptsz(&cfg, fn, NULL, NULL));
+            n++;
+        } else if (strcmp(path, "coop_ptsz") == 0) {
+            CHECK(cuLaunchCooperativeKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL));
+            n++;
+        } else if (strcmp(path, "graph_ptsz") == 0) {
+            CHECK(cuGraphLaunch_ptsz(ge, s));
             n += 10;
         }
         if (side && n % 50 == 0) {
@@ -220,7 +260,7 @@ int main(int argc, char **argv)
     long done[16];
     int threads, i;
     long total = 0;
-    double t0, wall;
+    double t0, wall, b0;
     CUmodule m;
     CUdevice dev;
 
@@ -248,6 +288,7 @@ int main(int argc, char **argv)
     if (strcmp(path, "ptds-capture") == 0)
         ptds_during_capture();
     t0 = now_s();
+    b0 = billed_ns();
     if (strcmp(path, "idle") == 0) {
         total = idle_load();
         wall = now_s() - t0;
@@ -271,6 +312,9 @@ int main(int argc, char **argv)
     printf("share %.3f launches %ld ns_per_launch %.0f in_launch_s %.3f\n",
            (double)total * kernel_us / 1e6 / wall, total, wall * 1e9 * threads / (double)total,
            in_launch);
+    if (b0 >= 0)
+        printf("billed_s %.4f kernel_s %.4f\n", (billed_ns() - b0) / 1e9,
+               (double)total * kernel_us / 1e6);
     CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Documentation checks, no GPU needed: the man pages render without warnings
 # and cover every command and long option the binary prints in its --help; the
-# bash completion parses and completes; cmake --install puts both in place.
+# bash completion parses and completes; cmake --install and make install
+# PREFIX=... put both in place with the binaries.
 # Usage: docs.sh SOURCE_DIR BUILD_DIR [CMAKE]
 set -u
 SRC=$1
@@ -12,8 +13,11 @@ T=$(mktemp -d /tmp/gs-docs-XXXXXX)
 BG=
 cleanup() { [ -n "$BG" ] && kill "$BG" 2>/dev/null; wait; rm -rf "$T"; }
 trap cleanup EXIT
-export GPUSLICE_RUN_DIR="$T/run"
+# Hermetic, as tests/integration/run.sh: tenants, MPS directories and HOME are this run's own.
+export GPUSLICE_RUN_DIR="$T/run" XDG_RUNTIME_DIR="$T/xdg" HOME="$T/home"
+export CUDA_MPS_PIPE_DIRECTORY="$T/nvidia-mps" CUDA_MPS_LOG_DIRECTORY="$T/nvidia-mps-log"
 mkdir -p "$GPUSLICE_RUN_DIR"
+mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -132,6 +136,43 @@ if "$CMAKE" --install "$B" --prefix "$T/prefix" >"$T/install.log" 2>&1; then
     else bad "the installed gpuslice set PYTHONPATH=\"$got\""; fi
 else
     bad "cmake --install failed"; cat "$T/install.log"
+fi
+
+# 6. make install PREFIX=DIR (the top-level Makefile) installs under DIR, and DESTDIR stages it.
+mandir=$(sed -n 's/^CMAKE_INSTALL_MANDIR:PATH=//p' "$B/CMakeCache.txt")
+datadir=$(sed -n 's/^CMAKE_INSTALL_DATADIR:PATH=//p' "$B/CMakeCache.txt")
+installed() { # installed ROOT WHAT: the files make install puts under ROOT
+    local f missing=
+    for f in bin/gpuslice lib/libgpuslice.so include/gpuslice/gpuslice.h \
+        share/gpuslice/python/sitecustomize.py "${datadir:-share}/bash-completion/completions/gpuslice" \
+        $(cd "$SRC/man" && printf "${mandir:-share/man}/man1/%s " *.1); do
+        [ -f "$1/$f" ] || missing="$missing $f"
+    done
+    if [ -z "$missing" ]; then ok "$2: bin/gpuslice, lib/libgpuslice.so, the man pages and the completion are there"
+    else bad "$2: missing under ${1#$T/}:$missing"; fi
+}
+mk() { make -C "$SRC" --no-print-directory install BUILD="$B" CMAKE="$CMAKE" "$@"; }
+if ! command -v make >/dev/null 2>&1; then
+    echo "skip: make is not installed; make install is not checked"
+elif ! mk -n PREFIX="$T/mk prefix" 2>&1 | grep -qF "$T/mk prefix"; then
+    # Not run for real: a rule that ignores PREFIX would install into the configured prefix.
+    bad "make install ignores PREFIX: $(mk -n PREFIX="$T/mk prefix" 2>&1 | tail -1)"
+elif make -C "$SRC" --no-print-directory install BUILD="$B" CMAKE="$CMAKE" PREFIX="$T/mk prefix" \
+    >"$T/make.log" 2>&1; then
+    ok "make install PREFIX=DIR"
+    installed "$T/mk prefix" "make install PREFIX"
+    [ -x "$T/mk prefix/bin/gpuslice" ] && "$T/mk prefix/bin/gpuslice" --version >/dev/null &&
+        ok "the installed gpuslice runs" || bad "the installed gpuslice does not run"
+    if make -C "$SRC" --no-print-directory install BUILD="$B" CMAKE="$CMAKE" PREFIX=/opt/gs \
+        DESTDIR="$T/stage" >"$T/make.log" 2>&1; then
+        installed "$T/stage/opt/gs" "make install PREFIX=/opt/gs DESTDIR=DIR"
+        if [ -e /opt/gs/bin/gpuslice ] && [ ! -e "$T/stage/opt/gs/bin/gpuslice" ]; then
+            bad "DESTDIR ignored: installed into /opt/gs"; fi
+    else
+        bad "make install DESTDIR failed"; cat "$T/make.log"
+    fi
+else
+    bad "make install PREFIX=DIR failed"; cat "$T/make.log"
 fi
 
 echo "$fails failure(s)"

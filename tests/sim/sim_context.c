@@ -40,7 +40,7 @@ CUresult sim_ctx_usable(const struct CUctx_st *c)
 
 static CUresult ctx_activate(struct CUctx_st *c)
 {
-    if (sim_state_context_add(&sim_drv.st, c->dev) < 0)
+    if (sim_state_context_add(&sim_drv.st, sim_phys(c->dev)) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* A fresh id: per-thread stream caches of an earlier life no longer match. */
     c->id = ++sim_drv.next_id;
@@ -58,7 +58,7 @@ void sim_ctx_teardown(struct CUctx_st *c)
 static void ctx_deactivate(struct CUctx_st *c)
 {
     sim_ctx_teardown(c);
-    sim_state_context_remove(&sim_drv.st, c->dev);
+    sim_state_context_remove(&sim_drv.st, sim_phys(c->dev));
     c->active = 0;
 }
 
@@ -451,7 +451,8 @@ SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
-    if ((r = ctx_or_current(ctx, &c)) == CUDA_SUCCESS) {
+    if ((r = ctx_or_current(ctx, &c)) == CUDA_SUCCESS &&
+        (r = sim_capture_check_unsafe()) == CUDA_SUCCESS) {
         until = sim_ctx_wait_point(c);
         dev = c->dev;
     }

@@ -18,6 +18,9 @@
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
 
 #define CUDA_ERROR_FILE_NOT_FOUND ((CUresult)301)
+#ifndef CUDA_ERROR_CAPTURED_EVENT
+#define CUDA_ERROR_CAPTURED_EVENT ((CUresult)907)
+#endif
 
 #include "sim_extra_funcs.h"
 
@@ -30,6 +33,7 @@ enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PTDS };
 struct CUgraphNode_st {
     struct CUgraph_st *graph;
     uint64_t dur_ns;
+    struct CUevent_st *event; /* an event record node (captured cuEventRecord); else a kernel */
     struct CUgraphNode_st *next;
 };
 
@@ -40,7 +44,8 @@ struct CUgraph_st {
 };
 
 struct CUgraphExec_st {
-    uint64_t *durs; /* per kernel node, in node order */
+    uint64_t *durs; /* per node, in node order (0 for event records) */
+    struct CUevent_st **events; /* per node: the event an event record node records, or NULL */
     size_t nnodes;
     uint64_t total_ns;
     struct CUgraphExec_st *next;
@@ -104,6 +109,8 @@ struct CUevent_st {
     unsigned flags;
     int recorded;
     uint64_t ts_ns;
+    /* Last recorded into a capture (a node of that graph, nothing recorded): the graph, or NULL. */
+    struct CUgraph_st *captured;
     struct CUevent_st *next;
 };
 
@@ -141,9 +148,30 @@ struct sim_map {
     struct sim_map *next;
 };
 
-enum sim_range_kind { SIM_RANGE_ALLOC, SIM_RANGE_MANAGED, SIM_RANGE_POOL, SIM_RANGE_VA };
+enum sim_range_kind {
+    SIM_RANGE_ALLOC,
+    SIM_RANGE_PAGE,
+    SIM_RANGE_MANAGED,
+    SIM_RANGE_POOL,
+    SIM_RANGE_VA
+};
 
-/* A range of device addresses: an allocation or a VMM reservation. */
+#define SIM_PAGE_BLOCKS 4096 /* a 2 MiB page in the 512-byte blocks small requests take */
+
+/*
+ * A 2 MiB page that small cuMemAlloc/cuMemAllocPitch requests share (see
+ * sim_memory.c, "what the driver reserves"). Block i belongs to the
+ * allocation starting at block owner[i] - 1, or to none when owner[i] is 0.
+ */
+struct sim_page {
+    uint16_t owner[SIM_PAGE_BLOCKS];
+    uint32_t size[SIM_PAGE_BLOCKS]; /* at an allocation's first block: the bytes asked for */
+    unsigned count;                 /* allocations in the page */
+    unsigned free_blocks;
+    int low32; /* for the 32-bit legacy calls: in the low 4 GiB */
+};
+
+/* A range of device addresses: an allocation, a page of small ones, or a VMM reservation. */
 struct sim_range {
     CUdeviceptr base;
     size_t size;      /* what the caller asked for (pitch * height when pitched) */
@@ -155,6 +183,7 @@ struct sim_range {
     struct CUmemPoolHandle_st *pool;
     void *host; /* managed memory is backed by a host mapping */
     struct sim_map *maps;
+    struct sim_page *page; /* SIM_RANGE_PAGE */
 };
 
 struct sim_driver {
@@ -162,8 +191,10 @@ struct sim_driver {
     int ready; /* read without the lock: 1 once cuInit succeeded */
     int init_tried;
     CUresult init_result;
-    struct sim_config cfg;
+    struct sim_config cfg; /* cfg.devices: the devices CUDA shows (CUDA_VISIBLE_DEVICES) */
     struct sim_state st;
+    uint32_t phys_devices;          /* the devices of the state file, all NVML sees */
+    int phys[SIM_MAX_DEVICES];      /* CUDA ordinal -> index in the state file */
     uint64_t next_id;
     struct CUctx_st primary[SIM_MAX_DEVICES];
     struct CUctx_st *contexts;
@@ -171,6 +202,7 @@ struct sim_driver {
     struct CUdevResourceDesc_st *descs;
     uint32_t next_split; /* tags the resources of each split */
     struct CUstream_st *streams;
+    unsigned captures; /* streams with a capture begun and not ended */
     struct CUevent_st *events;
     struct CUmod_st *modules;
     struct CUgraph_st *graphs;
@@ -233,12 +265,27 @@ SIM_HIDDEN uint64_t sim_stream_wait_point(const struct CUstream_st *s);
 SIM_HIDDEN uint64_t sim_ctx_wait_point(const struct CUctx_st *c);
 SIM_HIDDEN void sim_exec_drop_ctx(struct CUctx_st *c);
 
-/* Pools of dev with more than their threshold unused give the rest back. */
+/*
+ * For a "potentially unsafe" call (a query or synchronisation, an allocation
+ * by cuMemAlloc and its kin) while stream captures are under way, under the
+ * lock: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating them, when this
+ * thread has a capture not begun in relaxed mode or another thread one in
+ * global mode; else CUDA_SUCCESS.
+ */
+SIM_HIDDEN CUresult sim_capture_check_unsafe(void);
+
+/* Pools of dev holding more than their release threshold give back what they may. */
 SIM_HIDDEN void sim_pools_settle(int dev);
 SIM_HIDDEN void sim_mem_drop_ctx(struct CUctx_st *c);
 SIM_HIDDEN int sim_mem_init_pools(void);
 
 SIM_HIDDEN void sim_sync_then_settle(uint64_t until, int dev);
+
+/* The state file's (and NVML's) index of CUDA device dev. */
+static inline int sim_phys(int dev)
+{
+    return sim_drv.phys[dev];
+}
 
 static inline int sim_ready(void)
 {

@@ -1,15 +1,19 @@
 /*
- * The simulated driver's front door: cuInit and what it sets up, error names,
- * versions, device queries, and cuGetProcAddress with the table that maps each
- * API name and version to the function the real CUDA 13 driver would return.
- * Also the fork and exit handling of the process-local state.
+ * The simulated driver's front door: cuInit and what it sets up (the state
+ * file, CUDA_VISIBLE_DEVICES), error names, versions, device queries, and
+ * cuGetProcAddress with the table that maps each API name and version to the
+ * function the real CUDA 13 driver returns (and, with
+ * GPUSLICE_SIM_PROCADDR=unexported, to trampolines no dlsym gives). Also the
+ * fork and exit handling of the process-local state.
  */
 #define _GNU_SOURCE
 #include "sim_cuda.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct sim_driver sim_drv = {.lock = PTHREAD_MUTEX_INITIALIZER};
 __thread struct sim_tls sim_tls;
@@ -70,6 +74,19 @@ static void init_primary(int dev)
     c->legacy.kind = SIM_STREAM_LEGACY;
 }
 
+/*
+ * CUDA_VISIBLE_DEVICES, as the CUDA API reads it (NVML ignores it, as the
+ * real NVML does): CUDA ordinals become the listed devices of the state file.
+ * Returns how many are visible.
+ */
+static uint32_t apply_visible_devices(void)
+{
+    sim_drv.phys_devices = sim_drv.cfg.devices;
+    sim_drv.cfg.devices = (uint32_t)sim_visible_devices(getenv("CUDA_VISIBLE_DEVICES"),
+                                                        sim_drv.phys_devices, sim_drv.phys);
+    return sim_drv.cfg.devices;
+}
+
 SIM_EXPORT CUresult cuInit(unsigned int Flags)
 {
     CUresult r;
@@ -84,6 +101,8 @@ SIM_EXPORT CUresult cuInit(unsigned int Flags)
             sim_drv.init_result = CUDA_ERROR_INVALID_VALUE;
         } else if (sim_state_open(&sim_drv.cfg, &sim_drv.st) < 0) {
             sim_drv.init_result = CUDA_ERROR_OPERATING_SYSTEM;
+        } else if (!apply_visible_devices()) {
+            sim_drv.init_result = CUDA_ERROR_NO_DEVICE; /* as CUDA: cuInit fails */
         } else {
             for (uint32_t d = 0; d < sim_drv.cfg.devices; d++)
                 init_primary((int)d);
@@ -118,11 +137,14 @@ static void on_fork_parent(void)
 static void on_fork_child(void)
 {
     struct sim_shared *sh = sim_drv.st.sh;
+    int fd = sim_drv.st.fd;
 
     forked_parent = sim_drv;
     memset(&sim_drv, 0, sizeof(sim_drv));
     pthread_mutex_init(&sim_drv.lock, NULL);
-    sim_drv.st.sh = sh; /* unmapped by the next cuInit, which maps it afresh */
+    /* Unmapped and closed by the next cuInit, which opens the file afresh. */
+    sim_drv.st.sh = sh;
+    sim_drv.st.fd = fd;
     sim_drv.st.slot = -1;
     memset(&sim_tls, 0, sizeof(sim_tls));
 }
@@ -182,6 +204,8 @@ SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
     X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not initiated in this stream")          \
     X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                       \
       "operation would make the legacy stream depend on a capturing blocking stream")           \
+    X(CUDA_ERROR_CAPTURED_EVENT,                                                                \
+      "operation not permitted on an event last recorded in a capturing stream")                \
     X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                   \
       "attempt to terminate a thread-local capture sequence from another thread")               \
     X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                                \
@@ -267,7 +291,7 @@ SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     CUresult r = device_query(dev, uuid);
 
     if (r == CUDA_SUCCESS)
-        sim_uuid_bytes(dev, (unsigned char *)uuid->bytes);
+        sim_uuid_bytes(sim_phys(dev), (unsigned char *)uuid->bytes);
     return r;
 }
 
@@ -316,7 +340,7 @@ static int attribute_value(int attrib, CUdevice dev)
     case 19: return 1;          /* CAN_MAP_HOST_MEMORY */
     case 30: return 512;        /* SURFACE_ALIGNMENT */
     case 31: return 1;          /* CONCURRENT_KERNELS */
-    case 33: return 0x18 + dev; /* PCI_BUS_ID, as cuDeviceGetPCIBusId says */
+    case 33: return 0x18 + sim_phys(dev); /* PCI_BUS_ID, as cuDeviceGetPCIBusId says */
     case 36: return 2619000;    /* MEMORY_CLOCK_RATE */
     case 37: return 6144;       /* GLOBAL_MEMORY_BUS_WIDTH */
     case 38: return 52428800;   /* L2_CACHE_SIZE */
@@ -363,7 +387,7 @@ SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
         return r;
     if (len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x18 + dev);
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x18 + sim_phys(dev));
     return CUDA_SUCCESS;
 }
 
@@ -373,7 +397,9 @@ SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
  * (API name, exported symbol, first CUDA version it answers for, per-thread
  * default stream variant?), from the PFN_<name>_v<version>[_ptsz|_ptds] types
  * of CUDA 13.0's cudaTypedefs.h and the #defines of its cuda.h. The test
- * test_sim_procaddr checks every exported symbol is reachable from here.
+ * test_sim_procaddr checks every exported symbol is reachable from here, and
+ * that the answers are those of every "getproc" line h200-driver-facts.txt
+ * recorded on an H200.
  */
 struct proc_entry {
     const char *name;
@@ -533,43 +559,142 @@ static const struct proc_entry proc_table[] = {
 #undef P
 #undef PT
 
+#define NPROC (sizeof(proc_table) / sizeof(proc_table[0]))
+
+/*
+ * GPUSLICE_SIM_PROCADDR=unexported: cuGetProcAddress hands out, for each
+ * table entry, a trampoline of its own that jumps to the exported function,
+ * so callers get a pointer that no dlsym returns (as a driver may), with the
+ * same behaviour. Made once, in an executable mapping of 16 bytes an entry.
+ */
+enum procaddr_mode { PROCADDR_EXPORTED, PROCADDR_UNEXPORTED, PROCADDR_BAD };
+
+static pthread_once_t procaddr_once = PTHREAD_ONCE_INIT;
+static enum procaddr_mode procaddr_mode;
+static unsigned char *trampolines;
+
+#define TRAMPOLINE_BYTES 16
+
+static int make_trampolines(void)
+{
+    size_t len = sim_round_up(NPROC * TRAMPOLINE_BYTES, 4096);
+    unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (m == MAP_FAILED)
+        return -errno;
+    for (size_t i = 0; i < NPROC; i++) {
+        unsigned char *t = m + i * TRAMPOLINE_BYTES;
+        uint64_t target = (uint64_t)(uintptr_t)proc_table[i].fn;
+#if defined(__x86_64__)
+        /* movabs $target, %rax; jmp *%rax (rax is free at a call: no callee is variadic) */
+        t[0] = 0x48;
+        t[1] = 0xb8;
+        memcpy(t + 2, &target, 8);
+        t[10] = 0xff;
+        t[11] = 0xe0;
+        memset(t + 12, 0xcc, 4);
+#elif defined(__aarch64__)
+        /* ldr x16, #8; br x16; .quad target (x16 is the intra-procedure-call scratch register) */
+        static const uint32_t code[2] = {0x58000050u, 0xd61f0200u};
+        memcpy(t, code, 8);
+        memcpy(t + 8, &target, 8);
+#else
+        (void)t;
+        (void)target;
+        munmap(m, len);
+        return -ENOTSUP;
+#endif
+    }
+    if (mprotect(m, len, PROT_READ | PROT_EXEC) < 0) {
+        int e = errno;
+        munmap(m, len);
+        return -e;
+    }
+    __builtin___clear_cache((char *)m, (char *)m + len);
+    trampolines = m;
+    return 0;
+}
+
+static void procaddr_config(void)
+{
+    const char *v = getenv("GPUSLICE_SIM_PROCADDR");
+    int r;
+
+    if (!v || strcmp(v, "exported") == 0) {
+        procaddr_mode = PROCADDR_EXPORTED;
+    } else if (strcmp(v, "unexported") != 0) {
+        fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_PROCADDR: \"%s\" is not a mode "
+                        "(use exported or unexported)\n", v);
+        procaddr_mode = PROCADDR_BAD;
+    } else if ((r = make_trampolines()) < 0) {
+        fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_PROCADDR: unexported pointers cannot be "
+                        "made here: %s\n", strerror(-r));
+        procaddr_mode = PROCADDR_BAD;
+    } else {
+        procaddr_mode = PROCADDR_UNEXPORTED;
+    }
+}
+
+/* What cuGetProcAddress hands out for table entry e: one trampoline per function. */
+static void *proc_pointer(const struct proc_entry *e)
+{
+    size_t k = 0;
+
+    if (procaddr_mode != PROCADDR_UNEXPORTED)
+        return e->fn;
+    while (proc_table[k].fn != e->fn)
+        k++;
+    return trampolines + k * TRAMPOLINE_BYTES;
+}
+
+/*
+ * As the H200's driver answered (README, cuGetProcAddress): the variant of
+ * the highest version not above the one asked for; with the per-thread
+ * default stream flag, only per-thread variants where the name has any
+ * (cuStreamSynchronize at 2000 with flag 2: version not sufficient, though
+ * the plain one exists), else the plain ones.
+ */
 SIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                         cuuint64_t flags,
                                         CUdriverProcAddressQueryResult *symbolStatus)
 {
-    const struct proc_entry *plain = NULL, *ptds = NULL;
-    int known = 0;
+    const struct proc_entry *best = NULL;
+    int known = 0, has_ptds = 0, want_ptds;
 
     if (pfn)
         *pfn = NULL;
     if (symbolStatus)
         *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    pthread_once(&procaddr_once, procaddr_config);
+    if (procaddr_mode == PROCADDR_BAD)
+        return CUDA_ERROR_INVALID_VALUE;
     if (!symbol || !pfn || cudaVersion < 0 ||
         (flags != CU_GET_PROC_ADDRESS_DEFAULT && flags != CU_GET_PROC_ADDRESS_LEGACY_STREAM &&
          flags != CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
         return CUDA_ERROR_INVALID_VALUE;
 
-    for (size_t i = 0; i < sizeof(proc_table) / sizeof(proc_table[0]); i++) {
-        const struct proc_entry *e = &proc_table[i];
-        const struct proc_entry **best = e->ptds ? &ptds : &plain;
-
-        if (strcmp(e->name, symbol) != 0)
-            continue;
-        known = 1;
-        if (e->version <= cudaVersion && (!*best || e->version > (*best)->version))
-            *best = e;
+    for (size_t i = 0; i < NPROC; i++) {
+        if (strcmp(proc_table[i].name, symbol) == 0) {
+            known = 1;
+            has_ptds |= proc_table[i].ptds;
+        }
     }
     if (!known)
         return CUDA_ERROR_NOT_FOUND;
-    /* The per-thread variant only when asked for, and only where one exists. */
-    if (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && ptds)
-        plain = ptds;
-    if (!plain) {
+    want_ptds = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && has_ptds;
+    for (size_t i = 0; i < NPROC; i++) {
+        const struct proc_entry *e = &proc_table[i];
+
+        if (strcmp(e->name, symbol) == 0 && e->ptds == want_ptds && e->version <= cudaVersion &&
+            (!best || e->version > best->version))
+            best = e;
+    }
+    if (!best) {
         if (symbolStatus)
             *symbolStatus = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         return CUDA_ERROR_NOT_FOUND;
     }
-    *pfn = plain->fn;
+    *pfn = proc_pointer(best);
     if (symbolStatus)
         *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;

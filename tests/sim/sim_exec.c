@@ -161,8 +161,10 @@ static void graph_free(struct CUgraph_st *g);
 
 static void stream_free(struct CUstream_st *s)
 {
-    if (s->capture)
+    if (s->capture) {
         graph_free(s->capture);
+        sim_drv.captures--;
+    }
     free(s);
 }
 
@@ -192,13 +194,41 @@ SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream)
     return cuStreamDestroy_v2(hStream);
 }
 
-/* Operations that would wait on a capturing stream break its capture. */
+/* Operations that would wait on a capturing stream break its capture, in every mode. */
 static CUresult refuse_if_capturing(struct CUstream_st *s)
 {
     if (!s->capture)
         return CUDA_SUCCESS;
     s->capture_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/*
+ * The capture modes, as measured on an H200 (README): a global capture
+ * forbids every thread's unsafe calls, a thread-local one only its own
+ * thread's, a relaxed one none; a forbidden call fails and invalidates the
+ * captures that forbade it.
+ */
+CUresult sim_capture_check_unsafe(void)
+{
+    pthread_t me = pthread_self();
+    int forbidden = 0;
+
+    if (sim_drv.captures == 0)
+        return CUDA_SUCCESS;
+    for (struct CUstream_st *s = sim_drv.streams; s; s = s->next) {
+        int mine;
+
+        if (!s->capture)
+            continue;
+        mine = pthread_equal(s->capture_thread, me);
+        if ((mine && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            s->capture_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+            forbidden = 1;
+        }
+    }
+    return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 static CUresult stream_sync(CUstream h, int ptds)
@@ -211,7 +241,8 @@ static CUresult stream_sync(CUstream h, int ptds)
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
     if ((r = sim_stream_get(h, ptds, &s)) == CUDA_SUCCESS &&
-        (r = refuse_if_capturing(s)) == CUDA_SUCCESS) {
+        (r = refuse_if_capturing(s)) == CUDA_SUCCESS &&
+        (r = sim_capture_check_unsafe()) == CUDA_SUCCESS) {
         until = sim_stream_wait_point(s);
         dev = s->ctx->dev;
     }
@@ -239,7 +270,8 @@ static CUresult stream_query(CUstream h, int ptds)
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
     if ((r = sim_stream_get(h, ptds, &s)) == CUDA_SUCCESS &&
-        (r = refuse_if_capturing(s)) == CUDA_SUCCESS)
+        (r = refuse_if_capturing(s)) == CUDA_SUCCESS &&
+        (r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
         r = sim_stream_wait_point(s) > sim_now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     sim_leave();
     return r;
@@ -309,7 +341,8 @@ static struct CUgraph_st *graph_find(CUgraph h)
     return NULL;
 }
 
-static struct CUgraphNode_st *graph_add_node(struct CUgraph_st *g, uint64_t dur_ns)
+static struct CUgraphNode_st *graph_add_node(struct CUgraph_st *g, uint64_t dur_ns,
+                                            struct CUevent_st *event)
 {
     struct CUgraphNode_st *n = calloc(1, sizeof(*n));
 
@@ -317,6 +350,7 @@ static struct CUgraphNode_st *graph_add_node(struct CUgraph_st *g, uint64_t dur_
         return NULL;
     n->graph = g;
     n->dur_ns = dur_ns;
+    n->event = event;
     if (g->tail)
         g->tail->next = n;
     else
@@ -390,7 +424,7 @@ static CUresult add_kernel_node(CUgraphNode *ph, CUgraph hGraph, const CUgraphNo
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
     /* Dependencies order nothing here: the device runs one kernel at a time. */
-    if (!(n = graph_add_node(g, sim_scale_duration(f->dur_ns, sim_current_sms()))))
+    if (!(n = graph_add_node(g, sim_scale_duration(f->dur_ns, sim_current_sms()), NULL)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     *ph = n;
     return CUDA_SUCCESS;
@@ -443,13 +477,17 @@ SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgrap
     if (!phGraphExec || !(g = graph_find(hGraph)) || (flags & ~0xFull)) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (!(e = calloc(1, sizeof(*e))) ||
-               !(e->durs = calloc(g->nnodes ? g->nnodes : 1, sizeof(*e->durs)))) {
+               !(e->durs = calloc(g->nnodes ? g->nnodes : 1, sizeof(*e->durs))) ||
+               !(e->events = calloc(g->nnodes ? g->nnodes : 1, sizeof(*e->events)))) {
+        if (e)
+            free(e->durs);
         free(e);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         /* A snapshot: later changes to the graph do not reach the executable. */
         for (struct CUgraphNode_st *n = g->nodes; n; n = n->next, i++) {
             e->durs[i] = n->dur_ns;
+            e->events[i] = n->event;
             e->total_ns += n->dur_ns;
         }
         e->nnodes = g->nnodes;
@@ -500,6 +538,7 @@ SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
             struct CUgraphExec_st *e = *pp;
             *pp = e->next;
             free(e->durs);
+            free(e->events);
             free(e);
             r = CUDA_SUCCESS;
             break;
@@ -519,11 +558,30 @@ static CUresult enqueue(struct CUstream_st *s, uint64_t dur_ns)
     if (s->capture) {
         if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        return graph_add_node(s->capture, dur_ns) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        return graph_add_node(s->capture, dur_ns, NULL) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    s->tail_ns = sim_state_launch(&sim_drv.st, s->ctx->dev, sim_stream_wait_point(s), dur_ns,
-                                  &start);
+    s->tail_ns = sim_state_launch(&sim_drv.st, sim_phys(s->ctx->dev), sim_stream_wait_point(s),
+                                  dur_ns, &start);
     return CUDA_SUCCESS;
+}
+
+static struct CUevent_st *event_find(CUevent h);
+
+/* A launched graph's event record nodes record their events where they fall in its stretch. */
+static void graph_record_events(const struct CUgraphExec_st *e, uint64_t start)
+{
+    uint64_t t = start;
+
+    for (size_t i = 0; i < e->nnodes; i++) {
+        struct CUevent_st *ev = e->events[i] ? event_find(e->events[i]) : NULL;
+
+        t += e->durs[i];
+        if (ev) {
+            ev->ts_ns = t;
+            ev->recorded = 1;
+            ev->captured = NULL;
+        }
+    }
 }
 
 static CUresult graph_launch(CUgraphExec h, CUstream hStream, int ptds)
@@ -540,11 +598,17 @@ static CUresult graph_launch(CUgraphExec h, CUstream hStream, int ptds)
         r = CUDA_ERROR_INVALID_VALUE;
     } else if ((r = sim_stream_get(hStream, ptds, &s)) == CUDA_SUCCESS) {
         if (s->capture) {
-            for (size_t i = 0; i < e->nnodes && r == CUDA_SUCCESS; i++)
-                r = enqueue(s, e->durs[i]);
-        } else {
+            for (size_t i = 0; i < e->nnodes && r == CUDA_SUCCESS; i++) {
+                if (!e->events[i])
+                    r = enqueue(s, e->durs[i]);
+                else if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+                    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+                else if (!graph_add_node(s->capture, 0, e->events[i]))
+                    r = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        } else if ((r = enqueue(s, e->total_ns)) == CUDA_SUCCESS) {
             /* One stretch for the whole graph: its kernels run back to back. */
-            r = enqueue(s, e->total_ns);
+            graph_record_events(e, s->tail_ns - e->total_ns);
         }
     }
     sim_leave();
@@ -700,6 +764,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptds)
             s->capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
             s->capture_mode = mode;
             s->capture_thread = pthread_self();
+            sim_drv.captures++;
         }
     }
     sim_leave();
@@ -751,6 +816,7 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, int ptds)
         if (r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD && s->capture) {
             s->capture = NULL;
             s->capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+            sim_drv.captures--;
         }
     }
     sim_leave();
@@ -828,8 +894,11 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 }
 
 /*
- * The event completes when the work queued before it does. Recording into a
- * capturing stream adds nothing to the graph here (no cross-stream capture).
+ * The event completes when the work queued before it does. Recorded into a
+ * capturing stream it records nothing now: it becomes a node of the graph
+ * (recording when the graph runs), and until recorded again outside a
+ * capture, querying it is CUDA_ERROR_CAPTURED_EVENT. There is no
+ * cross-stream capture (a captured event joins no other stream's work).
  */
 static CUresult event_record(CUevent h, CUstream hStream, int ptds)
 {
@@ -844,10 +913,18 @@ static CUresult event_record(CUevent h, CUstream hStream, int ptds)
     } else if ((r = sim_stream_get(hStream, ptds, &s)) == CUDA_SUCCESS) {
         if (s->ctx != e->ctx) {
             r = CUDA_ERROR_INVALID_HANDLE;
-        } else if (!s->capture) {
+        } else if (s->capture) {
+            if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+                r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            else if (!graph_add_node(s->capture, 0, e))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            else
+                e->captured = s->capture;
+        } else {
             uint64_t now = sim_now_ns(), t = sim_stream_wait_point(s);
             e->ts_ns = t > now ? t : now;
             e->recorded = 1;
+            e->captured = NULL;
         }
     }
     sim_leave();
@@ -864,6 +941,17 @@ SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
     return event_record(hEvent, hStream, 1);
 }
 
+/* An event last recorded into a capture cannot be waited on; asking invalidates that capture. */
+static CUresult refuse_if_captured(struct CUevent_st *e)
+{
+    if (!e->captured)
+        return CUDA_SUCCESS;
+    for (struct CUstream_st *s = sim_drv.streams; s; s = s->next)
+        if (s->capture == e->captured)
+            s->capture_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    return CUDA_ERROR_CAPTURED_EVENT;
+}
+
 SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
     struct CUevent_st *e;
@@ -873,6 +961,10 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
         return r;
     if (!(e = event_find(hEvent)))
         r = CUDA_ERROR_INVALID_HANDLE;
+    else if ((r = refuse_if_captured(e)) != CUDA_SUCCESS)
+        ;
+    else if ((r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        ;
     else if (e->recorded && e->ts_ns > sim_now_ns())
         r = CUDA_ERROR_NOT_READY;
     sim_leave();
@@ -890,7 +982,8 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         return r;
     if (!(e = event_find(hEvent))) {
         r = CUDA_ERROR_INVALID_HANDLE;
-    } else {
+    } else if ((r = refuse_if_captured(e)) == CUDA_SUCCESS &&
+               (r = sim_capture_check_unsafe()) == CUDA_SUCCESS) {
         until = e->recorded ? e->ts_ns : 0;
         dev = e->ctx->dev;
     }

@@ -1,9 +1,11 @@
 /*
  * Device memory of the simulated driver: every allocation family (plain,
  * pitched, managed, stream-ordered pools, VMM, arrays), the process-local map
- * of device addresses, and the charges each family makes on the shared device
- * (in 2 MiB granules, as the real driver reserves). Device memory has no
- * backing except managed memory, which is host-mapped so the host may touch it.
+ * of device addresses, and the charges each family makes on the shared device.
+ * What each family reserves follows what an H200's driver was measured to do
+ * (tests/sim/README.md); the rules are in one place below, "what the driver
+ * reserves". Device memory has no backing except managed memory, which is
+ * host-mapped so the host may touch it.
  */
 #define _GNU_SOURCE
 #include "sim_cuda.h"
@@ -19,7 +21,135 @@
 #define SIM_VA32_LO 0x00200000ull
 #define SIM_VA32_HI 0x100000000ull
 
+/*
+ * ---- what the driver reserves -------------------------------------------
+ * Measured on an H200 (driver 580.159.04, CUDA 13.0, 2026-12-01) by
+ * tests/gpu/driver_facts.c; tests/sim/README.md lists each measurement and
+ * what is still unknown. Change a rule here when more is measured.
+ */
+
+/* Device memory comes in pages of 2 MiB, aligned so in device addresses. */
+#define SIM_PAGE SIM_GRANULE
+/* Small requests are rounded to this and packed into shared pages. */
+#define SIM_SMALL_ALIGN 512u
+/* cuMemAllocPitch's rows start this far apart (513 -> 1024, 4097 -> 4608, 10000 -> 10240). */
 #define SIM_PITCH_ALIGN 512u
+/* A stream-ordered pool takes memory from the device in chunks of this. */
+#define SIM_POOL_CHUNK ((uint64_t)32 << 20)
+
+_Static_assert(SIM_PAGE / SIM_SMALL_ALIGN == SIM_PAGE_BLOCKS, "a page's blocks");
+
+/*
+ * cuMemAlloc: a request under a page, rounded to 512 bytes, shares a page
+ * with others of its context (first fit; 4000 x 512 B took one page, 512 x
+ * 4 KiB one, 2 x 1 MiB one, 1 MiB + 4 KiB one each); a page goes back to the
+ * device with its last allocation. A larger request takes whole pages of its
+ * own (2 MiB + 1 -> 4 MiB, 33 MiB + 1 -> 34 MiB). Unknown: whether small
+ * requests may use the tail of a large one's last page (here they may not).
+ */
+static int alloc_is_small(uint64_t size)
+{
+    return sim_round_up(size, SIM_SMALL_ALIGN) < SIM_PAGE;
+}
+
+static unsigned small_blocks(uint64_t size)
+{
+    return (unsigned)(sim_round_up(size, SIM_SMALL_ALIGN) / SIM_SMALL_ALIGN);
+}
+
+static uint64_t large_bytes(uint64_t size)
+{
+    return sim_round_up(size, SIM_PAGE);
+}
+
+/*
+ * cuMemAllocPitch: the pitch, for element sizes 4, 8 and 16 alike; pitch *
+ * height is allocated as cuMemAlloc allocates it.
+ */
+static uint64_t pitch_of(uint64_t width)
+{
+    return sim_round_up(width, SIM_PITCH_ALIGN);
+}
+
+/*
+ * Arrays take whole pages of their own, and a block-linear layout: rows of
+ * 64-byte units (a GOB's width), heights in blocks of 8 * 2^k rows, depths
+ * in blocks of 2^k slices. 1-D arrays (height 0) are their elements rounded
+ * to pages. For 2-D arrays the block height is the smallest of 8, 16, 32,
+ * 64, 128 rows that holds the array's height (at most 128: not measured
+ * apart from the shapes below); for 3-D arrays the height is rounded to 8
+ * rows and the depth to a block of the smallest power of two that holds it, at
+ * most 16 — every one of the 353 "a3" lines of driver_facts --more matches
+ * (test_every_measured_3d_array_…). Fitted to every measurement (2-D: 1x1, 100x100,
+ * 1000x1000 u8 -> 2 MiB, 1000x1000 float4 -> 16 MiB, 4096x4096 float4 ->
+ * 256 MiB, 4096x4096 half2 -> 64 MiB, 1001x999 float2 -> 8 MiB; 1-D 3000
+ * floats -> 2 MiB; 3-D 256^3 float -> 64 MiB, 100^3 uchar4 -> 6 MiB,
+ * 1000x1000x10 half -> 32 MiB), but not the only rule that fits: see README.
+ * Width 1048576 float4 in 1-D failed on the H200; 1-D widths above 131072
+ * (the H100/H200 maximum 1-D texture width) are refused here.
+ */
+#define SIM_ARRAY_ROW_ALIGN 64u
+#define SIM_ARRAY_MAX_1D_WIDTH 131072u
+
+static uint64_t block_of(uint64_t n, uint64_t first, uint64_t max)
+{
+    uint64_t b = first;
+
+    while (b < n && b < max)
+        b *= 2;
+    return b;
+}
+
+/* Bytes an array reserves; 0 when it is too large to describe. Dimensions are at least 1. */
+static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t esize, int dims)
+{
+    uint64_t row, rows, slices;
+
+    if (w > SIM_MAX_BYTES / esize)
+        return 0;
+    if (dims == 1)
+        return sim_round_up(w * esize, SIM_PAGE);
+    row = sim_round_up(w * esize, SIM_ARRAY_ROW_ALIGN);
+    rows = sim_round_up(h, dims == 2 ? block_of(h, 8, 128) : 8);
+    slices = dims == 2 ? 1 : sim_round_up(d, block_of(d, 1, 16));
+    if (rows > SIM_MAX_BYTES / row || slices > SIM_MAX_BYTES / (row * rows))
+        return 0;
+    return sim_round_up(row * rows * slices, SIM_PAGE);
+}
+
+/*
+ * Pools: what an allocation uses (its size, to 512 bytes: 4 KiB used 4 KiB);
+ * past what is reserved the pool grows to its use rounded up to 32 MiB chunks
+ * (4 KiB from empty -> 32 MiB, 33 MiB + 1 -> 64, 1 GiB + 1 -> 1056; held one
+ * after another 4K, 4K, 1M, 20M, 8M -> 32 MiB, +4M -> 64, +40M -> 96, +1M ->
+ * 96, +100M -> 192). Default and created pools alike.
+ */
+static uint64_t pool_use(uint64_t size)
+{
+    return sim_round_up(size, SIM_SMALL_ALIGN);
+}
+
+static uint64_t pool_grown(uint64_t used)
+{
+    return sim_round_up(used, SIM_POOL_CHUNK);
+}
+
+/*
+ * What a pool keeps when it gives back unused memory down to keep bytes (at
+ * a synchronisation: keep = its release threshold; cuMemPoolTrimTo: the
+ * bytes asked): whole unused chunks go, never what its allocations use
+ * (two 8 MiB held, one freed, synchronised: 32 MiB stay; both freed: 0;
+ * threshold UINT64_MAX: a freed 4 KiB leaves 32 MiB; trimmed to 0: 0).
+ * Chunks are counted, not placed: allocations spread over more chunks than
+ * their sum needs are not modelled (unknown).
+ */
+static uint64_t pool_keeps(uint64_t reserved, uint64_t used, uint64_t keep)
+{
+    uint64_t floor = sim_round_up(used, SIM_POOL_CHUNK), k = keep / SIM_POOL_CHUNK * SIM_POOL_CHUNK;
+    uint64_t t = floor > k ? floor : k;
+
+    return t < reserved ? t : reserved;
+}
 
 /* ---- the address map -------------------------------------------------- */
 
@@ -117,6 +247,98 @@ static int va_find(uint64_t lo, uint64_t hi, uint64_t span, uint64_t align, CUde
 
 /* ---- plain allocations ------------------------------------------------ */
 
+/* Makes a page for small allocations of c; its 2 MiB are charged at once. */
+static struct sim_range *page_new(struct CUctx_st *c, int low32)
+{
+    struct sim_range r = {.kind = SIM_RANGE_PAGE, .dev = c->dev, .ctx = c};
+
+    r.span = r.charged = SIM_PAGE;
+    if (va_find(low32 ? SIM_VA32_LO : SIM_VA_LO, low32 ? SIM_VA32_HI : SIM_VA_HI, r.span, SIM_PAGE,
+                0, &r.base) < 0)
+        return NULL;
+    if (!(r.page = calloc(1, sizeof(*r.page))))
+        return NULL;
+    r.page->free_blocks = SIM_PAGE_BLOCKS;
+    r.page->low32 = low32;
+    if (sim_state_charge(&sim_drv.st, sim_phys(c->dev), r.charged) < 0) {
+        free(r.page);
+        return NULL;
+    }
+    if (range_insert(&r) < 0) {
+        sim_state_uncharge(&sim_drv.st, sim_phys(c->dev), r.charged);
+        free(r.page);
+        return NULL;
+    }
+    return range_at(r.base);
+}
+
+/* The first run of n free blocks in pg, or -1. */
+static int page_fit(const struct sim_page *pg, unsigned n)
+{
+    unsigned run = 0;
+
+    if (pg->free_blocks < n)
+        return -1;
+    for (unsigned i = 0; i < SIM_PAGE_BLOCKS; i++) {
+        run = pg->owner[i] ? 0 : run + 1;
+        if (run == n)
+            return (int)(i + 1 - n);
+    }
+    return -1;
+}
+
+/* A small request: first fit in c's pages, in address order, else a new page. */
+static CUresult alloc_small(struct CUctx_st *c, uint64_t size, int low32, CUdeviceptr *out)
+{
+    unsigned n = small_blocks(size);
+    struct sim_range *pr = NULL;
+    int at = -1;
+
+    for (size_t i = 0; i < sim_drv.nranges && at < 0; i++) {
+        struct sim_range *r = &sim_drv.ranges[i];
+        if (r->kind == SIM_RANGE_PAGE && r->ctx == c && r->page->low32 == low32 &&
+            (at = page_fit(r->page, n)) >= 0)
+            pr = r;
+    }
+    if (at < 0) {
+        if (!(pr = page_new(c, low32)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        at = 0;
+    }
+    for (unsigned i = 0; i < n; i++)
+        pr->page->owner[at + (int)i] = (uint16_t)(at + 1);
+    pr->page->size[at] = (uint32_t)size;
+    pr->page->count++;
+    pr->page->free_blocks -= n;
+    *out = pr->base + (CUdeviceptr)at * SIM_SMALL_ALIGN;
+    return CUDA_SUCCESS;
+}
+
+/* The allocation in page range pr holding p: its first block, or -1. */
+static int page_alloc_at(const struct sim_range *pr, CUdeviceptr p)
+{
+    unsigned blk = (unsigned)((p - pr->base) / SIM_SMALL_ALIGN);
+
+    return pr->page->owner[blk] ? pr->page->owner[blk] - 1 : -1;
+}
+
+/* Frees the allocation starting at block at; the page goes with its last one. */
+static void small_free(struct sim_range *pr, int at)
+{
+    struct sim_page *pg = pr->page;
+    unsigned n = small_blocks(pg->size[at] ? pg->size[at] : 1);
+
+    for (unsigned i = 0; i < n; i++)
+        pg->owner[at + (int)i] = 0;
+    pg->size[at] = 0;
+    pg->free_blocks += n;
+    if (--pg->count == 0) {
+        sim_state_uncharge(&sim_drv.st, sim_phys(pr->dev), pr->charged);
+        free(pg);
+        range_remove(pr);
+    }
+}
+
 static CUresult alloc_device(struct CUctx_st *c, uint64_t size, int low32, CUdeviceptr *out)
 {
     struct sim_range r = {.size = size, .kind = SIM_RANGE_ALLOC, .dev = c->dev, .ctx = c};
@@ -125,14 +347,16 @@ static CUresult alloc_device(struct CUctx_st *c, uint64_t size, int low32, CUdev
         return CUDA_ERROR_INVALID_VALUE;
     if (size > SIM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r.span = r.charged = sim_round_up(size, SIM_GRANULE);
+    if (alloc_is_small(size))
+        return alloc_small(c, size, low32, out);
+    r.span = r.charged = large_bytes(size);
     if (va_find(low32 ? SIM_VA32_LO : SIM_VA_LO, low32 ? SIM_VA32_HI : SIM_VA_HI, r.span,
-                SIM_GRANULE, 0, &r.base) < 0)
+                SIM_PAGE, 0, &r.base) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (sim_state_charge(&sim_drv.st, c->dev, r.charged) < 0)
+    if (sim_state_charge(&sim_drv.st, sim_phys(c->dev), r.charged) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (range_insert(&r) < 0) {
-        sim_state_uncharge(&sim_drv.st, c->dev, r.charged);
+        sim_state_uncharge(&sim_drv.st, sim_phys(c->dev), r.charged);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *out = r.base;
@@ -146,7 +370,8 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    r = dptr ? alloc_device(c, bytesize, 0, dptr) : CUDA_ERROR_INVALID_VALUE;
+    if ((r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
+        r = dptr ? alloc_device(c, bytesize, 0, dptr) : CUDA_ERROR_INVALID_VALUE;
     sim_leave();
     return r;
 }
@@ -159,14 +384,15 @@ SIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    r = dptr ? alloc_device(c, bytesize, 1, &p) : CUDA_ERROR_INVALID_VALUE;
+    if ((r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
+        r = dptr ? alloc_device(c, bytesize, 1, &p) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         *dptr = (CUdeviceptr_v1)p;
     sim_leave();
     return r;
 }
 
-/* Rows start on 512-byte boundaries; the whole pitch * height is reserved. */
+/* The whole pitch * height is allocated, packed as cuMemAlloc packs it. */
 static CUresult alloc_pitch(size_t width, size_t height, unsigned elem, int low32,
                             CUdeviceptr *dptr, size_t *pitch)
 {
@@ -176,13 +402,14 @@ static CUresult alloc_pitch(size_t width, size_t height, unsigned elem, int low3
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    p = sim_round_up(width, SIM_PITCH_ALIGN);
+    p = pitch_of(width);
     if (!dptr || !pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16) ||
         width > SIM_MAX_BYTES)
         r = CUDA_ERROR_INVALID_VALUE;
     else if (height > SIM_MAX_BYTES / p)
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    else if ((r = alloc_device(c, p * height, low32, dptr)) == CUDA_SUCCESS)
+    else if ((r = sim_capture_check_unsafe()) == CUDA_SUCCESS &&
+             (r = alloc_device(c, p * height, low32, dptr)) == CUDA_SUCCESS)
         *pitch = (size_t)p;
     sim_leave();
     return r;
@@ -227,6 +454,8 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
+    if ((r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        goto out;
     if (bytesize > SIM_MAX_BYTES) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -236,14 +465,14 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     rg.charged = sim_round_up(bytesize, SIM_GRANULE);
     rg.dev = c->dev;
     rg.ctx = c;
-    if (sim_state_charge(&sim_drv.st, c->dev, rg.charged) < 0) {
+    if (sim_state_charge(&sim_drv.st, sim_phys(c->dev), rg.charged) < 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
     host = mmap(NULL, rg.span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                 -1, 0);
     if (host == MAP_FAILED) {
-        sim_state_uncharge(&sim_drv.st, c->dev, rg.charged);
+        sim_state_uncharge(&sim_drv.st, sim_phys(c->dev), rg.charged);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -251,7 +480,7 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     rg.base = (CUdeviceptr)(uintptr_t)host;
     if (range_insert(&rg) < 0) {
         munmap(host, rg.span);
-        sim_state_uncharge(&sim_drv.st, c->dev, rg.charged);
+        sim_state_uncharge(&sim_drv.st, sim_phys(c->dev), rg.charged);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -310,22 +539,23 @@ static struct CUmemPoolHandle_st *pool_find(CUmemoryPool h)
     return NULL;
 }
 
-/* Shrinks the reserve to keep bytes (never below what is in use), giving the rest back. */
+/* Gives back unused chunks down to keep bytes (never what is in use). */
 static void pool_shrink_to(struct CUmemPoolHandle_st *p, uint64_t keep)
 {
-    uint64_t target = keep < p->used ? p->used : keep;
+    uint64_t target = pool_keeps(p->reserved, p->used, keep);
 
     if (p->reserved > target) {
-        sim_state_uncharge(&sim_drv.st, p->dev, p->reserved - target);
+        sim_state_uncharge(&sim_drv.st, sim_phys(p->dev), p->reserved - target);
         p->reserved = target;
     }
 }
 
+/* At a synchronisation, a pool holding more than its release threshold gives back what it may. */
 void sim_pools_settle(int dev)
 {
     for (struct CUmemPoolHandle_st *p = sim_drv.pools; p; p = p->next)
-        if (p->dev == dev && p->reserved - p->used > p->threshold)
-            pool_shrink_to(p, p->used + p->threshold);
+        if (p->dev == dev && p->reserved > p->threshold)
+            pool_shrink_to(p, p->threshold);
 }
 
 void sim_sync_then_settle(uint64_t until, int dev)
@@ -338,35 +568,41 @@ void sim_sync_then_settle(uint64_t until, int dev)
 }
 
 /*
- * U grows by the size in granules; past R the pool grows to U, taking the
- * growth from the device, and an allocation the device cannot hold changes
- * nothing.
+ * U grows by the allocation's use; past R the pool grows in chunks (see
+ * pool_grown), taking the growth from the device, and an allocation the
+ * device or the pool's maximum size cannot hold changes nothing.
  */
 static CUresult pool_alloc(struct CUmemPoolHandle_st *p, struct CUctx_st *c, size_t size,
                            CUdeviceptr *out)
 {
     struct sim_range r = {.size = size, .kind = SIM_RANGE_POOL, .dev = p->dev, .ctx = c, .pool = p};
-    uint64_t used;
+    uint64_t used, reserved = p->reserved;
 
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (size > SIM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r.span = r.charged = sim_round_up(size, SIM_GRANULE);
+    r.charged = pool_use(size);
+    r.span = sim_round_up(size, SIM_PAGE);
     used = p->used + r.charged;
     if (p->max_size && used > p->max_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (va_find(SIM_VA_LO, SIM_VA_HI, r.span, SIM_GRANULE, 0, &r.base) < 0)
+    if (used > reserved) {
+        reserved = pool_grown(used);
+        if (p->max_size && reserved > p->max_size)
+            reserved = p->max_size; /* unmeasured: a capped pool grows to its cap */
+    }
+    if (va_find(SIM_VA_LO, SIM_VA_HI, r.span, SIM_PAGE, 0, &r.base) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (used > p->reserved && sim_state_charge(&sim_drv.st, p->dev, used - p->reserved) < 0)
+    if (reserved > p->reserved &&
+        sim_state_charge(&sim_drv.st, sim_phys(p->dev), reserved - p->reserved) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (range_insert(&r) < 0) {
-        if (used > p->reserved)
-            sim_state_uncharge(&sim_drv.st, p->dev, used - p->reserved);
+        if (reserved > p->reserved)
+            sim_state_uncharge(&sim_drv.st, sim_phys(p->dev), reserved - p->reserved);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (used > p->reserved)
-        p->reserved = used;
+    p->reserved = reserved;
     p->used = used;
     if (p->used > p->used_high)
         p->used_high = p->used;
@@ -391,11 +627,16 @@ static void range_free(struct sim_range *r)
             pool_unlink(p);
         }
         return;
+    case SIM_RANGE_PAGE: /* all of its allocations at once (a context's teardown) */
+        sim_state_uncharge(&sim_drv.st, sim_phys(r->dev), r->charged);
+        free(r->page);
+        range_remove(r);
+        return;
     case SIM_RANGE_MANAGED:
         munmap(r->host, r->span);
         /* fall through */
     case SIM_RANGE_ALLOC:
-        sim_state_uncharge(&sim_drv.st, r->dev, r->charged);
+        sim_state_uncharge(&sim_drv.st, sim_phys(r->dev), r->charged);
         range_remove(r);
         return;
     case SIM_RANGE_VA:
@@ -403,11 +644,20 @@ static void range_free(struct sim_range *r)
     }
 }
 
+/* Frees the allocation that starts at dptr: a whole range, or one in a shared page. */
 static CUresult free_at(CUdeviceptr dptr)
 {
-    struct sim_range *r = range_at(dptr);
+    struct sim_range *r = range_containing(dptr);
+    int at;
 
-    if (!r || r->kind == SIM_RANGE_VA)
+    if (r && r->kind == SIM_RANGE_PAGE) {
+        if ((at = page_alloc_at(r, dptr)) < 0 ||
+            r->base + (CUdeviceptr)at * SIM_SMALL_ALIGN != dptr)
+            return CUDA_ERROR_INVALID_VALUE;
+        small_free(r, at);
+        return CUDA_SUCCESS;
+    }
+    if (!r || r->base != dptr || r->kind == SIM_RANGE_VA)
         return CUDA_ERROR_INVALID_VALUE;
     range_free(r);
     return CUDA_SUCCESS;
@@ -710,7 +960,7 @@ static void vmm_maybe_free(struct sim_vmm *v)
 
     if (v->refs > 0 || v->maps > 0)
         return;
-    sim_state_uncharge(&sim_drv.st, v->dev, v->size);
+    sim_state_uncharge(&sim_drv.st, sim_phys(v->dev), v->size);
     for (pp = &sim_drv.vmms; *pp; pp = &(*pp)->next) {
         if (*pp == v) {
             *pp = v->next;
@@ -733,7 +983,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (size > SIM_MAX_BYTES || !(v = calloc(1, sizeof(*v)))) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (sim_state_charge(&sim_drv.st, prop->location.id, size) < 0) {
+    } else if (sim_state_charge(&sim_drv.st, sim_phys(prop->location.id), size) < 0) {
         free(v);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
@@ -982,33 +1232,33 @@ static unsigned format_bytes(CUarray_format f)
     }
 }
 
-/* width * max(height, 1) * max(depth, 1) * channels * element size, in granules. */
+/*
+ * 1-D (height 0), 2-D (depth 0) or 3-D, reserving what array_bytes says in
+ * pages of its own.
+ */
 static CUresult array_create(CUarray *ph, uint64_t w, uint64_t h, uint64_t d, CUarray_format fmt,
                              unsigned channels)
 {
     struct CUctx_st *c;
     struct CUarray_st *a;
     uint64_t esize = format_bytes(fmt), bytes;
+    int dims = h == 0 ? 1 : d == 0 ? 2 : 3;
     CUresult r;
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    h = h ? h : 1;
-    d = d ? d : 1;
-    if (!ph || w == 0 || esize == 0 || (channels != 1 && channels != 2 && channels != 4)) {
+    if (!ph || w == 0 || esize == 0 || (channels != 1 && channels != 2 && channels != 4) ||
+        (h == 0 && d != 0) || (dims == 1 && w > SIM_ARRAY_MAX_1D_WIDTH)) {
         r = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    esize *= channels;
-    if (w > SIM_MAX_BYTES / esize || h > SIM_MAX_BYTES / (w * esize) ||
-        d > SIM_MAX_BYTES / (w * esize * h)) {
+    if ((bytes = array_bytes(w, h, d, esize * channels, dims)) == 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    bytes = sim_round_up(w * h * d * esize, SIM_GRANULE);
     if (!(a = calloc(1, sizeof(*a)))) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (sim_state_charge(&sim_drv.st, c->dev, bytes) < 0) {
+    } else if (sim_state_charge(&sim_drv.st, sim_phys(c->dev), bytes) < 0) {
         free(a);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
@@ -1028,14 +1278,14 @@ SIM_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPT
 {
     if (!d)
         return sim_ready() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    return array_create(pHandle, d->Width, d->Height, 1, d->Format, d->NumChannels);
+    return array_create(pHandle, d->Width, d->Height, 0, d->Format, d->NumChannels);
 }
 
 SIM_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
     if (!d)
         return sim_ready() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    return array_create(pHandle, d->Width, d->Height, 1, d->Format, d->NumChannels);
+    return array_create(pHandle, d->Width, d->Height, 0, d->Format, d->NumChannels);
 }
 
 SIM_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
@@ -1054,7 +1304,7 @@ SIM_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
 
 static void array_free(struct CUarray_st *a)
 {
-    sim_state_uncharge(&sim_drv.st, a->dev, a->charged);
+    sim_state_uncharge(&sim_drv.st, sim_phys(a->dev), a->charged);
     free(a);
 }
 
@@ -1090,7 +1340,7 @@ static CUresult mem_info(uint64_t *free_b, uint64_t *total_b)
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
     sim_state_lock(&sim_drv.st);
-    used = sim_state_used(sim_drv.st.sh, c->dev);
+    used = sim_state_used(sim_drv.st.sh, sim_phys(c->dev));
     sim_state_unlock(&sim_drv.st);
     *total_b = sim_drv.cfg.memory;
     *free_b = used < sim_drv.cfg.memory ? sim_drv.cfg.memory - used : 0;
@@ -1127,6 +1377,23 @@ SIM_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     return r;
 }
 
+/* The allocation in r (not a VMM range) whose addresses hold p; -1 for a free part of a page. */
+static int alloc_extent(const struct sim_range *r, CUdeviceptr p, CUdeviceptr *base, size_t *size)
+{
+    int at;
+
+    if (r->kind != SIM_RANGE_PAGE) {
+        *base = r->base;
+        *size = r->size;
+        return 0;
+    }
+    if ((at = page_alloc_at(r, p)) < 0)
+        return -1;
+    *base = r->base + (CUdeviceptr)at * SIM_SMALL_ALIGN;
+    *size = r->page->size[at];
+    return 0;
+}
+
 /* The allocation (or, for VMM, the mapping) holding p. */
 static CUresult address_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
@@ -1142,10 +1409,8 @@ static CUresult address_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
         *size = m->size;
         return CUDA_SUCCESS;
     }
-    if (p - r->base >= r->size)
+    if (alloc_extent(r, p, base, size) < 0 || p - *base >= *size)
         return CUDA_ERROR_NOT_FOUND;
-    *base = r->base;
-    *size = r->size;
     return CUDA_SUCCESS;
 }
 
@@ -1193,6 +1458,8 @@ SIM_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *ps
 static CUresult check_device_range(CUdeviceptr p, size_t n, void **host)
 {
     struct sim_range *r = range_containing(p);
+    CUdeviceptr base;
+    size_t size;
 
     *host = NULL;
     if (!r)
@@ -1200,7 +1467,7 @@ static CUresult check_device_range(CUdeviceptr p, size_t n, void **host)
     if (r->kind == SIM_RANGE_VA)
         return n <= r->span - (p - r->base) && va_covered(r, p, n) ? CUDA_SUCCESS
                                                                    : CUDA_ERROR_INVALID_VALUE;
-    if (p - r->base > r->size || n > r->size - (p - r->base))
+    if (alloc_extent(r, p, &base, &size) < 0 || p - base > size || n > size - (p - base))
         return CUDA_ERROR_INVALID_VALUE;
     if (r->kind == SIM_RANGE_MANAGED)
         *host = (char *)r->host + (p - r->base);

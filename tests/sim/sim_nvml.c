@@ -14,6 +14,7 @@
 #include "sim_state.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -372,16 +373,34 @@ struct proc_row {
     unsigned long long used;
 };
 
+/*
+ * GPUSLICE_SIM_NVML_PID_OFFSET=N: NVML reports every process's PID plus N, as
+ * a caller inside a container's PID namespace sees a host NVML's PIDs: no
+ * process finds itself in the list.
+ */
+static unsigned pid_offset(void)
+{
+    static int read;
+    static unsigned off;
+
+    if (!__atomic_load_n(&read, __ATOMIC_ACQUIRE)) {
+        const char *v = getenv("GPUSLICE_SIM_NVML_PID_OFFSET");
+        off = v ? (unsigned)strtoul(v, NULL, 10) : 0;
+        __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
+    }
+    return off;
+}
+
 /* Live processes with a context or memory on device i. */
 static unsigned running_processes(int i, struct proc_row *rows)
 {
-    unsigned n = 0;
+    unsigned n = 0, off = pid_offset();
 
     sim_state_lock(&nv.st);
     for (int k = 0; k < SIM_MAX_PROCS; k++) {
         const struct sim_proc *p = &nv.st.sh->procs[k];
         if (p->pid != 0 && (p->contexts[i] > 0 || p->held[i] > 0)) {
-            rows[n].pid = (unsigned)p->pid;
+            rows[n].pid = (unsigned)p->pid + off;
             rows[n].used = p->held[i];
             n++;
         }

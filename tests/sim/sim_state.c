@@ -199,14 +199,102 @@ static int state_error(const char *path, const char *what, int err)
     return err ? -err : -EPROTO;
 }
 
+/*
+ * Who has the file open: every user holds a shared open-file-description lock
+ * on its first byte for as long as it maps the file (it goes with the process,
+ * even on SIGKILL). Taking it exclusively succeeds only when nobody else holds
+ * it; the caller then downgrades it to shared.
+ */
+static int use_lock(int fd, short type, int wait)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+
+    while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return 0;
+}
+
+/* A size as the variables take it: 16G, 512M, 4K or bytes. */
+static void format_size(uint64_t v, char *out, size_t len)
+{
+    static const char units[] = "TGMK";
+
+    for (int i = 0; i < 4; i++) {
+        uint64_t u = 1ull << (10 * (4 - i));
+        if (v != 0 && v % u == 0) {
+            snprintf(out, len, "%" PRIu64 "%c", v / u, units[i]);
+            return;
+        }
+    }
+    snprintf(out, len, "%" PRIu64, v);
+}
+
+/* The variable a geometry field comes from, as this process set it (or its default). */
+static void describe_env(const char *var, char *out, size_t len)
+{
+    const char *v = getenv(var);
+
+    if (v)
+        snprintf(out, len, "%s=%s", var, v);
+    else
+        snprintf(out, len, "%s (unset)", var);
+}
+
+/*
+ * The file is in use with another geometry than this process's environment
+ * asks for: one line naming the variables, the file and what it holds. At
+ * most once per library and process.
+ */
+static void warn_geometry(const struct sim_config *cfg, const struct sim_shared *sh)
+{
+    static int warned;
+    char asked[512] = "", one[160], mem[32], ctx[32];
+    size_t n = 0;
+    int count = 0;
+
+    if (warned)
+        return;
+    warned = 1;
+#define SIM_DIFF(field, var)                                                       \
+    if (cfg->field != sh->field) {                                                 \
+        describe_env(var, one, sizeof(one));                                       \
+        n += (size_t)snprintf(asked + n, sizeof(asked) - n, "%s%s",                \
+                              count++ ? " and " : "", one);                        \
+        if (n >= sizeof(asked))                                                    \
+            n = sizeof(asked) - 1;                                                 \
+    }
+    SIM_DIFF(devices, "GPUSLICE_SIM_DEVICES")
+    SIM_DIFF(sms, "GPUSLICE_SIM_SMS")
+    SIM_DIFF(memory, "GPUSLICE_SIM_MEMORY")
+    SIM_DIFF(context_bytes, "GPUSLICE_SIM_CONTEXT_BYTES")
+#undef SIM_DIFF
+    format_size(sh->memory, mem, sizeof(mem));
+    format_size(sh->context_bytes, ctx, sizeof(ctx));
+    fprintf(stderr,
+            "gpuslice-sim: GPUSLICE_SIM_STATE: %s holds %u device%s of %u SMs and %s, contexts "
+            "of %s, and another process is using it, so it is used as it is, not as %s %s "
+            "(to change it, end the processes using it or remove the file)\n",
+            cfg->state_path, sh->devices, sh->devices == 1 ? "" : "s", sh->sms, mem, ctx, asked,
+            count > 1 ? "ask" : "asks");
+}
+
+static int same_geometry(const struct sim_config *cfg, const struct sim_shared *sh)
+{
+    return cfg->devices == sh->devices && cfg->sms == sh->sms && cfg->memory == sh->memory &&
+           cfg->context_bytes == sh->context_bytes;
+}
+
 int sim_state_open(struct sim_config *cfg, struct sim_state *st)
 {
     const size_t len = sizeof(struct sim_shared);
-    struct sim_shared *sh;
+    struct sim_shared *sh = MAP_FAILED;
     struct stat sb;
     int fd, r = 0;
 
     st->sh = NULL;
+    st->fd = -1;
     st->slot = -1;
     st->exit_free_ms = cfg->exit_free_ms;
     st->pid = getpid();
@@ -245,38 +333,56 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
         r = state_error(cfg->state_path, "cannot map", errno);
         goto out_unlock;
     }
-    if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) != SIM_STATE_MAGIC) {
-        if ((r = init_shared(sh, cfg)) < 0) {
-            state_error(cfg->state_path, "cannot initialise the lock", -r);
-            munmap(sh, len);
-            goto out_unlock;
-        }
-    } else if (sh->version != SIM_STATE_VERSION || sh->size != len || sh->devices < 1 ||
-               sh->devices > SIM_MAX_DEVICES) {
+    if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) == SIM_STATE_MAGIC &&
+        (sh->version != SIM_STATE_VERSION || sh->size != len || sh->devices < 1 ||
+         sh->devices > SIM_MAX_DEVICES)) {
         r = state_error(cfg->state_path, "written by another version of the simulator; "
                                          "remove it", 0);
-        munmap(sh, len);
         goto out_unlock;
     }
-    /* The file's geometry wins over this process's environment. */
+    /*
+     * A file nobody else has open (its users died or exited) is started afresh
+     * when this environment asks for another geometry; one in use keeps its own.
+     */
+    if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) != SIM_STATE_MAGIC ||
+        (!same_geometry(cfg, sh) && use_lock(fd, F_WRLCK, 0) == 0)) {
+        if ((r = init_shared(sh, cfg)) < 0) {
+            state_error(cfg->state_path, "cannot initialise the lock", -r);
+            goto out_unlock;
+        }
+    } else if (!same_geometry(cfg, sh)) {
+        warn_geometry(cfg, sh);
+    }
+    if ((r = use_lock(fd, F_RDLCK, 1)) < 0) {
+        state_error(cfg->state_path, "cannot take a shared lock", -r);
+        goto out_unlock;
+    }
     cfg->devices = sh->devices;
     cfg->sms = sh->sms;
     cfg->memory = sh->memory;
     cfg->context_bytes = sh->context_bytes;
     st->sh = sh;
+    st->fd = fd;
+    flock(fd, LOCK_UN);
+    return 0;
 out_unlock:
+    if (sh != MAP_FAILED)
+        munmap(sh, len);
     flock(fd, LOCK_UN);
 out_close:
     close(fd);
     return r;
 }
 
+/* The mapping and the descriptor go together: a state never opened (all zeros) closes nothing. */
 void sim_state_close(struct sim_state *st)
 {
-    if (st && st->sh) {
-        munmap(st->sh, sizeof(*st->sh));
-        st->sh = NULL;
-    }
+    if (!st || !st->sh)
+        return;
+    munmap(st->sh, sizeof(*st->sh));
+    st->sh = NULL;
+    close(st->fd); /* and with it this process's shared lock */
+    st->fd = -1;
 }
 
 /* ---- processes -------------------------------------------------------- */
@@ -593,6 +699,85 @@ int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, u
 }
 
 /* ---- identity --------------------------------------------------------- */
+
+/*
+ * One entry of CUDA_VISIBLE_DEVICES, [start, end): the physical index it
+ * names, or -1 if it is invalid. Numbers are read like strtoul (blanks
+ * around them, a sign, and anything after the digits are ignored: "1gpu" is
+ * 1), as CUDA does and PyTorch's _parse_visible_devices copies.
+ */
+static int visible_entry(const char *start, const char *end, int uuids, uint32_t ndev)
+{
+    if (uuids) {
+        size_t len = (size_t)(end - start);
+        int found = -1;
+
+        if (len < 4 || strncmp(start, "GPU-", 4) != 0)
+            return -1;
+        for (uint32_t i = 0; i < ndev; i++) {
+            char u[41];
+            sim_uuid_string((int)i, u);
+            if (len <= strlen(u) && strncmp(u, start, len) == 0) {
+                if (found >= 0)
+                    return -1; /* ambiguous */
+                found = (int)i;
+            }
+        }
+        return found;
+    } else {
+        const char *p = start;
+        uint64_t v = 0;
+        int neg = 0, digits = 0;
+
+        while (p < end && isspace((unsigned char)*p))
+            p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            neg = *p++ == '-';
+        for (; p < end && isdigit((unsigned char)*p); p++, digits++) {
+            v = v * 10 + (uint64_t)(*p - '0');
+            if (v >= ndev && v > SIM_MAX_DEVICES)
+                return -1;
+        }
+        if (digits == 0 || (neg && v != 0) || v >= ndev)
+            return -1;
+        return (int)v;
+    }
+}
+
+int sim_visible_devices(const char *spec, uint32_t ndev, int out[SIM_MAX_DEVICES])
+{
+    const char *p = spec;
+    int n = 0, uuids;
+
+    if (!spec) {
+        for (uint32_t i = 0; i < ndev && i < SIM_MAX_DEVICES; i++)
+            out[n++] = (int)i;
+        return n;
+    }
+    /* The first entry decides how all are read; there is no MIG here, so MIG- names nothing. */
+    if (strncmp(spec, "MIG-", 4) == 0)
+        return 0;
+    uuids = strncmp(spec, "GPU-", 4) == 0;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        int d;
+
+        if (!end)
+            end = p + strlen(p);
+        if ((d = visible_entry(p, end, uuids, ndev)) < 0)
+            break;
+        for (int k = 0; k < n; k++)
+            if (out[k] == d)
+                return 0; /* a GPU named twice: CUDA then shows none */
+        if (n == SIM_MAX_DEVICES)
+            break;
+        out[n++] = d;
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+    return n;
+}
 
 void sim_uuid_bytes(int index, unsigned char out[16])
 {

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_MAX_DEVICES 16
-#define SIM_MAX_PROCS 128
+#define SIM_MAX_PROCS 512
 #define SIM_RING_LEN 4096
 #define SIM_GRANULE ((uint64_t)2 << 20)
 
@@ -36,7 +36,7 @@
 #define SIM_UTIL_WINDOW_NS 1000000000ull
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
-#define SIM_STATE_VERSION 3u
+#define SIM_STATE_VERSION 5u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes */
 
 struct sim_config {
     uint32_t devices;
@@ -98,6 +98,7 @@ _Static_assert(offsetof(struct sim_shared, procs) == 104, "process table offset"
 /* One process's view of the shared state. */
 struct sim_state {
     struct sim_shared *sh; /* NULL until opened */
+    int fd;                /* the file, kept open: its shared OFD lock says "in use" */
     int slot;              /* this process's record, -1 until it holds something */
     pid_t pid;             /* whose slot it is: a forked child must find its own */
     uint64_t start_time;
@@ -115,8 +116,12 @@ int sim_parse_size(const char *s, uint64_t *out);
 
 /*
  * Opens (creating and initialising once, under flock) and maps the state file
- * named by cfg. An initialised file's geometry wins: cfg is updated from it.
- * Errors print one message naming GPUSLICE_SIM_STATE.
+ * named by cfg, and holds a shared lock on it until sim_state_close. When an
+ * initialised file's geometry (devices, SMs, memory, context footprint)
+ * differs from cfg's, the environment wins if no other process has the file
+ * open (it is initialised afresh); otherwise the file wins, cfg is updated
+ * from it and one line on stderr says so. Errors print one message naming
+ * GPUSLICE_SIM_STATE.
  */
 int sim_state_open(struct sim_config *cfg, struct sim_state *st);
 void sim_state_close(struct sim_state *st);
@@ -162,6 +167,16 @@ int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, u
 
 /* Reads a process's start time; -ESRCH if it is gone or a zombie. */
 int sim_proc_start_time(pid_t pid, uint64_t *start);
+
+/*
+ * The devices CUDA shows for CUDA_VISIBLE_DEVICES spec (NULL: all ndev), as
+ * CUDA reads it: indices or "GPU-" UUIDs (whole, or a prefix that names one
+ * GPU), in the order given; the first invalid entry (not a number, negative,
+ * no such GPU, an ambiguous or unknown UUID, a MIG- entry) ends the list;
+ * a GPU named twice leaves none. Fills out[] with physical indices and
+ * returns how many.
+ */
+int sim_visible_devices(const char *spec, uint32_t ndev, int out[SIM_MAX_DEVICES]);
 
 /* The fixed UUID of device index, as bytes and as NVML's "GPU-…" string (41 bytes). */
 void sim_uuid_bytes(int index, unsigned char out[16]);

@@ -25,6 +25,10 @@
 #include "common/nvml_api.h"
 #include "sim_extra_funcs.h"
 
+#ifndef CUDA_ERROR_CAPTURED_EVENT
+#define CUDA_ERROR_CAPTURED_EVENT ((CUresult)907)
+#endif
+
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
 
@@ -90,7 +94,7 @@ static inline int nvml_load(struct nvml *nv)
 /*
  * Points GPUSLICE_SIM_STATE at a file of this test program's own (removed
  * first, and by sim_test_state_done), so tests running at once never share a
- * device.
+ * device; and unsets CUDA_VISIBLE_DEVICES.
  */
 static char sim_test_state_path[256];
 
@@ -102,6 +106,8 @@ static inline void sim_test_state_init(const char *name)
              name, (int)getpid());
     unlink(sim_test_state_path);
     setenv("GPUSLICE_SIM_STATE", sim_test_state_path, 1);
+    /* The tests choose the devices: a CUDA_VISIBLE_DEVICES of the machine's must not hide them. */
+    unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
 static inline void sim_test_state_done(void)

@@ -2,8 +2,9 @@
  * Tests of the simulator's configuration: the size parser, and each
  * GPUSLICE_SIM_* variable read strictly by cuInit and nvmlInit in a fresh
  * child process (a bad value: one message naming the variable, and an
- * error, never a crash); the state file's geometry winning over the
- * environment; a foreign state file refused.
+ * error, never a crash); a state file nobody uses following the
+ * environment, one in use keeping its geometry and saying so; a foreign
+ * state file refused.
  */
 #include "sim_test.h"
 #include "sim_state.h"
@@ -247,7 +248,8 @@ static void test_bad_state_paths_are_refused(void **state)
     unlink(path);
 }
 
-static void test_existing_state_geometry_wins(void **state)
+/* A file nobody has open follows the environment: a new geometry starts it afresh. */
+static void test_unused_state_follows_the_environment(void **state)
 {
     char path[256];
     struct child_result r;
@@ -260,15 +262,115 @@ static void test_existing_state_geometry_wins(void **state)
     assert_int_equal(r.cu_init, CUDA_SUCCESS);
     assert_int_equal(r.devices, 3);
     assert_int_equal(r.total, GiB);
+    assert_string_equal(r.err, "");
     assert_int_equal(stat(path, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0600);
     setenv("GPUSLICE_SIM_MEMORY", "4G", 1);
     run_child("GPUSLICE_SIM_DEVICES", "1", path, &r);
     assert_int_equal(r.cu_init, CUDA_SUCCESS);
-    assert_int_equal(r.devices, 3);
-    assert_int_equal(r.total, GiB);
+    assert_int_equal(r.devices, 1);
+    assert_int_equal(r.total, 4 * GiB);
+    assert_string_equal(r.err, ""); /* nothing to say: nobody else saw the old geometry */
     unsetenv("GPUSLICE_SIM_MEMORY");
     unlink(path);
+}
+
+/*
+ * A file another process has open keeps its geometry, and a process whose
+ * environment asks for another one is told so in one line (per library),
+ * naming the variables, the file, what it holds and how to change it.
+ */
+static void test_state_in_use_keeps_its_geometry_and_says_so(void **state)
+{
+    struct sim_config cfg;
+    struct sim_state st;
+    struct child_result r;
+    char path[256];
+
+    (void)state;
+    state_file(path, sizeof(path), "inuse");
+    unsetenv("GPUSLICE_SIM_MEMORY");
+    unsetenv("GPUSLICE_SIM_DEVICES");
+    setenv("GPUSLICE_SIM_STATE", path, 1);
+    assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(sim_state_open(&cfg, &st), 0); /* this process holds it: 1 device, 16G */
+    run_child("GPUSLICE_SIM_DEVICES", "2", path, &r);
+    assert_int_equal(r.cu_init, CUDA_SUCCESS);
+    assert_int_equal(r.nvml_init, NVML_SUCCESS);
+    assert_int_equal(r.devices, 1);
+    assert_int_equal(r.total, 16 * GiB);
+    assert_int_equal(count_lines(r.err), 2); /* libcuda's and NVML's */
+    assert_non_null(strstr(r.err, "GPUSLICE_SIM_DEVICES=2"));
+    assert_non_null(strstr(r.err, path));
+    assert_non_null(strstr(r.err, "holds 1 device of 132 SMs and 16G"));
+    assert_non_null(strstr(r.err, "remove the file"));
+    /* The same geometry: silent. */
+    run_child("GPUSLICE_SIM_DEVICES", "1", path, &r);
+    assert_int_equal(r.devices, 1);
+    assert_string_equal(r.err, "");
+    /* Once this process lets go, the environment wins again. */
+    sim_state_close(&st);
+    run_child("GPUSLICE_SIM_DEVICES", "2", path, &r);
+    assert_int_equal(r.devices, 2);
+    assert_string_equal(r.err, "");
+    unsetenv("GPUSLICE_SIM_STATE");
+    unlink(path);
+}
+
+struct visible_case {
+    const char *spec; /* NULL: unset */
+    const char *want; /* the physical indices shown, e.g. "2 0" */
+};
+
+/* Three devices: GPU-5ac1ce00-0000-4000-8000-00000000000{0,1,2}. */
+static const struct visible_case visible_cases[] = {
+    {NULL, "0 1 2"},
+    {"", ""},
+    {"0", "0"},
+    {"2,0", "2 0"},
+    {"0,2,-1,1", "0 2"},        /* CUDA's own example: the invalid entry ends the list */
+    {"1,3,0", "1"},             /* no device 3 */
+    {"1,,0", "1"},
+    {" 1 , 2", "1 2"},          /* read like strtoul */
+    {"1gpu,2x", "1 2"},
+    {"+1", "1"},
+    {"-1", ""},
+    {"x,0", ""},
+    {"0,1,0", ""},              /* a device named twice: none */
+    {"GPU-5ac1ce00-0000-4000-8000-000000000002", "2"},
+    {"GPU-5ac1ce00-0000-4000-8000-000000000002,GPU-5ac1ce00-0000-4000-8000-000000000000", "2 0"},
+    {"GPU-5ac1ce00-0000-4000-8000-000000000001,0", "1"}, /* the first entry sets the form */
+    {"0,GPU-5ac1ce00-0000-4000-8000-000000000001", "0"},
+    {"GPU-5ac1ce00-0000-4000-8000-00000000000", ""},    /* a prefix of all three: ambiguous */
+    {"GPU-5ac1ce00", ""},
+    {"GPU-5ac1ce00-0000-4000-8000-0000000000011", ""},  /* longer than any */
+    {"GPU-5ac1ce00-0000-4000-8000-000000000001,GPU-5ac1ce00-0000-4000-8000-000000000001", ""},
+    {"GPU-5AC1CE00-0000-4000-8000-000000000001", ""},  /* as nvidia-smi prints them: lower case */
+    {"MIG-5ac1ce00-0000-4000-8000-000000000001/1/0", ""}, /* no MIG here */
+};
+
+static void test_cuda_visible_devices_is_read_as_cuda_reads_it(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(visible_cases) / sizeof(visible_cases[0]); i++) {
+        const struct visible_case *c = &visible_cases[i];
+        int out[SIM_MAX_DEVICES], n = sim_visible_devices(c->spec, 3, out);
+        char got[128] = "";
+        size_t len = 0;
+
+        for (int k = 0; k < n; k++)
+            len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%d", k ? " " : "", out[k]);
+        if (strcmp(got, c->want) != 0)
+            fail_msg("CUDA_VISIBLE_DEVICES=\"%s\": devices \"%s\", want \"%s\"",
+                     c->spec ? c->spec : "(unset)", got, c->want);
+    }
+    /* A one-GPU machine: its whole UUID's shortest prefix names it. */
+    {
+        int out[SIM_MAX_DEVICES];
+        assert_int_equal(sim_visible_devices("GPU-", 1, out), 1);
+        assert_int_equal(sim_visible_devices("GPU-5", 1, out), 1);
+        assert_int_equal(sim_visible_devices("1", 1, out), 0);
+    }
 }
 
 /* A process that dies holding the state lock does not lock everyone out (robust mutex). */
@@ -314,14 +416,17 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_parser),
+        cmocka_unit_test(test_cuda_visible_devices_is_read_as_cuda_reads_it),
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_each_variable_is_parsed_strictly),
         cmocka_unit_test(test_bad_state_paths_are_refused),
-        cmocka_unit_test(test_existing_state_geometry_wins),
+        cmocka_unit_test(test_unused_state_follows_the_environment),
+        cmocka_unit_test(test_state_in_use_keeps_its_geometry_and_says_so),
         cmocka_unit_test(test_lock_held_by_a_dead_process_is_recovered),
     };
 
     snprintf(state_dir, sizeof(state_dir), "%s",
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    unsetenv("CUDA_VISIBLE_DEVICES"); /* the children choose their devices */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,9 @@
  * Tests of work on the simulated device: spin kernels take their time (by
  * events and by the wall clock), launches serialise on the device, stream
  * query/synchronize, the per-thread default stream, Ex and cooperative
- * launches, graphs by stream capture and built explicitly, and modules.
+ * launches, graphs by stream capture and built explicitly, what a capture
+ * allows in each mode (as measured on an H200: h200-driver-facts.txt,
+ * "capture" lines), and modules.
  */
 #include "sim_test.h"
 
@@ -288,6 +290,210 @@ static void test_capture_broken_by_a_sync_is_invalidated(void **state)
     assert_ok(cu.cuStreamDestroy_v2(s));
 }
 
+/* ---- what a capture allows, per mode, as the H200's driver answered ---- */
+
+static const CUstreamCaptureMode capture_modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                    CU_STREAM_CAPTURE_MODE_RELAXED};
+static const char *const capture_mode_names[] = {"global", "thread-local", "relaxed"};
+
+struct other {
+    int what;
+    CUstream capturing, plain;
+    CUevent ev;
+    CUresult r;
+};
+
+/* driver_facts.c's list of another thread's calls, in its order. */
+static const char *const other_names[] = {"cuEventQuery(event recorded outside)",
+                                          "cuStreamQuery(another stream)",
+                                          "cuEventRecord(event, another stream)",
+                                          "cuEventCreate",
+                                          "cuMemAlloc(1 MiB)",
+                                          "cuStreamIsCapturing(the capturing stream)",
+                                          "cuCtxGetCurrent + cuCtxPushCurrent/Pop",
+                                          "cuStreamGetCtx(the capturing stream)",
+                                          "cuEventQuery(legacy-stream event)",
+                                          "cuStreamQuery(CU_STREAM_LEGACY)",
+                                          "cuEventRecord(event, CU_STREAM_LEGACY)",
+                                          "cuMemGetInfo"};
+
+/* In global mode these failed (CAPTURE_UNSUPPORTED) and invalidated the capture. */
+static const int other_unsafe[] = {1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0};
+
+static void *other_thread(void *arg)
+{
+    struct other *o = arg;
+    CUstreamCaptureStatus st;
+    CUcontext c;
+    CUevent e;
+    CUdeviceptr p;
+    size_t f, t;
+
+    cu.cuCtxSetCurrent(ctx);
+    switch (o->what) {
+    case 0: case 8: o->r = cu.cuEventQuery(o->ev); break;
+    case 1: o->r = cu.cuStreamQuery(o->plain); break;
+    case 2: o->r = cu.cuEventRecord(o->ev, o->plain); break;
+    case 3:
+        if ((o->r = cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
+            cu.cuEventDestroy_v2(e);
+        break;
+    case 4:
+        if ((o->r = cu.cuMemAlloc_v2(&p, MiB)) == CUDA_SUCCESS)
+            cu.cuMemFree_v2(p);
+        break;
+    case 5: o->r = cu.cuStreamIsCapturing(o->capturing, &st); break;
+    case 6:
+        if ((o->r = cu.cuCtxGetCurrent(&c)) == CUDA_SUCCESS &&
+            (o->r = cu.cuCtxPushCurrent_v2(ctx)) == CUDA_SUCCESS)
+            o->r = cu.cuCtxPopCurrent_v2(&c);
+        break;
+    case 7: o->r = cu.cuStreamGetCtx(o->capturing, &c); break;
+    case 9: o->r = cu.cuStreamQuery(CU_STREAM_LEGACY); break;
+    case 10: o->r = cu.cuEventRecord(o->ev, CU_STREAM_LEGACY); break;
+    default: o->r = cu.cuMemGetInfo_v2(&f, &t); break;
+    }
+    return NULL;
+}
+
+static void test_capture_modes_allow_what_the_h200_allowed(void **state)
+{
+    CUfunction f = get_function(&cu, "noop");
+    CUstream cap, plain;
+    CUevent ev, ev_plain;
+    CUgraph g;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuStreamCreate(&plain, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    assert_ok(cu.cuEventCreate(&ev_plain, CU_EVENT_DISABLE_TIMING));
+    for (int m = 0; m < 3; m++) {
+        /* The capturing thread's own record into its capture, then a query of that event. */
+        assert_ok(cu.cuStreamBeginCapture_v2(cap, capture_modes[m]));
+        assert_ok(launch1(&cu, f, cap));
+        assert_ok(cu.cuEventRecord(ev, cap));
+        assert_cu(cu.cuEventQuery(ev), CUDA_ERROR_CAPTURED_EVENT);
+        assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        /* Its own query of the capturing stream. */
+        assert_ok(cu.cuStreamBeginCapture_v2(cap, capture_modes[m]));
+        assert_ok(launch1(&cu, f, cap));
+        assert_cu(cu.cuStreamQuery(cap), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        /* Another thread's calls while this one captures. */
+        for (int w = 0; w < (int)(sizeof(other_names) / sizeof(other_names[0])); w++) {
+            struct other o = {w, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN};
+            int unsafe = m == 0 && other_unsafe[w];
+            CUresult end;
+            pthread_t th;
+
+            assert_ok(cu.cuEventRecord(ev_plain, w == 8 ? CU_STREAM_LEGACY : plain));
+            assert_ok(cu.cuCtxSynchronize());
+            assert_ok(cu.cuStreamBeginCapture_v2(cap, capture_modes[m]));
+            assert_ok(launch1(&cu, f, cap));
+            assert_int_equal(pthread_create(&th, NULL, other_thread, &o), 0);
+            assert_int_equal(pthread_join(th, NULL), 0);
+            end = launch1(&cu, f, cap);
+            if (end == CUDA_SUCCESS)
+                end = cu.cuStreamEndCapture(cap, &g);
+            else
+                assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+            if (o.r != (unsafe ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS) ||
+                (end == CUDA_SUCCESS) == unsafe)
+                fail_msg("capture %s: another thread's %s -> %d; capture end %d",
+                         capture_mode_names[m], other_names[w], o.r, end);
+            if (end == CUDA_SUCCESS)
+                assert_ok(cu.cuGraphDestroy(g));
+        }
+    }
+    /* The entry point without a mode captures in global mode. */
+    {
+        struct other o = {0, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN};
+        pthread_t th;
+        assert_ok(cu.cuStreamBeginCapture(cap));
+        assert_int_equal(pthread_create(&th, NULL, other_thread, &o), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_cu(o.r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
+    assert_ok(cu.cuEventDestroy_v2(ev));
+    assert_ok(cu.cuEventDestroy_v2(ev_plain));
+    assert_ok(cu.cuStreamDestroy_v2(cap));
+    assert_ok(cu.cuStreamDestroy_v2(plain));
+}
+
+/*
+ * The capturing thread's own unsafe calls: forbidden in global and
+ * thread-local mode, allowed in relaxed mode (CUDA's documented rule; the
+ * H200 run measured only the queries above).
+ */
+static void test_capturing_thread_may_not_allocate_unless_relaxed(void **state)
+{
+    CUstream cap;
+    CUdeviceptr p;
+    CUgraph g;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    for (int m = 0; m < 3; m++) {
+        CUresult r;
+        assert_ok(cu.cuStreamBeginCapture_v2(cap, capture_modes[m]));
+        r = cu.cuMemAlloc_v2(&p, MiB);
+        if (capture_modes[m] == CU_STREAM_CAPTURE_MODE_RELAXED) {
+            assert_ok(r);
+            assert_ok(cu.cuMemFree_v2(p));
+            assert_ok(cu.cuStreamEndCapture(cap, &g));
+            assert_ok(cu.cuGraphDestroy(g));
+        } else {
+            assert_cu(r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            assert_cu(cu.cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        }
+    }
+    /* With the capture over, all is allowed again. */
+    assert_ok(cu.cuMemAlloc_v2(&p, MiB));
+    assert_ok(cu.cuMemFree_v2(p));
+    assert_ok(cu.cuStreamDestroy_v2(cap));
+}
+
+/* A captured event record is a node: it records when the graph runs, not before. */
+static void test_captured_event_record_runs_with_the_graph(void **state)
+{
+    CUfunction f = get_function(&cu, "spin_5000us");
+    CUstream s;
+    CUevent a, ev;
+    CUgraph g;
+    CUgraphExec e;
+    uint64_t t0;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuEventCreate(&a, 0));
+    assert_ok(cu.cuEventCreate(&ev, 0));
+    assert_ok(cu.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    assert_ok(launch1(&cu, f, s));
+    assert_ok(cu.cuEventRecord(ev, s));
+    assert_ok(cu.cuStreamEndCapture(s, &g));
+    /* Last recorded in a capture: still not to be waited on. */
+    assert_cu(cu.cuEventQuery(ev), CUDA_ERROR_CAPTURED_EVENT);
+    assert_cu(cu.cuEventSynchronize(ev), CUDA_ERROR_CAPTURED_EVENT);
+    assert_ok(cu.cuGraphInstantiateWithFlags(&e, g, 0));
+    t0 = now_ns();
+    assert_ok(cu.cuEventRecord(a, s));
+    assert_ok(cu.cuGraphLaunch(e, s));
+    assert_cu(cu.cuEventQuery(ev), CUDA_ERROR_NOT_READY); /* recorded by the graph, at its end */
+    assert_ok(cu.cuEventSynchronize(ev));
+    assert_true(now_ns() - t0 >= 5 * MS);
+    assert_true(elapsed_ms(a, ev) >= 5.0f);
+    assert_ok(cu.cuEventQuery(ev));
+    assert_ok(cu.cuGraphExecDestroy(e));
+    assert_ok(cu.cuGraphDestroy(g));
+    assert_ok(cu.cuEventDestroy_v2(a));
+    assert_ok(cu.cuEventDestroy_v2(ev));
+    assert_ok(cu.cuStreamDestroy_v2(s));
+}
+
 static void test_explicit_graph_runs_its_kernel_nodes(void **state)
 {
     CUfunction f = get_function(&cu, "spin_4000us");
@@ -378,6 +584,9 @@ int main(void)
         cmocka_unit_test(test_launch_ex_and_cooperative),
         cmocka_unit_test(test_graph_by_stream_capture_runs_when_launched),
         cmocka_unit_test(test_capture_broken_by_a_sync_is_invalidated),
+        cmocka_unit_test(test_capture_modes_allow_what_the_h200_allowed),
+        cmocka_unit_test(test_capturing_thread_may_not_allocate_unless_relaxed),
+        cmocka_unit_test(test_captured_event_record_runs_with_the_graph),
         cmocka_unit_test(test_explicit_graph_runs_its_kernel_nodes),
         cmocka_unit_test(test_events_without_timing_or_record),
         cmocka_unit_test(test_modules_load_from_any_file_and_unload),

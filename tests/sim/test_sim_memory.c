@@ -1,8 +1,11 @@
 /*
- * Tests of the simulated driver's memory: OOM at capacity and exact give-back,
- * 2 MiB granules, pitch, managed, legacy 32-bit calls, address ranges and copy
- * checks, stream-ordered pools (growth, release at sync, threshold, trim,
- * destroy), VMM (memory lives while mapped), and arrays. A 1 GiB device.
+ * Tests of the simulated driver's memory, against what an H200's driver was
+ * measured to reserve (h200-driver-facts.txt): small cuMemAlloc requests
+ * packed into 2 MiB pages, larger ones rounded to pages, pitch, arrays in a
+ * block-linear layout, stream-ordered pools growing in 32 MiB chunks and
+ * giving whole chunks back at a synchronisation; and OOM at capacity with
+ * exact give-back, managed, legacy 32-bit calls, address ranges and copy
+ * checks, VMM (memory lives while mapped). A 1 GiB device.
  */
 #include "sim_test.h"
 
@@ -40,7 +43,7 @@ static uint64_t used(void)
     return t - f;
 }
 
-static void test_allocations_reserve_whole_2mib_granules(void **state)
+static void test_allocations_take_pages_and_bad_frees_fail(void **state)
 {
     uint64_t base = used();
     CUdeviceptr a, b;
@@ -56,6 +59,109 @@ static void test_allocations_reserve_whole_2mib_granules(void **state)
     assert_int_equal(used(), base);
     assert_cu(cu.cuMemFree_v2(b), CUDA_ERROR_INVALID_VALUE);
     assert_cu(cu.cuMemAlloc_v2(&a, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+struct pack_case {
+    size_t size;
+    int count;    /* allocations made */
+    int per_page; /* measured: a new page every this many */
+};
+
+/* h200-driver-facts.txt, "packing" lines: 4000 x 512 B took 2 MiB, and so on. */
+static const struct pack_case pack_cases[] = {
+    {512, 4000, 4096},   {4096, 4000, 512},      {65536, 384, 32},   {262144, 96, 8},
+    {524288, 48, 4},     {1048576, 24, 2},       {1052672, 23, 1},   {2093056, 12, 1},
+};
+
+static void test_small_allocations_are_packed_into_2mib_pages(void **state)
+{
+    static CUdeviceptr p[4096];
+    uint64_t base = used();
+
+    (void)state;
+    for (size_t c = 0; c < sizeof(pack_cases) / sizeof(pack_cases[0]); c++) {
+        const struct pack_case *k = &pack_cases[c];
+        uint64_t prev = used();
+
+        for (int i = 0; i < k->count; i++) {
+            uint64_t now;
+            assert_ok(cu.cuMemAlloc_v2(&p[i], k->size));
+            now = used();
+            /* A page is taken exactly where the H200 took one: at every per_page-th. */
+            if (now - prev != (i % k->per_page == 0 ? 2 * MiB : 0))
+                fail_msg("%zu B: allocation %d took %llu bytes", k->size, i,
+                         (unsigned long long)(now - prev));
+            prev = now;
+            assert_int_equal(p[i] % 512, 0);
+            assert_int_equal(p[i] / (2 * MiB), (p[i] + k->size - 1) / (2 * MiB)); /* in one page */
+        }
+        assert_int_equal(used() - base,
+                         2 * MiB * (uint64_t)((k->count + k->per_page - 1) / k->per_page));
+        for (int i = 0; i < k->count; i++)
+            assert_ok(cu.cuMemFree_v2(p[i]));
+        assert_int_equal(used(), base); /* after freeing them, nothing stays taken */
+    }
+}
+
+static void test_large_allocations_take_whole_pages_of_their_own(void **state)
+{
+    /* h200-driver-facts.txt, "cuMemAlloc(N) took" lines. */
+    static const struct {
+        size_t size;
+        uint64_t took;
+    } cases[] = {{2 * MiB, 2 * MiB},       {2 * MiB + 1, 4 * MiB},     {3 * MiB, 4 * MiB},
+                 {5 * MiB, 6 * MiB},       {33 * MiB + 1, 34 * MiB},   {100 * MiB + 1, 102 * MiB}};
+    uint64_t base = used();
+    CUdeviceptr a, b, small;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_ok(cu.cuMemAlloc_v2(&a, cases[i].size));
+        assert_int_equal(used() - base, cases[i].took);
+        assert_int_equal(a % (2 * MiB), 0);
+        assert_ok(cu.cuMemFree_v2(a));
+        assert_int_equal(used(), base);
+    }
+    /* A small request does not use the tail of a large one's last page (unknown; see README). */
+    assert_ok(cu.cuMemAlloc_v2(&a, 3 * MiB));
+    assert_ok(cu.cuMemAlloc_v2(&small, 4096));
+    assert_int_equal(used() - base, 6 * MiB);
+    assert_ok(cu.cuMemFree_v2(a));
+    assert_ok(cu.cuMemFree_v2(small));
+    /* First fit: a freed hole is used again before a new page is taken. */
+    assert_ok(cu.cuMemAlloc_v2(&a, MiB));
+    assert_ok(cu.cuMemAlloc_v2(&b, MiB));
+    assert_int_equal(used() - base, 2 * MiB);
+    assert_ok(cu.cuMemFree_v2(a));
+    assert_ok(cu.cuMemAlloc_v2(&small, 4096));
+    assert_int_equal(small, a);
+    assert_int_equal(used() - base, 2 * MiB);
+    assert_cu(cu.cuMemFree_v2(small + 512), CUDA_ERROR_INVALID_VALUE); /* not where one starts */
+    assert_ok(cu.cuMemFree_v2(small));
+    assert_ok(cu.cuMemFree_v2(b));
+    assert_int_equal(used(), base);
+}
+
+/* Pages belong to a context: another context's small allocations take pages of its own. */
+static void test_pages_are_not_shared_between_contexts(void **state)
+{
+    uint64_t base = used();
+    CUdeviceptr a, b;
+    CUcontext c2;
+
+    (void)state;
+    assert_ok(cu.cuMemAlloc_v2(&a, 4096));
+    assert_int_equal(used() - base, 2 * MiB);
+    assert_ok(cu.cuCtxCreate_v2(&c2, 0, 0));
+    assert_int_equal(used() - base, 2 * MiB + 64 * MiB);
+    assert_ok(cu.cuMemAlloc_v2(&b, 4096));
+    assert_int_equal(used() - base, 4 * MiB + 64 * MiB);
+    assert_true(a / (2 * MiB) != b / (2 * MiB));
+    assert_ok(cu.cuCtxDestroy_v2(c2)); /* takes its page with it */
+    assert_int_equal(used() - base, 2 * MiB);
+    assert_ok(cu.cuCtxSetCurrent(ctx));
+    assert_ok(cu.cuMemFree_v2(a));
+    assert_int_equal(used(), base);
 }
 
 static void test_out_of_memory_at_capacity_and_exact_give_back(void **state)
@@ -78,8 +184,14 @@ static void test_out_of_memory_at_capacity_and_exact_give_back(void **state)
     assert_cu(cu.cuMemAlloc_v2(&big, (size_t)1 << 62), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
-static void test_pitch_rounds_rows_to_512_bytes(void **state)
+static void test_pitch_is_the_width_rounded_to_512_bytes(void **state)
 {
+    /* h200-driver-facts.txt, "pitch width W height 16 elem E -> pitch P" (alike for E 4, 8, 16). */
+    static const size_t widths[] = {1,   4,    100,  128,  256,  500,  511,  512,
+                                    513, 1000, 1024, 2048, 4096, 4097, 10000};
+    static const size_t pitches[] = {512,  512,  512,  512,  512,  512,  512,  512,
+                                     1024, 1024, 1024, 2048, 4096, 4608, 10240};
+    static const unsigned elems[] = {4, 8, 16};
     uint64_t base = used();
     CUdeviceptr p, q;
     CUdeviceptr_v1 p32;
@@ -87,17 +199,33 @@ static void test_pitch_rounds_rows_to_512_bytes(void **state)
     unsigned pitch32;
 
     (void)state;
-    assert_ok(cu.cuMemAllocPitch_v2(&p, &pitch, 1000, 3, 4));
+    for (size_t e = 0; e < 3; e++) {
+        for (size_t i = 0; i < sizeof(widths) / sizeof(widths[0]); i++) {
+            assert_ok(cu.cuMemAllocPitch_v2(&p, &pitch, widths[i], 16, elems[e]));
+            if (pitch != pitches[i])
+                fail_msg("width %zu elem %u: pitch %zu, want %zu", widths[i], elems[e], pitch,
+                         pitches[i]);
+            assert_int_equal(used() - base, 2 * MiB); /* each alone took one page */
+            assert_ok(cu.cuMemFree_v2(p));
+        }
+    }
+    /* Larger ones: pitch * height rounded to pages (both measured: 10 MiB). */
+    assert_ok(cu.cuMemAllocPitch_v2(&p, &pitch, 1000, 10000, 4));
     assert_int_equal(pitch, 1024);
-    assert_int_equal(used(), base + 2 * MiB);
+    assert_int_equal(used() - base, 10 * MiB);
+    assert_ok(cu.cuMemAllocPitch_v2(&q, &pitch, 3000, 3000, 16));
+    assert_int_equal(pitch, 3072);
+    assert_int_equal(used() - base, 20 * MiB);
+    assert_ok(cu.cuMemFree_v2(p));
+    assert_ok(cu.cuMemFree_v2(q));
+    /* Small ones share pages with each other and with cuMemAlloc's. */
+    assert_ok(cu.cuMemAllocPitch_v2(&p, &pitch, 1000, 3, 4));
     assert_ok(cu.cuMemGetAddressRange_v2(NULL, &size, p));
     assert_int_equal(size, 1024 * 3);
-    assert_ok(cu.cuMemAllocPitch_v2(&q, &pitch, 3000, 1000, 16));
-    assert_int_equal(pitch, 3072);
-    assert_int_equal(used(), base + 2 * MiB + 4 * MiB); /* 3,072,000 bytes: two granules */
-    assert_ok(cu.cuMemAllocPitch(&p32, &pitch32, 512, 4096, 8));
+    assert_ok(cu.cuMemAllocPitch_v2(&q, &pitch, 100, 16, 8));
+    assert_ok(cu.cuMemAllocPitch(&p32, &pitch32, 512, 4096, 8)); /* exactly a page, low */
     assert_int_equal(pitch32, 512);
-    assert_int_equal(used(), base + 8 * MiB);
+    assert_int_equal(used() - base, 4 * MiB);
     assert_cu(cu.cuMemAllocPitch_v2(&p, &pitch, 100, 1, 2), CUDA_ERROR_INVALID_VALUE);
     assert_cu(cu.cuMemAllocPitch_v2(&p, &pitch, 0, 1, 4), CUDA_ERROR_INVALID_VALUE);
     assert_ok(cu.cuMemFree_v2(p));
@@ -183,7 +311,155 @@ static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a)
     return v;
 }
 
-static void test_pool_grows_keeps_freed_memory_until_sync(void **state)
+/* h200-driver-facts.txt, "alloc N B from empty -> reserved R KiB"; default and created pools. */
+static const struct {
+    size_t size;
+    uint64_t reserved;
+} pool_cases[] = {
+    {4096, 32 * MiB},           {MiB, 32 * MiB},           {2 * MiB, 32 * MiB},
+    {2 * MiB + 1, 32 * MiB},    {31 * MiB, 32 * MiB},      {32 * MiB, 32 * MiB},
+    {32 * MiB + 1, 64 * MiB},   {33 * MiB, 64 * MiB},      {48 * MiB, 64 * MiB},
+    {64 * MiB, 64 * MiB},       {64 * MiB + 1, 96 * MiB},  {100 * MiB, 128 * MiB},
+    {256 * MiB, 256 * MiB},
+};
+
+/* The sequence held one after another, and what was reserved after each. */
+static const size_t pool_seq[] = {4096,     4096,     MiB,      20 * MiB, 8 * MiB,
+                                  4 * MiB,  40 * MiB, MiB,      100 * MiB};
+static const uint64_t pool_seq_reserved[] = {32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB,
+                                             64 * MiB, 96 * MiB, 96 * MiB, 192 * MiB};
+
+static void check_pool_growth(CUmemoryPool pool, CUstream s)
+{
+    uint64_t base = used();
+    CUdeviceptr p[16];
+
+    for (size_t i = 0; i < sizeof(pool_cases) / sizeof(pool_cases[0]); i++) {
+        assert_ok(cu.cuMemAllocFromPoolAsync(&p[0], pool_cases[i].size, pool, s));
+        assert_ok(cu.cuStreamSynchronize(s));
+        if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) != pool_cases[i].reserved ||
+            used() - base != pool_cases[i].reserved)
+            fail_msg("%zu B from empty: reserved %llu, device %llu, want %llu",
+                     pool_cases[i].size,
+                     (unsigned long long)pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+                     (unsigned long long)(used() - base),
+                     (unsigned long long)pool_cases[i].reserved);
+        /* What it uses is the request (to 512 bytes), not the reserve. */
+        assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+                         (pool_cases[i].size + 511) / 512 * 512);
+        assert_ok(cu.cuMemFreeAsync(p[0], s));
+        assert_ok(cu.cuStreamSynchronize(s));
+        assert_ok(cu.cuMemPoolTrimTo(pool, 0));
+        assert_int_equal(used(), base);
+    }
+    for (size_t i = 0; i < sizeof(pool_seq) / sizeof(pool_seq[0]); i++) {
+        assert_ok(cu.cuMemAllocFromPoolAsync(&p[i], pool_seq[i], pool, s));
+        assert_ok(cu.cuStreamSynchronize(s));
+        if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) != pool_seq_reserved[i])
+            fail_msg("held one after another, step %zu: reserved %llu, want %llu", i,
+                     (unsigned long long)pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+                     (unsigned long long)pool_seq_reserved[i]);
+    }
+    assert_int_equal(used() - base, 192 * MiB);
+    for (size_t i = sizeof(pool_seq) / sizeof(pool_seq[0]); i-- > 0;)
+        assert_ok(cu.cuMemFreeAsync(p[i], s));
+    assert_ok(cu.cuStreamSynchronize(s)); /* threshold 0: after freeing all and a sync, 0 */
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(used(), base);
+}
+
+static void test_pools_grow_in_32mib_chunks_as_measured(void **state)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemoryPool def, own;
+    CUstream s;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuDeviceGetDefaultMemPool(&def, 0));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0);
+    check_pool_growth(def, s);
+    assert_ok(cu.cuMemPoolCreate(&own, &props));
+    check_pool_growth(own, s);
+    assert_ok(cu.cuMemPoolDestroy(own));
+    assert_ok(cu.cuStreamDestroy_v2(s));
+}
+
+/* A synchronisation gives back whole unused chunks, down to the release threshold. */
+static void test_pool_gives_back_whole_chunks_at_a_sync(void **state)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    cuuint64_t max = UINT64_MAX, forty = 40 * MiB, zero = 0;
+    uint64_t base = used();
+    CUmemoryPool def, own;
+    CUdeviceptr a, b;
+    CUstream s;
+    CUevent e;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuDeviceGetDefaultMemPool(&def, 0));
+    /* Measured: two 8 MiB held, one freed: 32 MiB before and after the stream's sync. */
+    assert_ok(cu.cuMemAllocAsync(&a, 8 * MiB, s));
+    assert_ok(cu.cuMemAllocAsync(&b, 8 * MiB, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuMemFreeAsync(b, s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_int_equal(used() - base, 32 * MiB);
+    /* Both freed: 0 after cuCtxSynchronize. */
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_int_equal(used() - base, 32 * MiB); /* freed into the pool, not the device */
+    assert_ok(cu.cuCtxSynchronize());
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(used(), base);
+    /* Measured: threshold UINT64_MAX keeps a freed 4 KiB's 32 MiB; cuMemPoolTrimTo(0) frees it. */
+    assert_ok(cu.cuMemPoolCreate(&own, &props));
+    assert_ok(cu.cuMemPoolSetAttribute(own, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+    assert_ok(cu.cuMemAllocFromPoolAsync(&a, 4096, own, s));
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), UINT64_MAX);
+    assert_ok(cu.cuMemPoolTrimTo(own, 0));
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(used(), base);
+    /*
+     * Unmeasured, modelled: a threshold between chunks keeps the whole chunks
+     * not above it (64 MiB reserved, threshold 40 MiB: 32 stay); an event's
+     * sync settles too; trimming keeps whole chunks not above the bytes asked,
+     * never what is in use.
+     */
+    assert_ok(cu.cuMemPoolSetAttribute(own, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &forty));
+    assert_ok(cu.cuMemAllocFromPoolAsync(&a, 50 * MiB, own, s));
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuEventCreate(&e, 0));
+    assert_ok(cu.cuEventRecord(e, s));
+    assert_ok(cu.cuEventSynchronize(e));
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuMemPoolSetAttribute(own, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+    assert_ok(cu.cuMemAllocFromPoolAsync(&a, 70 * MiB, own, s));
+    assert_ok(cu.cuMemAllocFromPoolAsync(&b, 2 * MiB, own, s));
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 96 * MiB);
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuMemPoolTrimTo(own, 40 * MiB));
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuMemPoolTrimTo(own, 0)); /* b is in use: its chunk stays */
+    assert_int_equal(pool_attr(own, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuMemFree_v2(b)); /* a pool allocation may also go by cuMemFree */
+    assert_ok(cu.cuMemPoolTrimTo(own, 0));
+    assert_int_equal(used(), base);
+    assert_ok(cu.cuMemPoolSetAttribute(own, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+    assert_ok(cu.cuMemPoolDestroy(own));
+    assert_ok(cu.cuEventDestroy_v2(e));
+    assert_ok(cu.cuStreamDestroy_v2(s));
+}
+
+static void test_pool_attributes_and_high_water_marks(void **state)
 {
     uint64_t base = used();
     CUmemoryPool pool, cur;
@@ -194,29 +470,30 @@ static void test_pool_grows_keeps_freed_memory_until_sync(void **state)
     assert_ok(cu.cuDeviceGetDefaultMemPool(&pool, 0));
     assert_ok(cu.cuDeviceGetMemPool(&cur, 0));
     assert_ptr_equal(pool, cur);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0);
+    {
+        cuuint64_t zero = 0; /* the marks of earlier tests */
+        assert_ok(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+        assert_ok(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
+    }
     assert_ok(cu.cuStreamCreate(&s, 0));
     assert_ok(cu.cuMemAllocAsync(&a, 3 * MiB, s));
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 4 * MiB);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB);
-    assert_int_equal(used(), base + 4 * MiB);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * MiB);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuMemAllocAsync_ptsz(&b, 1, NULL));
-    assert_int_equal(used(), base + 6 * MiB);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * MiB + 512);
+    assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuMemFreeAsync(a, s));
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 2 * MiB);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 6 * MiB);
-    assert_int_equal(used(), base + 6 * MiB); /* freed into the pool, not the device */
-    assert_ok(cu.cuMemAllocAsync(&a, 4 * MiB, s));  /* reuses the reserve */
-    assert_int_equal(used(), base + 6 * MiB);
+    assert_ok(cu.cuMemAllocAsync(&a, 30 * MiB, s)); /* reuses the reserve */
+    assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuMemFreeAsync(a, s));
-    assert_ok(cu.cuStreamSynchronize(s)); /* the threshold is 0: all unused goes back */
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
-    assert_int_equal(used(), base + 2 * MiB);
+    assert_ok(cu.cuStreamSynchronize(s)); /* b still in use: its chunk stays */
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
     assert_ok(cu.cuMemFreeAsync_ptsz(b, NULL));
     assert_ok(cu.cuCtxSynchronize());
     assert_int_equal(used(), base);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 6 * MiB);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 6 * MiB);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 30 * MiB + 512);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 32 * MiB);
     {
         cuuint64_t zero = 0, one = 1;
         assert_ok(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
@@ -230,51 +507,22 @@ static void test_pool_grows_keeps_freed_memory_until_sync(void **state)
     assert_ok(cu.cuStreamDestroy_v2(s));
 }
 
-static void test_pool_threshold_and_trim(void **state)
-{
-    uint64_t base = used();
-    cuuint64_t threshold = 8 * MiB, zero = 0;
-    CUmemoryPool pool;
-    CUdeviceptr a;
-    CUevent e;
-
-    (void)state;
-    assert_ok(cu.cuDeviceGetDefaultMemPool(&pool, 0));
-    assert_ok(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
-    assert_ok(cu.cuMemAllocAsync(&a, 12 * MiB, NULL));
-    assert_ok(cu.cuMemFreeAsync(a, NULL));
-    assert_ok(cu.cuEventCreate(&e, 0));
-    assert_ok(cu.cuEventRecord(e, NULL));
-    assert_ok(cu.cuEventSynchronize(e)); /* keeps the threshold */
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
-    assert_int_equal(used(), base + 8 * MiB);
-    assert_ok(cu.cuMemAllocAsync(&a, 2 * MiB, NULL));
-    assert_ok(cu.cuMemPoolTrimTo(pool, 4 * MiB));
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * MiB);
-    assert_ok(cu.cuMemPoolTrimTo(pool, 0)); /* never below what is in use */
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
-    assert_int_equal(used(), base + 2 * MiB);
-    assert_ok(cu.cuMemFree_v2(a)); /* a pool allocation may also go by cuMemFree */
-    assert_ok(cu.cuMemPoolTrimTo(pool, 0));
-    assert_int_equal(used(), base);
-    assert_ok(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
-    assert_ok(cu.cuEventDestroy_v2(e));
-}
-
+/* Growth the device cannot hold fails and changes nothing. */
 static void test_pool_growth_past_the_device_fails_and_changes_nothing(void **state)
 {
-    uint64_t base = used();
+    uint64_t base = used(), room;
     CUmemoryPool pool;
     CUdeviceptr a, b;
 
     (void)state;
     assert_ok(cu.cuDeviceGetDefaultMemPool(&pool, 0));
-    assert_ok(cu.cuMemAllocAsync(&a, 100 * MiB, NULL));
-    assert_cu(cu.cuMemAllocAsync(&b, GiB - base - 99 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_ok(cu.cuMemAllocAsync(&a, 100 * MiB, NULL)); /* 128 MiB reserved */
+    room = GiB - base - 128 * MiB;                      /* 832 MiB: 26 chunks */
+    assert_cu(cu.cuMemAllocAsync(&b, 28 * MiB + room + 1, NULL), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 100 * MiB);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 100 * MiB);
-    assert_int_equal(used(), base + 100 * MiB);
-    assert_ok(cu.cuMemAllocAsync(&b, GiB - base - 100 * MiB, NULL));
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 128 * MiB);
+    assert_int_equal(used(), base + 128 * MiB);
+    assert_ok(cu.cuMemAllocAsync(&b, 28 * MiB + room, NULL));
     assert_int_equal(used(), GiB);
     assert_ok(cu.cuMemFreeAsync(a, NULL));
     assert_ok(cu.cuMemFreeAsync(b, NULL));
@@ -294,7 +542,7 @@ static void test_created_pools_and_device_current_pool(void **state)
     assert_ok(cu.cuMemPoolCreate(&pool, &props));
     assert_ok(cu.cuMemAllocFromPoolAsync(&a, 5 * MiB, pool, NULL));
     assert_ok(cu.cuMemAllocFromPoolAsync_ptsz(&b, 1 * MiB, pool, NULL));
-    assert_int_equal(used(), base + 8 * MiB);
+    assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuDeviceSetMemPool(0, pool));
     assert_ok(cu.cuDeviceGetMemPool(&cur, 0));
     assert_ptr_equal(cur, pool);
@@ -303,15 +551,20 @@ static void test_created_pools_and_device_current_pool(void **state)
     /* Destroyed with allocations outstanding: the pool goes when they do. */
     assert_ok(cu.cuMemFreeAsync(b, NULL));
     assert_ok(cu.cuMemPoolDestroy(pool));
-    assert_int_equal(used(), base + 6 * MiB);
+    assert_int_equal(used(), base + 32 * MiB); /* the chunk a's 5 MiB use */
     assert_ok(cu.cuDeviceGetMemPool(&cur, 0));
     assert_ptr_equal(cur, def);
     assert_ok(cu.cuMemFreeAsync(a, NULL));
     assert_int_equal(used(), base);
+    /* Unmeasured, modelled: a capped pool grows to its cap, not a whole chunk. */
     props.maxSize = 4 * MiB;
     assert_ok(cu.cuMemPoolCreate(&pool, &props));
     assert_cu(cu.cuMemAllocFromPoolAsync(&a, 5 * MiB, pool, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_ok(cu.cuMemAllocFromPoolAsync(&a, 3 * MiB, pool, NULL));
+    assert_int_equal(used(), base + 4 * MiB);
+    assert_ok(cu.cuMemFreeAsync(a, NULL));
     assert_ok(cu.cuMemPoolDestroy(pool));
+    assert_int_equal(used(), base);
     assert_cu(cu.cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);
     props.location.id = 1;
     assert_cu(cu.cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
@@ -384,36 +637,123 @@ static void test_vmm_create_beyond_capacity_is_oom(void **state)
     assert_cu(cu.cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
-static void test_arrays_reserve_their_size_in_granules(void **state)
+/* h200-driver-facts.txt, "array2d" and "array3d" lines; depth 0 is a 2-D array, height 0 1-D. */
+static const struct {
+    size_t w, h, d;
+    CUarray_format f;
+    unsigned ch;
+    uint64_t took;
+} array_cases[] = {
+    {1, 1, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
+    {100, 100, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
+    {1000, 1000, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
+    {1000, 1000, 0, CU_AD_FORMAT_FLOAT, 4, 16 * MiB},
+    {4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, 256 * MiB},
+    {4096, 4096, 0, CU_AD_FORMAT_HALF, 2, 64 * MiB},
+    {3000, 0, 0, CU_AD_FORMAT_FLOAT, 1, 2 * MiB},
+    {1001, 999, 0, CU_AD_FORMAT_FLOAT, 2, 8 * MiB},
+    {256, 256, 256, CU_AD_FORMAT_FLOAT, 1, 64 * MiB},
+    {100, 100, 100, CU_AD_FORMAT_UNSIGNED_INT8, 4, 6 * MiB},  /* elements alone: 4 MiB */
+    {1000, 1000, 10, CU_AD_FORMAT_HALF, 1, 32 * MiB},        /* elements alone: 20 MiB */
+};
+
+static void test_arrays_reserve_what_the_h200_reserved(void **state)
 {
     uint64_t base = used();
-    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1000, .Height = 1000, .Format = CU_AD_FORMAT_FLOAT,
-                                .NumChannels = 4};
-    CUDA_ARRAY_DESCRIPTOR_v1 d1 = {.Width = 100, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                   .NumChannels = 1};
-    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 256, .Height = 256, .Depth = 64,
-                                  .Format = CU_AD_FORMAT_HALF, .NumChannels = 2};
-    CUDA_ARRAY3D_DESCRIPTOR_v1 d31 = {.Width = 1024, .Height = 1024, .Depth = 0,
-                                      .Format = CU_AD_FORMAT_SIGNED_INT32, .NumChannels = 1};
-    CUarray a, b, c, d;
+    CUarray a;
 
     (void)state;
-    assert_ok(cu.cuArrayCreate_v2(&a, &d2)); /* 16,000,000 bytes: 8 granules */
-    assert_int_equal(used(), base + 16 * MiB);
-    assert_ok(cu.cuArrayCreate(&b, &d1));
-    assert_int_equal(used(), base + 18 * MiB);
-    assert_ok(cu.cuArray3DCreate_v2(&c, &d3)); /* exactly 16 MiB */
-    assert_int_equal(used(), base + 34 * MiB);
-    assert_ok(cu.cuArray3DCreate(&d, &d31)); /* 4 MiB */
-    assert_int_equal(used(), base + 38 * MiB);
+    for (size_t i = 0; i < sizeof(array_cases) / sizeof(array_cases[0]); i++) {
+        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = array_cases[i].w, .Height = array_cases[i].h,
+                                      .Depth = array_cases[i].d, .Format = array_cases[i].f,
+                                      .NumChannels = array_cases[i].ch};
+        assert_ok(cu.cuArray3DCreate_v2(&a, &d3));
+        if (used() - base != array_cases[i].took)
+            fail_msg("array %zux%zux%zu x%u: took %llu, the H200 %llu", array_cases[i].w,
+                     array_cases[i].h, array_cases[i].d, array_cases[i].ch,
+                     (unsigned long long)(used() - base),
+                     (unsigned long long)array_cases[i].took);
+        assert_ok(cu.cuArrayDestroy(a));
+        assert_int_equal(used(), base);
+        if (array_cases[i].d == 0) { /* the 2-D entry points agree */
+            CUDA_ARRAY_DESCRIPTOR d2 = {.Width = array_cases[i].w, .Height = array_cases[i].h,
+                                        .Format = array_cases[i].f,
+                                        .NumChannels = array_cases[i].ch};
+            assert_ok(cu.cuArrayCreate_v2(&a, &d2));
+            assert_int_equal(used() - base, array_cases[i].took);
+            assert_ok(cu.cuArrayDestroy(a));
+        }
+    }
+    assert_int_equal(used(), base);
+}
+
+/* Every "a3 W H D KiB" line of h200-driver-facts.txt (u8, one channel): 353 3-D arrays. */
+static void test_every_measured_3d_array_reserves_what_the_h200_reserved(void **state)
+{
+    FILE *f = fopen(SIM_FACTS_FILE, "r");
+    char line[256];
+    int n = 0, wrong = 0;
+
+    (void)state;
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long w, h, d, kib;
+        uint64_t base = used();
+        CUarray a;
+
+        if (sscanf(line, "a3 %llu %llu %llu %llu", &w, &h, &d, &kib) != 4)
+            continue;
+        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = w, .Height = h, .Depth = d,
+                                      .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+        assert_ok(cu.cuArray3DCreate_v2(&a, &d3));
+        if (used() - base != kib * 1024) {
+            print_message("array %llux%llux%llu: took %llu KiB, the H200 %llu KiB\n", w, h, d,
+                          (unsigned long long)((used() - base) / 1024), kib);
+            wrong++;
+        }
+        assert_ok(cu.cuArrayDestroy(a));
+        n++;
+    }
+    fclose(f);
+    assert_true(n >= 300);
+    assert_int_equal(wrong, 0);
+}
+
+static void test_arrays_take_pages_of_their_own_and_are_checked(void **state)
+{
+    uint64_t base = used();
+    CUDA_ARRAY_DESCRIPTOR_v1 d1 = {.Width = 100, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                   .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1 << 20, .Height = 0, .Format = CU_AD_FORMAT_FLOAT,
+                                .NumChannels = 4};
+    CUDA_ARRAY3D_DESCRIPTOR_v1 d31 = {.Width = 1024, .Height = 1024, .Depth = 0,
+                                      .Format = CU_AD_FORMAT_SIGNED_INT32, .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 16, .Height = 0, .Depth = 16,
+                                  .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUarray a, b, c;
+
+    (void)state;
+    assert_ok(cu.cuArrayCreate(&a, &d1)); /* the v1 descriptor; 100 bytes */
+    assert_ok(cu.cuArrayCreate(&b, &d1)); /* not packed with the first */
+    assert_int_equal(used(), base + 4 * MiB);
+    assert_ok(cu.cuArray3DCreate(&c, &d31)); /* 2-D: 4096 x 1024 */
+    assert_int_equal(used(), base + 8 * MiB);
     assert_ok(cu.cuArrayDestroy(a));
     assert_ok(cu.cuArrayDestroy(b));
     assert_ok(cu.cuArrayDestroy(c));
-    assert_ok(cu.cuArrayDestroy(d));
     assert_int_equal(used(), base);
     assert_cu(cu.cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+    /* Refused, as on the H200: a 1-D array of 1048576 float4. */
+    assert_cu(cu.cuArrayCreate_v2(&a, &d2), CUDA_ERROR_INVALID_VALUE);
+    assert_cu(cu.cuArray3DCreate_v2(&a, &d3), CUDA_ERROR_INVALID_VALUE); /* depth without height */
+    d2.Width = 1000;
     d2.NumChannels = 3;
     assert_cu(cu.cuArrayCreate_v2(&a, &d2), CUDA_ERROR_INVALID_VALUE);
+    d2.NumChannels = 4;
+    d2.Height = 1 << 30;
+    d2.Width = 1 << 30;
+    assert_cu(cu.cuArrayCreate_v2(&a, &d2), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(used(), base);
 }
 
 /* Threads allocating, launching and freeing at once leave the books exact. */
@@ -478,19 +818,25 @@ static void test_concurrent_threads_keep_the_books_exact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_allocations_reserve_whole_2mib_granules),
+        cmocka_unit_test(test_allocations_take_pages_and_bad_frees_fail),
+        cmocka_unit_test(test_small_allocations_are_packed_into_2mib_pages),
+        cmocka_unit_test(test_large_allocations_take_whole_pages_of_their_own),
+        cmocka_unit_test(test_pages_are_not_shared_between_contexts),
         cmocka_unit_test(test_out_of_memory_at_capacity_and_exact_give_back),
-        cmocka_unit_test(test_pitch_rounds_rows_to_512_bytes),
+        cmocka_unit_test(test_pitch_is_the_width_rounded_to_512_bytes),
         cmocka_unit_test(test_managed_memory_counts_and_is_host_accessible),
         cmocka_unit_test(test_legacy_32bit_calls_get_low_addresses),
         cmocka_unit_test(test_address_range_and_copy_bounds),
-        cmocka_unit_test(test_pool_grows_keeps_freed_memory_until_sync),
-        cmocka_unit_test(test_pool_threshold_and_trim),
+        cmocka_unit_test(test_pools_grow_in_32mib_chunks_as_measured),
+        cmocka_unit_test(test_pool_gives_back_whole_chunks_at_a_sync),
+        cmocka_unit_test(test_pool_attributes_and_high_water_marks),
         cmocka_unit_test(test_pool_growth_past_the_device_fails_and_changes_nothing),
         cmocka_unit_test(test_created_pools_and_device_current_pool),
         cmocka_unit_test(test_vmm_memory_lives_until_released_and_unmapped),
         cmocka_unit_test(test_vmm_create_beyond_capacity_is_oom),
-        cmocka_unit_test(test_arrays_reserve_their_size_in_granules),
+        cmocka_unit_test(test_arrays_reserve_what_the_h200_reserved),
+        cmocka_unit_test(test_every_measured_3d_array_reserves_what_the_h200_reserved),
+        cmocka_unit_test(test_arrays_take_pages_of_their_own_and_are_checked),
         cmocka_unit_test(test_concurrent_threads_keep_the_books_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -2,9 +2,12 @@
  * Tests of the simulated libnvidia-ml.so.1: init refcount, versions, device
  * identity (agreeing with the driver's UUID bytes), memory v1/v2, processes
  * v1/v3, utilisation and per-process samples consistent with what the
- * simulated driver did. Two devices.
+ * simulated driver did; CUDA_VISIBLE_DEVICES remapping the driver's devices
+ * and not NVML's. Two devices.
  */
 #include "sim_test.h"
+
+#include <sys/wait.h>
 
 #define MS 1000000ull
 
@@ -185,6 +188,33 @@ static void test_running_processes_v1_and_v3(void **state)
     n = 4;
     assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses(dev1, &n, p1), NVML_SUCCESS);
     assert_int_equal(n, 0);
+    assert_ok(cu.cuCtxSetCurrent(ctx));
+}
+
+/* NVML's figures are what the driver reserved (pages, chunks), not what was asked. */
+static void test_per_process_memory_counts_pages_and_chunks(void **state)
+{
+    nvmlProcessInfo_t p3[4];
+    CUdeviceptr small[100], pooled;
+    nvmlMemory_t m;
+    unsigned n = 4;
+
+    (void)state;
+    for (int i = 0; i < 100; i++)
+        assert_ok(cu.cuMemAlloc_v2(&small[i], 4096)); /* 400 KiB asked: one page */
+    assert_ok(cu.cuMemAllocAsync(&pooled, 4096, NULL)); /* a 32 MiB chunk */
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, p3), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(p3[0].usedGpuMemory, 64 * MiB + 2 * MiB + 32 * MiB);
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(m.used, 64 * MiB + 2 * MiB + 32 * MiB);
+    for (int i = 0; i < 100; i++)
+        assert_ok(cu.cuMemFree_v2(small[i]));
+    assert_ok(cu.cuMemFreeAsync(pooled, NULL));
+    assert_ok(cu.cuStreamSynchronize(NULL));
+    n = 4;
+    assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, p3), NVML_SUCCESS);
+    assert_int_equal(p3[0].usedGpuMemory, 64 * MiB);
 }
 
 static void test_utilization_follows_the_device_timeline(void **state)
@@ -241,6 +271,89 @@ static void test_shutdown_then_reinit_sees_the_same_state(void **state)
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
 }
 
+
+/*
+ * In a fresh child with CUDA_VISIBLE_DEVICES=spec: the driver's count, and
+ * for its device 0 the NVML index whose UUID it has and on which its memory
+ * is seen; NVML's count stays 2. Returns count * 100 + NVML index * 10 +
+ * NVML's count; 50 + NVML's count when cuInit fails; below 10 the step that
+ * went wrong.
+ */
+static int visible_child(const char *spec)
+{
+    int status;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE], want[64];
+        unsigned long long before[2], after[2];
+        unsigned nvcount = 0;
+        int count = -1, index = 9;
+        nvmlMemory_t m;
+        nvmlDevice_t d;
+        CUcontext c;
+        CUdeviceptr p;
+        CUuuid u;
+
+        if (spec)
+            setenv("CUDA_VISIBLE_DEVICES", spec, 1);
+        else
+            unsetenv("CUDA_VISIBLE_DEVICES");
+        if (nv.nvmlInit_v2() != NVML_SUCCESS || nv.nvmlDeviceGetCount_v2(&nvcount) != NVML_SUCCESS)
+            _exit(1);
+        if (cu.cuInit(0) != CUDA_SUCCESS)
+            _exit(cu.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED ? 50 + nvcount : 2);
+        if (cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1)
+            _exit(3);
+        if (cu.cuDeviceGetUuid_v2(&u, 0) != CUDA_SUCCESS)
+            _exit(4);
+        for (unsigned i = 0; i < 2; i++) {
+            const unsigned char *b = (const unsigned char *)u.bytes;
+            snprintf(want, sizeof(want),
+                     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                     b[12], b[13], b[14], b[15]);
+            if (nv.nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS ||
+                nv.nvmlDeviceGetUUID(d, uuid, sizeof(uuid)) != NVML_SUCCESS ||
+                nv.nvmlDeviceGetMemoryInfo(d, &m) != NVML_SUCCESS)
+                _exit(5);
+            if (strcmp(uuid, want) == 0)
+                index = (int)i;
+            before[i] = m.used;
+        }
+        if (cu.cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+            cu.cuCtxSetCurrent(c) != CUDA_SUCCESS || cu.cuMemAlloc_v2(&p, 64 * MiB) != CUDA_SUCCESS)
+            _exit(6);
+        for (unsigned i = 0; i < 2; i++) {
+            nv.nvmlDeviceGetHandleByIndex_v2(i, &d);
+            nv.nvmlDeviceGetMemoryInfo(d, &m);
+            after[i] = m.used;
+        }
+        /* The context and the allocation land on the NVML device with the same UUID only. */
+        for (unsigned i = 0; i < 2; i++)
+            if ((after[i] - before[i] == 128 * MiB) != ((int)i == index))
+                _exit(7);
+        _exit(count * 100 + index * 10 + (int)nvcount);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_cuda_visible_devices_remaps_the_driver_not_nvml(void **state)
+{
+    (void)state;
+    assert_int_equal(visible_child(NULL), 202);                 /* both; CUDA 0 is NVML 0 */
+    assert_int_equal(visible_child("1"), 112);                  /* one: NVML's device 1 */
+    assert_int_equal(visible_child("1,0"), 212);                /* the order given */
+    assert_int_equal(visible_child("GPU-5ac1ce00-0000-4000-8000-000000000001"), 112);
+    assert_int_equal(visible_child("0,7,1"), 102);              /* 7 ends the list */
+    assert_int_equal(visible_child("-1,1"), 52);                /* cuInit fails: no device */
+    assert_int_equal(visible_child(""), 52);
+    assert_int_equal(visible_child("1,1"), 52);                 /* named twice: none */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,8 +363,10 @@ int main(void)
         cmocka_unit_test(test_device_identity_agrees_with_the_driver),
         cmocka_unit_test(test_memory_info_follows_the_driver),
         cmocka_unit_test(test_running_processes_v1_and_v3),
+        cmocka_unit_test(test_per_process_memory_counts_pages_and_chunks),
         cmocka_unit_test(test_utilization_follows_the_device_timeline),
         cmocka_unit_test(test_shutdown_then_reinit_sees_the_same_state),
+        cmocka_unit_test(test_cuda_visible_devices_remaps_the_driver_not_nvml),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,11 +1,15 @@
 /*
  * Tests of the simulated driver's symbol resolution and front door: dlsym of
  * every exported name, cuGetProcAddress/_v2 by version and per-thread-stream
- * flag as CUDA 13's driver answers, calls before cuInit, error names, device
- * queries, and that nothing but driver functions is exported.
+ * flag as CUDA 13's driver answers (and as every getproc line of
+ * h200-driver-facts.txt says the H200's driver did), the unexported
+ * trampolines of GPUSLICE_SIM_PROCADDR=unexported (run as "test_sim_procaddr
+ * unexported"), calls before cuInit, error names, device queries, and that
+ * nothing but driver functions is exported.
  */
 #include "sim_test.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 
 static struct cu cu;
@@ -171,8 +175,6 @@ static const struct expect expects[] = {
     {"cuLaunchKernel", 13000, 0, "cuLaunchKernel"},
     {"cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, "cuLaunchKernel"},
     {"cuLaunchKernel", 13000, PTDS, "cuLaunchKernel_ptsz"},
-    {"cuLaunchKernel", 6050, PTDS, "cuLaunchKernel"},
-    {"cuMemcpyHtoD", 6050, PTDS, "cuMemcpyHtoD_v2"},
     {"cuStreamBeginCapture", 13000, PTDS, "cuStreamBeginCapture_v2_ptsz"},
     {"cuCtxCreate", 13000, 0, "cuCtxCreate_v4"},
     {"cuGraphInstantiate", 13000, 0, "cuGraphInstantiateWithFlags"},
@@ -253,6 +255,78 @@ static void test_procaddr_resolves_by_version_and_stream_flag(void **state)
     }
 }
 
+/*
+ * Every "getproc NAME: fF@V=SYMBOL ..." line of the H200's measurements
+ * (h200-driver-facts.txt): the answer for flag F from version V up to the
+ * next change, over the versions driver_facts.c asked for.
+ */
+static const int fact_versions[] = {2000,  3020,  4000,  7000,  9000,  10000, 10010, 10020,
+                                    11000, 11020, 11040, 11060, 12000, 12050, 13000};
+
+static const char *simulated_answer(const char *name, int version, unsigned flags)
+{
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    void *fn = NULL;
+    Dl_info info;
+    CUresult r = cu.cuGetProcAddress_v2(name, &fn, version, flags, &st);
+
+    if (r != CUDA_SUCCESS)
+        return st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version-low" : "none";
+    if (!dladdr(fn, &info) || !info.dli_sname || dlsym(cu.handle, info.dli_sname) != fn)
+        return "UNEXPORTED";
+    return info.dli_sname;
+}
+
+static void test_procaddr_answers_as_the_h200_driver_did(void **state)
+{
+    FILE *f = fopen(SIM_FACTS_FILE, "r");
+    char line[4096];
+    int lines = 0, checked = 0;
+
+    (void)state;
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f)) {
+        char name[128], *p, *save = NULL, *tok;
+        char want[3][16][64]; /* per flag, per version index */
+        int have[3] = {0, 0, 0};
+
+        if (sscanf(line, "getproc %127[^:]:", name) != 1)
+            continue;
+        lines++;
+        memset(want, 0, sizeof(want));
+        p = strchr(line, ':') + 1;
+        for (tok = strtok_r(p, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+            unsigned fl;
+            int ver, vi;
+            char sym[64];
+
+            if (sscanf(tok, "f%u@%d=%63s", &fl, &ver, sym) != 3 || fl > 2)
+                fail_msg("unreadable fact \"%s\" in %s", tok, name);
+            for (vi = 0; vi < (int)COUNT(fact_versions) && fact_versions[vi] < ver; vi++)
+                ;
+            /* From this version up to the next change, the answer was sym. */
+            for (int k = vi; k < (int)COUNT(fact_versions); k++)
+                snprintf(want[fl][k], sizeof(want[fl][k]), "%s", sym);
+            have[fl] = 1;
+        }
+        for (unsigned fl = 0; fl < 3; fl++) {
+            assert_true(have[fl]);
+            for (int k = 0; k < (int)COUNT(fact_versions); k++) {
+                const char *got = simulated_answer(name, fact_versions[k], fl);
+                if (want[fl][k][0] == '\0')
+                    fail_msg("%s flags %u: no fact at %d", name, fl, fact_versions[k]);
+                if (strcmp(got, want[fl][k]) != 0)
+                    fail_msg("%s v%d flags %u: the simulator answers %s, the H200 %s", name,
+                             fact_versions[k], fl, got, want[fl][k]);
+                checked++;
+            }
+        }
+    }
+    fclose(f);
+    assert_true(lines >= 40); /* every hooked name was measured */
+    assert_int_equal(checked, lines * 3 * (int)COUNT(fact_versions));
+}
+
 static void test_every_exported_function_is_reachable_by_procaddr(void **state)
 {
     (void)state;
@@ -320,6 +394,31 @@ static void test_procaddr_too_old_version_is_not_sufficient(void **state)
     /* The status pointer may be NULL. */
     assert_cu(cu.cuGetProcAddress_v2("cuLaunchKernelEx", &fn, 11000, 0, NULL),
               CUDA_ERROR_NOT_FOUND);
+    /*
+     * With the per-thread flag, a name that has per-thread variants resolves
+     * only to them: below their first version it is not sufficient, even
+     * where a plain variant exists (measured: cuStreamSynchronize at 2000,
+     * cuLaunchKernel at 4000).
+     */
+    {
+        static const struct {
+            const char *name;
+            int version;
+        } low[] = {{"cuStreamSynchronize", 2000}, {"cuStreamSynchronize", 6999},
+                   {"cuLaunchKernel", 4000},      {"cuLaunchKernel", 6050},
+                   {"cuMemcpyHtoD", 6050},        {"cuEventRecord", 3020}};
+        for (size_t i = 0; i < COUNT(low); i++) {
+            fn = (void *)1;
+            st = CU_GET_PROC_ADDRESS_SUCCESS;
+            if (cu.cuGetProcAddress_v2(low[i].name, &fn, low[i].version, PTDS, &st) !=
+                    CUDA_ERROR_NOT_FOUND ||
+                st != CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT || fn != NULL)
+                fail_msg("%s v%d flags 2: status %d, pointer %p; want not sufficient",
+                         low[i].name, low[i].version, (int)st, fn);
+            assert_cu(cu.cuGetProcAddress_v2(low[i].name, &fn, low[i].version, 0, &st),
+                      CUDA_SUCCESS); /* the plain one without the flag */
+        }
+    }
 }
 
 static void test_procaddr_rejects_bad_arguments(void **state)
@@ -435,12 +534,168 @@ static void test_device_identity(void **state)
               CUDA_ERROR_NOT_SUPPORTED);
 }
 
-int main(void)
+/* ---- GPUSLICE_SIM_PROCADDR=unexported (this program run with "unexported") ---- */
+
+static int is_exported(void *fn)
+{
+    Dl_info info;
+
+    return dladdr(fn, &info) && info.dli_sname && dlsym(cu.handle, info.dli_sname) == fn;
+}
+
+static void *lookup(const char *name, int version, unsigned flags)
+{
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    void *fn = NULL;
+
+    assert_ok(cu.cuGetProcAddress_v2(name, &fn, version, flags, &st));
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    assert_non_null(fn);
+    return fn;
+}
+
+/*
+ * Every lookup gives a pointer no dlsym gives, one per variant: the same
+ * variant (another version that resolves to it, the v1 entry point) gives
+ * the same pointer, different variants different ones.
+ */
+static void test_unexported_pointers_are_not_the_exported_ones(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < COUNT(expects); i++) {
+        const struct expect *e = &expects[i];
+        void *fn = lookup(e->name, e->version, e->flags), *fn1 = NULL;
+
+        if (is_exported(fn) || fn == dlsym(cu.handle, e->symbol))
+            fail_msg("%s v%d flags %u: an exported pointer", e->name, e->version, e->flags);
+        assert_ok(cu.cuGetProcAddress(e->name, &fn1, e->version, e->flags));
+        assert_ptr_equal(fn1, fn);
+        for (size_t k = 0; k < i; k++) {
+            const struct expect *o = &expects[k];
+            void *other = lookup(o->name, o->version, o->flags);
+            if ((strcmp(o->symbol, e->symbol) == 0) != (other == fn))
+                fail_msg("%s v%d (%s) and %s v%d (%s): pointers %p and %p", e->name, e->version,
+                         e->symbol, o->name, o->version, o->symbol, fn, other);
+        }
+    }
+    /* The rules are the exported mode's: too old is still not sufficient. */
+    {
+        CUdriverProcAddressQueryResult st;
+        void *fn = (void *)1;
+        assert_cu(cu.cuGetProcAddress_v2("cuStreamSynchronize", &fn, 2000, PTDS, &st),
+                  CUDA_ERROR_NOT_FOUND);
+        assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+        assert_null(fn);
+    }
+}
+
+/* The pointers behave as the exported functions do, the resolver included. */
+static void test_unexported_pointers_behave_as_the_exported_ones(void **state)
+{
+    gs_pfn_cuGetProcAddress_v2 gpa2;
+    gs_pfn_cuDriverGetVersion version;
+    gs_pfn_cuInit init;
+    gs_pfn_cuDeviceGetCount count;
+    gs_pfn_cuDevicePrimaryCtxRetain retain;
+    gs_pfn_cuCtxSetCurrent set;
+    gs_pfn_cuMemAlloc_v2 alloc;
+    gs_pfn_cuMemGetInfo_v2 info;
+    gs_pfn_cuMemFree_v2 mfree;
+    gs_pfn_cuLaunchKernel_ptsz launch;
+    CUdriverProcAddressQueryResult st;
+    CUcontext c;
+    CUdeviceptr p;
+    size_t f0, f1, t;
+    int v = 0, n = 0;
+    void *fn = NULL;
+
+    (void)state;
+    *(void **)&gpa2 = lookup("cuGetProcAddress", 12000, 0);
+    assert_false(is_exported((void *)gpa2));
+    assert_ok(gpa2("cuDriverGetVersion", (void **)&version, 13000, 0, &st));
+    assert_false(is_exported((void *)version));
+    assert_ok(version(&v));
+    assert_int_equal(v, 13000);
+    assert_ok(gpa2("cuInit", &fn, 13000, 0, &st));
+    *(void **)&init = fn;
+    assert_ok(init(0));
+    *(void **)&count = lookup("cuDeviceGetCount", 13000, 0);
+    assert_ok(count(&n));
+    assert_int_equal(n, 1);
+    *(void **)&retain = lookup("cuDevicePrimaryCtxRetain", 13000, 0);
+    *(void **)&set = lookup("cuCtxSetCurrent", 13000, 0);
+    *(void **)&alloc = lookup("cuMemAlloc", 13000, 0);
+    *(void **)&info = lookup("cuMemGetInfo", 13000, 0);
+    *(void **)&mfree = lookup("cuMemFree", 13000, 0);
+    *(void **)&launch = lookup("cuLaunchKernel", 13000, PTDS);
+    assert_ok(retain(&c, 0));
+    assert_ok(set(c));
+    assert_ok(info(&f0, &t));
+    assert_ok(alloc(&p, 5 * GiB)); /* 64-bit sizes pass through untouched */
+    assert_ok(info(&f1, &t));
+    assert_int_equal(f0 - f1, 5 * GiB);
+    assert_ok(cu.cuMemFree_v2(p)); /* what a trampoline made, the exported function frees */
+    assert_ok(alloc(&p, 1));
+    assert_ok(mfree(p));
+    assert_cu(mfree(p), CUDA_ERROR_INVALID_VALUE);
+    assert_ok(launch(get_function(&cu, "spin_10us"), 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    assert_ok(cu.cuStreamSynchronize_ptsz(NULL));
+    assert_ok(cu.cuDevicePrimaryCtxRelease_v2(0));
+}
+
+/* A mode that is neither: one message naming the variable, and lookups fail. */
+static void test_bad_procaddr_mode_is_refused(void **state)
+{
+    int err[2], status;
+    char buf[512] = "";
+    ssize_t n;
+    pid_t pid;
+
+    (void)state;
+    assert_int_equal(pipe(err), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char self[4096];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        dup2(err[1], 2);
+        if (len <= 0)
+            _exit(9);
+        self[len] = '\0';
+        setenv("GPUSLICE_SIM_PROCADDR", "hidden", 1);
+        execl(self, self, "bad-mode", (char *)NULL);
+        _exit(9);
+    }
+    close(err[1]);
+    n = read(err[0], buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(err[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_non_null(strstr(buf, "GPUSLICE_SIM_PROCADDR: \"hidden\" is not a mode"));
+}
+
+/* The child of test_bad_procaddr_mode_is_refused: both entry points refuse, quietly after once. */
+static int bad_mode_child(void)
+{
+    void *fn = (void *)1;
+
+    if (cu_load(&cu) < 0)
+        return 2;
+    if (cu.cuGetProcAddress_v2("cuInit", &fn, 13000, 0, NULL) != CUDA_ERROR_INVALID_VALUE ||
+        fn != NULL || cu.cuGetProcAddress("cuInit", &fn, 13000, 0) != CUDA_ERROR_INVALID_VALUE)
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calls_before_init_return_not_initialized),
         cmocka_unit_test(test_dlsym_finds_every_listed_function),
         cmocka_unit_test(test_procaddr_resolves_by_version_and_stream_flag),
+        cmocka_unit_test(test_procaddr_answers_as_the_h200_driver_did),
         cmocka_unit_test(test_every_exported_function_is_reachable_by_procaddr),
         cmocka_unit_test(test_procaddr_of_itself_gives_a_working_resolver),
         cmocka_unit_test(test_procaddr_unknown_name_is_not_found),
@@ -449,6 +704,19 @@ int main(void)
         cmocka_unit_test(test_exports_only_driver_functions),
         cmocka_unit_test(test_error_names_and_strings),
         cmocka_unit_test(test_device_identity),
+        cmocka_unit_test(test_bad_procaddr_mode_is_refused),
     };
+    const struct CMUnitTest unexported[] = {
+        cmocka_unit_test(test_unexported_pointers_are_not_the_exported_ones),
+        cmocka_unit_test(test_unexported_pointers_behave_as_the_exported_ones),
+    };
+
+    if (argc > 1 && strcmp(argv[1], "bad-mode") == 0)
+        return bad_mode_child();
+    if (argc > 1 && strcmp(argv[1], "unexported") == 0) {
+        setenv("GPUSLICE_SIM_PROCADDR", "unexported", 1);
+        return cmocka_run_group_tests_name("unexported", unexported, setup, teardown);
+    }
+    unsetenv("GPUSLICE_SIM_PROCADDR");
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -216,12 +217,12 @@ static void test_tf_json_forms(void **state)
     assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
     assert_int_equal(
         gs_parse_limit_json(" { \"gpu-5ac1ce00-0000-4000-8000-000000000000\" : 2147483648 ,"
-                            "\"1\":5 } ",
+                            "\"1\":1048576 } ",
                             GS_VALUE_SIZE, "T", &l, err, sizeof(err)),
         0);
     assert_int_equal(gs_limits_lookup(&l, 7, "GPU-5AC1CE00-0000-4000-8000-000000000000"),
                      2ULL << 30);
-    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 5);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 1048576);
     assert_int_equal(gs_parse_limit_json("{}", GS_VALUE_SIZE, "T", &l, err, sizeof(err)), 0);
     assert_int_equal(l.n, 0);
 }
@@ -232,6 +233,8 @@ static void test_tf_json_malformed(void **state)
         "",         "{",           "{\"0\": }",        "{\"0\": -1}",     "{\"0\": 1.5}",
         "{\"0\":1,}", "{0: 1}",      "{\"0\": \"1\"}",   "{\"a\": 1}",      "[1]",
         "{\"0\": 1} x", "{\"0\": 0}", "{\"0\":1 \"1\":2}", "{\"0\": 1e9}",
+        "{\"0\": 01073741824}", "{\"0\": 100}", "{\"0\": 99999999999999999999}",
+        "{\"1000\": 1073741824}", "{\"0\": 1073741824, \"0\": 1073741824}",
     };
     size_t i;
 
@@ -252,8 +255,10 @@ static void test_env_precedence(void **state)
                    "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL};
     char *tf[] = {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 2147483648}",
                   "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL};
+    /* CUDA_DEVICE_MEMORY_LIMITS and HAMi-core's shared-cache variable are other variables. */
     char *hami[] = {"CUDA_DEVICE_MEMORY_LIMIT=3g", "CUDA_DEVICE_MEMORY_LIMIT_1=512m",
-                    "CUDA_DEVICE_MEMORY_LIMIT_FOO=1", NULL};
+                    "CUDA_DEVICE_MEMORY_LIMITS=1", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/x",
+                    NULL};
     char *none[] = {"PATH=/bin", NULL};
     struct gs_limits l;
     char err[256];
@@ -329,6 +334,290 @@ static void test_uuid_format_roundtrip(void **state)
     assert_int_equal(gs_parse_uuid("MIG-5AC1CE00-0000-4000-8000-000000000007", 40, p), 0);
 }
 
+/* Issue 12: "0.019999999T" was 3.3 GiB; a fraction is exact in every unit and never wraps. */
+static void test_size_fraction_is_exact_and_never_wraps(void **state)
+{
+    static const struct size_case cases[] = {
+        {"0.019999999T", 1, 21990231456ULL}, /* 0.019999999 * 2^40, truncated */
+        {"0.0199999999999999999999999T", 1, 21990232555ULL},
+        {"0.999999999999999999999999999T", 1, (1ULL << 40) - 1},
+        {"1.999999999999999999999K", 1, 2047},
+        {"0.1K", 1, 102},
+        {"0.3M", 1, 314572},
+        {"1.000000000000000000000000001G", 1, 1ULL << 30},
+        {"0.00000000000000000000000001T", 1, 0},
+        {".5G", 1, 1ULL << 29},
+        {"1.000", 1, 1},
+        {"18446744073709551615", 1, UINT64_MAX},
+        {"18446744073709551615B", 1, UINT64_MAX},
+        {"16777215.999999999999999999999T", 1, UINT64_MAX},
+        {"17179869183.99999999999999999999G", 1, UINT64_MAX},
+        {"4Gi", 1, 4ULL << 30},
+        {"18446744073709551616", 0, 0},
+        {"16777216T", 0, 0},
+        {"16777216.0T", 0, 0},
+        {"17179869184G", 0, 0},
+        {"18014398509481984K", 0, 0},
+        {"1.", 0, 0},
+        {"1.G", 0, 0},
+        {".", 0, 0},
+        {".G", 0, 0},
+        {"0.5", 0, 0},
+        {"1.0000001", 0, 0},
+        {"1..5G", 0, 0},
+        {"1.5.G", 0, 0},
+        {"1e3", 0, 0},
+        {"0x10M", 0, 0},
+        {"+1G", 0, 0},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t v = 12345;
+        int r = gs_parse_size(cases[i].in, &v);
+        if (cases[i].ok && (r != 0 || v != cases[i].want))
+            fail_msg("size \"%s\": %d, %llu; want %llu", cases[i].in, r, (unsigned long long)v,
+                     (unsigned long long)cases[i].want);
+        if (!cases[i].ok && r == 0)
+            fail_msg("size \"%s\" was accepted as %llu", cases[i].in, (unsigned long long)v);
+    }
+    assert_int_equal(gs_parse_size("16777216T", &(uint64_t){0}), -ERANGE);
+}
+
+/* Against exact 128-bit arithmetic: W.F<unit> is W * 2^k + floor(F * 2^k / 10^n). */
+static void test_size_fraction_matches_exact_arithmetic(void **state)
+{
+    static const char units[] = "KMGT";
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    int n;
+
+    (void)state;
+    for (n = 0; n < 20000; n++) {
+        char in[64];
+        unsigned k = (unsigned)(n % 4), digits, d;
+        uint64_t whole, frac = 0, pow10 = 1, got = 0;
+        unsigned __int128 want;
+        int len;
+
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        whole = (x >> 11) % 100000;
+        digits = 1 + (unsigned)((x >> 40) % 19);
+        len = snprintf(in, sizeof(in), "%llu.", (unsigned long long)whole);
+        for (d = 0; d < digits; d++) {
+            unsigned digit = (unsigned)((x >> (d * 3 % 60)) % 10);
+            in[len++] = (char)('0' + digit);
+            frac = frac * 10 + digit;
+            pow10 *= 10;
+        }
+        in[len++] = units[k];
+        in[len] = '\0';
+        want = (unsigned __int128)whole << (10 * (k + 1));
+        want += ((unsigned __int128)frac << (10 * (k + 1))) / pow10;
+        if (gs_parse_size(in, &got) != 0 || got != (uint64_t)want)
+            fail_msg("size \"%s\" = %llu, want %llu", in, (unsigned long long)got,
+                     (unsigned long long)want);
+    }
+}
+
+struct env_case {
+    const char *var; /* NAME=value */
+    int ok;
+};
+
+/* Issue 12: HAMi per-device names that HAMi-core would not read left the process unlimited. */
+static void test_hami_malformed_names_are_refused(void **state)
+{
+    static const char *const bases[] = {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT"};
+    static const struct {
+        const char *suffix;
+        int ok;
+    } names[] = {
+        {"", 1},     {"_0", 1},    {"_7", 1},     {"_15", 1},   {"_999", 1},  {"S", 1},
+        {"X_0", 1},  {"_O", 0},    {"_0x", 0},    {"_0000", 0}, {"_", 0},     {"_00", 0},
+        {"_01", 0},  {"_1000", 0}, {"_-1", 0},    {"_1a", 0},   {"_ 1", 0},   {"__0", 0},
+        {"_0_", 0},  {"_FOO", 0},  {"_１", 0},
+    };
+    size_t b, i;
+
+    (void)state;
+    for (b = 0; b < 2; b++) {
+        for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            char var[128], name[96], *env[3] = {var, NULL, NULL};
+            struct gs_limits l;
+            char err[512] = "";
+            int r;
+
+            snprintf(name, sizeof(name), "%s%s", bases[b], names[i].suffix);
+            snprintf(var, sizeof(var), "%s=%s", name, b == 0 ? "1g" : "30");
+            r = b == 0 ? gs_config_memory(env, &l, err, sizeof(err))
+                       : gs_config_compute(env, &l, err, sizeof(err));
+            if (names[i].ok && r != 0)
+                fail_msg("%s was refused: %s", var, err);
+            if (!names[i].ok) {
+                char form[128];
+                snprintf(form, sizeof(form), "%s_<index>", bases[b]);
+                if (r != -EINVAL || strstr(err, name) == NULL || strstr(err, form) == NULL)
+                    fail_msg("%s: %d, message: %s", var, r, err);
+                /* Refused even where a source of higher precedence is set. */
+                env[1] = b == 0 ? "GPUSLICE_MEMORY_LIMIT=1G" : "GPUSLICE_COMPUTE_LIMIT=30";
+                r = b == 0 ? gs_config_memory(env, &l, err, sizeof(err))
+                           : gs_config_compute(env, &l, err, sizeof(err));
+                assert_int_equal(r, -EINVAL);
+                env[1] = NULL;
+            }
+        }
+    }
+}
+
+static void test_hami_names_map_to_their_device(void **state)
+{
+    char *env[] = {"CUDA_DEVICE_MEMORY_LIMIT_12=2g", "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                   "CUDA_DEVICE_MEMORY_LIMITS=junk", "CUDA_DEVICE_MEMORY_LIMIT_12=4g", NULL};
+    struct gs_limits l;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(gs_config_memory(env, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 12, NULL), 2ULL << 30); /* the first, as getenv */
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 1ULL << 30);
+    assert_int_equal(l.n, 2);
+}
+
+struct msg_case {
+    const char *in;
+    const char *want; /* the whole message, or a part of it */
+};
+
+/* Issue 12: --memory 100 was 100 bytes; no source may give a limit below 1 MiB. */
+static void test_memory_below_one_mib_is_refused_from_every_source(void **state)
+{
+    static const struct msg_case lists[] = {
+        {"100", "--memory: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: 100M, "
+                "100G)"},
+        {"100B", "(give a unit: 100M, 100G)"},
+        {"1048575", "is 1048575 bytes, below the 1 MiB minimum"},
+        {"1023K", "\"1023K\" is 1047552 bytes, below the 1 MiB minimum (use at least 1M"},
+        {"0.5M", "below the 1 MiB minimum (use at least 1M"},
+        {"0:8G,1:100", "\"100\" is 100 bytes"},
+        {"8G,GPU-5ac1ce00-0000-4000-8000-000000000001:4k", "4096 bytes"},
+        {"0", "above zero"},
+        {"99999999999999999999", "too large"},
+    };
+    static const struct {
+        const char *var;
+        const char *want;
+    } envs[] = {
+        {"GPUSLICE_MEMORY_LIMIT=100",
+         "GPUSLICE_MEMORY_LIMIT: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: "
+         "100M, 100G)"},
+        {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 100}",
+         "TENSOR_FUSION_CUDA_MEM_LIMIT: the value 100 for \"0\" is 100 bytes, below the 1 MiB "
+         "minimum (values here are bytes: 1 GiB is 1073741824)"},
+        {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 1048575}", "values here are bytes"},
+        {"CUDA_DEVICE_MEMORY_LIMIT=100", "CUDA_DEVICE_MEMORY_LIMIT: \"100\" is 100 bytes"},
+        {"CUDA_DEVICE_MEMORY_LIMIT_0=512k", "CUDA_DEVICE_MEMORY_LIMIT_0: \"512k\" is 524288 bytes"},
+    };
+    static const char *const ok[] = {"1M", "1048576", "1m", "0.0009765625G", "1024K"};
+    struct gs_limits l;
+    char err[512];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        err[0] = '\0';
+        if (gs_parse_limit_list(lists[i].in, GS_VALUE_SIZE, "--memory", &l, err, sizeof(err)) !=
+                -EINVAL ||
+            strstr(err, lists[i].want) == NULL || strstr(err, "--memory") == NULL)
+            fail_msg("--memory %s: message \"%s\", want \"%s\"", lists[i].in, err, lists[i].want);
+    }
+    for (i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
+        char *env[] = {(char *)envs[i].var, NULL};
+        err[0] = '\0';
+        if (gs_config_memory(env, &l, err, sizeof(err)) != -EINVAL ||
+            strstr(err, envs[i].want) == NULL)
+            fail_msg("%s: message \"%s\", want \"%s\"", envs[i].var, err, envs[i].want);
+    }
+    for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char var[64], *env[] = {var, NULL};
+        assert_int_equal(gs_parse_limit_list(ok[i], GS_VALUE_SIZE, "--memory", &l, err,
+                                             sizeof(err)),
+                         0);
+        assert_int_equal(l.e[0].value, GS_MIN_MEMORY_LIMIT);
+        snprintf(var, sizeof(var), "CUDA_DEVICE_MEMORY_LIMIT=%s", ok[i]);
+        assert_int_equal(gs_config_memory(env, &l, err, sizeof(err)), 0);
+        assert_int_equal(gs_limits_lookup(&l, 0, NULL), GS_MIN_MEMORY_LIMIT);
+    }
+}
+
+/* Issue 12: --compute '' suggested memory sizes; every message shows examples of its kind. */
+static void test_messages_show_examples_of_their_kind(void **state)
+{
+    static const struct {
+        enum gs_value_kind kind;
+        const char *in;
+        const char *want;
+    } cases[] = {
+        {GS_VALUE_PERCENT, "", "0:30,1:50"},  {GS_VALUE_PERCENT, ",30", "0:30,1:50"},
+        {GS_VALUE_PERCENT, "30,,0:40", "0:30,1:50"}, {GS_VALUE_PERCENT, "x:30", "0:30,1:50"},
+        {GS_VALUE_PERCENT, "abc", "e.g. 30"}, {GS_VALUE_PERCENT, "150", "1 to 100"},
+        {GS_VALUE_SMS, "", "0:16,1:32"},      {GS_VALUE_SMS, ",16", "0:16,1:32"},
+        {GS_VALUE_SMS, "x:16", "0:16,1:32"},  {GS_VALUE_SMS, "abc", "16@32"},
+        {GS_VALUE_SIZE, "", "0:8G,1:4G"},     {GS_VALUE_SIZE, ",8G", "0:8G,1:4G"},
+        {GS_VALUE_SIZE, "x:8G", "0:8G,1:4G"}, {GS_VALUE_SIZE, "abc", "512M"},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct gs_limits l;
+        char err[512] = "";
+        const char *what = cases[i].kind == GS_VALUE_SIZE      ? "--memory"
+                           : cases[i].kind == GS_VALUE_PERCENT ? "--compute"
+                                                               : "--sms";
+        assert_int_equal(gs_parse_limit_list(cases[i].in, cases[i].kind, what, &l, err,
+                                             sizeof(err)),
+                         -EINVAL);
+        if (strstr(err, cases[i].want) == NULL || strncmp(err, what, strlen(what)) != 0 ||
+            (cases[i].kind != GS_VALUE_SIZE && (strstr(err, "8G") || strstr(err, "512M"))))
+            fail_msg("%s \"%s\": message \"%s\", want \"%s\"", what, cases[i].in, err,
+                     cases[i].want);
+    }
+}
+
+static void test_duplicate_device_is_named(void **state)
+{
+    struct gs_limits l;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(gs_parse_limit_list("0:30,1:40,1:50", GS_VALUE_PERCENT, "--compute", &l, err,
+                                         sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, "--compute: device 1 is given twice");
+}
+
+static void test_share_table(void **state)
+{
+    static const struct {
+        const char *in;
+        int want; /* 0: refused */
+    } cases[] = {
+        {"1", 1},  {"50", 50}, {"100", 100}, {"0100", 100}, {"0", 0},       {"101", 0},
+        {"", 0},   {"-5", 0},  {"+5", 0},    {" 5", 0},     {"5 ", 0},      {"5%", 0},
+        {"1.5", 0}, {"0x10", 0}, {"99999999999999999999", 0}, {"4294967346", 0},
+    };
+    size_t i;
+
+    (void)state;
+    assert_int_equal(gs_parse_share(NULL, &(int){0}), -EINVAL);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int v = -1, r = gs_parse_share(cases[i].in, &v);
+        if (cases[i].want ? (r != 0 || v != cases[i].want) : r != -EINVAL)
+            fail_msg("share \"%s\": %d, %d", cases[i].in, r, v);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +634,14 @@ int main(void)
         cmocka_unit_test(test_env_compute_precedence_and_hami_zero),
         cmocka_unit_test(test_uuid_format_roundtrip),
         cmocka_unit_test(test_sm_partition_values),
+        cmocka_unit_test(test_size_fraction_is_exact_and_never_wraps),
+        cmocka_unit_test(test_size_fraction_matches_exact_arithmetic),
+        cmocka_unit_test(test_hami_malformed_names_are_refused),
+        cmocka_unit_test(test_hami_names_map_to_their_device),
+        cmocka_unit_test(test_memory_below_one_mib_is_refused_from_every_source),
+        cmocka_unit_test(test_messages_show_examples_of_their_kind),
+        cmocka_unit_test(test_duplicate_device_is_named),
+        cmocka_unit_test(test_share_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

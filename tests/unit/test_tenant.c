@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -165,6 +167,121 @@ static void test_lock_holder_death_repairs_totals(void **state)
     gs_tenant_close(t);
 }
 
+/* Audit defect 1: a request of about 2^64 bytes wraps no total, with or without a limit. */
+static void test_charge_that_would_wrap_is_refused_with_or_without_a_limit(void **state)
+{
+    struct gpuslice_tenant *t;
+    int s;
+
+    (void)state;
+    assert_int_equal(gs_tenant_anon(&t), 0);
+    gs_tenant_device(t, uuid0, 0, 1 << 30, 0);
+    gs_tenant_device(t, (const uint8_t[16]){9}, 1, 0, 0); /* entry 1: no limit */
+    s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
+    assert_int_equal(gs_tenant_charge(t, s, 0, 256 << 20, 0), 0);
+    assert_int_equal(gs_tenant_charge(t, s, 0, UINT64_MAX - (128 << 20), 0), GS_EOVERLIMIT);
+    assert_int_equal(gs_tenant_charge(t, s, 0, UINT64_MAX, 0), GS_EOVERLIMIT);
+    assert_int_equal(t->dev[0].mem_used, 256 << 20);
+    assert_int_equal(t->proc[s].mem_used[0], 256 << 20);
+    assert_int_equal(gs_tenant_charge(t, s, 1, 4096, 0), 0);
+    assert_int_equal(gs_tenant_charge(t, s, 1, UINT64_MAX - 100, 0), GS_EOVERLIMIT);
+    assert_int_equal(gs_tenant_charge(t, s, 1, UINT64_MAX - 100, 1), GS_EOVERLIMIT);
+    assert_int_equal(t->dev[1].mem_used, 4096);
+    /* A refund of what was never charged takes nothing below zero. */
+    gs_tenant_uncharge(t, s, 0, UINT64_MAX);
+    assert_int_equal(t->dev[0].mem_used, 0);
+    assert_int_equal(gs_tenant_charge(t, s, 0, 1 << 30, 0), 0);
+    assert_int_equal(gs_tenant_charge(t, s, 0, 1, 0), GS_EOVERLIMIT);
+    gs_tenant_close(t);
+}
+
+/*
+ * Audit defect 2: the lock lives in a file its owner may rewrite. A word naming
+ * a live thread that never lets go costs a bounded wait; one naming a dead
+ * thread is taken over; garbage around it (where a glibc mutex kept its
+ * robust-list pointers) means nothing.
+ */
+static void test_lock_word_from_the_file_costs_at_most_a_bounded_wait(void **state)
+{
+    struct gpuslice_tenant *t;
+    struct timespec a, b;
+    pid_t dead;
+    int st;
+
+    (void)state;
+    assert_int_equal(gs_tenant_anon(&t), 0);
+    memset(t->lock.raw, 0xa5, sizeof(t->lock.raw));
+    t->lock.word = (uint32_t)getppid(); /* alive, and never going to unlock */
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(gs_tenant_lock(t), -ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    assert_true(b.tv_sec - a.tv_sec >= 1 && b.tv_sec - a.tv_sec <= 4);
+    if ((dead = fork()) == 0)
+        _exit(0);
+    waitpid(dead, &st, 0);
+    t->lock.word = (uint32_t)dead | GPUSLICE_LOCK_WAITERS;
+    assert_int_equal(gs_tenant_lock(t), 0);
+    gs_tenant_unlock(t);
+    assert_int_equal(t->lock.word, 0);
+    assert_int_equal(gs_tenant_lock(t), 0);
+    gs_tenant_unlock(t);
+    gs_tenant_close(t);
+}
+
+/* Audit defect 8: a file others may write is nobody's tenant; the owner is fstat's. */
+static void test_open_refuses_files_others_may_write(void **state)
+{
+    struct gpuslice_tenant *t, *u;
+    char path[256];
+    uid_t owner = 12345;
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "t", path, sizeof(path), &t), 0);
+    t->owner_uid = 0; /* what its writer claims */
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), 0);
+    assert_int_equal(owner, getuid());
+    gs_tenant_close(u);
+    chmod(path, 0666);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), GS_EUNSAFE);
+    assert_int_equal(gs_tenant_open(path, &u), GS_EUNSAFE);
+    chmod(path, 0620);
+    assert_int_equal(gs_tenant_open(path, &u), GS_EUNSAFE);
+    chmod(path, 0600);
+    assert_int_equal(gs_tenant_open(path, &u), 0);
+    gs_tenant_close(u);
+    gs_tenant_close(t);
+    unlink(path);
+}
+
+/* Audit defect 13: a file planted under the board's name is passed over, not obeyed. */
+static void test_board_planted_under_its_name_is_passed_over(void **state)
+{
+    struct gpuslice_board *a, *b;
+    char path[512], note[600];
+    int fd, i;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/" GS_TENANT_PREFIX "%u-gpu-", dir, (unsigned)getuid());
+    for (i = 0; i < 16; i++)
+        snprintf(path + strlen(path), sizeof(path) - strlen(path), "%02x", uuid0[i]);
+    strcat(path, ".board");
+    assert_true((fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0666)) >= 0);
+    assert_int_equal(ftruncate(fd, sizeof(struct gpuslice_board)), 0);
+    fchmod(fd, 0666); /* writable by anyone: not a board to trust */
+    close(fd);
+    assert_int_equal(gs_board_open(dir, uuid0, &a, note, sizeof(note)), 0);
+    assert_non_null(strstr(note, "not a board of yours"));
+    assert_int_equal(gs_board_open(dir, uuid0, &b, NULL, 0), 0);
+    /* Both took the next name: one board, so turns are still taken. */
+    assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 1000), 1);
+    assert_int_equal(b->holder_pid, getpid());
+    gs_board_release(a, getpid());
+    gs_board_close(a);
+    gs_board_close(b);
+    strcat(path, ".1");
+    assert_int_equal(access(path, F_OK), 0);
+}
+
 static void test_abi_mismatch_is_refused(void **state)
 {
     struct gpuslice_tenant *t, *u;
@@ -294,8 +411,8 @@ static void test_board_turns_and_dead_holders(void **state)
     int st;
 
     (void)state;
-    assert_int_equal(gs_board_open(dir, uuid0, &a), 0);
-    assert_int_equal(gs_board_open(dir, uuid0, &b), 0);
+    assert_int_equal(gs_board_open(dir, uuid0, &a, NULL, 0), 0);
+    assert_int_equal(gs_board_open(dir, uuid0, &b, NULL, 0), 0);
     assert_int_equal(gs_board_try_acquire(a, getpid(), gs_proc_start_time(getpid()), 1), 1);
     assert_int_equal(gs_board_try_acquire(a, getpid(), gs_proc_start_time(getpid()), 2), 1);
     assert_int_equal(b->holder_pid, getpid());
@@ -327,6 +444,10 @@ int main(void)
         cmocka_unit_test(test_many_threads_cannot_overshoot),
         cmocka_unit_test(test_killed_process_usage_is_reclaimed),
         cmocka_unit_test(test_lock_holder_death_repairs_totals),
+        cmocka_unit_test(test_charge_that_would_wrap_is_refused_with_or_without_a_limit),
+        cmocka_unit_test(test_lock_word_from_the_file_costs_at_most_a_bounded_wait),
+        cmocka_unit_test(test_open_refuses_files_others_may_write),
+        cmocka_unit_test(test_board_planted_under_its_name_is_passed_over),
         cmocka_unit_test(test_abi_mismatch_is_refused),
         cmocka_unit_test(test_sweep_removes_only_dead_tenants),
         cmocka_unit_test(test_set_changes_running_and_future_devices),

@@ -1,0 +1,613 @@
+"""Self-tests of the GPU suite's own logic, on a machine without a GPU: the verdicts of
+report.py on made-up logs, the statistics (percentiles, the bootstrap interval), the
+launch-pairs verdict and its orchestration (with a fake launch_overhead server), the
+compute-share verdicts, tables and JSON on made-up phases, NVML window means, and the
+tenant-file reader on a file laid out from tenant_abi.h. With --sim it also runs
+bench/attach.sh -n 16 against the simulated GPU of a build (--build DIR, default build).
+
+usage: python3 tests/gpu/selftest.py [--sim] [--build DIR]     exit status 0 when all pass
+"""
+import contextlib
+import io
+import json
+import mmap
+import os
+import py_compile
+import random
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BENCH = os.path.join(ROOT, "bench")
+sys.path[:0] = [HERE, BENCH]
+
+import gpumeasure as gm  # noqa: E402
+import report  # noqa: E402
+
+FAILED = []
+
+
+def expect(cond, what):
+    if not cond:
+        FAILED.append(what)
+        print(f"  FAIL {what}")
+    return cond
+
+
+def run_test(fn):
+    print(f"{fn.__name__}")
+    try:
+        fn()
+    except Exception as e:  # a test that crashes fails, and the others still run
+        import traceback
+        traceback.print_exc()
+        FAILED.append(f"{fn.__name__} raised {type(e).__name__}: {e}")
+
+
+def captured(fn, *a, **k):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        r = fn(*a, **k)
+    return r, buf.getvalue()
+
+
+# --- report.py -------------------------------------------------------------------------------
+
+def parse_log(text, rc=0, info=False):
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+        f.write(text)
+    try:
+        return report.parse("x", f.name, rc, 1.0, 60, info=info)
+    finally:
+        os.unlink(f.name)
+
+
+def test_report_verdicts():
+    cases = [
+        ("@ok a\n@key k 1\n", 0, False, "PASS"),
+        ("@ok a\n@fail b\n", 1, False, "FAIL"),
+        ("@ok a\n", 3, False, "FAIL"),
+        ("@ok a\n", 124, False, "FAIL"),
+        ("just output\n", 0, False, "FAIL"),                 # asserted nothing
+        ("@skip no pid\n", 0, False, "SKIP"),
+        ("@ok a\n@known short by 3.9\n", 0, False, "KNOWN"),
+        ("@known short\n@fail worse\n", 1, False, "FAIL"),    # a fail wins over known
+        ("@known short\n", 0, False, "KNOWN"),
+        ("@info it ran\n@num n 1\n", 0, False, "INFO"),      # facts only: informational
+        ("@info it ran\n@ok but asserted\n", 0, False, "PASS"),
+        ("@ok a\n", 0, True, "INFO"),                          # listed as informational
+        ("@num n 1\n@fail a call failed\n", 1, True, "INFO"),  # incomplete, still INFO
+        ("", 124, True, "INFO"),
+    ]
+    for text, rc, info, want in cases:
+        r = parse_log(text, rc, info)
+        expect(r["result"] == want, f"report: {text!r} rc {rc} info {info} -> {r['result']}, "
+                                    f"want {want}")
+    r = parse_log("@num n 1\n@fail a call failed\n", 1, True)
+    expect(r["reasons"] and r["reasons"][0].startswith("incomplete: "),
+           f"an incomplete informational check says so: {r['reasons']}")
+    r = parse_log("@ok a\n@known short by 3.9\n")
+    expect(r["reasons"] == ["short by 3.9"] and r["known_shortfalls"] == ["short by 3.9"],
+           "a KNOWN check lists its shortfalls as reasons")
+
+
+def test_report_summary_exit():
+    def summary(results, strict):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "results.jsonl"), "w") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+        with open(os.path.join(d, "env.txt"), "w") as f:
+            f.write("gpu: test\n")
+        old = os.environ.get("GPU_SUITE_STRICT")
+        os.environ["GPU_SUITE_STRICT"] = "1" if strict else "0"
+        try:
+            rc, out = captured(report.summary, d, "")
+        finally:
+            if old is None:
+                os.environ.pop("GPU_SUITE_STRICT")
+            else:
+                os.environ["GPU_SUITE_STRICT"] = old
+        doc = json.load(open(os.path.join(d, "gpu-results.json")))
+        md = open(os.path.join(d, "gpu-summary.md")).read()
+        return rc, out, doc, md
+    p = parse_log("@ok a\n")
+    k = parse_log("@ok a\n@known short\n")
+    i = parse_log("@ok a\n", info=True)
+    f = parse_log("@fail b\n", 1)
+    rc, out, doc, md = summary([p, i], False)
+    expect(rc == 0 and doc["informational"] == 1 and doc["passed"] == 1,
+           f"PASS + INFO passes the suite ({rc}, {doc['passed']}, {doc['informational']})")
+    rc, out, doc, md = summary([p, k, i], False)
+    expect(rc == 0 and doc["known_shortfall"] == 1 and "known shortfall, x: short" in out,
+           "KNOWN does not fail the suite, and the summary prints it")
+    expect("| x | KNOWN |" in md and "| x | INFO |" in md, "the table shows KNOWN and INFO")
+    rc, _, _, _ = summary([p, k], True)
+    expect(rc == 1, "with GPU_SUITE_STRICT=1 a KNOWN fails the suite")
+    rc, _, _, _ = summary([p, i, f], False)
+    expect(rc == 1, "a FAIL fails the suite")
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+def test_statistics():
+    expect(gm.percentile([1, 2, 3, 4], 50) == 2.5, "median of 1..4 is 2.5")
+    expect(gm.percentile(list(range(101)), 99) == 99, "p99 of 0..100 is 99")
+    expect(gm.percentile([], 50) is None, "percentile of nothing is None")
+    rng = random.Random(7)
+    v = [1.0 + rng.gauss(0, 0.05) for _ in range(40)]
+    lo, hi = gm.bootstrap_ci(v)
+    m = statistics.median(v)
+    expect(lo <= m <= hi and hi - lo < 0.06, f"bootstrap CI [{lo:.4f}, {hi:.4f}] around {m:.4f}")
+    expect(gm.bootstrap_ci(v) == (lo, hi), "the bootstrap interval is deterministic")
+    hits = 0
+    for k in range(60):  # coverage of the true median 1.0
+        r = random.Random(100 + k)
+        w = [1.0 + r.gauss(0, 0.05) for _ in range(40)]
+        a, b = gm.bootstrap_ci(w, resamples=500, seed=k)
+        hits += a <= 1.0 <= b
+    expect(hits >= 50, f"a 95% interval covered the true median {hits}/60 times")
+    s = gm.Series()
+    for t in range(11):
+        s.add(float(t), 5.0 * t)
+    expect(abs(s.rate(2.5, 7.5) - 5.0) < 1e-9, "Series.rate is the slope")
+    expect(s.rate(-1, 3) is None and s.rate(3, 11) is None, "Series.rate outside: None")
+    s.t.append(11.0)  # another thread between its two appends
+    expect(abs(s.rate(1, 10) - 5.0) < 1e-9, "Series reads only complete readings")
+
+
+# --- launch pairs ------------------------------------------------------------------------------
+
+def fake_pairs(n, ratio, noise, seed=1, outliers=0):
+    rng = random.Random(seed)
+    pairs = []
+    for k in range(n):
+        base = 4.0 * (1 + rng.gauss(0, 0.04))  # the machine drifts between pairs
+        p = {"native": {}, "preload": {}}
+        for api in ("runtime", "driver"):
+            p["native"][api] = [base * (1 + rng.gauss(0, noise)) for _ in range(2)]
+            r = ratio * (1.096 if k < outliers else 1.0)
+            p["preload"][api] = [base * r * (1 + rng.gauss(0, noise)) for _ in range(2)]
+        pairs.append(p)
+    return pairs
+
+
+def test_launch_pairs_summary():
+    import launch_pairs as lp
+    res = lp.summarize(fake_pairs(40, 1.0, 0.04), "native", ["native", "preload"], 0.02)
+    r = res[("preload", "runtime")]
+    expect(not r["fail"] and r["pairs"] == 40 and r["ci"][0] <= 1.0 + 0.02,
+           f"no overhead, 4% noise: not a FAIL (ratio {r['ratio']:.4f}, CI {r['ci']})")
+    res = lp.summarize(fake_pairs(40, 1.10, 0.01), "native", ["native", "preload"], 0.02)
+    r = res[("preload", "driver")]
+    expect(r["fail"] and r["ci"][0] > 1.02, f"10% overhead: a FAIL (CI {r['ci']})")
+    res = lp.summarize(fake_pairs(40, 1.0, 0.01, outliers=6), "native", ["native", "preload"],
+                       0.02)
+    r = res[("preload", "runtime")]
+    expect(not r["fail"], f"6 of 40 pairs at 1.096: the median is not moved ({r['ratio']:.4f})")
+    res = lp.summarize(fake_pairs(40, 0.95, 0.005), "native", ["native", "preload"], 0.02)
+    expect(res[("preload", "runtime")]["faster"] and not res[("preload", "runtime")]["fail"],
+           "5% faster: noted as faster, not a FAIL")
+
+
+FAKE_SERVER = r'''
+import os, sys
+us = float(os.environ.get("FAKE_US", "4.0"))
+if os.environ.get("FAKE_DIE"):
+    sys.exit(3)
+print("ready", flush=True)
+for line in sys.stdin:
+    f = line.split()
+    if not f or f[0] == "quit":
+        break
+    if f[0] == "run":
+        print(f"sample {f[1]} {us:.4f}", flush=True)
+    elif f[0] == "duty":
+        print(f"sample {f[1]} {us:.4f} 8.000", flush=True)
+'''
+
+
+def test_launch_pairs_end_to_end():
+    import launch_pairs as lp
+    d = tempfile.mkdtemp()
+    fake = os.path.join(d, "launch_overhead")
+    with open(fake, "w") as f:
+        f.write(f"#!{sys.executable}\n{FAKE_SERVER}")
+    os.chmod(fake, 0o755)
+    table = os.path.join(d, "t.md")
+    rc, out = captured(lp.main, ["--bin", fake, "--pairs", "6", "--min-pairs", "5",
+                                 "--cpus", "", "--table", table, "--config", "native=env FAKE_US=4.0",
+                                 "--config", "same=env FAKE_US=4.02",
+                                 "--config", "slow=env FAKE_US=4.6"])
+    expect(rc == 1, f"a 15% slower configuration fails the run (exit {rc})")
+    expect("@ok same, runtime API" in out and "@fail slow, driver API" in out,
+           "the equal one passes, the slow one fails, per API")
+    expect("@key runtime_slow_ratio 1.1500" in out, "the slow ratio is 1.15")
+    expect(os.path.exists(table) and "| slow |" in open(table).read(), "the table is written")
+    rc, out = captured(lp.main, ["--bin", fake, "--pairs", "3", "--min-pairs", "3", "--cpus", "",
+                                 "--duty", "--tolerance", "0.05", "--config", "native=",
+                                 "--config", "x=env FAKE_US=4.1"])
+    expect(rc == 0 and "@ok x, runtime API" in out, f"duty mode runs (exit {rc})")
+    rc, out = captured(lp.main, ["--bin", fake, "--pairs", "3", "--min-pairs", "3", "--cpus", "",
+                                 "--config", "native=", "--config", "dies=env FAKE_DIE=1"])
+    expect(rc == 1 and "@fail pair 1: dies:" in out and "only 0 pairs" in out,
+           "a configuration that cannot start fails the run, naming it")
+
+
+# --- compute share -----------------------------------------------------------------------------
+
+def test_compute_verdicts():
+    import compute_share as cs
+    j = cs.judge_time_share
+    kind, text, _ = j("gemm", 50, [50.4], [49.6], 2.0)
+    expect(kind == "ok", f"50.4/49.6 at 50: ok ({text})")
+    kind, _, _ = j("gemm", 90, [86.5], [90.2], 2.0)
+    expect(kind == "fail", "86.5 vs 90.2 at 90: the two disagree -> fail")
+    kind, _, _ = j("gemm", 50, [53.0], [53.5], 2.0)
+    expect(kind == "fail", "53/53.5 at 50: over the ceiling -> fail")
+    kind, text, _ = j("small", 50, [46.1, 46.4], [46.9, 45.8], 2.0, host_bound=True)
+    expect(kind == "known" and text.startswith("KNOWN SHORTFALL"),
+           f"small at 50: 46 -> a known shortfall ({text[:60]})")
+    kind, _, _ = j("gemm", 50, [46.1], [46.5], 2.0)
+    expect(kind == "fail", "the same shortfall on a saturating workload fails")
+    kind, _, _ = j("small", 50, [43.0], [43.4], 2.0, host_bound=True)
+    expect(kind == "fail", "7 points under: beyond the known band -> fail")
+    kind, _, _ = j("small", 50, [46.0], [49.5], 2.0, host_bound=True)
+    expect(kind == "fail", "a shortfall on which the two measures disagree -> fail")
+    kind, _, _ = j("small", 50, [46.0], [None], 2.0, host_bound=True)
+    expect(kind == "fail", "no NVML figure -> fail")
+    busy = lambda a, b: 90.0 if b < 10.3 else 20.0  # noqa: E731
+    dl = cs.settle_delay(busy, 10.0, 13.0, 20, 0.2, 5.0)
+    expect(dl is not None and 0.25 < dl < 0.6, f"settle delay {dl}")
+    expect(cs.settle_delay(busy, 10.0, 13.0, 50, 0.2, 5.0) is None, "never at 50 -> None")
+
+
+def fake_driver(only):
+    import compute_share as cs
+    a = cs.build_parser().parse_args(["--only", only, "--no-gpu-samples", "--cpus", "none",
+                                      "--repeats", "2", "--interleave"])
+    d = cs.Driver(a)
+    d.sections = [only]
+    d.pair_ceilings, d.set_steps, d.set_first_judged = [30, 70], [90, 20, 80], 1
+    d.nvml.method = "samples"
+    return cs, d
+
+
+def fake_util(d, t0, t1, fn, period=1 / 6):
+    t = t0
+    while t + period <= t1:
+        d.nvml.util.append((t, t + period, fn(t + period / 2)))
+        t += period
+    d.nvml.sample_period = period
+
+
+def test_compute_driver_tables():
+    cs, d = fake_driver("small")
+    phases, t = [], 100.0
+    for rep in range(2):
+        for c in d.ceilings:
+            for label, share in (("none", 100.0), (str(c), c - 3.5)):
+                ph = {"repeat": rep, "label": label, "rate": 1e5 * share / 100, "window_s": 1.0,
+                      "chunks": 100, "set_ms": 1.5, "window": (t, t + 1.0),
+                      "gpu": {"sm_mhz": 1980.0, "power_w": 130.0,
+                              "util": {"pct": 28.0 * share / 100}},
+                      "busy_pct": None if label == "none" else share + 0.2}
+                phases.append(ph)
+                t += 1.3
+    phases.append(dict(phases[0], label="none-end", repeat=2))
+    d.share["small"] = {"calib": {"units": 1000, "chunk_ms": 8.0, "kernels_per_unit": 1},
+                        "phases": phases, "error": None}
+    _, out = captured(d.judge_share, "small")
+    expect(out.count("@known KNOWN SHORTFALL") == 5, f"5 known shortfalls in:\n{out[:600]}")
+    expect("@fail" not in out, "no fail for a 3.5-point shortfall of a host-bound workload")
+    md = d.markdown()
+    expect("**KNOWN**" in md and "| | 50% |" in md, "the table marks the shortfall")
+    json.dumps(d.as_json(), default=str)
+    d.a.shortfall = "fail"
+    _, out = captured(d.judge_share, "small")
+    expect(out.count("@fail KNOWN SHORTFALL") == 5, "--shortfall fail makes them @fail")
+
+
+def test_compute_driver_pair_and_set():
+    cs, d = fake_driver("pair")
+    fake_util(d, 0, 40, lambda t: 98.0)
+    for pid, v in ((111, 30.5), (222, 69.0)):
+        d.nvml.proc[pid] = [(10 + k / 6, v) for k in range(60)]
+    d.pair = {"alone": 570.0, "error": None, "window": (11.0, 17.0),
+              "alone_gpu": {"sm_mhz": 1410.0, "power_w": 690.0},
+              "pair_gpu": {"sm_mhz": 1430.0, "power_w": 680.0},
+              "tenants": [{"ceiling": 30, "rate": 168.0, "chunks": 100, "error": None, "pid": 111,
+                           "busy_pct": 30.2, "busy_why": "", "nvml": d.nvml.proc_mean(111, 11, 17)},
+                          {"ceiling": 70, "rate": 395.0, "chunks": 100, "error": None, "pid": 222,
+                           "busy_pct": 69.6, "busy_why": "", "nvml": d.nvml.proc_mean(222, 11, 17)}]}
+    _, out = captured(d.judge_pair)
+    expect(out.count("@ok") == 4 and "@fail" not in out, f"the pair passes:\n{out}")
+    d.markdown()
+    cs, d = fake_driver("set")
+    tr = cs.Trace()
+    for k in range(1, 1200):
+        tr.add(k * 0.01, k * 5.0)
+    levels = [(0, 2.0, 100), (2.0, 5.0, 90), (5.0, 8.0, 20), (8.0, 12.0, 80)]
+    s = gm.Series()
+    w = 0.0
+    for k in range(0, 1200):
+        x = k * 0.01
+        lvl = next(v for a, b, v in levels if a <= x < b)
+        s.add(x, w)
+        w += lvl / 100 * 0.01 * 1e9
+    d.busy.series["set"] = s
+    fake_util(d, 0, 12, lambda x: next(v for a, b, v in levels if a <= x < b))
+    d.set = {"name": "bench-set-1", "error": None, "alone": None, "trace": tr,
+             "alone_window": (0.3, 2.0), "t_end": 11.0,
+             "events": [{"target": 90, "t_set": 2.0, "set_ms": 2.0, "rc": 0, "msg": ""},
+                        {"target": 20, "t_set": 5.0, "set_ms": 2.0, "rc": 0, "msg": ""},
+                        {"target": 80, "t_set": 8.0, "set_ms": 2.0, "rc": 0, "msg": ""}]}
+    _, out = captured(d.judge_set)
+    expect(out.count("@ok") == 4 and "@fail" not in out, f"set passes:\n{out}")
+    md = d.markdown()
+    expect("| 90 → 20 |" in md, "the set table has the change")
+    json.dumps(d.as_json(), default=str)
+
+
+def test_nvml_window_means():
+    s = gm.NvmlSampler(enabled=False)
+    s.method = "samples"
+    t = 0.0
+    while t < 10:
+        s.util.append((t, t + 1 / 6, 50.0 if t < 5 else 90.0))
+        t += 1 / 6
+    u = s.util_mean(1.0, 4.0)
+    expect(u and abs(u["pct"] - 50.0) < 1e-9 and u["coverage"] > 0.9, f"inside mean {u}")
+    u = s.util_mean(5.2, 6.2)
+    expect(u and abs(u["pct"] - 90.0) < 1e-9 and u["method"].endswith("inside"), f"{u}")
+    s.util = [(0.0, 1.0, 40.0), (1.0, 2.0, 60.0)]  # periods longer than the window
+    u = s.util_mean(0.5, 1.5)
+    expect(u and abs(u["pct"] - 50.0) < 1e-9 and u["method"].endswith("overlap"), f"{u}")
+    expect(s.util_mean(5, 6) is None, "no samples: None")
+    s.proc = {7: [(1.0 + k / 6, 30.0) for k in range(30)]}
+    s.sample_period = 1 / 6
+    p = s.proc_mean(7, 2.0, 5.0)
+    expect(p and abs(p["pct"] - 30.0) < 1e-9 and p["samples"] >= 15, f"proc mean {p}")
+    expect(s.proc_mean(8, 2.0, 5.0) is None, "an unknown pid: None")
+
+
+# --- the tenant file ---------------------------------------------------------------------------
+
+def fabricate_tenant(path, name, entries, procs):
+    abi = gm._abi()
+    buf = bytearray(abi["size"])
+    struct.pack_into("<QII", buf, 0, abi["magic"], abi["version"], abi["size"])
+    off, n = abi["name"]
+    buf[off:off + len(name)] = name.encode()
+    df = abi["dev_fields"]
+    for i, (ordinal, used, busy) in enumerate(entries):
+        o = abi["dev_off"] + i * abi["dev_size"]
+        buf[o:o + 16] = bytes(range(1, 17))
+        struct.pack_into("<Q", buf, o + df["mem_used"][0], used)
+        struct.pack_into("<i", buf, o + df["ordinal"][0], ordinal)
+        struct.pack_into("<Q", buf, o + df["compute_busy_ns"][0], busy)
+    pf = abi["proc_fields"]
+    for k, (pid, used) in enumerate(procs):
+        o = abi["proc_off"] + k * 3 * abi["proc_size"]
+        struct.pack_into("<i", buf, o + pf["pid"][0], pid)
+        struct.pack_into("<Q", buf, o + pf["mem_used"][0], used)
+    with open(path, "wb") as f:
+        f.write(buf)
+    return abi
+
+
+def test_tenant_file():
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "gpuslice-0-1-a.tenant")
+    abi = fabricate_tenant(path, "bench-x", [(0, 3 << 20, 0)], [(100, 1 << 20), (101, 2 << 20)])
+    t = gm.TenantFile(path)
+    expect(t.name() == "bench-x", f"name {t.name()}")
+    e = t.entry_for(0)
+    expect(e == 0 and t.mem_used(e) == 3 << 20, "entry and mem_used")
+    expect([(p, u) for p, _, u in t.procs(e)] == [(100, 1 << 20), (101, 2 << 20)],
+           f"process records {t.procs(e)}")
+    expect(gm.find_tenant("bench-x", d) == path, "find_tenant by name")
+    t.close()
+    with open(path, "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<I", abi["version"] + 1))
+    try:
+        gm.TenantFile(path)
+        expect(False, "a file of another ABI version is refused")
+    except ValueError:
+        pass
+    fabricate_tenant(path, "bench-y", [(0, 0, 0)], [])
+    bs = gm.BusySampler(period=0.002)
+    expect(bs.add("k", path), f"BusySampler opens the file {bs.errors}")
+    off = abi["dev_off"] + abi["dev_fields"]["compute_busy_ns"][0]
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), abi["size"])
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.6:  # a tenant busy 40% of the time
+            struct.pack_into("<Q", m, off, int(0.4 * (time.monotonic() - t0) * 1e9))
+            time.sleep(0.001)
+        m.close()
+    pct = bs.pct("k", t0 + 0.1, t0 + 0.5)
+    bs.stop()
+    expect(pct is not None and abs(pct - 40.0) < 3.0, f"busy share {pct}")
+
+
+def test_real_tenant_file(build):
+    """A tenant file made by the real `gpuslice run` of a build (if there is one)."""
+    gs = os.path.join(build, "bin", "gpuslice")
+    if not os.access(gs, os.X_OK):
+        print(f"  (no {gs}: skipped)")
+        return
+    d = tempfile.mkdtemp()
+    env = dict(gm.scrubbed_env(), GPUSLICE_RUN_DIR=d)
+    r = subprocess.run([gs, "run", "-q", "--name", "selftest", "--", sys.executable, "-c",
+                        "import os, sys; sys.path.insert(0, sys.argv[1]); import gpumeasure as gm; "
+                        "t = gm.TenantFile(os.environ['GPUSLICE_TENANT']); print(t.name())", BENCH],
+                       capture_output=True, text=True, env=env, timeout=60)
+    expect(r.returncode == 0 and r.stdout.strip() == "selftest",
+           f"the reader opens a tenant file gpuslice made ({r.returncode}: {r.stdout.strip()} "
+           f"{r.stderr.strip()[-300:]}); a mismatch means the build and tenant_abi.h differ")
+
+
+def test_attach_sim(build):
+    sim = os.path.join(build, "lib", "sim")
+    if not os.path.exists(os.path.join(sim, "libcuda.so.1")):
+        print(f"  (no simulator in {sim}: skipped)")
+        return
+    d = tempfile.mkdtemp()
+    gb = os.path.join(d, "build")
+    os.makedirs(os.path.join(gb, "gpu"))
+    for sub in ("bin", "lib"):
+        os.symlink(os.path.join(os.path.abspath(build), sub), os.path.join(gb, sub))
+    env = dict(gm.scrubbed_env(), GPU_BUILD_DIR=gb, LD_LIBRARY_PATH=sim,
+               GPUSLICE_SIM_STATE=os.path.join(d, "sim"), GPUSLICE_SIM_MEMORY="8G",
+               GPUSLICE_RUN_DIR=d)
+    r = subprocess.run([os.path.join(BENCH, "attach.sh"), "-n", "16", "--native"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    print("\n".join("  " + x for x in r.stdout.splitlines()[-6:]))
+    expect(r.returncode == 0 and r.stdout.count("@ok") == 3,
+           f"attach.sh -n 16 on the simulator passes (exit {r.returncode})")
+
+
+def test_samplers_sim(build):
+    """gpuslice's busy count (read from the tenant file) and NVML's utilisation (the
+    simulator's, polled) over the same window of a real governed load on the simulated GPU."""
+    sim = os.path.join(build, "lib", "sim")
+    load = os.path.join(build, "tests", "compute_load")
+    gs = os.path.join(build, "bin", "gpuslice")
+    if not all(os.path.exists(x) for x in (os.path.join(sim, "libcuda.so.1"), load, gs)):
+        print(f"  (no simulator, compute_load or gpuslice in {build}: skipped)")
+        return
+    d = tempfile.mkdtemp()
+    env = dict(gm.scrubbed_env(), LD_LIBRARY_PATH=sim, GPUSLICE_SIM_STATE=os.path.join(d, "sim"),
+               GPUSLICE_RUN_DIR=d)
+    old = {k: os.environ.get(k) for k in ("LD_LIBRARY_PATH", "GPUSLICE_SIM_STATE")}
+    os.environ.update(LD_LIBRARY_PATH=sim, GPUSLICE_SIM_STATE=env["GPUSLICE_SIM_STATE"])
+    try:
+        nv = gm.NvmlSampler(polled_period=1.0, lib=os.path.join(sim, "libnvidia-ml.so.1"))
+        expect(nv.error is None and nv.method == "polled", f"NVML sampler on the simulator "
+                                                          f"({nv.error}, {nv.method})")
+        bs = gm.BusySampler()
+        t0 = time.monotonic()
+        p = subprocess.Popen([gs, "run", "-q", "--name", "selftest-busy", "--compute", "30", "--",
+                              load, "stream", "3.5", "1000"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        path = None
+        while path is None and time.monotonic() - t0 < 10:
+            path = gm.find_tenant("selftest-busy", d)
+            time.sleep(0.01)
+        expect(path is not None and bs.add("t", path), f"the tenant file appears ({path})")
+        out = p.communicate(timeout=60)[0]
+        a, b = t0 + 1.2, t0 + 3.0
+        busy, util = bs.pct("t", a, b), nv.util_mean(a, b)
+        bs.stop()
+        nv.stop()
+        print(f"  compute_load: {out.strip()[-120:]}; gpuslice busy {busy}, NVML {util}")
+        expect(busy is not None and abs(busy - 30) <= 3, f"gpuslice's busy share {busy} ~ 30")
+        expect(util is not None and abs(util["pct"] - 30) <= 3, f"NVML's utilisation {util} ~ 30")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+FAKE_SMALL = r'''
+import os, subprocess, sys, time
+args = sys.argv[1:]
+val = lambda k, d: args[args.index(k) + 1] if k in args else d
+settle, secs, tail = (float(val(k, "0.1")) for k in ("--settle", "--phase-seconds", "--tail"))
+ceil = val("--ceilings", "50").split(",")
+print("tenant", os.getpid(), os.environ.get("GPUSLICE_TENANT", "-"), flush=True)
+import ctypes  # a context, so that the tenant has a device entry (the real one launches)
+cu, ctx, dev = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p(), ctypes.c_int()
+cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0)
+cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx)
+print("calib cuda-small 100 8.000 1", flush=True)
+plan = [("none", "none")] + [(c, c) for c in ceil] + [("none-end", "none")]
+for rep, (label, value) in enumerate(plan):
+    t0 = time.monotonic()
+    r = subprocess.run([os.environ["GPUSLICE_BIN"], "set", os.environ["GPUSLICE_TENANT"],
+                        "--compute", value], capture_output=True, text=True)
+    if r.returncode:
+        print("error gpuslice set:", r.stderr.strip(), flush=True)
+        sys.exit(1)
+    ms = (time.monotonic() - t0) * 1e3
+    a = time.monotonic() + settle
+    time.sleep(settle + secs + tail)
+    print(f"phase cuda-small {min(rep, 1) if label != 'none-end' else 1} {label} "
+          f"{1e5 if value == 'none' else 1e5 * int(value) / 100:.6g} {secs:.4f} 10 {ms:.2f} "
+          f"{a:.6f} {a + secs:.6f}", flush=True)
+print("done cuda-small", flush=True)
+'''
+
+
+def test_compute_share_sim(build):
+    """compute_share.py's driver end to end on the simulated GPU, with a fake compute_small
+    (no CUDA runtime there) under the real `gpuslice run` and `gpuslice set`: no crash, a
+    table, a verdict line per ceiling (a FAIL: the fake holds the GPU 0% of the time)."""
+    sim = os.path.join(build, "lib", "sim")
+    gs = os.path.join(build, "bin", "gpuslice")
+    if not (os.path.exists(os.path.join(sim, "libcuda.so.1")) and os.access(gs, os.X_OK)):
+        print(f"  (no simulator or gpuslice in {build}: skipped)")
+        return
+    d = tempfile.mkdtemp()
+    fake = os.path.join(d, "compute_small")
+    with open(fake, "w") as f:
+        f.write(f"#!{sys.executable}\n{FAKE_SMALL}")
+    os.chmod(fake, 0o755)
+    env = dict(gm.scrubbed_env(), LD_LIBRARY_PATH=sim, GPUSLICE_SIM_STATE=os.path.join(d, "sim"),
+               GPUSLICE_RUN_DIR=d)
+    table = os.path.join(d, "t.md")
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "compute_share.py"), "--gpuslice", gs,
+                        "--compute-small", fake, "--only", "cuda-small", "--repeats", "1",
+                        "--ceilings", "50", "--phase-seconds", "1.2", "--settle", "0.05",
+                        "--tail", "0.05", "--cpus", "none", "--table", table],
+                       capture_output=True, text=True, env=env, timeout=120)
+    out = r.stdout + r.stderr
+    expect("Traceback" not in out, f"no exception:\n{out[-2000:]}")
+    expect(r.returncode == 1 and "@fail cuda-small at --compute 50: no figure from NVML outside"
+           in out, f"a FAIL for a workload that holds nothing (exit {r.returncode}):\n"
+           + "\n".join(x for x in out.splitlines() if x.startswith("@"))[-1500:])
+    expect(os.path.exists(table) and os.path.exists(table[:-3] + ".json"), "table and JSON")
+
+
+def test_compiles():
+    for d in (HERE, BENCH):
+        for fn in sorted(os.listdir(d)):
+            if fn.endswith(".py"):
+                try:
+                    py_compile.compile(os.path.join(d, fn), doraise=True,
+                                       cfile=os.path.join(tempfile.mkdtemp(), "x.pyc"))
+                except py_compile.PyCompileError as e:
+                    expect(False, f"{fn}: {e}")
+
+
+def main(argv):
+    build = os.path.join(ROOT, "build")
+    if "--build" in argv:
+        build = argv[argv.index("--build") + 1]
+    tests = [test_compiles, test_report_verdicts, test_report_summary_exit, test_statistics,
+             test_launch_pairs_summary, test_launch_pairs_end_to_end, test_compute_verdicts,
+             test_compute_driver_tables, test_compute_driver_pair_and_set, test_nvml_window_means,
+             test_tenant_file]
+    for t in tests:
+        run_test(t)
+    run_test(types.FunctionType(test_real_tenant_file.__code__, globals(), None, (build,)))
+    if "--sim" in argv:
+        for t in (test_attach_sim, test_samplers_sim, test_compute_share_sim):
+            run_test(types.FunctionType(t.__code__, globals(), None, (build,)))
+    print(f"selftest: {len(FAILED)} failed" + (": " + "; ".join(FAILED) if FAILED else ""))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

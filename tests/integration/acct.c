@@ -1,0 +1,355 @@
+/*
+ * Accounting that a test can catch being wrong: for each allocation family,
+ * run under `gpuslice run --memory 1G` against the simulated GPU, the one
+ * allocation that would cross the limit by what the driver really reserves
+ * is refused and reserves nothing, and the allocation that fits is admitted.
+ *
+ * The truth is the simulator's own per-process figure (NVML's process list,
+ * which the interposer does not touch); the tenant's view is cuMemGetInfo
+ * through the interposer. The cases are built around what the driver takes
+ * beyond the request — pages of small allocations, the pitch, array padding,
+ * a pool's 32 MiB growth — so an interposer that charges the request alone,
+ * or skips a family, or lets a huge request wrap its counters, fails here.
+ *
+ * usage: acct CASE     (exit 0 when every check held; "FAIL …" lines otherwise)
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cuda_api.h"
+#include "common/cuda_funcs.h"
+#include "common/nvml_api.h"
+
+#define DECL(ret, name, params) ret name params;
+GS_CUDA_FUNCS(DECL)
+#undef DECL
+
+#define MiB (1ULL << 20)
+
+static int failed;
+
+#define CHECK(cond, ...)                                    \
+    do {                                                    \
+        if (!(cond)) {                                      \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
+            printf(__VA_ARGS__);                            \
+            printf("\n");                                   \
+            failed = 1;                                     \
+        }                                                   \
+    } while (0)
+
+static gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvml_procs;
+static nvmlDevice_t nvml_dev;
+
+/* What the (simulated) driver holds for this process on device 0: the truth. */
+static uint64_t truth(void)
+{
+    nvmlProcessInfo_t info[64];
+    unsigned int n = 64, i;
+
+    if (nvml_procs(nvml_dev, &n, info) != NVML_SUCCESS)
+        return UINT64_MAX;
+    for (i = 0; i < n; i++)
+        if (info[i].pid == (unsigned int)getpid())
+            return info[i].usedGpuMemory;
+    return 0;
+}
+
+static uint64_t tenant_free(void)
+{
+    size_t f = 0, t = 0;
+
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo");
+    return f;
+}
+
+static CUcontext ctx;
+
+static void setup(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    gs_pfn_nvmlInit_v2 in;
+    gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh;
+
+    if (!lib || !(in = (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2")) ||
+        !(gh = (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")) ||
+        !(nvml_procs = (gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+              lib, "nvmlDeviceGetComputeRunningProcesses_v3")) ||
+        in() != NVML_SUCCESS || gh(0, &nvml_dev) != NVML_SUCCESS) {
+        printf("FAIL: no NVML\n");
+        exit(2);
+    }
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        printf("FAIL: no context\n");
+        exit(2);
+    }
+}
+
+static CUdeviceptr filler;
+
+/* Fills the limit with one plain allocation so that exactly room bytes are left. */
+static void leave(uint64_t room)
+{
+    uint64_t f = tenant_free();
+
+    if (filler) {
+        CHECK(cuMemFree_v2(filler) == CUDA_SUCCESS, "free the filler");
+        filler = 0;
+        f = tenant_free();
+    }
+    CHECK(f >= room && (f - room) % (2 * MiB) == 0, "free %llu cannot be filled to %llu",
+          (unsigned long long)f, (unsigned long long)room);
+    if (f > room)
+        CHECK(cuMemAlloc_v2(&filler, f - room) == CUDA_SUCCESS, "filler of %llu",
+              (unsigned long long)(f - room));
+    CHECK(tenant_free() == room, "free %llu after filling, want %llu",
+          (unsigned long long)tenant_free(), (unsigned long long)room);
+}
+
+/* r must be a refusal that left the driver's reservation as it was. */
+static void refused(const char *what, CUresult r, uint64_t before)
+{
+    uint64_t after = truth();
+
+    printf("%s -> %d; the driver holds %llu (was %llu)\n", what, (int)r,
+           (unsigned long long)after, (unsigned long long)before);
+    CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "%s: %d, want CUDA_ERROR_OUT_OF_MEMORY", what, (int)r);
+    CHECK(after == before, "%s was refused but the driver's use went from %llu to %llu", what,
+          (unsigned long long)before, (unsigned long long)after);
+}
+
+static void admitted(const char *what, CUresult r)
+{
+    printf("%s -> %d\n", what, (int)r);
+    CHECK(r == CUDA_SUCCESS, "%s: %d, want CUDA_SUCCESS", what, (int)r);
+}
+
+/* The tenant's view and the truth agree: what the driver holds is what is charged. */
+static void agree(const char *when)
+{
+    size_t f = 0, t = 0;
+    uint64_t held = truth();
+
+    cuMemGetInfo_v2(&f, &t);
+    printf("%s: tenant used %llu, driver %llu\n", when, (unsigned long long)(t - f),
+           (unsigned long long)held);
+    CHECK(t - f == held, "%s: the tenant counts %llu, the driver holds %llu", when,
+          (unsigned long long)(t - f), (unsigned long long)held);
+}
+
+static CUmemAllocationProp vmm_prop(void)
+{
+    CUmemAllocationProp p;
+
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    return p;
+}
+
+static int run(const char *c)
+{
+    CUdeviceptr p = 0, q = 0, s = 0;
+    uint64_t t0;
+    size_t pitch = 0;
+    CUresult r;
+
+    if (strcmp(c, "retain") == 0) {
+        /* Only a context: 0 made, 3 refused for memory, 1 otherwise. */
+        CUresult rr;
+        if (cuInit(0) != CUDA_SUCCESS)
+            return 1;
+        rr = cuDevicePrimaryCtxRetain(&ctx, 0);
+        printf("cuDevicePrimaryCtxRetain -> %d\n", (int)rr);
+        return rr == CUDA_SUCCESS ? 0 : rr == CUDA_ERROR_OUT_OF_MEMORY ? 3 : 1;
+    }
+    setup();
+    if (strcmp(c, "plain") == 0) {
+        leave(64 * MiB);
+        t0 = truth();
+        refused("cuMemAlloc(64 MiB + 1)", cuMemAlloc_v2(&p, 64 * MiB + 1), t0);
+        admitted("cuMemAlloc(64 MiB)", cuMemAlloc_v2(&p, 64 * MiB));
+        agree("full");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 64 * MiB, "given back");
+    } else if (strcmp(c, "small") == 0) {
+        /* A 2 MiB page is left: two 1 MiB requests share it, a third needs another page. */
+        leave(2 * MiB);
+        admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&p, MiB));
+        admitted("cuMemAlloc(1 MiB) into the same page", cuMemAlloc_v2(&q, MiB));
+        t0 = truth();
+        refused("cuMemAlloc(4 KiB), a page beyond the limit", cuMemAlloc_v2(&s, 4096), t0);
+        agree("one page of small allocations");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS && cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 2 * MiB, "the page is given back: free %llu",
+              (unsigned long long)tenant_free());
+    } else if (strcmp(c, "pitch") == 0) {
+        /* 513 bytes wide rows take 1024: 4097 of them are 6 MiB, for 2.1 MB asked. */
+        leave(4 * MiB);
+        t0 = truth();
+        refused("cuMemAllocPitch(513 x 4097)", cuMemAllocPitch_v2(&p, &pitch, 513, 4097, 4), t0);
+        admitted("cuMemAllocPitch(513 x 4096)", cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4));
+        CHECK(pitch == 1024, "pitch %zu", pitch);
+        agree("pitched");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+        /* The 32-bit entry point takes the same path. */
+        {
+            CUdeviceptr_v1 p1 = 0;
+            unsigned int pitch1 = 0;
+            t0 = truth();
+            refused("cuMemAllocPitch v1 (513 x 4097)", cuMemAllocPitch(&p1, &pitch1, 513, 4097, 4),
+                    t0);
+        }
+    } else if (strcmp(c, "array") == 0) {
+        CUDA_ARRAY_DESCRIPTOR d;
+        CUarray a;
+        leave(16 * MiB);
+        memset(&d, 0, sizeof(d));
+        d.Format = CU_AD_FORMAT_FLOAT;
+        d.NumChannels = 4;
+        d.Width = 1025;
+        d.Height = 1024;
+        t0 = truth();
+        refused("cuArrayCreate(1025 x 1024 float4)", cuArrayCreate_v2(&a, &d), t0);
+        d.Width = 1000;
+        d.Height = 1000;
+        admitted("cuArrayCreate(1000 x 1000 float4)", r = cuArrayCreate_v2(&a, &d));
+        agree("array");
+        if (r == CUDA_SUCCESS)
+            CHECK(cuArrayDestroy(a) == CUDA_SUCCESS, "destroy");
+        CHECK(tenant_free() == 16 * MiB, "array given back");
+    } else if (strcmp(c, "array3d") == 0) {
+        CUDA_ARRAY3D_DESCRIPTOR d;
+        CUarray a;
+        /* 1000 x 1000 x 10 halves are 19 MiB of elements; the driver pads them to 32 MiB. */
+        leave(24 * MiB);
+        memset(&d, 0, sizeof(d));
+        d.Format = CU_AD_FORMAT_HALF;
+        d.NumChannels = 1;
+        d.Width = 1000;
+        d.Height = 1000;
+        d.Depth = 10;
+        t0 = truth();
+        refused("cuArray3DCreate(1000 x 1000 x 10 half)", cuArray3DCreate_v2(&a, &d), t0);
+        leave(32 * MiB);
+        admitted("cuArray3DCreate(1000 x 1000 x 10 half) in 32 MiB", r = cuArray3DCreate_v2(&a, &d));
+        agree("3-D array");
+        if (r == CUDA_SUCCESS)
+            CHECK(cuArrayDestroy(a) == CUDA_SUCCESS, "destroy");
+    } else if (strcmp(c, "async") == 0 || strcmp(c, "async_ptsz") == 0 ||
+               strcmp(c, "pool") == 0 || strcmp(c, "pool_ptsz") == 0) {
+        /* An empty pool grows by 32 MiB even for 4 KiB. */
+        int ptsz = strstr(c, "ptsz") != NULL, own = strncmp(c, "pool", 4) == 0;
+        CUmemoryPool pool = NULL;
+        CUstream st;
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        if (own) {
+            CUmemPoolProps pp;
+            memset(&pp, 0, sizeof(pp));
+            pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            pp.location.id = 0;
+            CHECK(cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS, "pool create");
+        }
+#define ASYNC(ptr, n)                                                                     \
+    (own ? (ptsz ? cuMemAllocFromPoolAsync_ptsz(ptr, n, pool, st)                         \
+                 : cuMemAllocFromPoolAsync(ptr, n, pool, st))                             \
+         : (ptsz ? cuMemAllocAsync_ptsz(ptr, n, st) : cuMemAllocAsync(ptr, n, st)))
+        leave(30 * MiB);
+        t0 = truth();
+        refused("4 KiB from an empty pool, 30 MiB left", ASYNC(&p, 4096), t0);
+        leave(32 * MiB);
+        admitted("4 KiB from an empty pool, 32 MiB left", ASYNC(&p, 4096));
+        admitted("1 MiB more from the same pool, nothing left", ASYNC(&q, MiB));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        agree("pool of 32 MiB");
+        t0 = truth();
+        refused("31 MiB more, past the pool's 32 MiB", ASYNC(&s, 31 * MiB), t0);
+        CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuMemFreeAsync(q, st) == CUDA_SUCCESS,
+              "free");
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        if (own)
+            CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS, "trim");
+        CHECK(tenant_free() == 32 * MiB, "the pool's 32 MiB are given back: free %llu",
+              (unsigned long long)tenant_free());
+        agree("after the pool shrank");
+#undef ASYNC
+    } else if (strcmp(c, "vmm") == 0) {
+        CUmemAllocationProp prop = vmm_prop();
+        CUmemGenericAllocationHandle h, h2;
+        CUdeviceptr va;
+        leave(64 * MiB);
+        t0 = truth();
+        refused("cuMemCreate(66 MiB)", cuMemCreate(&h, 66 * MiB, &prop, 0), t0);
+        admitted("cuMemCreate(64 MiB)", cuMemCreate(&h, 64 * MiB, &prop, 0));
+        CHECK(cuMemAddressReserve(&va, 64 * MiB, 0, 0, 0) == CUDA_SUCCESS, "reserve");
+        CHECK(cuMemMap(va, 64 * MiB, 0, h, 0) == CUDA_SUCCESS, "map");
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS, "release while mapped");
+        t0 = truth();
+        refused("cuMemCreate(2 MiB) while the released handle is still mapped",
+                cuMemCreate(&h2, 2 * MiB, &prop, 0), t0);
+        agree("mapped after release");
+        CHECK(cuMemUnmap(va, 64 * MiB) == CUDA_SUCCESS, "unmap");
+        CHECK(tenant_free() == 64 * MiB, "unmapped: given back, free %llu",
+              (unsigned long long)tenant_free());
+        CHECK(cuMemAddressFree(va, 64 * MiB) == CUDA_SUCCESS, "address free");
+    } else if (strcmp(c, "managed") == 0) {
+        leave(64 * MiB);
+        t0 = truth();
+        refused("cuMemAllocManaged(66 MiB)", cuMemAllocManaged(&p, 66 * MiB, CU_MEM_ATTACH_GLOBAL),
+                t0);
+        admitted("cuMemAllocManaged(64 MiB)", cuMemAllocManaged(&p, 64 * MiB, CU_MEM_ATTACH_GLOBAL));
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+    } else if (strcmp(c, "legacy_info") == 0) {
+        unsigned int f1 = 0, t1 = 0;
+        size_t f = 0, t = 0;
+        leave(64 * MiB);
+        CHECK(cuMemGetInfo(&f1, &t1) == CUDA_SUCCESS, "cuMemGetInfo v1");
+        CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo v2");
+        printf("v1 free %u total %u; v2 free %zu total %zu\n", f1, t1, f, t);
+        CHECK(t1 == t && f1 == f && f1 == 64 * MiB, "the 32-bit cuMemGetInfo shows %u of %u",
+              f1, t1);
+    } else if (strcmp(c, "huge") == 0) {
+        /* Requests of about 2^64 bytes: refused without wrapping the tenant's counters. */
+        CUmemAllocationProp prop = vmm_prop();
+        CUmemGenericAllocationHandle h;
+        CUstream st;
+        leave(64 * MiB);
+        t0 = truth();
+        refused("cuMemAlloc(SIZE_MAX)", cuMemAlloc_v2(&p, SIZE_MAX), t0);
+        refused("cuMemAlloc(SIZE_MAX - 2 MiB)", cuMemAlloc_v2(&p, SIZE_MAX - 2 * MiB), t0);
+        refused("cuMemCreate(SIZE_MAX - 2 MiB + 1)", cuMemCreate(&h, SIZE_MAX - 2 * MiB + 1, &prop, 0),
+                t0);
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        refused("cuMemAllocAsync(SIZE_MAX)", cuMemAllocAsync(&p, SIZE_MAX, st), t0);
+        refused("cuMemAllocManaged(SIZE_MAX)", cuMemAllocManaged(&p, SIZE_MAX, CU_MEM_ATTACH_GLOBAL),
+                t0);
+        CHECK(tenant_free() == 64 * MiB, "the tenant still counts what it holds: free %llu",
+              (unsigned long long)tenant_free());
+        refused("cuMemAlloc(66 MiB) after them", cuMemAlloc_v2(&p, 66 * MiB), t0);
+        admitted("cuMemAlloc(64 MiB) after them", cuMemAlloc_v2(&p, 64 * MiB));
+        agree("after the huge requests");
+    } else {
+        printf("unknown case %s\n", c);
+        return 2;
+    }
+    (void)r;
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc != 2) {
+        fprintf(stderr, "usage: acct CASE\n");
+        return 2;
+    }
+    return run(argv[1]);
+}

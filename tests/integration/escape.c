@@ -1,0 +1,97 @@
+/*
+ * Ways a program under a memory limit might reach the real driver behind the
+ * interposer, each tried by allocating more than the limit (the limit must
+ * be below BYTES): "dlvsym" (glibc's own dlsym found with dlvsym, then
+ * libcuda's functions through it), "next_dlsym" (dlsym(RTLD_NEXT, "dlsym")
+ * from a library loaded after the interposer, LIB), "dlmopen" (LIB loaded
+ * into a new link-map namespace, where it opens its own libcuda).
+ * Exit 0 when the allocation was refused (or the way itself was refused),
+ * 1 when it got past the limit, 2 on a usage or set-up error.
+ *
+ * usage: escape WAY BYTES [LIB]
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cuda_api.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef int (*alloc_fn)(dlsym_fn, unsigned long long);
+
+/* Allocates bytes through functions resolved by d from libcuda: 0 refused, 1 got it. */
+static int try_alloc(dlsym_fn d, unsigned long long bytes)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    gs_pfn_cuInit init;
+    gs_pfn_cuDevicePrimaryCtxRetain retain;
+    gs_pfn_cuCtxSetCurrent set;
+    gs_pfn_cuMemAlloc_v2 alloc;
+    CUcontext ctx;
+    CUdeviceptr p;
+    CUresult r;
+
+    if (!lib || !(init = (gs_pfn_cuInit)d(lib, "cuInit")) ||
+        !(retain = (gs_pfn_cuDevicePrimaryCtxRetain)d(lib, "cuDevicePrimaryCtxRetain")) ||
+        !(set = (gs_pfn_cuCtxSetCurrent)d(lib, "cuCtxSetCurrent")) ||
+        !(alloc = (gs_pfn_cuMemAlloc_v2)d(lib, "cuMemAlloc_v2"))) {
+        printf("cannot resolve the driver\n");
+        return 2;
+    }
+    if (init(0) != CUDA_SUCCESS || retain(&ctx, 0) != CUDA_SUCCESS || set(ctx) != CUDA_SUCCESS) {
+        printf("no context\n");
+        return 2;
+    }
+    r = alloc(&p, bytes);
+    printf("allocation of %llu -> %d\n", bytes, (int)r);
+    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned long long bytes;
+
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc < 3)
+        return 2;
+    bytes = strtoull(argv[2], NULL, 0);
+    if (strcmp(argv[1], "dlvsym") == 0) {
+        static const char *v[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+        dlsym_fn d = NULL;
+        size_t i;
+        for (i = 0; i < 3 && !d; i++)
+            d = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", v[i]);
+        if (!d) {
+            printf("dlvsym found no dlsym\n");
+            return 2;
+        }
+        return try_alloc(d, bytes);
+    }
+    if (strcmp(argv[1], "next_dlsym") == 0 && argc > 3) {
+        void *lib = dlopen(argv[3], RTLD_NOW);
+        dlsym_fn (*next)(void) = lib ? (dlsym_fn(*)(void))dlsym(lib, "escape_next_dlsym") : NULL;
+        if (!next) {
+            printf("cannot load %s: %s\n", argv[3], dlerror());
+            return 2;
+        }
+        return try_alloc(next(), bytes);
+    }
+    if (strcmp(argv[1], "dlmopen") == 0 && argc > 3) {
+        void *lib = dlmopen(LM_ID_NEWLM, argv[3], RTLD_NOW);
+        alloc_fn f;
+        if (!lib) {
+            printf("dlmopen refused: %s\n", dlerror());
+            return 0;
+        }
+        /* Inside the namespace: its own libc, its own dlsym, its own libcuda. */
+        if (!(f = (alloc_fn)dlsym(lib, "escape_alloc"))) {
+            printf("no escape_alloc in %s\n", argv[3]);
+            return 2;
+        }
+        return f(NULL, bytes);
+    }
+    printf("unknown way %s\n", argv[1]);
+    return 2;
+}
