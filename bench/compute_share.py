@@ -15,8 +15,9 @@ ceiling. For the host-bound workloads (small kernels launched one by one: small,
 the GPU is idle between launches even when nothing limits them, so NVML's figure is taken
 relative to the same workload uncapped (the mean of the uncapped phases just before and after
 the capped one): the share of its own demand it was allowed, which is the time share gpuslice
-counts. Where such a workload comes in under its ceiling by more than --tolerance but at most
---known-shortfall (5) points, with (a) and (b) agreeing, the line is a KNOWN SHORTFALL
+counts. Where NVML's share of such a workload comes in under its ceiling by more than
+--tolerance but at most --known-shortfall (5) points (gpuslice's own count, which bills the gaps
+between launches, then runs ahead of it), the line is a KNOWN SHORTFALL
 ("@known", --shortfall known, the default; --shortfall fail makes it "@fail"): a weakness of
 the governor on launch-bound streams, reported, never passed. Anything else outside the band
 fails.
@@ -625,13 +626,21 @@ def judge_time_share(what, c, busy, nvml, tol, host_bound=False, known_max=5.0,
             f"{'yes' if ok_a else 'NO'}/{'yes' if ok_b else 'NO'})")
     if ok_a and ok_b and agree:
         return "ok", text, nums
-
-    def short(e, ok):
-        return ok or -known_max <= e < -tol
-    if host_bound and agree and short(ea, ok_a) and short(eb, ok_b):
-        return "known", ("KNOWN SHORTFALL (small launch-bound kernels under their ceiling): "
-                         + text + f"; the shortfall is {-min(ea, eb):.2f} points "
-                         f"(reported, not passed; beyond {known_max:g} points it fails)"), nums
+    # Launch-bound kernels: the governor bills a stream from submission to completion, which
+    # for kernels shorter than the host's launch interval includes the gaps between them, so
+    # its count (a) runs ahead of the device's time (b) and the tenant holds less than its
+    # ceiling. That is the governor's known shortfall: the device's share under the ceiling by
+    # at most known_max points, never over it. Anything else fails.
+    # The launch-bound workloads' NVML share is relative to uncapped phases whose rate drifts
+    # by tens of percent on the H200's VM: judged on its 95 % interval (mean ± 2 standard
+    # errors), not on its mean alone.
+    se_b = gm.sem(b) or 0.0
+    if host_bound and eb + 2 * se_b >= -known_max and eb - 2 * se_b <= tol and ea <= known_max:
+        return "known", ("KNOWN SHORTFALL (small launch-bound kernels: the governor bills the "
+                         "gaps between launches): " + text + f"; the device's share is "
+                         f"{eb:+.2f} points from the ceiling, gpuslice's count {ea:+.2f} "
+                         f"(reported, not passed; the device's share more than {known_max:g} "
+                         f"points under, or over the ceiling, fails)"), nums
     return "fail", text, nums
 
 
@@ -940,18 +949,23 @@ class Driver:
         for t in res["tenants"]:
             c = t["ceiling"]
             nv = t["nvml"]
-            kind, text, nums = judge_time_share(
-                "two tenants at once, the tenant", c, [t["busy_pct"]],
-                [None if nv is None else nv["pct"]], a.tolerance,
-                nvml_what="NVML's per-process samples outside")
-            if t["busy_pct"] is None:
+            # Two processes time-sliced on one GPU: NVML's per-process samples give each the
+            # busy time of the slices it was in (both read ~98 % on the H200), so they cannot
+            # split the device's time. Here the second measure is throughput: the GPU is
+            # contended, both run at one clock, so throughput shares are time shares.
+            b = t["busy_pct"]
+            text = (f"two tenants at once, the tenant at --compute {c}: the device's time it "
+                    f"held by gpuslice's count {fmt(b, '.2f')}%, error "
+                    f"{'?' if b is None else format(b - c, '+.2f')} points (within "
+                    f"±{a.tolerance:g}); NVML's per-process samples (not judged: time-slicing) "
+                    f"{'none' if nv is None else format(nv['pct'], '.2f') + '%'}")
+            if b is None:
                 text += f" [gpuslice: {t['busy_why']}]"
-            if nv is None:
-                text += (f" [NVML: no per-process samples for pid {t['pid']}: "
-                         f"{self.nvml.proc_error or self.nvml.error or 'none in the window'}]")
-            check(kind == "ok", text)
-            for k_, v in nums.items():
-                num(f"pair_{c}_{k_}", v)
+            check(b is not None and abs(b - c) <= a.tolerance, text)
+            if b is not None:
+                num(f"pair_{c}_busy", b)
+            if nv is not None:
+                num(f"pair_{c}_nvml_per_process", nv["pct"])
             if t["rate"] is None:
                 check(False, f"two tenants, --compute {c}: no throughput ({t['error']})")
                 continue
@@ -1120,8 +1134,10 @@ class Driver:
                    "(small, cuda-small) (b) is relative to the uncapped phases around each "
                    "window, and their raw utilisation is in brackets. Mean ± standard error. "
                    f"Pass: both within ±{a.tolerance:g} points of the ceiling and of each "
-                   f"other; KNOWN: a host-bound workload under its ceiling by at most "
-                   f"{a.known_shortfall:g} points with (a) and (b) agreeing. Throughput share "
+                   f"other; KNOWN: a host-bound workload whose (b), by its 95 % interval, is "
+                   f"under its ceiling by at most {a.known_shortfall:g} points and not over it "
+                   "(the governor bills the gaps between its launches). "
+                   "Throughput share "
                    "(of the uncapped rate) with the SM clock and power, not judged.", "",
                    "| workload | ceiling | (a) gpuslice busy % | (b) NVML % | verdict | "
                    "throughput % | SM MHz | W |",
@@ -1187,15 +1203,19 @@ class Driver:
                    f"{fmt(res['alone'], '.1f')} GEMM/s at {fmt(g0.get('sm_mhz'), '.0f')} MHz, "
                    f"{fmt(g0.get('power_w'), '.0f')} W; during the pair "
                    f"{fmt(g1.get('sm_mhz'), '.0f')} MHz, {fmt(g1.get('power_w'), '.0f')} W). "
-                   f"Pass: each within ±{a.tolerance:g} points.", "",
+                   f"Pass: (a) and the throughput each within ±{a.tolerance:g} points of the "
+                   "ceiling: the GPU is contended and both run at one clock, so throughput "
+                   "shares are time shares; NVML's per-process samples cannot split time-sliced "
+                   "work (each process reads as busy in every slice it was in) and are shown, "
+                   "not judged.", "",
                    "| tenant | (a) gpuslice busy % | (b) NVML per-process % | GEMM/s | "
                    "throughput % of alone | verdict |", "|---|---|---|---|---|---|"]
             for t in res["tenants"]:
                 c = t["ceiling"]
                 nv = None if t["nvml"] is None else t["nvml"]["pct"]
-                kind, _, _ = judge_time_share("", c, [t["busy_pct"]], [nv], a.tolerance)
-                ach = t.get("achieved")
-                ok = kind == "ok" and ach is not None and abs(ach - c) <= a.tolerance
+                b, ach = t["busy_pct"], t.get("achieved")
+                ok = (b is not None and abs(b - c) <= a.tolerance and ach is not None and
+                      abs(ach - c) <= a.tolerance)
                 md.append(f"| `--compute {c}` | {fmt(t['busy_pct'], '.2f')} | {fmt(nv, '.2f')} | "
                           f"{fmt(t['rate'])} | {fmt(ach, '.2f')} | "
                           f"{'ok' if ok else '**FAIL**'} |")

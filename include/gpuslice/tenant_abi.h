@@ -40,6 +40,8 @@ struct gpuslice_tenant_device {
     uint64_t compute_busy_ns;    /* device time the tenant's work has held, cumulative */
     uint64_t ctx_footprint;      /* smallest context footprint a process measured, for
                                     processes NVML does not list (PID namespaces); 0 = none */
+    uint64_t ctx_hidden;         /* what a context takes on the device beyond NVML's figure for
+                                    its process (smallest measured; 0 = none seen) */
 };
 
 /* set_flags: a device added after `gpuslice set` takes these, not the process's own. */
@@ -103,7 +105,7 @@ struct gpuslice_tenant {
     struct gpuslice_tenant_reserve reserve;
 };
 
-_Static_assert(sizeof(struct gpuslice_tenant_device) == 80, "device entry layout");
+_Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_proc) == 144, "process entry layout");
 _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
@@ -111,8 +113,8 @@ _Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "b
 _Static_assert(offsetof(struct gpuslice_tenant, compute_any) == 168, "header fields offset");
 _Static_assert(sizeof(struct gpuslice_tenant_reserve_dev) == 40, "reservation entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_reserve) == 24 + 16 * 40, "reservation layout");
-_Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 80 + 1024 * 144,
+_Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 88 + 1024 * 144,
                "reservation offset");
-_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 80 + 1024 * 144 + 664, "tenant size");
+_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 88 + 1024 * 144 + 664, "tenant size");
 
 #endif

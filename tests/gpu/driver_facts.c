@@ -613,6 +613,34 @@ static void arrays3d(void)
     }
 }
 
+/* 2-D arrays: is the height rounded to 8 rows, or to a block of up to 128? ("a2 W H KiB", u8) */
+static void arrays2d(void)
+{
+    static const size_t wb[] = {64, 1000, 4096, 16384, 65536};
+    static const size_t hs[] = {1, 8, 9, 17, 33, 65, 100, 129, 200, 1000, 1025};
+    size_t i, j;
+
+    for (i = 0; i < sizeof wb / sizeof wb[0]; i++)
+        for (j = 0; j < sizeof hs / sizeof hs[0]; j++) {
+            CUDA_ARRAY_DESCRIPTOR d;
+            size_t before = cu_free();
+            CUarray a;
+
+            memset(&d, 0, sizeof d);
+            d.Width = wb[i];
+            d.Height = hs[j];
+            d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+            d.NumChannels = 1;
+            if (cuArrayCreate(&a, &d) != CUDA_SUCCESS) {
+                printf("a2 %zu %zu failed\n", wb[i], hs[j]);
+                continue;
+            }
+            printf("a2 %zu %zu %lld\n", wb[i], hs[j],
+                   (long long)((long long)before - (long long)cu_free()) / 1024);
+            cuArrayDestroy(a);
+        }
+}
+
 static void pool_fragments(CUdevice dev)
 {
     CUmemoryPool def;
@@ -666,6 +694,7 @@ int main(int argc, char **argv)
             return check_done();
         placement();
         arrays3d();
+        arrays2d();
         pool_fragments(dev);
         note("more facts recorded");
         return 0;

@@ -4,9 +4,10 @@
  * allocation that would cross the limit by what the driver really reserves
  * is refused and reserves nothing, and the allocation that fits is admitted.
  *
- * The truth is the simulator's own per-process figure (NVML's process list,
- * which the interposer does not touch); the tenant's view is cuMemGetInfo
- * through the interposer. The cases are built around what the driver takes
+ * The truth is the device's own use (NVML's, read by a child of this program
+ * started without the interposer: the case runs alone on its simulated GPU,
+ * so that is what this process costs the device, contexts' hidden part
+ * included); the tenant's view is cuMemGetInfo through the interposer. The cases are built around what the driver takes
  * beyond the request — pages of small allocations, the pitch, array padding,
  * a pool's 32 MiB growth — so an interposer that charges the request alone,
  * or skips a family, or lets a huge request wrap its counters, fails here.
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/cuda_api.h"
@@ -46,18 +48,53 @@ static int failed;
 static gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvml_procs;
 static nvmlDevice_t nvml_dev;
 
-/* What the (simulated) driver holds for this process on device 0: the truth. */
+/* The child's part: device 0's use as NVML reports it, on stdout. */
+static int device_used(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    gs_pfn_nvmlInit_v2 in;
+    gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh;
+    gs_pfn_nvmlDeviceGetMemoryInfo mi;
+    nvmlDevice_t dev;
+    nvmlMemory_t m;
+
+    if (!lib || !(in = (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2")) ||
+        !(gh = (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")) ||
+        !(mi = (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo")) ||
+        in() != NVML_SUCCESS || gh(0, &dev) != NVML_SUCCESS || mi(dev, &m) != NVML_SUCCESS)
+        return 1;
+    printf("%llu\n", m.used);
+    return 0;
+}
+
+/* What the (simulated) device holds, read from outside the interposer: the truth. */
 static uint64_t truth(void)
 {
-    nvmlProcessInfo_t info[64];
-    unsigned int n = 64, i;
+    unsigned long long v = UINT64_MAX;
+    int fds[2], st;
+    pid_t pid;
+    FILE *f;
 
-    if (nvml_procs(nvml_dev, &n, info) != NVML_SUCCESS)
+    if (pipe(fds) < 0 || (pid = fork()) < 0)
         return UINT64_MAX;
-    for (i = 0; i < n; i++)
-        if (info[i].pid == (unsigned int)getpid())
-            return info[i].usedGpuMemory;
-    return 0;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        unsetenv("LD_PRELOAD");
+        unsetenv("GPUSLICE_TENANT");
+        execl("/proc/self/exe", "acct", "--device-used", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if ((f = fdopen(fds[0], "r")) != NULL) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = UINT64_MAX;
+        fclose(f);
+    }
+    waitpid(pid, &st, 0);
+    (void)nvml_procs;
+    (void)nvml_dev;
+    return v;
 }
 
 static uint64_t tenant_free(void)
@@ -347,6 +384,8 @@ static int run(const char *c)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc == 2 && strcmp(argv[1], "--device-used") == 0)
+        return device_used();
     if (argc != 2) {
         fprintf(stderr, "usage: acct CASE\n");
         return 2;

@@ -18,10 +18,12 @@ with open(path, "r+b") as f:
     f.write(struct.pack(fmt, *vals))
 PY
 }
-LOCK_OFF=16       # offsetof(struct gpuslice_tenant, lock)
-PROC_OFF=1512     # offsetof(struct gpuslice_tenant, proc): 232 + 16 devices x 80
-PROC_SIZE=144
-NPROCS=1024
+# The layout, from the ABI header itself: LOCK_OFF PROC_OFF PROC_SIZE NPROCS.
+printf '#include <stdio.h>\n#include "gpuslice/tenant_abi.h"\nint main(void) { printf("%%zu %%zu %%zu %%d", offsetof(struct gpuslice_tenant, lock), offsetof(struct gpuslice_tenant, proc), sizeof(struct gpuslice_tenant_proc), GPUSLICE_MAX_PROCS); return 0; }\n' >"$T/abi.c"
+cc -I"$SRC/include" -o "$T/abi" "$T/abi.c" || { echo "cannot build the ABI probe"; exit 2; }
+read -r LOCK_OFF PROC_OFF PROC_SIZE NPROCS <<EOF_ABI
+$("$T/abi")
+EOF_ABI
 start_time() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat"; }
 # wait_for FILE: until a holder's line appears (5 s at most).
 wait_for() { for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }

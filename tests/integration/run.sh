@@ -1195,7 +1195,9 @@ gpu_share)
         ok "not started; the daemon it started was stopped"; else bad "after probe failure"; cat "$T/err"; fi
     stderr_has "stopped the MPS control daemon" ;;
 reserve)
-    # gpuslice reserve and run --filled on a 16 GiB simulated GPU (64 MiB a context).
+    # gpuslice reserve and run --filled on a 16 GiB simulated GPU (64 MiB a context, none of it
+    # hidden from NVML's per-process figures: the arithmetic below is exact).
+    export GPUSLICE_SIM_CONTEXT_HIDDEN=0
     MP="$B/tests/mem_probe"
     used() { "$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["gpus"][0]["memory_used_bytes"])'; }
     # near WHAT BYTES SLACK: the device's use is BYTES within SLACK, within 3 s.

@@ -102,6 +102,7 @@ int sim_config_load(struct sim_config *cfg)
     cfg->sms = SIM_DEFAULT_SMS;
     cfg->memory = SIM_DEFAULT_MEMORY;
     cfg->context_bytes = SIM_DEFAULT_CONTEXT_BYTES;
+    cfg->context_hidden = SIM_DEFAULT_CONTEXT_HIDDEN;
 
     if ((v = getenv("GPUSLICE_SIM_DEVICES"))) {
         if (parse_uint(v, 1, SIM_MAX_DEVICES, &n) < 0) {
@@ -134,6 +135,14 @@ int sim_config_load(struct sim_config *cfg)
             return -EINVAL;
         }
         cfg->context_bytes = n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_CONTEXT_HIDDEN"))) {
+        if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_HIDDEN: \"%s\" is not a size "
+                            "(use e.g. 6M, 0, 6291456)\n", v);
+            return -EINVAL;
+        }
+        cfg->context_hidden = n;
     }
     cfg->green = 1;
     if ((v = getenv("GPUSLICE_SIM_GREEN"))) {
@@ -179,6 +188,7 @@ static int init_shared(struct sim_shared *sh, const struct sim_config *cfg)
     sh->sms = cfg->sms;
     sh->memory = cfg->memory;
     sh->context_bytes = cfg->context_bytes;
+    sh->context_hidden = cfg->context_hidden;
     if ((r = pthread_mutexattr_init(&a)) != 0)
         return -r;
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -269,6 +279,7 @@ static void warn_geometry(const struct sim_config *cfg, const struct sim_shared 
     SIM_DIFF(sms, "GPUSLICE_SIM_SMS")
     SIM_DIFF(memory, "GPUSLICE_SIM_MEMORY")
     SIM_DIFF(context_bytes, "GPUSLICE_SIM_CONTEXT_BYTES")
+    SIM_DIFF(context_hidden, "GPUSLICE_SIM_CONTEXT_HIDDEN")
 #undef SIM_DIFF
     format_size(sh->memory, mem, sizeof(mem));
     format_size(sh->context_bytes, ctx, sizeof(ctx));
@@ -283,7 +294,7 @@ static void warn_geometry(const struct sim_config *cfg, const struct sim_shared 
 static int same_geometry(const struct sim_config *cfg, const struct sim_shared *sh)
 {
     return cfg->devices == sh->devices && cfg->sms == sh->sms && cfg->memory == sh->memory &&
-           cfg->context_bytes == sh->context_bytes;
+           cfg->context_bytes == sh->context_bytes && cfg->context_hidden == sh->context_hidden;
 }
 
 int sim_state_open(struct sim_config *cfg, struct sim_state *st)
@@ -361,6 +372,7 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     cfg->sms = sh->sms;
     cfg->memory = sh->memory;
     cfg->context_bytes = sh->context_bytes;
+    cfg->context_hidden = sh->context_hidden;
     st->sh = sh;
     st->fd = fd;
     flock(fd, LOCK_UN);
@@ -519,7 +531,8 @@ uint64_t sim_state_used(const struct sim_shared *sh, int dev)
 
     for (int i = 0; i < SIM_MAX_PROCS; i++)
         if (sh->procs[i].pid != 0)
-            used += sh->procs[i].held[dev];
+            used += sh->procs[i].held[dev] +
+                    (uint64_t)sh->procs[i].contexts[dev] * sh->context_hidden;
     return used;
 }
 

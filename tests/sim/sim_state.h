@@ -23,6 +23,8 @@
 #define SIM_DEFAULT_MEMORY ((uint64_t)16 << 30)
 #define SIM_DEFAULT_SMS 132
 #define SIM_DEFAULT_CONTEXT_BYTES ((uint64_t)64 << 20)
+/* H200, driver 580: 64 processes' contexts took 5.8 MiB each more than NVML listed for them. */
+#define SIM_DEFAULT_CONTEXT_HIDDEN ((uint64_t)6 << 20)
 #define SIM_MAX_SMS 1024
 #define SIM_MAX_BYTES ((uint64_t)1 << 50)
 
@@ -36,13 +38,14 @@
 #define SIM_UTIL_WINDOW_NS 1000000000ull
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
-#define SIM_STATE_VERSION 5u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes */
+#define SIM_STATE_VERSION 6u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden */
 
 struct sim_config {
     uint32_t devices;
     uint32_t sms;
     uint64_t memory;        /* bytes per device */
     uint64_t context_bytes; /* footprint of each context */
+    uint64_t context_hidden; /* device memory each context takes that NVML's per-process figure omits */
     uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
     uint32_t green;         /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     char state_path[PATH_MAX];
@@ -87,6 +90,7 @@ struct sim_shared {
     } lock;
     struct sim_proc procs[SIM_MAX_PROCS];
     struct sim_device dev[SIM_MAX_DEVICES];
+    uint64_t context_hidden; /* per active context, in the device's use but no process's */
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");

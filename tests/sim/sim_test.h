@@ -108,6 +108,8 @@ static inline void sim_test_state_init(const char *name)
     setenv("GPUSLICE_SIM_STATE", sim_test_state_path, 1);
     /* The tests choose the devices: a CUDA_VISIBLE_DEVICES of the machine's must not hide them. */
     unsetenv("CUDA_VISIBLE_DEVICES");
+    /* Exact arithmetic on contexts: their hidden part (test_sim_nvml checks it) left out. */
+    setenv("GPUSLICE_SIM_CONTEXT_HIDDEN", "0", 1);
 }
 
 static inline void sim_test_state_done(void)
