@@ -226,17 +226,6 @@ static int set_preload(const char *lib)
     return r < 0 ? -errno : 0;
 }
 
-static int list_count(const char *list)
-{
-    int n = 1;
-
-    if (!*list)
-        return 0;
-    for (; *list; list++)
-        n += *list == ',';
-    return n;
-}
-
 static int parse_nice(const char *s, int *out)
 {
     char *end;
@@ -420,6 +409,7 @@ static void stop_reserver(pid_t pid)
 struct launch_opts {
     const char *memory, *compute, *name;
     struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
+    int mem_set, comp_set; /* mem_l / comp_l hold limits (from the options or the environment) */
     const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
     char sm_share[8];
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
@@ -449,7 +439,7 @@ static void opts_done(struct launch_opts *o)
 static int mps_device(struct launch_opts *o, char *err, size_t errlen)
 {
     const char *sel = o->devices ? o->devices : getenv("CUDA_VISIBLE_DEVICES");
-    int n = sel ? list_count(sel) : 1;
+    int n = sel ? gs_device_list_count(sel) : 1;
 
     if (sel && n == 0) {
         snprintf(err, errlen, "--gpu-share: CUDA_VISIBLE_DEVICES is empty, so the program has "
@@ -567,6 +557,21 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         gs_cli_error("%s", err);
         goto out;
     }
+    /*
+     * Without the options, limits already in the environment (GPUSLICE_*, vgpu.rs's, HAMi's:
+     * a pod's) are the tenant's: run would otherwise make a tenant without them, and its
+     * processes would no longer read them.
+     */
+    {
+        extern char **environ;
+        if ((!o->memory && gs_config_memory(environ, &o->mem_l, err, sizeof(err)) < 0) ||
+            (!o->compute && gs_config_compute(environ, &o->comp_l, err, sizeof(err)) < 0)) {
+            gs_cli_error("%s (the limits in %s's environment become the tenant's)", err, m->cmd);
+            goto out;
+        }
+    }
+    o->mem_set = o->mem_l.n > 0;
+    o->comp_set = o->comp_l.n > 0;
     if (o->sms && sm_share) {
         gs_cli_error("--sms and --sm-share both set the SM partition: give one of them");
         goto out;
@@ -1006,6 +1011,12 @@ static int check_device_keys(const struct launch_mode *m, const struct launch_op
             const struct gs_limit_entry *e = &l->e[i];
             int found = 0;
 
+            if (e->key == GS_KEY_INDEX && e->index >= GPUSLICE_MAX_DEVICES && e->index < v->n) {
+                gs_cli_error("%s: device %d: a tenant keeps limits for its first %d GPUs only "
+                             "(choose the GPUs the program sees with --device)",
+                             l->source, e->index, GPUSLICE_MAX_DEVICES);
+                return GS_EXIT_USAGE;
+            }
             if (e->key == GS_KEY_INDEX && e->index >= v->n) {
                 gs_cli_error("%s: device %d does not exist: %s would see %d GPU%s%s%s%s", l->source,
                              e->index, o->what, v->n, v->n == 1 ? "" : "s", v->n ? " (" : "",
@@ -1053,8 +1064,8 @@ static int nested_limit(const struct launch_mode *m, const struct launch_opts *o
                  "gpuslice %s shares that tenant's limits and %s (asked: %s). Give the limit to "
                  "the outer gpuslice run, or lower it with gpuslice set",
                  what, o->what, t->name, env, where, have ? a : "none", m->cmd,
-                 have == 0 || (want != 0 && want > have) ? "may not raise them"
-                                                         : "cannot narrow them yet",
+                 (want == 0 && have != 0) || (have != 0 && want > have) ? "may not raise them"
+                                                                        : "cannot narrow them yet",
                  want ? b : "none");
     return GS_EXIT_USAGE;
 }
@@ -1090,20 +1101,20 @@ static int nested_run(const struct launch_mode *m, const struct launch_opts *o,
             continue;
         gs_format_uuid(d->uuid, u);
         snprintf(where, sizeof(where), "on GPU-%s", u + 4);
-        if (o->memory)
+        if (o->mem_set)
             r = nested_limit(m, o, t, env, "--memory", where,
                              __atomic_load_n(&d->mem_limit, __ATOMIC_RELAXED),
                              gs_limits_lookup(&o->mem_l, d->ordinal, u), 1);
-        if (o->compute && r == 0)
+        if (o->comp_set && r == 0)
             r = nested_limit(m, o, t, env, "--compute", where,
                              __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED),
                              gs_limits_lookup(&o->comp_l, d->ordinal, u) % 100, 0);
     }
     /* And for the GPUs it has not used yet. */
-    if (o->memory && r == 0 && (t->set_flags & GPUSLICE_SET_MEMORY))
+    if (o->mem_set && r == 0 && (t->set_flags & GPUSLICE_SET_MEMORY))
         r = nested_limit(m, o, t, env, "--memory", "for its other GPUs", t->set_mem_limit,
                          gs_limits_lookup(&o->mem_l, -1, NULL), 1);
-    if (o->compute && r == 0 && (t->set_flags & GPUSLICE_SET_COMPUTE))
+    if (o->comp_set && r == 0 && (t->set_flags & GPUSLICE_SET_COMPUTE))
         r = nested_limit(m, o, t, env, "--compute", "for its other GPUs", t->set_compute_limit,
                          gs_limits_lookup(&o->comp_l, -1, NULL) % 100, 0);
     if (r) {
@@ -1159,8 +1170,8 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
             return GS_EXIT_ERROR;
         }
         /* Its limits belong to it from now on: no process of it can change them. */
-        if ((r = gs_tenant_fix_limits(t, o.memory ? &o.mem_l : NULL,
-                                      o.compute ? &o.comp_l : NULL, vis.n, vis.uuid)) < 0) {
+        if ((r = gs_tenant_fix_limits(t, o.mem_set ? &o.mem_l : NULL, o.comp_set ? &o.comp_l : NULL,
+                                      vis.n, vis.uuid)) < 0) {
             gs_cli_error("cannot record the tenant's limits in %s: %s", path, gs_strerror(r));
             unlink(path);
             gs_tenant_close(t);

@@ -10,6 +10,13 @@
 
 #include "gpuslice/board_abi.h"
 
+/*
+ * Where this user's boards live: $XDG_RUNTIME_DIR when it is a directory of
+ * the user's own that no one else may write (a name there cannot be planted),
+ * else the tenant directory (gs_tenant_dir(), shared: see gs_board_open).
+ */
+const char *gs_board_dir(void);
+
 /* How many names a board may take when files under its names are not ours. */
 #define GS_BOARD_NAMES 16
 

@@ -43,8 +43,7 @@ static const char *list_entry(const char *list, int n, size_t *len)
     return p;
 }
 
-/* The number of comma-separated entries; 0 for "". */
-static int list_count(const char *list)
+int gs_device_list_count(const char *list)
 {
     int n = 1;
 
@@ -80,14 +79,14 @@ int gs_device_list(char **args, int nargs, const char *visible, char **out, char
 
     /* Each entry is copied, or an index replaced by one of visible's entries. */
     for (a = 0; a < nargs; a++)
-        cap += strlen(args[a]) + 1 + (widest + 1) * (size_t)list_count(args[a]);
+        cap += strlen(args[a]) + 1 + (widest + 1) * (size_t)gs_device_list_count(args[a]);
     if ((res = calloc(1, cap)) == NULL) {
         gs_set_error(err, errlen, "--device: %s", strerror(ENOMEM));
         return -ENOMEM;
     }
     for (a = 0; a < nargs; a++) {
         const char *arg = args[a];
-        int n = list_count(arg) ? list_count(arg) : 1;
+        int n = gs_device_list_count(arg) ? gs_device_list_count(arg) : 1;
 
         for (i = 0; i < n; i++) {
             size_t l = 0, vl = 0;
@@ -121,7 +120,7 @@ int gs_device_list(char **args, int nargs, const char *visible, char **out, char
                     goto bad;
                 }
                 if (visible) {
-                    int nv = list_count(visible);
+                    int nv = gs_device_list_count(visible);
                     if (nv == 0) {
                         gs_set_error(err, errlen,
                                      "--device: index %lu: CUDA_VISIBLE_DEVICES is empty, so "

@@ -21,4 +21,7 @@
 int gs_device_list(char **args, int nargs, const char *visible, char **out, char *err,
                    size_t errlen);
 
+/* The number of comma-separated entries of list; 0 for "". */
+int gs_device_list_count(const char *list);
+
 #endif

@@ -239,16 +239,21 @@ static int thread_alive(uint32_t tid)
 static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
 {
     uint32_t *w = &t->lock.word, me = (uint32_t)syscall(SYS_gettid), v = 0;
-    uint64_t deadline = 0;
+    uint64_t deadline;
     int saved = errno;
 
     if (__atomic_compare_exchange_n(w, &v, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return 0;
+    deadline = mono_ns() + wait_ns;
     for (;;) {
         uint32_t holder = v & ~GPUSLICE_LOCK_WAITERS;
         struct timespec nap = {0, LOCK_NAP_NS};
-        uint64_t now;
 
+        /* Every path round the loop counts against the bound, whatever the word does. */
+        if (mono_ns() >= deadline) {
+            errno = saved;
+            return -ETIMEDOUT;
+        }
         if (v == 0) {
             /* Free: take it, keeping the waiters bit (others may sleep on it). */
             if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0,
@@ -264,13 +269,6 @@ static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
                 break;
             }
             continue;
-        }
-        now = mono_ns();
-        if (deadline == 0)
-            deadline = now + wait_ns;
-        else if (now >= deadline) {
-            errno = saved;
-            return -ETIMEDOUT;
         }
         if (!(v & GPUSLICE_LOCK_WAITERS) &&
             !__atomic_compare_exchange_n(w, &v, v | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
@@ -454,7 +452,8 @@ int gs_tenant_fix_limits(struct gpuslice_tenant *t, const struct gs_limits *mem,
     t->set_flags |= GPUSLICE_SET_MEMORY | GPUSLICE_SET_COMPUTE;
     any = t->set_compute_limit != 0;
     /* Devices named by a key get their entries now; the rest take the defaults when used. */
-    for (i = 0, e = 0; i < n && e < GPUSLICE_MAX_DEVICES && (has_keys(mem) || has_keys(compute));
+    for (i = 0, e = 0; i < n && i < GPUSLICE_MAX_DEVICES && e < GPUSLICE_MAX_DEVICES &&
+                       (has_keys(mem) || has_keys(compute));
          i++) {
         struct gpuslice_tenant_device *d = &t->dev[e];
         char s[GS_UUID_STRLEN];
@@ -619,14 +618,16 @@ int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t byte
     return 0;
 }
 
-void gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes)
+int gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes)
 {
     struct gpuslice_tenant_device *d;
     uint64_t *mine;
+    int r;
 
-    if (slot < 0 || slot >= GPUSLICE_MAX_PROCS || dev < 0 || dev >= GPUSLICE_MAX_DEVICES ||
-        gs_tenant_lock(t) < 0)
-        return;
+    if (slot < 0 || slot >= GPUSLICE_MAX_PROCS || dev < 0 || dev >= GPUSLICE_MAX_DEVICES)
+        return -EINVAL;
+    if ((r = gs_tenant_lock(t)) < 0)
+        return r;
     d = &t->dev[dev];
     mine = &t->proc[slot].mem_used[dev];
     if (bytes > *mine)
@@ -635,6 +636,7 @@ void gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t b
     __atomic_store_n(&d->mem_used, d->mem_used >= bytes ? d->mem_used - bytes : 0,
                      __ATOMIC_RELAXED);
     gs_tenant_unlock(t);
+    return 0;
 }
 
 uint64_t gs_tenant_live_mem_used(const struct gpuslice_tenant *t, int dev)

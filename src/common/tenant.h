@@ -112,8 +112,8 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
  */
 int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force);
 
-/* Gives back bytes charged to (slot, dev); never below zero. */
-void gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes);
+/* Gives back bytes charged to (slot, dev); never below zero. 0, or -ETIMEDOUT (the lock). */
+int gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes);
 
 /* Frees the slots of dead processes; returns how many. Takes the lock. */
 int gs_tenant_reap(struct gpuslice_tenant *t);

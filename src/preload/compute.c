@@ -316,12 +316,12 @@ static struct gdev *dev_get(int ord)
     {
         char note[600];
 
-        if ((r = gs_board_open(gs_tenant_dir(), gs__state.tenant->dev[e].uuid, &d->board, note,
+        if ((r = gs_board_open(gs_board_dir(), gs__state.tenant->dev[e].uuid, &d->board, note,
                                sizeof(note))) < 0) {
             d->board = NULL;
             gs__log("device %d: no device board in %s (%s%s%s); this process does not take "
                     "turns on it with your other tenants, so their compute shares are not kept",
-                    ord, gs_tenant_dir(), strerror(-r), note[0] ? ": " : "", note);
+                    ord, gs_board_dir(), strerror(-r), note[0] ? ": " : "", note);
         } else if (note[0]) {
             gs__log("device %d: %s; using the next board name", ord, note);
         }

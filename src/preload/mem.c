@@ -70,6 +70,8 @@ static struct gs_map arrays;   /* CUarray -> charge; aux = context */
 static struct gs_map pages;    /* page of small allocations -> how many (refs); aux = context */
 static CUcontext created[256]; /* contexts made by cuCtxCreate, for destroy */
 static int created_ord[256];
+/* What could not be given back while the tenant's lock was held too long: given back later. */
+static uint64_t owed[GPUSLICE_MAX_DEVICES];
 static int proc_slot = -1;
 static pid_t slot_pid;
 static int exiting;
@@ -111,28 +113,43 @@ static uint64_t alloc_charge(const struct dev_state *d, uint64_t bytes)
  * finds every slot taken is refused its contexts and allocations (memory it
  * held could not be counted); it says so once.
  */
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int slot(void)
 {
     static pid_t warned;
     pid_t pid = getpid();
+    int s;
 
-    if (proc_slot >= 0 && slot_pid == pid)
+    if (__atomic_load_n(&slot_pid, __ATOMIC_ACQUIRE) == pid)
+        return __atomic_load_n(&proc_slot, __ATOMIC_RELAXED);
+    /* Threads making their first CUDA calls at once take one slot, not one each. */
+    pthread_mutex_lock(&slot_mu);
+    if (__atomic_load_n(&slot_pid, __ATOMIC_ACQUIRE) == pid) {
+        pthread_mutex_unlock(&slot_mu);
         return proc_slot;
-    proc_slot = gs_tenant_proc_register(gs__state.tenant, pid, gs_proc_start_time(pid));
-    slot_pid = pid;
-    if (proc_slot < 0 && __atomic_exchange_n(&warned, pid, __ATOMIC_RELAXED) != pid)
+    }
+    s = gs_tenant_proc_register(gs__state.tenant, pid, gs_proc_start_time(pid));
+    __atomic_store_n(&proc_slot, s, __ATOMIC_RELAXED);
+    if (s >= 0) /* a refused registration is tried again at the next use */
+        __atomic_store_n(&slot_pid, pid, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&slot_mu);
+    if (s < 0 && __atomic_exchange_n(&warned, pid, __ATOMIC_RELAXED) != pid)
         gs__log("%s (%d processes at most); this process's contexts and allocations are "
                 "refused",
-                proc_slot == GS_ENOSLOT ? "no free process slot in the tenant"
+                s == GS_ENOSLOT ? "no free process slot in the tenant"
                                         : "cannot take a process slot in the tenant",
                 GPUSLICE_MAX_PROCS);
-    return proc_slot;
+    return s;
 }
 
 void gs__mem_fork_child(void)
 {
     /* The child is a new process: it takes its own slot and starts with nothing. */
     proc_slot = -1;
+    slot_pid = 0;
+    memset(owed, 0, sizeof(owed));
+    pthread_mutex_init(&slot_mu, NULL);
     pthread_mutex_init(&mem_mu, NULL);
     {
         pthread_mutexattr_t a;
@@ -238,8 +255,11 @@ static void uncharge(struct dev_state *d, uint64_t bytes)
 {
     int s = slot();
 
-    if (s >= 0 && bytes)
-        gs_tenant_uncharge(gs__state.tenant, s, d->entry, bytes);
+    if (s < 0)
+        return;
+    bytes += __atomic_exchange_n(&owed[d->entry], 0, __ATOMIC_ACQ_REL);
+    if (bytes && gs_tenant_uncharge(gs__state.tenant, s, d->entry, bytes) < 0)
+        __atomic_add_fetch(&owed[d->entry], bytes, __ATOMIC_ACQ_REL);
 }
 
 static void nvml_init_once(void)
@@ -402,6 +422,8 @@ static CUresult admit(struct dev_state *d, uint64_t bytes)
 
     if (s < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__atomic_load_n(&owed[d->entry], __ATOMIC_RELAXED))
+        uncharge(d, 0); /* a free the lock made wait: given back first */
     __atomic_add_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_lock(&mem_mu);
     if (d->mode == OVERHEAD_NVML_PROCESS && now_ns() - d->last_refresh_ns > REFRESH_INTERVAL_NS)
@@ -1023,6 +1045,12 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
                       "refused",
                       d->uuid, (unsigned long long)(now - reserved), (unsigned long long)need);
             async_undo(a);
+            /*
+             * A pool that keeps its memory (a release threshold above its use, as PyTorch's
+             * cudaMallocAsync backend sets) would stay grown: give back what it grew by.
+             */
+            if (gs__real.cuMemPoolTrimTo)
+                gs__real.cuMemPoolTrimTo(pool, (size_t)reserved + 1);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
@@ -1187,14 +1215,24 @@ static void vmm_maybe_free(struct gs_map_entry *e)
     }
 }
 
-/* Adds a handle for allocation serial; mem_mu held. */
+/*
+ * Adds a reference to allocation serial through handle h; mem_mu held. The
+ * driver hands out the same handle value again for the same allocation
+ * (cuMemRetainAllocationHandle, as NCCL does before it releases): the handle's
+ * entry then counts its references, each released once.
+ */
 static int vmm_add_handle(CUmemGenericAllocationHandle h, uint64_t serial)
 {
-    struct gs_map_entry *e = gs_map_put(&handles, h), *a;
+    struct gs_map_entry *e = gs_map_get(&handles, h), *a;
 
-    if (e == NULL)
-        return -ENOMEM;
-    e->aux = serial;
+    if (e != NULL && e->aux == serial) {
+        e->refs++;
+    } else {
+        if ((e = gs_map_put(&handles, h)) == NULL)
+            return -ENOMEM;
+        e->aux = serial;
+        e->refs = 1;
+    }
     if ((a = gs_map_get(&vmm, serial)) != NULL)
         a->refs++;
     return 0;
@@ -1247,7 +1285,10 @@ GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     pthread_mutex_lock(&mem_mu);
     if ((h = gs_map_get(&handles, handle)) != NULL) {
         serial = h->aux;
-        gs_map_del(&handles, h);
+        if (h->refs <= 1)
+            gs_map_del(&handles, h);
+        else
+            h->refs--;
         if ((e = gs_map_get(&vmm, serial)) != NULL && e->refs > 0)
             e->refs--;
     }

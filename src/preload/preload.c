@@ -120,19 +120,17 @@ GS_NO_SANITIZE static int same_name(const char *a, const char *b)
  * define (dlerror lives beside them: in libc since glibc 2.34, in libdl
  * before). Calls nothing a sanitizer intercepts.
  */
-GS_NO_SANITIZE static void *symbol_beside(void *fn, const char *name)
+GS_NO_SANITIZE static void *symbol_in(const struct link_map *lm, const char *name)
 {
     const ElfW(Sym) *symtab = NULL;
     const ElfW(Half) *versym = NULL;
     const uint32_t *gh = NULL, *buckets, *chain;
     const char *strtab = NULL;
-    struct link_map *lm = NULL;
     const ElfW(Dyn) *d;
-    Dl_info info;
     uint32_t h = 5381, nb, off, i;
     const unsigned char *c;
 
-    if (dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL || lm->l_ld == NULL)
+    if (lm == NULL || lm->l_ld == NULL)
         return NULL;
     for (d = lm->l_ld; d->d_tag != DT_NULL; d++) {
         /* Most dynamic loaders relocate these in place; allow for one that does not. */
@@ -170,6 +168,37 @@ GS_NO_SANITIZE static void *symbol_beside(void *fn, const char *name)
         if (ch & 1)
             return NULL;
     }
+}
+
+GS_NO_SANITIZE static void *symbol_beside(void *fn, const char *name)
+{
+    struct link_map *lm = NULL;
+    Dl_info info;
+    void *p = NULL, *libc;
+
+    if (dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) != 0)
+        p = symbol_in(lm, name);
+    /* Should dladdr fail us, the C library by its name (the loader has it loaded). */
+    if (p == NULL && (libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) != NULL) {
+        if (dlinfo(libc, RTLD_DI_LINKMAP, &lm) == 0)
+            p = symbol_in(lm, name);
+        dlclose(libc);
+    }
+    return p;
+}
+
+/* Ours for the dynamic loader's lookup functions (s may be NULL), else NULL. */
+GS_NO_SANITIZE static void *loader_function(const char *s)
+{
+    if (s == NULL || s[0] != 'd' || s[1] != 'l')
+        return NULL;
+    if (same_name(s, "dlsym"))
+        return (void *)dlsym;
+    if (same_name(s, "dlvsym"))
+        return (void *)dlvsym;
+    if (same_name(s, "dlmopen"))
+        return (void *)dlmopen;
+    return NULL;
 }
 
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
@@ -387,6 +416,21 @@ static int always_hooked(const char *symbol)
            strncmp(symbol, "cuGetProcAddress", 16) == 0;
 }
 
+/* Whether s (may be NULL) names a CUDA driver or NVML function. */
+GS_NO_SANITIZE static int driver_name(const char *s)
+{
+    return s != NULL && ((s[0] == 'c' && s[1] == 'u') ||
+                         (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l'));
+}
+
+/* Our hook for a driver name asked of RTLD_NEXT, when one applies; else NULL. */
+static void *next_hook(const char *symbol)
+{
+    void *h = gs__hook_for_symbol(symbol);
+
+    return h != NULL && (gs__config() || always_hooked(symbol)) ? h : NULL;
+}
+
 static void *lookup(void *handle, const char *symbol)
 {
     void *r = real_dlsym(handle, symbol), *h;
@@ -425,14 +469,22 @@ void *dlsym(void *handle, const char *symbol)
     if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
         init_real_dlsym();
     /* The loader's own lookups, from any handle (RTLD_NEXT too): ours, never glibc's. */
-    if (s != NULL && s[0] == 'd' && s[1] == 'l' && depth == 0) {
-        if (same_name(s, "dlsym"))
-            return (void *)dlsym;
-        if (same_name(s, "dlvsym"))
-            return (void *)dlvsym;
-        if (same_name(s, "dlmopen"))
-            return (void *)dlmopen;
+    if (depth == 0 && (r = loader_function(s)) != NULL)
+        return r;
+    /*
+     * "The next" CUDA or NVML function after a library: the real driver's, since we load
+     * it globally after everything the program links. With limits it is our hook, as
+     * for any other handle (an interposer preloaded after us then calls through ours).
+     */
+    if (handle == RTLD_NEXT && depth == 0 && driver_name(s)) {
+        depth++;
+        r = next_hook(s);
+        depth--;
+        if (r != NULL)
+            return r;
     }
+    if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
+        return NULL; /* glibc's dlsym not found: nothing to answer with (never a jump to 0) */
     if (handle == RTLD_NEXT || s == NULL || depth > 0 ||
         !((s[0] == 'c' && s[1] == 'u') ||
           (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l')))
@@ -459,23 +511,22 @@ __attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
 void *dlvsym(void *handle, const char *symbol, const char *version)
 {
     const char *s = symbol;
+    void *r;
 
     __asm__("" : "+r"(s)); /* may be NULL whatever glibc declares: see dlsym */
     if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE) == NULL)
         init_real_dlsym();
     if (real_dlvsym == NULL)
         return NULL;
-    if (s != NULL && s[0] == 'd' && s[1] == 'l') {
-        if (same_name(s, "dlsym"))
-            return (void *)dlsym;
-        if (same_name(s, "dlvsym"))
-            return (void *)dlvsym;
-        if (same_name(s, "dlmopen"))
-            return (void *)dlmopen;
-    }
+    if ((r = loader_function(s)) != NULL)
+        return r;
+    if (handle == RTLD_NEXT && driver_name(s) && (r = next_hook(s)) != NULL)
+        return r;
     if (handle != RTLD_NEXT && s != NULL &&
         ((s[0] == 'c' && s[1] == 'u') || (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l'))) {
-        void *r = real_dlvsym(handle, symbol, version), *h;
+        void *h;
+
+        r = real_dlvsym(handle, symbol, version);
         if (r == NULL || (!gs__config() && !always_hooked(symbol)))
             return r;
         h = gs__hook_for_symbol(symbol);

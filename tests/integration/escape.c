@@ -3,8 +3,11 @@
  * interposer, each tried by allocating more than the limit (the limit must
  * be below BYTES): "dlvsym" (glibc's own dlsym found with dlvsym, then
  * libcuda's functions through it), "next_dlsym" (dlsym(RTLD_NEXT, "dlsym")
- * from a library loaded after the interposer, LIB), "dlmopen" (LIB loaded
- * into a new link-map namespace, where it opens its own libcuda).
+ * from a library loaded after the interposer, LIB), "next_cu" (the driver's
+ * functions as dlsym(RTLD_NEXT, "cu…") from LIB), "libc_dlsym" (glibc's
+ * dlsym asked of the C library's own handle, dlsym(libc, "dlsym")),
+ * "dlmopen" (LIB loaded into a new link-map namespace, where it opens its
+ * own libcuda).
  * Exit 0 when the allocation was refused (or the way itself was refused),
  * 1 when it got past the limit, 2 on a usage or set-up error.
  *
@@ -20,6 +23,8 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef int (*alloc_fn)(dlsym_fn, unsigned long long);
+
+int escape_next_alloc(unsigned long long bytes); /* libescape.so */
 
 /* Allocates bytes through functions resolved by d from libcuda: 0 refused, 1 got it. */
 static int try_alloc(dlsym_fn d, unsigned long long bytes)
@@ -77,6 +82,26 @@ int main(int argc, char **argv)
             return 2;
         }
         return try_alloc(next(), bytes);
+    }
+    if (strcmp(argv[1], "libc_dlsym") == 0) {
+        void *libc = dlopen("libc.so.6", RTLD_NOW);
+        dlsym_fn d = libc ? (dlsym_fn)dlsym(libc, "dlsym") : NULL;
+        if (!d) {
+            printf("no dlsym in libc.so.6: %s\n", dlerror());
+            return 2;
+        }
+        return try_alloc(d, bytes);
+    }
+    if (strcmp(argv[1], "next_cu") == 0) {
+        /*
+         * The driver is loaded (globally) first; then a library this program links
+         * (DT_NEEDED, after the interposer in the search order) asks for "the next" cu*.
+         */
+        if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+            printf("cannot load libcuda.so.1: %s\n", dlerror());
+            return 2;
+        }
+        return escape_next_alloc(bytes);
     }
     if (strcmp(argv[1], "dlmopen") == 0 && argc > 3) {
         void *lib = dlmopen(LM_ID_NEWLM, argv[3], RTLD_NOW);

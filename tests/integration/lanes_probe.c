@@ -9,7 +9,9 @@
  * via_gpa, via_dlsym: the same through the pointers cuGetProcAddress and
  * dlsym give; via_gpa_self: through the cuGetProcAddress that
  * cuGetProcAddress_v2("cuGetProcAddress") hands back, which is how the CUDA
- * runtime resolves every driver function)
+ * runtime resolves every driver function; via_dlsym_gpa: through the
+ * cuGetProcAddress_v2 that dlsym gives for the driver's handle, where the
+ * runtime starts)
  * then "rc R" and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
  */
@@ -42,6 +44,7 @@ static int ask(attr_fn fn)
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
 {
     void *gpa = NULL, *self = NULL, *gpa_self = NULL, *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *dl_gpa = NULL, *gpa_dl = NULL;
     CUdriverProcAddressQueryResult st;
     static const char image[] = "simulated";
     struct timespec ts;
@@ -77,11 +80,16 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
                       CUdriverProcAddressQueryResult *))self)("cuDeviceGetAttribute", &gpa_self,
                                                               12000, 0, &st) != CUDA_SUCCESS)
         gpa_self = NULL;
+    if (lib == NULL || (dl_gpa = dlsym(lib, "cuGetProcAddress_v2")) == NULL ||
+        ((CUresult(*)(const char *, void **, int, cuuint64_t,
+                      CUdriverProcAddressQueryResult *))dl_gpa)("cuDeviceGetAttribute", &gpa_dl,
+                                                                12000, 0, &st) != CUDA_SUCCESS)
+        gpa_dl = NULL;
     printf("lane %d sms %u reported %u attribute %d via_gpa %d via_dlsym %d first %u start_us "
-           "%lld ms %.2f via_gpa_self %d\n",
+           "%lld ms %.2f via_gpa_self %d via_dlsym_gpa %d\n",
            i, res.sm.smCount, info->sm_count, attr, ask((attr_fn)gpa),
            ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start,
-           ms, ask((attr_fn)gpa_self));
+           ms, ask((attr_fn)gpa_self), ask((attr_fn)gpa_dl));
     return 0;
 }
 

@@ -1429,7 +1429,7 @@ lanes)
     LP="$B/tests/lanes_probe"
     export LD_LIBRARY_PATH="$B/lib:$LD_LIBRARY_PATH"
     expect 0 "two lanes 25/75" -- "$LP" 25 75
-    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT, also through cuGetProcAddress, the cuGetProcAddress it hands back, and dlsym) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
+    python3 - "$T/out" <<'PY' && ok "SM counts 32 and 100 reported, current and told (MULTIPROCESSOR_COUNT, also through cuGetProcAddress, the cuGetProcAddress it hands back, dlsym, and the cuGetProcAddress_v2 dlsym gives) on each lane's thread, 132 after; kernels of 8.25 and 2.64 ms; started together" || { bad "lanes 25/75"; cat "$T/out"; }
 import sys
 l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
 v = lambda i, k: float(l[i][l[i].index(k) + 1])
@@ -1439,6 +1439,8 @@ assert (v(1, "sms"), v(1, "reported"), v(1, "attribute"), v(1, "first")) == (100
 assert (v(0, "via_gpa"), v(0, "via_dlsym"), v(1, "via_gpa"), v(1, "via_dlsym")) == (32, 32, 100, 100), l
 # The runtime's own path: the cuGetProcAddress handed back for "cuGetProcAddress", then through it.
 assert (v(0, "via_gpa_self"), v(1, "via_gpa_self")) == (32, 100), l
+# ... and the cuGetProcAddress_v2 it starts from, asked of the driver's handle with dlsym.
+assert (v(0, "via_dlsym_gpa"), v(1, "via_dlsym_gpa")) == (32, 100), l
 assert "after attribute 132" in open(sys.argv[1]).read(), l
 # The simulator's device runs one kernel at a time: the second lane's may wait for the first's.
 assert 8.2 <= v(0, "ms") < 11.5 and 2.6 <= v(1, "ms") < 11.5, l
