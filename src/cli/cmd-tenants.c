@@ -364,6 +364,7 @@ static int run_tenants(int argc, char **argv)
     if (l.n > 0 && interval > 0) {
         if ((r = take_reading(&l, &first)) == 0) {
             sleep_ns(interval);
+            tenant_list_refresh(&l);
             r = take_reading(&l, &second);
         }
         if (r < 0) {

@@ -93,8 +93,9 @@ static void usage(FILE *f)
 }
 
 /*
- * Tenant files are mapped; one that its owner truncates while we read it
- * raises SIGBUS. Say so and fail, rather than die of a signal.
+ * A tenant file `set` changes is mapped (listings read copies); one that its
+ * owner truncates meanwhile raises SIGBUS. Say so and fail, rather than die of
+ * a signal.
  */
 static void on_sigbus(int sig)
 {

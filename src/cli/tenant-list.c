@@ -234,6 +234,27 @@ static int by_age(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+void tenant_list_refresh(struct tenant_list *l)
+{
+    struct gpuslice_tenant *t;
+    size_t i;
+    uid_t owner;
+
+    for (i = 0; i < l->n; i++) {
+        struct tenant_entry *e = &l->v[i];
+
+        if (open_one(e->path, &owner, &t) < 0)
+            continue;
+        if (owner != e->owner || t->created_unix_ns != e->t->created_unix_ns ||
+            t->creator_pid != e->t->creator_pid) {
+            gs_tenant_close(t);
+            continue;
+        }
+        gs_tenant_close(e->t);
+        e->t = t;
+    }
+}
+
 int tenant_list_scan(struct tenant_list *l, int warn)
 {
     const char *dir = gs_tenant_dir();

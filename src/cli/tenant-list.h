@@ -1,8 +1,9 @@
 /*
  * The tenants the CLI can see: every tenant file in gs_tenant_dir() this user
- * may read and may trust, mapped read-only, and how the CLI shows what such a
- * file holds. Functions return 0 or a count, or a negative errno. A list owns
- * its mappings; tenant_list_done() frees them.
+ * may read and may trust, each a copy read at the scan (tenant_list_refresh
+ * reads again), and how the CLI shows what such a file holds. Functions return
+ * 0 or a count, or a negative errno. A list owns its copies; tenant_list_done()
+ * frees them.
  */
 #ifndef GPUSLICE_CLI_TENANT_LIST_H
 #define GPUSLICE_CLI_TENANT_LIST_H
@@ -45,6 +46,13 @@ struct tenant_list {
  * reason in one warning line on stderr if warn is set.
  */
 int tenant_list_scan(struct tenant_list *l, int warn);
+
+/*
+ * Reads each listed file again, for what changed since the scan (a second usage
+ * reading). A file that can no longer be read, or that now holds another tenant
+ * (another owner, creator or creation time), keeps its earlier copy.
+ */
+void tenant_list_refresh(struct tenant_list *l);
 
 /* Unmaps and frees everything l holds (an empty or zeroed list is fine). */
 void tenant_list_done(struct tenant_list *l);

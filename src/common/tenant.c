@@ -147,6 +147,34 @@ int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant *
     return gs_tenant_open_owned(path, writable, &owner, out);
 }
 
+/*
+ * A copy of the file, in memory of our own: a reader that maps another user's file
+ * dies of SIGBUS when its owner truncates it, and a listing of every tenant must not
+ * be stopped by one user who keeps doing so. A file cut short reads as no tenant.
+ */
+static int snapshot(int fd, struct gpuslice_tenant **out)
+{
+    struct gpuslice_tenant *t;
+    size_t got = 0;
+    ssize_t n;
+
+    t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED)
+        return -errno;
+    while (got < sizeof(*t)) {
+        n = pread(fd, (char *)t + got, sizeof(*t) - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            munmap(t, sizeof(*t));
+            return n < 0 ? -errno : GS_EABI;
+        }
+        got += (size_t)n;
+    }
+    *out = t;
+    return 0;
+}
+
 int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
                          struct gpuslice_tenant **out)
 {
@@ -171,10 +199,15 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
         close(fd);
         return GS_EUNSAFE;
     }
-    t = mmap(NULL, sizeof(*t), writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    if (writable) {
+        t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        r = t == MAP_FAILED ? -errno : 0;
+    } else {
+        r = snapshot(fd, &t);
+    }
     close(fd);
-    if (t == MAP_FAILED)
-        return -errno;
+    if (r < 0)
+        return r;
     if (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) != GPUSLICE_TENANT_MAGIC ||
         t->abi_version != GPUSLICE_TENANT_ABI_VERSION || t->size != sizeof(*t)) {
         munmap(t, sizeof(*t));

@@ -31,8 +31,8 @@ int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathl
 int gs_tenant_open(const char *path, struct gpuslice_tenant **out);
 
 /*
- * Maps a tenant file, read-only when !writable (for listing other users'
- * tenants). The file may have been planted by anyone: it must be a regular
+ * Maps a tenant file, or when !writable (for listing other users' tenants)
+ * reads a copy of it that later changes to the file do not reach. The file may have been planted by anyone: it must be a regular
  * file of the right layout that neither group nor others can write
  * (GS_EUNSAFE), and *owner gets its real owner (fstat), which is the only
  * owner to trust: the header's owner_uid is what its writer chose.

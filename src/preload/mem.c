@@ -51,8 +51,12 @@ struct dev_state {
 };
 
 struct pool_state {
-    CUmemoryPool pool;
+    CUmemoryPool pool; /* NULL once destroyed */
     int ord;
+    int created;   /* made by cuMemPoolCreate: its live allocations are counted */
+    int destroyed; /* destroyed while allocations from it lived: charged until they go */
+    int uncounted; /* an allocation from it went unrecorded: charged until the process ends */
+    uint64_t live; /* allocations from it not yet freed (created pools) */
     uint64_t accounted;
 };
 
@@ -68,6 +72,8 @@ static struct gs_map mappings; /* mapped VA -> size; aux = the allocation's seri
 static uint64_t vmm_serial;    /* the last serial given (mem_mu) */
 static struct gs_map arrays;   /* CUarray -> charge; aux = context */
 static struct gs_map pages;    /* page of small allocations -> how many (refs); aux = context */
+static struct gs_map pool_ptrs; /* allocation from a created pool -> aux = its pool's slot (pool_mu) */
+static uint64_t pool_ptr_count; /* entries in pool_ptrs: frees look only when there are some */
 static CUcontext created[256]; /* contexts made by cuCtxCreate, for destroy */
 static int created_ord[256];
 /* What could not be given back while the tenant's lock was held too long: given back later. */
@@ -172,6 +178,9 @@ void gs__mem_fork_child(void)
     memset(&handles, 0, sizeof(handles));
     memset(&mappings, 0, sizeof(mappings));
     memset(&arrays, 0, sizeof(arrays));
+    free(pool_ptrs.v);
+    memset(&pool_ptrs, 0, sizeof(pool_ptrs));
+    pool_ptr_count = 0;
 }
 
 void gs__mem_exit(void)
@@ -865,7 +874,12 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                   (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
 }
 
-/* Frees: forget first (so a reused address cannot be confused), restore on failure. */
+static void pool_ptr_freed(CUdeviceptr ptr);
+
+/*
+ * Frees: forget first (so a reused address cannot be confused), restore on failure.
+ * A pointer not charged as a plain allocation may be a pool's (cuMemFree frees those too).
+ */
 #define GS_FREE_BODY(sym, map, key, call)                       \
     do {                                                        \
         struct gs_map_entry old;                                \
@@ -881,6 +895,8 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                 retrack((map), &old);                           \
         } else if (had) {                                       \
             release_entry(&old);                                \
+        } else if ((map) == &allocs) {                          \
+            pool_ptr_freed((CUdeviceptr)(key));                 \
         }                                                       \
         if (fd)                                                 \
             settle(fd);                                         \
@@ -903,18 +919,63 @@ static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
 {
     int i, free_i = -1;
 
+    if (pool == NULL)
+        return NULL;
     for (i = 0; i < MAX_POOLS; i++) {
         if (pools[i].pool == pool)
             return &pools[i];
-        if (pools[i].pool == NULL && free_i < 0)
+        if (pools[i].pool == NULL && !pools[i].destroyed && free_i < 0)
             free_i = i;
     }
     if (!add || free_i < 0)
         return NULL;
+    memset(&pools[free_i], 0, sizeof(pools[free_i]));
     pools[free_i].pool = pool;
     pools[free_i].ord = ord;
-    pools[free_i].accounted = 0;
     return &pools[free_i];
+}
+
+/*
+ * Records a live allocation from a created pool (pool_mu held): a pool destroyed
+ * while some live keeps their memory until the last is freed (the driver's rule),
+ * and so keeps their charge.
+ */
+static void pool_ptr_add(struct pool_state *p, CUdeviceptr ptr)
+{
+    struct gs_map_entry *e;
+
+    if (!p->created)
+        return;
+    if ((e = gs_map_put(&pool_ptrs, (uint64_t)ptr)) == NULL) {
+        p->uncounted = 1;
+        return;
+    }
+    e->aux = (uint64_t)(p - pools);
+    p->live++;
+    __atomic_add_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
+}
+
+/* ptr was freed: if it was a destroyed pool's last allocation, the pool's charge goes. */
+static void pool_ptr_freed(CUdeviceptr ptr)
+{
+    struct gs_map_entry *e;
+    struct pool_state *p;
+    struct dev_state *d;
+
+    if (__atomic_load_n(&pool_ptr_count, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&pool_mu);
+    if ((e = gs_map_get(&pool_ptrs, (uint64_t)ptr)) != NULL) {
+        p = &pools[e->aux];
+        gs_map_del(&pool_ptrs, e);
+        __atomic_sub_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
+        if (p->live && --p->live == 0 && p->destroyed && !p->uncounted) {
+            if ((d = dev_get(p->ord)) != NULL)
+                unadmit(d, p->accounted);
+            memset(p, 0, sizeof(*p));
+        }
+    }
+    pthread_mutex_unlock(&pool_mu);
 }
 
 /* Measured on the H200: a pool that must grow takes whole steps of 32 MiB (4 KiB took 32 MiB). */
@@ -1054,6 +1115,8 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    if (r == CUDA_SUCCESS)
+        pool_ptr_add(p, *a->dptr);
     pool_sync(p); /* the charge becomes what the pool really reserved */
     pthread_mutex_unlock(&pool_mu);
     if (need)
@@ -1130,8 +1193,10 @@ GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     CUresult r;
 
     GS_PASS(cuMemFreeAsync, (dptr, hStream));
-    if ((r = gs__real.cuMemFreeAsync(dptr, hStream)) == CUDA_SUCCESS && !exiting)
+    if ((r = gs__real.cuMemFreeAsync(dptr, hStream)) == CUDA_SUCCESS && !exiting) {
+        pool_ptr_freed(dptr);
         sync_all_pools();
+    }
     return r;
 }
 
@@ -1140,8 +1205,10 @@ GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     CUresult r;
 
     GS_PASS(cuMemFreeAsync_ptsz, (dptr, hStream));
-    if ((r = gs__real.cuMemFreeAsync_ptsz(dptr, hStream)) == CUDA_SUCCESS && !exiting)
+    if ((r = gs__real.cuMemFreeAsync_ptsz(dptr, hStream)) == CUDA_SUCCESS && !exiting) {
+        pool_ptr_freed(dptr);
         sync_all_pools();
+    }
     return r;
 }
 
@@ -1152,8 +1219,10 @@ GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poo
     GS_PASS(cuMemPoolCreate, (pool, poolProps));
     r = gs__real.cuMemPoolCreate(pool, poolProps);
     if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        struct pool_state *p;
         pthread_mutex_lock(&pool_mu);
-        pool_find(*pool, poolProps->location.id, 1);
+        if ((p = pool_find(*pool, poolProps->location.id, 1)) != NULL)
+            p->created = 1;
         pthread_mutex_unlock(&pool_mu);
     }
     return r;
@@ -1179,15 +1248,30 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     CUresult r;
 
     GS_PASS(cuMemPoolDestroy, (pool));
-    r = gs__real.cuMemPoolDestroy(pool);
-    if (r != CUDA_SUCCESS)
-        return r;
     pthread_mutex_lock(&pool_mu);
-    if ((p = pool_find(pool, -1, 0)) != NULL) {
-        struct dev_state *d = dev_get(p->ord);
-        if (d)
-            unadmit(d, p->accounted);
-        memset(p, 0, sizeof(*p));
+    p = pool_find(pool, -1, 0);
+    /*
+     * With allocations from it still live, the driver destroys the pool only when the
+     * last is freed, and keeps what they occupy until then: it gives back the rest now
+     * (trimmed here, so that the charge kept is what stays reserved).
+     */
+    if (p && (p->live || p->uncounted) && gs__real.cuMemPoolTrimTo &&
+        gs__real.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS)
+        pool_sync(p);
+    r = gs__real.cuMemPoolDestroy(pool);
+    if (r == CUDA_SUCCESS && p) {
+        if (p->live || p->uncounted) {
+            gs__debug("a memory pool was destroyed with %llu allocations live: its %llu bytes "
+                      "stay charged until they are freed",
+                      (unsigned long long)p->live, (unsigned long long)p->accounted);
+            p->pool = NULL;
+            p->destroyed = 1;
+        } else {
+            struct dev_state *d = dev_get(p->ord);
+            if (d)
+                unadmit(d, p->accounted);
+            memset(p, 0, sizeof(*p));
+        }
     }
     pthread_mutex_unlock(&pool_mu);
     return r;

@@ -413,6 +413,44 @@ static int run(const char *c)
             agree("after the pool was destroyed");
         }
 #undef ASYNC
+    } else if (strcmp(c, "pool_destroyed_live") == 0 || strcmp(c, "pool_destroyed_free") == 0) {
+        /*
+         * A pool destroyed while an allocation from it lives keeps that memory until the
+         * allocation is freed (by cuMemFreeAsync, or by cuMemFree): so does its charge.
+         */
+        int by_free = strcmp(c, "pool_destroyed_free") == 0;
+        CUmemPoolProps pp;
+        CUmemoryPool pool;
+        CUstream st;
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        pp.location.id = 0;
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        CHECK(cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS, "pool create");
+        leave(128 * MiB);
+        admitted("40 MiB from an own pool", cuMemAllocFromPoolAsync(&p, 40 * MiB, pool, st));
+        admitted("4 MiB more from it", cuMemAllocFromPoolAsync(&q, 4 * MiB, pool, st));
+        CHECK(cuMemFreeAsync(q, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
+              "free the 4 MiB, sync");
+        agree("the pool with 40 MiB live");
+        CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
+        agree("the pool destroyed with 40 MiB live");
+        CHECK(tenant_free() == 64 * MiB, "the destroyed pool's live 64 MiB stay charged: free %llu",
+              (unsigned long long)tenant_free());
+        t0 = truth();
+        refused("66 MiB beside the destroyed pool's live allocation", cuMemAlloc_v2(&s, 66 * MiB),
+                t0);
+        if (by_free) {
+            CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "cuMemFree of the pool's allocation");
+        } else {
+            CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
+                  "free, sync");
+        }
+        CHECK(tenant_free() == 128 * MiB, "the pool's memory is given back with its last "
+              "allocation: free %llu", (unsigned long long)tenant_free());
+        agree("after the destroyed pool's last allocation was freed");
+        admitted("128 MiB after it", cuMemAlloc_v2(&s, 128 * MiB));
     } else if (strcmp(c, "vmm") == 0) {
         CUmemAllocationProp prop = vmm_prop();
         CUmemGenericAllocationHandle h, h2;

@@ -602,29 +602,31 @@ compute_tenant)
     if awk -v a="$a" 'BEGIN { exit !(a >= 0.24 && a <= 0.33) }'; then ok "tenant at 30% beside one at 70%: $a"; else bad "tenant at 30%: $a"; fi
     if awk -v b="$b" 'BEGIN { exit !(b >= 0.62 && b <= 0.73) }'; then ok "tenant at 70% beside one at 30%: $b"; else bad "tenant at 70%: $b"; fi ;;
 compute_set)
-    # A ceiling set on a running tenant bites; tenants shows the ceiling and the usage.
+    # A ceiling set on a running tenant bites; tenants shows the ceiling and the usage (measured
+    # over its interval from two readings of the file: 80.4 and 19.7 here, idle host; never
+    # more than the ceiling by more than 3 points).
     "$GS" run -q --name cset --compute 80 -- "$CL" stream 3 500 >"$T/a" &
     pa=$!
     sleep 1
     expect 0 "tenants --json while it runs" -- "$GS" tenants --json --interval 0.3
     json_ok "ceiling 80 and usage near it" "
 v = d['tenants'][0]['devices'][0]
-assert v['compute_limit_percent'] == 80 and 65 <= v['compute_used_percent'] <= 90, v"
+assert v['compute_limit_percent'] == 80 and 72 <= v['compute_used_percent'] <= 83, v"
     expect 0 "set --compute 20" -- "$GS" set cset --compute 20
     sleep 0.5
     expect 0 "tenants --json after the set" -- "$GS" tenants --json --interval 0.5
     json_ok "usage follows the new ceiling within a second" "
 v = d['tenants'][0]['devices'][0]
-assert v['compute_limit_percent'] == 20 and 12 <= v['compute_used_percent'] <= 28, v"
+assert v['compute_limit_percent'] == 20 and 15 <= v['compute_used_percent'] <= 23, v"
     wait $pa
-    share_in 0.30 0.55 "80% for 1.3 s then 20%" a
+    share_in 0.38 0.58 "80% for 1.3 s then 20%" a
     # A tenant started without a ceiling gets one.
     "$GS" run -q --name cset2 --memory 1G -- "$CL" stream 2 500 >"$T/a" &
     pa=$!
     sleep 0.5
     expect 0 "set a first ceiling" -- "$GS" set cset2 --compute 10
     wait $pa
-    share_in 0.3 0.65 "no ceiling for 0.5 s then 10%" a ;;
+    share_in 0.25 0.45 "no ceiling for 0.5 s then 10%" a ;;
 compute_env)
     expect 0 "HAMi's CUDA_DEVICE_SM_LIMIT" -- env CUDA_DEVICE_SM_LIMIT=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
     share_in 0.23 0.33 "CUDA_DEVICE_SM_LIMIT=30"

@@ -144,6 +144,28 @@ static void test_killed_process_usage_is_reclaimed(void **state)
     gs_tenant_close(t);
 }
 
+/* A refund is held to the process's own usage: another process's stays counted. */
+static void test_uncharge_beyond_own_usage_leaves_others_usage(void **state)
+{
+    struct gpuslice_tenant *t;
+    pid_t parent = getppid();
+    int a, b;
+
+    (void)state;
+    assert_int_equal(gs_tenant_anon(&t), 0);
+    gs_tenant_device(t, uuid0, 0, 1000, 0);
+    a = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
+    b = gs_tenant_proc_register(t, parent, gs_proc_start_time(parent));
+    assert_true(a >= 0 && b >= 0 && a != b);
+    assert_int_equal(gs_tenant_charge(t, a, 0, 100, 0), 0);
+    assert_int_equal(gs_tenant_charge(t, b, 0, 200, 0), 0);
+    gs_tenant_uncharge(t, a, 0, 150);
+    assert_int_equal(t->proc[a].mem_used[0], 0);
+    assert_int_equal(t->proc[b].mem_used[0], 200);
+    assert_int_equal(t->dev[0].mem_used, 200);
+    gs_tenant_close(t);
+}
+
 static void test_lock_holder_death_repairs_totals(void **state)
 {
     struct gpuslice_tenant *t;
@@ -249,6 +271,30 @@ static void test_open_refuses_files_others_may_write(void **state)
     chmod(path, 0600);
     assert_int_equal(gs_tenant_open(path, &u), 0);
     gs_tenant_close(u);
+    gs_tenant_close(t);
+    unlink(path);
+}
+
+/*
+ * A read-only open is a copy: its owner truncating the file afterwards (which kills a
+ * reader of a mapping with SIGBUS) costs the reader nothing, and later changes do not reach it.
+ */
+static void test_read_only_open_is_a_copy_truncation_cannot_break(void **state)
+{
+    struct gpuslice_tenant *t, *u;
+    char path[256];
+    uid_t owner;
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "copy", path, sizeof(path), &t), 0);
+    gs_tenant_device(t, uuid0, 0, 1000, 0);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), 0);
+    t->dev[0].mem_limit = 2000;
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(u->magic, GPUSLICE_TENANT_MAGIC);
+    assert_int_equal(u->dev[0].mem_limit, 1000);
+    gs_tenant_close(u);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), GS_EABI);
     gs_tenant_close(t);
     unlink(path);
 }
@@ -433,6 +479,18 @@ static void test_board_turns_and_dead_holders(void **state)
     assert_int_equal(a->holder_pid, child);
     assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 20), 0);
     assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 10 + 100000000ULL), 1);
+    gs_board_release(a, getpid());
+    /*
+     * A claim whose PID now belongs to another live process (its start time is not the
+     * claimant's: the PID was reused) is a dead holder's too; the live one's is not.
+     */
+    assert_int_equal(
+        gs_board_try_acquire(b, getppid(), gs_proc_start_time(getppid()) + 1, 200000000ULL), 1);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 400000000ULL), 1);
+    gs_board_release(a, getpid());
+    assert_int_equal(
+        gs_board_try_acquire(b, getppid(), gs_proc_start_time(getppid()), 500000000ULL), 1);
+    assert_int_equal(gs_board_try_acquire(a, getpid(), 1, 700000000ULL), 0);
     gs_board_close(a);
     gs_board_close(b);
 }
@@ -443,10 +501,12 @@ int main(void)
         cmocka_unit_test(test_charge_refuses_over_limit),
         cmocka_unit_test(test_many_threads_cannot_overshoot),
         cmocka_unit_test(test_killed_process_usage_is_reclaimed),
+        cmocka_unit_test(test_uncharge_beyond_own_usage_leaves_others_usage),
         cmocka_unit_test(test_lock_holder_death_repairs_totals),
         cmocka_unit_test(test_charge_that_would_wrap_is_refused_with_or_without_a_limit),
         cmocka_unit_test(test_lock_word_from_the_file_costs_at_most_a_bounded_wait),
         cmocka_unit_test(test_open_refuses_files_others_may_write),
+        cmocka_unit_test(test_read_only_open_is_a_copy_truncation_cannot_break),
         cmocka_unit_test(test_board_planted_under_its_name_is_passed_over),
         cmocka_unit_test(test_abi_mismatch_is_refused),
         cmocka_unit_test(test_sweep_removes_only_dead_tenants),
