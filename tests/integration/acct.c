@@ -28,23 +28,13 @@
 #include "common/cuda_funcs.h"
 #include "common/nvml_api.h"
 
+#include "check.h"
+
 #define DECL(ret, name, params) ret name params;
 GS_CUDA_FUNCS(DECL)
 #undef DECL
 
 #define MiB (1ULL << 20)
-
-static int failed;
-
-#define CHECK(cond, ...)                                    \
-    do {                                                    \
-        if (!(cond)) {                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-            printf(__VA_ARGS__);                            \
-            printf("\n");                                   \
-            failed = 1;                                     \
-        }                                                   \
-    } while (0)
 
 static gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvml_procs;
 static nvmlDevice_t nvml_dev;
@@ -593,7 +583,7 @@ static int run(const char *c)
         return 2;
     }
     (void)r;
-    return failed;
+    return check_fail;
 }
 
 int main(int argc, char **argv)

@@ -19,9 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/cuda_api.h"
+#include "escape_try.h"
 
-typedef void *(*dlsym_fn)(void *, const char *);
 typedef int (*alloc_fn)(dlsym_fn, unsigned long long);
 
 int escape_next_alloc(unsigned long long bytes); /* libescape.so */
@@ -30,28 +29,8 @@ int escape_next_alloc(unsigned long long bytes); /* libescape.so */
 static int try_alloc(dlsym_fn d, unsigned long long bytes)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    gs_pfn_cuInit init;
-    gs_pfn_cuDevicePrimaryCtxRetain retain;
-    gs_pfn_cuCtxSetCurrent set;
-    gs_pfn_cuMemAlloc_v2 alloc;
-    CUcontext ctx;
-    CUdeviceptr p;
-    CUresult r;
 
-    if (!lib || !(init = (gs_pfn_cuInit)d(lib, "cuInit")) ||
-        !(retain = (gs_pfn_cuDevicePrimaryCtxRetain)d(lib, "cuDevicePrimaryCtxRetain")) ||
-        !(set = (gs_pfn_cuCtxSetCurrent)d(lib, "cuCtxSetCurrent")) ||
-        !(alloc = (gs_pfn_cuMemAlloc_v2)d(lib, "cuMemAlloc_v2"))) {
-        printf("cannot resolve the driver\n");
-        return 2;
-    }
-    if (init(0) != CUDA_SUCCESS || retain(&ctx, 0) != CUDA_SUCCESS || set(ctx) != CUDA_SUCCESS) {
-        printf("no context\n");
-        return 2;
-    }
-    r = alloc(&p, bytes);
-    printf("allocation of %llu -> %d\n", bytes, (int)r);
-    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 2;
+    return lib ? escape_try(d, lib, "through the lookup", bytes) : 2;
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,8 @@
 #include "common/cuda_api.h"
 #include "common/nvml_api.h"
 
+#include "check.h"
+
 #define MiB (1ULL << 20)
 
 #define API_FUNCS(X)                                                                         \
@@ -46,18 +48,6 @@ static struct {
     API_FUNCS(FIELD)
 #undef FIELD
 } A;
-
-static int check_fail;
-
-#define CHECK(cond, ...)                        \
-    do {                                        \
-        if (!(cond)) {                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-            check_fail = 1;                     \
-        }                                       \
-    } while (0)
 
 static void load_api(void)
 {
