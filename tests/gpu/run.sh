@@ -665,6 +665,19 @@ case ${1:-} in
     ;;
 esac
 
+# A budget the benchmarks' kept time already fills would mark every check "not run": refuse it.
+if ! [[ $BUDGET =~ ^[0-9]+$ ]]; then
+    echo "GPU_SUITE_BUDGET: \"$BUDGET\" is not a number of seconds (e.g. 570)" >&2
+    exit 2
+fi
+KEPT=$(reserve_after -1)
+if [ "$BUDGET" -lt $((KEPT + 120)) ]; then
+    echo "GPU_SUITE_BUDGET=$BUDGET s is less than the $KEPT s kept for the selected benchmarks" \
+        "plus 120 s for the build and the quick checks: give at least $((KEPT + 120)) s, or select" \
+        "fewer checks with --only (tests/gpu/run.sh --list shows the kept time)" >&2
+    exit 2
+fi
+
 GPU_SUITE_WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpuslice-gpu.XXXXXX") || exit 1
 export GPU_SUITE_WORK
 mkdir -p "$GPU_SUITE_WORK/checks"
