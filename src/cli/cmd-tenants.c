@@ -362,6 +362,8 @@ static int run_tenants(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     if (l.n > 0 && interval > 0) {
+        /* The scan's copies may be old by the time it ends (many files): read them afresh. */
+        tenant_list_refresh(&l);
         if ((r = take_reading(&l, &first)) == 0) {
             sleep_ns(interval);
             tenant_list_refresh(&l);

@@ -53,10 +53,9 @@ struct dev_state {
 struct pool_state {
     CUmemoryPool pool; /* NULL once destroyed */
     int ord;
-    int created;   /* made by cuMemPoolCreate: its live allocations are counted */
     int destroyed; /* destroyed while allocations from it lived: charged until they go */
-    int uncounted; /* an allocation from it went unrecorded: charged until the process ends */
-    uint64_t live; /* allocations from it not yet freed (created pools) */
+    int uncounted; /* an allocation from it went unrecorded: charged until its context goes */
+    uint64_t live; /* allocations from it not yet freed */
     uint64_t accounted;
 };
 
@@ -72,7 +71,7 @@ static struct gs_map mappings; /* mapped VA -> size; aux = the allocation's seri
 static uint64_t vmm_serial;    /* the last serial given (mem_mu) */
 static struct gs_map arrays;   /* CUarray -> charge; aux = context */
 static struct gs_map pages;    /* page of small allocations -> how many (refs); aux = context */
-static struct gs_map pool_ptrs; /* allocation from a created pool -> aux = its pool's slot (pool_mu) */
+static struct gs_map pool_ptrs; /* live pool allocation -> aux = its pool's slot (pool_mu) */
 static uint64_t pool_ptr_count; /* entries in pool_ptrs: frees look only when there are some */
 static CUcontext created[256]; /* contexts made by cuCtxCreate, for destroy */
 static int created_ord[256];
@@ -874,7 +873,9 @@ GS_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                   (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
 }
 
-static void pool_ptr_freed(CUdeviceptr ptr);
+static int pool_ptr_take(CUdeviceptr ptr);
+static void pool_ptr_untake(CUdeviceptr ptr, int slot);
+static void pool_ptr_done(int slot, int ordered, CUstream stream, int ptsz);
 
 /*
  * Frees: forget first (so a reused address cannot be confused), restore on failure.
@@ -884,19 +885,23 @@ static void pool_ptr_freed(CUdeviceptr ptr);
     do {                                                        \
         struct gs_map_entry old;                                \
         CUresult r;                                             \
-        int had;                                                \
+        int had, slot = -1;                                     \
         struct dev_state *fd = NULL;                            \
         GS_PASS(sym, call);                                     \
         had = untrack((map), (uint64_t)(key), &old);            \
+        if (!had && (map) == &allocs)                           \
+            slot = pool_ptr_take((CUdeviceptr)(key));           \
         if (had && (fd = dev_get(old.dev)) != NULL)             \
             __atomic_add_fetch(&fd->inflight, 1, __ATOMIC_ACQ_REL); \
         if ((r = gs__real.sym call) != CUDA_SUCCESS) {          \
             if (had)                                            \
                 retrack((map), &old);                           \
+            if (slot >= 0)                                      \
+                pool_ptr_untake((CUdeviceptr)(key), slot);      \
         } else if (had) {                                       \
             release_entry(&old);                                \
-        } else if ((map) == &allocs) {                          \
-            pool_ptr_freed((CUdeviceptr)(key));                 \
+        } else if (slot >= 0) {                                 \
+            pool_ptr_done(slot, 0, NULL, 0);                    \
         }                                                       \
         if (fd)                                                 \
             settle(fd);                                         \
@@ -936,45 +941,119 @@ static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
 }
 
 /*
- * Records a live allocation from a created pool (pool_mu held): a pool destroyed
- * while some live keeps their memory until the last is freed (the driver's rule),
- * and so keeps their charge.
+ * The live allocations of each pool (pool_mu held): a pool destroyed while some
+ * live keeps their memory until the last is freed (the driver's rule), and so
+ * keeps their charge. A free takes the record before the driver is asked (the
+ * address may be handed out again the moment it is freed) and gives it back if
+ * the driver refuses.
  */
 static void pool_ptr_add(struct pool_state *p, CUdeviceptr ptr)
 {
     struct gs_map_entry *e;
 
-    if (!p->created)
-        return;
-    if ((e = gs_map_put(&pool_ptrs, (uint64_t)ptr)) == NULL) {
+    if ((e = gs_map_get(&pool_ptrs, (uint64_t)ptr)) != NULL) {
+        /* A free we did not see (a graph's free node): that allocation is gone. */
+        if (pools[e->aux].live)
+            pools[e->aux].live--;
+        pools[e->aux].uncounted = 1;
+    } else if ((e = gs_map_put(&pool_ptrs, (uint64_t)ptr)) == NULL) {
         p->uncounted = 1;
         return;
+    } else {
+        __atomic_add_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
     }
     e->aux = (uint64_t)(p - pools);
     p->live++;
-    __atomic_add_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
 }
 
-/* ptr was freed: if it was a destroyed pool's last allocation, the pool's charge goes. */
-static void pool_ptr_freed(CUdeviceptr ptr)
+/* Takes ptr's record before its free: its pool's slot, or -1 when it is no pool's. */
+static int pool_ptr_take(CUdeviceptr ptr)
 {
     struct gs_map_entry *e;
-    struct pool_state *p;
-    struct dev_state *d;
+    int slot = -1;
 
     if (__atomic_load_n(&pool_ptr_count, __ATOMIC_RELAXED) == 0)
-        return;
+        return -1;
     pthread_mutex_lock(&pool_mu);
     if ((e = gs_map_get(&pool_ptrs, (uint64_t)ptr)) != NULL) {
-        p = &pools[e->aux];
+        slot = (int)e->aux;
         gs_map_del(&pool_ptrs, e);
         __atomic_sub_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
-        if (p->live && --p->live == 0 && p->destroyed && !p->uncounted) {
-            if ((d = dev_get(p->ord)) != NULL)
-                unadmit(d, p->accounted);
-            memset(p, 0, sizeof(*p));
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return slot;
+}
+
+/* The free of ptr (taken from slot) was refused, or only recorded into a graph: still live. */
+static void pool_ptr_untake(CUdeviceptr ptr, int slot)
+{
+    struct gs_map_entry *e;
+
+    pthread_mutex_lock(&pool_mu);
+    if ((e = gs_map_put(&pool_ptrs, (uint64_t)ptr)) != NULL) {
+        e->aux = (uint64_t)slot;
+        __atomic_add_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
+    } else {
+        pools[slot].live--;
+        pools[slot].uncounted = 1;
+    }
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/* Gives back a destroyed pool's slot and charge (pool_mu held). */
+static void pool_release(struct pool_state *p)
+{
+    struct dev_state *d;
+
+    if ((d = dev_get(p->ord)) != NULL)
+        unadmit(d, p->accounted);
+    memset(p, 0, sizeof(*p));
+}
+
+/*
+ * The allocation taken from slot is freed. If it was a destroyed pool's last, the
+ * pool's memory goes when the free has run: with ordered, a free in stream order,
+ * the stream is waited for first (the driver frees when the stream reaches it).
+ */
+static void pool_ptr_done(int slot, int ordered, CUstream stream, int ptsz)
+{
+    struct pool_state *p = &pools[slot];
+    int last;
+
+    pthread_mutex_lock(&pool_mu);
+    last = p->live && --p->live == 0 && p->destroyed && !p->uncounted;
+    pthread_mutex_unlock(&pool_mu);
+    if (!last)
+        return;
+    if (ordered)
+        (ptsz ? gs__real.cuStreamSynchronize_ptsz : gs__real.cuStreamSynchronize)(stream);
+    pthread_mutex_lock(&pool_mu);
+    /* Unless the device's last context took it meanwhile (and the slot is another's now). */
+    if (p->destroyed && p->pool == NULL && p->live == 0)
+        pool_release(p);
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/* Every context on ord is gone, and with them every pool allocation made there. */
+static void pool_forget_device(int ord)
+{
+    struct gs_map_entry *e;
+    int i;
+
+    pthread_mutex_lock(&pool_mu);
+    GS_MAP_FOREACH(&pool_ptrs, e)
+    {
+        struct pool_state *p = &pools[e->aux];
+        if (p->ord == ord) {
+            if (p->live)
+                p->live--;
+            gs_map_del(&pool_ptrs, e);
+            __atomic_sub_fetch(&pool_ptr_count, 1, __ATOMIC_RELAXED);
         }
     }
+    for (i = 0; i < MAX_POOLS; i++)
+        if (pools[i].destroyed && pools[i].ord == ord)
+            pool_release(&pools[i]);
     pthread_mutex_unlock(&pool_mu);
 }
 
@@ -1188,28 +1267,43 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
     return alloc_async(&a);
 }
 
+/*
+ * A stream-ordered free. Into a stream being captured it frees nothing yet (the
+ * graph's free node will, unseen): the allocation stays live to us.
+ */
+static CUresult free_async(CUdeviceptr dptr, CUstream stream, int ptsz)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    int slot = exiting ? -1 : pool_ptr_take(dptr);
+    CUresult r = ptsz ? gs__real.cuMemFreeAsync_ptsz(dptr, stream)
+                      : gs__real.cuMemFreeAsync(dptr, stream);
+
+    if (slot >= 0) {
+        if (r == CUDA_SUCCESS &&
+            (ptsz ? gs__real.cuStreamIsCapturing_ptsz : gs__real.cuStreamIsCapturing)(stream,
+                                                                                    &cs) !=
+                CUDA_SUCCESS)
+            cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
+            pool_ptr_untake(dptr, slot);
+        else
+            pool_ptr_done(slot, 1, stream, ptsz);
+    }
+    if (r == CUDA_SUCCESS && !exiting)
+        sync_all_pools();
+    return r;
+}
+
 GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    CUresult r;
-
     GS_PASS(cuMemFreeAsync, (dptr, hStream));
-    if ((r = gs__real.cuMemFreeAsync(dptr, hStream)) == CUDA_SUCCESS && !exiting) {
-        pool_ptr_freed(dptr);
-        sync_all_pools();
-    }
-    return r;
+    return free_async(dptr, hStream, 0);
 }
 
 GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    CUresult r;
-
     GS_PASS(cuMemFreeAsync_ptsz, (dptr, hStream));
-    if ((r = gs__real.cuMemFreeAsync_ptsz(dptr, hStream)) == CUDA_SUCCESS && !exiting) {
-        pool_ptr_freed(dptr);
-        sync_all_pools();
-    }
-    return r;
+    return free_async(dptr, hStream, 1);
 }
 
 GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -1219,10 +1313,8 @@ GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poo
     GS_PASS(cuMemPoolCreate, (pool, poolProps));
     r = gs__real.cuMemPoolCreate(pool, poolProps);
     if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-        struct pool_state *p;
         pthread_mutex_lock(&pool_mu);
-        if ((p = pool_find(*pool, poolProps->location.id, 1)) != NULL)
-            p->created = 1;
+        pool_find(*pool, poolProps->location.id, 1);
         pthread_mutex_unlock(&pool_mu);
     }
     return r;
@@ -1267,10 +1359,7 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             p->pool = NULL;
             p->destroyed = 1;
         } else {
-            struct dev_state *d = dev_get(p->ord);
-            if (d)
-                unadmit(d, p->accounted);
-            memset(p, 0, sizeof(*p));
+            pool_release(p);
         }
     }
     pthread_mutex_unlock(&pool_mu);
@@ -1735,8 +1824,10 @@ static void context_gone(struct dev_state *d, int ord, CUcontext ctx, CUcontext 
         d->overhead = 0;
     }
     pthread_mutex_unlock(&mem_mu);
-    if (d->ctx_count == 0)
+    if (d->ctx_count == 0) {
+        pool_forget_device(ord);
         sync_all_pools();
+    }
 }
 
 /*

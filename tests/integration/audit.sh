@@ -36,7 +36,7 @@ accounting)
     # Each family's one allocation that crosses the limit by what the driver really reserves
     # (pages, pitch, padding, pool growth) is refused and reserves nothing (acct.c).
     for c in plain small small_pages pitch array array3d async async_ptsz pool pool_ptsz \
-        pool_destroyed_live pool_destroyed_free vmm vmm_retain managed legacy_info huge; do
+        pool_destroyed_live pool_destroyed_free vmm vmm_retain vmm_threads managed legacy_info huge; do
         expect 0 "accounting, $c: the crossing allocation refused, nothing reserved" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
         # In a container's PID namespace NVML does not list the process, so nothing is re-read
@@ -190,7 +190,12 @@ audit_fallback)
     fi
     # Defect 5: 32 threads of stream-ordered allocations near a 1 GiB limit never hold more.
     expect 0 "defect 5: 32 threads allocating from a pool stay under the limit" -- \
-        "$GS" run -q --memory 1G -- "$ACCT" pool_threads ;;
+        "$GS" run -q --memory 1G -- "$ACCT" pool_threads
+    # ... and from a pool of their own, whose live allocations stay counted exactly (NVML does
+    # not list the process, so no re-read hides a charge left behind).
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 expect 0 \
+        "32 threads on a created pool, then destroyed with one allocation live" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" pool_threads_own ;;
 compute_board)
     # Defect 13: board files planted under this user's names for the GPU (by another user, or
     # writable by others) must not stop two tenants of the user at 45 % each from taking turns

@@ -155,6 +155,11 @@ bad_config)
     GPUSLICE_MEMORY_LIMIT=-1G expect 4 "negative limit: cuInit fails" -- preload "$IT" init; stderr_has GPUSLICE_MEMORY_LIMIT
     TENSOR_FUSION_CUDA_MEM_LIMIT='{"0": 1073741824' expect 4 "malformed JSON: cuInit fails" -- preload "$IT" init; stderr_has TENSOR_FUSION_CUDA_MEM_LIMIT
     CUDA_DEVICE_MEMORY_LIMIT=lots expect 4 "bad HAMi size: cuInit fails" -- preload "$IT" init; stderr_has CUDA_DEVICE_MEMORY_LIMIT
+    # Audit defect 11: a malformed per-device name is refused, named, never ignored.
+    for v in CUDA_DEVICE_MEMORY_LIMIT_O CUDA_DEVICE_MEMORY_LIMIT_0x CUDA_DEVICE_MEMORY_LIMIT_0000 CUDA_DEVICE_MEMORY_LIMIT_; do
+        expect 4 "defect 11: $v fails cuInit" -- env "$v=1g" LD_PRELOAD="$LIB" "$IT" init
+        stderr_has "$v"
+    done
     GPUSLICE_MEMORY_LIMIT=3:1G expect 4 "unknown device index: cuInit fails" -- preload "$IT" init; stderr_has "device 3 does not exist"
     GPUSLICE_MEMORY_LIMIT=GPU-00000000-1111-2222-3333-444444444444:1G expect 4 "unknown UUID: cuInit fails" -- preload "$IT" init; stderr_has "no GPU has UUID"
     GPUSLICE_MEMORY_LIMIT=banana expect 5 "allocations refused too, never unlimited" -- preload "$IT" try 1048576

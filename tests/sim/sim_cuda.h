@@ -134,6 +134,7 @@ struct CUmemPoolHandle_st {
 
 /* A physical allocation from cuMemCreate; CUmemGenericAllocationHandle is its address. */
 struct sim_vmm {
+    CUmemGenericAllocationHandle id; /* the handle's value (sim_vmm_handle) */
     int dev;
     size_t size;
     unsigned refs; /* the handle, and each cuMemRetainAllocationHandle */
@@ -212,6 +213,11 @@ struct sim_driver {
     struct CUmemPoolHandle_st *default_pool[SIM_MAX_DEVICES];
     struct CUmemPoolHandle_st *current_pool[SIM_MAX_DEVICES];
     struct sim_vmm *vmms;
+    /* Handle values freed, the latest last: the next cuMemCreate takes the latest. The driver
+       may hand a released handle's value out again at once; the audit's defect 4 needs it. */
+    CUmemGenericAllocationHandle vmm_free_ids[64];
+    unsigned vmm_nfree;
+    CUmemGenericAllocationHandle vmm_next_id;
     struct sim_range *ranges; /* sorted by base */
     size_t nranges, cap;
 };

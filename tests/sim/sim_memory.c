@@ -948,9 +948,24 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity,
 static struct sim_vmm *vmm_find(CUmemGenericAllocationHandle h)
 {
     for (struct sim_vmm *v = sim_drv.vmms; v; v = v->next)
-        if ((uintptr_t)v == h)
+        if (h != 0 && v->id == h)
             return v;
     return NULL;
+}
+
+/* A handle value no longer names v: the next cuMemCreate may take it. */
+static void vmm_free_id(struct sim_vmm *v)
+{
+    if (v->id && sim_drv.vmm_nfree < sizeof(sim_drv.vmm_free_ids) / sizeof(sim_drv.vmm_free_ids[0]))
+        sim_drv.vmm_free_ids[sim_drv.vmm_nfree++] = v->id;
+    v->id = 0;
+}
+
+/* A handle value for a new handle: a freed one first, as the driver may hand them out. */
+static CUmemGenericAllocationHandle vmm_new_id(void)
+{
+    return sim_drv.vmm_nfree ? sim_drv.vmm_free_ids[--sim_drv.vmm_nfree]
+                             : 0x5100000000ULL + 0x10 * ++sim_drv.vmm_next_id;
 }
 
 /* Physical memory goes when the handle is released and no mapping is left. */
@@ -961,6 +976,7 @@ static void vmm_maybe_free(struct sim_vmm *v)
     if (v->refs > 0 || v->maps > 0)
         return;
     sim_state_uncharge(&sim_drv.st, sim_phys(v->dev), v->size);
+    vmm_free_id(v);
     for (pp = &sim_drv.vmms; *pp; pp = &(*pp)->next) {
         if (*pp == v) {
             *pp = v->next;
@@ -992,7 +1008,9 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         v->refs = 1;
         v->next = sim_drv.vmms;
         sim_drv.vmms = v;
-        *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
+        /* Opaque values as the driver's are, never 0. */
+        v->id = vmm_new_id();
+        *handle = v->id;
     }
     sim_leave();
     return r;
@@ -1008,7 +1026,9 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     if (!(v = vmm_find(handle)) || v->refs == 0) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
-        v->refs--;
+        /* Released while still mapped: the memory stays, its handle's value is free. */
+        if (--v->refs == 0 && v->maps > 0)
+            vmm_free_id(v);
         vmm_maybe_free(v);
     }
     sim_leave();
@@ -1036,8 +1056,11 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *ha
         !(m = map_containing(va, (CUdeviceptr)(uintptr_t)addr))) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
+        /* A handle released while mapped gets a value again (perhaps another's old one). */
+        if (m->handle->id == 0)
+            m->handle->id = vmm_new_id();
         m->handle->refs++;
-        *handle = (CUmemGenericAllocationHandle)(uintptr_t)m->handle;
+        *handle = m->handle->id;
     }
     sim_leave();
     return r;

@@ -620,6 +620,41 @@ static void test_vmm_memory_lives_until_released_and_unmapped(void **state)
     assert_int_equal(used(), base);
 }
 
+/* A released handle's value is handed out again by the next cuMemCreate, as the driver does. */
+static void test_vmm_released_handle_value_comes_back_at_once(void **state)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle a, b, c, h;
+    CUdeviceptr va;
+    uint64_t base = used();
+
+    (void)state;
+    assert_ok(cu.cuMemCreate(&a, 2 * MiB, &prop, 0));
+    assert_ok(cu.cuMemCreate(&b, 2 * MiB, &prop, 0));
+    assert_true(a != 0 && b != 0 && a != b);
+    assert_ok(cu.cuMemRelease(a));
+    assert_ok(cu.cuMemCreate(&c, 4 * MiB, &prop, 0));
+    assert_int_equal(c, a);
+    /*
+     * Released while mapped, the memory stays but the value is free at once: the next
+     * cuMemCreate gets it, and retaining the mapped memory gives it another value.
+     */
+    assert_ok(cu.cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+    assert_ok(cu.cuMemMap(va, 4 * MiB, 0, c, 0));
+    assert_ok(cu.cuMemRelease(c));
+    assert_ok(cu.cuMemCreate(&a, 2 * MiB, &prop, 0));
+    assert_int_equal(a, c);
+    assert_ok(cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)va));
+    assert_true(h != a && h != b && h != 0);
+    assert_ok(cu.cuMemRelease(h));
+    assert_ok(cu.cuMemRelease(a)); /* the new 2 MiB, not the mapped 4 */
+    assert_ok(cu.cuMemUnmap(va, 4 * MiB));
+    assert_ok(cu.cuMemAddressFree(va, 4 * MiB));
+    assert_ok(cu.cuMemRelease(b));
+    assert_int_equal(used(), base);
+}
+
 static void test_vmm_create_beyond_capacity_is_oom(void **state)
 {
     uint64_t base = used();
@@ -838,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_every_measured_3d_array_reserves_what_the_h200_reserved),
         cmocka_unit_test(test_arrays_take_pages_of_their_own_and_are_checked),
         cmocka_unit_test(test_concurrent_threads_keep_the_books_exact),
+        cmocka_unit_test(test_vmm_released_handle_value_comes_back_at_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
