@@ -91,6 +91,42 @@ static void test_every_lane_gets_a_group_and_all_sms_are_used(void **state)
     assert_int_equal(l[0].count, 132);
 }
 
+/* The groups left after the floors go by the largest remainder, to the last lane too. */
+static void test_largest_remainder_reaches_the_last_lane(void **state)
+{
+    const double w[] = {1, 2};
+    struct sm_lane l[2];
+    unsigned group;
+
+    (void)state;
+    /* 16 groups: quotas 5.33 and 10.67; the one group left goes to the second lane. */
+    plan(&h200, w, 2, l, &group);
+    assert_int_equal(l[0].count, 40);
+    assert_int_equal(l[1].count, 92); /* 11 groups and the 4 left over */
+    assert_int_equal(l[1].first, 40);
+}
+
+/* As many lanes as the co-scheduled split has groups still get groups of 8. */
+static void test_one_lane_per_coarse_group_keeps_groups_of_eight(void **state)
+{
+    double w[17];
+    struct sm_lane l[17];
+    unsigned group;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 17; i++)
+        w[i] = 1;
+    assert_int_equal(smplan_fine(&h200, 16), 0);
+    assert_int_equal(smplan_fine(&h200, 17), 1);
+    plan(&h200, w, 16, l, &group);
+    assert_int_equal(group, 8);
+    for (i = 0; i < 15; i++)
+        assert_int_equal(l[i].count, 8);
+    assert_int_equal(l[15].count, 12); /* its group and the 4 left over */
+    assert_int_equal(l[15].first, 120);
+}
+
 static void test_too_many_lanes_and_bad_shares_are_refused(void **state)
 {
     struct sm_lane l[64];
@@ -128,6 +164,8 @@ int main(void)
         cmocka_unit_test(test_three_and_four_lanes_take_whole_groups_of_eight),
         cmocka_unit_test(test_the_h200s_own_split),
         cmocka_unit_test(test_every_lane_gets_a_group_and_all_sms_are_used),
+        cmocka_unit_test(test_largest_remainder_reaches_the_last_lane),
+        cmocka_unit_test(test_one_lane_per_coarse_group_keeps_groups_of_eight),
         cmocka_unit_test(test_too_many_lanes_and_bad_shares_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
