@@ -182,6 +182,20 @@ static CUmemAllocationProp vmm_prop(void)
     return p;
 }
 
+/* A memory pool of device 0, made by the program. */
+static CUmemoryPool own_pool(void)
+{
+    CUmemoryPool pool = NULL;
+    CUmemPoolProps pp;
+
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.location.id = 0;
+    CHECK(cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS, "pool create");
+    return pool;
+}
+
 /* What NVML lists for this process (in-process: the interposer does not touch the list). */
 static uint64_t listed(void)
 {
@@ -384,12 +398,7 @@ static int run(const char *c)
         CUstream st;
         CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
         if (own) {
-            CUmemPoolProps pp;
-            memset(&pp, 0, sizeof(pp));
-            pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-            pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            pp.location.id = 0;
-            CHECK(cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS, "pool create");
+            pool = own_pool();
         }
 #define ASYNC(ptr, n)                                                                     \
     (own ? (ptsz ? cuMemAllocFromPoolAsync_ptsz(ptr, n, pool, st)                         \
@@ -450,15 +459,9 @@ static int run(const char *c)
          * allocation is freed (by cuMemFreeAsync, or by cuMemFree): so does its charge.
          */
         int by_free = strcmp(c, "pool_destroyed_free") == 0;
-        CUmemPoolProps pp;
-        CUmemoryPool pool;
+        CUmemoryPool pool = own_pool();
         CUstream st;
-        memset(&pp, 0, sizeof(pp));
-        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        pp.location.id = 0;
         CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
-        CHECK(cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS, "pool create");
         leave(128 * MiB);
         admitted("40 MiB from an own pool", cuMemAllocFromPoolAsync(&p, 40 * MiB, pool, st));
         admitted("4 MiB more from it", cuMemAllocFromPoolAsync(&q, 4 * MiB, pool, st));
@@ -593,14 +596,10 @@ static int run(const char *c)
          * memory stays charged until that allocation is freed, and then goes: the threads' frees
          * left the pool's count of live allocations exact.
          */
-        CUmemPoolProps pp;
         pthread_t th[32];
         CUstream st;
         int i;
-        memset(&pp, 0, sizeof(pp));
-        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        CHECK(cuMemPoolCreate(&racer_pool, &pp) == CUDA_SUCCESS, "pool create");
+        racer_pool = own_pool();
         CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
         t0 = tenant_free();
         for (i = 0; i < 32; i++)
