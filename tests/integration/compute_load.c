@@ -17,7 +17,7 @@
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
  * Under gpuslice run it also prints what the tenant was billed while it ran
  * (compute_busy_ns in its shared state) beside the device time of its own
- * kernels: "billed_s B kernel_s K".
+ * kernels and the wall time of the load: "billed_s B kernel_s K wall_s W".
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -313,8 +313,8 @@ int main(int argc, char **argv)
            (double)total * kernel_us / 1e6 / wall, total, wall * 1e9 * threads / (double)total,
            in_launch);
     if (b0 >= 0)
-        printf("billed_s %.4f kernel_s %.4f\n", (billed_ns() - b0) / 1e9,
-               (double)total * kernel_us / 1e6);
+        printf("billed_s %.4f kernel_s %.4f wall_s %.4f\n", (billed_ns() - b0) / 1e9,
+               (double)total * kernel_us / 1e6, wall);
     CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }

@@ -36,6 +36,15 @@ ITL="$B/tests/itest_link"
 CL="$B/tests/compute_load"
 G=1073741824
 fails=0
+# loose LO: a lower bound on a measured share or rate, 0.7 of it under the sanitizers. There every
+# call is several times slower and the governor, late to see work end, bills the gaps as busy time:
+# in CI's ASan run of 2026-12-01, 20 us kernels at 60% held the device 49% of the time (on this
+# 2-CPU machine, loaded, 52% while billed 62%), and 500 us kernels at 25% were billed up to 1.30
+# times their kernels' time, the worst path changing from run to run. The plain build holds the
+# bounds as given, and the mutation run judges by it; a share's upper bound (the ceiling held) is
+# never loosened. over HI: the bound on billed over kernel time, 1.5 under the sanitizers.
+over() { if [ "${SANITIZE:-0}" = 1 ]; then echo 1.5; else echo "$1"; fi; }
+loose() { if [ "${SANITIZE:-0}" = 1 ]; then awk -v v="$1" 'BEGIN { printf "%.3f", v * 0.7 }'; else echo "$1"; fi; }
 
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -48,13 +57,16 @@ stderr_has() {
     if grep -q -- "$1" "$T/err"; then ok "message names $1"; else bad "stderr lacks '$1'"; cat "$T/err"; fi
 }
 preload() { env LD_PRELOAD="$LIB" "$@"; }
-# share_in LO HI WHAT [FILE]: the share compute_load printed (in FILE, default $T/out) lies in [LO, HI].
+# share_in LO HI WHAT [FILE]: the share compute_load printed (in FILE, default $T/out) lies in
+# [LO, HI] (LO loosened under the sanitizers: see loose).
 share_in() {
+    local lo
+    lo=$(loose "$1")
     v=$(awk '/^share/ {print $2}' "${4:+$T/}${4:-$T/out}")
-    if [ -n "$v" ] && awk -v v="$v" -v lo="$1" -v hi="$2" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
-        ok "$3: share $v in [$1, $2]"
+    if [ -n "$v" ] && awk -v v="$v" -v lo="$lo" -v hi="$2" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
+        ok "$3: share $v in [$lo, $2]"
     else
-        bad "$3: share ${v:-none}, want [$1, $2]"; cat "$T/err" 2>/dev/null
+        bad "$3: share ${v:-none}, want [$lo, $2]"; cat "$T/err" 2>/dev/null
     fi
 }
 # billed_in LO HI WHAT: the device time the tenant was billed over its kernels' own time (both
@@ -68,20 +80,32 @@ billed_in() {
         bad "$3: billed ${v:-nothing} of its kernels' time, want [$1, $2]"; cat "$T/out"
     fi
 }
-# share_twice LO HI DESC CMD...: runs CMD and checks its share is in [LO, HI]. A share under LO is
-# measured once more: on a 2-CPU machine a neighbour's load can keep several launching threads
-# from reaching the ceiling (4 times in about a dozen full runs on 2026-12-01), which says nothing of the
-# governor; a governor that holds a load under its ceiling fails both.
+# share_twice LO HI DESC CMD...: runs CMD (a load under a ceiling) and checks its share is in
+# [LO, HI]. A share under LO is measured once more: on a 2-CPU machine a neighbour's load can keep
+# launching threads from reaching the ceiling (4 times in about a dozen full runs on 2026-12-01),
+# which says nothing of the governor. When the host is that slow, the governor, itself late to
+# see work end, bills the gaps as busy time (on a loaded 2-CPU machine under ASan, 4 threads at
+# 40% were billed 41% of the time for kernels holding the device 28-31% of it), so a second share
+# under LO still passes when the tenant was billed its ceiling ([LO, HI + 0.02]: the first window
+# of budget is spent at once) and at most 1.5 times its kernels' time; it never passes over HI.
 share_twice() {
-    local lo=$1 hi=$2 desc=$3 v
+    local goal=$1 lo hi=$2 desc=$3 v b
+    lo=$(loose "$1")
     shift 3
     expect 0 "$desc" -- "$@"
     v=$(awk '/^share/ {print $2}' "$T/out")
     if [ -n "$v" ] && awk -v v="$v" -v lo="$lo" 'BEGIN { exit !(v < lo) }'; then
         echo "note: $desc: share $v under $lo; measuring once more"
         expect 0 "$desc, again" -- "$@"
+        v=$(awk '/^share/ {print $2}' "$T/out")
+        b=$(awk '/^billed_s/ { if ($4 > 0 && $6 > 0) printf "%.3f %.3f", $2 / $6, $2 / $4 }' "$T/out")
+        if [ -n "$v" ] && [ -n "$b" ] && awk -v v="$v" -v b="$b" -v lo="$lo" -v goal="$goal" -v hi="$hi" '
+            BEGIN { split(b, x, " "); exit !(v < lo && v > 0 && x[1] >= goal && x[1] <= hi + 0.02 && x[2] <= 1.5) }'; then
+            ok "$desc: share $v under $lo on a slow host, billed ${b% *} of the time (${b#* } times its kernels' time)"
+            return
+        fi
     fi
-    share_in "$lo" "$hi" "$desc"
+    share_in "$goal" "$hi" "$desc"
 }
 json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
     if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
@@ -579,10 +603,20 @@ compute_paths)
     share_in 0.85 1.01 "uncapped"
     # Every path, the per-thread-default-stream ones too, at most 3 points over the ceiling, and
     # billed for what its kernels held the device (every launch is charged; none is missed).
+    # Billed over 1.15 times its kernels' time (or a share under its band) is measured once more:
+    # a host that keeps the governor's thread from running bills the gaps (an idle plain build:
+    # 1.006-1.041 in three runs; once 1.215 in a full make test); a governor that over-bills
+    # fails both.
     for p in stream legacy ptds ex ex_ptsz coop coop_ptsz graph graph_ptsz capture; do
         expect 0 "$p launches under --compute 25" -- "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+        v=$(awk '/^billed_s/ { if ($4 > 0) printf "%.4f", $2 / $4 }' "$T/out")
+        sh=$(awk '/^share/ {print $2}' "$T/out")
+        if [ -n "$v" ] && [ -n "$sh" ] && awk -v v="$v" -v hi="$(over 1.15)" -v s="$sh" -v lo="$(loose 0.19)" 'BEGIN { exit !(v > hi || s < lo) }'; then
+            echo "note: $p at 25%: share $sh, billed $v of its kernels' time; measuring once more"
+            expect 0 "$p launches under --compute 25, again" -- "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+        fi
         share_in 0.19 0.28 "$p at 25%"
-        billed_in 0.98 1.15 "$p at 25%"
+        billed_in 0.98 "$(over 1.15)" "$p at 25%"
     done
     share_twice 0.33 0.43 "4 threads at 40%" "$GS" run -q --compute 40 -- "$CL" stream 1.2 300 4
     share_twice 0.53 0.63 "20 us kernels at 60%" "$GS" run -q --compute 60 -- "$CL" stream 1.2 20 ;;
@@ -633,16 +667,13 @@ assert v['compute_limit_percent'] == 20 and 15 <= v['compute_used_percent'] <= 2
     wait $pa
     share_in 0.25 0.45 "no ceiling for 0.5 s then 10%" a ;;
 compute_env)
-    expect 0 "HAMi's CUDA_DEVICE_SM_LIMIT" -- env CUDA_DEVICE_SM_LIMIT=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
-    share_in 0.23 0.33 "CUDA_DEVICE_SM_LIMIT=30"
-    expect 0 "HAMi's per-device CUDA_DEVICE_SM_LIMIT_0 wins" -- env CUDA_DEVICE_SM_LIMIT=80 CUDA_DEVICE_SM_LIMIT_0=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
-    share_in 0.23 0.33 "CUDA_DEVICE_SM_LIMIT_0=30"
+    # Capped loads below their band are measured once more (see share_twice).
+    share_twice 0.23 0.33 "HAMi's CUDA_DEVICE_SM_LIMIT=30" env CUDA_DEVICE_SM_LIMIT=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_twice 0.23 0.33 "HAMi's per-device CUDA_DEVICE_SM_LIMIT_0=30 wins" env CUDA_DEVICE_SM_LIMIT=80 CUDA_DEVICE_SM_LIMIT_0=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
     expect 0 "HAMi's 0 means no ceiling" -- env CUDA_DEVICE_SM_LIMIT=0 LD_PRELOAD="$LIB" "$CL" stream 1 500
     share_in 0.85 1.01 "CUDA_DEVICE_SM_LIMIT=0"
-    expect 0 "vgpu.rs's TENSOR_FUSION_CUDA_UP_LIMIT by UUID" -- env TENSOR_FUSION_CUDA_UP_LIMIT='{"GPU-5AC1CE00-0000-4000-8000-000000000000": 30}' LD_PRELOAD="$LIB" "$CL" stream 1.2 500
-    share_in 0.23 0.33 "TENSOR_FUSION_CUDA_UP_LIMIT"
-    expect 0 "GPUSLICE_COMPUTE_LIMIT by index" -- env GPUSLICE_COMPUTE_LIMIT=0:30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
-    share_in 0.23 0.33 "GPUSLICE_COMPUTE_LIMIT=0:30"
+    share_twice 0.23 0.33 "vgpu.rs's TENSOR_FUSION_CUDA_UP_LIMIT by UUID" env TENSOR_FUSION_CUDA_UP_LIMIT='{"GPU-5AC1CE00-0000-4000-8000-000000000000": 30}' LD_PRELOAD="$LIB" "$CL" stream 1.2 500
+    share_twice 0.23 0.33 "GPUSLICE_COMPUTE_LIMIT=0:30 by index" env GPUSLICE_COMPUTE_LIMIT=0:30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500
     expect 0 "GPUSLICE_COMPUTE_LIMIT=100 is no ceiling" -- env GPUSLICE_COMPUTE_LIMIT=100 LD_PRELOAD="$LIB" "$CL" stream 1 500
     share_in 0.85 1.01 "GPUSLICE_COMPUTE_LIMIT=100"
     for v in GPUSLICE_COMPUTE_LIMIT=0 GPUSLICE_COMPUTE_LIMIT=101 GPUSLICE_COMPUTE_LIMIT=abc CUDA_DEVICE_SM_LIMIT=150 'TENSOR_FUSION_CUDA_UP_LIMIT={"0": 0}'; do
@@ -670,10 +701,9 @@ compute_robust)
 compute_devices)
     # Ceilings are per device: each device's own, with its own budget.
     export GPUSLICE_SIM_DEVICES=2
-    COMPUTE_LOAD_DEVICE=1 expect 0 "device 1 under 0:50,1:20" -- "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
-    share_in 0.14 0.23 "device 1 at 20%"
-    COMPUTE_LOAD_DEVICE=0 expect 0 "device 0 under 0:50,1:20" -- "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
-    share_in 0.43 0.53 "device 0 at 50%"
+    # (Below their bands, measured once more: see share_twice.)
+    share_twice 0.14 0.23 "device 1 at 20% under 0:50,1:20" env COMPUTE_LOAD_DEVICE=1 "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
+    share_twice 0.43 0.53 "device 0 at 50% under 0:50,1:20" env COMPUTE_LOAD_DEVICE=0 "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
     COMPUTE_LOAD_DEVICE=1 expect 0 "device 1 under 0:50 (no ceiling there)" -- "$GS" run -q --compute 0:50 -- "$CL" stream 1 500
     share_in 0.85 1.01 "device 1 without a ceiling" ;;
 compute_off)
