@@ -515,7 +515,16 @@ static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uin
         __atomic_store_n(&d->mem_limit, v, __ATOMIC_RELEASE);
         return;
     }
-    __atomic_store_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_RELEASE);
+    if (__atomic_exchange_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_ACQ_REL) !=
+        ceiling((uint32_t)v)) {
+        /*
+         * A changed ceiling starts from an empty budget (see gs_budget_refill): one left full
+         * by an idle or uncapped spell would let a load just over the new ceiling run past it
+         * until the window's worth was spent, 45 ms at 90%, which took over a second.
+         */
+        __atomic_store_n(&d->compute_tokens, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&d->compute_refill_ns, 0, __ATOMIC_RELEASE);
+    }
 }
 
 int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct gs_limits *l,
@@ -596,9 +605,13 @@ int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int6
 
     if (now_ns > last && __atomic_compare_exchange_n(&d->compute_refill_ns, &last, now_ns, 0,
                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        /* The first refill after a long pause would overflow: the cap bounds it anyway. */
+        /*
+         * A budget never refilled (a new device entry, a changed ceiling) starts empty: it
+         * fills from now. The first refill after a long pause would overflow: the cap bounds
+         * it anyway.
+         */
         uint64_t dt = now_ns - last;
-        int64_t add = dt > 100000000000ULL ? cap : (int64_t)(dt * pct / 100);
+        int64_t add = last == 0 ? 0 : dt > 100000000000ULL ? cap : (int64_t)(dt * pct / 100);
         tok = __atomic_add_fetch(&d->compute_tokens, add, __ATOMIC_ACQ_REL);
         while (tok > cap && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, cap, 0,
                                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))

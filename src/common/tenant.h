@@ -95,7 +95,8 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
 /*
  * The compute budget of device entry d: refilled at limit% of wall time, up
  * to cap ns, by whichever process gets here first; returns the tokens (ns of
- * device time) left. Lock-free.
+ * device time) left. A budget never refilled (compute_refill_ns 0: a new
+ * entry, or a ceiling gs_tenant_set changed) starts empty at now_ns. Lock-free.
  */
 int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap);
 

@@ -665,7 +665,19 @@ assert v['compute_limit_percent'] == 20 and 15 <= v['compute_used_percent'] <= 2
     sleep 0.5
     expect 0 "set a first ceiling" -- "$GS" set cset2 --compute 10
     wait $pa
-    share_in 0.25 0.45 "no ceiling for 0.5 s then 10%" a ;;
+    share_in 0.25 0.45 "no ceiling for 0.5 s then 10%" a
+    # A ceiling set on an uncapped load bites from the moment it is set: its budget starts empty,
+    # not full from the uncapped spell (which let a load just over 90% hold 93% of the next
+    # second on the H200, and 78.1-78.2% at 75% here). Now 74.2-74.8 in the second after the set.
+    "$GS" run -q --name cset3 --compute 100 -- "$CL" stream 2.5 5 >"$T/a" &
+    pa=$!
+    sleep 0.8
+    expect 0 "set 75 on an uncapped load" -- "$GS" set cset3 --compute 75
+    expect 0 "tenants --json over the second after the set" -- "$GS" tenants --json --interval 1
+    json_ok "usage in the second after the set is at most 76.5" "
+v = [t for t in d['tenants'] if t['name'] == 'cset3'][0]['devices'][0]
+assert v['compute_limit_percent'] == 75 and 60 <= v['compute_used_percent'] <= 76.5, v"
+    wait $pa ;;
 compute_env)
     # Capped loads below their band are measured once more (see share_twice).
     share_twice 0.23 0.33 "HAMi's CUDA_DEVICE_SM_LIMIT=30" env CUDA_DEVICE_SM_LIMIT=30 LD_PRELOAD="$LIB" "$CL" stream 1.2 500

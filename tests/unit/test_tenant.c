@@ -434,7 +434,8 @@ static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
     (void)state;
     memset(&d, 0, sizeof(d));
     d.compute_limit = 25;
-    /* The first refill starts full. */
+    /* The first refill starts empty; 20 ms at 25% fill it (the cap bounds it). */
+    assert_int_equal(gs_budget_refill(&d, 980000000ULL, 5000000), 0);
     assert_int_equal(gs_budget_refill(&d, 1000000000ULL, 5000000), 5000000);
     gs_budget_charge(&d, 7000000, -1000000000);
     assert_int_equal(d.compute_tokens, -2000000);
@@ -448,6 +449,35 @@ static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
     gs_budget_charge(&d, 60000000, -20000000);
     assert_int_equal(d.compute_tokens, -20000000);
     assert_int_equal(d.compute_busy_ns, 67000000);
+}
+
+static void test_a_changed_ceiling_starts_from_an_empty_budget(void **state)
+{
+    struct gpuslice_tenant *t;
+    struct gs_limits l;
+    char path[256], err[256];
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "budget", path, sizeof(path), &t), 0);
+    assert_int_equal(gs_tenant_device(t, uuid0, 0, 0, 90), 0);
+    /* Full after an idle spell at 90%: 45 ms, the cap. */
+    assert_int_equal(gs_budget_refill(&t->dev[0], 1000000000ULL, 45000000), 0);
+    assert_int_equal(gs_budget_refill(&t->dev[0], 3000000000ULL, 45000000), 45000000);
+    /* The same ceiling again changes nothing; another one empties the budget. */
+    parse("90", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->dev[0].compute_tokens, 45000000);
+    parse("50", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_budget_refill(&t->dev[0], 5000000000ULL, 25000000), 0);
+    assert_int_equal(gs_budget_refill(&t->dev[0], 5010000000ULL, 25000000), 5000000);
+    /* So does a ceiling set again after none: no burst saved up while uncapped. */
+    parse("100", GS_VALUE_PERCENT, &l); /* no ceiling */
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    parse("90", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_budget_refill(&t->dev[0], 60000000000ULL, 45000000), 0);
+    gs_tenant_close(t);
 }
 
 static void test_board_turns_and_dead_holders(void **state)
@@ -511,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_abi_mismatch_is_refused),
         cmocka_unit_test(test_sweep_removes_only_dead_tenants),
         cmocka_unit_test(test_set_changes_running_and_future_devices),
+        cmocka_unit_test(test_a_changed_ceiling_starts_from_an_empty_budget),
         cmocka_unit_test(test_budget_refills_at_the_ceiling_up_to_the_cap),
         cmocka_unit_test(test_board_turns_and_dead_holders),
     };
