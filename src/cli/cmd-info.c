@@ -19,6 +19,7 @@
 #include "cli/mps.h"
 #include "cli/tenant-list.h"
 #include "common/cuda_api.h"
+#include "common/driver.h"
 #include "common/error.h"
 #include "common/nvml_api.h"
 #include "common/parse.h"
@@ -49,20 +50,6 @@ static void info_usage(void)
            "info fails (exit 1); without NVML the memory fields are empty.\n");
 }
 
-/* The driver entry points info calls; any may be NULL if the library lacks it. */
-struct driver {
-    void *cuda, *nvml;
-#define CUDA_USED(X)                                                                            \
-    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet)       \
-    X(cuDeviceGetName) X(cuDeviceGetUuid_v2) X(cuDeviceGetAttribute) X(cuDeviceGetDevResource) \
-    X(cuDevSmResourceSplitByCount)
-#define NVML_USED(X)                                                                            \
-    X(nvmlInit_v2) X(nvmlShutdown) X(nvmlErrorString) X(nvmlSystemGetDriverVersion)            \
-    X(nvmlDeviceGetHandleByUUID) X(nvmlDeviceGetMemoryInfo)
-#define FIELD(name) gs_pfn_##name name;
-    CUDA_USED(FIELD) NVML_USED(FIELD)
-#undef FIELD
-};
 
 /* A value the driver may not give: known is 0 with a reason in the caller's hands. */
 struct green {
@@ -92,16 +79,6 @@ struct info {
     int ngpus;
     int failed; /* GPUs the driver would not describe (named on stderr, left out) */
 };
-
-static const char *cu_name(const struct driver *d, CUresult r, char *buf, size_t len)
-{
-    const char *s = NULL;
-
-    if (d->cuGetErrorName && d->cuGetErrorName(r, &s) == CUDA_SUCCESS && s)
-        return s;
-    snprintf(buf, len, "CUDA error %d", (int)r);
-    return buf;
-}
 
 /*
  * The interposer, if preloaded, would show a tenant's view of the GPU (its
@@ -143,31 +120,17 @@ static void leave_interposer(int argc, char **argv)
     free(copy);
 }
 
-static int load_driver(struct driver *d, char *err, size_t errlen)
+static int load_driver(struct gs_driver *d, char *err, size_t errlen)
 {
-    const char *cpath = getenv("GPUSLICE_REAL_LIBCUDA"), *npath = getenv("GPUSLICE_REAL_LIBNVML");
-    const char *e;
+    char why[256];
 
     memset(d, 0, sizeof(*d));
-    d->cuda = dlopen(cpath && *cpath ? cpath : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (d->cuda == NULL) {
-        e = dlerror();
-        snprintf(err, errlen, "%s", e ? e : "unknown error");
+    if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, err, errlen) < 0)
         return GS_ENODRIVER;
-    }
-#define LOAD_CUDA(name) d->name = (gs_pfn_##name)dlsym(d->cuda, #name);
-    CUDA_USED(LOAD_CUDA)
-#undef LOAD_CUDA
-    d->nvml = dlopen(npath && *npath ? npath : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (d->nvml == NULL) {
-        e = dlerror();
-        gs_cli_note("info: NVML not loaded, memory and driver version unknown (%s)",
-                    e ? e : "unknown error");
+    if (gs_driver_open_nvml(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        gs_cli_note("info: NVML not loaded, memory and driver version unknown (%s)", why);
         return 0;
     }
-#define LOAD_NVML(name) d->name = (gs_pfn_##name)dlsym(d->nvml, #name);
-    NVML_USED(LOAD_NVML)
-#undef LOAD_NVML
     if (d->nvmlInit_v2 == NULL || d->nvmlInit_v2() != NVML_SUCCESS) {
         gs_cli_note("info: NVML did not initialise, memory and driver version unknown");
         d->nvmlShutdown = NULL;
@@ -177,22 +140,18 @@ static int load_driver(struct driver *d, char *err, size_t errlen)
     return 0;
 }
 
-static void unload_driver(struct driver *d)
+static void unload_driver(struct gs_driver *d)
 {
-    if (d->nvml) {
-        if (d->nvmlShutdown)
-            d->nvmlShutdown();
-        dlclose(d->nvml);
-    }
-    if (d->cuda)
-        dlclose(d->cuda);
+    if (d->nvml && d->nvmlShutdown)
+        d->nvmlShutdown();
+    gs_driver_close(d);
 }
 
 /*
  * The size of the first group cuDevSmResourceSplitByCount makes from all of
  * in when asked for groups of at least min_count SMs; 0 and r set if none.
  */
-static unsigned int split_size(const struct driver *d, const CUdevResource *in,
+static unsigned int split_size(const struct gs_driver *d, const CUdevResource *in,
                                unsigned int flags, unsigned int min_count, CUresult *r)
 {
     CUdevResource group, rest;
@@ -215,7 +174,7 @@ static unsigned int split_size(const struct driver *d, const CUdevResource *in,
  * between group sizes (minCount one above the smallest), and the smallest
  * group when co-scheduling is ignored.
  */
-static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
+static void probe_green(const struct gs_driver *d, CUdevice dev, struct green *g)
 {
     CUdevResource all;
     CUresult r;
@@ -237,7 +196,7 @@ static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
                  r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_SUCCESS
                      ? "not supported by this driver"
                      : "the driver did not describe the SMs",
-                 r == CUDA_SUCCESS ? "no SMs" : cu_name(d, r, buf, sizeof(buf)));
+                 r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return;
     }
     g->drv_min = all.sm.minSmPartitionSize;
@@ -246,7 +205,7 @@ static void probe_green(const struct driver *d, CUdevice dev, struct green *g)
     if (g->min_sms == 0) {
         snprintf(g->reason, sizeof(g->reason),
                  "cuDevSmResourceSplitByCount (minCount 1) failed: %s",
-                 cu_name(d, r, buf, sizeof(buf)));
+                 gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return;
     }
     g->supported = 1;
@@ -292,7 +251,7 @@ static void mps_of(struct gpu *g)
     g->mps = mps_state(g->mps_dir, own);
 }
 
-static int query_gpu(const struct driver *d, int ordinal, struct gpu *g)
+static int query_gpu(const struct gs_driver *d, int ordinal, struct gpu *g)
 {
     char buf[32];
     CUdevice dev;
@@ -305,7 +264,7 @@ static int query_gpu(const struct driver *d, int ordinal, struct gpu *g)
     if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetName(g->name, sizeof(g->name), dev)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
-        gs_cli_error("info: GPU %d: %s", ordinal, cu_name(d, r, buf, sizeof(buf)));
+        gs_cli_error("info: GPU %d: %s", ordinal, gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     gs_format_uuid((const unsigned char *)u.bytes, g->uuid);
@@ -327,7 +286,7 @@ static int query_gpu(const struct driver *d, int ordinal, struct gpu *g)
     return 0;
 }
 
-static int gather(const struct driver *d, struct info *in)
+static int gather(const struct gs_driver *d, struct info *in)
 {
     char buf[32];
     CUresult r;
@@ -347,11 +306,11 @@ static int gather(const struct driver *d, struct info *in)
             NVML_SUCCESS)
         in->driver_version[0] = '\0';
     if ((r = d->cuInit(0)) != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
-        gs_cli_error("info: cuInit failed: %s", cu_name(d, r, buf, sizeof(buf)));
+        gs_cli_error("info: cuInit failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     if (r == CUDA_SUCCESS && (r = d->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
-        gs_cli_error("info: cuDeviceGetCount failed: %s", cu_name(d, r, buf, sizeof(buf)));
+        gs_cli_error("info: cuDeviceGetCount failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     if (n <= 0)
@@ -570,7 +529,7 @@ static int run_info(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct tenant_list l = {NULL, 0, 0};
-    struct driver d;
+    struct gs_driver d;
     struct info in;
     char err[512];
     int c, r, json = 0;

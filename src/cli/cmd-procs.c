@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 #include "cli/mps.h"
+#include "common/driver.h"
 #include "common/smplan.h"
 #include "common/cuda_api.h"
 #include "common/parse.h"
@@ -77,49 +78,32 @@ struct geom_query {
 static int query_geom(void *arg, char *buf, size_t len)
 {
     const struct geom_query *q = arg;
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    gs_pfn_cuInit init;
-    gs_pfn_cuDeviceGet get;
-    gs_pfn_cuDeviceGetCount count;
-    gs_pfn_cuDeviceGetUuid_v2 uuidf;
-    gs_pfn_cuDeviceGetName namef;
-    gs_pfn_cuDeviceGetDevResource res;
-    gs_pfn_cuDevSmResourceSplitByCount split;
-    gs_pfn_cuGetErrorName ename;
-    char uuid[GS_UUID_STRLEN], want[GS_UUID_STRLEN], name[128] = "", eb[32];
+    struct gs_driver d = {0};
+    char uuid[GS_UUID_STRLEN], want[GS_UUID_STRLEN], name[128] = "", eb[32], why[256];
     CUdevResource all, groups[1], rest;
     unsigned total, coarse = 0, ncoarse = 0, fine = 0, nfine = 0, n;
     CUdevice dev = -1;
     CUresult r;
     CUuuid u;
-    void *h;
     int i, nd = 0, index = 0;
 
-    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        const char *e = dlerror();
-        snprintf(buf, len, "no NVIDIA driver found: %s", e ? e : "cannot load libcuda.so.1");
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "no NVIDIA driver found: %s", why);
         return -1;
     }
-    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
-    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
-    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
-    uuidf = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
-    namef = (gs_pfn_cuDeviceGetName)dlsym(h, "cuDeviceGetName");
-    res = (gs_pfn_cuDeviceGetDevResource)dlsym(h, "cuDeviceGetDevResource");
-    split = (gs_pfn_cuDevSmResourceSplitByCount)dlsym(h, "cuDevSmResourceSplitByCount");
-    ename = (gs_pfn_cuGetErrorName)dlsym(h, "cuGetErrorName");
-    if (!init || !get || !count || !uuidf || !namef) {
+    if (!d.cuInit || !d.cuDeviceGet || !d.cuDeviceGetCount || !d.cuDeviceGetUuid_v2 ||
+        !d.cuDeviceGetName) {
         snprintf(buf, len, "the CUDA driver lacks the device calls");
         return -1;
     }
-    if ((r = init(0)) != CUDA_SUCCESS || (r = count(&nd)) != CUDA_SUCCESS) {
+    if ((r = d.cuInit(0)) != CUDA_SUCCESS || (r = d.cuDeviceGetCount(&nd)) != CUDA_SUCCESS) {
         snprintf(buf, len, "the CUDA driver did not initialise: %s",
-                 launch_cu_name(ename, r, eb, sizeof(eb)));
+                 gs_driver_cu_name(&d, r, eb, sizeof(eb)));
         return -1;
     }
     if (gs_parse_uuid(q->device, strlen(q->device), want)) {
         for (i = 0; i < nd && dev < 0; i++) {
-            if (get(&dev, i) == CUDA_SUCCESS && uuidf(&u, dev) == CUDA_SUCCESS) {
+            if (d.cuDeviceGet(&dev, i) == CUDA_SUCCESS && d.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
                 gs_format_uuid((const unsigned char *)u.bytes, uuid);
                 if (strcmp(uuid, want) != 0)
                     dev = -1;
@@ -133,42 +117,42 @@ static int query_geom(void *arg, char *buf, size_t len)
             snprintf(buf, len, "--device: no GPU %s among the %d this process sees", q->device, nd);
             return -1;
         }
-    } else if ((r = get(&dev, (index = atoi(q->device)))) != CUDA_SUCCESS) {
+    } else if ((r = d.cuDeviceGet(&dev, (index = atoi(q->device)))) != CUDA_SUCCESS) {
         snprintf(buf, len, "--device: there is no GPU %s (%d visible)", q->device, nd);
         return -1;
     }
-    if ((r = uuidf(&u, dev)) != CUDA_SUCCESS) {
-        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, launch_cu_name(ename, r, eb, sizeof(eb)));
+    if ((r = d.cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, gs_driver_cu_name(&d, r, eb, sizeof(eb)));
         return -1;
     }
     gs_format_uuid((const unsigned char *)u.bytes, uuid);
     memcpy(uuid, "GPU", 3);
-    namef(name, sizeof(name), dev);
+    d.cuDeviceGetName(name, sizeof(name), dev);
     memset(&all, 0, sizeof(all));
-    if (!res || !split) {
+    if (!d.cuDeviceGetDevResource || !d.cuDevSmResourceSplitByCount) {
         snprintf(buf, len, "GPU %s: this driver has no green contexts (CUDA 12.4 or later is "
                            "needed for SM partitions)", q->device);
         return -1;
     }
-    if ((r = res(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS || all.sm.smCount == 0) {
+    if ((r = d.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS || all.sm.smCount == 0) {
         snprintf(buf, len, "GPU %s cannot partition its SMs with green contexts "
                            "(cuDeviceGetDevResource: %s)",
-                 q->device, r == CUDA_SUCCESS ? "no SMs" : launch_cu_name(ename, r, eb, sizeof(eb)));
+                 q->device, r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(&d, r, eb, sizeof(eb)));
         return -1;
     }
     total = all.sm.smCount;
     n = 1;
-    if (split(groups, &n, &all, &rest, 0, 1) == CUDA_SUCCESS && n == 1) {
+    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest, 0, 1) == CUDA_SUCCESS && n == 1) {
         coarse = groups[0].sm.smCount;
-        if (split(NULL, &ncoarse, &all, NULL, 0, 1) != CUDA_SUCCESS)
+        if (d.cuDevSmResourceSplitByCount(NULL, &ncoarse, &all, NULL, 0, 1) != CUDA_SUCCESS)
             ncoarse = 0;
     }
     n = 1;
-    if (split(groups, &n, &all, &rest, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) ==
+    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) ==
             CUDA_SUCCESS &&
         n == 1) {
         fine = groups[0].sm.smCount;
-        if (split(NULL, &nfine, &all, NULL, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) !=
+        if (d.cuDevSmResourceSplitByCount(NULL, &nfine, &all, NULL, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) !=
             CUDA_SUCCESS)
             nfine = 0;
     }

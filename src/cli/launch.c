@@ -32,6 +32,7 @@
 #include "common/cuda_api.h"
 #include "common/config.h"
 #include "common/devlist.h"
+#include "common/driver.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/reserve.h"
@@ -745,59 +746,37 @@ static int uuid_of_index(void *arg, char *buf, size_t len)
     return 0;
 }
 
-const char *launch_cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len)
-{
-    const char *s = NULL;
-
-    if (name && name(r, &s) == CUDA_SUCCESS && s)
-        return s;
-    snprintf(buf, len, "CUDA error %d", (int)r);
-    return buf;
-}
-
 /* In a child with the program's environment: can CUDA make a context on device 0? */
 static int cuda_probe(void *arg, char *buf, size_t len)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    gs_pfn_cuInit init;
-    gs_pfn_cuDeviceGet get;
-    gs_pfn_cuDevicePrimaryCtxRetain retain;
-    gs_pfn_cuDevicePrimaryCtxRelease release;
-    gs_pfn_cuGetErrorName name;
+    struct gs_driver d = {0};
     const char *step;
-    char num[32];
+    char num[32], why[256];
     CUcontext ctx;
     CUdevice dev;
     CUresult r;
-    void *h;
 
     (void)arg;
-    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        const char *e = dlerror();
-        snprintf(buf, len, "cannot load the CUDA driver: %s", e ? e : "unknown error");
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "cannot load the CUDA driver: %s", why);
         return -1;
     }
-    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
-    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
-    retain = (gs_pfn_cuDevicePrimaryCtxRetain)dlsym(h, "cuDevicePrimaryCtxRetain");
-    release = (gs_pfn_cuDevicePrimaryCtxRelease)dlsym(h, "cuDevicePrimaryCtxRelease");
-    name = (gs_pfn_cuGetErrorName)dlsym(h, "cuGetErrorName");
-    if (!init || !get || !retain || !release) {
+    if (!d.cuInit || !d.cuDeviceGet || !d.cuDevicePrimaryCtxRetain || !d.cuDevicePrimaryCtxRelease) {
         snprintf(buf, len, "the CUDA driver lacks cuInit, cuDeviceGet or the primary context "
                            "calls");
         return -1;
     }
-    if ((r = init(0)) != CUDA_SUCCESS)
+    if ((r = d.cuInit(0)) != CUDA_SUCCESS)
         step = "cuInit";
-    else if ((r = get(&dev, 0)) != CUDA_SUCCESS)
+    else if ((r = d.cuDeviceGet(&dev, 0)) != CUDA_SUCCESS)
         step = "cuDeviceGet(0)";
-    else if ((r = retain(&ctx, dev)) != CUDA_SUCCESS)
+    else if ((r = d.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
         step = "cuDevicePrimaryCtxRetain";
-    else if ((r = release(dev)) != CUDA_SUCCESS)
+    else if ((r = d.cuDevicePrimaryCtxRelease(dev)) != CUDA_SUCCESS)
         step = "cuDevicePrimaryCtxRelease";
     else
         return 0;
-    snprintf(buf, len, "%s: %s", step, launch_cu_name(name, r, num, sizeof(num)));
+    snprintf(buf, len, "%s: %s", step, gs_driver_cu_name(&d, r, num, sizeof(num)));
     return -1;
 }
 
@@ -891,53 +870,28 @@ struct visible_gpus {
  */
 static int visible_probe(void *arg, char *buf, size_t len)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA"), *vis = arg;
-    gs_pfn_cuInit init;
-    gs_pfn_cuDeviceGetCount count;
-    gs_pfn_cuDeviceGet get;
-    gs_pfn_cuDeviceGetUuid_v2 getuuid;
-    CUresult r;
+    uint8_t raw[GPUSLICE_MAX_DEVICES][16];
+    const char *vis = arg;
+    struct gs_driver d = {0};
+    char why[256];
     size_t at;
-    void *h;
-    int n = 0, i, k;
+    int n, i, k;
 
     if (vis && setenv("CUDA_VISIBLE_DEVICES", vis, 1) < 0) {
         snprintf(buf, len, "cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
         return -1;
     }
-    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        const char *e = dlerror();
-        snprintf(buf, len, "cannot load the CUDA driver: %s", e ? e : "unknown error");
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "cannot load the CUDA driver: %s", why);
         return -1;
     }
-    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
-    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
-    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
-    getuuid = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
-    if (!init || !count || !get || !getuuid) {
-        snprintf(buf, len, "the CUDA driver lacks basic device queries (too old?)");
+    if ((n = gs_driver_uuids(&d, raw, GPUSLICE_MAX_DEVICES, buf, len)) < 0)
         return -1;
-    }
-    if ((r = init(0)) == CUDA_ERROR_NO_DEVICE) {
-        snprintf(buf, len, "0");
-        return 0;
-    }
-    if (r != CUDA_SUCCESS || (r = count(&n)) != CUDA_SUCCESS) {
-        snprintf(buf, len, "the CUDA driver did not initialise (CUDA error %d)", (int)r);
-        return -1;
-    }
     at = (size_t)snprintf(buf, len, "%d", n);
     for (i = 0; i < n && i < GPUSLICE_MAX_DEVICES && at + 34 < len; i++) {
-        CUdevice dev;
-        CUuuid u;
-
-        if (get(&dev, i) != CUDA_SUCCESS || getuuid(&u, dev) != CUDA_SUCCESS) {
-            snprintf(buf, len, "cannot read the UUID of CUDA device %d", i);
-            return -1;
-        }
         buf[at++] = ' ';
         for (k = 0; k < 16; k++)
-            at += (size_t)snprintf(buf + at, len - at, "%02x", (unsigned char)u.bytes[k]);
+            at += (size_t)snprintf(buf + at, len - at, "%02x", raw[i][k]);
     }
     return 0;
 }

@@ -35,9 +35,6 @@ static inline int launch_device_list(char **args, int nargs, const char *visible
     return gs_device_list(args, nargs, visible, out, err, errlen);
 }
 
-/* The driver's name for r (through name, cuGetErrorName), else "CUDA error N" in buf. */
-const char *launch_cu_name(gs_pfn_cuGetErrorName name, CUresult r, char *buf, size_t len);
-
 /*
  * Runs fn(arg, buf, len) in a child process (so that CUDA is never
  * initialised in this one, which forks later) and gives up after timeout

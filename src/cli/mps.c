@@ -25,6 +25,8 @@
 
 #include "cli/cli.h"
 #include "common/cuda_api.h"
+#include "common/driver.h"
+#include "gpuslice/tenant_abi.h"
 
 extern char **environ;
 
@@ -575,50 +577,30 @@ int mps_parse_pids(const char *text, pid_t **pids, int *n)
  */
 int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    gs_pfn_cuInit init;
-    gs_pfn_cuDeviceGetCount count;
-    gs_pfn_cuDeviceGet get;
-    gs_pfn_cuDeviceGetUuid_v2 getuuid;
-    CUresult r = CUDA_SUCCESS;
-    void *h;
-    int n = 0, i, found = -1;
+    uint8_t raw[GPUSLICE_MAX_DEVICES][16];
+    struct gs_driver d = {0};
+    char why[256];
+    int n, i, found = -1;
 
-    if ((h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        const char *e = dlerror();
-
-        snprintf(err, errlen, "no NVIDIA driver found: %s", e ? e : "unknown error");
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "no NVIDIA driver found: %s", why);
         return -ENOENT;
     }
-    init = (gs_pfn_cuInit)dlsym(h, "cuInit");
-    count = (gs_pfn_cuDeviceGetCount)dlsym(h, "cuDeviceGetCount");
-    get = (gs_pfn_cuDeviceGet)dlsym(h, "cuDeviceGet");
-    getuuid = (gs_pfn_cuDeviceGetUuid_v2)dlsym(h, "cuDeviceGetUuid_v2");
-    if (!init || !count || !get || !getuuid) {
-        snprintf(err, errlen, "the CUDA driver lacks basic device queries (too old?)");
-        dlclose(h);
-        return -ENOSYS;
+    if ((n = gs_driver_uuids(&d, raw, GPUSLICE_MAX_DEVICES, err, errlen)) < 0) {
+        gs_driver_close(&d);
+        return n;
     }
-    if ((r = init(0)) != CUDA_SUCCESS || (r = count(&n)) != CUDA_SUCCESS) {
-        snprintf(err, errlen, "the CUDA driver did not initialise (CUDA error %d)", (int)r);
-        dlclose(h);
-        return -EIO;
-    }
-    for (i = 0; i < n && found < 0; i++) {
+    for (i = 0; i < n && i < GPUSLICE_MAX_DEVICES && found < 0; i++) {
         char u[GS_UUID_STRLEN];
-        CUdevice dev;
-        CUuuid raw;
 
-        if ((r = get(&dev, i)) != CUDA_SUCCESS || (r = getuuid(&raw, dev)) != CUDA_SUCCESS)
-            continue;
-        gs_format_uuid((const unsigned char *)raw.bytes, u);
+        gs_format_uuid(raw[i], u);
         memcpy(u, "GPU", 3);
         if (index >= 0 ? i == index : strcmp(u, uuid) == 0) {
             memcpy(uuid, u, sizeof(u));
             found = i;
         }
     }
-    dlclose(h);
+    gs_driver_close(&d);
     if (found >= 0)
         return 0;
     if (index >= 0)

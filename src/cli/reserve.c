@@ -28,6 +28,7 @@
 #include "cli/cli.h"
 #include "cli/reserve.h"
 #include "common/cuda_api.h"
+#include "common/driver.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/reserve.h"
@@ -41,17 +42,11 @@
 #define BAND_MIN (64ULL << 20)  /* the dead band: at least this, or 1/500 of the GPU */
 #define MAX_GPUS GPUSLICE_MAX_DEVICES
 
-#define CUDA_USED(X)                                                                            \
-    X(cuInit) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2)       \
+/* The driver functions the reserver cannot do without (cuGetErrorName is optional). */
+#define CUDA_NEEDED(X)                                                                          \
+    X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2)                         \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent)            \
     X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuDeviceGetAttribute)
-
-struct driver {
-    void *lib;
-#define FIELD(name) gs_pfn_##name name;
-    CUDA_USED(FIELD)
-#undef FIELD
-};
 
 struct gpu {
     int index;
@@ -71,7 +66,7 @@ struct gpu {
 
 struct state {
     const struct reserve_opts *o;
-    struct driver d;
+    struct gs_driver d;
     struct gpu g[MAX_GPUS];
     int n;
 };
@@ -108,34 +103,21 @@ int reserve_parse_ratio(const char *s, double *out)
     return 0;
 }
 
-static const char *cu_err(const struct driver *d, CUresult r, char *buf, size_t len)
+static int load(struct gs_driver *d, char *err, size_t errlen)
 {
-    const char *s = NULL;
+    char why[256];
 
-    if (d->cuGetErrorName && d->cuGetErrorName(r, &s) == CUDA_SUCCESS && s)
-        return s;
-    snprintf(buf, len, "CUDA error %d", (int)r);
-    return buf;
-}
-
-static int load(struct driver *d, char *err, size_t errlen)
-{
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    const char *e;
-
-    memset(d, 0, sizeof(*d));
-    if ((d->lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        e = dlerror();
-        snprintf(err, errlen, "no NVIDIA driver found: %s", e ? e : "cannot load libcuda.so.1");
+    if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "no NVIDIA driver found: %s", why);
         return GS_ENODRIVER;
     }
-#define LOAD(name)                                                                \
-    if ((d->name = (gs_pfn_##name)dlsym(d->lib, #name)) == NULL) {                \
+#define NEED(name)                                                                \
+    if (d->name == NULL) {                                                        \
         snprintf(err, errlen, "the CUDA driver has no %s", #name);                \
         return -ENOSYS;                                                           \
     }
-    CUDA_USED(LOAD)
-#undef LOAD
+    CUDA_NEEDED(NEED)
+#undef NEED
     return 0;
 }
 
@@ -304,7 +286,7 @@ static void steer(struct state *st, struct gpu *g)
 
 static int setup(struct state *st, char *err, size_t errlen)
 {
-    struct driver *d = &st->d;
+    struct gs_driver *d = &st->d;
     char eb[48];
     int count, i, r;
     CUresult cr;
@@ -312,7 +294,7 @@ static int setup(struct state *st, char *err, size_t errlen)
     if ((r = load(d, err, errlen)) < 0)
         return r;
     if ((cr = d->cuInit(0)) != CUDA_SUCCESS || (cr = d->cuDeviceGetCount(&count)) != CUDA_SUCCESS) {
-        snprintf(err, errlen, "the CUDA driver did not initialise: %s", cu_err(d, cr, eb, sizeof(eb)));
+        snprintf(err, errlen, "the CUDA driver did not initialise: %s", gs_driver_cu_name(d, cr, eb, sizeof(eb)));
         return -EIO;
     }
     if (count == 0) {
@@ -347,7 +329,7 @@ static int setup(struct state *st, char *err, size_t errlen)
         if (cr != CUDA_SUCCESS || (cr = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS ||
             (cr = d->cuDevicePrimaryCtxRetain(&g->ctx, dev)) != CUDA_SUCCESS) {
             snprintf(err, errlen, "GPU %d: cannot make a context to hold memory in: %s", i,
-                     cu_err(d, cr, eb, sizeof(eb)));
+                     gs_driver_cu_name(d, cr, eb, sizeof(eb)));
             return -EIO;
         }
         st->n = i + 1;
@@ -357,7 +339,7 @@ static int setup(struct state *st, char *err, size_t errlen)
         if ((cr = d->cuCtxSetCurrent(g->ctx)) != CUDA_SUCCESS ||
             (cr = d->cuMemGetInfo_v2(&free_b, &total_b)) != CUDA_SUCCESS) {
             snprintf(err, errlen, "GPU %d (%s): cannot read its memory: %s", i, g->uuid_s,
-                     cu_err(d, cr, eb, sizeof(eb)));
+                     gs_driver_cu_name(d, cr, eb, sizeof(eb)));
             return -EIO;
         }
         g->total = total_b;

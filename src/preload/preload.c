@@ -24,7 +24,7 @@
 #include "common/error.h"
 #include "common/tenant.h"
 
-struct gs_real gs__real;
+struct gs_driver gs__real;
 struct gs_state gs__state;
 
 struct hook_entry {
@@ -231,53 +231,21 @@ GS_NO_SANITIZE static void init_real_dlsym(void)
                                     __ATOMIC_ACQUIRE);
 }
 
-static void resolve(void *lib, const struct hook_entry *h, size_t n)
+static void *lookup_real(void *lib, const char *name)
 {
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        *h[i].real = real_dlsym(lib, h[i].symbol);
+    return real_dlsym(lib, name);
 }
 
 static void load_cuda_once(void)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBCUDA");
-    void *lib;
+    char err[256];
 
     pthread_once(&dlsym_once, init_real_dlsym);
-    lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (lib == NULL) {
-        gs__log("cannot load the CUDA driver (%s)", dlerror());
+    if (gs_driver_open_cuda(&gs__real, RTLD_NOW | RTLD_GLOBAL, lookup_real, err, sizeof(err)) < 0) {
+        gs__log("cannot load the CUDA driver (%s)", err);
         cuda_status = GS_ENODRIVER;
         return;
     }
-    resolve(lib, cuda_hooks, NHOOKS(cuda_hooks));
-#define GS_EXTRA(name) gs__real.name = (gs_pfn_##name)real_dlsym(lib, #name)
-    GS_EXTRA(cuCtxGetDevice);
-    GS_EXTRA(cuDeviceGetCount);
-    GS_EXTRA(cuDeviceGet);
-    GS_EXTRA(cuDeviceGetUuid_v2);
-    GS_EXTRA(cuMemGetAllocationGranularity);
-    GS_EXTRA(cuMemPoolGetAttribute);
-    GS_EXTRA(cuDeviceGetMemPool);
-    GS_EXTRA(cuStreamGetCtx);
-    GS_EXTRA(cuGetErrorName);
-    GS_EXTRA(cuDevicePrimaryCtxGetState);
-    GS_EXTRA(cuDeviceGetDevResource);
-    GS_EXTRA(cuDevSmResourceSplitByCount);
-    GS_EXTRA(cuDevResourceGenerateDesc);
-    GS_EXTRA(cuGreenCtxCreate);
-    GS_EXTRA(cuGreenCtxDestroy);
-    GS_EXTRA(cuCtxFromGreenCtx);
-    GS_EXTRA(cuGreenCtxGetDevResource);
-    GS_EXTRA(cuCtxPopCurrent_v2);
-    GS_EXTRA(cuEventCreate);
-    GS_EXTRA(cuEventRecord);
-    GS_EXTRA(cuEventQuery);
-    GS_EXTRA(cuEventDestroy_v2);
-    GS_EXTRA(cuStreamIsCapturing);
-    GS_EXTRA(cuStreamIsCapturing_ptsz);
-    GS_EXTRA(cuStreamQuery);
     cuda_status = 0;
 }
 
@@ -289,21 +257,14 @@ int gs__load_cuda(void)
 
 static void load_nvml_once(void)
 {
-    const char *path = getenv("GPUSLICE_REAL_LIBNVML");
-    void *lib;
+    char err[256];
 
     pthread_once(&dlsym_once, init_real_dlsym);
-    lib = dlopen(path && *path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (lib == NULL) {
-        gs__debug("cannot load NVML (%s)", dlerror());
+    if (gs_driver_open_nvml(&gs__real, RTLD_NOW | RTLD_GLOBAL, lookup_real, err, sizeof(err)) < 0) {
+        gs__debug("cannot load NVML (%s)", err);
         nvml_status = GS_ENODRIVER;
         return;
     }
-    resolve(lib, nvml_hooks, NHOOKS(nvml_hooks));
-    GS_EXTRA(nvmlDeviceGetHandleByUUID);
-    GS_EXTRA(nvmlDeviceGetUUID);
-    GS_EXTRA(nvmlDeviceGetComputeRunningProcesses_v3);
-#undef GS_EXTRA
     nvml_status = 0;
 }
 

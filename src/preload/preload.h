@@ -7,50 +7,18 @@
 
 #include <stdint.h>
 
+#include "common/driver.h"
 #include "common/parse.h"
 #include "gpuslice/tenant_abi.h"
 #include "preload/hooks.h"
 
 #define GS_EXPORT __attribute__((visibility("default")))
 
-/* Real functions, resolved from the real libraries on first use. */
-struct gs_real {
-#define GS_REAL_FIELD(ret, api, sym, ver, ptds, params, args) gs_pfn_##sym sym;
-    GS_CUDA_HOOKS(GS_REAL_FIELD)
-    GS_NVML_HOOKS(GS_REAL_FIELD)
-#undef GS_REAL_FIELD
-    /* Unhooked functions the interposer itself calls. */
-    gs_pfn_cuCtxGetDevice cuCtxGetDevice;
-    gs_pfn_cuDeviceGetCount cuDeviceGetCount;
-    gs_pfn_cuDeviceGet cuDeviceGet;
-    gs_pfn_cuDeviceGetUuid_v2 cuDeviceGetUuid_v2;
-    gs_pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;
-    gs_pfn_cuMemPoolGetAttribute cuMemPoolGetAttribute;
-    gs_pfn_cuDeviceGetMemPool cuDeviceGetMemPool;
-    gs_pfn_cuStreamGetCtx cuStreamGetCtx;
-    gs_pfn_cuGetErrorName cuGetErrorName;
-    gs_pfn_cuDevicePrimaryCtxGetState cuDevicePrimaryCtxGetState;
-    gs_pfn_cuDeviceGetDevResource cuDeviceGetDevResource;
-    gs_pfn_cuDevSmResourceSplitByCount cuDevSmResourceSplitByCount;
-    gs_pfn_cuDevResourceGenerateDesc cuDevResourceGenerateDesc;
-    gs_pfn_cuGreenCtxCreate cuGreenCtxCreate;
-    gs_pfn_cuGreenCtxDestroy cuGreenCtxDestroy;
-    gs_pfn_cuCtxFromGreenCtx cuCtxFromGreenCtx;
-    gs_pfn_cuGreenCtxGetDevResource cuGreenCtxGetDevResource;
-    gs_pfn_cuCtxPopCurrent_v2 cuCtxPopCurrent_v2;
-    gs_pfn_cuEventCreate cuEventCreate;
-    gs_pfn_cuEventRecord cuEventRecord;
-    gs_pfn_cuEventQuery cuEventQuery;
-    gs_pfn_cuEventDestroy_v2 cuEventDestroy_v2;
-    gs_pfn_cuStreamIsCapturing cuStreamIsCapturing;
-    gs_pfn_cuStreamIsCapturing_ptsz cuStreamIsCapturing_ptsz;
-    gs_pfn_cuStreamQuery cuStreamQuery;
-    gs_pfn_nvmlDeviceGetHandleByUUID nvmlDeviceGetHandleByUUID;
-    gs_pfn_nvmlDeviceGetUUID nvmlDeviceGetUUID;
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
-};
-
-extern struct gs_real gs__real;
+/*
+ * The real functions (every one the lists in common/cuda_funcs.h and
+ * nvml_funcs.h name), resolved by the one loader on first use.
+ */
+extern struct gs_driver gs__real;
 
 /* Loads libcuda.so.1 (or libnvidia-ml.so.1) and resolves gs__real; 0 or <0. */
 int gs__load_cuda(void);
