@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/text.h"  /* gs_json_string, gs_text_safe */
+#include "control/log.h"  /* gs_log_error, gs_log_note, gs_log_quiet (-q) */
+
 #define GS_EXIT_OK 0
 #define GS_EXIT_ERROR 1
 #define GS_EXIT_USAGE 2
@@ -29,26 +32,11 @@ extern const struct gs_cmd gs_cmd_mps;
 extern const struct gs_cmd gs_cmd_reserve;
 extern const struct gs_cmd gs_cmd_procs;
 
-/* Global flags that every command honours. */
-extern int gs_cli_quiet;
-
-/* Prints "gpuslice: <message>" on stderr unless quiet (errors always print). */
-void gs_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void gs_cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /*
  * For getopt_long's ':' (a missing value; the option string must start with
  * ':' after any '+') and '?' (an unknown option, or a value given to one that
  * takes none): names the option in a message and returns GS_EXIT_USAGE.
  */
-/*
- * Writes s (n bytes) as a JSON string: escapes what JSON requires, and the
- * terminal's control and bidi characters (tenant_list_is_control) as \uNNNN;
- * bytes that are not UTF-8 become U+FFFD. Defined with the tenants command,
- * its first user.
- */
-void gs_cli_json_string(FILE *f, const char *s, size_t n);
-
 struct option;
 int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
 

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/mps.h"
-#include "cli/tenant-list.h"
+#include "control/mps.h"
+#include "control/tenants.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
 #include "common/error.h"
@@ -108,7 +108,7 @@ static void leave_interposer(int argc, char **argv)
         unsetenv("LD_PRELOAD");
     setenv(REEXEC_ENV, "1", 1);
     args[k++] = "gpuslice";
-    if (gs_cli_quiet)
+    if (gs_log_quiet)
         args[k++] = "--quiet";
     for (i = 0; i < argc; i++)
         args[k++] = argv[i];
@@ -128,11 +128,11 @@ static int load_driver(struct gs_driver *d, char *err, size_t errlen)
     if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, err, errlen) < 0)
         return GS_ENODRIVER;
     if (gs_driver_open_nvml(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
-        gs_cli_note("info: NVML not loaded, memory and driver version unknown (%s)", why);
+        gs_log_note("info: NVML not loaded, memory and driver version unknown (%s)", why);
         return 0;
     }
     if (d->nvmlInit_v2 == NULL || d->nvmlInit_v2() != NVML_SUCCESS) {
-        gs_cli_note("info: NVML did not initialise, memory and driver version unknown");
+        gs_log_note("info: NVML did not initialise, memory and driver version unknown");
         d->nvmlShutdown = NULL;
         dlclose(d->nvml);
         d->nvml = NULL;
@@ -264,7 +264,7 @@ static int query_gpu(const struct gs_driver *d, int ordinal, struct gpu *g)
     if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetName(g->name, sizeof(g->name), dev)) != CUDA_SUCCESS ||
         (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
-        gs_cli_error("info: GPU %d: %s", ordinal, gs_driver_cu_name(d, r, buf, sizeof(buf)));
+        gs_log_error("info: GPU %d: %s", ordinal, gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     gs_format_uuid((const unsigned char *)u.bytes, g->uuid);
@@ -296,7 +296,7 @@ static int gather(const struct gs_driver *d, struct info *in)
     if (d->cuInit == NULL || d->cuDeviceGetCount == NULL || d->cuDeviceGet == NULL ||
         d->cuDeviceGetName == NULL || d->cuDeviceGetUuid_v2 == NULL ||
         d->cuDeviceGetAttribute == NULL) {
-        gs_cli_error("info: the CUDA driver lacks basic device queries (too old?)");
+        gs_log_error("info: the CUDA driver lacks basic device queries (too old?)");
         return -ENOSYS;
     }
     if (d->cuDriverGetVersion && d->cuDriverGetVersion(&in->cuda_version) != CUDA_SUCCESS)
@@ -306,11 +306,11 @@ static int gather(const struct gs_driver *d, struct info *in)
             NVML_SUCCESS)
         in->driver_version[0] = '\0';
     if ((r = d->cuInit(0)) != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
-        gs_cli_error("info: cuInit failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
+        gs_log_error("info: cuInit failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     if (r == CUDA_SUCCESS && (r = d->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
-        gs_cli_error("info: cuDeviceGetCount failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
+        gs_log_error("info: cuDeviceGetCount failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     if (n <= 0)
@@ -338,7 +338,7 @@ static void print_json_gpu(const struct gpu *g)
     const struct green *gc = &g->green;
 
     printf("{\"index\":%d,\"name\":", g->index);
-    gs_cli_json_string(stdout, g->name, strlen(g->name));
+    gs_json_string(stdout, g->name, strlen(g->name));
     printf(",\"uuid\":\"%s\"", g->uuid);
     if (g->have_mem)
         printf(",\"memory_total_bytes\":%llu,\"memory_used_bytes\":%llu,"
@@ -366,11 +366,11 @@ static void print_json_gpu(const struct gpu *g)
     json_int_or_null("driver_sm_coscheduled_alignment", (int)gc->drv_align);
     printf(",\"reason\":");
     if (gc->reason[0])
-        gs_cli_json_string(stdout, gc->reason, strlen(gc->reason));
+        gs_json_string(stdout, gc->reason, strlen(gc->reason));
     else
         printf("null");
     printf("},\"mps\":\"%s\",\"mps_pipe_dir\":", g->mps);
-    gs_cli_json_string(stdout, g->mps_dir, strlen(g->mps_dir));
+    gs_json_string(stdout, g->mps_dir, strlen(g->mps_dir));
     printf("}");
 }
 
@@ -380,7 +380,7 @@ static void print_json(const struct info *in, const struct tenant_list *l)
 
     printf("{\"driver_version\":");
     if (in->driver_version[0])
-        gs_cli_json_string(stdout, in->driver_version, strlen(in->driver_version));
+        gs_json_string(stdout, in->driver_version, strlen(in->driver_version));
     else
         printf("null");
     if (in->cuda_version > 0)
@@ -403,7 +403,7 @@ static void print_json(const struct info *in, const struct tenant_list *l)
 /* Text for a terminal: what the driver or another user's tenant file says, escaped. */
 static void plain(char *out, size_t len, const char *s)
 {
-    tenant_list_text(out, len, s, strlen(s));
+    gs_text_safe(out, len, s, strlen(s));
 }
 
 static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long long v)
@@ -417,8 +417,8 @@ static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long 
 static void print_text_gpu(const struct gpu *g)
 {
     const struct green *gc = &g->green;
-    char name[TENANT_TEXT_LEN(NAME_LEN)], total[32], used[32], free_[32];
-    char dir[TENANT_TEXT_LEN(MPS_PATH_MAX)];
+    char name[GS_TEXT_LEN(NAME_LEN)], total[32], used[32], free_[32];
+    char dir[GS_TEXT_LEN(MPS_PATH_MAX)];
 
     plain(name, sizeof(name), g->name);
     printf("GPU %d: %s  %s\n", g->index, name, g->uuid);
@@ -461,7 +461,7 @@ static void print_text_tenants(const struct tenant_list *l)
     int d;
 
     if (l->n == 0) {
-        char dir[TENANT_TEXT_LEN(PATH_MAX)];
+        char dir[GS_TEXT_LEN(PATH_MAX)];
 
         plain(dir, sizeof(dir), gs_tenant_dir());
         printf("tenants: none in %s\n", dir);
@@ -472,8 +472,8 @@ static void print_text_tenants(const struct tenant_list *l)
            "CEILING");
     for (i = 0; i < l->n; i++) {
         const struct gpuslice_tenant *t = l->v[i].t;
-        char name[sizeof(t->name) + 1], shown[TENANT_TEXT_LEN(sizeof(t->name))];
-        char id[TENANT_TEXT_LEN(TENANT_ID_MAX)];
+        char name[sizeof(t->name) + 1], shown[GS_TEXT_LEN(sizeof(t->name))];
+        char id[GS_TEXT_LEN(TENANT_ID_MAX)];
         int rows = 0;
 
         tenant_list_name(t, name, sizeof(name));
@@ -542,7 +542,7 @@ static int run_info(int argc, char **argv)
             json = 1;
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             info_usage();
@@ -552,25 +552,25 @@ static int run_info(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        gs_cli_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json] [-q])",
+        gs_log_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json] [-q])",
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
     leave_interposer(argc, argv);
     if (load_driver(&d, err, sizeof(err)) < 0) {
-        gs_cli_error("no NVIDIA driver found: %s", err);
+        gs_log_error("no NVIDIA driver found: %s", err);
         return GS_EXIT_ERROR;
     }
     if ((r = gather(&d, &in)) < 0) {
         if (r == -ENOMEM)
-            gs_cli_error("info: %s", gs_strerror(r));
+            gs_log_error("info: %s", gs_strerror(r));
         free(in.gpus);
         unload_driver(&d);
         return GS_EXIT_ERROR;
     }
     unload_driver(&d);
     if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_cli_error("info: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
+        gs_log_error("info: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
                      "directory you may list and search, default /dev/shm)",
                      gs_tenant_dir(), gs_strerror(r));
         free(in.gpus);
@@ -583,7 +583,7 @@ static int run_info(int argc, char **argv)
     tenant_list_done(&l);
     free(in.gpus);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        gs_cli_error("info: cannot write the output: %s", strerror(errno));
+        gs_log_error("info: cannot write the output: %s", strerror(errno));
         return GS_EXIT_ERROR;
     }
     return in.failed ? GS_EXIT_ERROR : GS_EXIT_OK;

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/mps.h"
+#include "control/mps.h"
 #include "common/parse.h"
 
 #define ERR_LEN 1024
@@ -118,11 +118,11 @@ static int probe(const struct opts *o, const struct mps_gpu *g, pid_t **servers,
     if (!control_exists(g))
         return 0;
     if ((r = mps_control(o->bin, g, NULL, "get_server_list\n", o->timeout, &out)) < 0) {
-        gs_cli_error("mps: cannot run %s: %s", o->bin, strerror(-r));
+        gs_log_error("mps: cannot run %s: %s", o->bin, strerror(-r));
         return r;
     }
     if (out.timed_out) {
-        gs_cli_error("mps: %s: get_server_list did not answer within %g s (pipe dir %s)",
+        gs_log_error("mps: %s: get_server_list did not answer within %g s (pipe dir %s)",
                      g->uuid, o->timeout, g->pipe);
         return -ETIMEDOUT;
     }
@@ -145,11 +145,11 @@ static int clients_of(const struct opts *o, const struct mps_gpu *g, pid_t pid, 
     *n = 0;
     snprintf(cmd, sizeof(cmd), "get_client_list %d\n", (int)pid);
     if ((r = mps_control(o->bin, g, NULL, cmd, o->timeout, &out)) < 0) {
-        gs_cli_error("mps: cannot run %s: %s", o->bin, strerror(-r));
+        gs_log_error("mps: cannot run %s: %s", o->bin, strerror(-r));
         return r;
     }
     if (out.timed_out) {
-        gs_cli_error("mps: %s: get_client_list did not answer within %g s", g->uuid,
+        gs_log_error("mps: %s: get_client_list did not answer within %g s", g->uuid,
                      o->timeout);
         return -ETIMEDOUT;
     }
@@ -225,9 +225,9 @@ static void print_daemon_json(const struct daemon *d)
     int i;
 
     printf("{\"uuid\":\"%s\",\"pipe_dir\":", d->g.uuid);
-    gs_cli_json_string(stdout, d->g.pipe, strlen(d->g.pipe));
+    gs_json_string(stdout, d->g.pipe, strlen(d->g.pipe));
     printf(",\"log_dir\":");
-    gs_cli_json_string(stdout, d->g.log, strlen(d->g.log));
+    gs_json_string(stdout, d->g.log, strlen(d->g.log));
     printf(",\"running\":%s,\"servers\":[", d->running ? "true" : "false");
     for (i = 0; i < d->nservers; i++) {
         printf("%s{\"pid\":%d,\"clients\":", i ? "," : "", (int)d->servers[i]);
@@ -297,11 +297,11 @@ static int pick_gpu(const struct opts *o, int need_driver, struct mps_gpu *g)
     if (parse_device(o->device ? o->device : "0", &index, uuid) < 0)
         return -EINVAL; /* checked while parsing the options */
     if ((index >= 0 || need_driver) && (r = mps_driver_uuid(index, uuid, err, sizeof(err))) < 0) {
-        gs_cli_error("mps: %s", err);
+        gs_log_error("mps: %s", err);
         return r;
     }
     if ((r = mps_gpu_init(g, uuid)) < 0) {
-        gs_cli_error("mps: the directory for %s would be too long (XDG_RUNTIME_DIR is %s)",
+        gs_log_error("mps: the directory for %s would be too long (XDG_RUNTIME_DIR is %s)",
                      uuid, getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR") : "unset");
         return r;
     }
@@ -317,14 +317,14 @@ static int mps_start(const struct opts *o)
     if (pick_gpu(o, 1, &g) < 0)
         return GS_EXIT_ERROR;
     if (mps_daemon_start(o->bin, &g, o->timeout, &started, err, sizeof(err)) < 0) {
-        gs_cli_error("mps: %s", err);
+        gs_log_error("mps: %s", err);
         return GS_EXIT_ERROR;
     }
     if (o->json) {
         printf("{\"uuid\":\"%s\",\"pipe_dir\":", g.uuid);
-        gs_cli_json_string(stdout, g.pipe, strlen(g.pipe));
+        gs_json_string(stdout, g.pipe, strlen(g.pipe));
         printf(",\"log_dir\":");
-        gs_cli_json_string(stdout, g.log, strlen(g.log));
+        gs_json_string(stdout, g.log, strlen(g.log));
         printf(",\"started\":%s}\n", started ? "true" : "false");
     } else {
         printf("%s: MPS control daemon %s\n", g.uuid,
@@ -340,7 +340,7 @@ static int mps_status(const struct opts *o)
     int n = 0, i, r, status = GS_EXIT_OK, shown = 0;
 
     if ((r = mps_base_dir(base, sizeof(base))) < 0 || (r = list_gpus(&uuids, &n)) < 0) {
-        gs_cli_error("mps: cannot read %s: %s", base, strerror(-r));
+        gs_log_error("mps: cannot read %s: %s", base, strerror(-r));
         return GS_EXIT_ERROR;
     }
     if (o->device) {
@@ -369,7 +369,7 @@ static int mps_status(const struct opts *o)
         if (mps_gpu_init(&d.g, uuids[i]) < 0)
             continue;
         if ((r = mps_gpu_dirs(&d.g, 0, err, sizeof(err))) < 0 && r != -ENOENT) {
-            gs_cli_error("mps: %s", err);
+            gs_log_error("mps: %s", err);
             status = GS_EXIT_ERROR;
             continue;
         }
@@ -406,7 +406,7 @@ static int mps_stop(const struct opts *o)
     if (pick_gpu(o, 0, &d.g) < 0)
         return GS_EXIT_ERROR;
     if ((r = mps_gpu_dirs(&d.g, 0, err, sizeof(err))) < 0 && r != -ENOENT) {
-        gs_cli_error("mps: %s", err);
+        gs_log_error("mps: %s", err);
         return GS_EXIT_ERROR;
     }
     if (r == 0 && daemon_query(o, &d) < 0) {
@@ -434,12 +434,12 @@ static int mps_stop(const struct opts *o)
     daemon = mps_daemon_find(d.g.pipe);
     /* quit may answer only once the daemon is gone (and with clients, after them). */
     if ((r = mps_control(o->bin, &d.g, NULL, "quit\n", o->timeout, &out)) < 0) {
-        gs_cli_error("mps: cannot run %s: %s", o->bin, strerror(-r));
+        gs_log_error("mps: cannot run %s: %s", o->bin, strerror(-r));
         daemon_done(&d);
         return GS_EXIT_ERROR;
     }
     if (!out.timed_out && out.status != 0) {
-        gs_cli_error("mps: %s: quit failed%s%s", d.g.uuid, out.len ? ": " : "", out.text);
+        gs_log_error("mps: %s: quit failed%s%s", d.g.uuid, out.len ? ": " : "", out.text);
         daemon_done(&d);
         return GS_EXIT_ERROR;
     }
@@ -474,7 +474,7 @@ static int mps_stop(const struct opts *o)
             printf(")\n");
         }
     } else {
-        gs_cli_error("mps: %s: the daemon did not exit within %g s of quit (pipe dir %s)",
+        gs_log_error("mps: %s: the daemon did not exit within %g s of quit (pipe dir %s)",
                      d.g.uuid, o->timeout, d.g.pipe);
         r = GS_EXIT_ERROR;
     }
@@ -504,7 +504,7 @@ static int run_mps(int argc, char **argv)
         switch (c) {
         case 'd':
             if (parse_device(optarg, &index, uuid) < 0) {
-                gs_cli_error("mps: --device: \"%s\" is not a GPU (use a CUDA index such as 0, "
+                gs_log_error("mps: --device: \"%s\" is not a GPU (use a CUDA index such as 0, "
                              "or a UUID GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)",
                              optarg);
                 return GS_EXIT_USAGE;
@@ -518,7 +518,7 @@ static int run_mps(int argc, char **argv)
             o.json = 1;
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             mps_usage();
@@ -528,30 +528,30 @@ static int run_mps(int argc, char **argv)
         }
     }
     if (optind >= argc) {
-        gs_cli_error("mps: which: start, status or stop? (see gpuslice mps --help)");
+        gs_log_error("mps: which: start, status or stop? (see gpuslice mps --help)");
         return GS_EXIT_USAGE;
     }
     sub = argv[optind];
     for (i = 0; i < 3 && strcmp(sub, subs[i]) != 0; i++)
         ;
     if (i == 3) {
-        gs_cli_error("mps: unknown subcommand \"%s\" (use start, status or stop)", sub);
+        gs_log_error("mps: unknown subcommand \"%s\" (use start, status or stop)", sub);
         return GS_EXIT_USAGE;
     }
     o.sub = (enum sub)i;
     if (optind + 1 < argc) {
-        gs_cli_error("mps: unexpected argument \"%s\" (see gpuslice mps --help)",
+        gs_log_error("mps: unexpected argument \"%s\" (see gpuslice mps --help)",
                      argv[optind + 1]);
         return GS_EXIT_USAGE;
     }
     if (o.force && o.sub != SUB_STOP) {
-        gs_cli_error("mps: --force applies to stop only");
+        gs_log_error("mps: --force applies to stop only");
         return GS_EXIT_USAGE;
     }
     if ((o.timeout = mps_timeout()) < 0)
         return GS_EXIT_USAGE;
     if (mps_check_platform(o.bin, sizeof(o.bin), err, sizeof(err)) < 0) {
-        gs_cli_error("mps: %s", err);
+        gs_log_error("mps: %s", err);
         return GS_EXIT_ERROR;
     }
     /* A control client that exits before reading its command must not kill us. */
@@ -568,7 +568,7 @@ static int run_mps(int argc, char **argv)
         break;
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        gs_cli_error("mps: cannot write the output: %s", strerror(errno));
+        gs_log_error("mps: cannot write the output: %s", strerror(errno));
         return GS_EXIT_ERROR;
     }
     return c;

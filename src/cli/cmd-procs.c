@@ -28,7 +28,7 @@
 
 #include "cli/cli.h"
 #include "cli/launch.h"
-#include "cli/mps.h"
+#include "control/mps.h"
 #include "common/driver.h"
 #include "common/smplan.h"
 #include "common/cuda_api.h"
@@ -197,7 +197,7 @@ static void print_plan(const struct geom_query *q, int index, const struct lane 
     int i;
 
     printf("{\"device\":{\"index\":%d,\"uuid\":\"%s\",\"name\":", index, q->uuid);
-    gs_cli_json_string(stdout, q->name, strlen(q->name));
+    gs_json_string(stdout, q->name, strlen(q->name));
     printf(",\"sm_count\":%u,\"group_sms\":%u},\"lanes\":[", q->g.total, group);
     for (i = 0; i < n; i++) {
         printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u", i ? "," : "",
@@ -219,12 +219,12 @@ static int split_commands(int argc, char **argv, int from, struct lane *l, int m
         if (i < argc && strcmp(argv[i], SEP) != 0)
             continue;
         if (i == start) {
-            gs_cli_error("procs: program %d is empty (programs are separated by \" " SEP " \")",
+            gs_log_error("procs: program %d is empty (programs are separated by \" " SEP " \")",
                          n + 1);
             return -1;
         }
         if (n == max) {
-            gs_cli_error("procs: more than %d programs", max);
+            gs_log_error("procs: more than %d programs", max);
             return -1;
         }
         l[n].argv = &argv[start];
@@ -398,14 +398,14 @@ static int procs_main(int argc, char **argv)
             errno = 0;
             timeout = strtod(optarg, &end);
             if (errno || end == optarg || *end || !(timeout > 0 && timeout <= 3600)) {
-                gs_cli_error("--timeout: \"%s\" is not a number of seconds (use one above 0, at "
+                gs_log_error("--timeout: \"%s\" is not a number of seconds (use one above 0, at "
                              "most 3600)",
                              optarg);
                 return GS_EXIT_USAGE;
             }
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             procs_usage();
@@ -415,22 +415,22 @@ static int procs_main(int argc, char **argv)
         }
     }
     if (!shares_arg) {
-        gs_cli_error("procs: --shares is needed (one weight per program, e.g. --shares 20,30,50)");
+        gs_log_error("procs: --shares is needed (one weight per program, e.g. --shares 20,30,50)");
         return GS_EXIT_USAGE;
     }
     if (smplan_parse_shares(shares_arg, shares, SMPLAN_MAX_LANES, &nshares, err, sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         return GS_EXIT_USAGE;
     }
     if (optind >= argc) {
-        gs_cli_error("procs: no programs given (usage: gpuslice procs --shares 20,30,50 -- CMD1 "
+        gs_log_error("procs: no programs given (usage: gpuslice procs --shares 20,30,50 -- CMD1 "
                      "ARGS " SEP " CMD2 ARGS " SEP " CMD3 ARGS)");
         return GS_EXIT_USAGE;
     }
     if ((n = split_commands(argc, argv, optind, lanes, SMPLAN_MAX_LANES)) < 0)
         return GS_EXIT_USAGE;
     if (n != nshares) {
-        gs_cli_error("procs: %d share%s for %d program%s: give one share per program", nshares,
+        gs_log_error("procs: %d share%s for %d program%s: give one share per program", nshares,
                      nshares == 1 ? "" : "s", n, n == 1 ? "" : "s");
         return GS_EXIT_USAGE;
     }
@@ -438,7 +438,7 @@ static int procs_main(int argc, char **argv)
         for (end = (char *)device; *end >= '0' && *end <= '9'; end++)
             ;
         if (end == device || *end || end - device > 3) {
-            gs_cli_error("--device: \"%s\" is not a GPU (use a CUDA index such as 0, or a GPU "
+            gs_log_error("--device: \"%s\" is not a GPU (use a CUDA index such as 0, or a GPU "
                          "UUID)",
                          device);
             return GS_EXIT_USAGE;
@@ -448,18 +448,18 @@ static int procs_main(int argc, char **argv)
         return GS_EXIT_USAGE;
     q.device = device;
     if (launch_in_child(query_geom, &q, 30, err, sizeof(err)) < 0) {
-        gs_cli_error("procs: %s", err);
+        gs_log_error("procs: %s", err);
         return GS_EXIT_ERROR;
     }
     if (sscanf(err, "%40s %d %u %u %u %u %u %127[^\n]", q.uuid, &q.index, &q.g.total,
                &q.g.coarse, &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 7) {
-        gs_cli_error("procs: the GPU query said \"%s\"", err);
+        gs_log_error("procs: the GPU query said \"%s\"", err);
         return GS_EXIT_ERROR;
     }
     for (i = 0; i < n; i++)
         plan[i].share = shares[i];
     if (smplan(&q.g, plan, n, &group, err, sizeof(err)) < 0) {
-        gs_cli_error("procs: GPU %s: %s", device, err);
+        gs_log_error("procs: GPU %s: %s", device, err);
         return GS_EXIT_ERROR;
     }
     for (i = 0; i < n; i++)
@@ -471,21 +471,21 @@ static int procs_main(int argc, char **argv)
 
     /* Concurrency across processes needs MPS. */
     if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
-        gs_cli_error("procs: %s", err);
+        gs_log_error("procs: %s", err);
         return GS_EXIT_ERROR;
     }
     if (mps_gpu_init(&g, q.uuid) < 0) {
-        gs_cli_error("procs: the MPS directory for %s would be too long (set XDG_RUNTIME_DIR to "
+        gs_log_error("procs: the MPS directory for %s would be too long (set XDG_RUNTIME_DIR to "
                      "a shorter directory)",
                      q.uuid);
         return GS_EXIT_ERROR;
     }
     signal(SIGPIPE, SIG_IGN);
     if (mps_daemon_start(bin, &g, mps_to, &started, err, sizeof(err)) < 0) {
-        gs_cli_error("procs: MPS: %s", err);
+        gs_log_error("procs: MPS: %s", err);
         return GS_EXIT_ERROR;
     }
-    gs_cli_note("procs: %s the MPS control daemon for %s", started ? "started" : "reusing",
+    gs_log_note("procs: %s the MPS control daemon for %s", started ? "started" : "reusing",
                 q.uuid);
 
     memset(&sa, 0, sizeof(sa));
@@ -496,7 +496,7 @@ static int procs_main(int argc, char **argv)
     /* The lanes' rendezvous: a directory of our own (mode 0700). */
     snprintf(dir, sizeof(dir), "%s/gpuslice-procs-XXXXXX", rt && *rt == '/' ? rt : "/tmp");
     if (mkdtemp(dir) == NULL) {
-        gs_cli_error("procs: cannot make a directory for the lanes' start (%s): %s", dir,
+        gs_log_error("procs: cannot make a directory for the lanes' start (%s): %s", dir,
                      strerror(errno));
         return GS_EXIT_ERROR;
     }
@@ -506,13 +506,13 @@ static int procs_main(int argc, char **argv)
         char pid[24];
         int len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
         if (write(fd, pid, (size_t)len) != len)
-            gs_cli_note("procs: cannot write %s: lanes will not notice if procs is killed", path);
+            gs_log_note("procs: cannot write %s: lanes will not notice if procs is killed", path);
         close(fd);
     }
     fflush(NULL);
     for (i = 0; i < n; i++) {
         if ((lanes[i].pid = fork()) < 0) {
-            gs_cli_error("procs: fork: %s", strerror(errno));
+            gs_log_error("procs: fork: %s", strerror(errno));
             failed = i;
             status = GS_EXIT_ERROR;
             break;
@@ -534,13 +534,13 @@ static int procs_main(int argc, char **argv)
             if (!l->ready && read_ready(dir, i, l)) {
                 if (sscanf(l->line, "ready %d", &l->prog) == 1) {
                     l->ready = 1;
-                    gs_cli_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", i,
+                    gs_log_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", i,
                                 (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
                 } else {
                     char *msg = strncmp(l->line, "error ", 6) == 0 ? strchr(l->line + 6, ' ')
                                                                    : NULL;
                     l->line[strcspn(l->line, "\n")] = '\0';
-                    gs_cli_error("procs: lane %d cannot have its partition: %s", i,
+                    gs_log_error("procs: lane %d cannot have its partition: %s", i,
                                  msg ? msg + 1 : l->line);
                     failed = i;
                     status = GS_EXIT_ERROR;
@@ -550,7 +550,7 @@ static int procs_main(int argc, char **argv)
                 l->ended = 1;
                 l->status = exit_status(st);
                 if (failed < 0 && (!l->ready || l->status != 0)) {
-                    gs_cli_error("procs: lane %d (%s) ended before the lanes were released, "
+                    gs_log_error("procs: lane %d (%s) ended before the lanes were released, "
                                  "with status %d",
                                  i, l->argv[0], l->status);
                     failed = i;
@@ -564,7 +564,7 @@ static int procs_main(int argc, char **argv)
         if (now_s() > deadline) {
             for (i = 0; i < n && lanes[i].ready; i++)
                 ;
-            gs_cli_error("procs: lane %d (%s) did not make its partition within %g s (a "
+            gs_log_error("procs: lane %d (%s) did not make its partition within %g s (a "
                          "program that never uses CUDA, or only contexts of its own, never "
                          "does; see --timeout)",
                          i, lanes[i].argv[0], timeout);
@@ -580,7 +580,7 @@ static int procs_main(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/go", dir);
         if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0)
             close(fd);
-        gs_cli_note("procs: %d lanes on %s released together", n, q.uuid);
+        gs_log_note("procs: %d lanes on %s released together", n, q.uuid);
         /* Until all end, or one fails. */
         for (;;) {
             int st, left = 0;
@@ -597,7 +597,7 @@ static int procs_main(int argc, char **argv)
                     lanes[i].ended = 1;
                     lanes[i].status = exit_status(st);
                     if (lanes[i].status != 0 && failed < 0) {
-                        gs_cli_error("procs: lane %d (%s) failed with status %d; terminating "
+                        gs_log_error("procs: lane %d (%s) failed with status %d; terminating "
                                      "the others",
                                      i, lanes[i].argv[0], lanes[i].status);
                         failed = i;
@@ -611,7 +611,7 @@ static int procs_main(int argc, char **argv)
         }
     }
     if (stop_signal) {
-        gs_cli_error("procs: %s: terminating the lanes", strsignal(stop_signal));
+        gs_log_error("procs: %s: terminating the lanes", strsignal(stop_signal));
         status = 128 + stop_signal;
     }
     /* Before the directory goes: lanes still waiting would take its end for a release. */

@@ -1,7 +1,7 @@
 /*
  * gpuslice reserve RATIO: holds device memory so that each GPU is RATIO full,
  * through the driver API (no framework needed), until SIGINT, SIGTERM or
- * SIGHUP, then gives it back. The reservation itself is cli/reserve.c.
+ * SIGHUP, then gives it back. The reservation itself is src/control/reserver.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -14,7 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/launch.h"
-#include "cli/reserve.h"
+#include "control/reserver.h"
 
 static void reserve_usage(void)
 {
@@ -49,16 +49,16 @@ static int reserve_main(int argc, char **argv)
     struct reserve_opts o = {.ready_fd = -1, .label = "reserve"};
     char err[768], *devices = NULL, **devargs;
     sigset_t stop;
-    int c, ndev = 0, r;
+    int c, ndev = 0;
 
     if ((devargs = calloc((size_t)argc + 1, sizeof(*devargs))) == NULL) {
-        gs_cli_error("reserve: %s", strerror(ENOMEM));
+        gs_log_error("reserve: %s", strerror(ENOMEM));
         return GS_EXIT_ERROR;
     }
     for (c = 1; c < argc; c++) {
         /* A negative number would read as options: say what it is. */
         if (argv[c][0] == '-' && (isdigit((unsigned char)argv[c][1]) || argv[c][1] == '.')) {
-            gs_cli_error("reserve: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
+            gs_log_error("reserve: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
                          argv[c]);
             free(devargs);
             return GS_EXIT_USAGE;
@@ -77,7 +77,7 @@ static int reserve_main(int argc, char **argv)
             o.json = 1;
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             reserve_usage();
@@ -89,26 +89,26 @@ static int reserve_main(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        gs_cli_error("reserve: %s (usage: gpuslice reserve [OPTIONS] RATIO)",
+        gs_log_error("reserve: %s (usage: gpuslice reserve [OPTIONS] RATIO)",
                      optind >= argc ? "no RATIO given" : "one RATIO only");
         free(devargs);
         return GS_EXIT_USAGE;
     }
     if (reserve_parse_ratio(argv[optind], &o.ratio) < 0) {
-        gs_cli_error("reserve: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
+        gs_log_error("reserve: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
                      argv[optind]);
         free(devargs);
         return GS_EXIT_USAGE;
     }
     if (ndev && launch_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &devices, err,
                                    sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         free(devargs);
         return GS_EXIT_USAGE;
     }
     free(devargs);
     if (devices && setenv("CUDA_VISIBLE_DEVICES", devices, 1) < 0) {
-        gs_cli_error("reserve: cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
+        gs_log_error("reserve: cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
         free(devices);
         return GS_EXIT_ERROR;
     }
@@ -118,10 +118,10 @@ static int reserve_main(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGHUP);
     sigprocmask(SIG_BLOCK, &stop, NULL);
-    r = reserve_run(&o, &stop);
-    if (r == GS_EXIT_OK)
-        gs_cli_note("reserve: all memory given back");
-    return r;
+    if (reserve_run(&o, &stop) < 0)
+        return GS_EXIT_ERROR;
+    gs_log_note("reserve: all memory given back");
+    return GS_EXIT_OK;
 }
 
 const struct gs_cmd gs_cmd_reserve = {"reserve", "hold a share of each GPU's memory until a signal",

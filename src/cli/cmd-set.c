@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/tenant-list.h"
+#include "control/tenants.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/tenant.h"
@@ -102,12 +102,12 @@ static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
 /* "ID (name)" for messages, escaped: both come from a file anyone may have made. */
 static void describe(char *out, size_t len, const char *id, const struct gpuslice_tenant *t)
 {
-    char name[sizeof(t->name) + 1], sid[TENANT_TEXT_LEN(TENANT_ID_MAX)];
-    char sname[TENANT_TEXT_LEN(sizeof(t->name))];
+    char name[sizeof(t->name) + 1], sid[GS_TEXT_LEN(TENANT_ID_MAX)];
+    char sname[GS_TEXT_LEN(sizeof(t->name))];
 
     tenant_list_name(t, name, sizeof(name));
-    tenant_list_text(sid, sizeof(sid), id, strlen(id));
-    tenant_list_text(sname, sizeof(sname), name, strlen(name));
+    gs_text_safe(sid, sizeof(sid), id, strlen(id));
+    gs_text_safe(sname, sizeof(sname), name, strlen(name));
     if (*name)
         snprintf(out, len, "%s (%s)", sid, sname);
     else
@@ -149,13 +149,13 @@ static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size
         if (tenant_list_id(base, id, idlen) < 0)
             snprintf(id, idlen, "%s", base);
         if ((size_t)snprintf(path, pathlen, "%s", arg) >= pathlen) {
-            gs_cli_error("set: the path %s is too long", arg);
+            gs_log_error("set: the path %s is too long", arg);
             return GS_EXIT_ERROR;
         }
         return GS_EXIT_OK;
     }
     if ((r = tenant_list_scan(&l, 0)) < 0) {
-        gs_cli_error("set: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
+        gs_log_error("set: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
                      "directory you may list and search, default /dev/shm)",
                      gs_tenant_dir(), gs_strerror(r));
         return GS_EXIT_ERROR;
@@ -170,19 +170,19 @@ static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size
             if (name_is(l.v[i].t, arg) && nmatch++ == 0)
                 match = i;
     if (nmatch == 0) {
-        gs_cli_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants%s)",
+        gs_log_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants%s)",
                      arg, gs_tenant_dir(),
                      l.skipped ? ", which also names the state files it skipped" : "");
         r = GS_EXIT_ERROR;
     } else if (nmatch > 1) {
-        gs_cli_error("set: %zu tenants are named \"%s\"; nothing changed: give the ID of the one "
+        gs_log_error("set: %zu tenants are named \"%s\"; nothing changed: give the ID of the one "
                      "to change:",
                      nmatch, arg);
         for (i = 0; i < l.n; i++)
             if (name_is(l.v[i].t, arg)) {
-                char sid[TENANT_TEXT_LEN(TENANT_ID_MAX)], owner[64];
+                char sid[GS_TEXT_LEN(TENANT_ID_MAX)], owner[64];
 
-                tenant_list_text(sid, sizeof(sid), l.v[i].id, strlen(l.v[i].id));
+                gs_text_safe(sid, sizeof(sid), l.v[i].id, strlen(l.v[i].id));
                 owner_text(owner, sizeof(owner), l.v[i].owner);
                 fprintf(stderr, "  %s  owned by %s\n", sid, owner);
             }
@@ -232,11 +232,11 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
             }
         hint = len ? "it uses " : "it uses no GPU yet; give a bare value";
         if (e->key == GS_KEY_INDEX)
-            gs_cli_error("set: %s: the tenant uses no device with index %d (%s%s)",
+            gs_log_error("set: %s: the tenant uses no device with index %d (%s%s)",
                          l->source, e->index, hint, used);
         else {
             tenant_list_uuid_str(e->uuid, uuid);
-            gs_cli_error("set: %s: the tenant uses no device %s (%s%s)", l->source, uuid, hint,
+            gs_log_error("set: %s: the tenant uses no device %s (%s%s)", l->source, uuid, hint,
                          used);
         }
         return -ENODEV;
@@ -274,18 +274,18 @@ static void report(const struct gpuslice_tenant *t, const char *who)
         gs_format_size(used, mem, sizeof(mem));
         limit_text(comp, sizeof(comp), GS_SET_COMPUTE,
                    __atomic_load_n(&dev->compute_limit, __ATOMIC_RELAXED));
-        gs_cli_note("%s: GPU %d (%s): memory limit %s (%s in use), compute ceiling %s%s", who,
+        gs_log_note("%s: GPU %d (%s): memory limit %s (%s in use), compute ceiling %s%s", who,
                     (int)dev->ordinal, uuid, lim, mem, comp,
                     limit && used > limit ? "; usage is above the limit: new allocations are "
                                             "refused until it falls under it"
                                           : "");
     }
     if (!any)
-        gs_cli_note("%s uses no GPU yet", who);
+        gs_log_note("%s uses no GPU yet", who);
     if (t->set_flags & (GPUSLICE_SET_MEMORY | GPUSLICE_SET_COMPUTE)) {
         limit_text(lim, sizeof(lim), GS_SET_MEMORY, t->set_mem_limit);
         limit_text(comp, sizeof(comp), GS_SET_COMPUTE, t->set_compute_limit);
-        gs_cli_note("%s: GPUs it starts using from now on get%s%s%s%s%s", who,
+        gs_log_note("%s: GPUs it starts using from now on get%s%s%s%s%s", who,
                     t->set_flags & GPUSLICE_SET_MEMORY ? " memory limit " : "",
                     t->set_flags & GPUSLICE_SET_MEMORY ? lim : "",
                     (t->set_flags & GPUSLICE_SET_MEMORY) && (t->set_flags & GPUSLICE_SET_COMPUTE)
@@ -306,8 +306,8 @@ static int run_set(int argc, char **argv)
     struct gs_limits mem_l, comp_l;
     struct gpuslice_tenant *t = NULL;
     char err[512], id[TENANT_ID_MAX], path[PATH_MAX];
-    char who[TENANT_TEXT_LEN(TENANT_ID_MAX) + TENANT_TEXT_LEN(sizeof(t->name)) + 4];
-    char shown_id[TENANT_TEXT_LEN(TENANT_ID_MAX)], shown_path[TENANT_TEXT_LEN(PATH_MAX)];
+    char who[GS_TEXT_LEN(TENANT_ID_MAX) + GS_TEXT_LEN(sizeof(t->name)) + 4];
+    char shown_id[GS_TEXT_LEN(TENANT_ID_MAX)], shown_path[GS_TEXT_LEN(PATH_MAX)];
     uid_t owner, again;
     int c, r, json = 0;
 
@@ -323,7 +323,7 @@ static int run_set(int argc, char **argv)
             memory = optarg;
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'j':
             json = 1;
@@ -336,37 +336,37 @@ static int run_set(int argc, char **argv)
         }
     }
     if (optind >= argc) {
-        gs_cli_error("set: no tenant given (usage: gpuslice set TENANT [--compute PERCENT] "
+        gs_log_error("set: no tenant given (usage: gpuslice set TENANT [--compute PERCENT] "
                      "[--memory SIZE])");
         return GS_EXIT_USAGE;
     }
     if (optind + 1 < argc) {
-        gs_cli_error("set: one tenant at a time (got \"%s\" and \"%s\")", argv[optind],
+        gs_log_error("set: one tenant at a time (got \"%s\" and \"%s\")", argv[optind],
                      argv[optind + 1]);
         return GS_EXIT_USAGE;
     }
     arg = argv[optind];
     if (!compute && !memory) {
-        gs_cli_error("set: nothing to change: give --compute PERCENT, --memory SIZE or both");
+        gs_log_error("set: nothing to change: give --compute PERCENT, --memory SIZE or both");
         return GS_EXIT_USAGE;
     }
     if ((memory && parse_value(memory, GS_VALUE_SIZE, "--memory", &mem_l, err, sizeof(err)) < 0) ||
         (compute &&
          parse_value(compute, GS_VALUE_PERCENT, "--compute", &comp_l, err, sizeof(err)) < 0)) {
-        gs_cli_error("%s; none removes the limit", err);
+        gs_log_error("%s; none removes the limit", err);
         return GS_EXIT_USAGE;
     }
     if ((r = find_tenant(arg, id, sizeof(id), path, sizeof(path))) != GS_EXIT_OK)
         return r;
-    tenant_list_text(shown_id, sizeof(shown_id), id, strlen(id));
-    tenant_list_text(shown_path, sizeof(shown_path), path, strlen(path));
+    gs_text_safe(shown_id, sizeof(shown_id), id, strlen(id));
+    gs_text_safe(shown_path, sizeof(shown_path), path, strlen(path));
     /*
      * Look before asking for write access, for a clear refusal. The owner is
      * the file's (fstat): its header's owner_uid is whatever its writer put
      * there, and a file others may write is refused (gs_tenant_open_owned).
      */
     if ((r = gs_tenant_open_owned(path, 0, &owner, &t)) < 0) {
-        gs_cli_error("set: cannot read the tenant %s (%s): %s", shown_id, shown_path,
+        gs_log_error("set: cannot read the tenant %s (%s): %s", shown_id, shown_path,
                      r == GS_EUNSAFE ? "its file is writable by group or others, so anyone "
                                        "could have written it; it is no tenant to trust"
                                      : gs_strerror(r));
@@ -376,18 +376,18 @@ static int run_set(int argc, char **argv)
     t = NULL;
     if (getuid() != 0 && owner != getuid()) {
         owner_text(err, sizeof(err), owner);
-        gs_cli_error("permission denied: tenant %s belongs to %s; only its owner and root may "
+        gs_log_error("permission denied: tenant %s belongs to %s; only its owner and root may "
                      "change it",
                      shown_id, err);
         return GS_EXIT_ERROR;
     }
     if ((r = gs_tenant_open_owned(path, 1, &again, &t)) < 0) {
-        gs_cli_error("set: cannot open the tenant %s (%s) for writing: %s", shown_id, shown_path,
+        gs_log_error("set: cannot open the tenant %s (%s) for writing: %s", shown_id, shown_path,
                      gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     if (again != owner) { /* replaced between the two opens */
-        gs_cli_error("set: the tenant %s (%s) changed owner while being opened; nothing changed",
+        gs_log_error("set: the tenant %s (%s) changed owner while being opened; nothing changed",
                      shown_id, shown_path);
         gs_tenant_close(t);
         return GS_EXIT_ERROR;
@@ -400,7 +400,7 @@ static int run_set(int argc, char **argv)
     }
     if ((memory && (r = gs_tenant_set(t, GS_SET_MEMORY, &mem_l, err, sizeof(err))) < 0) ||
         (compute && (r = gs_tenant_set(t, GS_SET_COMPUTE, &comp_l, err, sizeof(err))) < 0)) {
-        gs_cli_error("set: %s", err);
+        gs_log_error("set: %s", err);
         gs_tenant_close(t);
         return GS_EXIT_ERROR;
     }

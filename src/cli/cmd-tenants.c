@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "cli/tenant-list.h"
+#include "control/tenants.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/tenant.h"
@@ -122,45 +122,6 @@ static double usage_percent(const struct reading *a, const struct reading *b, si
 }
 
 
-/*
- * Writes a JSON string: escapes what JSON requires, and also the code points
- * that must not reach a terminal as they are (tenant_list_is_control), since
- * JSON is often read on one; bytes that are not UTF-8 become U+FFFD.
- */
-void gs_cli_json_string(FILE *f, const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, len;
-    uint32_t cp;
-
-    fputc('"', f);
-    while (i < n) {
-        if ((len = tenant_list_utf8(s + i, n - i, &cp)) == 0) {
-            fputs("\\ufffd", f);
-            i++;
-        } else if (cp == '"' || cp == '\\') {
-            fprintf(f, "\\%c", (char)cp);
-            i++;
-        } else if (cp == '\n') {
-            fputs("\\n", f);
-            i++;
-        } else if (cp == '\t') {
-            fputs("\\t", f);
-            i++;
-        } else if (cp == '\r') {
-            fputs("\\r", f);
-            i++;
-        } else if (tenant_list_is_control(cp)) {
-            fprintf(f, "\\u%04x", (unsigned)cp);
-            i += len;
-        } else {
-            fwrite(s + i, 1, len, f);
-            i += len;
-        }
-    }
-    fputc('"', f);
-}
-
 struct sampled {
     const struct reading *a, *b;
 };
@@ -185,8 +146,8 @@ static void print_json(const struct tenant_list *l, const struct reading *a,
 /* The table: one row per device in use (one for a tenant that uses none yet). */
 enum { C_ID, C_NAME, C_OWNER, C_CREATOR, C_PIDS, C_GPU, C_UUID, C_MEM, C_MEMLIM, C_COMP,
        C_CEIL, NCOLS };
-/* Room for an escaped ID, the longest cell (tenant_list_text: 4 characters a byte at most). */
-#define CELL TENANT_TEXT_LEN(TENANT_ID_MAX)
+/* Room for an escaped ID, the longest cell (gs_text_safe: 4 characters a byte at most). */
+#define CELL GS_TEXT_LEN(TENANT_ID_MAX)
 
 static const char *const headers[NCOLS] = {"ID",  "NAME",     "OWNER",     "CREATOR",
                                            "PROCESSES", "GPU", "UUID", "MEM USED",
@@ -197,7 +158,7 @@ typedef char row_t[NCOLS][CELL];
 /* A cell for a terminal: whatever another user wrote into a name or a file name, escaped. */
 static void cell_text(char *cell, const char *s)
 {
-    tenant_list_text(cell, CELL, s, strlen(s));
+    gs_text_safe(cell, CELL, s, strlen(s));
     if (cell[0] == '\0')
         snprintf(cell, CELL, "-");
 }
@@ -332,7 +293,7 @@ static int run_tenants(int argc, char **argv)
             break;
         case 'i':
             if ((r = parse_seconds(optarg, &interval)) < 0) {
-                gs_cli_error("--interval: \"%s\" is %s (use seconds such as 0.5 or 2, up to "
+                gs_log_error("--interval: \"%s\" is %s (use seconds such as 0.5 or 2, up to "
                              "%d; 0 skips the measurement)",
                              optarg, r == -ERANGE ? "too long" : "not a number of seconds",
                              MAX_INTERVAL_S);
@@ -340,7 +301,7 @@ static int run_tenants(int argc, char **argv)
             }
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             tenants_usage();
@@ -350,13 +311,13 @@ static int run_tenants(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        gs_cli_error("tenants: unexpected argument \"%s\" (usage: gpuslice tenants [--json] "
+        gs_log_error("tenants: unexpected argument \"%s\" (usage: gpuslice tenants [--json] "
                      "[--interval SEC])",
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
     if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_cli_error("tenants: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must "
+        gs_log_error("tenants: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must "
                      "name a directory you may list and search, default /dev/shm)",
                      gs_tenant_dir(), gs_strerror(r));
         return GS_EXIT_ERROR;
@@ -370,7 +331,7 @@ static int run_tenants(int argc, char **argv)
             r = take_reading(&l, &second);
         }
         if (r < 0) {
-            gs_cli_error("tenants: %s", gs_strerror(r));
+            gs_log_error("tenants: %s", gs_strerror(r));
             free(first.busy);
             tenant_list_done(&l);
             return GS_EXIT_ERROR;
@@ -378,7 +339,7 @@ static int run_tenants(int argc, char **argv)
         sampled = 1;
     }
     if (l.n == 0)
-        gs_cli_note("no tenants in %s", gs_tenant_dir());
+        gs_log_note("no tenants in %s", gs_tenant_dir());
     if (json)
         print_json(&l, sampled ? &first : NULL, sampled ? &second : NULL);
     else if (l.n > 0)
@@ -387,11 +348,11 @@ static int run_tenants(int argc, char **argv)
     free(second.busy);
     tenant_list_done(&l);
     if (r < 0) {
-        gs_cli_error("tenants: %s", gs_strerror(r));
+        gs_log_error("tenants: %s", gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        gs_cli_error("tenants: cannot write the output: %s", strerror(errno));
+        gs_log_error("tenants: cannot write the output: %s", strerror(errno));
         return GS_EXIT_ERROR;
     }
     return GS_EXIT_OK;

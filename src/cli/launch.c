@@ -27,8 +27,8 @@
 
 #include "cli/cli.h"
 #include "cli/launch.h"
-#include "cli/mps.h"
-#include "cli/reserve.h"
+#include "control/mps.h"
+#include "control/reserver.h"
 #include "common/cuda_api.h"
 #include "common/config.h"
 #include "common/devlist.h"
@@ -260,11 +260,11 @@ static void apply_nice(int n)
     errno = 0;
     cur = getpriority(PRIO_PROCESS, 0);
     if (e == EACCES || e == EPERM)
-        gs_cli_error("warning: --nice %d: %s (lowering the nice value needs root, "
+        gs_log_error("warning: --nice %d: %s (lowering the nice value needs root, "
                      "CAP_SYS_NICE or a higher RLIMIT_NICE); running at nice %d",
                      n, strerror(e), cur);
     else
-        gs_cli_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
+        gs_log_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
 }
 
 /*
@@ -292,7 +292,7 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
         if (w < 0 && errno != EINTR)
             return -errno;
         if (*reserver > 0 && waitpid(*reserver, &rs, WNOHANG) == *reserver) {
-            gs_cli_error("warning: the memory reservation of --filled ended (%s %d); the "
+            gs_log_error("warning: the memory reservation of --filled ended (%s %d); the "
                          "program runs on without it",
                          WIFSIGNALED(rs) ? "signal" : "exit status",
                          WIFSIGNALED(rs) ? WTERMSIG(rs) : WEXITSTATUS(rs));
@@ -325,11 +325,11 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
     pid_t pid, parent = getpid();
 
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        gs_cli_error("--filled: pipe: %s", strerror(errno));
+        gs_log_error("--filled: pipe: %s", strerror(errno));
         return -1;
     }
     if ((pid = fork()) < 0) {
-        gs_cli_error("--filled: fork: %s", strerror(errno));
+        gs_log_error("--filled: fork: %s", strerror(errno));
         close(fds[0]);
         close(fds[1]);
         return -1;
@@ -355,7 +355,7 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
         sigemptyset(&stop);
         sigaddset(&stop, SIGTERM);
         sigprocmask(SIG_BLOCK, &stop, NULL);
-        _exit(reserve_run(&ro, &stop));
+        _exit(reserve_run(&ro, &stop) < 0 ? GS_EXIT_ERROR : GS_EXIT_OK);
     }
     close(fds[1]);
     {
@@ -379,9 +379,9 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
         return 0;
     }
     if (strncmp(line, "error ", 6) == 0)
-        gs_cli_error("--filled: %s", line + 6);
+        gs_log_error("--filled: %s", line + 6);
     else
-        gs_cli_error("--filled: the memory reservation %s", got ? line : "did not start in time");
+        gs_log_error("--filled: the memory reservation %s", got ? line : "did not start in time");
     stop_reserver(pid);
     return -1;
 }
@@ -400,7 +400,7 @@ static void stop_reserver(pid_t pid)
             return;
         nanosleep(&ts, NULL);
     }
-    gs_cli_error("warning: the memory reservation did not end within %d s; killed",
+    gs_log_error("warning: the memory reservation did not end within %d s; killed",
                  RESERVER_STOP_MS / 1000);
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -488,7 +488,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     int c, ndev = 0, status = -1;
 
     if ((devargs = calloc((size_t)argc, sizeof(*devargs))) == NULL) {
-        gs_cli_error("%s: %s", m->cmd, strerror(ENOMEM));
+        gs_log_error("%s: %s", m->cmd, strerror(ENOMEM));
         return GS_EXIT_ERROR;
     }
     optind = 1;
@@ -529,7 +529,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             sm_share = optarg;
             break;
         case 'q':
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
             break;
         case 'h':
             launch_usage(m);
@@ -544,18 +544,18 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         goto out;
     status = GS_EXIT_USAGE;
     if (optind >= argc) {
-        gs_cli_error("%s: no command given (usage: gpuslice %s [OPTIONS] -- COMMAND [ARGS...])",
+        gs_log_error("%s: no command given (usage: gpuslice %s [OPTIONS] -- COMMAND [ARGS...])",
                      m->cmd, m->cmd);
         goto out;
     }
     if (o->memory && gs_parse_limit_list(o->memory, GS_VALUE_SIZE, "--memory", &o->mem_l, err,
                                          sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         goto out;
     }
     if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &o->comp_l, err,
                                           sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         goto out;
     }
     /*
@@ -567,20 +567,20 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         extern char **environ;
         if ((!o->memory && gs_config_memory(environ, &o->mem_l, err, sizeof(err)) < 0) ||
             (!o->compute && gs_config_compute(environ, &o->comp_l, err, sizeof(err)) < 0)) {
-            gs_cli_error("%s (the limits in %s's environment become the tenant's)", err, m->cmd);
+            gs_log_error("%s (the limits in %s's environment become the tenant's)", err, m->cmd);
             goto out;
         }
     }
     o->mem_set = o->mem_l.n > 0;
     o->comp_set = o->comp_l.n > 0;
     if (o->sms && sm_share) {
-        gs_cli_error("--sms and --sm-share both set the SM partition: give one of them");
+        gs_log_error("--sms and --sm-share both set the SM partition: give one of them");
         goto out;
     }
     if (sm_share) {
         int pct;
         if (gs_parse_share(sm_share, &pct) < 0) {
-            gs_cli_error("--sm-share: \"%s\" is not a share (use an integer percentage from 1 "
+            gs_log_error("--sm-share: \"%s\" is not a share (use an integer percentage from 1 "
                          "to 100)",
                          sm_share);
             goto out;
@@ -589,53 +589,53 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         o->sms = o->sm_share;
     } else if (o->sms && gs_parse_limit_list(o->sms, GS_VALUE_SMS, "--sms", &o->sms_l, err,
                                              sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         goto out;
     }
     if (o->name && strlen(o->name) >= NAME_SIZE) {
-        gs_cli_error("--name: \"%s\" is longer than %zu characters", o->name, NAME_SIZE - 1);
+        gs_log_error("--name: \"%s\" is longer than %zu characters", o->name, NAME_SIZE - 1);
         goto out;
     }
     if (nice && parse_nice(nice, &o->nice) < 0) {
-        gs_cli_error("--nice: \"%s\" is not a nice value (use an integer from -20 to 19)", nice);
+        gs_log_error("--nice: \"%s\" is not a nice value (use an integer from -20 to 19)", nice);
         goto out;
     }
     o->has_nice = nice != NULL;
     if (ndev && gs_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
                             sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         goto out;
     }
     if (share && gs_parse_share(share, &o->gpu_share) < 0) {
-        gs_cli_error("--gpu-share: \"%s\" is not a share (use an integer percentage from 1 "
+        gs_log_error("--gpu-share: \"%s\" is not a share (use an integer percentage from 1 "
                      "to 100)",
                      share);
         goto out;
     }
     if (prio && strcmp(prio, "normal") != 0 && strcmp(prio, "below-normal") != 0) {
-        gs_cli_error("--mps-priority: \"%s\" is not a priority (use normal or below-normal)",
+        gs_log_error("--mps-priority: \"%s\" is not a priority (use normal or below-normal)",
                      prio);
         goto out;
     }
     if (prio && !share) {
-        gs_cli_error("--mps-priority needs --gpu-share (it is the priority of an MPS client)");
+        gs_log_error("--mps-priority needs --gpu-share (it is the priority of an MPS client)");
         goto out;
     }
     o->mps_priority = prio && strcmp(prio, "below-normal") == 0;
     if (filled && reserve_parse_ratio(filled, &o->filled) < 0) {
-        gs_cli_error("--filled: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
+        gs_log_error("--filled: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
                      filled);
         goto out;
     }
     if (filled && share) {
-        gs_cli_error("--filled cannot be used with --gpu-share: an MPS client's memory is "
+        gs_log_error("--filled cannot be used with --gpu-share: an MPS client's memory is "
                      "allocated by the MPS server process, and the reservation, which follows "
                      "the program's own memory use, cannot follow memory the server holds for "
                      "it");
         goto out;
     }
     if (share && mps_device(o, err, sizeof(err)) < 0) {
-        gs_cli_error("%s", err);
+        gs_log_error("%s", err);
         goto out;
     }
     o->what = argv[optind];
@@ -645,7 +645,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         int i, n = argc - optind;
 
         if ((o->python = calloc((size_t)n + 2, sizeof(*o->python))) == NULL) {
-            gs_cli_error("%s: %s", m->cmd, strerror(ENOMEM));
+            gs_log_error("%s: %s", m->cmd, strerror(ENOMEM));
             status = GS_EXIT_ERROR;
             goto out;
         }
@@ -797,7 +797,7 @@ static int setup_mps(const struct launch_opts *o)
     if (timeout < 0)
         return GS_EXIT_USAGE;
     if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
-        gs_cli_error("--gpu-share: %s", err);
+        gs_log_error("--gpu-share: %s", err);
         return GS_EXIT_ERROR;
     }
     if (gs_parse_uuid(o->mps_device, strlen(o->mps_device), uuid)) {
@@ -806,17 +806,17 @@ static int setup_mps(const struct launch_opts *o)
         int index = atoi(o->mps_device);
 
         if ((r = in_child(uuid_of_index, &index, timeout, err, sizeof(err))) < 0) {
-            gs_cli_error("--gpu-share: cannot find GPU %s: %s", o->mps_device, err);
+            gs_log_error("--gpu-share: cannot find GPU %s: %s", o->mps_device, err);
             return GS_EXIT_ERROR;
         }
         if (!gs_parse_uuid(err, strlen(err), uuid)) {
-            gs_cli_error("--gpu-share: GPU %s has no UUID the driver would tell", o->mps_device);
+            gs_log_error("--gpu-share: GPU %s has no UUID the driver would tell", o->mps_device);
             return GS_EXIT_ERROR;
         }
         memcpy(uuid, "GPU", 3);
     }
     if (mps_gpu_init(&g, uuid) < 0) {
-        gs_cli_error("--gpu-share: the MPS directory for %s would be too long (set "
+        gs_log_error("--gpu-share: the MPS directory for %s would be too long (set "
                      "XDG_RUNTIME_DIR to a shorter directory)",
                      uuid);
         return GS_EXIT_ERROR;
@@ -825,34 +825,34 @@ static int setup_mps(const struct launch_opts *o)
     pipe_was = signal(SIGPIPE, SIG_IGN);
     r = mps_daemon_start(bin, &g, timeout, &started, err, sizeof(err));
     if (r < 0) {
-        gs_cli_error("--gpu-share: MPS: %s", err);
+        gs_log_error("--gpu-share: MPS: %s", err);
         goto out;
     }
-    gs_cli_note("%s the MPS control daemon for %s (pipe dir %s)",
+    gs_log_note("%s the MPS control daemon for %s (pipe dir %s)",
                 started ? "started" : "reusing", g.uuid, g.pipe);
     snprintf(num, sizeof(num), "%d", o->gpu_share);
     if (setenv("CUDA_MPS_PIPE_DIRECTORY", g.pipe, 1) < 0 ||
         setenv("CUDA_MPS_LOG_DIRECTORY", g.log, 1) < 0 ||
         setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num, 1) < 0 ||
         setenv("CUDA_MPS_CLIENT_PRIORITY", o->mps_priority ? "1" : "0", 1) < 0) {
-        gs_cli_error("cannot set the environment: %s", strerror(errno));
+        gs_log_error("cannot set the environment: %s", strerror(errno));
         goto out;
     }
     if ((r = in_child(cuda_probe, NULL, 2 * timeout, err, sizeof(err))) < 0) {
-        gs_cli_error("--gpu-share: a CUDA program cannot connect through MPS (pipe dir %s): %s; "
+        gs_log_error("--gpu-share: a CUDA program cannot connect through MPS (pipe dir %s): %s; "
                      "%s is not started",
                      g.pipe, err, o->what);
         goto out;
     }
-    gs_cli_note("MPS client: %d%% of the GPU's threads, %s priority", o->gpu_share,
+    gs_log_note("MPS client: %d%% of the GPU's threads, %s priority", o->gpu_share,
                 o->mps_priority ? "below-normal" : "normal");
     status = -1;
 out:
     if (status >= 0 && started) {
         if (mps_daemon_stop(bin, &g, timeout, err, sizeof(err)) < 0)
-            gs_cli_error("--gpu-share: cannot stop the MPS control daemon it started: %s", err);
+            gs_log_error("--gpu-share: cannot stop the MPS control daemon it started: %s", err);
         else
-            gs_cli_note("stopped the MPS control daemon for %s again", g.uuid);
+            gs_log_note("stopped the MPS control daemon for %s again", g.uuid);
     }
     signal(SIGPIPE, pipe_was);
     return status;
@@ -940,7 +940,7 @@ static int check_device_keys(const struct launch_mode *m, const struct launch_op
         !has_device_keys(&o->sms_l))
         return -1;
     if (launch_in_child(visible_probe, o->devices, 60, buf, sizeof(buf)) < 0) {
-        gs_cli_error("%s: cannot check the devices that %s name: %s", m->cmd,
+        gs_log_error("%s: cannot check the devices that %s name: %s", m->cmd,
                      has_device_keys(&o->mem_l)    ? "--memory's keys"
                      : has_device_keys(&o->comp_l) ? "--compute's keys"
                                                    : "--sms's keys",
@@ -966,13 +966,13 @@ static int check_device_keys(const struct launch_mode *m, const struct launch_op
             int found = 0;
 
             if (e->key == GS_KEY_INDEX && e->index >= GPUSLICE_MAX_DEVICES && e->index < v->n) {
-                gs_cli_error("%s: device %d: a tenant keeps limits for its first %d GPUs only "
+                gs_log_error("%s: device %d: a tenant keeps limits for its first %d GPUs only "
                              "(choose the GPUs the program sees with --device)",
                              l->source, e->index, GPUSLICE_MAX_DEVICES);
                 return GS_EXIT_USAGE;
             }
             if (e->key == GS_KEY_INDEX && e->index >= v->n) {
-                gs_cli_error("%s: device %d does not exist: %s would see %d GPU%s%s%s%s", l->source,
+                gs_log_error("%s: device %d does not exist: %s would see %d GPU%s%s%s%s", l->source,
                              e->index, o->what, v->n, v->n == 1 ? "" : "s", v->n ? " (" : "",
                              seen, v->n ? ")" : "");
                 return GS_EXIT_USAGE;
@@ -985,7 +985,7 @@ static int check_device_keys(const struct launch_mode *m, const struct launch_op
                 found = strcasecmp(u, e->uuid) == 0;
             }
             if (!found) {
-                gs_cli_error("%s: GPU-%s is not a GPU %s would see%s%s%s", l->source, e->uuid + 4,
+                gs_log_error("%s: GPU-%s is not a GPU %s would see%s%s%s", l->source, e->uuid + 4,
                              o->what, v->n ? " (it sees " : " (it sees none)", seen,
                              v->n ? ")" : "");
                 return GS_EXIT_USAGE;
@@ -1014,7 +1014,7 @@ static int nested_limit(const struct launch_mode *m, const struct launch_opts *o
         snprintf(a, sizeof(a), "%llu%%", (unsigned long long)have);
         snprintf(b, sizeof(b), "%llu%%", (unsigned long long)want);
     }
-    gs_cli_error("%s: %s runs inside tenant \"%.63s\" (%s), whose limit %s is %s; a nested "
+    gs_log_error("%s: %s runs inside tenant \"%.63s\" (%s), whose limit %s is %s; a nested "
                  "gpuslice %s shares that tenant's limits and %s (asked: %s). Give the limit to "
                  "the outer gpuslice run, or lower it with gpuslice set",
                  what, o->what, t->name, env, where, have ? a : "none", m->cmd,
@@ -1075,7 +1075,7 @@ static int nested_run(const struct launch_mode *m, const struct launch_opts *o,
         gs_tenant_close(t);
         return r;
     }
-    gs_cli_note("%s runs inside tenant \"%.63s\" (%s) and shares its limits", o->what, t->name,
+    gs_log_note("%s runs inside tenant \"%.63s\" (%s) and shares its limits", o->what, t->name,
                 env);
     snprintf(path, pathlen, "%s", env);
     *outer = t;
@@ -1099,7 +1099,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     }
     nested = t != NULL;
     if (nested && o.filled) {
-        gs_cli_error("--filled: %s runs inside tenant \"%.63s\" (%s); a memory reservation is "
+        gs_log_error("--filled: %s runs inside tenant \"%.63s\" (%s); a memory reservation is "
                      "made by the outer gpuslice run (give --filled to it)",
                      o.what, t->name, path);
         gs_tenant_close(t);
@@ -1107,7 +1107,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     if ((r = find_preload(lib, sizeof(lib))) < 0) {
-        gs_cli_error("cannot find the interposer libgpuslice.so (%s: %s); set "
+        gs_log_error("cannot find the interposer libgpuslice.so (%s: %s); set "
                      "GPUSLICE_PRELOAD_LIB to its path",
                      lib, gs_strerror(r));
         opts_done(&o);
@@ -1117,7 +1117,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         gs_tenant_sweep(gs_tenant_dir());
         if ((r = gs_tenant_create(gs_tenant_dir(), o.name ? o.name : o.what, path, sizeof(path),
                                   &t)) < 0) {
-            gs_cli_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
+            gs_log_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
                          "writable directory)",
                          gs_tenant_dir(), gs_strerror(r));
             opts_done(&o);
@@ -1126,7 +1126,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         /* Its limits belong to it from now on: no process of it can change them. */
         if ((r = gs_tenant_fix_limits(t, o.mem_set ? &o.mem_l : NULL, o.comp_set ? &o.comp_l : NULL,
                                       vis.n, vis.uuid)) < 0) {
-            gs_cli_error("cannot record the tenant's limits in %s: %s", path, gs_strerror(r));
+            gs_log_error("cannot record the tenant's limits in %s: %s", path, gs_strerror(r));
             unlink(path);
             gs_tenant_close(t);
             opts_done(&o);
@@ -1134,7 +1134,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         }
     }
     if (o.filled) {
-        gs_cli_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
+        gs_log_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
         if (start_reserver(o.filled, o.devices, t, &reserver) < 0)
             goto fail;
     }
@@ -1147,7 +1147,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
         (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
         (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
-        gs_cli_error("cannot set the environment: %s", strerror(errno));
+        gs_log_error("cannot set the environment: %s", strerror(errno));
         goto fail;
     }
     /*
@@ -1157,13 +1157,13 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
      */
     if (!o.no_torch_priority) {
         if ((r = find_python_dir(pydir, sizeof(pydir))) < 0)
-            gs_cli_error("warning: cannot find gpuslice's Python hook (%s: %s); PyTorch keeps "
+            gs_log_error("warning: cannot find gpuslice's Python hook (%s: %s); PyTorch keeps "
                          "its default stream priority (set GPUSLICE_PYTHON_DIR to the "
                          "directory holding sitecustomize.py, or pass --no-torch-priority)",
                          pydir, r == -EINVAL ? "a PYTHONPATH entry cannot contain ':'"
                                              : gs_strerror(r));
         else if ((r = set_pythonpath(pydir)) < 0) {
-            gs_cli_error("cannot set PYTHONPATH: %s", gs_strerror(r));
+            gs_log_error("cannot set PYTHONPATH: %s", gs_strerror(r));
             goto fail;
         }
     }
@@ -1175,21 +1175,21 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         return r;
     }
     if (o.python)
-        gs_cli_note("running the Python script %s with %s", o.what, o.argv[0]);
+        gs_log_note("running the Python script %s with %s", o.what, o.argv[0]);
     if (o.devices)
-        gs_cli_note("CUDA_VISIBLE_DEVICES=%s for %s", o.devices, o.what);
+        gs_log_note("CUDA_VISIBLE_DEVICES=%s for %s", o.devices, o.what);
     if (o.has_nice)
-        gs_cli_note("nice %d for %s", o.nice, o.what);
+        gs_log_note("nice %d for %s", o.nice, o.what);
     if (o.memory)
-        gs_cli_note("memory limit %s for %s", o.memory, o.what);
+        gs_log_note("memory limit %s for %s", o.memory, o.what);
     if (o.compute)
-        gs_cli_note("compute ceiling %s%s for %s", o.compute,
+        gs_log_note("compute ceiling %s%s for %s", o.compute,
                     strchr(o.compute, ':') ? " (percent)" : "%", o.what);
     if (o.sms)
-        gs_cli_note("SM partition %s%s for %s", o.sms, strchr(o.sms, '%') ? " of the SMs" : "",
+        gs_log_note("SM partition %s%s for %s", o.sms, strchr(o.sms, '%') ? " of the SMs" : "",
                     o.what);
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
-        gs_cli_error("pipe: %s", strerror(errno));
+        gs_log_error("pipe: %s", strerror(errno));
         goto fail;
     }
     sigemptyset(&block);
@@ -1200,7 +1200,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     sigaddset(&block, SIGUSR2);
     sigprocmask(SIG_BLOCK, &block, &old);
     if ((child = fork()) < 0) {
-        gs_cli_error("fork: %s", strerror(errno));
+        gs_log_error("fork: %s", strerror(errno));
         close(pipefd[0]);
         close(pipefd[1]);
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -1226,11 +1226,11 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
         int e;
         if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
             if (o.python)
-                gs_cli_error("%s: cannot run %s, the interpreter for %s (set PYTHON to "
+                gs_log_error("%s: cannot run %s, the interpreter for %s (set PYTHON to "
                              "another): %s",
                              m->cmd, o.argv[0], o.what, strerror(e));
             else
-                gs_cli_error("%s: cannot run %s: %s", m->cmd, o.what, strerror(e));
+                gs_log_error("%s: cannot run %s: %s", m->cmd, o.what, strerror(e));
         }
         close(pipefd[0]);
     }
@@ -1243,11 +1243,11 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     else if (gs_tenant_live_procs(t) == 0)
         unlink(path);
     else
-        gs_cli_note("%d process(es) of the tenant still run; its state stays until they exit",
+        gs_log_note("%d process(es) of the tenant still run; its state stays until they exit",
                     gs_tenant_live_procs(t));
     gs_tenant_close(t);
     if (r < 0) {
-        gs_cli_error("waiting for %s: %s", o.what, gs_strerror(r));
+        gs_log_error("waiting for %s: %s", o.what, gs_strerror(r));
         opts_done(&o);
         return GS_EXIT_ERROR;
     }

@@ -12,8 +12,6 @@
 #define GPUSLICE_VERSION "0.0.0"
 #endif
 
-int gs_cli_quiet;
-
 static const struct gs_cmd *commands[] = {
     &gs_cmd_run,
     &gs_cmd_exec,
@@ -27,37 +25,13 @@ static const struct gs_cmd *commands[] = {
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-void gs_cli_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fputs("gpuslice: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-void gs_cli_note(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (gs_cli_quiet)
-        return;
-    fputs("gpuslice: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "?";
     const struct option *o;
 
     if (c == ':') {
-        gs_cli_error("%s: %s needs a value (see gpuslice %s --help)", cmd, arg, cmd);
+        gs_log_error("%s: %s needs a value (see gpuslice %s --help)", cmd, arg, cmd);
         return GS_EXIT_USAGE;
     }
     /* getopt reports "--json=1" as '?' with optopt set to the option's value. */
@@ -66,15 +40,15 @@ int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *
 
         if (o->val == optopt && o->has_arg == no_argument && strncmp(arg, "--", 2) == 0 &&
             strncmp(arg + 2, o->name, n) == 0 && arg[2 + n] == '=') {
-            gs_cli_error("%s: --%s takes no value (see gpuslice %s --help)", cmd, o->name,
+            gs_log_error("%s: --%s takes no value (see gpuslice %s --help)", cmd, o->name,
                          cmd);
             return GS_EXIT_USAGE;
         }
     }
     if (optopt > ' ' && optopt < 127)
-        gs_cli_error("%s: unknown option -%c (see gpuslice %s --help)", cmd, optopt, cmd);
+        gs_log_error("%s: unknown option -%c (see gpuslice %s --help)", cmd, optopt, cmd);
     else
-        gs_cli_error("%s: unknown option %s (see gpuslice %s --help)", cmd, arg, cmd);
+        gs_log_error("%s: unknown option %s (see gpuslice %s --help)", cmd, arg, cmd);
     return GS_EXIT_USAGE;
 }
 
@@ -140,12 +114,12 @@ static int help(int argc, char **argv)
     }
     command_names(names, sizeof(names));
     if (argc > 2) {
-        gs_cli_error("help: one command at a time (got \"%s\" and \"%s\"; commands: %s)",
+        gs_log_error("help: one command at a time (got \"%s\" and \"%s\"; commands: %s)",
                      argv[1], argv[2], names);
         return GS_EXIT_USAGE;
     }
     if ((cmd = find_command(argv[1])) == NULL) {
-        gs_cli_error("help: unknown command \"%s\" (commands: %s)", argv[1], names);
+        gs_log_error("help: unknown command \"%s\" (commands: %s)", argv[1], names);
         return GS_EXIT_USAGE;
     }
     cmd->usage();
@@ -167,16 +141,16 @@ int main(int argc, char **argv)
             usage(stdout);
             return GS_EXIT_OK;
         } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            gs_cli_quiet = 1;
+            gs_log_quiet = 1;
         } else {
-            gs_cli_error("unknown option %s (the options before a command are -q/--quiet, "
+            gs_log_error("unknown option %s (the options before a command are -q/--quiet, "
                          "-V/--version and -h/--help; see gpuslice --help)",
                          argv[i]);
             return GS_EXIT_USAGE;
         }
     }
     if (i >= argc) {
-        gs_cli_error("no command given");
+        gs_log_error("no command given");
         usage(stderr);
         return GS_EXIT_USAGE;
     }
@@ -185,7 +159,7 @@ int main(int argc, char **argv)
     if ((cmd = find_command(argv[i])) != NULL)
         return cmd->run(argc - i, argv + i);
     command_names(names, sizeof(names));
-    gs_cli_error("unknown command \"%s\" (commands: %s, help; see gpuslice --help)", argv[i],
+    gs_log_error("unknown command \"%s\" (commands: %s, help; see gpuslice --help)", argv[i],
                  names);
     return GS_EXIT_USAGE;
 }

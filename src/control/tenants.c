@@ -6,7 +6,7 @@
  * and every string in it is escaped before it reaches a terminal.
  */
 #define _GNU_SOURCE
-#include "cli/tenant-list.h"
+#include "control/tenants.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "common/text.h"
+#include "control/log.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/tenant.h"
@@ -109,92 +110,6 @@ void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
         n = len - 1;
     memcpy(out, t->name, n);
     out[n] = '\0';
-}
-
-size_t tenant_list_utf8(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len, i;
-    uint32_t v;
-
-    if (n == 0)
-        return 0;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        len = 2;
-        v = s[0] & 0x1fu;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        len = 3;
-        v = s[0] & 0x0fu;
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        len = 4;
-        v = s[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    if (s[0] == 0xe0)
-        lo = 0xa0; /* overlong */
-    else if (s[0] == 0xed)
-        hi = 0x9f; /* surrogates */
-    else if (s[0] == 0xf0)
-        lo = 0x90; /* overlong */
-    else if (s[0] == 0xf4)
-        hi = 0x8f; /* beyond U+10FFFF */
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (i = 1; i < len; i++) {
-        if (i > 1 && (s[i] < 0x80 || s[i] > 0xbf))
-            return 0;
-        v = v << 6 | (s[i] & 0x3fu);
-    }
-    *cp = v;
-    return len;
-}
-
-int tenant_list_is_control(uint32_t cp)
-{
-    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c ||
-           (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
-}
-
-void tenant_list_text(char *out, size_t len, const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, o = 0, k;
-    uint32_t cp;
-
-    if (len == 0)
-        return;
-    while (i < n) {
-        char esc[8];
-        const char *piece = esc;
-        size_t plen;
-
-        k = tenant_list_utf8(s + i, n - i, &cp);
-        if (k == 0) {
-            plen = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", s[i]);
-            k = 1;
-        } else if (tenant_list_is_control(cp)) {
-            plen = (size_t)snprintf(esc, sizeof(esc), cp < 0x80 ? "\\x%02x" : "\\u%04x",
-                                    (unsigned)cp);
-        } else if (cp == '\\') {
-            piece = "\\\\";
-            plen = 2;
-        } else {
-            piece = str + i;
-            plen = k;
-        }
-        if (o + plen >= len)
-            break;
-        memcpy(out + o, piece, plen);
-        o += plen;
-        i += k;
-    }
-    out[o] = '\0';
 }
 
 /* Opens one file; a file caught between creation and initialisation gets a second look. */
@@ -293,13 +208,13 @@ int tenant_list_scan(struct tenant_list *l, int warn)
         if ((r = open_one(e.path, &e.owner, &e.t)) < 0) {
             /* Another user's own file (mode 0600) is theirs to hide. */
             if (r != -EACCES && r != -ENOENT) {
-                char why[256], shown[TENANT_TEXT_LEN(PATH_MAX)];
+                char why[256], shown[GS_TEXT_LEN(PATH_MAX)];
 
                 l->skipped++;
                 skip_reason(r, &st, why, sizeof(why));
-                tenant_list_text(shown, sizeof(shown), e.path, strlen(e.path));
+                gs_text_safe(shown, sizeof(shown), e.path, strlen(e.path));
                 if (warn)
-                    gs_cli_error("warning: skipping %s: %s", shown, why);
+                    gs_log_error("warning: skipping %s: %s", shown, why);
             }
             r = 0;
             continue;
@@ -360,9 +275,9 @@ void tenant_list_json(FILE *f, const struct tenant_list *l,
 
         tenant_list_name(t, name, sizeof(name));
         fprintf(f, "%s{\"id\":", i ? "," : "");
-        gs_cli_json_string(f, l->v[i].id, strlen(l->v[i].id));
+        gs_json_string(f, l->v[i].id, strlen(l->v[i].id));
         fprintf(f, ",\"name\":");
-        gs_cli_json_string(f, name, strlen(name));
+        gs_json_string(f, name, strlen(name));
         fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)l->v[i].owner,
                 (int)t->creator_pid);
         for (k = 0; k < np && k < GPUSLICE_MAX_PROCS; k++)

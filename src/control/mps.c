@@ -4,7 +4,7 @@
  * nvidia-cuda-mps-control without a shell and without ever waiting forever.
  */
 #define _GNU_SOURCE
-#include "cli/mps.h"
+#include "control/mps.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "control/log.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
 #include "gpuslice/tenant_abi.h"
@@ -343,7 +343,7 @@ double mps_timeout(void)
             digits++;
     s = digits && *p == '\0' ? strtod(v, NULL) : -1;
     if (!(s > 0 && s <= MPS_TIMEOUT_MAX)) {
-        gs_cli_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds above 0 and at "
+        gs_log_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds above 0 and at "
                      "most %d (e.g. 10 or 2.5; unset it for the default, 10)",
                      v, MPS_TIMEOUT_MAX);
         return -1;

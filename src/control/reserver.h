@@ -6,8 +6,8 @@
  * back when a process of the tenant asks (an allocation the driver refused)
  * and takes it again when the tenant frees.
  */
-#ifndef GPUSLICE_CLI_RESERVE_H
-#define GPUSLICE_CLI_RESERVE_H
+#ifndef GPUSLICE_CONTROL_RESERVER_H
+#define GPUSLICE_CONTROL_RESERVER_H
 
 #include <signal.h>
 #include <sys/types.h>
@@ -32,8 +32,8 @@ int reserve_parse_ratio(const char *s, double *out);
 /*
  * Fills the GPUs (those of CUDA_VISIBLE_DEVICES, all by default), then keeps
  * the reservation until one of the signals in stop (blocked by the caller)
- * arrives or the parent is gone; then gives everything back. Returns an exit
- * status: 0 after a normal end, 1 when the driver could not be used.
+ * arrives or the parent is gone; then gives everything back. Returns 0 after
+ * a normal end, -1 when it could not start (said to the parent or on stderr).
  */
 int reserve_run(const struct reserve_opts *o, const sigset_t *stop);
 

@@ -5,8 +5,8 @@
  * 0 or a count, or a negative errno. A list owns its copies; tenant_list_done()
  * frees them.
  */
-#ifndef GPUSLICE_CLI_TENANT_LIST_H
-#define GPUSLICE_CLI_TENANT_LIST_H
+#ifndef GPUSLICE_CONTROL_TENANTS_H
+#define GPUSLICE_CONTROL_TENANTS_H
 
 #include <limits.h>
 #include <stddef.h>
@@ -20,8 +20,6 @@
 /* Longest ID accepted: "<uid>-<pid>-<hex>" is far shorter. */
 #define TENANT_ID_MAX 128
 
-/* Room tenant_list_text() needs for n bytes of input: 4 characters a byte at most. */
-#define TENANT_TEXT_LEN(n) (4 * (n) + 1)
 
 struct tenant_entry {
     char id[TENANT_ID_MAX]; /* the file name between "gpuslice-" and ".tenant" */
@@ -99,28 +97,5 @@ uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d);
 
 /* The tenant's name as a C string (the field need not be terminated). */
 void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len);
-
-/*
- * The length of the UTF-8 sequence at s (n > 0 bytes left), with its code
- * point in *cp; 0 if s does not start one (overlong, surrogate, truncated...).
- */
-size_t tenant_list_utf8(const unsigned char *s, size_t n, uint32_t *cp);
-
-/*
- * 1 for a code point that must not reach a terminal as it is: C0 controls,
- * DEL, C1 controls (U+0080..U+009F), and the invisible and bidirectional
- * controls (U+061C, U+200B..U+200F, U+2028..U+202E, U+2066..U+2069, U+FEFF)
- * with which a name could rewrite or hide what is printed around it.
- */
-int tenant_list_is_control(uint32_t cp);
-
-/*
- * Writes s (n bytes, which anyone may have chosen) as text for a terminal
- * into out (len bytes, always terminated): printable ASCII and UTF-8 kept, a
- * backslash doubled, a control code point (tenant_list_is_control) as \xNN
- * below U+0080 and \uNNNN above, a byte that is not UTF-8 as \xNN. Stops at
- * the last whole character that fits; TENANT_TEXT_LEN(n) always suffices.
- */
-void tenant_list_text(char *out, size_t len, const char *s, size_t n);
 
 #endif

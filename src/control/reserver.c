@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/reserve.h"
+#include "control/log.h"
+#include "control/reserver.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
 #include "common/error.h"
@@ -209,7 +209,7 @@ static int grow(struct state *st, struct gpu *g, uint64_t want, int grace)
                 return 0;
             g->short_since = 0;
             if (missing > g->band)
-                gs_cli_note("%s: GPU %d (%s) has no more free memory: holding %.2f GiB, %.2f GiB "
+                gs_log_note("%s: GPU %d (%s) has no more free memory: holding %.2f GiB, %.2f GiB "
                             "short of the target",
                             st->o->label, g->index, g->uuid_s, (double)g->held / (1 << 30),
                             (double)missing / (1 << 30));
@@ -367,7 +367,7 @@ static void report(const struct state *st)
         const struct gpu *g = &st->g[i];
         uint64_t in_use = g->base + g->held + tenant_used(st, g);
 
-        gs_cli_note("%s: GPU %d (%s): holding %.2f GiB; the GPU is %.1f%% full (%.2f of %.2f GiB, "
+        gs_log_note("%s: GPU %d (%s): holding %.2f GiB; the GPU is %.1f%% full (%.2f of %.2f GiB, "
                     "target %.0f%%)",
                     st->o->label, g->index, g->uuid_s, (double)g->held / (1 << 30),
                     100.0 * (double)in_use / (double)g->total, (double)in_use / (1 << 30),
@@ -433,7 +433,7 @@ static void fail(const struct reserve_opts *o, const char *msg)
     char line[1024];
 
     if (o->ready_fd < 0) {
-        gs_cli_error("%s: %s", o->label, msg);
+        gs_log_error("%s: %s", o->label, msg);
         return;
     }
     snprintf(line, sizeof(line), "error %s", msg);
@@ -453,16 +453,16 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
     if (o->parent > 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != o->parent)
-            return GS_EXIT_ERROR;
+            return -1;
     }
     if (o->tenant && (r = gs_reserve_claim(o->tenant, getpid(), gs_proc_start_time(getpid()))) < 0) {
         fail(o, "the tenant already has a memory reservation");
-        return GS_EXIT_ERROR;
+        return -1;
     }
     if ((r = setup(&st, err, sizeof(err))) < 0) {
         fail(o, err);
         teardown(&st);
-        return GS_EXIT_ERROR;
+        return -1;
     }
     for (i = 0; i < st.n; i++) {
         struct gpu *g = &st.g[i];
@@ -470,10 +470,10 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
             snprintf(msg, sizeof(msg), "GPU %d (%s): an allocation failed", g->index, g->uuid_s);
             fail(o, msg);
             teardown(&st);
-            return GS_EXIT_ERROR;
+            return -1;
         }
         if (wanted(&st, g) == 0)
-            gs_cli_note("%s: GPU %d (%s) is already %.1f%% full, above the target: nothing held",
+            gs_log_note("%s: GPU %d (%s) is already %.1f%% full, above the target: nothing held",
                         o->label, g->index, g->uuid_s,
                         100.0 * (double)g->base / (double)g->total);
         publish(&st, g);
@@ -510,6 +510,6 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
     }
     teardown(&st);
     for (i = 0; i < st.n; i++)
-        gs_cli_note("%s: GPU %d (%s): released", o->label, st.g[i].index, st.g[i].uuid_s);
-    return GS_EXIT_OK;
+        gs_log_note("%s: GPU %d (%s): released", o->label, st.g[i].index, st.g[i].uuid_s);
+    return 0;
 }

@@ -5,8 +5,8 @@
  * a timeout. Functions return 0 or a negative errno unless they say otherwise;
  * those that take err write a message for a person there on failure.
  */
-#ifndef GPUSLICE_CLI_MPS_H
-#define GPUSLICE_CLI_MPS_H
+#ifndef GPUSLICE_CONTROL_MPS_H
+#define GPUSLICE_CONTROL_MPS_H
 
 #include <stddef.h>
 #include <sys/types.h>
