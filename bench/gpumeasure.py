@@ -517,8 +517,8 @@ def _abi():
 
 class TenantFile:
     """A tenant's state file (the path in GPUSLICE_TENANT), mapped read-only, its layout
-    read from tenant_abi.h (_abi); a file of another magic, ABI version or size is refused
-    (ValueError)."""
+    read from tenant_abi.h (_abi); a file of another magic or major ABI version, or smaller
+    than the layout, is refused (ValueError); a later minor version is read."""
 
     _FMT = {1: "B", 4: "I", 8: "Q"}
 
@@ -531,12 +531,17 @@ class TenantFile:
                 raise ValueError(f"{path}: {st.st_size} bytes, the ABI's layout has "
                                  f"{self.abi['size']}")
             self.m = mmap.mmap(f.fileno(), self.abi["size"], prot=mmap.PROT_READ)
+        # The common segment header (shm_abi.h): any minor version of the major (the low 16
+        # bits) is read, if at least as large as the layout this reader knows.
         magic, version, size = struct.unpack_from("<QII", self.m, 0)
-        if magic != self.abi["magic"] or version != self.abi["version"] or size != self.abi["size"]:
-            got = (hex(magic), version, size)
+        major = self.abi["version"] & 0xFFFF
+        if (magic != self.abi["magic"] or version & 0xFFFF != major or size < self.abi["size"]
+                or size > st.st_size):
             self.m.close()
-            raise ValueError(f"{path}: magic/ABI/size {got}, expected "
-                             f"{(hex(self.abi['magic']), self.abi['version'], self.abi['size'])}")
+            raise ValueError(f"{path}: magic {hex(magic)}, tenant ABI {version & 0xFFFF}."
+                             f"{version >> 16}, {size} bytes; this reader reads "
+                             f"{hex(self.abi['magic'])}, tenant ABI {major}.x, at least "
+                             f"{self.abi['size']} bytes")
 
     def close(self):
         self.m.close()

@@ -3,7 +3,9 @@
  * GPU through which the processes of that user's tenants that have a compute
  * ceiling take turns on the device, so the time one of them is charged for is
  * time its own work held the GPU. Fixed-width types, sizes pinned by static
- * asserts; a file of another magic, ABI version or size is not used.
+ * asserts. It opens with the common segment header (shm_abi.h): a file of
+ * another magic or major ABI version, or smaller than this layout, is not
+ * used, and the process says so naming both versions and the file.
  *
  * Every field is read and written with atomic operations; there is no lock.
  * holder_pid is claimed by compare-and-swap; seq is a futex word bumped at
@@ -15,8 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuslice/shm_abi.h"
+
 #define GPUSLICE_BOARD_MAGIC 0x44524f4253504753ULL /* "GSPSBORD" */
-#define GPUSLICE_BOARD_ABI_VERSION 1u
+#define GPUSLICE_BOARD_ABI_VERSION 1u /* GPUSLICE_ABI(1, 0) */
+#define GPUSLICE_BOARD_ABI_MAJOR 1u
 
 struct gpuslice_board {
     uint64_t magic;
@@ -34,6 +39,12 @@ struct gpuslice_board {
     uint64_t reserved[7];
 };
 
+_Static_assert((offsetof(struct gpuslice_board, abi_version) ==
+                    offsetof(struct gpuslice_shm_header, abi_version) &&
+                offsetof(struct gpuslice_board, size) == offsetof(struct gpuslice_shm_header, size)),
+               "the common segment header");
+_Static_assert(GPUSLICE_ABI_MAJOR(GPUSLICE_BOARD_ABI_VERSION) == GPUSLICE_BOARD_ABI_MAJOR,
+               "board ABI major");
 _Static_assert(offsetof(struct gpuslice_board, holder_pid) == 32, "board holder offset");
 _Static_assert(sizeof(struct gpuslice_board) == 136, "board size");
 

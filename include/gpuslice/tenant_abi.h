@@ -1,8 +1,10 @@
 /*
  * The shared-memory layout of a tenant: the one contract between the
  * interposer (in every process of the tenant), the CLI and the daemon.
- * Fixed-width types, explicit padding, sizes pinned by static asserts. A file
- * whose magic, ABI version or size differs is refused, never guessed at.
+ * Fixed-width types, explicit padding, sizes pinned by static asserts. It
+ * opens with the common segment header (shm_abi.h): a file of another magic
+ * or major ABI version, or smaller than this layout, is refused, never
+ * guessed at; a later minor version (fields added at the end) is read.
  *
  * Locking: memory figures and the tables are read and written with `lock`
  * held, except reads of limits and totals for display, which may be stale
@@ -22,8 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuslice/shm_abi.h"
+
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
+/* GPUSLICE_ABI(4, 0): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 0. */
 #define GPUSLICE_TENANT_ABI_VERSION 4u
+#define GPUSLICE_TENANT_ABI_MAJOR 4u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 1024
 
@@ -107,6 +113,13 @@ struct gpuslice_tenant {
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_proc) == 144, "process entry layout");
+/* (In parentheses: bench/gpumeasure.py checks the asserts that compare with a number.) */
+_Static_assert((offsetof(struct gpuslice_tenant, abi_version) ==
+                    offsetof(struct gpuslice_shm_header, abi_version) &&
+                offsetof(struct gpuslice_tenant, size) == offsetof(struct gpuslice_shm_header, size)),
+               "the common segment header");
+_Static_assert(GPUSLICE_ABI_MAJOR(GPUSLICE_TENANT_ABI_VERSION) == GPUSLICE_TENANT_ABI_MAJOR,
+               "tenant ABI major");
 _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
 _Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "budget offset");

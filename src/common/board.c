@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "common/board.h"
+#include "common/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,10 +38,10 @@ const char *gs_board_dir(void)
     return gs_tenant_dir();
 }
 
-static int valid(const struct gpuslice_board *b)
+/* Whether its creator has finished making it (the magic is stored last). */
+static int made(const struct gpuslice_board *b)
 {
-    return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == GPUSLICE_BOARD_MAGIC &&
-           b->abi_version == GPUSLICE_BOARD_ABI_VERSION && b->size == sizeof(*b);
+    return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == GPUSLICE_BOARD_MAGIC;
 }
 
 /*
@@ -65,7 +66,7 @@ static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_b
         nanosleep(&ms, NULL);
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
-        (st.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)st.st_size != sizeof(*b)) {
+        (st.st_mode & (S_IWGRP | S_IWOTH)) || (size_t)st.st_size < sizeof(*b)) {
         if (note && notelen)
             snprintf(note, notelen,
                      "%s is not a board of yours (owner uid %u, mode %03o, %lld bytes); "
@@ -82,10 +83,17 @@ static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_b
     {
         /* Its creator may be between ftruncate and the magic: give it a moment. */
         struct timespec ms = {0, 1000000};
-        for (i = 0; i < 100 && !valid(b); i++)
+        for (i = 0; i < 100 && !made(b); i++)
             nanosleep(&ms, NULL);
     }
-    if (!valid(b) || memcmp(b->uuid, uuid, 16) != 0) {
+    /* Another gpuslice version's board: said, naming both versions, and passed over. */
+    if (gs_shm_check((const struct gpuslice_shm_header *)b, (size_t)st.st_size,
+                     GPUSLICE_BOARD_MAGIC, GPUSLICE_BOARD_ABI_MAJOR, sizeof(*b), "board", path,
+                     note, notelen) < 0) {
+        munmap(b, sizeof(*b));
+        return -1;
+    }
+    if (memcmp(b->uuid, uuid, 16) != 0) {
         munmap(b, sizeof(*b));
         if (note && notelen)
             snprintf(note, notelen, "%s holds no board of this GPU", path);

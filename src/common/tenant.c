@@ -3,6 +3,7 @@
  * charging and reclaiming the usage of processes that died.
  */
 #include "common/tenant.h"
+#include "common/shm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -190,7 +191,8 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
         close(fd);
         return r;
     }
-    if (!S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(*t)) {
+    /* A later minor version may be larger: only the part this build knows is read. */
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(*t)) {
         close(fd);
         return GS_EABI;
     }
@@ -208,8 +210,9 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
     close(fd);
     if (r < 0)
         return r;
-    if (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) != GPUSLICE_TENANT_MAGIC ||
-        t->abi_version != GPUSLICE_TENANT_ABI_VERSION || t->size != sizeof(*t)) {
+    if (gs_shm_check((const struct gpuslice_shm_header *)t, (size_t)st.st_size,
+                     GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR, sizeof(*t), "tenant", path,
+                     NULL, 0) < 0) {
         munmap(t, sizeof(*t));
         return GS_EABI;
     }

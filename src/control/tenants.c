@@ -21,6 +21,7 @@
 #include "control/log.h"
 #include "common/error.h"
 #include "common/parse.h"
+#include "common/shm.h"
 #include "common/tenant.h"
 
 int tenant_list_id(const char *base, char *id, size_t len)
@@ -126,16 +127,32 @@ static int open_one(const char *path, uid_t *owner, struct gpuslice_tenant **t)
 }
 
 /* Why a file is not listed, for the warning. */
-static void skip_reason(int r, const struct stat *st, char *out, size_t len)
+static void skip_reason(int r, const char *path, const struct stat *st, char *out, size_t len)
 {
+    char why[600];
+
     if (r == GS_EUNSAFE)
         snprintf(out, len,
                  "it is writable by group or others (mode %04o), so anyone could have written "
                  "it; a tenant's file is its owner's alone (mode 0600)",
                  (unsigned)(st->st_mode & 07777));
-    else if (r == GS_EABI)
-        snprintf(out, len, "not a tenant of this gpuslice version (tenant ABI %u)",
-                 (unsigned)GPUSLICE_TENANT_ABI_VERSION);
+    else if (r == GS_EABI &&
+             gs_shm_check_file(path, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
+                               sizeof(struct gpuslice_tenant), "tenant", why, sizeof(why)) < 0) {
+        /* The message names the file; the warning names it already. */
+        const char *m = strncmp(why, path, strlen(path)) == 0 && why[strlen(path)] == ':'
+                            ? why + strlen(path) + 2
+                            : why;
+        size_t n = strlen(m);
+
+        if (len == 0)
+            return;
+        n = n < len - 1 ? n : len - 1;
+        memcpy(out, m, n);
+        out[n] = '\0';
+    } else if (r == GS_EABI)
+        snprintf(out, len, "not a tenant's file (tenant ABI %u.x)",
+                 (unsigned)GPUSLICE_TENANT_ABI_MAJOR);
     else
         snprintf(out, len, "%s", gs_strerror(r));
 }
@@ -211,7 +228,7 @@ int tenant_list_scan(struct tenant_list *l, int warn)
                 char why[256], shown[GS_TEXT_LEN(PATH_MAX)];
 
                 l->skipped++;
-                skip_reason(r, &st, why, sizeof(why));
+                skip_reason(r, e.path, &st, why, sizeof(why));
                 gs_text_safe(shown, sizeof(shown), e.path, strlen(e.path));
                 if (warn)
                     gs_log_error("warning: skipping %s: %s", shown, why);

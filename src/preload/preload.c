@@ -22,6 +22,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "common/shm.h"
 #include "common/tenant.h"
 
 struct gs_driver gs__real;
@@ -293,10 +294,16 @@ static void config_once_fn(void)
         st->config_error = 1;
     } else if (tenant && *tenant) {
         if ((r = gs_tenant_open(tenant, &st->tenant)) < 0) {
+            char why[400];
+
+            /* Of another gpuslice: the message names its version and ours. */
+            if (r != GS_EABI ||
+                gs_shm_check_file(tenant, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
+                                  sizeof(struct gpuslice_tenant), "tenant", why, sizeof(why)) == 0)
+                snprintf(why, sizeof(why), "%s", r == GS_EABI ? "not a tenant's file" : gs_strerror(r));
             snprintf(st->config_msg, sizeof(st->config_msg),
                      "%s: cannot attach the tenant's shared state %s: %s", GS_ENV_TENANT, tenant,
-                     r == GS_EABI ? "it was made by another gpuslice version (ABI mismatch)"
-                                  : gs_strerror(r));
+                     why);
             st->config_error = 1;
         } else {
             st->shared_tenant = 1;

@@ -432,14 +432,23 @@ def test_tenant_file():
            f"process records {t.procs(e)}")
     expect(gm.find_tenant("bench-x", d) == path, "find_tenant by name")
     t.close()
+    # A later minor version (the high 16 bits), its file larger: read.
+    with open(path, "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<II", abi["version"] | 3 << 16, abi["size"] + 64))
+        f.seek(0, 2)
+        f.write(bytes(64))
+    t = gm.TenantFile(path)
+    expect(t.name() == "bench-x", "a later minor version is read")
+    t.close()
     with open(path, "r+b") as f:
         f.seek(8)
         f.write(struct.pack("<I", abi["version"] + 1))
     try:
         gm.TenantFile(path)
-        expect(False, "a file of another ABI version is refused")
-    except ValueError:
-        pass
+        expect(False, "a file of another major ABI version is refused")
+    except ValueError as e:
+        expect("tenant ABI 5.0" in str(e), f"the message names its version: {e}")
     fabricate_tenant(path, "bench-y", [(0, 0, 0)], [])
     bs = gm.BusySampler(period=0.002)
     expect(bs.add("k", path), f"BusySampler opens the file {bs.errors}")

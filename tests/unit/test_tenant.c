@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "common/board.h"
+#include "common/shm.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/tenant.h"
@@ -353,6 +354,71 @@ static void test_abi_mismatch_is_refused(void **state)
     unlink(path);
 }
 
+/* A later minor version (fields added at the end) is read by this one; another major is not. */
+static void test_a_later_minor_version_is_read_and_another_major_refused(void **state)
+{
+    struct gpuslice_tenant *t, *u;
+    char path[256], err[600], zeros[256] = {0};
+    uid_t owner;
+    int fd;
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "minor", path, sizeof(path), &t), 0);
+    assert_int_equal(gs_tenant_device(t, uuid0, 0, 1000, 0), 0);
+    /* As a writer of minor version 3 would leave it: 256 bytes more at the end. */
+    fd = open(path, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, zeros, sizeof(zeros)), (ssize_t)sizeof(zeros));
+    close(fd);
+    t->abi_version = GPUSLICE_ABI(GPUSLICE_TENANT_ABI_MAJOR, 3);
+    t->size = (uint32_t)(sizeof(*t) + sizeof(zeros));
+    assert_int_equal(gs_tenant_open(path, &u), 0);
+    assert_int_equal(u->dev[0].mem_limit, 1000);
+    gs_tenant_close(u);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), 0);
+    assert_int_equal(u->dev[0].mem_limit, 1000);
+    gs_tenant_close(u);
+    assert_int_equal(gs_shm_check_file(path, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
+                                       sizeof(*t), "tenant", err, sizeof(err)), 0);
+    /* A size past the end of its file, or short of this layout, is refused. */
+    t->size = (uint32_t)(sizeof(*t) + sizeof(zeros) + 1);
+    assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
+    t->size = (uint32_t)sizeof(*t) - 8;
+    assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
+    t->size = (uint32_t)sizeof(*t);
+    /* Another major: refused, and the message names the file and both versions. */
+    t->abi_version = GPUSLICE_ABI(GPUSLICE_TENANT_ABI_MAJOR + 1, 2);
+    assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), GS_EABI);
+    assert_int_equal(gs_shm_check_file(path, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
+                                       sizeof(*t), "tenant", err, sizeof(err)), GS_EABI);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "tenant ABI 5.2"));
+    assert_non_null(strstr(err, "reads tenant ABI 4.x"));
+    gs_tenant_close(t);
+    unlink(path);
+}
+
+/* A board of another major version is passed over, and the note names both versions. */
+static void test_a_board_of_another_major_version_is_named_and_passed_over(void **state)
+{
+    static const uint8_t gpu[16] = {7, 7, 7};
+    struct gpuslice_board *a, *b;
+    char note[1024];
+
+    (void)state;
+    assert_int_equal(gs_board_open(dir, gpu, &a, note, sizeof(note)), 0);
+    a->abi_version = GPUSLICE_ABI(GPUSLICE_BOARD_ABI_MAJOR + 1, 0);
+    assert_int_equal(gs_board_open(dir, gpu, &b, note, sizeof(note)), 0);
+    assert_non_null(strstr(note, "another major ABI version"));
+    assert_non_null(strstr(note, "board ABI 2.0"));
+    assert_non_null(strstr(note, "reads board ABI 1.x"));
+    assert_true(a != b);
+    assert_non_null(strstr(note, ".board: "));
+    gs_board_close(a);
+    gs_board_close(b);
+}
+
 static void test_sweep_removes_only_dead_tenants(void **state)
 {
     struct gpuslice_tenant *t;
@@ -539,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_read_only_open_is_a_copy_truncation_cannot_break),
         cmocka_unit_test(test_board_planted_under_its_name_is_passed_over),
         cmocka_unit_test(test_abi_mismatch_is_refused),
+        cmocka_unit_test(test_a_later_minor_version_is_read_and_another_major_refused),
+        cmocka_unit_test(test_a_board_of_another_major_version_is_named_and_passed_over),
         cmocka_unit_test(test_sweep_removes_only_dead_tenants),
         cmocka_unit_test(test_set_changes_running_and_future_devices),
         cmocka_unit_test(test_a_changed_ceiling_starts_from_an_empty_budget),
