@@ -13,10 +13,16 @@
  * by compare-and-swap: no pointers live in the file, so a tenant's owner who
  * rewrites it can make another user's process wait (every wait is bounded)
  * but never write elsewhere. A holder found dead is replaced, and the new
- * holder recomputes the totals from the per-process records. The compute budget fields (compute_*) are updated
- * with atomic operations only, never under the lock: they change on every
- * poll of every process of the tenant. So is the memory reservation
- * (`reserve`, see common/reserve.h): its two sequence words are futexes.
+ * holder recomputes the totals from the per-process records. The compute
+ * budget fields (compute_*) are updated with atomic operations only, never
+ * under the lock: they change on every poll of every process of the tenant.
+ * So is the memory reservation (`reserve`, see common/reserve.h): its two
+ * sequence words are futexes.
+ *
+ * Lock order in the interposer: the tenant lock is the innermost. It is taken
+ * with any of src/preload/mem.c's pool_mu, mem_mu and slot_mu held (taken in
+ * that order when more than one is), and nothing is locked while it is held.
+ * compute.c's mu, sm.c's sm_mu and the board take no tenant lock at all.
  */
 #ifndef GPUSLICE_TENANT_ABI_H
 #define GPUSLICE_TENANT_ABI_H

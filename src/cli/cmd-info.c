@@ -27,7 +27,7 @@
 
 #define NAME_LEN 96
 #define REASON_LEN 160
-#define REEXEC_ENV "GPUSLICE_INFO_REEXEC"
+#define REEXEC_ENV GS_ENV_INFO_REEXEC
 
 static void info_usage(void)
 {

@@ -248,7 +248,7 @@ static void exec_lane(const struct lane *l, int index, const char *uuid, const c
     snprintf(sms, sizeof(sms), "%u@%u%s", l->sm.count, l->sm.first, fine_split ? "/fine" : "");
     snprintf(idx, sizeof(idx), "%d", index);
     snprintf(barrier, sizeof(barrier), "%s/%d", dir, index);
-    if (setenv("GPUSLICE_LANE", idx, 1) < 0 || setenv("GPUSLICE_LANE_BARRIER", barrier, 1) < 0)
+    if (setenv(GS_ENV_LANE, idx, 1) < 0 || setenv(GS_ENV_LANE_BARRIER, barrier, 1) < 0)
         _exit(GS_EXIT_ERROR);
     /* What procs changed is not the program's: SIGPIPE back to its default. */
     signal(SIGPIPE, SIG_DFL);

@@ -120,7 +120,7 @@ void launch_usage(const struct launch_mode *m)
 /* The interposer beside this executable (bin/../lib), or $GPUSLICE_PRELOAD_LIB. */
 static int find_preload(char *out, size_t len)
 {
-    const char *env = getenv("GPUSLICE_PRELOAD_LIB");
+    const char *env = getenv(GS_ENV_PRELOAD_LIB);
     char exe[PATH_MAX], *slash;
     ssize_t n;
 
@@ -148,7 +148,7 @@ static int find_preload(char *out, size_t len)
  */
 static int find_python_dir(char *out, size_t len)
 {
-    const char *env = getenv("GPUSLICE_PYTHON_DIR");
+    const char *env = getenv(GS_ENV_PYTHON_DIR);
     char exe[PATH_MAX], want[PATH_MAX], *slash;
     ssize_t n;
 
@@ -1108,7 +1108,7 @@ int launch_main(const struct launch_mode *m, int argc, char **argv)
     }
     if ((r = find_preload(lib, sizeof(lib))) < 0) {
         gs_log_error("cannot find the interposer libgpuslice.so (%s: %s); set "
-                     "GPUSLICE_PRELOAD_LIB to its path",
+                     GS_ENV_PRELOAD_LIB " to its path",
                      lib, gs_strerror(r));
         opts_done(&o);
         return GS_EXIT_ERROR;

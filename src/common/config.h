@@ -17,17 +17,10 @@
 #ifndef GPUSLICE_CONFIG_H
 #define GPUSLICE_CONFIG_H
 
+#include "common/env.h" /* the GS_ENV_* names */
 #include "common/parse.h"
 
-#define GS_ENV_MEMORY "GPUSLICE_MEMORY_LIMIT"
-#define GS_ENV_TF_MEMORY "TENSOR_FUSION_CUDA_MEM_LIMIT"
-#define GS_ENV_HAMI_MEMORY "CUDA_DEVICE_MEMORY_LIMIT"
-#define GS_ENV_COMPUTE "GPUSLICE_COMPUTE_LIMIT"
-#define GS_ENV_TF_COMPUTE "TENSOR_FUSION_CUDA_UP_LIMIT"
-#define GS_ENV_HAMI_COMPUTE "CUDA_DEVICE_SM_LIMIT"
-#define GS_ENV_TENANT "GPUSLICE_TENANT"
-#define GS_ENV_DEBUG "GPUSLICE_DEBUG"
-#define GS_ENV_SMS "GPUSLICE_SMS" /* an SM partition per device (GS_VALUE_SMS values) */
+
 
 /*
  * Fills out from the environment env (a NULL-terminated "NAME=value" array,

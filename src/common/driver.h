@@ -12,11 +12,10 @@
 
 #include "common/cuda_api.h"
 #include "common/cuda_funcs.h"
+#include "common/env.h"
 #include "common/nvml_api.h"
 #include "common/nvml_funcs.h"
 
-#define GS_ENV_REAL_LIBCUDA "GPUSLICE_REAL_LIBCUDA"
-#define GS_ENV_REAL_LIBNVML "GPUSLICE_REAL_LIBNVML"
 
 /* The real functions, by their exported names; NULL where the library lacks one. */
 struct gs_driver {

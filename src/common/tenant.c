@@ -22,13 +22,14 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/env.h"
 
 #define LOCK_WAIT_NS 2000000000ULL /* the longest any lock of a tenant is waited for */
 #define LOCK_NAP_NS 5000000L       /* a waiter re-checks the holder this often */
 
 const char *gs_tenant_dir(void)
 {
-    const char *d = getenv("GPUSLICE_RUN_DIR");
+    const char *d = getenv(GS_ENV_RUN_DIR);
     return d && *d ? d : "/dev/shm";
 }
 

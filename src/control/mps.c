@@ -328,7 +328,7 @@ int mps_check_platform(char *bin, size_t binlen, char *err, size_t errlen)
 
 double mps_timeout(void)
 {
-    const char *v = getenv("GPUSLICE_MPS_TIMEOUT");
+    const char *v = getenv(GS_ENV_MPS_TIMEOUT);
     const char *p;
     double s;
     int digits = 0;
@@ -343,7 +343,7 @@ double mps_timeout(void)
             digits++;
     s = digits && *p == '\0' ? strtod(v, NULL) : -1;
     if (!(s > 0 && s <= MPS_TIMEOUT_MAX)) {
-        gs_log_error("GPUSLICE_MPS_TIMEOUT: \"%s\" is not a number of seconds above 0 and at "
+        gs_log_error(GS_ENV_MPS_TIMEOUT ": \"%s\" is not a number of seconds above 0 and at "
                      "most %d (e.g. 10 or 2.5; unset it for the default, 10)",
                      v, MPS_TIMEOUT_MAX);
         return -1;

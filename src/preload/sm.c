@@ -318,7 +318,7 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
 static void lane_barrier(const struct part *p)
 {
     static int done;
-    const char *v = getenv("GPUSLICE_LANE_BARRIER");
+    const char *v = getenv(GS_ENV_LANE_BARRIER);
     char dir[400], path[460], tmp[480], line[600];
     const char *slash;
     int fd, n, saved = errno;
@@ -331,7 +331,7 @@ static void lane_barrier(const struct part *p)
     done = 1;
     lane = strtol(slash + 1, &end, 10);
     if (*end || end == slash + 1 || lane < 0) {
-        gs__log("GPUSLICE_LANE_BARRIER: \"%s\" is not DIR/LANE; not waiting for the other lanes", v);
+        gs__log(GS_ENV_LANE_BARRIER ": \"%s\" is not DIR/LANE; not waiting for the other lanes", v);
         return;
     }
     memcpy(dir, v, (size_t)(slash - v));

@@ -175,5 +175,51 @@ else
     bad "make install PREFIX=DIR failed"; cat "$T/make.log"
 fi
 
+# 7. The environment variables: one list (src/common/env.h), which the code names them by and
+#    the documentation agrees with: every one a person sets has an entry in a man page's
+#    ENVIRONMENT section and is in README; no page or README documents one the list lacks; no
+#    source file spells a GPUSLICE_ name out instead of using the list's macro.
+if python3 - "$SRC" >"$T/env.out" 2>&1 <<'PY'
+import glob, os, re, sys
+src = sys.argv[1]
+h = open(os.path.join(src, "src/common/env.h")).read()
+names = dict(re.findall(r'#define\s+(GS_ENV_\w+)\s+"(\w+)"', h))
+rows = re.findall(r"X\((GS_ENV_\w+),\s*(GS_ENV_USER|GS_ENV_INTERNAL),", h)
+bad = []
+listed = {m for m, _ in rows}
+bad += [f"{m} ({n}) is defined but not in GS_ENV_VARS" for m, n in names.items() if m not in listed]
+bad += [f"GS_ENV_VARS names {m}, which is not defined" for m in listed if m not in names]
+user = {names[m] for m, w in rows if w == "GS_ENV_USER" and m in names}
+ours = set(names.values())
+pages = {}
+for p in sorted(glob.glob(os.path.join(src, "man", "*.1"))):
+    t = open(p).read()
+    env = t.split(".SH ENVIRONMENT", 1)[1].split("\n.SH ", 1)[0] if ".SH ENVIRONMENT" in t else ""
+    for n in re.findall(r"^\.BI? ((?:GPUSLICE|TENSOR_FUSION|CUDA_DEVICE)_[A-Z_]*?)_?(?: |$)", env, re.M):
+        pages.setdefault(n, os.path.basename(p))
+readme = open(os.path.join(src, "README.md")).read()
+for n in sorted(user):
+    if n not in pages:
+        bad.append(f"{n} has no entry in any man page's ENVIRONMENT section")
+    if not re.search(r"\b" + n + r"\b", readme):
+        bad.append(f"{n} is not in README.md")
+for n, p in sorted(pages.items()):
+    if n not in user:
+        bad.append(f"{p} documents {n}, which src/common/env.h does not list as a variable people set")
+for n in sorted(set(re.findall(r"\bGPUSLICE_[A-Z][A-Z_]*[A-Z]\b", readme))):
+    if n not in ours and not n.startswith("GPUSLICE_SIM_") and n not in ("GPUSLICE_TESTS", "GPUSLICE_SANITIZE", "GPUSLICE_TSAN", "GPUSLICE_FUZZ", "GPUSLICE_SIM"):
+        bad.append(f"README.md names {n}, which src/common/env.h does not list")
+for f in glob.glob(os.path.join(src, "src", "**", "*.[ch]"), recursive=True):
+    if f.endswith("common/env.h"):
+        continue
+    for i, line in enumerate(open(f), 1):
+        if re.search(r'"GPUSLICE_[A-Z_]+', line):
+            bad.append(f"{os.path.relpath(f, src)}:{i} spells a GPUSLICE_ name out: use its GS_ENV_ macro")
+print("\n".join(bad) if bad else f"{len(rows)} variables, {len(user)} documented")
+sys.exit(1 if bad else 0)
+PY
+then ok "environment variables: $(cat "$T/env.out")"
+else bad "environment variables disagree with src/common/env.h:"; cat "$T/env.out"; fi
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
