@@ -40,4 +40,14 @@ extern const struct gs_cmd gs_cmd_procs;
 struct option;
 int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts);
 
+/*
+ * The options every command shares, for the default case of its getopt
+ * switch: 'q' (-q, --quiet), 'h' (-h, --help: prints usage()) and, when json
+ * is not NULL, 'j' (--json: sets *json); anything else goes to
+ * gs_cli_bad_option. Returns -1 when c was 'q' or 'j' (parsing goes on), else
+ * the exit status to return now (GS_EXIT_OK after --help).
+ */
+int gs_cli_common_option(const char *cmd, int c, char **argv, const struct option *opts,
+                         void (*usage)(void), int *json);
+
 #endif

@@ -538,17 +538,9 @@ static int run_info(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'j':
-            json = 1;
-            break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'h':
-            info_usage();
-            return GS_EXIT_OK;
         default:
-            return gs_cli_bad_option("info", c, argv, opts);
+            if ((r = gs_cli_common_option("info", c, argv, opts, info_usage, &json)) >= 0)
+                return r;
         }
     }
     if (optind < argc) {

@@ -494,7 +494,7 @@ static int run_mps(int argc, char **argv)
     struct opts o;
     char err[ERR_LEN], uuid[GS_UUID_STRLEN];
     const char *sub = NULL;
-    int c, i, index;
+    int c, i, index, r;
 
     memset(&o, 0, sizeof(o));
     optind = 1;
@@ -514,17 +514,9 @@ static int run_mps(int argc, char **argv)
         case 'f':
             o.force = 1;
             break;
-        case 'j':
-            o.json = 1;
-            break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'h':
-            mps_usage();
-            return GS_EXIT_OK;
         default:
-            return gs_cli_bad_option("mps", c, argv, opts);
+            if ((r = gs_cli_common_option("mps", c, argv, opts, mps_usage, &o.json)) >= 0)
+                return r;
         }
     }
     if (optind >= argc) {

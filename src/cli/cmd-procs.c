@@ -373,7 +373,7 @@ static int procs_main(int argc, char **argv)
     struct mps_gpu g;
     struct sigaction sa;
     unsigned group;
-    int c, n, nshares, dry = 0, json = 0, i, started = 0, failed = -1, status = 0, fd;
+    int c, n, nshares, dry = 0, json = 0, i, started = 0, failed = -1, status = 0, fd, r;
     char dir[PATH_MAX], path[PATH_MAX + 8];
     const char *rt = getenv("XDG_RUNTIME_DIR");
     char *end;
@@ -404,14 +404,9 @@ static int procs_main(int argc, char **argv)
                 return GS_EXIT_USAGE;
             }
             break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'h':
-            procs_usage();
-            return GS_EXIT_OK;
         default:
-            return gs_cli_bad_option("procs", c, argv, opts);
+            if ((r = gs_cli_common_option("procs", c, argv, opts, procs_usage, NULL)) >= 0)
+                return r;
         }
     }
     if (!shares_arg) {

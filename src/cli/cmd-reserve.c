@@ -49,7 +49,7 @@ static int reserve_main(int argc, char **argv)
     struct reserve_opts o = {.ready_fd = -1, .label = "reserve"};
     char err[768], *devices = NULL, **devargs;
     sigset_t stop;
-    int c, ndev = 0;
+    int c, ndev = 0, r;
 
     if ((devargs = calloc((size_t)argc + 1, sizeof(*devargs))) == NULL) {
         gs_log_error("reserve: %s", strerror(ENOMEM));
@@ -73,19 +73,11 @@ static int reserve_main(int argc, char **argv)
         case 'd':
             devargs[ndev++] = optarg;
             break;
-        case 'j':
-            o.json = 1;
-            break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'h':
-            reserve_usage();
-            free(devargs);
-            return GS_EXIT_OK;
         default:
-            free(devargs);
-            return gs_cli_bad_option("reserve", c, argv, opts);
+            if ((r = gs_cli_common_option("reserve", c, argv, opts, reserve_usage, &o.json)) >= 0) {
+                free(devargs);
+                return r;
+            }
         }
     }
     if (optind != argc - 1) {

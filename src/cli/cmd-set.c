@@ -322,17 +322,9 @@ static int run_set(int argc, char **argv)
         case 'm':
             memory = optarg;
             break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'j':
-            json = 1;
-            break;
-        case 'h':
-            set_usage();
-            return GS_EXIT_OK;
         default:
-            return gs_cli_bad_option("set", c, argv, opts);
+            if ((r = gs_cli_common_option("set", c, argv, opts, set_usage, &json)) >= 0)
+                return r;
         }
     }
     if (optind >= argc) {

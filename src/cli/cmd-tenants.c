@@ -288,9 +288,7 @@ static int run_tenants(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'j':
-            json = 1;
-            break;
+
         case 'i':
             if ((r = parse_seconds(optarg, &interval)) < 0) {
                 gs_log_error("--interval: \"%s\" is %s (use seconds such as 0.5 or 2, up to "
@@ -300,14 +298,9 @@ static int run_tenants(int argc, char **argv)
                 return GS_EXIT_USAGE;
             }
             break;
-        case 'q':
-            gs_log_quiet = 1;
-            break;
-        case 'h':
-            tenants_usage();
-            return GS_EXIT_OK;
         default:
-            return gs_cli_bad_option("tenants", c, argv, opts);
+            if ((r = gs_cli_common_option("tenants", c, argv, opts, tenants_usage, &json)) >= 0)
+                return r;
         }
     }
     if (optind < argc) {

@@ -25,6 +25,28 @@ static const struct gs_cmd *commands[] = {
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+int gs_cli_common_option(const char *cmd, int c, char **argv, const struct option *opts,
+                         void (*usage)(void), int *json)
+{
+    switch (c) {
+    case 'q':
+        gs_log_quiet = 1;
+        return -1;
+    case 'h':
+        usage();
+        return GS_EXIT_OK;
+    case 'j':
+        if (json) {
+            *json = 1;
+            return -1;
+        }
+        break;
+    default:
+        break;
+    }
+    return gs_cli_bad_option(cmd, c, argv, opts);
+}
+
 int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *opts)
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "?";
