@@ -33,13 +33,14 @@ struct hook_entry {
     const char *symbol;
     int version;
     int ptds;
+    int flags; /* GS_HOOK, GS_HOOK_ALWAYS */
     void *hook;
     void **real;
 };
 
 static const struct hook_entry cuda_hooks[] = {
-#define GS_ENTRY(ret, api, sym, ver, ptds, params, args) \
-    {#api, #sym, ver, ptds, (void *)sym, (void **)&gs__real.sym},
+#define GS_ENTRY(api, sym, ver, ptds, flags) \
+    {#api, #sym, ver, ptds, flags, (void *)sym, (void **)&gs__real.sym},
     GS_CUDA_HOOKS(GS_ENTRY)};
 
 static const struct hook_entry nvml_hooks[] = {GS_NVML_HOOKS(GS_ENTRY)};
@@ -374,14 +375,21 @@ void *gs__hook_for_symbol(const char *symbol)
 }
 
 /*
- * Hooked even in a process with nothing configured: the lanes API tells a
- * lane's thread its SM count through cuDeviceGetAttribute (sm.c), also where
- * the CUDA runtime resolves it through dlsym and cuGetProcAddress.
+ * Whether symbol (an exported name, or a name asked of cuGetProcAddress) is
+ * hooked even in a process with nothing configured: GS_HOOK_ALWAYS in the
+ * hook list (the lanes API tells a lane's thread its SM count through
+ * cuDeviceGetAttribute, sm.c, also where the CUDA runtime resolves it through
+ * dlsym and cuGetProcAddress).
  */
 static int always_hooked(const char *symbol)
 {
-    return strcmp(symbol, "cuDeviceGetAttribute") == 0 ||
-           strncmp(symbol, "cuGetProcAddress", 16) == 0;
+    size_t i;
+
+    for (i = 0; i < NHOOKS(cuda_hooks); i++)
+        if ((cuda_hooks[i].flags & GS_HOOK_ALWAYS) &&
+            (strcmp(cuda_hooks[i].symbol, symbol) == 0 || strcmp(cuda_hooks[i].api, symbol) == 0))
+            return 1;
+    return 0;
 }
 
 /* Whether s (may be NULL) names a CUDA driver or NVML function. */

@@ -36,7 +36,7 @@ struct hook {
 };
 
 static const struct hook hooks[] = {
-#define PC_HOOK(ret, api, sym, ver, ptds, params, args) {#api, #sym, ver, ptds},
+#define PC_HOOK(api, sym, ver, ptds, flags) {#api, #sym, ver, ptds},
     GS_CUDA_HOOKS(PC_HOOK)
 #undef PC_HOOK
 };
