@@ -46,7 +46,7 @@ struct gpuslice_tenant_device {
     uint32_t compute_limit; /* percent of the device's time, 1..99; 0 = no ceiling */
     uint32_t flags;
     int32_t ordinal;        /* CUDA ordinal as the process that added the entry saw it */
-    uint32_t pad0;
+    uint32_t compute_epoch; /* +1 at every reset of the budget (gs_tenant_set) */
     int64_t compute_tokens;      /* ns of device time the tenant may still use; may be < 0 */
     uint64_t compute_refill_ns;  /* CLOCK_MONOTONIC when compute_tokens was last refilled */
     uint64_t compute_busy_ns;    /* device time the tenant's work has held, cumulative */

@@ -71,12 +71,11 @@ void gs_driver_close(struct gs_driver *d)
     memset(d, 0, sizeof(*d));
 }
 
-int gs_driver_uuids(const struct gs_driver *d, uint8_t (*uuids)[16], int max, char *err,
-                    size_t errlen)
+int gs_driver_count(const struct gs_driver *d, char *err, size_t errlen)
 {
     char num[32];
     CUresult r;
-    int n = 0, i;
+    int n = 0;
 
     if (!d->cuInit || !d->cuDeviceGetCount || !d->cuDeviceGet || !d->cuDeviceGetUuid_v2) {
         snprintf(err, errlen, "the CUDA driver lacks basic device queries (too old?)");
@@ -89,18 +88,36 @@ int gs_driver_uuids(const struct gs_driver *d, uint8_t (*uuids)[16], int max, ch
                  gs_driver_cu_name(d, r, num, sizeof(num)));
         return -EIO;
     }
-    for (i = 0; i < n && i < max; i++) {
-        CUdevice dev;
-        CUuuid u;
+    return n;
+}
 
-        if ((r = d->cuDeviceGet(&dev, i)) != CUDA_SUCCESS ||
-            (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
+int gs_driver_uuid(const struct gs_driver *d, int i, uint8_t out[16])
+{
+    CUdevice dev;
+    CUuuid u;
+    CUresult r;
+
+    if ((r = d->cuDeviceGet(&dev, i)) != CUDA_SUCCESS ||
+        (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS)
+        return (int)r;
+    memcpy(out, u.bytes, 16);
+    return 0;
+}
+
+int gs_driver_uuids(const struct gs_driver *d, uint8_t (*uuids)[16], int max, char *err,
+                    size_t errlen)
+{
+    char num[32];
+    int n, i, r;
+
+    if ((n = gs_driver_count(d, err, errlen)) < 0)
+        return n;
+    for (i = 0; i < n && i < max; i++)
+        if ((r = gs_driver_uuid(d, i, uuids[i])) != 0) {
             snprintf(err, errlen, "cannot read the UUID of CUDA device %d: %s", i,
-                     gs_driver_cu_name(d, r, num, sizeof(num)));
+                     gs_driver_cu_name(d, (CUresult)r, num, sizeof(num)));
             return -EIO;
         }
-        memcpy(uuids[i], u.bytes, 16);
-    }
     return n;
 }
 

@@ -47,9 +47,18 @@ int gs_driver_open_nvml(struct gs_driver *d, int flags, gs_driver_lookup lookup,
 void gs_driver_close(struct gs_driver *d);
 
 /*
- * cuInit, then each device's UUID in CUDA order into uuids (at most max of
- * them). Returns how many devices there are (0 when the driver says
- * CUDA_ERROR_NO_DEVICE), or a negative errno with a message in err.
+ * cuInit and cuDeviceGetCount: how many devices there are (0 when the driver
+ * says CUDA_ERROR_NO_DEVICE), or a negative errno with a message in err.
+ */
+int gs_driver_count(const struct gs_driver *d, char *err, size_t errlen);
+
+/* The UUID of CUDA device i into out: 0, or the driver's error (a CUresult > 0). */
+int gs_driver_uuid(const struct gs_driver *d, int i, uint8_t out[16]);
+
+/*
+ * gs_driver_count, then each device's UUID in CUDA order into uuids (at most
+ * max of them; every one must be readable). Returns how many devices there
+ * are, or a negative errno with a message in err.
  */
 int gs_driver_uuids(const struct gs_driver *d, uint8_t (*uuids)[16], int max, char *err,
                     size_t errlen);

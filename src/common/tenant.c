@@ -519,15 +519,28 @@ static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uin
         __atomic_store_n(&d->mem_limit, v, __ATOMIC_RELEASE);
         return;
     }
-    if (__atomic_exchange_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_ACQ_REL) !=
-        ceiling((uint32_t)v)) {
+    uint32_t old = __atomic_exchange_n(&d->compute_limit, ceiling((uint32_t)v), __ATOMIC_ACQ_REL);
+
+    if (old != ceiling((uint32_t)v)) {
+        int64_t tok = __atomic_load_n(&d->compute_tokens, __ATOMIC_ACQUIRE);
+
         /*
          * A changed ceiling starts from an empty budget (see gs_budget_refill): one left full
          * by an idle or uncapped spell would let a load just over the new ceiling run past it
-         * until the window's worth was spent, 45 ms at 90%, which took over a second.
+         * until the window's worth was spent, 45 ms at 90%, which took over a second. A debt
+         * owed under a ceiling stays owed under the next (changing the ceiling by a point
+         * does not forgive it); one left from before an uncapped spell is stale and dropped.
+         * In this order: a refill that began before the reset sees the epoch move and takes
+         * its addition back (gs_budget_refill).
          */
-        __atomic_store_n(&d->compute_tokens, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&d->compute_refill_ns, 0, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&d->compute_epoch, 1, __ATOMIC_ACQ_REL);
+        if (old == 0)
+            __atomic_store_n(&d->compute_tokens, 0, __ATOMIC_RELEASE);
+        else
+            while (tok > 0 && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, 0, 0,
+                                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                ;
     }
 }
 
@@ -603,6 +616,7 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
 
 int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap)
 {
+    uint32_t epoch = __atomic_load_n(&d->compute_epoch, __ATOMIC_ACQUIRE);
     uint64_t last = __atomic_load_n(&d->compute_refill_ns, __ATOMIC_ACQUIRE);
     uint32_t pct = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
     int64_t tok;
@@ -617,6 +631,13 @@ int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int6
         uint64_t dt = now_ns - last;
         int64_t add = last == 0 ? 0 : dt > 100000000000ULL ? cap : (int64_t)(dt * pct / 100);
         tok = __atomic_add_fetch(&d->compute_tokens, add, __ATOMIC_ACQ_REL);
+        /*
+         * The budget was reset since we read the time it was last refilled: what we added was
+         * earned under the old ceiling. Taken back (after a reset that already emptied it this
+         * may leave it up to one addition short: a later start, never a burst).
+         */
+        if (add && __atomic_load_n(&d->compute_epoch, __ATOMIC_ACQUIRE) != epoch)
+            tok = __atomic_sub_fetch(&d->compute_tokens, add, __ATOMIC_ACQ_REL);
         while (tok > cap && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, cap, 0,
                                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             ;

@@ -26,7 +26,6 @@
 #include "control/log.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
-#include "gpuslice/tenant_abi.h"
 
 extern char **environ;
 
@@ -577,7 +576,6 @@ int mps_parse_pids(const char *text, pid_t **pids, int *n)
  */
 int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen)
 {
-    uint8_t raw[GPUSLICE_MAX_DEVICES][16];
     struct gs_driver d = {0};
     char why[256];
     int n, i, found = -1;
@@ -586,14 +584,18 @@ int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errl
         snprintf(err, errlen, "no NVIDIA driver found: %s", why);
         return -ENOENT;
     }
-    if ((n = gs_driver_uuids(&d, raw, GPUSLICE_MAX_DEVICES, err, errlen)) < 0) {
+    if ((n = gs_driver_count(&d, err, errlen)) < 0) {
         gs_driver_close(&d);
         return n;
     }
-    for (i = 0; i < n && i < GPUSLICE_MAX_DEVICES && found < 0; i++) {
+    /* Every device, however many; one whose UUID cannot be read is passed over. */
+    for (i = 0; i < n && found < 0; i++) {
+        uint8_t raw[16];
         char u[GS_UUID_STRLEN];
 
-        gs_format_uuid(raw[i], u);
+        if (gs_driver_uuid(&d, i, raw) != 0)
+            continue;
+        gs_format_uuid(raw, u);
         memcpy(u, "GPU", 3);
         if (index >= 0 ? i == index : strcmp(u, uuid) == 0) {
             memcpy(uuid, u, sizeof(u));

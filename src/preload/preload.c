@@ -235,7 +235,7 @@ GS_NO_SANITIZE static void init_real_dlsym(void)
 
 static void *lookup_real(void *lib, const char *name)
 {
-    return real_dlsym(lib, name);
+    return real_dlsym ? real_dlsym(lib, name) : NULL;
 }
 
 static void load_cuda_once(void)

@@ -86,8 +86,8 @@ billed_in() {
 # which says nothing of the governor. When the host is that slow, the governor, itself late to
 # see work end, bills the gaps as busy time (on a loaded 2-CPU machine under ASan, 4 threads at
 # 40% were billed 41% of the time for kernels holding the device 28-31% of it), so a second share
-# under LO still passes when the tenant was billed its ceiling ([LO, HI + 0.02]: the first window
-# of budget is spent at once) and at most 1.5 times its kernels' time; it never passes over HI.
+# under LO still passes when the tenant was billed its ceiling ([LO, HI + 0.02]) and at most 1.15
+# times its kernels' time (1.5 under the sanitizers: see over); it never passes over HI.
 share_twice() {
     local goal=$1 lo hi=$2 desc=$3 v b
     lo=$(loose "$1")
@@ -99,8 +99,8 @@ share_twice() {
         expect 0 "$desc, again" -- "$@"
         v=$(awk '/^share/ {print $2}' "$T/out")
         b=$(awk '/^billed_s/ { if ($4 > 0 && $6 > 0) printf "%.3f %.3f", $2 / $6, $2 / $4 }' "$T/out")
-        if [ -n "$v" ] && [ -n "$b" ] && awk -v v="$v" -v b="$b" -v lo="$lo" -v goal="$goal" -v hi="$hi" '
-            BEGIN { split(b, x, " "); exit !(v < lo && v > 0 && x[1] >= goal && x[1] <= hi + 0.02 && x[2] <= 1.5) }'; then
+        if [ -n "$v" ] && [ -n "$b" ] && awk -v v="$v" -v b="$b" -v lo="$lo" -v goal="$goal" -v hi="$hi" -v over="$(over 1.15)" '
+            BEGIN { split(b, x, " "); exit !(v < lo && v > 0 && x[1] >= goal && x[1] <= hi + 0.02 && x[2] <= over) }'; then
             ok "$desc: share $v under $lo on a slow host, billed ${b% *} of the time (${b#* } times its kernels' time)"
             return
         fi

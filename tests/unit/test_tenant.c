@@ -537,7 +537,15 @@ static void test_a_changed_ceiling_starts_from_an_empty_budget(void **state)
     assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
     assert_int_equal(gs_budget_refill(&t->dev[0], 5000000000ULL, 25000000), 0);
     assert_int_equal(gs_budget_refill(&t->dev[0], 5010000000ULL, 25000000), 5000000);
-    /* So does a ceiling set again after none: no burst saved up while uncapped. */
+    /* A debt stays owed: a new ceiling does not forgive it. */
+    gs_budget_charge(&t->dev[0], 12000000, -1000000000);
+    parse("60", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->dev[0].compute_tokens, -7000000);
+    assert_int_equal(gs_budget_refill(&t->dev[0], 5020000000ULL, 30000000), -7000000);
+    parse("50", GS_VALUE_PERCENT, &l);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    /* So does a ceiling set again after none: no burst saved up while uncapped, nor a debt. */
     parse("100", GS_VALUE_PERCENT, &l); /* no ceiling */
     assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
     parse("90", GS_VALUE_PERCENT, &l);
