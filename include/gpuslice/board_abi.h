@@ -39,12 +39,8 @@ struct gpuslice_board {
     uint64_t reserved[7];
 };
 
-_Static_assert((offsetof(struct gpuslice_board, abi_version) ==
-                    offsetof(struct gpuslice_shm_header, abi_version) &&
-                offsetof(struct gpuslice_board, size) == offsetof(struct gpuslice_shm_header, size)),
-               "the common segment header");
-_Static_assert(GPUSLICE_ABI_MAJOR(GPUSLICE_BOARD_ABI_VERSION) == GPUSLICE_BOARD_ABI_MAJOR,
-               "board ABI major");
+GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_board, GPUSLICE_BOARD_ABI_VERSION,
+                          GPUSLICE_BOARD_ABI_MAJOR);
 _Static_assert(offsetof(struct gpuslice_board, holder_pid) == 32, "board holder offset");
 _Static_assert(sizeof(struct gpuslice_board) == 136, "board size");
 

@@ -119,13 +119,8 @@ struct gpuslice_tenant {
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
 _Static_assert(sizeof(struct gpuslice_tenant_proc) == 144, "process entry layout");
-/* (In parentheses: bench/gpumeasure.py checks the asserts that compare with a number.) */
-_Static_assert((offsetof(struct gpuslice_tenant, abi_version) ==
-                    offsetof(struct gpuslice_shm_header, abi_version) &&
-                offsetof(struct gpuslice_tenant, size) == offsetof(struct gpuslice_shm_header, size)),
-               "the common segment header");
-_Static_assert(GPUSLICE_ABI_MAJOR(GPUSLICE_TENANT_ABI_VERSION) == GPUSLICE_TENANT_ABI_MAJOR,
-               "tenant ABI major");
+GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_tenant, GPUSLICE_TENANT_ABI_VERSION,
+                          GPUSLICE_TENANT_ABI_MAJOR);
 _Static_assert(offsetof(struct gpuslice_tenant, lock) == 16, "lock offset");
 _Static_assert(offsetof(struct gpuslice_tenant, dev) == 232, "device table offset");
 _Static_assert(offsetof(struct gpuslice_tenant_device, compute_tokens) == 48, "budget offset");
