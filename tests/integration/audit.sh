@@ -205,24 +205,7 @@ compute_board)
         head -c 136 /dev/zero >"$1"; chmod 0666 "$1"; [ "$(id -u)" = 0 ] && chown 65534:65534 "$1"
     }
     # pair LABEL: two tenants at 45 % side by side; checks both shares.
-    pair() {
-        for attempt in 1 2; do
-            "$GS" run -q --compute 45 -- "$CL" stream 2.5 500 >"$T/a" 2>"$T/a.err" &
-            pa=$!
-            "$GS" run -q --compute 45 -- "$CL" stream 2.5 500 >"$T/b" 2>"$T/b.err"
-            wait $pa
-            a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
-            # Under their band only when the 2-CPU host could not launch fast enough (see share_twice).
-            if [ "$attempt" = 1 ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(a < 0.40 || b < 0.40) }'; then
-                echo "note: shares $a and $b under 0.40; measuring once more"
-            else
-                break
-            fi
-        done
-        for v in "$a" "$b"; do
-            if awk -v v="$v" 'BEGIN { exit !(v >= 0.40 && v <= 0.48) }'; then ok "defect 13, $1: a tenant at 45% beside another: $v"; else bad "defect 13, $1: a tenant at 45%: $v, want 0.40..0.48"; fi
-        done
-    }
+    pair() { side_by_side "defect 13, $1" 45 0.40 0.48 45 0.40 0.48; }
     # With a private XDG_RUNTIME_DIR (the case has one) the boards live there: every one of the
     # 16 names in the shared run directory may be planted and nothing changes.
     for k in "" $(seq 1 15); do plant "$GPUSLICE_RUN_DIR/$base${k:+.$k}"; done

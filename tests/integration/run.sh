@@ -107,6 +107,32 @@ share_twice() {
     fi
     share_in "$goal" "$hi" "$desc"
 }
+# side_by_side LABEL CA LOA HIA CB LOB HIB: a tenant at CA% and one at CB% loading the device
+# together (stderr in $T/a.err and $T/b.err); each share must lie in its band [LO, HI]. A pair
+# with a share under its band is measured once more (see share_twice): a governor that holds a
+# tenant under its ceiling fails both.
+side_by_side() {
+    local label=$1 ca=$2 loa=$3 hia=$4 cb=$5 lob=$6 hib=$7 attempt pa
+    for attempt in 1 2; do
+        "$GS" run -q --compute "$ca" -- "$CL" stream 2.5 500 >"$T/a" 2>"$T/a.err" &
+        pa=$!
+        "$GS" run -q --compute "$cb" -- "$CL" stream 2.5 500 >"$T/b" 2>"$T/b.err"
+        wait $pa
+        a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
+        if [ "$attempt" = 1 ] && awk -v a="$a" -v b="$b" -v la="$loa" -v lb="$lob" \
+            'BEGIN { exit !(a < la || b < lb) }'; then
+            echo "note: $label: shares $a and $b under their bands; measuring once more"
+        else
+            break
+        fi
+    done
+    if awk -v v="$a" -v lo="$loa" -v hi="$hia" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
+        ok "$label: the tenant at $ca%: $a"
+    else bad "$label: the tenant at $ca%: $a, want $loa..$hia"; cat "$T/a.err"; fi
+    if awk -v v="$b" -v lo="$lob" -v hi="$hib" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
+        ok "$label: the tenant at $cb%: $b"
+    else bad "$label: the tenant at $cb%: $b, want $lob..$hib"; cat "$T/b.err"; fi
+}
 json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
     if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
         ok "$1"
@@ -625,21 +651,7 @@ compute_tenant)
     "$GS" run -q --compute 50 -- sh -c "'$CL' stream 2 500 >'$T/a' & '$CL' stream 2 500 >'$T/b'; wait"
     a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
     if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a + b >= 0.42 && a + b <= 0.53) }'; then ok "two processes of a 50% tenant: $a + $b"; else bad "two processes of a 50% tenant: $a + $b"; fi
-    for attempt in 1 2; do
-        "$GS" run -q --compute 30 -- "$CL" stream 2.5 500 >"$T/a" &
-        pa=$!
-        "$GS" run -q --compute 70 -- "$CL" stream 2.5 500 >"$T/b"
-        wait $pa
-        a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
-        # Under their ceilings only because the host was too slow: once more (see share_twice).
-        if [ "$attempt" = 1 ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(a < 0.24 || b < 0.62) }'; then
-            echo "note: shares $a and $b under their bands; measuring once more"
-        else
-            break
-        fi
-    done
-    if awk -v a="$a" 'BEGIN { exit !(a >= 0.24 && a <= 0.33) }'; then ok "tenant at 30% beside one at 70%: $a"; else bad "tenant at 30%: $a"; fi
-    if awk -v b="$b" 'BEGIN { exit !(b >= 0.62 && b <= 0.73) }'; then ok "tenant at 70% beside one at 30%: $b"; else bad "tenant at 70%: $b"; fi ;;
+    side_by_side "two tenants at 30% and 70%" 30 0.24 0.33 70 0.62 0.73 ;;
 compute_set)
     # A ceiling set on a running tenant bites; tenants shows the ceiling and the usage (measured
     # over its interval from two readings of the file: 80.4 and 19.7 here, idle host; never
