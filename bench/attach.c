@@ -16,8 +16,13 @@
  *                             dlopen, T_INIT after cuInit, T_CTX with the context current,
  *                             T_ALLOC after the allocation (0: not reached)
  *   holding OK REFUSED ERRORS MISSING     (MISSING: no report within TIMEOUT_S)
+ *   probe I CODE FREE TOTAL   after a "probe" line on stdin: each child that has a context
+ *                             asks cuMemGetInfo once (as a program asking for its free memory
+ *                             does), CODE its CUresult
+ *   probed OK ERRORS MISSING  every child answered the probe (or TIMEOUT_S passed)
  *   released EXITED KILLED    after the release, children that exited / were killed
  *
+ * stdin: a line "probe" (optional, once) and then any line, or the end, to release.
  * usage: attach N ALLOC_MIB [TIMEOUT_S]     (N 1..4096; TIMEOUT_S 120)
  * Exit status 0 when every child reported (whatever it reported), 1 otherwise, 2 on bad usage.
  */
@@ -45,6 +50,7 @@ typedef int (*release_fn)(int);
 typedef int (*set_current_fn)(void *);
 typedef int (*alloc_fn)(unsigned long long *, size_t);
 typedef int (*free_fn)(unsigned long long);
+typedef int (*mem_info_fn)(size_t *, size_t *);
 
 static double now_s(void)
 {
@@ -84,8 +90,36 @@ static void *sym(void *h, const char *a, const char *b)
     return p || !b ? p : dlsym(h, b);
 }
 
+/*
+ * A held child: until the release pipe closes; when the probe pipe closes
+ * first, asks the driver for its free memory once and reports it.
+ */
+static void hold(int idx, int results, int probe, int release, mem_info_fn mem_info)
+{
+    struct pollfd pf[2] = {{release, POLLIN, 0}, {probe, POLLIN, 0}};
+    char line[160];
+
+    for (;;) {
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (pf[0].revents)
+            return;
+        if (pf[1].revents) {
+            size_t free_b = 0, total = 0;
+            int code = mem_info ? mem_info(&free_b, &total) : -1;
+
+            snprintf(line, sizeof line, "probe %d %d %zu %zu\n", idx, code, free_b, total);
+            write_all(results, line, strlen(line));
+            pf[1].fd = -1; /* once */
+        }
+    }
+}
+
 /* One child: waits at the barrier, attaches, reports, holds until released. */
-static void child(int idx, int barrier, int results, int release, size_t bytes)
+static void child(int idx, int barrier, int results, int probe, int release, size_t bytes)
 {
     double t0, t_init = 0, t_ctx = 0, t_alloc = 0;
     const char *status = "ok", *step = "-";
@@ -94,6 +128,7 @@ static void child(int idx, int barrier, int results, int release, size_t bytes)
     int code = 0, dev = 0, have_ctx = 0;
     release_fn ctx_release = NULL;
     free_fn mem_free = NULL;
+    mem_info_fn mem_info = NULL;
     char line[256];
 
     wait_pipe(barrier);
@@ -112,6 +147,7 @@ static void child(int idx, int barrier, int results, int release, size_t bytes)
 
         ctx_release = (release_fn)sym(h, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
         mem_free = (free_fn)sym(h, "cuMemFree_v2", "cuMemFree");
+        mem_info = (mem_info_fn)sym(h, "cuMemGetInfo_v2", "cuMemGetInfo");
         if (!init || !device_get || !retain || !set_current || !mem_alloc || !ctx_release ||
             !mem_free) {
             status = "error";
@@ -136,8 +172,8 @@ static void child(int idx, int barrier, int results, int release, size_t bytes)
     snprintf(line, sizeof line, "proc %d %d %s %.6f %.6f %.6f %.6f %s %d\n", idx, (int)getpid(),
              status, t0, t_init, t_ctx, t_alloc, step, code);
     write_all(results, line, strlen(line));
+    hold(idx, results, probe, release, have_ctx ? mem_info : NULL);
     close(results);
-    wait_pipe(release);
     if (ptr)
         mem_free(ptr);
     if (have_ctx)
@@ -145,15 +181,70 @@ static void child(int idx, int barrier, int results, int release, size_t bytes)
     exit(0);
 }
 
+/*
+ * Copies to stdout the lines read from fd until want lines starting with word
+ * came or timeout seconds passed; counts their status (the word after the
+ * child's index and, for "proc", its PID) in ok ("ok" or "0"), refused
+ * ("refused") and errors (anything else). Returns how many came.
+ */
+static int read_lines(int fd, int want, const char *word, double timeout, int *ok, int *refused,
+                      int *errors)
+{
+    static char buf[65536];
+    static size_t have;
+    double deadline = now_s() + timeout;
+    size_t wl = strlen(word);
+    const char *fmt = strcmp(word, "proc") == 0 ? " %*d %*d %15s" : " %*d %15s";
+    int got = 0;
+
+    while (got < want) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        double left = deadline - now_s();
+        ssize_t r;
+        char *nl;
+
+        if (left <= 0 || poll(&pf, 1, (int)(left * 1000) + 1) <= 0) {
+            if (left <= 0 || errno != EINTR)
+                break;
+            continue;
+        }
+        r = read(fd, buf + have, sizeof buf - 1 - have);
+        if (r <= 0)
+            break; /* every child closed its end */
+        have += (size_t)r;
+        buf[have] = '\0';
+        while ((nl = strchr(buf, '\n')) != NULL) {
+            char st[16] = "";
+
+            *nl = '\0';
+            fputs(buf, stdout);
+            fputc('\n', stdout);
+            if (strncmp(buf, word, wl) == 0 && buf[wl] == ' ' &&
+                sscanf(buf + wl, fmt, st) == 1) {
+                got++;
+                if (strcmp(st, "ok") == 0 || strcmp(st, "0") == 0)
+                    ++*ok;
+                else if (refused && strcmp(st, "refused") == 0)
+                    ++*refused;
+                else
+                    ++*errors;
+            }
+            have -= (size_t)(nl + 1 - buf);
+            memmove(buf, nl + 1, have + 1);
+        }
+    }
+    return got;
+}
+
 int main(int argc, char **argv)
 {
     static pid_t pids[MAX_PROCS];
-    int barrier[2], results[2], release[2], n, i, forked = 0, got = 0;
+    int barrier[2], results[2], probe[2], release[2], n, i, forked = 0, got = 0;
     int ok = 0, refused = 0, errors = 0, exited = 0, killed = 0;
     double timeout = argc > 3 ? atof(argv[3]) : 120.0, deadline;
     const char *tenant = getenv("GPUSLICE_TENANT");
-    char buf[65536], line[64];
-    size_t have = 0, bytes;
+    char line[64];
+    size_t bytes;
     long mib;
 
     if (argc < 3 || (n = atoi(argv[1])) < 1 || n > MAX_PROCS || (mib = atol(argv[2])) < 0 ||
@@ -164,7 +255,7 @@ int main(int argc, char **argv)
     bytes = (size_t)mib << 20;
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    if (pipe(barrier) < 0 || pipe(results) < 0 || pipe(release) < 0) {
+    if (pipe(barrier) < 0 || pipe(results) < 0 || pipe(probe) < 0 || pipe(release) < 0) {
         perror("attach: pipe");
         return 1;
     }
@@ -179,13 +270,15 @@ int main(int argc, char **argv)
         }
         if (p == 0) {
             close(barrier[1]);
+            close(probe[1]);
             close(release[1]);
             close(results[0]);
-            child(i, barrier[0], results[1], release[0], bytes);
+            child(i, barrier[0], results[1], probe[0], release[0], bytes);
         }
         pids[forked++] = p;
     }
     close(barrier[0]);
+    close(probe[0]);
     close(release[0]);
     close(results[1]);
     usleep(200000); /* every child reaches its read of the barrier */
@@ -193,43 +286,21 @@ int main(int argc, char **argv)
     fflush(stdout);
     close(barrier[1]);
 
-    deadline = now_s() + timeout;
-    while (got < forked) {
-        struct pollfd pf = {results[0], POLLIN, 0};
-        double left = deadline - now_s();
-        ssize_t r;
-        char *nl;
-
-        if (left <= 0 || poll(&pf, 1, (int)(left * 1000) + 1) <= 0) {
-            if (left <= 0 || errno != EINTR)
-                break;
-            continue;
-        }
-        r = read(results[0], buf + have, sizeof buf - 1 - have);
-        if (r <= 0)
-            break; /* every child closed its end */
-        have += (size_t)r;
-        buf[have] = '\0';
-        while ((nl = strchr(buf, '\n')) != NULL) {
-            char st[16] = "";
-
-            *nl = '\0';
-            fputs(buf, stdout);
-            fputc('\n', stdout);
-            if (sscanf(buf, "proc %*d %*d %15s", st) == 1) {
-                got++;
-                ok += strcmp(st, "ok") == 0;
-                refused += strcmp(st, "refused") == 0;
-                errors += strcmp(st, "error") == 0;
-            }
-            have -= (size_t)(nl + 1 - buf);
-            memmove(buf, nl + 1, have + 1);
-        }
-    }
+    got = read_lines(results[0], forked, "proc", timeout, &ok, &refused, &errors);
     printf("holding %d %d %d %d\n", ok, refused, errors, n - got);
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin))
         line[0] = '\0';
+    if (strncmp(line, "probe", 5) == 0) {
+        int pok = 0, perr = 0, pgot;
+
+        close(probe[1]);
+        pgot = read_lines(results[0], ok, "probe", timeout, &pok, &perr, NULL);
+        printf("probed %d %d %d\n", pok, perr, ok - pgot);
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            line[0] = '\0';
+    }
     close(release[1]);
     deadline = now_s() + 30;
     for (i = 0; i < forked; i++) {

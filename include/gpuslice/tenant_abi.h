@@ -33,8 +33,12 @@
 #include "gpuslice/shm_abi.h"
 
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
-/* GPUSLICE_ABI(4, 0): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 0. */
-#define GPUSLICE_TENANT_ABI_VERSION 4u
+/*
+ * GPUSLICE_ABI(4, 1): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 1
+ * (pid_ns in a process entry's former padding; ctx_base and host_pid at the end). Written in
+ * decimal for bench/gpumeasure.py, checked below.
+ */
+#define GPUSLICE_TENANT_ABI_VERSION 65540u
 #define GPUSLICE_TENANT_ABI_MAJOR 4u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 1024
@@ -56,6 +60,11 @@ struct gpuslice_tenant_device {
                                     its process (smallest measured; 0 = none seen) */
 };
 
+/* A ctx_base word: bytes (< 2^48) in no listed process's figure, and processes listed. */
+#define GPUSLICE_CTX_BASE(bytes, listed) ((uint64_t)(listed) << 48 | ((uint64_t)(bytes) + 1))
+#define GPUSLICE_CTX_BASE_BYTES(w) (((w) & ((1ULL << 48) - 1)) - 1)
+#define GPUSLICE_CTX_BASE_LISTED(w) ((unsigned)((w) >> 48))
+
 /* set_flags: a device added after `gpuslice set` takes these, not the process's own. */
 #define GPUSLICE_SET_MEMORY 1u
 #define GPUSLICE_SET_COMPUTE 2u
@@ -63,8 +72,8 @@ struct gpuslice_tenant_device {
 #define GPUSLICE_LOCK_WAITERS 0x80000000u
 
 struct gpuslice_tenant_proc {
-    int32_t pid;         /* 0 = free slot */
-    uint32_t pad0;
+    int32_t pid;         /* 0 = free slot; the PID in the process's own PID namespace */
+    uint32_t pid_ns;     /* ABI 4.1: that namespace (inode of /proc/PID/ns/pid); 0 = unknown */
     uint64_t start_time; /* /proc/PID/stat field 22, guards against PID reuse */
     uint64_t mem_used[GPUSLICE_MAX_DEVICES]; /* by device entry */
 };
@@ -115,6 +124,21 @@ struct gpuslice_tenant {
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
     struct gpuslice_tenant_reserve reserve;
+    /*
+     * ABI 4.1, per device entry: what a context's hidden part is measured against, as a
+     * process of the tenant saw the device before its first context there, every listed
+     * process having its context in its figure: the device's use in no listed process's
+     * figure, plus 1, in bits 0-47 (0 = none seen), and how many processes NVML listed, in
+     * bits 48-63 (GPUSLICE_CTX_BASE). The smallest word wins: the fewest processes (none:
+     * the driver's own use, 615 MiB on an idle H200), then the least use.
+     */
+    uint64_t ctx_base[GPUSLICE_MAX_DEVICES];
+    /*
+     * ABI 4.1, per process slot: the PID the kernel's initial PID namespace knows the process
+     * by, where it runs in another (written by it when it runs in the initial one, else by a
+     * reader there that found it); 0 = not known yet.
+     */
+    int32_t host_pid[GPUSLICE_MAX_PROCS];
 };
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
@@ -129,6 +153,13 @@ _Static_assert(sizeof(struct gpuslice_tenant_reserve_dev) == 40, "reservation en
 _Static_assert(sizeof(struct gpuslice_tenant_reserve) == 24 + 16 * 40, "reservation layout");
 _Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 88 + 1024 * 144,
                "reservation offset");
-_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 88 + 1024 * 144 + 664, "tenant size");
+_Static_assert(offsetof(struct gpuslice_tenant, ctx_base) == 232 + 16 * 88 + 1024 * 144 + 664,
+               "ctx_base offset");
+_Static_assert(offsetof(struct gpuslice_tenant, host_pid) ==
+                   232 + 16 * 88 + 1024 * 144 + 664 + 128,
+               "host_pid offset");
+_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096,
+               "tenant size");
+_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 1)), "tenant ABI 4.1");
 
 #endif

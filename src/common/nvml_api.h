@@ -59,6 +59,9 @@ typedef struct nvmlProcessInfo_v1_st {
     unsigned long long usedGpuMemory;
 } nvmlProcessInfo_v1_t;
 
+/* A process's usedGpuMemory where NVML cannot tell it (NVML_VALUE_NOT_AVAILABLE). */
+#define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFULL
+
 typedef struct nvmlProcessInfo_st {
     unsigned int pid;
     unsigned long long usedGpuMemory;

@@ -295,16 +295,30 @@ static int nvml_ready(void)
  * length and reading it (hundreds of processes attach at once): the buffer
  * grows until it fits, so a busy GPU never looks like one that cannot see us.
  */
-static int64_t nvml_process_used(struct dev_state *d)
+/*
+ * One look at device d through NVML's process list: this process's figure
+ * (-1 when it is not listed), and the number, sum and smallest of every listed
+ * process's figures. -1 when the list could not be read.
+ */
+struct nvml_look {
+    int64_t mine;
+    uint64_t sum;
+    uint64_t smallest;
+    unsigned listed;
+    int complete; /* every listed process gave a figure */
+};
+
+static int nvml_look_processes(struct dev_state *d, struct nvml_look *l)
 {
     nvmlProcessInfo_t buf[64], *infos = buf, *more;
     nvmlDevice_t h;
     unsigned int cap = 64, n, i;
     char uuid[GS_UUID_STRLEN];
-    int64_t used = -1;
     nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
     int tries;
 
+    memset(l, 0, sizeof(*l));
+    l->mine = -1;
     if (nvml_ready() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
         !gs__real.nvmlDeviceGetComputeRunningProcesses_v3)
         return -1;
@@ -325,13 +339,33 @@ static int64_t nvml_process_used(struct dev_state *d)
             free(infos);
         infos = more;
     }
-    if (r == NVML_SUCCESS)
-        for (i = 0; i < n && i < cap; i++)
+    if (r == NVML_SUCCESS) {
+        l->complete = 1;
+        l->smallest = UINT64_MAX;
+        for (i = 0; i < n && i < cap; i++) {
+            unsigned long long u = infos[i].usedGpuMemory;
+            if (u == NVML_VALUE_NOT_AVAILABLE_ULL) {
+                l->complete = 0;
+                continue;
+            }
             if (infos[i].pid == (unsigned int)getpid())
-                used = (int64_t)infos[i].usedGpuMemory;
+                l->mine = (int64_t)u;
+            l->sum += u;
+            l->smallest = u < l->smallest ? u : l->smallest;
+            l->listed++;
+        }
+    }
     if (infos != buf)
         free(infos);
-    return used;
+    return r == NVML_SUCCESS ? 0 : -1;
+}
+
+/* This process's figure in NVML's list for d; -1 if it is not listed. */
+static int64_t nvml_process_used(struct dev_state *d)
+{
+    struct nvml_look l;
+
+    return nvml_look_processes(d, &l) == 0 ? l.mine : -1;
 }
 
 /* Memory in use on the whole device (NVML), or -1 when it cannot be read. */
@@ -352,6 +386,55 @@ static int64_t nvml_device_used(struct dev_state *d)
     return (int64_t)m.used;
 }
 
+/* The largest believable hidden part of a context (measured on the H200: 5.8 MiB). */
+#define CTX_HIDDEN_MAX (64ULL << 20)
+/*
+ * A process NVML lists with less than this, or with less than half of this
+ * process's own context figure, is still making its context: on the H200 a
+ * process was listed with 14 MiB from just after cuInit, its figure growing in
+ * steps (16 ... 32, 102, 104 MiB, for over a second at 104 with 64 processes
+ * making theirs at once) to its context's 526 MiB as the context became
+ * current (bench/context_memory.py).
+ */
+#define CTX_LISTED_MIN (32ULL << 20)
+
+/*
+ * A context takes device memory that NVML's figure for its process omits: on
+ * the H200, once 64 processes had made their contexts, the device held 5.82
+ * MiB per listed process more than the idle device plus every listed figure
+ * (8 processes: 5.98; one: 8.81). Measured here the same way, device-wide,
+ * against the tenant's ctx_base (the device's use in no listed figure, and
+ * how many were listed, before a first context of the tenant): what the
+ * device's use in no listed figure grew by since, per process listed since.
+ * Only when the device has settled, which is when every listed process has its
+ * context in its figure (CTX_LISTED_MIN; while contexts are being made that
+ * use reached 27 GiB on the H200). Stored in the tenant's ctx_hidden, charged
+ * per context (refresh_overhead). Returns 1 when it measured, 0 when the
+ * device was not settled or no base is known.
+ */
+static int hidden_from_look(struct dev_state *d, int64_t device_used, const struct nvml_look *l)
+{
+    uint64_t base = __atomic_load_n(&gs__state.tenant->ctx_base[d->entry], __ATOMIC_ACQUIRE);
+    uint64_t before, unattributed, hidden, own;
+    unsigned listed_before;
+
+    if (base == 0 || device_used < 0 || !l->complete || l->mine < 0)
+        return 0;
+    before = GPUSLICE_CTX_BASE_BYTES(base);
+    listed_before = GPUSLICE_CTX_BASE_LISTED(base);
+    own = (uint64_t)l->mine > d->charged ? (uint64_t)l->mine - d->charged : 0;
+    if (l->listed <= listed_before || l->smallest < CTX_LISTED_MIN || l->smallest < own / 2)
+        return 0;
+    if ((uint64_t)device_used < before + l->sum)
+        return 0; /* a figure changed between the two reads */
+    unattributed = (uint64_t)device_used - l->sum - before;
+    hidden = unattributed / (l->listed - listed_before);
+    if (hidden > CTX_HIDDEN_MAX)
+        return 0;
+    __atomic_store_n(&gs__state.tenant->dev[d->entry].ctx_hidden, hidden, __ATOMIC_RELEASE);
+    return 1;
+}
+
 /*
  * Re-reads what the driver holds for this process on the device beyond our
  * charges (contexts, modules loaded lazily, …) and charges the difference.
@@ -359,17 +442,20 @@ static int64_t nvml_device_used(struct dev_state *d)
  */
 static void refresh_overhead(struct dev_state *d)
 {
-    int64_t used;
+    struct nvml_look l;
+    int64_t device_used;
     uint64_t want;
 
     if (d->mode == OVERHEAD_FOOTPRINT || d->ctx_count == 0)
         return;
     d->last_refresh_ns = now_ns();
-    if ((used = nvml_process_used(d)) < 0)
+    device_used = nvml_device_used(d);
+    if (nvml_look_processes(d, &l) < 0 || l.mine < 0)
         return;
     d->mode = OVERHEAD_NVML_PROCESS;
-    want = (uint64_t)used > d->charged ? (uint64_t)used - d->charged : 0;
-    /* And what each context takes beyond NVML's figure for the process (context_hidden). */
+    hidden_from_look(d, device_used, &l);
+    want = (uint64_t)l.mine > d->charged ? (uint64_t)l.mine - d->charged : 0;
+    /* And what each context takes beyond NVML's figure for the process (hidden_from_look). */
     want += (uint64_t)d->ctx_count *
             __atomic_load_n(&gs__state.tenant->dev[d->entry].ctx_hidden, __ATOMIC_RELAXED);
     /*
@@ -1719,16 +1805,11 @@ static uint64_t context_footprint(struct dev_state *d, int64_t before)
     return known;
 }
 
-/* The largest believable hidden part of a context (measured on the H200: 5.8 MiB). */
-#define CTX_HIDDEN_MAX (64ULL << 20)
-
 /*
- * A context takes device memory that NVML's figure for its process omits: on
- * the H200 64 processes' contexts took 5.8 MiB each more on the device than
- * NVML listed for them. Measured here as the device's growth across this
- * process's first context less what NVML then lists for the process; the
- * smallest believable measure of the tenant is kept (others attaching at the
- * same moment only inflate it) and charged per context (refresh_overhead).
+ * Where the tenant has no base yet (hidden_from_look cannot measure):
+ * the device's growth across this process's first context less what NVML then
+ * lists for the process; the smallest believable measure of the tenant is kept
+ * (others attaching at the same moment only inflate it).
  */
 static void context_hidden(struct dev_state *d, int64_t before)
 {
@@ -1759,7 +1840,8 @@ static void context_appeared(struct dev_state *d, int64_t device_used_before)
     d->ctx_count++;
     if (d->mode != OVERHEAD_FOOTPRINT)
         refresh_overhead(d);
-    if (d->mode == OVERHEAD_NVML_PROCESS) {
+    if (d->mode == OVERHEAD_NVML_PROCESS &&
+        __atomic_load_n(&gs__state.tenant->ctx_base[d->entry], __ATOMIC_ACQUIRE) == 0) {
         context_hidden(d, device_used_before);
         refresh_overhead(d);
     }
@@ -1832,11 +1914,31 @@ static void context_gone(struct dev_state *d, int ord, CUcontext ctx, CUcontext 
 
 /*
  * The device's use before this process's first context on it, for
- * context_footprint() and context_hidden(); -1 when not needed.
+ * context_footprint() and context_hidden(); -1 when not needed. Where every
+ * process NVML lists there has its context in its figure, that use less the
+ * figures, with how many were listed, is a base for hidden_from_look(): the
+ * smallest ctx_base word of the tenant is kept.
  */
 static int64_t used_before(struct dev_state *d)
 {
-    return d && d->ctx_count == 0 ? nvml_device_used(d) : -1;
+    struct nvml_look l;
+    int64_t used;
+
+    if (!d || d->ctx_count != 0)
+        return -1;
+    if ((used = nvml_device_used(d)) >= 0 && nvml_look_processes(d, &l) == 0 && l.complete &&
+        (l.listed == 0 || l.smallest >= CTX_LISTED_MIN) && (uint64_t)used >= l.sum &&
+        (uint64_t)used - l.sum < (1ULL << 47) && l.listed < 0xffff) {
+        uint64_t *shared = &gs__state.tenant->ctx_base[d->entry];
+        uint64_t known = __atomic_load_n(shared, __ATOMIC_ACQUIRE);
+        uint64_t mine = GPUSLICE_CTX_BASE((uint64_t)used - l.sum, l.listed);
+
+        while ((known == 0 || mine < known) &&
+               !__atomic_compare_exchange_n(shared, &known, mine, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+            ;
+    }
+    return used;
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

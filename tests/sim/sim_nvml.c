@@ -391,10 +391,22 @@ static unsigned pid_offset(void)
     return off;
 }
 
-/* Live processes with a context or memory on device i. */
+/*
+ * Live processes with a context or memory on device i. While a process makes
+ * a context (GPUSLICE_SIM_CONTEXT_MS), the device holds the context's memory
+ * but the process's figure shows only SIM_EARLY_LISTED of it, as the H200's.
+ */
 static unsigned running_processes(int i, struct proc_row *rows)
 {
     unsigned n = 0, off = pid_offset();
+    uint64_t ctx = nv.st.sh->context_bytes, now = 0;
+    uint64_t early = ctx < SIM_EARLY_LISTED ? ctx : SIM_EARLY_LISTED;
+    struct timespec ts;
+
+    if (nv.st.sh->context_ms) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
 
     sim_state_lock(&nv.st);
     for (int k = 0; k < SIM_MAX_PROCS; k++) {
@@ -402,6 +414,8 @@ static unsigned running_processes(int i, struct proc_row *rows)
         if (p->pid != 0 && (p->contexts[i] > 0 || p->held[i] > 0)) {
             rows[n].pid = (unsigned)p->pid + off;
             rows[n].used = p->held[i];
+            if (now && p->contexts[i] > 0 && now < p->ctx_ready_ns[i] && rows[n].used >= ctx)
+                rows[n].used -= ctx - early;
             n++;
         }
     }

@@ -144,6 +144,22 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->context_hidden = n;
     }
+    if ((v = getenv("GPUSLICE_SIM_IDLE_USED"))) {
+        if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_IDLE_USED: \"%s\" is not a size "
+                            "(use e.g. 615M, 0, 644939776)\n", v);
+            return -EINVAL;
+        }
+        cfg->idle_used = n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_CONTEXT_MS"))) {
+        if (parse_uint(v, 0, 60000, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_MS: \"%s\" is not a delay "
+                            "(use 0 to 60000 milliseconds)\n", v);
+            return -EINVAL;
+        }
+        cfg->context_ms = (uint32_t)n;
+    }
     cfg->green = 1;
     if ((v = getenv("GPUSLICE_SIM_GREEN"))) {
         if (parse_uint(v, 0, 1, &n) < 0) {
@@ -189,6 +205,8 @@ static int init_shared(struct sim_shared *sh, const struct sim_config *cfg)
     sh->memory = cfg->memory;
     sh->context_bytes = cfg->context_bytes;
     sh->context_hidden = cfg->context_hidden;
+    sh->idle_used = cfg->idle_used;
+    sh->context_ms = cfg->context_ms;
     if ((r = pthread_mutexattr_init(&a)) != 0)
         return -r;
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -280,6 +298,8 @@ static void warn_geometry(const struct sim_config *cfg, const struct sim_shared 
     SIM_DIFF(memory, "GPUSLICE_SIM_MEMORY")
     SIM_DIFF(context_bytes, "GPUSLICE_SIM_CONTEXT_BYTES")
     SIM_DIFF(context_hidden, "GPUSLICE_SIM_CONTEXT_HIDDEN")
+    SIM_DIFF(idle_used, "GPUSLICE_SIM_IDLE_USED")
+    SIM_DIFF(context_ms, "GPUSLICE_SIM_CONTEXT_MS")
 #undef SIM_DIFF
     format_size(sh->memory, mem, sizeof(mem));
     format_size(sh->context_bytes, ctx, sizeof(ctx));
@@ -294,7 +314,8 @@ static void warn_geometry(const struct sim_config *cfg, const struct sim_shared 
 static int same_geometry(const struct sim_config *cfg, const struct sim_shared *sh)
 {
     return cfg->devices == sh->devices && cfg->sms == sh->sms && cfg->memory == sh->memory &&
-           cfg->context_bytes == sh->context_bytes && cfg->context_hidden == sh->context_hidden;
+           cfg->context_bytes == sh->context_bytes && cfg->context_hidden == sh->context_hidden &&
+           cfg->idle_used == sh->idle_used && cfg->context_ms == sh->context_ms;
 }
 
 int sim_state_open(struct sim_config *cfg, struct sim_state *st)
@@ -373,6 +394,8 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     cfg->memory = sh->memory;
     cfg->context_bytes = sh->context_bytes;
     cfg->context_hidden = sh->context_hidden;
+    cfg->idle_used = sh->idle_used;
+    cfg->context_ms = sh->context_ms;
     st->sh = sh;
     st->fd = fd;
     flock(fd, LOCK_UN);
@@ -527,7 +550,7 @@ struct sim_proc *sim_state_self(struct sim_state *st)
 
 uint64_t sim_state_used(const struct sim_shared *sh, int dev)
 {
-    uint64_t used = 0;
+    uint64_t used = sh->idle_used;
 
     for (int i = 0; i < SIM_MAX_PROCS; i++)
         if (sh->procs[i].pid != 0)
@@ -573,13 +596,27 @@ void sim_state_uncharge(struct sim_state *st, int dev, uint64_t bytes)
 
 int sim_state_context_add(struct sim_state *st, int dev)
 {
+    uint32_t ms = st->sh->context_ms;
     int r;
 
     sim_state_lock(st);
     r = charge_locked(st, dev, st->sh->context_bytes);
-    if (r == 0)
-        sim_state_self(st)->contexts[dev]++;
+    if (r == 0) {
+        struct sim_proc *me = sim_state_self(st);
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        me->contexts[dev]++;
+        me->ctx_ready_ns[dev] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                                (uint64_t)ms * 1000000ull;
+    }
     sim_state_unlock(st);
+    if (r == 0 && ms) {
+        struct timespec d = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+        while (nanosleep(&d, &d) < 0 && errno == EINTR)
+            ;
+    }
     return r;
 }
 

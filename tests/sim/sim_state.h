@@ -25,6 +25,14 @@
 #define SIM_DEFAULT_CONTEXT_BYTES ((uint64_t)64 << 20)
 /* H200, driver 580: 64 processes' contexts took 5.8 MiB each more than NVML listed for them. */
 #define SIM_DEFAULT_CONTEXT_HIDDEN ((uint64_t)6 << 20)
+/*
+ * H200, driver 580 (bench/context_memory.py): NVML lists a process from just after its cuInit
+ * with 14 MiB; while its context is made the figure grows in steps (16 ... 32, 102, 104 MiB)
+ * and reaches its context's 526 MiB as the context becomes current, while the device's own
+ * use already holds more (with 64 processes making theirs at once, 27 GiB of the device's use
+ * was in no process's figure).
+ */
+#define SIM_EARLY_LISTED ((uint64_t)14 << 20)
 #define SIM_MAX_SMS 1024
 #define SIM_MAX_BYTES ((uint64_t)1 << 50)
 
@@ -38,7 +46,7 @@
 #define SIM_UTIL_WINDOW_NS 1000000000ull
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
-#define SIM_STATE_VERSION 6u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden */
+#define SIM_STATE_VERSION 7u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms */
 
 struct sim_config {
     uint32_t devices;
@@ -46,6 +54,8 @@ struct sim_config {
     uint64_t memory;        /* bytes per device */
     uint64_t context_bytes; /* footprint of each context */
     uint64_t context_hidden; /* device memory each context takes that NVML's per-process figure omits */
+    uint64_t idle_used;     /* in use on an idle device, no process's (H200: 615 MiB) */
+    uint32_t context_ms;    /* making a context takes this long (its memory taken at the start) */
     uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
     uint32_t green;         /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     char state_path[PATH_MAX];
@@ -59,6 +69,7 @@ struct sim_proc {
     uint64_t held[SIM_MAX_DEVICES];     /* bytes reserved per device, contexts included */
     uint32_t contexts[SIM_MAX_DEVICES]; /* active contexts per device */
     uint64_t gone_ns; /* CLOCK_MONOTONIC when its death was first seen; 0 alive */
+    uint64_t ctx_ready_ns[SIM_MAX_DEVICES]; /* CLOCK_MONOTONIC when its newest context is made */
 };
 
 /* A stretch of device time taken by kernels of one process, CLOCK_MONOTONIC ns. */
@@ -91,11 +102,14 @@ struct sim_shared {
     struct sim_proc procs[SIM_MAX_PROCS];
     struct sim_device dev[SIM_MAX_DEVICES];
     uint64_t context_hidden; /* per active context, in the device's use but no process's */
+    uint64_t idle_used;      /* in the device's use with no process on it */
+    uint32_t context_ms;    /* see struct sim_config */
+    uint32_t pad0;
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");
 _Static_assert(offsetof(struct sim_shared, lock) == 40, "header layout");
-_Static_assert(sizeof(struct sim_proc) == 216, "process record layout");
+_Static_assert(sizeof(struct sim_proc) == 344, "process record layout");
 _Static_assert(sizeof(struct sim_interval) == 32, "interval layout");
 _Static_assert(offsetof(struct sim_shared, procs) == 104, "process table offset");
 
