@@ -33,41 +33,39 @@ const char *gs_tenant_dir(void)
     return d && *d ? d : "/dev/shm";
 }
 
-uint64_t gs_proc_start_time(pid_t pid)
+/*
+ * Whether the process in slot i is alive. One in another PID namespace than
+ * this reader's is looked for by its namespace and inner PID, where this
+ * reader sees every process (the initial namespace; the PID found is kept in
+ * host_pid); from any other namespace it cannot be judged and counts as alive.
+ */
+int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i)
 {
-    char path[64], buf[1024], *p;
-    unsigned long long v = 0;
-    ssize_t n;
-    int fd, field;
+    const struct gpuslice_tenant_proc *p = &t->proc[i];
+    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE), host;
+    uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED), mine = gs_proc_self_ns();
+    uint64_t start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if (pid <= 0)
         return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: count from the last ')'. */
-    if ((p = strrchr(buf, ')')) == NULL)
-        return 0;
-    p++;
-    for (field = 3; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    if (p == NULL || sscanf(p + 1, "%llu", &v) != 1)
-        return 0;
-    /* A zombie has exited: its memory is gone, treat it as dead. */
-    {
-        char *state = strrchr(buf, ')');
-        if (state && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X'))
-            return 0;
-    }
-    return v ? v : 1;
+    if (ns == 0 || ns == mine)
+        return gs_proc_start_time(pid) == start;
+    if (mine != GS_PID_NS_INIT)
+        return 1;
+    host = gs_proc_find(ns, pid, start, __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED));
+    if (host > 0)
+        __atomic_store_n((int32_t *)&t->host_pid[i], host, __ATOMIC_RELAXED);
+    return host > 0;
 }
 
-static int proc_alive(const struct gpuslice_tenant_proc *p)
+pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i)
 {
-    return p->pid > 0 && gs_proc_start_time(p->pid) == p->start_time;
+    uint32_t ns = __atomic_load_n(&t->proc[i].pid_ns, __ATOMIC_RELAXED);
+    int32_t host = __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED);
+
+    if (ns != 0 && ns != gs_proc_self_ns() && host > 0)
+        return host;
+    return __atomic_load_n(&t->proc[i].pid, __ATOMIC_RELAXED);
 }
 
 static void init_header(struct gpuslice_tenant *t, const char *name)
@@ -348,6 +346,8 @@ static void free_slot_locked(struct gpuslice_tenant *t, int slot)
         __atomic_store_n(&p->mem_used[d], 0, __ATOMIC_RELAXED);
     }
     p->start_time = 0;
+    p->pid_ns = 0;
+    __atomic_store_n(&t->host_pid[slot], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
 }
 
@@ -356,7 +356,7 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
     int i, n = 0;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        if (t->proc[i].pid > 0 && !proc_alive(&t->proc[i])) {
+        if (t->proc[i].pid > 0 && !gs_tenant_proc_alive(t, i)) {
             free_slot_locked(t, i);
             n++;
         }
@@ -389,9 +389,13 @@ int gs_tenant_proc_register(struct gpuslice_tenant *t, pid_t pid, uint64_t start
             if (t->proc[i].pid == 0)
                 slot = i;
     if (slot >= 0) {
+        uint32_t ns = gs_proc_pid_ns(pid);
+
         memset(&t->proc[slot], 0, sizeof(t->proc[slot]));
         t->proc[slot].start_time = start;
-        t->proc[slot].pid = (int32_t)pid;
+        t->proc[slot].pid_ns = ns;
+        t->host_pid[slot] = ns == GS_PID_NS_INIT ? (int32_t)pid : 0;
+        __atomic_store_n(&t->proc[slot].pid, (int32_t)pid, __ATOMIC_RELEASE);
     }
     gs_tenant_unlock(t);
     return slot >= 0 ? slot : GS_ENOSLOT;
@@ -716,7 +720,7 @@ uint64_t gs_tenant_live_mem_used(const struct gpuslice_tenant *t, int dev)
     int i;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
-        if (proc_alive(&t->proc[i]))
+        if (gs_tenant_proc_alive(t, i))
             sum += __atomic_load_n(&t->proc[i].mem_used[dev], __ATOMIC_RELAXED);
     return sum;
 }
@@ -726,7 +730,7 @@ int gs_tenant_live_procs(struct gpuslice_tenant *t)
     int i, n = 0;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
-        if (proc_alive(&t->proc[i]))
+        if (gs_tenant_proc_alive(t, i))
             n++;
     return n;
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "common/parse.h"
+#include "common/proc.h"
 #include "gpuslice/tenant_abi.h"
 
 #define GS_TENANT_PREFIX "gpuslice-"
@@ -131,7 +132,14 @@ int gs_tenant_live_procs(struct gpuslice_tenant *t);
 /* Removes tenant files in dir owned by us whose creator and members are gone. */
 int gs_tenant_sweep(const char *dir);
 
-/* /proc/PID/stat start time, or 0 if the process does not exist. */
-uint64_t gs_proc_start_time(pid_t pid);
+/*
+ * Whether the process in slot i lives (checked by start time, and across PID
+ * namespaces: common/proc.h); one in a namespace this reader cannot see into
+ * counts as alive.
+ */
+int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i);
+
+/* The PID this process sees for slot i's process (its own where not found yet). */
+pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i);
 
 #endif

@@ -42,15 +42,11 @@ int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max)
     int i, n = 0;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        const struct gpuslice_tenant_proc *p = &t->proc[i];
-        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-
-        /* The start time guards against a recycled PID, as the interposer's reaping does. */
-        if (pid <= 0 || gs_proc_start_time(pid) != __atomic_load_n(&p->start_time,
-                                                                    __ATOMIC_RELAXED))
+        /* As the interposer's reaping judges it: start time, PID namespace (common/proc.h). */
+        if (!gs_tenant_proc_alive(t, i))
             continue;
         if (n < max)
-            pids[n] = pid;
+            pids[n] = gs_tenant_proc_pid(t, i);
         n++;
     }
     return n;

@@ -599,6 +599,98 @@ static void test_board_turns_and_dead_holders(void **state)
     gs_board_close(b);
 }
 
+
+/* A fake /proc entry: PID's stat (started at start), NSpid and PID namespace. */
+static void fake_proc(const char *root, const char *name, const char *nspid, uint32_t ns,
+                      unsigned long long start)
+{
+    char path[512], link[64];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/%s/ns", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/%s/ns/pid", root, name);
+    snprintf(link, sizeof(link), "pid:[%u]", ns);
+    unlink(path);
+    assert_int_equal(symlink(link, path), 0);
+    snprintf(path, sizeof(path), "%s/%s/stat", root, name);
+    assert_non_null(f = fopen(path, "w"));
+    fprintf(f, "%s (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %llu 0 0\n", name, start);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/%s/status", root, name);
+    assert_non_null(f = fopen(path, "w"));
+    fprintf(f, "Name:\tx\nNSpid:\t%s\nNSpgid:\t1\n", nspid);
+    fclose(f);
+}
+
+/*
+ * A process in a container's PID namespace registers its own PID there. A
+ * reader outside (the CLI, a daemon) finds it by namespace and inner PID, and
+ * does not take another process that has that PID outside for it; a reader
+ * in a third namespace cannot judge it and leaves it be.
+ */
+static void test_processes_in_another_pid_namespace(void **state)
+{
+    const uint32_t box = 4026532100u, other = 4026532200u;
+    struct gpuslice_tenant *t;
+    char root[128], cmd[256];
+
+    (void)state;
+    snprintf(root, sizeof(root), "%s/proc", dir);
+    mkdir(root, 0700);
+    fake_proc(root, "self", "1", GS_PID_NS_INIT, 1);
+    fake_proc(root, "5000", "5000\t7", box, 123); /* the tenant's process: 7 in its box */
+    fake_proc(root, "7", "7", GS_PID_NS_INIT, 999); /* PID 7 outside: another process */
+    gs_proc_set_root(root);
+    assert_int_equal(gs_proc_self_ns(), GS_PID_NS_INIT);
+    assert_int_equal(gs_proc_inner_pid(5000), 7);
+    assert_int_equal(gs_tenant_anon(&t), 0);
+    t->proc[0].pid = 7;
+    t->proc[0].pid_ns = box;
+    t->proc[0].start_time = 123;
+    t->proc[0].mem_used[0] = t->dev[0].mem_used = 10;
+    assert_int_equal(gs_tenant_proc_alive(t, 0), 1);
+    assert_int_equal(t->host_pid[0], 5000);
+    assert_int_equal(gs_tenant_proc_pid(t, 0), 5000);
+    assert_int_equal(gs_tenant_reap(t), 0);
+    assert_int_equal(t->dev[0].mem_used, 10);
+    /* Started again under a new PID outside: the stale host PID is not taken for it. */
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/5000", root);
+    assert_int_equal(system(cmd), 0);
+    fake_proc(root, "5001", "5001\t7", box, 124);
+    assert_int_equal(gs_tenant_proc_alive(t, 0), 0);
+    fake_proc(root, "5002", "5002\t7", box, 123);
+    assert_int_equal(gs_tenant_proc_alive(t, 0), 1);
+    assert_int_equal(t->host_pid[0], 5002);
+    /* It died: its slot is freed and its usage given back. */
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/5002", root);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(gs_tenant_reap(t), 1);
+    assert_int_equal(t->proc[0].pid, 0);
+    assert_int_equal(t->host_pid[0], 0);
+    assert_int_equal(t->dev[0].mem_used, 0);
+    /* A reader in a third namespace sees neither: the entry is left alone. */
+    fake_proc(root, "self", "3", other, 1);
+    gs_proc_set_root(root);
+    t->proc[1].pid = 7;
+    t->proc[1].pid_ns = box;
+    t->proc[1].start_time = 123;
+    assert_int_equal(gs_tenant_proc_alive(t, 1), 1);
+    assert_int_equal(gs_tenant_reap(t), 0);
+    /* In the reader's own namespace, the PID is checked as it is. */
+    t->proc[1].pid_ns = other;
+    assert_int_equal(gs_tenant_proc_alive(t, 1), 0);
+    gs_proc_set_root(NULL);
+    /* Registering records the real namespace. */
+    assert_true(gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid())) >= 0);
+    assert_int_equal(t->proc[0].pid_ns, gs_proc_pid_ns(0));
+    assert_true(t->proc[0].pid_ns != 0);
+    assert_true(gs_tenant_proc_alive(t, 0));
+    gs_tenant_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_a_changed_ceiling_starts_from_an_empty_budget),
         cmocka_unit_test(test_budget_refills_at_the_ceiling_up_to_the_cap),
         cmocka_unit_test(test_board_turns_and_dead_holders),
+        cmocka_unit_test(test_processes_in_another_pid_namespace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,38 @@
+/*
+ * What /proc says about a process. A process in a container's PID namespace
+ * is known there by one PID and outside by another: its namespace (the inode
+ * of /proc/PID/ns/pid) and its PID inside it name it everywhere, and a reader
+ * in an enclosing namespace finds the PID it sees it by (gs_proc_find).
+ */
+#ifndef GPUSLICE_COMMON_PROC_H
+#define GPUSLICE_COMMON_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The kernel's initial PID namespace (PROC_PID_INIT_INO): its readers see every process. */
+#define GS_PID_NS_INIT 0xEFFFFFFCu
+
+/* /proc/PID/stat start time (clock ticks since boot), or 0 if it does not exist or is a zombie. */
+uint64_t gs_proc_start_time(pid_t pid);
+
+/* The inode of PID's PID namespace (0: this process's own is asked for with pid 0); 0 if unknown. */
+uint32_t gs_proc_pid_ns(pid_t pid);
+
+/* This process's PID namespace, read once; 0 if unknown. */
+uint32_t gs_proc_self_ns(void);
+
+/* PID's PID in its own, innermost namespace (the last NSpid field); 0 if unknown. */
+pid_t gs_proc_inner_pid(pid_t pid);
+
+/*
+ * The PID this process sees for the process known as inner in namespace ns
+ * and started at start (hint is tried first): 0 where no such process is
+ * visible from here.
+ */
+pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint);
+
+/* For tests: read ROOT instead of /proc (NULL: /proc again). */
+void gs_proc_set_root(const char *root);
+
+#endif
