@@ -10,11 +10,7 @@
 #include <stdio.h>
 
 #include "common/text.h"  /* gs_json_string, gs_text_safe */
-#include "control/log.h"  /* gs_log_error, gs_log_note, gs_log_quiet (-q) */
-
-#define GS_EXIT_OK 0
-#define GS_EXIT_ERROR 1
-#define GS_EXIT_USAGE 2
+#include "control/log.h"  /* gs_log_error, gs_log_note, gs_log_quiet (-q), GS_EXIT_* */
 
 struct gs_cmd {
     const char *name;

@@ -28,6 +28,7 @@
 
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "control/probe.h"
 #include "control/mps.h"
 #include "common/driver.h"
 #include "common/smplan.h"
@@ -442,7 +443,7 @@ static int procs_main(int argc, char **argv)
     if ((mps_to = mps_timeout()) < 0)
         return GS_EXIT_USAGE;
     q.device = device;
-    if (launch_in_child(query_geom, &q, 30, err, sizeof(err)) < 0) {
+    if (probe_in_child(query_geom, &q, 30, err, sizeof(err)) < 0) {
         gs_log_error("procs: %s", err);
         return GS_EXIT_ERROR;
     }

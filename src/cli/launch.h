@@ -35,12 +35,4 @@ static inline int launch_device_list(char **args, int nargs, const char *visible
     return gs_device_list(args, nargs, visible, out, err, errlen);
 }
 
-/*
- * Runs fn(arg, buf, len) in a child process (so that CUDA is never
- * initialised in this one, which forks later) and gives up after timeout
- * seconds: its return value (0 or <0) with what it wrote to buf.
- */
-int launch_in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, double timeout,
-                    char *buf, size_t len);
-
 #endif

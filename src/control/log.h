@@ -6,6 +6,11 @@
 #ifndef GPUSLICE_CONTROL_LOG_H
 #define GPUSLICE_CONTROL_LOG_H
 
+/* Exit statuses of the tools, and what the control layer's commands return. */
+#define GS_EXIT_OK 0
+#define GS_EXIT_ERROR 1
+#define GS_EXIT_USAGE 2
+
 /* Set once by the program (gpuslice -q / --quiet): notes stay silent. */
 extern int gs_log_quiet;
 

@@ -1,0 +1,194 @@
+/*
+ * Questions to the CUDA driver asked in a child process: gpuslice forks the
+ * program later, and a process that initialised CUDA cannot use it after a
+ * fork; a driver that hangs cannot hang gpuslice either. Used by gpuslice
+ * run/exec and gpuslice procs (and the node daemon to come).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "control/mps.h"
+#include "control/probe.h"
+#include "common/cuda_api.h"
+#include "common/driver.h"
+#include "common/parse.h"
+
+/*
+ * Runs fn in a forked child and waits at most timeout seconds (then kills
+ * it): 0 if fn returned 0, else -EIO (or -ETIMEDOUT) with what fn wrote to
+ * buf, its message or result. The CUDA work is done in a child because a
+ * process that initialised CUDA cannot use it after a fork, and so that a
+ * driver that hangs cannot hang gpuslice.
+ */
+int probe_in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, double timeout,
+                   char *buf, size_t len)
+{
+    struct pollfd pfd;
+    size_t got = 0;
+    int fds[2], status = 0, timed_out = 0;
+    pid_t pid;
+
+    buf[0] = '\0';
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        snprintf(buf, len, "pipe: %s", strerror(errno));
+        return -errno;
+    }
+    if ((pid = fork()) < 0) {
+        snprintf(buf, len, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -EAGAIN;
+    }
+    if (pid == 0) {
+        char out[1024] = "";
+        int r;
+
+        close(fds[0]);
+        r = fn(arg, out, sizeof(out));
+        if (write(fds[1], out, strlen(out)) < 0)
+            _exit(2);
+        _exit(r == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    pfd.fd = fds[0];
+    pfd.events = POLLIN;
+    for (;;) {
+        ssize_t n;
+        int pr = poll(&pfd, 1, (int)(timeout * 1000));
+
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0) {
+            timed_out = 1;
+            break;
+        }
+        if ((n = read(fds[0], buf + got, len - 1 - got)) <= 0 || (got += (size_t)n) >= len - 1)
+            break;
+    }
+    buf[got] = '\0';
+    close(fds[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out) {
+        snprintf(buf, len, "no answer within %g s", timeout);
+        return -ETIMEDOUT;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+
+/* In a child: the UUID of device index *arg as the driver numbers all GPUs. */
+int probe_uuid_of_index(void *arg, char *buf, size_t len)
+{
+    char uuid[GS_UUID_STRLEN], err[512];
+
+    /* Entries of CUDA_VISIBLE_DEVICES count the GPUs as they are without it. */
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    if (mps_driver_uuid(*(int *)arg, uuid, err, sizeof(err)) < 0) {
+        snprintf(buf, len, "%s", err);
+        return -1;
+    }
+    snprintf(buf, len, "%s", uuid);
+    return 0;
+}
+
+
+/* In a child with the program's environment: can CUDA make a context on device 0? */
+int probe_cuda_context(void *arg, char *buf, size_t len)
+{
+    struct gs_driver d = {0};
+    const char *step;
+    char num[32], why[256];
+    CUcontext ctx;
+    CUdevice dev;
+    CUresult r;
+
+    (void)arg;
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "cannot load the CUDA driver: %s", why);
+        return -1;
+    }
+    if (!d.cuInit || !d.cuDeviceGet || !d.cuDevicePrimaryCtxRetain || !d.cuDevicePrimaryCtxRelease) {
+        snprintf(buf, len, "the CUDA driver lacks cuInit, cuDeviceGet or the primary context "
+                           "calls");
+        return -1;
+    }
+    if ((r = d.cuInit(0)) != CUDA_SUCCESS)
+        step = "cuInit";
+    else if ((r = d.cuDeviceGet(&dev, 0)) != CUDA_SUCCESS)
+        step = "cuDeviceGet(0)";
+    else if ((r = d.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
+        step = "cuDevicePrimaryCtxRetain";
+    else if ((r = d.cuDevicePrimaryCtxRelease(dev)) != CUDA_SUCCESS)
+        step = "cuDevicePrimaryCtxRelease";
+    else
+        return 0;
+    snprintf(buf, len, "%s: %s", step, gs_driver_cu_name(&d, r, num, sizeof(num)));
+    return -1;
+}
+
+/*
+ * In a child with the program's CUDA_VISIBLE_DEVICES (arg, NULL: as it is):
+ * "N HEX HEX …", the device count and each UUID as 32 hex digits.
+ */
+static int visible_probe(void *arg, char *buf, size_t len)
+{
+    uint8_t raw[GPUSLICE_MAX_DEVICES][16];
+    const char *vis = arg;
+    struct gs_driver d = {0};
+    char why[256];
+    size_t at;
+    int n, i, k;
+
+    if (vis && setenv("CUDA_VISIBLE_DEVICES", vis, 1) < 0) {
+        snprintf(buf, len, "cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
+        return -1;
+    }
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "cannot load the CUDA driver: %s", why);
+        return -1;
+    }
+    if ((n = gs_driver_uuids(&d, raw, GPUSLICE_MAX_DEVICES, buf, len)) < 0)
+        return -1;
+    at = (size_t)snprintf(buf, len, "%d", n);
+    for (i = 0; i < n && i < GPUSLICE_MAX_DEVICES && at + 34 < len; i++) {
+        buf[at++] = ' ';
+        for (k = 0; k < 16; k++)
+            at += (size_t)snprintf(buf + at, len - at, "%02x", raw[i][k]);
+    }
+    return 0;
+}
+
+int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen)
+{
+    char buf[1024];
+    const char *p;
+    int i, k;
+
+    if (probe_in_child(visible_probe, (void *)devices, 60, buf, sizeof(buf)) < 0) {
+        snprintf(err, errlen, "%s", buf);
+        return -1;
+    }
+    v->n = atoi(buf);
+    for (i = 0, p = strchr(buf, ' '); p && i < v->n && i < GPUSLICE_MAX_DEVICES; i++) {
+        for (k = 0; k < 16; k++) {
+            unsigned b;
+            if (sscanf(p + 1 + 2 * k, "%2x", &b) != 1)
+                break;
+            v->uuid[i][k] = (uint8_t)b;
+        }
+        p = strchr(p + 1, ' ');
+    }
+    return 0;
+}

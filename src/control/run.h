@@ -1,0 +1,39 @@
+/*
+ * Starting a program as a tenant: what gpuslice run and gpuslice exec were
+ * asked (parsed by src/cli/launch.c) and the one code path that runs it
+ * (control/run.c).
+ */
+#ifndef GPUSLICE_CONTROL_RUN_H
+#define GPUSLICE_CONTROL_RUN_H
+
+#include "common/parse.h"
+
+struct run_spec {
+    const char *memory, *compute, *name;
+    struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
+    int mem_set, comp_set; /* mem_l / comp_l hold limits (from the options or the environment) */
+    const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
+    char sm_share[8];
+    char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
+    int nice, has_nice;
+    int no_torch_priority; /* --no-torch-priority: PYTHONPATH is left alone */
+    int gpu_share;         /* --gpu-share: 1..100, 0 without MPS */
+    double filled;         /* --filled: the reservation's ratio, 0 without one */
+    int mps_priority;      /* CUDA_MPS_CLIENT_PRIORITY: 0 normal, 1 below normal */
+    char *mps_device;      /* the one GPU (an index or a UUID) the MPS client uses */
+    const char *what; /* the program as the user named it, for messages and the tenant */
+    char **argv;      /* what is executed, NULL-terminated */
+    char **python;    /* argv when built for a Python script (freed), else NULL */
+};
+
+/*
+ * Starts the program of spec as a new tenant (or inside the enclosing one)
+ * and waits for it; cmd names the command in messages. Returns the exit
+ * status for gpuslice: the program's own, 128+N if it died of signal N,
+ * GS_EXIT_USAGE when a device key or a nested limit is refused (nothing is
+ * started), 126/127 if it cannot be run, GS_EXIT_ERROR if the tenant cannot
+ * be set up.
+ */
+int run_program(const char *cmd, struct run_spec *spec);
+
+#endif
