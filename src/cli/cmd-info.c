@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "control/gpuinfo.h"
 #include "control/mps.h"
 #include "control/tenants.h"
 #include "common/cuda_api.h"
@@ -25,8 +26,6 @@
 #include "common/parse.h"
 #include "common/tenant.h"
 
-#define NAME_LEN 96
-#define REASON_LEN 160
 #define REEXEC_ENV GS_ENV_INFO_REEXEC
 
 static void info_usage(void)
@@ -50,35 +49,6 @@ static void info_usage(void)
            "info fails (exit 1); without NVML the memory fields are empty.\n");
 }
 
-
-/* A value the driver may not give: known is 0 with a reason in the caller's hands. */
-struct green {
-    int supported;
-    int min_sms, alignment, finest; /* 0 = unknown */
-    int groups, finest_groups;      /* how many of each a whole split makes; 0 = unknown */
-    unsigned int drv_min, drv_align; /* what cuDeviceGetDevResource reports; 0 = nothing */
-    char reason[REASON_LEN];
-};
-
-struct gpu {
-    int index;
-    char name[NAME_LEN];
-    char uuid[GS_UUID_STRLEN];
-    int have_mem;
-    nvmlMemory_t mem;
-    int sm_count, cc_major, cc_minor; /* -1 = unknown */
-    struct green green;
-    const char *mps;
-    char mps_dir[MPS_PATH_MAX]; /* the pipe directory mps describes */
-};
-
-struct info {
-    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE]; /* "" = unknown */
-    int cuda_version;                                            /* 0 = unknown */
-    struct gpu *gpus;
-    int ngpus;
-    int failed; /* GPUs the driver would not describe (named on stderr, left out) */
-};
 
 /*
  * The interposer, if preloaded, would show a tenant's view of the GPU (its
@@ -120,210 +90,6 @@ static void leave_interposer(int argc, char **argv)
     free(copy);
 }
 
-static int load_driver(struct gs_driver *d, char *err, size_t errlen)
-{
-    char why[256];
-
-    memset(d, 0, sizeof(*d));
-    if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, err, errlen) < 0)
-        return GS_ENODRIVER;
-    if (gs_driver_open_nvml(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
-        gs_log_note("info: NVML not loaded, memory and driver version unknown (%s)", why);
-        return 0;
-    }
-    if (d->nvmlInit_v2 == NULL || d->nvmlInit_v2() != NVML_SUCCESS) {
-        gs_log_note("info: NVML did not initialise, memory and driver version unknown");
-        d->nvmlShutdown = NULL;
-        dlclose(d->nvml);
-        d->nvml = NULL;
-    }
-    return 0;
-}
-
-static void unload_driver(struct gs_driver *d)
-{
-    if (d->nvml && d->nvmlShutdown)
-        d->nvmlShutdown();
-    gs_driver_close(d);
-}
-
-/*
- * The size of the first group cuDevSmResourceSplitByCount makes from all of
- * in when asked for groups of at least min_count SMs; 0 and r set if none.
- */
-static unsigned int split_size(const struct gs_driver *d, const CUdevResource *in,
-                               unsigned int flags, unsigned int min_count, CUresult *r)
-{
-    CUdevResource group, rest;
-    unsigned int n = 1;
-
-    memset(&group, 0, sizeof(group));
-    memset(&rest, 0, sizeof(rest));
-    *r = d->cuDevSmResourceSplitByCount(&group, &n, in, &rest, flags, min_count);
-    if (*r != CUDA_SUCCESS)
-        return 0;
-    if (n < 1 || group.type != CU_DEV_RESOURCE_TYPE_SM || group.sm.smCount == 0) {
-        *r = CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
-        return 0;
-    }
-    return group.sm.smCount;
-}
-
-/*
- * Asks the driver, never guesses: the smallest group (minCount 1), the step
- * between group sizes (minCount one above the smallest), and the smallest
- * group when co-scheduling is ignored.
- */
-static void probe_green(const struct gs_driver *d, CUdevice dev, struct green *g)
-{
-    CUdevResource all;
-    CUresult r;
-    char buf[32];
-    unsigned int next;
-
-    memset(g, 0, sizeof(*g));
-    if (d->cuDeviceGetDevResource == NULL || d->cuDevSmResourceSplitByCount == NULL) {
-        snprintf(g->reason, sizeof(g->reason),
-                 "not supported by this driver (it does not export %s)",
-                 d->cuDeviceGetDevResource ? "cuDevSmResourceSplitByCount"
-                                           : "cuDeviceGetDevResource");
-        return;
-    }
-    memset(&all, 0, sizeof(all));
-    r = d->cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-    if (r != CUDA_SUCCESS || all.sm.smCount == 0) {
-        snprintf(g->reason, sizeof(g->reason), "%s (cuDeviceGetDevResource: %s)",
-                 r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_SUCCESS
-                     ? "not supported by this driver"
-                     : "the driver did not describe the SMs",
-                 r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(d, r, buf, sizeof(buf)));
-        return;
-    }
-    g->drv_min = all.sm.minSmPartitionSize;
-    g->drv_align = all.sm.smCoscheduledAlignment;
-    g->min_sms = (int)split_size(d, &all, 0, 1, &r);
-    if (g->min_sms == 0) {
-        snprintf(g->reason, sizeof(g->reason),
-                 "cuDevSmResourceSplitByCount (minCount 1) failed: %s",
-                 gs_driver_cu_name(d, r, buf, sizeof(buf)));
-        return;
-    }
-    g->supported = 1;
-    if ((unsigned int)g->min_sms < all.sm.smCount &&
-        (next = split_size(d, &all, 0, (unsigned int)g->min_sms + 1, &r)) > (unsigned int)g->min_sms)
-        g->alignment = (int)next - g->min_sms;
-    g->finest = (int)split_size(d, &all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1, &r);
-    {
-        unsigned n = 0;
-        if (d->cuDevSmResourceSplitByCount(NULL, &n, &all, NULL, 0, 1) == CUDA_SUCCESS)
-            g->groups = (int)n;
-        n = 0;
-        if (d->cuDevSmResourceSplitByCount(NULL, &n, &all, NULL,
-                                           CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
-                                           1) == CUDA_SUCCESS)
-            g->finest_groups = (int)n;
-    }
-    if (g->alignment == 0 || g->finest == 0)
-        snprintf(g->reason, sizeof(g->reason), "%s could not be measured with %s",
-                 g->alignment == 0 && g->finest == 0 ? "alignment and finest split"
-                 : g->alignment == 0                 ? "alignment"
-                                                     : "finest split",
-                 "cuDevSmResourceSplitByCount");
-}
-
-/*
- * The MPS daemon that serves this GPU: the one `gpuslice mps start` made for
- * it when its pipe directory exists, else $CUDA_MPS_PIPE_DIRECTORY's (default
- * /tmp/nvidia-mps), whose daemon may serve any GPU (that is not checked).
- */
-static void mps_of(struct gpu *g)
-{
-    const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    struct mps_gpu m;
-    struct stat st;
-
-    int own = mps_gpu_init(&m, g->uuid) == 0 && lstat(m.pipe, &st) == 0 && S_ISDIR(st.st_mode);
-
-    if (own)
-        snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", m.pipe);
-    else
-        snprintf(g->mps_dir, sizeof(g->mps_dir), "%s", env && *env ? env : MPS_DEFAULT_PIPE_DIR);
-    g->mps = mps_state(g->mps_dir, own);
-}
-
-static int query_gpu(const struct gs_driver *d, int ordinal, struct gpu *g)
-{
-    char buf[32];
-    CUdevice dev;
-    CUuuid u;
-    CUresult r;
-
-    memset(g, 0, sizeof(*g));
-    g->index = ordinal;
-    g->sm_count = g->cc_major = g->cc_minor = -1;
-    if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS ||
-        (r = d->cuDeviceGetName(g->name, sizeof(g->name), dev)) != CUDA_SUCCESS ||
-        (r = d->cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
-        gs_log_error("info: GPU %d: %s", ordinal, gs_driver_cu_name(d, r, buf, sizeof(buf)));
-        return -EIO;
-    }
-    gs_format_uuid((const unsigned char *)u.bytes, g->uuid);
-    memcpy(g->uuid, "GPU", 3); /* as NVML and nvidia-smi write it */
-    if (d->cuDeviceGetAttribute(&g->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
-        g->sm_count = -1;
-    if (d->cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                dev) ||
-        d->cuDeviceGetAttribute(&g->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        g->cc_major = g->cc_minor = -1;
-    if (d->nvml && d->nvmlDeviceGetHandleByUUID && d->nvmlDeviceGetMemoryInfo) {
-        nvmlDevice_t h;
-
-        g->have_mem = d->nvmlDeviceGetHandleByUUID(g->uuid, &h) == NVML_SUCCESS &&
-                      d->nvmlDeviceGetMemoryInfo(h, &g->mem) == NVML_SUCCESS;
-    }
-    probe_green(d, dev, &g->green);
-    mps_of(g);
-    return 0;
-}
-
-static int gather(const struct gs_driver *d, struct info *in)
-{
-    char buf[32];
-    CUresult r;
-    int i, n = 0;
-
-    memset(in, 0, sizeof(*in));
-    if (d->cuInit == NULL || d->cuDeviceGetCount == NULL || d->cuDeviceGet == NULL ||
-        d->cuDeviceGetName == NULL || d->cuDeviceGetUuid_v2 == NULL ||
-        d->cuDeviceGetAttribute == NULL) {
-        gs_log_error("info: the CUDA driver lacks basic device queries (too old?)");
-        return -ENOSYS;
-    }
-    if (d->cuDriverGetVersion && d->cuDriverGetVersion(&in->cuda_version) != CUDA_SUCCESS)
-        in->cuda_version = 0;
-    if (d->nvml && d->nvmlSystemGetDriverVersion &&
-        d->nvmlSystemGetDriverVersion(in->driver_version, sizeof(in->driver_version)) !=
-            NVML_SUCCESS)
-        in->driver_version[0] = '\0';
-    if ((r = d->cuInit(0)) != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
-        gs_log_error("info: cuInit failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
-        return -EIO;
-    }
-    if (r == CUDA_SUCCESS && (r = d->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
-        gs_log_error("info: cuDeviceGetCount failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
-        return -EIO;
-    }
-    if (n <= 0)
-        return 0;
-    if ((in->gpus = calloc((size_t)n, sizeof(*in->gpus))) == NULL)
-        return -ENOMEM;
-    for (i = 0; i < n; i++)
-        if (query_gpu(d, i, &in->gpus[in->ngpus]) == 0)
-            in->ngpus++;
-        else
-            in->failed++;
-    return 0;
-}
 
 static void json_int_or_null(const char *key, int v)
 {
@@ -333,9 +99,9 @@ static void json_int_or_null(const char *key, int v)
         printf(",\"%s\":null", key);
 }
 
-static void print_json_gpu(const struct gpu *g)
+static void print_json_gpu(const struct gpuinfo_gpu *g)
 {
-    const struct green *gc = &g->green;
+    const struct gpuinfo_green *gc = &g->green;
 
     printf("{\"index\":%d,\"name\":", g->index);
     gs_json_string(stdout, g->name, strlen(g->name));
@@ -374,7 +140,7 @@ static void print_json_gpu(const struct gpu *g)
     printf("}");
 }
 
-static void print_json(const struct info *in, const struct tenant_list *l)
+static void print_json(const struct gpuinfo *in, const struct tenant_list *l)
 {
     int i;
 
@@ -406,7 +172,7 @@ static void plain(char *out, size_t len, const char *s)
     gs_text_safe(out, len, s, strlen(s));
 }
 
-static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long long v)
+static void text_size(char *buf, size_t len, const struct gpuinfo_gpu *g, unsigned long long v)
 {
     if (g->have_mem)
         gs_format_size(v, buf, len);
@@ -414,10 +180,10 @@ static void text_size(char *buf, size_t len, const struct gpu *g, unsigned long 
         snprintf(buf, len, "?");
 }
 
-static void print_text_gpu(const struct gpu *g)
+static void print_text_gpu(const struct gpuinfo_gpu *g)
 {
-    const struct green *gc = &g->green;
-    char name[GS_TEXT_LEN(NAME_LEN)], total[32], used[32], free_[32];
+    const struct gpuinfo_green *gc = &g->green;
+    char name[GS_TEXT_LEN(GPUINFO_NAME_LEN)], total[32], used[32], free_[32];
     char dir[GS_TEXT_LEN(MPS_PATH_MAX)];
 
     plain(name, sizeof(name), g->name);
@@ -505,7 +271,7 @@ static void print_text_tenants(const struct tenant_list *l)
     }
 }
 
-static void print_text(const struct info *in, const struct tenant_list *l)
+static void print_text(const struct gpuinfo *in, const struct tenant_list *l)
 {
     int i;
 
@@ -530,7 +296,7 @@ static int run_info(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     struct tenant_list l = {NULL, 0, 0};
     struct gs_driver d;
-    struct info in;
+    struct gpuinfo in;
     char err[512];
     int c, r, json = 0;
 
@@ -549,18 +315,18 @@ static int run_info(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     leave_interposer(argc, argv);
-    if (load_driver(&d, err, sizeof(err)) < 0) {
+    if (gpuinfo_load_driver(&d, err, sizeof(err)) < 0) {
         gs_log_error("no NVIDIA driver found: %s", err);
         return GS_EXIT_ERROR;
     }
-    if ((r = gather(&d, &in)) < 0) {
+    if ((r = gpuinfo_gather(&d, &in)) < 0) {
         if (r == -ENOMEM)
             gs_log_error("info: %s", gs_strerror(r));
         free(in.gpus);
-        unload_driver(&d);
+        gpuinfo_unload_driver(&d);
         return GS_EXIT_ERROR;
     }
-    unload_driver(&d);
+    gpuinfo_unload_driver(&d);
     if ((r = tenant_list_scan(&l, 1)) < 0) {
         gs_log_error("info: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
                      "directory you may list and search, default /dev/shm)",
