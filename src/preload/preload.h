@@ -48,7 +48,7 @@ void *gs__hook_for_symbol(const char *symbol);
 void gs__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gs__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* mem.c */
+/* mem/ (the memory accounting) */
 void gs__mem_fork_child(void);
 void gs__mem_exit(void);
 
