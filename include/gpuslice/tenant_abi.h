@@ -22,7 +22,7 @@
  * Lock order in the interposer: the tenant lock is the innermost. It is taken
  * with any of src/preload/mem/'s pool_mu, mem_mu and slot_mu held (taken in
  * that order when more than one is), and nothing is locked while it is held.
- * compute.c's mu, sm.c's sm_mu and the board take no tenant lock at all.
+ * compute/'s mu, sm.c's sm_mu and the board take no tenant lock at all.
  */
 #ifndef GPUSLICE_TENANT_ABI_H
 #define GPUSLICE_TENANT_ABI_H

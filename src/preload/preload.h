@@ -104,7 +104,7 @@ CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned
 extern int gs__lanes_live;
 int gs__lanes_sms(CUdevice dev, int *count);
 
-/* compute.c */
+/* compute/ (the compute governor) */
 void gs__compute_config(void);
 void gs__compute_ctx_gone(CUcontext ctx);
 void gs__compute_fork_child(void);

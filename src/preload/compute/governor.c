@@ -1,0 +1,280 @@
+/*
+ * The governor thread: polls the markers behind launches, charges the busy
+ * time to the tenant's budget, wakes waiting launches when it refills.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/futex.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/board.h"
+#include "common/tenant.h"
+#include "preload/preload.h"
+#include "preload/compute/internal.h"
+
+void charge(struct gdev *d, uint64_t now)
+{
+    if (d->busy_since && now > d->busy_since) {
+        uint64_t dt = now - d->busy_since;
+        /* A longer gap means this thread did not run (a stopped process): don't bill it. */
+        gs_budget_charge(entry_of(d), dt > (uint64_t)MAX_CHARGE_NS ? MAX_CHARGE_NS : dt,
+                         -DEBT_FLOOR_NS);
+        d->busy_since = now;
+    }
+}
+
+int dev_busy(const struct gdev *d)
+{
+    return d->outstanding > 0 || d->unmarked > 0 || __atomic_load_n(&d->launching, __ATOMIC_ACQUIRE) > 0;
+}
+
+static void release_board(struct gdev *d, uint64_t now)
+{
+    if (!d->holding)
+        return;
+    gs_board_release(d->board, self());
+    d->holding = 0;
+    if (d->yielding) {
+        d->yielding = 0;
+        d->yield_until = now + YIELD_GRACE_NS;
+    }
+}
+
+/* One pass over everything in flight. With mu held; returns the next poll delay (ns) or 0. */
+/*
+ * Whether this poll should ask the driver about the markers. While a process
+ * keeps launching, its device counts as busy anyway (it has unmarked work), so
+ * markers need only be read now and then, for the queue bound and the cost
+ * estimates: every driver call we make competes with the program's launches.
+ * They are read at every poll when it matters when work ends: a launch waits,
+ * the queue is near its bound, or the process stopped launching.
+ */
+static int query_due(uint64_t now)
+{
+    static uint64_t last;
+    int i;
+
+    if (nmarks == 0)
+        return 0;
+    for (i = 0; i < MAX_ORD; i++) {
+        const struct gdev *d = &gdevs[i];
+        if (d->state > 0 && d->outstanding &&
+            (d->waiting || d->unmarked == 0 || d->queued >= QUEUE_NS / 2)) {
+            last = now;
+            return 1;
+        }
+    }
+    if (now - last >= 1000000ULL) {
+        last = now;
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t govern(uint64_t now)
+{
+    int i, busy = 0, hurry = 0, changed = 0, draining = 0;
+
+    stats.polls++;
+    if (captures > 0) {
+        /* No driver calls now; a capture left open must not keep the device busy for ever. */
+        for (i = nmarks - 1; i >= 0; i--)
+            if (now - marks[i].recorded_ns >= (uint64_t)STALE_NS) {
+                stats.stale++;
+                mark_done(i, now);
+                changed = 1;
+            }
+    } else if (query_due(now)) {
+        stats.queries++;
+        for (i = nmarks - 1; i >= 0; i--) {
+            CUresult r = gs__real.cuEventQuery(marks[i].ev);
+            if (r != CUDA_ERROR_NOT_READY) {
+                mark_done(i, now);
+                changed = 1;
+            }
+        }
+    }
+    {
+        int n = hot_overflow ? MAX_STREAMS : nhot, j;
+        for (j = n - 1; j >= 0; j--) {
+            struct gstream *s = &streams[hot_overflow ? j : hot[j]];
+            int quiet = s->used == 1 && s->unmarked &&
+                        !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
+            if (quiet && captures == 0 && s->kind != STREAM_PER_THREAD &&
+                now - s->last_launch_ns >= (uint64_t)TAIL_NS)
+                tail(s);
+            else if (quiet && now - s->last_launch_ns >= (uint64_t)STALE_NS) {
+                drop_unmarked(s); /* nothing can mark it (another thread's stream, a capture) */
+                stats.stale++;
+            }
+            if (!hot_overflow && (s->used != 1 || !s->unmarked))
+                hot[j] = hot[--nhot];
+        }
+        if (hot_overflow) {
+            hot_overflow = 0;
+            nhot = 0;
+            for (j = 0; j < MAX_STREAMS && !hot_overflow; j++)
+                if (streams[j].used == 1 && streams[j].unmarked) {
+                    if (nhot < MAX_HOT)
+                        hot[nhot++] = j;
+                    else
+                        hot_overflow = 1;
+                }
+        }
+    }
+    for (i = 0; i < MAX_ORD; i++) {
+        struct gdev *d = &gdevs[i];
+
+        if (d->state <= 0)
+            continue;
+        gs_budget_refill(entry_of(d), now, budget_cap(ceiling_of(d)));
+        if (dev_busy(d)) {
+            charge(d, now);
+            busy = 1;
+            if (d->waiting)
+                hurry = 1;
+            if (d->unmarked == 0)
+                draining = 1; /* its end is near: see it soon */
+            if (d->holding && !d->yielding && now - d->hold_since >= (uint64_t)QUANTUM_NS &&
+                gs_board_waiting(d->board, now)) {
+                d->yielding = 1;
+                stats.yields++;
+                hurry = 1;
+            }
+        } else {
+            if (d->busy_since) {
+                charge(d, now);
+                d->busy_since = 0;
+            }
+            if (d->holding) {
+                release_board(d, now);
+                changed = 1;
+            }
+        }
+    }
+    if (changed)
+        pthread_cond_broadcast(&launch_cv);
+    if (!busy)
+        /* Idle now, but launching lately: stay on a timer rather than make the next launch wake us. */
+        return now - __atomic_load_n(&last_admit_ns, __ATOMIC_RELAXED) < (uint64_t)LINGER_NS
+                   ? POLL_NS
+                   : 0;
+    return hurry || draining ? POLL_FAST_NS : POLL_NS;
+}
+
+/* Wakes the governor (with or without mu; lost wake-ups are impossible, see governor()). */
+void gov_wake(void)
+{
+    __atomic_add_fetch(&gov_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &gov_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void *governor(void *arg)
+{
+    (void)arg;
+    /* Our own thread only: wake within microseconds of a poll's deadline, not 50 µs late. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    pthread_mutex_lock(&mu);
+    while (!is_stopping() && governing()) {
+        int64_t delay = govern(now_ns());
+        /* Read under mu: a launch that finds us idle bumps it, and the wait below sees that. */
+        uint32_t seq = __atomic_load_n(&gov_seq, __ATOMIC_ACQUIRE);
+        struct timespec ts = {(time_t)(delay / 1000000000LL), (long)(delay % 1000000000LL)};
+
+        uint64_t t0 = now_ns();
+
+        gov_idle = delay == 0;
+        pthread_mutex_unlock(&mu);
+        syscall(SYS_futex, &gov_seq, FUTEX_WAIT_PRIVATE, seq, delay ? &ts : NULL, NULL, 0);
+        pthread_mutex_lock(&mu);
+        gov_idle = 0;
+        if (delay) {
+            stats.gov_naps++;
+            stats.gov_nap_ns += now_ns() - t0;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+void stop_at_exit(void)
+{
+    struct timespec pause = {0, 100000};
+    uint64_t now = now_ns();
+    int i, tries;
+
+    __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
+    /* exit() may come from a signal handler that interrupted this very thread holding mu. */
+    for (tries = 0; pthread_mutex_trylock(&mu) != 0; tries++) {
+        if (tries == 100) {
+            for (i = 0; i < MAX_ORD; i++)
+                if (gdevs[i].board)
+                    gs_board_release(gdevs[i].board, self()); /* lock-free */
+            return;
+        }
+        nanosleep(&pause, NULL);
+    }
+    for (i = 0; i < MAX_ORD; i++) {
+        if (gdevs[i].state > 0) {
+            charge(&gdevs[i], now);
+            if (gdevs[i].holding) {
+                gs_board_release(gdevs[i].board, self());
+                gdevs[i].holding = 0;
+            }
+        }
+    }
+    gov_wake();
+    pthread_cond_broadcast(&launch_cv);
+    pthread_mutex_unlock(&mu);
+}
+
+/* With mu held. */
+int governor_start(void)
+{
+    static int atexit_done;
+    pthread_condattr_t ca;
+    pthread_attr_t a;
+    pthread_t th;
+    sigset_t all, old;
+    int r;
+
+    if (governing())
+        return 0;
+    if (is_stopping())
+        return -ESHUTDOWN;
+    if (!atexit_done) {
+        /* Before the libraries' destructors, while the driver still works. */
+        atexit(stop_at_exit);
+        atexit_done = 1;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&launch_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    my_start_time = gs_proc_start_time(self());
+    __atomic_store_n(&gov_pid, self(), __ATOMIC_RELEASE);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for us */
+    r = pthread_create(&th, &a, governor, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (r != 0) {
+        __atomic_store_n(&gov_pid, 0, __ATOMIC_RELEASE);
+        gs__log("cannot start the compute governor thread (%s); compute ceilings are not "
+                "enforced in this process",
+                strerror(r));
+        return -r;
+    }
+    pthread_setname_np(th, "gpuslice-gov");
+    return 0;
+}
