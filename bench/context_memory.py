@@ -121,7 +121,8 @@ def analyse(samples, go, kids, holding, t_release, n):
         unattr_peak = max(unattr_peak, unattr)
         if go <= t <= t_release:
             series.append((round(t - go, 4), len(procs), round(unattr / MiB, 2)))
-        if extra <= 0 or t < go or t > t_release:
+        # (a sample begun just before the release may read the list after some children left)
+        if extra <= 0 or t < go or t > t_release - 0.05:
             continue
         est = unattr / extra / MiB
         (settled if t > ctx_done + 0.2 else during).append(est)
