@@ -48,12 +48,22 @@ void *gs__hook_for_symbol(const char *symbol);
 void gs__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gs__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* device.c: the one device registry (ordinal -> UUID, tenant entry) */
+#define GS_DEVICE_LATER (-1) /* not known yet (the driver is not initialised): ask again */
+#define GS_DEVICE_NONE (-2)  /* never: no tenant, an ordinal out of range, or no room in it */
+
+/*
+ * Ordinal's UUID as "gpu-…" (the key of the limit lists; raw, when not NULL,
+ * gets its 16 bytes), or NULL while the driver cannot tell it yet.
+ */
+const char *gs__device_uuid(int ord, uint8_t raw[16]);
+
+/* Ordinal's entry in the tenant's device table (made with its limits), or GS_DEVICE_*. */
+int gs__device_entry(int ord);
+
 /* mem/ (the memory accounting) */
 void gs__mem_fork_child(void);
 void gs__mem_exit(void);
-
-/* Resolves the tenant device entry for a CUDA ordinal; <0 if none. */
-int gs__mem_device_entry(int ordinal);
 
 /* Tenant device entry for an NVML device handle (by UUID), or -1. */
 int gs__mem_entry_for_uuid_string(const char *uuid);

@@ -80,18 +80,16 @@ static uint64_t spec_for(CUdevice dev)
 {
     static uint64_t cache[MAX_DEVICES];
     static int known[MAX_DEVICES];
-    char uuid[GS_UUID_STRLEN] = "";
+    const char *uuid;
     uint64_t v;
-    CUuuid u;
 
     if (gs__state.sm_limits.n == 0)
         return 0;
     if (dev >= 0 && dev < MAX_DEVICES && __atomic_load_n(&known[dev], __ATOMIC_ACQUIRE))
         return cache[dev];
-    if (gs__real.cuDeviceGetUuid_v2 && gs__real.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS)
-        gs_format_uuid((const unsigned char *)u.bytes, uuid);
-    v = gs_limits_lookup(&gs__state.sm_limits, dev, uuid[0] ? uuid : NULL);
-    if (uuid[0] && dev >= 0 && dev < MAX_DEVICES) {
+    uuid = gs__device_uuid(dev, NULL); /* the one registry (device.c): a CUdevice is its ordinal */
+    v = gs_limits_lookup(&gs__state.sm_limits, dev, uuid);
+    if (uuid && dev >= 0 && dev < MAX_DEVICES) {
         cache[dev] = v;
         __atomic_store_n(&known[dev], 1, __ATOMIC_RELEASE);
     }

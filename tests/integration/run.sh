@@ -1378,6 +1378,9 @@ PY
     every_line "$T/out" 6 44 && grep -q "^attribute sms 6 " "$T/out" && ok "6 SMs from SM 2, and told 6" || { bad "6@2"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 0 "GPUSLICE_SMS per device" -- env GPUSLICE_SMS=0:40,1:8 LD_PRELOAD="$LIB" "$SP" 1
     every_line "$T/out" 40 6.6 && grep -q "^attribute sms 40 " "$T/out" && ok "device 0's entry, and told 40" || { bad "0:40"; cat "$T/out"; }
+    # A UUID key names the device whatever its index (the simulator's GPUs are GPU-5ac1ce00-…-N).
+    GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 0 "GPUSLICE_SMS by UUID" -- env GPUSLICE_SMS=GPU-5ac1ce00-0000-4000-8000-000000000000:24,1:8 LD_PRELOAD="$LIB" "$SP" 1
+    every_line "$T/out" 24 6.6 && grep -q "^attribute sms 24 " "$T/out" && ok "device 0 by its UUID, and told 24" || { bad "UUID key"; cat "$T/out"; }
     # A reservation beside the partition: the partition is made at the first context, through
     # the hook that asks the reservation for memory when the driver has none.
     expect 0 "run --filled 1 --sms 16" -- "$GS" run -q --filled 1 --sms 16 -- "$SP" 1

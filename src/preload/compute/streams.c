@@ -29,7 +29,7 @@ struct gdev *gdev_get(int ord)
     if (d->state)
         return d->state > 0 ? d : NULL;
     pthread_mutex_unlock(&mu);
-    e = gs__mem_device_entry(ord);
+    e = gs__device_entry(ord);
     pthread_mutex_lock(&mu);
     if (d->state)
         return d->state > 0 ? d : NULL;

@@ -161,13 +161,10 @@ void gs__mem_exit(void)
     proc_slot = -1;
 }
 
-/* Resolves ordinal's device: UUID, tenant entry with its limit, granularity. */
+/* Ordinal's memory state: its UUID and tenant entry (device.c), and its granularity. */
 struct dev_state *dev_get(int ord)
 {
     struct dev_state *d;
-    CUuuid uuid;
-    CUdevice dev;
-    uint64_t limit;
     int e;
 
     if (ord < 0 || ord >= MAX_ORDINALS || gs__state.tenant == NULL)
@@ -175,19 +172,14 @@ struct dev_state *dev_get(int ord)
     d = &devs[ord];
     if (d->resolved)
         return d->resolved > 0 ? d : NULL;
-    if (!gs__real.cuDeviceGet || !gs__real.cuDeviceGetUuid_v2 ||
-        gs__real.cuDeviceGet(&dev, ord) != CUDA_SUCCESS ||
-        gs__real.cuDeviceGetUuid_v2(&uuid, dev) != CUDA_SUCCESS)
+    /* The device's UUID and tenant entry come from the one registry (device.c). */
+    if ((e = gs__device_entry(ord)) == GS_DEVICE_LATER)
         return NULL; /* not initialised yet: try again later */
-    gs_format_uuid((const unsigned char *)uuid.bytes, d->uuid);
-    limit = gs_limits_lookup(&gs__state.mem_limits, ord, d->uuid);
-    if ((e = gs_tenant_device(gs__state.tenant, (const uint8_t *)uuid.bytes, ord, limit,
-                              (uint32_t)gs_limits_lookup(&gs__state.compute_limits, ord,
-                                                         d->uuid))) < 0) {
+    if (e < 0) {
         d->resolved = -1;
-        gs__log("device %d: no room for it in the tenant's device table", ord);
         return NULL;
     }
+    memcpy(d->uuid, gs__device_uuid(ord, NULL), sizeof(d->uuid));
     d->entry = e;
     d->gran = DEFAULT_GRAN;
     if (gs__real.cuMemGetAllocationGranularity) {

@@ -136,13 +136,6 @@ GS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return r;
 }
 
-int gs__mem_device_entry(int ordinal)
-{
-    struct dev_state *d = exiting ? NULL : dev_get(ordinal);
-
-    return d ? d->entry : -1;
-}
-
 /* ---- NVML helpers ---- */
 
 int gs__mem_entry_for_uuid_string(const char *uuid)
