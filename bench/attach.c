@@ -96,7 +96,7 @@ static void *sym(void *h, const char *a, const char *b)
  */
 static void hold(int idx, int results, int probe, int release, mem_info_fn mem_info)
 {
-    struct pollfd pf[2] = {{release, POLLIN, 0}, {probe, POLLIN, 0}};
+    struct pollfd pf[2] = { { release, POLLIN, 0 }, { probe, POLLIN, 0 } };
     char line[160];
 
     for (;;) {
@@ -145,7 +145,8 @@ static void child(int idx, int barrier, int results, int probe, int release, siz
         set_current_fn set_current = (set_current_fn)sym(h, "cuCtxSetCurrent", NULL);
         alloc_fn mem_alloc = (alloc_fn)sym(h, "cuMemAlloc_v2", "cuMemAlloc");
 
-        ctx_release = (release_fn)sym(h, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+        ctx_release =
+            (release_fn)sym(h, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
         mem_free = (free_fn)sym(h, "cuMemFree_v2", "cuMemFree");
         mem_info = (mem_info_fn)sym(h, "cuMemGetInfo_v2", "cuMemGetInfo");
         if (!init || !device_get || !retain || !set_current || !mem_alloc || !ctx_release ||
@@ -198,7 +199,7 @@ static int read_lines(int fd, int want, const char *word, double timeout, int *o
     int got = 0;
 
     while (got < want) {
-        struct pollfd pf = {fd, POLLIN, 0};
+        struct pollfd pf = { fd, POLLIN, 0 };
         double left = deadline - now_s();
         ssize_t r;
         char *nl;
@@ -219,8 +220,7 @@ static int read_lines(int fd, int want, const char *word, double timeout, int *o
             *nl = '\0';
             fputs(buf, stdout);
             fputc('\n', stdout);
-            if (strncmp(buf, word, wl) == 0 && buf[wl] == ' ' &&
-                sscanf(buf + wl, fmt, st) == 1) {
+            if (strncmp(buf, word, wl) == 0 && buf[wl] == ' ' && sscanf(buf + wl, fmt, st) == 1) {
                 got++;
                 if (strcmp(st, "ok") == 0 || strcmp(st, "0") == 0)
                     ++*ok;

@@ -55,7 +55,6 @@ extern char **environ;
 #define MAX_POINTS (1 << 20)
 #define CMD_TIMEOUT_S 20.0
 
-
 struct bench {
     const char *workload; /* "cuda-small" or "cuda-graph" */
     int graph;
@@ -303,7 +302,8 @@ static int set_ceiling(const char *value, double *ms)
     int rc;
 
     if (!tenant || !*tenant) {
-        printf("error GPUSLICE_TENANT is not set: run this under gpuslice run (or pass --no-set)\n");
+        printf(
+            "error GPUSLICE_TENANT is not set: run this under gpuslice run (or pass --no-set)\n");
         return -1;
     }
     argv[0] = (char *)gs_bin();
@@ -319,8 +319,8 @@ static int set_ceiling(const char *value, double *ms)
             printf("error %s set %s --compute %s could not be started: %s\n", argv[0], tenant,
                    value, strerror(errno));
         else
-            printf("error %s set %s --compute %s %s (exit %d; its message is above)\n",
-                   argv[0], tenant, value, rc == 124 ? "timed out" : "failed", rc);
+            printf("error %s set %s --compute %s %s (exit %d; its message is above)\n", argv[0],
+                   tenant, value, rc == 124 ? "timed out" : "failed", rc);
         return -1;
     }
     return 0;
@@ -342,8 +342,8 @@ static int phase(struct bench *b, int repeat, const char *label, const char *val
     if (run_until(b, t0, z + tail) < 0)
         return -1;
     rate = (work_at(b, z) - work_at(b, a)) / (z - a);
-    printf("phase %s %d %s %.6g %.4f %ld %.2f %.6f %.6f\n", b->workload, repeat, label, rate,
-           z - a, chunks_between(b, a, z), set_ms, a, z);
+    printf("phase %s %d %s %.6g %.4f %ld %.2f %.6f %.6f\n", b->workload, repeat, label, rate, z - a,
+           chunks_between(b, a, z), set_ms, a, z);
     fflush(stdout);
     return 0;
 }
@@ -357,12 +357,16 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"repeats", required_argument, NULL, 'r'}, {"phase-seconds", required_argument, NULL, 's'},
-        {"settle", required_argument, NULL, 'S'},  {"ceilings", required_argument, NULL, 'c'},
-        {"chunk-ms", required_argument, NULL, 'k'}, {"no-set", no_argument, NULL, 'n'},
-        {"interleave", no_argument, NULL, 'I'},    {"help", no_argument, NULL, 'h'},
-        {"tail", required_argument, NULL, 'T'},    {NULL, 0, NULL, 0}};
+    static const struct option opts[] = { { "repeats", required_argument, NULL, 'r' },
+                                          { "phase-seconds", required_argument, NULL, 's' },
+                                          { "settle", required_argument, NULL, 'S' },
+                                          { "ceilings", required_argument, NULL, 'c' },
+                                          { "chunk-ms", required_argument, NULL, 'k' },
+                                          { "no-set", no_argument, NULL, 'n' },
+                                          { "interleave", no_argument, NULL, 'I' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { "tail", required_argument, NULL, 'T' },
+                                          { NULL, 0, NULL, 0 } };
     struct bench b;
     int repeats = 3, no_set = 0, interleave = 0, nceil = 0, ceilings[MAX_CEILINGS], c, r, i;
     double seconds = 2.0, settle = 0.3, chunk_ms = 8.0, tail = 0.0;
@@ -413,8 +417,10 @@ int main(int argc, char **argv)
         char *end;
         long v = strtol(pp, &end, 10);
         if (end == pp || v < 1 || v > 100 || nceil == MAX_CEILINGS || (*end && *end != ',')) {
-            fprintf(stderr, "compute_small: --ceilings: \"%s\" is not a list of percentages "
-                            "1..100 (use e.g. 10,25,50)\n", list);
+            fprintf(stderr,
+                    "compute_small: --ceilings: \"%s\" is not a list of percentages "
+                    "1..100 (use e.g. 10,25,50)\n",
+                    list);
             return 2;
         }
         ceilings[nceil++] = (int)v;

@@ -91,11 +91,11 @@ int main(int argc, char **argv)
         return 2;
     }
     gpuslice_lane lanes[GPUSLICE_LANES_MAX], whole[1];
-    job jobs[GPUSLICE_LANES_MAX], solo = {seconds, 0, NULL, 0};
-    void *args[GPUSLICE_LANES_MAX], *solo_arg[1] = {&solo};
+    job jobs[GPUSLICE_LANES_MAX], solo = { seconds, 0, NULL, 0 };
+    void *args[GPUSLICE_LANES_MAX], *solo_arg[1] = { &solo };
     char err[512] = "";
     for (int i = 0; i < n; i++) {
-        jobs[i] = job{seconds, 0, NULL, 0};
+        jobs[i] = job{ seconds, 0, NULL, 0 };
         args[i] = &jobs[i];
     }
     double one = 1;
@@ -127,7 +127,8 @@ int main(int argc, char **argv)
     printf("|---|---|---|---|---|---|---|---|\n");
     int ok = 1;
     for (int i = 0; i < n; i++) {
-        double sm_share = 100.0 * lanes[i].sm_count / sms, share = 100.0 * jobs[i].kernels_per_s / sum;
+        double sm_share = 100.0 * lanes[i].sm_count / sms,
+               share = 100.0 * jobs[i].kernels_per_s / sum;
         // The runtime must give the lane's own count: libraries size their grids by it.
         int good = std::fabs(share - sm_share) <= 2.0 && jobs[i].told == (int)lanes[i].sm_count;
         ok &= good;

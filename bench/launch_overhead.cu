@@ -41,7 +41,9 @@
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
 
-__global__ void empty(void) {}
+__global__ void empty(void)
+{
+}
 
 static int rt_ok(cudaError_t e, const char *what)
 {
@@ -163,8 +165,9 @@ static int serve(launch_fn launch, CUfunction f)
             printf("error bad command: %s", line);
             return 1;
         }
-        us = duty ? run_duty(driver, launch, f, n, burst, &burst_ms)
-                  : driver ? run_driver(launch, f, n) : run_runtime(n);
+        us = duty     ? run_duty(driver, launch, f, n, burst, &burst_ms)
+             : driver ? run_driver(launch, f, n)
+                      : run_runtime(n);
         if (us < 0) {
             printf("error the %s launches failed (see stderr)\n", api);
             return 1;

@@ -32,8 +32,6 @@
 
 #include "small_kernel.cuh"
 
-
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -61,13 +59,13 @@ static double tenant_busy(void)
     return p ? atof(p + strlen(key)) : -1;
 }
 
-#define CK(call)                                                                   \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess) {                                                   \
-            printf("error %s: %s\n", #call, cudaGetErrorString(e_));               \
-            return 1;                                                              \
-        }                                                                          \
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            printf("error %s: %s\n", #call, cudaGetErrorString(e_));                               \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static uint64_t *t, *sync_end;
@@ -107,8 +105,8 @@ static void analyze(const char *label, long n, uint64_t t0, double gap_us, doubl
     uint64_t gap = (uint64_t)(gap_us * 1e3), wall = sync_end[n - 1] - t0;
     uint64_t burst_time = 0, wait_time = 0, sync_time = 0, b_start = t0, prev = t0;
     /* launches and time by position inside a burst: [0,100us) [100,500us) [0.5,2ms) 2ms+ */
-    static const uint64_t edge[4] = {100000, 500000, 2000000, UINT64_MAX};
-    double cnt[4] = {0}, dur[4] = {0};
+    static const uint64_t edge[4] = { 100000, 500000, 2000000, UINT64_MAX };
+    double cnt[4] = { 0 }, dur[4] = { 0 };
     long bursts = 1, i;
 
     for (i = 0; i < n; i++) {
@@ -166,12 +164,11 @@ static int set_ceiling(const char *value)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"seconds", required_argument, NULL, 's'},
-                                         {"chunk", required_argument, NULL, 'c'},
-                                         {"gap-us", required_argument, NULL, 'g'},
-                                         {"phases", required_argument, NULL, 'p'},
-                                         {"settle", required_argument, NULL, 'S'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        { "seconds", required_argument, NULL, 's' }, { "chunk", required_argument, NULL, 'c' },
+        { "gap-us", required_argument, NULL, 'g' },  { "phases", required_argument, NULL, 'p' },
+        { "settle", required_argument, NULL, 'S' },  { NULL, 0, NULL, 0 }
+    };
     double seconds = 2.0, gap_us = 50.0, settle = 0.1;
     const char *phases = NULL;
     long chunk = 2000, n, i;
@@ -223,8 +220,8 @@ int main(int argc, char **argv)
         if ((n = record(seconds, chunk, &t0)) < 0)
             return 1;
         busy1 = tenant_busy();
-        analyze("-", n, t0, gap_us, busy0 >= 0 && busy1 >= 0 ?
-                (busy1 - busy0) / ((sync_end[n - 1] - t0) / 1e9) : -1.0);
+        analyze("-", n, t0, gap_us,
+                busy0 >= 0 && busy1 >= 0 ? (busy1 - busy0) / ((sync_end[n - 1] - t0) / 1e9) : -1.0);
         return 0;
     }
     {
@@ -242,8 +239,9 @@ int main(int argc, char **argv)
             if ((n = record(seconds, chunk, &t0)) < 0)
                 return 1;
             busy1 = tenant_busy();
-            analyze(ph, n, t0, gap_us, busy0 >= 0 && busy1 >= 0 ?
-                    (busy1 - busy0) / ((sync_end[n - 1] - t0) / 1e9) : -1.0);
+            analyze(ph, n, t0, gap_us,
+                    busy0 >= 0 && busy1 >= 0 ? (busy1 - busy0) / ((sync_end[n - 1] - t0) / 1e9)
+                                             : -1.0);
         }
     }
     return 0;

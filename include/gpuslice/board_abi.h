@@ -20,7 +20,7 @@
 #include "gpuslice/shm_abi.h"
 
 #define GPUSLICE_BOARD_MAGIC 0x44524f4253504753ULL /* "GSPSBORD" */
-#define GPUSLICE_BOARD_ABI_VERSION 1u /* GPUSLICE_ABI(1, 0) */
+#define GPUSLICE_BOARD_ABI_VERSION 1u              /* GPUSLICE_ABI(1, 0) */
 #define GPUSLICE_BOARD_ABI_MAJOR 1u
 
 struct gpuslice_board {
@@ -34,8 +34,8 @@ struct gpuslice_board {
     uint64_t acquired_ns;       /* CLOCK_MONOTONIC when the holder took the device */
     int32_t waiters;            /* threads sleeping on seq (for the wake; may drift if one dies) */
     uint32_t pad0;
-    uint64_t handoffs;          /* releases while another process waited */
-    uint64_t waiter_seen_ns;    /* CLOCK_MONOTONIC when a waiter last (re)started waiting */
+    uint64_t handoffs;       /* releases while another process waited */
+    uint64_t waiter_seen_ns; /* CLOCK_MONOTONIC when a waiter last (re)started waiting */
     uint64_t reserved[7];
 };
 

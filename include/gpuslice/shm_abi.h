@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define GPUSLICE_ABI(major, minor) ((uint32_t)(major) | (uint32_t)(minor) << 16)
-#define GPUSLICE_ABI_MAJOR(v) ((uint32_t)(v) & 0xffffu)
+#define GPUSLICE_ABI_MAJOR(v) ((uint32_t)(v)&0xffffu)
 #define GPUSLICE_ABI_MINOR(v) ((uint32_t)(v) >> 16)
 
 struct gpuslice_shm_header {
@@ -31,12 +31,12 @@ _Static_assert(sizeof(struct gpuslice_shm_header) == 16, "segment header size");
  * abi_version and size where the header has them), and its ABI_VERSION
  * define has the major version its ABI_MAJOR define says.
  */
-#define GPUSLICE_SHM_LAYOUT_CHECK(type, version, major)                                      \
-    _Static_assert(offsetof(type, magic) == offsetof(struct gpuslice_shm_header, magic) &&   \
-                       offsetof(type, abi_version) ==                                        \
-                           offsetof(struct gpuslice_shm_header, abi_version) &&              \
-                       offsetof(type, size) == offsetof(struct gpuslice_shm_header, size),   \
-                   #type " opens with the common segment header");                           \
+#define GPUSLICE_SHM_LAYOUT_CHECK(type, version, major)                                            \
+    _Static_assert(offsetof(type, magic) == offsetof(struct gpuslice_shm_header, magic) &&         \
+                       offsetof(type, abi_version) ==                                              \
+                           offsetof(struct gpuslice_shm_header, abi_version) &&                    \
+                       offsetof(type, size) == offsetof(struct gpuslice_shm_header, size),         \
+                   #type " opens with the common segment header");                                 \
     _Static_assert(GPUSLICE_ABI_MAJOR(version) == (major), #version "'s major is " #major)
 
 #endif

@@ -49,14 +49,14 @@ struct gpuslice_tenant_device {
     uint64_t mem_used;      /* sum of mem_used of live processes */
     uint32_t compute_limit; /* percent of the device's time, 1..99; 0 = no ceiling */
     uint32_t flags;
-    int32_t ordinal;        /* CUDA ordinal as the process that added the entry saw it */
-    uint32_t compute_epoch; /* +1 at every reset of the budget (gs_tenant_set) */
-    int64_t compute_tokens;      /* ns of device time the tenant may still use; may be < 0 */
-    uint64_t compute_refill_ns;  /* CLOCK_MONOTONIC when compute_tokens was last refilled */
-    uint64_t compute_busy_ns;    /* device time the tenant's work has held, cumulative */
-    uint64_t ctx_footprint;      /* smallest context footprint a process measured, for
+    int32_t ordinal;            /* CUDA ordinal as the process that added the entry saw it */
+    uint32_t compute_epoch;     /* +1 at every reset of the budget (gs_tenant_set) */
+    int64_t compute_tokens;     /* ns of device time the tenant may still use; may be < 0 */
+    uint64_t compute_refill_ns; /* CLOCK_MONOTONIC when compute_tokens was last refilled */
+    uint64_t compute_busy_ns;   /* device time the tenant's work has held, cumulative */
+    uint64_t ctx_footprint;     /* smallest context footprint a process measured, for
                                     processes NVML does not list (PID namespaces); 0 = none */
-    uint64_t ctx_hidden;         /* what a context takes on the device beyond NVML's figure for
+    uint64_t ctx_hidden;        /* what a context takes on the device beyond NVML's figure for
                                     its process (smallest measured; 0 = none seen) */
 };
 
@@ -155,8 +155,7 @@ _Static_assert(offsetof(struct gpuslice_tenant, reserve) == 232 + 16 * 88 + 1024
                "reservation offset");
 _Static_assert(offsetof(struct gpuslice_tenant, ctx_base) == 232 + 16 * 88 + 1024 * 144 + 664,
                "ctx_base offset");
-_Static_assert(offsetof(struct gpuslice_tenant, host_pid) ==
-                   232 + 16 * 88 + 1024 * 144 + 664 + 128,
+_Static_assert(offsetof(struct gpuslice_tenant, host_pid) == 232 + 16 * 88 + 1024 * 144 + 664 + 128,
                "host_pid offset");
 _Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096,
                "tenant size");

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "common/text.h"  /* gs_json_string, gs_text_safe */
-#include "control/log.h"  /* gs_log_error, gs_log_note, gs_log_quiet (-q), GS_EXIT_* */
+#include "common/text.h" /* gs_json_string, gs_text_safe */
+#include "control/log.h" /* gs_log_error, gs_log_note, gs_log_quiet (-q), GS_EXIT_* */
 
 struct gs_cmd {
     const char *name;

@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 
-static const struct launch_mode mode = {"exec", 0};
+static const struct launch_mode mode = { "exec", 0 };
 
 static int exec_run(int argc, char **argv)
 {
@@ -18,5 +18,5 @@ static void exec_usage(void)
     launch_usage(&mode);
 }
 
-const struct gs_cmd gs_cmd_exec = {"exec", "run any command with limits (like run, no .py form)",
-                                   exec_run, exec_usage};
+const struct gs_cmd gs_cmd_exec = { "exec", "run any command with limits (like run, no .py form)",
+                                    exec_run, exec_usage };

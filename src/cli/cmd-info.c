@@ -49,7 +49,6 @@ static void info_usage(void)
            "info fails (exit 1); without NVML the memory fields are empty.\n");
 }
 
-
 /*
  * The interposer, if preloaded, would show a tenant's view of the GPU (its
  * memory limit as the total). Run again without it; another preloaded library stays.
@@ -89,7 +88,6 @@ static void leave_interposer(int argc, char **argv)
     free(keep);
     free(copy);
 }
-
 
 static void json_int_or_null(const char *key, int v)
 {
@@ -290,11 +288,11 @@ static void print_text(const struct gpuinfo *in, const struct tenant_list *l)
 
 static int run_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    struct tenant_list l = {NULL, 0, 0};
+    static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+                                          { "quiet", no_argument, NULL, 'q' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
+    struct tenant_list l = { NULL, 0, 0 };
     struct gs_driver d;
     struct gpuinfo in;
     char err[512];
@@ -347,5 +345,6 @@ static int run_info(int argc, char **argv)
     return in.failed ? GS_EXIT_ERROR : GS_EXIT_OK;
 }
 
-const struct gs_cmd gs_cmd_info = {"info", "describe the GPUs, how they can be shared, and the tenants",
-                                   run_info, info_usage};
+const struct gs_cmd gs_cmd_info = { "info",
+                                    "describe the GPUs, how they can be shared, and the tenants",
+                                    run_info, info_usage };

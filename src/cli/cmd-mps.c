@@ -122,8 +122,8 @@ static int probe(const struct opts *o, const struct mps_gpu *g, pid_t **servers,
         return r;
     }
     if (out.timed_out) {
-        gs_log_error("mps: %s: get_server_list did not answer within %g s (pipe dir %s)",
-                     g->uuid, o->timeout, g->pipe);
+        gs_log_error("mps: %s: get_server_list did not answer within %g s (pipe dir %s)", g->uuid,
+                     o->timeout, g->pipe);
         return -ETIMEDOUT;
     }
     if (out.status != 0)
@@ -134,8 +134,7 @@ static int probe(const struct opts *o, const struct mps_gpu *g, pid_t **servers,
 }
 
 /* The clients of server pid; -ETIMEDOUT etc. on error (named on stderr). */
-static int clients_of(const struct opts *o, const struct mps_gpu *g, pid_t pid, pid_t **v,
-                      int *n)
+static int clients_of(const struct opts *o, const struct mps_gpu *g, pid_t pid, pid_t **v, int *n)
 {
     struct mps_out out;
     char cmd[64];
@@ -149,8 +148,7 @@ static int clients_of(const struct opts *o, const struct mps_gpu *g, pid_t pid, 
         return r;
     }
     if (out.timed_out) {
-        gs_log_error("mps: %s: get_client_list did not answer within %g s", g->uuid,
-                     o->timeout);
+        gs_log_error("mps: %s: get_client_list did not answer within %g s", g->uuid, o->timeout);
         return -ETIMEDOUT;
     }
     if (out.status != 0)
@@ -271,8 +269,7 @@ static int list_gpus(char (**v)[GS_UUID_STRLEN], int *n)
     while ((e = readdir(dir)) != NULL) {
         char u[GS_UUID_STRLEN], (*grown)[GS_UUID_STRLEN];
 
-        if (!gs_parse_uuid(e->d_name, strlen(e->d_name), u) ||
-            strncmp(e->d_name, "GPU-", 4) != 0)
+        if (!gs_parse_uuid(e->d_name, strlen(e->d_name), u) || strncmp(e->d_name, "GPU-", 4) != 0)
             continue;
         if ((grown = realloc(*v, (size_t)(k + 1) * sizeof(**v))) == NULL) {
             closedir(dir);
@@ -301,8 +298,8 @@ static int pick_gpu(const struct opts *o, int need_driver, struct mps_gpu *g)
         return r;
     }
     if ((r = mps_gpu_init(g, uuid)) < 0) {
-        gs_log_error("mps: the directory for %s would be too long (XDG_RUNTIME_DIR is %s)",
-                     uuid, getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR") : "unset");
+        gs_log_error("mps: the directory for %s would be too long (XDG_RUNTIME_DIR is %s)", uuid,
+                     getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR") : "unset");
         return r;
     }
     return 0;
@@ -336,7 +333,7 @@ static int mps_start(const struct opts *o)
 
 static int mps_status(const struct opts *o)
 {
-    char (*uuids)[GS_UUID_STRLEN] = NULL, base[MPS_PATH_MAX];
+    char(*uuids)[GS_UUID_STRLEN] = NULL, base[MPS_PATH_MAX];
     int n = 0, i, r, status = GS_EXIT_OK, shown = 0;
 
     if ((r = mps_base_dir(base, sizeof(base))) < 0 || (r = list_gpus(&uuids, &n)) < 0) {
@@ -387,8 +384,8 @@ static int mps_status(const struct opts *o)
     if (o->json)
         printf("]}\n");
     else if (shown == 0)
-        printf("no gpuslice MPS daemon%s (none started in %s)\n",
-               o->device ? " for this GPU" : "s", base);
+        printf("no gpuslice MPS daemon%s (none started in %s)\n", o->device ? " for this GPU" : "s",
+               base);
     free(uuids);
     return status;
 }
@@ -474,8 +471,8 @@ static int mps_stop(const struct opts *o)
             printf(")\n");
         }
     } else {
-        gs_log_error("mps: %s: the daemon did not exit within %g s of quit (pipe dir %s)",
-                     d.g.uuid, o->timeout, d.g.pipe);
+        gs_log_error("mps: %s: the daemon did not exit within %g s of quit (pipe dir %s)", d.g.uuid,
+                     o->timeout, d.g.pipe);
         r = GS_EXIT_ERROR;
     }
     daemon_done(&d);
@@ -484,13 +481,12 @@ static int mps_stop(const struct opts *o)
 
 static int run_mps(int argc, char **argv)
 {
-    static const struct option opts[] = {{"device", required_argument, NULL, 'd'},
-                                         {"force", no_argument, NULL, 'f'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    static const char *const subs[] = {"start", "status", "stop"};
+    static const struct option opts[] = {
+        { "device", required_argument, NULL, 'd' }, { "force", no_argument, NULL, 'f' },
+        { "json", no_argument, NULL, 'j' },         { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+    };
+    static const char *const subs[] = { "start", "status", "stop" };
     struct opts o;
     char err[ERR_LEN], uuid[GS_UUID_STRLEN];
     const char *sub = NULL;
@@ -532,8 +528,7 @@ static int run_mps(int argc, char **argv)
     }
     o.sub = (enum sub)i;
     if (optind + 1 < argc) {
-        gs_log_error("mps: unexpected argument \"%s\" (see gpuslice mps --help)",
-                     argv[optind + 1]);
+        gs_log_error("mps: unexpected argument \"%s\" (see gpuslice mps --help)", argv[optind + 1]);
         return GS_EXIT_USAGE;
     }
     if (o.force && o.sub != SUB_STOP) {
@@ -566,5 +561,5 @@ static int run_mps(int argc, char **argv)
     return c;
 }
 
-const struct gs_cmd gs_cmd_mps = {"mps", "start, list or stop your MPS control daemon for a GPU",
-                                  run_mps, mps_usage};
+const struct gs_cmd gs_cmd_mps = { "mps", "start, list or stop your MPS control daemon for a GPU",
+                                   run_mps, mps_usage };

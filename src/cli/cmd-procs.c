@@ -79,7 +79,7 @@ struct geom_query {
 static int query_geom(void *arg, char *buf, size_t len)
 {
     const struct geom_query *q = arg;
-    struct gs_driver d = {0};
+    struct gs_driver d = { 0 };
     char uuid[GS_UUID_STRLEN], want[GS_UUID_STRLEN], name[128] = "", eb[32], why[256];
     CUdevResource all, groups[1], rest;
     unsigned total, coarse = 0, ncoarse = 0, fine = 0, nfine = 0, n;
@@ -104,7 +104,8 @@ static int query_geom(void *arg, char *buf, size_t len)
     }
     if (gs_parse_uuid(q->device, strlen(q->device), want)) {
         for (i = 0; i < nd && dev < 0; i++) {
-            if (d.cuDeviceGet(&dev, i) == CUDA_SUCCESS && d.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+            if (d.cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
+                d.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
                 gs_format_uuid((const unsigned char *)u.bytes, uuid);
                 if (strcmp(uuid, want) != 0)
                     dev = -1;
@@ -123,7 +124,8 @@ static int query_geom(void *arg, char *buf, size_t len)
         return -1;
     }
     if ((r = d.cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
-        snprintf(buf, len, "GPU %s has no UUID: %s", q->device, gs_driver_cu_name(&d, r, eb, sizeof(eb)));
+        snprintf(buf, len, "GPU %s has no UUID: %s", q->device,
+                 gs_driver_cu_name(&d, r, eb, sizeof(eb)));
         return -1;
     }
     gs_format_uuid((const unsigned char *)u.bytes, uuid);
@@ -131,14 +133,19 @@ static int query_geom(void *arg, char *buf, size_t len)
     d.cuDeviceGetName(name, sizeof(name), dev);
     memset(&all, 0, sizeof(all));
     if (!d.cuDeviceGetDevResource || !d.cuDevSmResourceSplitByCount) {
-        snprintf(buf, len, "GPU %s: this driver has no green contexts (CUDA 12.4 or later is "
-                           "needed for SM partitions)", q->device);
+        snprintf(buf, len,
+                 "GPU %s: this driver has no green contexts (CUDA 12.4 or later is "
+                 "needed for SM partitions)",
+                 q->device);
         return -1;
     }
-    if ((r = d.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS || all.sm.smCount == 0) {
-        snprintf(buf, len, "GPU %s cannot partition its SMs with green contexts "
-                           "(cuDeviceGetDevResource: %s)",
-                 q->device, r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(&d, r, eb, sizeof(eb)));
+    if ((r = d.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
+        all.sm.smCount == 0) {
+        snprintf(buf, len,
+                 "GPU %s cannot partition its SMs with green contexts "
+                 "(cuDeviceGetDevResource: %s)",
+                 q->device,
+                 r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(&d, r, eb, sizeof(eb)));
         return -1;
     }
     total = all.sm.smCount;
@@ -149,12 +156,14 @@ static int query_geom(void *arg, char *buf, size_t len)
             ncoarse = 0;
     }
     n = 1;
-    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) ==
-            CUDA_SUCCESS &&
+    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest,
+                                      CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                      1) == CUDA_SUCCESS &&
         n == 1) {
         fine = groups[0].sm.smCount;
-        if (d.cuDevSmResourceSplitByCount(NULL, &nfine, &all, NULL, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1) !=
-            CUDA_SUCCESS)
+        if (d.cuDevSmResourceSplitByCount(NULL, &nfine, &all, NULL,
+                                          CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                          1) != CUDA_SUCCESS)
             nfine = 0;
     }
     if (ncoarse == 0 && nfine == 0) {
@@ -168,11 +177,11 @@ static int query_geom(void *arg, char *buf, size_t len)
 }
 
 struct lane {
-    char **argv;  /* the program and its arguments (into the caller's argv) */
+    char **argv; /* the program and its arguments (into the caller's argv) */
     int argc;
     struct sm_lane sm;
-    pid_t pid;    /* the gpuslice run that starts it */
-    pid_t prog;   /* the program, as its interposer said */
+    pid_t pid;  /* the gpuslice run that starts it */
+    pid_t prog; /* the program, as its interposer said */
     int ready, status, ended;
     char line[640];
 };
@@ -201,8 +210,8 @@ static void print_plan(const struct geom_query *q, int index, const struct lane 
     gs_json_string(stdout, q->name, strlen(q->name));
     printf(",\"sm_count\":%u,\"group_sms\":%u},\"lanes\":[", q->g.total, group);
     for (i = 0; i < n; i++) {
-        printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u", i ? "," : "",
-               i, l[i].sm.share, l[i].sm.count, l[i].sm.first);
+        printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u",
+               i ? "," : "", i, l[i].sm.share, l[i].sm.count, l[i].sm.first);
         if (with_pids)
             printf(",\"pid\":%d", (int)l[i].prog);
         printf("}");
@@ -357,14 +366,12 @@ static void remove_dir(const char *dir)
 
 static int procs_main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"shares", required_argument, NULL, 's'},
-                                         {"device", required_argument, NULL, 'd'},
-                                         {"dry-run", no_argument, NULL, 'n'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"timeout", required_argument, NULL, 't'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        { "shares", required_argument, NULL, 's' },  { "device", required_argument, NULL, 'd' },
+        { "dry-run", no_argument, NULL, 'n' },       { "json", no_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 't' }, { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 }
+    };
     static struct lane lanes[SMPLAN_MAX_LANES];
     double shares[SMPLAN_MAX_LANES], timeout = 120, mps_to, deadline;
     const char *shares_arg = NULL, *device = "0";
@@ -447,8 +454,8 @@ static int procs_main(int argc, char **argv)
         gs_log_error("procs: %s", err);
         return GS_EXIT_ERROR;
     }
-    if (sscanf(err, "%40s %d %u %u %u %u %u %127[^\n]", q.uuid, &q.index, &q.g.total,
-               &q.g.coarse, &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 7) {
+    if (sscanf(err, "%40s %d %u %u %u %u %u %127[^\n]", q.uuid, &q.index, &q.g.total, &q.g.coarse,
+               &q.g.ncoarse, &q.g.fine, &q.g.nfine, q.name) < 7) {
         gs_log_error("procs: the GPU query said \"%s\"", err);
         return GS_EXIT_ERROR;
     }
@@ -481,8 +488,7 @@ static int procs_main(int argc, char **argv)
         gs_log_error("procs: MPS: %s", err);
         return GS_EXIT_ERROR;
     }
-    gs_log_note("procs: %s the MPS control daemon for %s", started ? "started" : "reusing",
-                q.uuid);
+    gs_log_note("procs: %s the MPS control daemon for %s", started ? "started" : "reusing", q.uuid);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -533,8 +539,8 @@ static int procs_main(int argc, char **argv)
                     gs_log_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", i,
                                 (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
                 } else {
-                    char *msg = strncmp(l->line, "error ", 6) == 0 ? strchr(l->line + 6, ' ')
-                                                                   : NULL;
+                    char *msg =
+                        strncmp(l->line, "error ", 6) == 0 ? strchr(l->line + 6, ' ') : NULL;
                     l->line[strcspn(l->line, "\n")] = '\0';
                     gs_log_error("procs: lane %d cannot have its partition: %s", i,
                                  msg ? msg + 1 : l->line);
@@ -616,5 +622,6 @@ static int procs_main(int argc, char **argv)
     return status;
 }
 
-const struct gs_cmd gs_cmd_procs = {"procs", "run programs side by side, each on its share of a GPU's SMs",
-                                    procs_main, procs_usage};
+const struct gs_cmd gs_cmd_procs = { "procs",
+                                     "run programs side by side, each on its share of a GPU's SMs",
+                                     procs_main, procs_usage };

@@ -41,12 +41,12 @@ static void reserve_usage(void)
 
 static int reserve_main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"device", required_argument, NULL, 'd'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    struct reserve_opts o = {.ready_fd = -1, .label = "reserve"};
+    static const struct option opts[] = { { "device", required_argument, NULL, 'd' },
+                                          { "json", no_argument, NULL, 'j' },
+                                          { "quiet", no_argument, NULL, 'q' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
+    struct reserve_opts o = { .ready_fd = -1, .label = "reserve" };
     char err[768], *devices = NULL, **devargs;
     sigset_t stop;
     int c, ndev = 0, r;
@@ -116,5 +116,6 @@ static int reserve_main(int argc, char **argv)
     return GS_EXIT_OK;
 }
 
-const struct gs_cmd gs_cmd_reserve = {"reserve", "hold a share of each GPU's memory until a signal",
-                                      reserve_main, reserve_usage};
+const struct gs_cmd gs_cmd_reserve = { "reserve",
+                                       "hold a share of each GPU's memory until a signal",
+                                       reserve_main, reserve_usage };

@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 
-static const struct launch_mode mode = {"run", 1};
+static const struct launch_mode mode = { "run", 1 };
 
 static int run_run(int argc, char **argv)
 {
@@ -18,5 +18,5 @@ static void run_usage(void)
     launch_usage(&mode);
 }
 
-const struct gs_cmd gs_cmd_run = {"run", "run a program or a Python script with limits", run_run,
-                                  run_usage};
+const struct gs_cmd gs_cmd_run = { "run", "run a program or a Python script with limits", run_run,
+                                   run_usage };

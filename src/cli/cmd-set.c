@@ -54,7 +54,7 @@ static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
                        struct gs_limits *l, char *err, size_t errlen)
 {
     char buf[1024];
-    int none[GS_MAX_LIMIT_ENTRIES] = {0}, item = 0, r, i;
+    int none[GS_MAX_LIMIT_ENTRIES] = { 0 }, item = 0, r, i;
     const char *p = s, *placeholder = kind == GS_VALUE_SIZE ? "1G" : "1";
     size_t len = 0, n = strlen(s);
 
@@ -218,8 +218,8 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
             if (!tenant_list_dev_in_use(&t->dev[d]))
                 continue;
             gs_format_uuid(t->dev[d].uuid, uuid); /* the parser's "gpu-…" form */
-            found = e->key == GS_KEY_INDEX ? t->dev[d].ordinal == e->index
-                                           : strcmp(uuid, e->uuid) == 0;
+            found =
+                e->key == GS_KEY_INDEX ? t->dev[d].ordinal == e->index : strcmp(uuid, e->uuid) == 0;
         }
         if (found)
             continue;
@@ -227,13 +227,13 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
         for (d = 0; d < GPUSLICE_MAX_DEVICES && len < sizeof(used); d++)
             if (tenant_list_dev_in_use(&t->dev[d])) {
                 tenant_list_uuid(t->dev[d].uuid, uuid);
-                len += (size_t)snprintf(used + len, sizeof(used) - len, "%s%d %s",
-                                        len ? ", " : "", (int)t->dev[d].ordinal, uuid);
+                len += (size_t)snprintf(used + len, sizeof(used) - len, "%s%d %s", len ? ", " : "",
+                                        (int)t->dev[d].ordinal, uuid);
             }
         hint = len ? "it uses " : "it uses no GPU yet; give a bare value";
         if (e->key == GS_KEY_INDEX)
-            gs_log_error("set: %s: the tenant uses no device with index %d (%s%s)",
-                         l->source, e->index, hint, used);
+            gs_log_error("set: %s: the tenant uses no device with index %d (%s%s)", l->source,
+                         e->index, hint, used);
         else {
             tenant_list_uuid_str(e->uuid, uuid);
             gs_log_error("set: %s: the tenant uses no device %s (%s%s)", l->source, uuid, hint,
@@ -299,9 +299,10 @@ static void report(const struct gpuslice_tenant *t, const char *who)
 static int run_set(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"compute", required_argument, NULL, 'c'}, {"memory", required_argument, NULL, 'm'},
-        {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-        {"json", no_argument, NULL, 'j'},          {NULL, 0, NULL, 0}};
+        { "compute", required_argument, NULL, 'c' }, { "memory", required_argument, NULL, 'm' },
+        { "quiet", no_argument, NULL, 'q' },         { "help", no_argument, NULL, 'h' },
+        { "json", no_argument, NULL, 'j' },          { NULL, 0, NULL, 0 }
+    };
     const char *compute = NULL, *memory = NULL, *arg;
     struct gs_limits mem_l, comp_l;
     struct gpuslice_tenant *t = NULL;
@@ -400,7 +401,7 @@ static int run_set(int argc, char **argv)
     if (json) {
         /* The same object gpuslice tenants --json lists for it (compute use not measured). */
         struct tenant_entry e;
-        struct tenant_list one = {&e, 1, 0};
+        struct tenant_list one = { &e, 1, 0 };
 
         memset(&e, 0, sizeof(e));
         snprintf(e.id, sizeof(e.id), "%s", id);
@@ -415,4 +416,4 @@ static int run_set(int argc, char **argv)
     return GS_EXIT_OK;
 }
 
-const struct gs_cmd gs_cmd_set = {"set", "change a running tenant's limits", run_set, set_usage};
+const struct gs_cmd gs_cmd_set = { "set", "change a running tenant's limits", run_set, set_usage };

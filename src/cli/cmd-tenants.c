@@ -103,7 +103,7 @@ static int take_reading(const struct tenant_list *l, struct reading *r)
 
 static void sleep_ns(uint64_t ns)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
 
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
@@ -121,7 +121,6 @@ static double usage_percent(const struct reading *a, const struct reading *b, si
     return 100.0 * (double)(b->busy[k] - a->busy[k]) / (double)(b->at_ns - a->at_ns);
 }
 
-
 struct sampled {
     const struct reading *a, *b;
 };
@@ -136,7 +135,7 @@ static double sampled_use(size_t i, int d, const void *ctx)
 static void print_json(const struct tenant_list *l, const struct reading *a,
                        const struct reading *b)
 {
-    struct sampled s = {a, b};
+    struct sampled s = { a, b };
 
     printf("{\"tenants\":");
     tenant_list_json(stdout, l, sampled_use, &s);
@@ -144,14 +143,26 @@ static void print_json(const struct tenant_list *l, const struct reading *a,
 }
 
 /* The table: one row per device in use (one for a tenant that uses none yet). */
-enum { C_ID, C_NAME, C_OWNER, C_CREATOR, C_PIDS, C_GPU, C_UUID, C_MEM, C_MEMLIM, C_COMP,
-       C_CEIL, NCOLS };
+enum {
+    C_ID,
+    C_NAME,
+    C_OWNER,
+    C_CREATOR,
+    C_PIDS,
+    C_GPU,
+    C_UUID,
+    C_MEM,
+    C_MEMLIM,
+    C_COMP,
+    C_CEIL,
+    NCOLS
+};
 /* Room for an escaped ID, the longest cell (gs_text_safe: 4 characters a byte at most). */
 #define CELL GS_TEXT_LEN(TENANT_ID_MAX)
 
-static const char *const headers[NCOLS] = {"ID",  "NAME",     "OWNER",     "CREATOR",
-                                           "PROCESSES", "GPU", "UUID", "MEM USED",
-                                           "MEM LIMIT", "COMPUTE", "CEILING"};
+static const char *const headers[NCOLS] = { "ID",        "NAME",    "OWNER",  "CREATOR",
+                                            "PROCESSES", "GPU",     "UUID",   "MEM USED",
+                                            "MEM LIMIT", "COMPUTE", "CEILING" };
 
 typedef char row_t[NCOLS][CELL];
 
@@ -224,7 +235,7 @@ static void device_cells(row_t row, const struct gpuslice_tenant *t, int d, doub
 static int print_table(const struct tenant_list *l, const struct reading *a,
                        const struct reading *b)
 {
-    size_t i, nrows = 1, r, w[NCOLS] = {0};
+    size_t i, nrows = 1, r, w[NCOLS] = { 0 };
     row_t *rows;
     int c, d;
 
@@ -275,12 +286,13 @@ static int print_table(const struct tenant_list *l, const struct reading *a,
 
 static int run_tenants(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"interval", required_argument, NULL, 'i'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    struct reading first = {0, NULL}, second = {0, NULL};
-    struct tenant_list l = {NULL, 0, 0};
+    static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+                                          { "interval", required_argument, NULL, 'i' },
+                                          { "quiet", no_argument, NULL, 'q' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
+    struct reading first = { 0, NULL }, second = { 0, NULL };
+    struct tenant_list l = { NULL, 0, 0 };
     uint64_t interval = DEFAULT_INTERVAL_NS;
     int c, r, json = 0, sampled = 0;
 
@@ -288,7 +300,6 @@ static int run_tenants(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
         switch (c) {
-
         case 'i':
             if ((r = parse_seconds(optarg, &interval)) < 0) {
                 gs_log_error("--interval: \"%s\" is %s (use seconds such as 0.5 or 2, up to "
@@ -351,5 +362,5 @@ static int run_tenants(int argc, char **argv)
     return GS_EXIT_OK;
 }
 
-const struct gs_cmd gs_cmd_tenants = {"tenants", "list tenants with their limits and usage",
-                                      run_tenants, tenants_usage};
+const struct gs_cmd gs_cmd_tenants = { "tenants", "list tenants with their limits and usage",
+                                       run_tenants, tenants_usage };

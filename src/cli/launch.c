@@ -114,7 +114,6 @@ static int parse_nice(const char *s, int *out)
     return 0;
 }
 
-
 /* A name ending in .py that is an existing file: gpuslice run train.py. */
 static int is_python_script(const char *arg)
 {
@@ -123,7 +122,6 @@ static int is_python_script(const char *arg)
 
     return n > 3 && strcmp(arg + n - 3, ".py") == 0 && stat(arg, &st) == 0 && S_ISREG(st.st_mode);
 }
-
 
 static void opts_done(struct run_spec *o)
 {
@@ -143,8 +141,9 @@ static int mps_device(struct run_spec *o, char *err, size_t errlen)
     int n = sel ? gs_device_list_count(sel) : 1;
 
     if (sel && n == 0) {
-        snprintf(err, errlen, "--gpu-share: CUDA_VISIBLE_DEVICES is empty, so the program has "
-                              "no GPU to share (unset it or pass --device)");
+        snprintf(err, errlen,
+                 "--gpu-share: CUDA_VISIBLE_DEVICES is empty, so the program has "
+                 "no GPU to share (unset it or pass --device)");
         return -EINVAL;
     }
     if (n > 1) {
@@ -169,20 +168,22 @@ static int mps_device(struct run_spec *o, char *err, size_t errlen)
     return 0;
 }
 
-
 static int parse_args(const struct launch_mode *m, int argc, char **argv, struct run_spec *o)
 {
-    static const struct option opts[] = {
-        {"memory", required_argument, NULL, 'm'}, {"compute", required_argument, NULL, 'c'},
-        {"device", required_argument, NULL, 'd'}, {"nice", required_argument, NULL, 'n'},
-        {"name", required_argument, NULL, 'N'},   {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},         {"no-torch-priority", no_argument, NULL, 'T'},
-        {"gpu-share", required_argument, NULL, 'G'},
-        {"mps-priority", required_argument, NULL, 'P'},
-        {"filled", required_argument, NULL, 'f'},
-        {"sms", required_argument, NULL, 'S'},
-        {"sm-share", required_argument, NULL, 'H'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = { { "memory", required_argument, NULL, 'm' },
+                                          { "compute", required_argument, NULL, 'c' },
+                                          { "device", required_argument, NULL, 'd' },
+                                          { "nice", required_argument, NULL, 'n' },
+                                          { "name", required_argument, NULL, 'N' },
+                                          { "quiet", no_argument, NULL, 'q' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { "no-torch-priority", no_argument, NULL, 'T' },
+                                          { "gpu-share", required_argument, NULL, 'G' },
+                                          { "mps-priority", required_argument, NULL, 'P' },
+                                          { "filled", required_argument, NULL, 'f' },
+                                          { "sms", required_argument, NULL, 'S' },
+                                          { "sm-share", required_argument, NULL, 'H' },
+                                          { NULL, 0, NULL, 0 } };
     const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL, *sm_share = NULL;
     char err[768], **devargs;
     int c, ndev = 0, status = -1;
@@ -253,8 +254,8 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         gs_log_error("%s", err);
         goto out;
     }
-    if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &o->comp_l, err,
-                                          sizeof(err)) < 0) {
+    if (o->compute && gs_parse_limit_list(o->compute, GS_VALUE_PERCENT, "--compute", &o->comp_l,
+                                          err, sizeof(err)) < 0) {
         gs_log_error("%s", err);
         goto out;
     }
@@ -302,7 +303,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     }
     o->has_nice = nice != NULL;
     if (ndev && gs_device_list(devargs, ndev, getenv("CUDA_VISIBLE_DEVICES"), &o->devices, err,
-                            sizeof(err)) < 0) {
+                               sizeof(err)) < 0) {
         gs_log_error("%s", err);
         goto out;
     }
@@ -313,8 +314,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         goto out;
     }
     if (prio && strcmp(prio, "normal") != 0 && strcmp(prio, "below-normal") != 0) {
-        gs_log_error("--mps-priority: \"%s\" is not a priority (use normal or below-normal)",
-                     prio);
+        gs_log_error("--mps-priority: \"%s\" is not a priority (use normal or below-normal)", prio);
         goto out;
     }
     if (prio && !share) {
@@ -323,8 +323,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
     }
     o->mps_priority = prio && strcmp(prio, "below-normal") == 0;
     if (filled && reserve_parse_ratio(filled, &o->filled) < 0) {
-        gs_log_error("--filled: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)",
-                     filled);
+        gs_log_error("--filled: \"%s\" is not a ratio (use a number in (0, 1], e.g. 0.9)", filled);
         goto out;
     }
     if (filled && share) {
@@ -362,7 +361,7 @@ out:
 
 int launch_main(const struct launch_mode *m, int argc, char **argv)
 {
-    struct run_spec o = {0};
+    struct run_spec o = { 0 };
     int r;
 
     if ((r = parse_args(m, argc, argv, &o)) < 0)

@@ -13,14 +13,8 @@
 #endif
 
 static const struct gs_cmd *commands[] = {
-    &gs_cmd_run,
-    &gs_cmd_exec,
-    &gs_cmd_info,
-    &gs_cmd_reserve,
-    &gs_cmd_procs,
-    &gs_cmd_tenants,
-    &gs_cmd_set,
-    &gs_cmd_mps,
+    &gs_cmd_run,   &gs_cmd_exec,    &gs_cmd_info, &gs_cmd_reserve,
+    &gs_cmd_procs, &gs_cmd_tenants, &gs_cmd_set,  &gs_cmd_mps,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -62,8 +56,7 @@ int gs_cli_bad_option(const char *cmd, int c, char **argv, const struct option *
 
         if (o->val == optopt && o->has_arg == no_argument && strncmp(arg, "--", 2) == 0 &&
             strncmp(arg + 2, o->name, n) == 0 && arg[2 + n] == '=') {
-            gs_log_error("%s: --%s takes no value (see gpuslice %s --help)", cmd, o->name,
-                         cmd);
+            gs_log_error("%s: --%s takes no value (see gpuslice %s --help)", cmd, o->name, cmd);
             return GS_EXIT_USAGE;
         }
     }
@@ -136,8 +129,8 @@ static int help(int argc, char **argv)
     }
     command_names(names, sizeof(names));
     if (argc > 2) {
-        gs_log_error("help: one command at a time (got \"%s\" and \"%s\"; commands: %s)",
-                     argv[1], argv[2], names);
+        gs_log_error("help: one command at a time (got \"%s\" and \"%s\"; commands: %s)", argv[1],
+                     argv[2], names);
         return GS_EXIT_USAGE;
     }
     if ((cmd = find_command(argv[1])) == NULL) {

@@ -62,7 +62,7 @@ static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_b
     for (i = 0; i < 100 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
                 !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size == 0;
          i++) {
-        struct timespec ms = {0, 1000000};
+        struct timespec ms = { 0, 1000000 };
         nanosleep(&ms, NULL);
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
@@ -82,7 +82,7 @@ static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_b
         return -1;
     {
         /* Its creator may be between ftruncate and the magic: give it a moment. */
-        struct timespec ms = {0, 1000000};
+        struct timespec ms = { 0, 1000000 };
         for (i = 0; i < 100 && !made(b); i++)
             nanosleep(&ms, NULL);
     }
@@ -103,8 +103,8 @@ static int map_board(const char *path, const uint8_t uuid[16], struct gpuslice_b
     return 1;
 }
 
-int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out,
-                  char *note, size_t notelen)
+int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out, char *note,
+                  size_t notelen)
 {
     struct gpuslice_board *b;
     char path[4200], base[4096], hex[33];
@@ -204,8 +204,8 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
 
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == (int32_t)pid)
         return 1;
-    if (!__atomic_compare_exchange_n(&b->holder_pid, &expected, (int32_t)pid, 0,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_compare_exchange_n(&b->holder_pid, &expected, (int32_t)pid, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
         if (!clear_dead(b, expected, now_ns))
             return 0;
         expected = 0;
@@ -239,7 +239,8 @@ void gs_board_release(struct gpuslice_board *b, pid_t pid)
 
 void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns, uint64_t now_ns)
 {
-    struct timespec ts = {(time_t)(timeout_ns / 1000000000ULL), (long)(timeout_ns % 1000000000ULL)};
+    struct timespec ts = { (time_t)(timeout_ns / 1000000000ULL),
+                           (long)(timeout_ns % 1000000000ULL) };
     uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
     int saved = errno;
 

@@ -27,8 +27,8 @@ const char *gs_board_dir(void);
  * GS_BOARD_NAMES names; note (when not NULL) then says which file and why,
  * for the caller to tell the user. -EEXIST when every name is taken.
  */
-int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out,
-                  char *note, size_t notelen);
+int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board **out, char *note,
+                  size_t notelen);
 
 /* Unmaps b (NULL is fine). */
 void gs_board_close(struct gpuslice_board *b);

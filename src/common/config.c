@@ -150,8 +150,8 @@ static int config_limits(char *const *env, enum gs_value_kind kind, const char *
 
 int gs_config_memory(char *const *env, struct gs_limits *out, char *err, size_t errlen)
 {
-    return config_limits(env, GS_VALUE_SIZE, GS_ENV_MEMORY, GS_ENV_TF_MEMORY,
-                         GS_ENV_HAMI_MEMORY, out, err, errlen);
+    return config_limits(env, GS_VALUE_SIZE, GS_ENV_MEMORY, GS_ENV_TF_MEMORY, GS_ENV_HAMI_MEMORY,
+                         out, err, errlen);
 }
 
 int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t errlen)

@@ -20,8 +20,6 @@
 #include "common/env.h" /* the GS_ENV_* names */
 #include "common/parse.h"
 
-
-
 /*
  * Fills out from the environment env (a NULL-terminated "NAME=value" array,
  * e.g. environ). Returns 0 (out->n == 0: no limit configured) or -EINVAL

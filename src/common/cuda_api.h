@@ -337,10 +337,7 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
 } CUDA_KERNEL_NODE_PARAMS;
 
 /* Green contexts' resources (CUDA 12.4+; the SM fields past smCount are CUDA 13's). */
-typedef enum {
-    CU_DEV_RESOURCE_TYPE_INVALID = 0,
-    CU_DEV_RESOURCE_TYPE_SM = 1
-} CUdevResourceType;
+typedef enum { CU_DEV_RESOURCE_TYPE_INVALID = 0, CU_DEV_RESOURCE_TYPE_SM = 1 } CUdevResourceType;
 
 typedef enum {
     CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING = 0x1,
@@ -374,8 +371,8 @@ typedef enum { CU_GREEN_CTX_DEFAULT_STREAM = 0x1 } CUgreenCtxCreate_flags;
 #include "cuda_funcs.h"
 
 /* gs_pfn_NAME: pointer to the function NAME; and the prototype of NAME. */
-#define GS_DECLARE_CUDA_FUNC(ret, name, params) \
-    typedef ret(*gs_pfn_##name) params;         \
+#define GS_DECLARE_CUDA_FUNC(ret, name, params)                                                    \
+    typedef ret(*gs_pfn_##name) params;                                                            \
     ret name params;
 GS_CUDA_FUNCS(GS_DECLARE_CUDA_FUNC)
 #undef GS_DECLARE_CUDA_FUNC

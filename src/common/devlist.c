@@ -103,15 +103,14 @@ int gs_device_list(char **args, int nargs, const char *visible, char **out, char
                 v = e;
                 vl = l;
             } else if (e[0] == '-' && l > 1 && isdigit((unsigned char)e[1])) {
-                gs_set_error(err, errlen,
-                             "--device: \"%.*s\" is negative (indexes start at 0; %s)", (int)l, e,
-                             accepted);
+                gs_set_error(err, errlen, "--device: \"%.*s\" is negative (indexes start at 0; %s)",
+                             (int)l, e, accepted);
                 goto bad;
             } else {
                 idx = isdigit((unsigned char)e[0]) ? strtoul(e, &end, 10) : 0;
                 if (!isdigit((unsigned char)e[0]) || end != e + l) {
-                    gs_set_error(err, errlen, "--device: \"%.*s\" is not a device (%s)", (int)l,
-                                 e, accepted);
+                    gs_set_error(err, errlen, "--device: \"%.*s\" is not a device (%s)", (int)l, e,
+                                 accepted);
                     goto bad;
                 }
                 if (idx > GS_DEVLIST_MAX_INDEX) {
@@ -155,8 +154,7 @@ int gs_device_list(char **args, int nargs, const char *visible, char **out, char
                 while (*p) {
                     size_t pl = strcspn(p, ",");
                     if (pl == vl && strncasecmp(p, v, vl) == 0) {
-                        gs_set_error(err, errlen, "--device: \"%.*s\" is given twice", (int)l,
-                                     e);
+                        gs_set_error(err, errlen, "--device: \"%.*s\" is given twice", (int)l, e);
                         goto bad;
                     }
                     p += pl + (p[pl] == ',');

@@ -17,9 +17,9 @@ struct sym {
     size_t off;
 };
 
-#define GS_DRIVER_SYM(ret, name, params) {#name, offsetof(struct gs_driver, name)},
-static const struct sym cuda_syms[] = {GS_CUDA_FUNCS(GS_DRIVER_SYM)};
-static const struct sym nvml_syms[] = {GS_NVML_FUNCS(GS_DRIVER_SYM)};
+#define GS_DRIVER_SYM(ret, name, params) { #name, offsetof(struct gs_driver, name) },
+static const struct sym cuda_syms[] = { GS_CUDA_FUNCS(GS_DRIVER_SYM) };
+static const struct sym nvml_syms[] = { GS_NVML_FUNCS(GS_DRIVER_SYM) };
 #undef GS_DRIVER_SYM
 
 static void *plain_lookup(void *lib, const char *name)
@@ -28,8 +28,8 @@ static void *plain_lookup(void *lib, const char *name)
 }
 
 static int open_lib(struct gs_driver *d, void **lib, const char *var, const char *dflt,
-                    const struct sym *syms, size_t n, int flags, gs_driver_lookup lookup,
-                    char *err, size_t errlen)
+                    const struct sym *syms, size_t n, int flags, gs_driver_lookup lookup, char *err,
+                    size_t errlen)
 {
     const char *path = getenv(var), *e;
     size_t i;

@@ -16,7 +16,6 @@
 #include "common/nvml_api.h"
 #include "common/nvml_funcs.h"
 
-
 /* The real functions, by their exported names; NULL where the library lacks one. */
 struct gs_driver {
     void *cuda; /* dlopen handles; NULL until loaded */

@@ -33,24 +33,24 @@
 #define GS_ENV_INTERNAL 0
 
 /* X(name, who, what) for every variable above, in gpuslice(1)'s order. */
-#define GS_ENV_VARS(X)                                                                            \
-    X(GS_ENV_MEMORY, GS_ENV_USER, "memory limit per GPU, as run --memory")                       \
-    X(GS_ENV_TF_MEMORY, GS_ENV_USER, "memory limit in vgpu.rs's JSON form")                      \
-    X(GS_ENV_HAMI_MEMORY, GS_ENV_USER, "memory limit in HAMi-core's form (and _<index>)")        \
-    X(GS_ENV_COMPUTE, GS_ENV_USER, "compute ceiling per GPU, as run --compute")                  \
-    X(GS_ENV_TF_COMPUTE, GS_ENV_USER, "compute ceiling in vgpu.rs's JSON form")                  \
-    X(GS_ENV_HAMI_COMPUTE, GS_ENV_USER, "compute ceiling in HAMi-core's form (and _<index>)")    \
-    X(GS_ENV_SMS, GS_ENV_USER, "an SM partition per GPU, as run --sms")                          \
-    X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live (default /dev/shm)")                  \
-    X(GS_ENV_DEBUG, GS_ENV_USER, "1: the interposer says what it does on stderr")                \
-    X(GS_ENV_PRELOAD_LIB, GS_ENV_USER, "the libgpuslice.so run and exec preload")                \
-    X(GS_ENV_REAL_LIBCUDA, GS_ENV_USER, "the real CUDA driver library to load")                  \
-    X(GS_ENV_REAL_LIBNVML, GS_ENV_USER, "the real NVML library to load")                         \
-    X(GS_ENV_TENANT, GS_ENV_USER, "the tenant file a process joins (run and exec set it)")       \
-    X(GS_ENV_MPS_TIMEOUT, GS_ENV_USER, "seconds mps waits for the control daemon")               \
-    X(GS_ENV_PYTHON_DIR, GS_ENV_USER, "where run --torch-priority finds its PyTorch hook")       \
-    X(GS_ENV_LANE, GS_ENV_USER, "the lane of an SM partition a program of procs runs in")        \
-    X(GS_ENV_LANE_BARRIER, GS_ENV_INTERNAL, "procs: the file its programs start together at")    \
+#define GS_ENV_VARS(X)                                                                             \
+    X(GS_ENV_MEMORY, GS_ENV_USER, "memory limit per GPU, as run --memory")                         \
+    X(GS_ENV_TF_MEMORY, GS_ENV_USER, "memory limit in vgpu.rs's JSON form")                        \
+    X(GS_ENV_HAMI_MEMORY, GS_ENV_USER, "memory limit in HAMi-core's form (and _<index>)")          \
+    X(GS_ENV_COMPUTE, GS_ENV_USER, "compute ceiling per GPU, as run --compute")                    \
+    X(GS_ENV_TF_COMPUTE, GS_ENV_USER, "compute ceiling in vgpu.rs's JSON form")                    \
+    X(GS_ENV_HAMI_COMPUTE, GS_ENV_USER, "compute ceiling in HAMi-core's form (and _<index>)")      \
+    X(GS_ENV_SMS, GS_ENV_USER, "an SM partition per GPU, as run --sms")                            \
+    X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live (default /dev/shm)")                   \
+    X(GS_ENV_DEBUG, GS_ENV_USER, "1: the interposer says what it does on stderr")                  \
+    X(GS_ENV_PRELOAD_LIB, GS_ENV_USER, "the libgpuslice.so run and exec preload")                  \
+    X(GS_ENV_REAL_LIBCUDA, GS_ENV_USER, "the real CUDA driver library to load")                    \
+    X(GS_ENV_REAL_LIBNVML, GS_ENV_USER, "the real NVML library to load")                           \
+    X(GS_ENV_TENANT, GS_ENV_USER, "the tenant file a process joins (run and exec set it)")         \
+    X(GS_ENV_MPS_TIMEOUT, GS_ENV_USER, "seconds mps waits for the control daemon")                 \
+    X(GS_ENV_PYTHON_DIR, GS_ENV_USER, "where run --torch-priority finds its PyTorch hook")         \
+    X(GS_ENV_LANE, GS_ENV_USER, "the lane of an SM partition a program of procs runs in")          \
+    X(GS_ENV_LANE_BARRIER, GS_ENV_INTERNAL, "procs: the file its programs start together at")      \
     X(GS_ENV_INFO_REEXEC, GS_ENV_INTERNAL, "info: run again without the interposer")
 
 #endif /* GPUSLICE_COMMON_ENV_H */

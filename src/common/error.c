@@ -8,8 +8,8 @@
 const char *gs_strerror(int r)
 {
     switch (r) {
-#define GS_ERR_CASE(name, value, msg) \
-    case name:                        \
+#define GS_ERR_CASE(name, value, msg)                                                              \
+    case name:                                                                                     \
         return msg;
         GS_ERRNO_MAP(GS_ERR_CASE)
 #undef GS_ERR_CASE

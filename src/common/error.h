@@ -9,12 +9,12 @@
 #include <stddef.h>
 
 /* X(name, value, message) */
-#define GS_ERRNO_MAP(X)                                                              \
-    X(GS_EBADCONFIG, -4001, "invalid gpuslice configuration")                        \
-    X(GS_EABI, -4002, "shared state has another ABI version")                        \
-    X(GS_ENODRIVER, -4003, "the NVIDIA driver library could not be loaded")          \
-    X(GS_EOVERLIMIT, -4004, "the tenant's memory limit would be exceeded")           \
-    X(GS_ENOSLOT, -4005, "no free process slot in the tenant's shared state")             \
+#define GS_ERRNO_MAP(X)                                                                            \
+    X(GS_EBADCONFIG, -4001, "invalid gpuslice configuration")                                      \
+    X(GS_EABI, -4002, "shared state has another ABI version")                                      \
+    X(GS_ENODRIVER, -4003, "the NVIDIA driver library could not be loaded")                        \
+    X(GS_EOVERLIMIT, -4004, "the tenant's memory limit would be exceeded")                         \
+    X(GS_ENOSLOT, -4005, "no free process slot in the tenant's shared state")                      \
     X(GS_EUNSAFE, -4006, "the file is writable by other users, or owned by another user")
 
 enum gs_error {

@@ -85,8 +85,8 @@ typedef struct nvmlProcessUtilizationSample_st {
 #include "nvml_funcs.h"
 
 /* gs_pfn_NAME: pointer to the function NAME; and the prototype of NAME. */
-#define GS_DECLARE_NVML_FUNC(ret, name, params) \
-    typedef ret(*gs_pfn_##name) params;         \
+#define GS_DECLARE_NVML_FUNC(ret, name, params)                                                    \
+    typedef ret(*gs_pfn_##name) params;                                                            \
     ret name params;
 GS_NVML_FUNCS(GS_DECLARE_NVML_FUNC)
 #undef GS_DECLARE_NVML_FUNC

@@ -125,7 +125,7 @@ static int ishex(int c)
 
 int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN])
 {
-    static const int groups[5] = {8, 4, 4, 4, 12};
+    static const int groups[5] = { 8, 4, 4, 4, 12 };
     size_t i, pos = 4;
     int g;
 
@@ -147,9 +147,9 @@ int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN])
 void gs_format_uuid(const unsigned char b[16], char out[GS_UUID_STRLEN])
 {
     snprintf(out, GS_UUID_STRLEN,
-             "gpu-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+             "gpu-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
 }
 
 /* Parses a device key (index 0..GS_MAX_DEVICE_INDEX, or UUID) of length len into e. */
@@ -301,9 +301,9 @@ static int add_entry(struct gs_limits *out, const struct gs_limit_entry *e, cons
 
     for (i = 0; i < out->n; i++) {
         const struct gs_limit_entry *o = &out->e[i];
-        if (o->key == e->key && (e->key == GS_KEY_ALL ||
-                                 (e->key == GS_KEY_INDEX && o->index == e->index) ||
-                                 (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0))) {
+        if (o->key == e->key &&
+            (e->key == GS_KEY_ALL || (e->key == GS_KEY_INDEX && o->index == e->index) ||
+             (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0))) {
             if (e->key == GS_KEY_INDEX)
                 gs_set_error(err, errlen, "%s: device %d is given twice", what, e->index);
             else
@@ -378,8 +378,8 @@ int gs_parse_limit_list(const char *s, enum gs_value_kind kind, const char *what
                 gs_set_error(err, errlen, "%s: \"%s\" is too large to be a size (%s)", what, val,
                              value_forms(kind));
             else
-                gs_set_error(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val,
-                             kind_noun(kind), value_forms(kind));
+                gs_set_error(err, errlen, "%s: \"%s\" is not a %s (%s)", what, val, kind_noun(kind),
+                             value_forms(kind));
             return -EINVAL;
         }
         if (kind == GS_VALUE_SIZE && e.value < GS_MIN_MEMORY_LIMIT) {
@@ -416,7 +416,7 @@ static void json_ws(struct json_cursor *c)
 int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what,
                         struct gs_limits *out, char *err, size_t errlen)
 {
-    struct json_cursor c = {s, 0};
+    struct json_cursor c = { s, 0 };
     int first = 1;
 
     memset(out, 0, sizeof(*out));
@@ -544,7 +544,7 @@ uint64_t gs_limits_lookup(const struct gs_limits *l, int index, const char *uuid
 
 void gs_format_size(uint64_t b, char *buf, size_t len)
 {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
     int u = 0, top = 0;
     uint64_t v = b;
 

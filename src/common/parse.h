@@ -62,7 +62,7 @@ enum gs_value_kind { GS_VALUE_SIZE, GS_VALUE_PERCENT, GS_VALUE_SMS };
  */
 #define GS_SMS_SHARE (1ULL << 63)
 #define GS_SMS_FINE (1ULL << 62)
-#define GS_SMS_COUNT(v) ((unsigned)((v) & 0xffffffffu))
+#define GS_SMS_COUNT(v) ((unsigned)((v)&0xffffffffu))
 #define GS_SMS_FIRST(v) ((unsigned)(((v) & ~(GS_SMS_SHARE | GS_SMS_FINE)) >> 32))
 #define GS_SMS_MAX 4096
 

@@ -87,8 +87,7 @@ pid_t gs_proc_inner_pid(pid_t pid)
     char buf[4096], *line, *end;
     long last = 0;
 
-    if (read_proc(pid, "status", buf, sizeof(buf)) <= 0 ||
-        (line = strstr(buf, "\nNSpid:")) == NULL)
+    if (read_proc(pid, "status", buf, sizeof(buf)) <= 0 || (line = strstr(buf, "\nNSpid:")) == NULL)
         return 0;
     line += 7;
     for (;;) {
@@ -122,7 +121,8 @@ pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint)
         char *end;
         long pid = strtol(de->d_name, &end, 10);
 
-        if (*end == '\0' && pid > 0 && pid <= INT32_MAX && is_that_process((pid_t)pid, ns, inner, start))
+        if (*end == '\0' && pid > 0 && pid <= INT32_MAX &&
+            is_that_process((pid_t)pid, ns, inner, start))
             found = (pid_t)pid;
     }
     closedir(d);

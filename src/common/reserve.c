@@ -27,7 +27,7 @@ static uint64_t now_ns(void)
 
 static void futex_wait(uint32_t *word, uint32_t val, uint64_t ns)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
 
     syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
@@ -67,7 +67,8 @@ int gs_reserve_entry(const struct gpuslice_tenant *t, const uint8_t uuid[16])
 
 uint64_t gs_reserve_held(const struct gpuslice_tenant *t, int e)
 {
-    if (e < 0 || e >= GPUSLICE_MAX_DEVICES || __atomic_load_n(&t->reserve.pid, __ATOMIC_ACQUIRE) == 0)
+    if (e < 0 || e >= GPUSLICE_MAX_DEVICES ||
+        __atomic_load_n(&t->reserve.pid, __ATOMIC_ACQUIRE) == 0)
         return 0;
     return __atomic_load_n(&t->reserve.dev[e].held, __ATOMIC_ACQUIRE);
 }
@@ -110,7 +111,8 @@ int gs_reserve_ask(struct gpuslice_tenant *t, int e, uint64_t bytes, uint64_t ti
             res = 1; /* it ended, and what it held went with it: worth another try */
             break;
         }
-        futex_wait(&r->gave_seq, gave, deadline - now < WAIT_STEP_NS ? deadline - now : WAIT_STEP_NS);
+        futex_wait(&r->gave_seq, gave,
+                   deadline - now < WAIT_STEP_NS ? deadline - now : WAIT_STEP_NS);
     }
     errno = saved;
     return res;

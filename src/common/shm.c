@@ -43,7 +43,8 @@ int gs_shm_check_file(const char *path, uint64_t magic, uint32_t major, size_t k
     ssize_t n;
     int fd, r;
 
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0 || fstat(fd, &st) < 0) {
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0 ||
+        fstat(fd, &st) < 0) {
         r = -errno;
         if (fd >= 0)
             close(fd);

@@ -12,8 +12,9 @@ int smplan_parse_shares(const char *s, double *out, int max, int *n, char *err, 
 
     *n = 0;
     if (*p == '\0') {
-        snprintf(err, errlen, "--shares: empty (give one positive weight per program, e.g. "
-                              "20,30,50)");
+        snprintf(err, errlen,
+                 "--shares: empty (give one positive weight per program, e.g. "
+                 "20,30,50)");
         return -EINVAL;
     }
     for (;;) {
@@ -32,8 +33,9 @@ int smplan_parse_shares(const char *s, double *out, int max, int *n, char *err, 
                 digits = -1000;
         }
         if (len == 0 || len >= sizeof(buf) || digits <= 0 || dots > 1) {
-            snprintf(err, errlen, "--shares: \"%.*s\" is not a share (use a positive number such "
-                                  "as 20 or 12.5)",
+            snprintf(err, errlen,
+                     "--shares: \"%.*s\" is not a share (use a positive number such "
+                     "as 20 or 12.5)",
                      (int)len, p);
             return -EINVAL;
         }
@@ -41,8 +43,8 @@ int smplan_parse_shares(const char *s, double *out, int max, int *n, char *err, 
         buf[len] = '\0';
         v = strtod(buf, NULL);
         if (!(v > 0 && v <= 1e6)) {
-            snprintf(err, errlen, "--shares: \"%s\" is %s (use a number above 0, at most 1e6)",
-                     buf, v > 0 ? "too large" : "not above 0");
+            snprintf(err, errlen, "--shares: \"%s\" is %s (use a number above 0, at most 1e6)", buf,
+                     v > 0 ? "too large" : "not above 0");
             return -EINVAL;
         }
         if (*n == max) {

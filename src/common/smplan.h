@@ -11,9 +11,10 @@
 
 /* How the driver splits a device's SMs (cuDevSmResourceSplitByCount, minCount 1). */
 struct sm_geom {
-    unsigned total;           /* SMs of the device */
-    unsigned coarse, ncoarse; /* group size and count when co-scheduling is kept (8 and 16 on an H200) */
-    unsigned fine, nfine;     /* ... ignoring co-scheduling (2 and 66) */
+    unsigned total; /* SMs of the device */
+    unsigned coarse,
+        ncoarse; /* group size and count when co-scheduling is kept (8 and 16 on an H200) */
+    unsigned fine, nfine; /* ... ignoring co-scheduling (2 and 66) */
 };
 
 struct sm_lane {

@@ -175,8 +175,7 @@ static int snapshot(int fd, struct gpuslice_tenant **out)
     return 0;
 }
 
-int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
-                         struct gpuslice_tenant **out)
+int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gpuslice_tenant **out)
 {
     struct gpuslice_tenant *t;
     struct stat st;
@@ -282,7 +281,7 @@ static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
     deadline = mono_ns() + wait_ns;
     for (;;) {
         uint32_t holder = v & ~GPUSLICE_LOCK_WAITERS;
-        struct timespec nap = {0, LOCK_NAP_NS};
+        struct timespec nap = { 0, LOCK_NAP_NS };
 
         /* Every path round the loop counts against the bound, whatever the word does. */
         if (mono_ns() >= deadline) {
@@ -291,15 +290,15 @@ static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
         }
         if (v == 0) {
             /* Free: take it, keeping the waiters bit (others may sleep on it). */
-            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0,
-                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
                 break;
             continue;
         }
         if (!thread_alive(holder)) {
             /* Its holder died mid-update: the per-process records are the truth. */
-            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0,
-                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
                 repair_totals(t);
                 break;
             }
@@ -442,8 +441,8 @@ int gs_tenant_device(struct gpuslice_tenant *t, const uint8_t uuid[16], int ordi
             continue;
         memset(d, 0, sizeof(*d));
         d->mem_limit = t->set_flags & GPUSLICE_SET_MEMORY ? t->set_mem_limit : mem_limit;
-        d->compute_limit = ceiling(t->set_flags & GPUSLICE_SET_COMPUTE ? t->set_compute_limit
-                                                                       : compute_limit);
+        d->compute_limit =
+            ceiling(t->set_flags & GPUSLICE_SET_COMPUTE ? t->set_compute_limit : compute_limit);
         d->ordinal = ordinal;
         memcpy(d->uuid, uuid, 16);
         if (d->compute_limit)

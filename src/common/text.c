@@ -71,8 +71,8 @@ void gs_text_safe(char *out, size_t len, const char *str, size_t n)
             plen = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", s[i]);
             k = 1;
         } else if (gs_text_is_control(cp)) {
-            plen = (size_t)snprintf(esc, sizeof(esc), cp < 0x80 ? "\\x%02x" : "\\u%04x",
-                                    (unsigned)cp);
+            plen =
+                (size_t)snprintf(esc, sizeof(esc), cp < 0x80 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
         } else if (cp == '\\') {
             piece = "\\\\";
             plen = 2;

@@ -82,10 +82,9 @@ static void probe_green(const struct gs_driver *d, CUdevice dev, struct gpuinfo_
 
     memset(g, 0, sizeof(*g));
     if (d->cuDeviceGetDevResource == NULL || d->cuDevSmResourceSplitByCount == NULL) {
-        snprintf(g->reason, sizeof(g->reason),
-                 "not supported by this driver (it does not export %s)",
-                 d->cuDeviceGetDevResource ? "cuDevSmResourceSplitByCount"
-                                           : "cuDeviceGetDevResource");
+        snprintf(
+            g->reason, sizeof(g->reason), "not supported by this driver (it does not export %s)",
+            d->cuDeviceGetDevResource ? "cuDevSmResourceSplitByCount" : "cuDeviceGetDevResource");
         return;
     }
     memset(&all, 0, sizeof(all));
@@ -109,7 +108,8 @@ static void probe_green(const struct gs_driver *d, CUdevice dev, struct gpuinfo_
     }
     g->supported = 1;
     if ((unsigned int)g->min_sms < all.sm.smCount &&
-        (next = split_size(d, &all, 0, (unsigned int)g->min_sms + 1, &r)) > (unsigned int)g->min_sms)
+        (next = split_size(d, &all, 0, (unsigned int)g->min_sms + 1, &r)) >
+            (unsigned int)g->min_sms)
         g->alignment = (int)next - g->min_sms;
     g->finest = (int)split_size(d, &all, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, 1, &r);
     {
@@ -170,8 +170,7 @@ static int query_gpu(const struct gs_driver *d, int ordinal, struct gpuinfo_gpu 
     memcpy(g->uuid, "GPU", 3); /* as NVML and nvidia-smi write it */
     if (d->cuDeviceGetAttribute(&g->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
         g->sm_count = -1;
-    if (d->cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                dev) ||
+    if (d->cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ||
         d->cuDeviceGetAttribute(&g->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
         g->cc_major = g->cc_minor = -1;
     if (d->nvml && d->nvmlDeviceGetHandleByUUID && d->nvmlDeviceGetMemoryInfo) {
@@ -209,7 +208,8 @@ int gpuinfo_gather(const struct gs_driver *d, struct gpuinfo *in)
         return -EIO;
     }
     if (r == CUDA_SUCCESS && (r = d->cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
-        gs_log_error("info: cuDeviceGetCount failed: %s", gs_driver_cu_name(d, r, buf, sizeof(buf)));
+        gs_log_error("info: cuDeviceGetCount failed: %s",
+                     gs_driver_cu_name(d, r, buf, sizeof(buf)));
         return -EIO;
     }
     if (n <= 0)

@@ -20,8 +20,8 @@
 /* A value the driver may not give: known is 0 with a reason in the caller's hands. */
 struct gpuinfo_green {
     int supported;
-    int min_sms, alignment, finest; /* 0 = unknown */
-    int groups, finest_groups;      /* how many of each a whole split makes; 0 = unknown */
+    int min_sms, alignment, finest;  /* 0 = unknown */
+    int groups, finest_groups;       /* how many of each a whole split makes; 0 = unknown */
     unsigned int drv_min, drv_align; /* what cuDeviceGetDevResource reports; 0 = nothing */
     char reason[GPUINFO_REASON_LEN];
 };
@@ -45,7 +45,6 @@ struct gpuinfo {
     int ngpus;
     int failed; /* GPUs the driver would not describe (named on stderr, left out) */
 };
-
 
 /* Loads the CUDA driver (required) and NVML (optional: then no memory figures). */
 int gpuinfo_load_driver(struct gs_driver *d, char *err, size_t errlen);

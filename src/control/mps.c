@@ -61,8 +61,8 @@ int mps_gpu_init(struct mps_gpu *g, const char *uuid)
  * Opens (making it if asked) the directory name under parent, refusing a
  * link, another owner or group/other bits. Returns an fd or a negative errno.
  */
-static int open_private_dir(int parent, const char *name, const char *shown, int create,
-                            char *err, size_t errlen)
+static int open_private_dir(int parent, const char *name, const char *shown, int create, char *err,
+                            size_t errlen)
 {
     struct stat st;
     int fd;
@@ -123,8 +123,8 @@ static int open_private_dir(int parent, const char *name, const char *shown, int
 int mps_gpu_dirs(const struct mps_gpu *g, int create, char *err, size_t errlen)
 {
     char base[MPS_PATH_MAX], parent[MPS_PATH_MAX], *slash;
-    const char *shown[4] = {base, g->dir, g->pipe, g->log};
-    const char *names[4] = {NULL, g->uuid, "pipe", "log"};
+    const char *shown[4] = { base, g->dir, g->pipe, g->log };
+    const char *names[4] = { NULL, g->uuid, "pipe", "log" };
     int fd, top, i, r = 0;
 
     snprintf(base, sizeof(base), "%s", g->dir);
@@ -298,8 +298,8 @@ int mps_check_platform(char *bin, size_t binlen, char *err, size_t errlen)
     }
     if (strcasestr(rel, "microsoft") || strstr(rel, "WSL")) {
         rel[strcspn(rel, "\n")] = '\0';
-        snprintf(err, errlen,
-                 "MPS is not supported under WSL (kernel %s); use a native Linux host", rel);
+        snprintf(err, errlen, "MPS is not supported under WSL (kernel %s); use a native Linux host",
+                 rel);
         return -ENOSYS;
     }
     for (p = path && *path ? path : "/usr/bin:/bin";; p = end + 1) {
@@ -343,7 +343,7 @@ double mps_timeout(void)
     s = digits && *p == '\0' ? strtod(v, NULL) : -1;
     if (!(s > 0 && s <= MPS_TIMEOUT_MAX)) {
         gs_log_error(GS_ENV_MPS_TIMEOUT ": \"%s\" is not a number of seconds above 0 and at "
-                     "most %d (e.g. 10 or 2.5; unset it for the default, 10)",
+                                        "most %d (e.g. 10 or 2.5; unset it for the default, 10)",
                      v, MPS_TIMEOUT_MAX);
         return -1;
     }
@@ -376,8 +376,8 @@ static char *preload_without_us(const char *pre)
 /* The environment for nvidia-cuda-mps-control; free with free_env. */
 static char **child_env(const struct mps_gpu *g)
 {
-    static const char *const drop[] = {"CUDA_MPS_PIPE_DIRECTORY=", "CUDA_MPS_LOG_DIRECTORY=",
-                                       "CUDA_VISIBLE_DEVICES=", "LD_PRELOAD="};
+    static const char *const drop[] = { "CUDA_MPS_PIPE_DIRECTORY=", "CUDA_MPS_LOG_DIRECTORY=",
+                                        "CUDA_VISIBLE_DEVICES=", "LD_PRELOAD=" };
     const char *pre = getenv("LD_PRELOAD");
     char **env, *kept = pre ? preload_without_us(pre) : NULL;
     size_t n = 0, k = 0, i, d;
@@ -442,7 +442,7 @@ static void take(struct mps_out *out, int fd)
 int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const char *input,
                 double timeout, struct mps_out *out)
 {
-    char *argv[3] = {(char *)MPS_CONTROL, (char *)arg, NULL};
+    char *argv[3] = { (char *)MPS_CONTROL, (char *)arg, NULL };
     char **env;
     int in[2], o[2], st = 0, eof = 0, r;
     double deadline = mps_now_s() + timeout;
@@ -492,7 +492,7 @@ int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const
     close(in[1]);
     fcntl(o[0], F_SETFL, O_NONBLOCK);
     for (;;) {
-        struct pollfd p = {o[0], POLLIN, 0};
+        struct pollfd p = { o[0], POLLIN, 0 };
         pid_t w = waitpid(pid, &st, WNOHANG);
 
         if (w == pid) {
@@ -511,7 +511,7 @@ int mps_control(const char *bin, const struct mps_gpu *g, const char *arg, const
             return 0;
         }
         if (eof) {
-            struct timespec ts = {0, 10 * 1000 * 1000};
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
 
             nanosleep(&ts, NULL);
         } else if (poll(&p, 1, 20) > 0) {
@@ -576,7 +576,7 @@ int mps_parse_pids(const char *text, pid_t **pids, int *n)
  */
 int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errlen)
 {
-    struct gs_driver d = {0};
+    struct gs_driver d = { 0 };
     char why[256];
     int n, i, found = -1;
 
@@ -614,7 +614,7 @@ int mps_driver_uuid(int index, char uuid[GS_UUID_STRLEN], char *err, size_t errl
 
 void mps_sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
     nanosleep(&ts, NULL);
 }
@@ -701,7 +701,8 @@ int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, i
                  (int)out.len, out.text, g->log);
         return -EIO;
     }
-    for (deadline = mps_now_s() + timeout; (r = daemon_answers(bin, g, timeout, err, errlen)) == 0;) {
+    for (deadline = mps_now_s() + timeout;
+         (r = daemon_answers(bin, g, timeout, err, errlen)) == 0;) {
         if (mps_now_s() >= deadline)
             break;
         mps_sleep_ms(50);
@@ -717,9 +718,8 @@ int mps_daemon_start(const char *bin, const struct mps_gpu *g, double timeout, i
     if ((r = mps_control(bin, g, NULL, "set_default_active_thread_percentage 100\n", timeout,
                          &out)) < 0 ||
         out.timed_out || out.status != 0) {
-        snprintf(err, errlen, "%s: set_default_active_thread_percentage 100 failed%s%.*s",
-                 g->uuid, r >= 0 && out.len ? ": " : "", r >= 0 ? (int)out.len : 0,
-                 r >= 0 ? out.text : "");
+        snprintf(err, errlen, "%s: set_default_active_thread_percentage 100 failed%s%.*s", g->uuid,
+                 r >= 0 && out.len ? ": " : "", r >= 0 ? (int)out.len : 0, r >= 0 ? out.text : "");
         return r < 0 ? r : -EIO;
     }
     return 0;
@@ -738,8 +738,8 @@ int mps_daemon_stop(const char *bin, const struct mps_gpu *g, double timeout, ch
         return r;
     }
     if (!out.timed_out && out.status != 0) {
-        snprintf(err, errlen, "%s: quit failed%s%.*s", g->uuid, out.len ? ": " : "",
-                 (int)out.len, out.text);
+        snprintf(err, errlen, "%s: quit failed%s%.*s", g->uuid, out.len ? ": " : "", (int)out.len,
+                 out.text);
         return -EIO;
     }
     for (deadline = mps_now_s() + timeout;; mps_sleep_ms(50)) {
@@ -752,7 +752,7 @@ int mps_daemon_stop(const char *bin, const struct mps_gpu *g, double timeout, ch
         if (mps_now_s() >= deadline)
             break;
     }
-    snprintf(err, errlen, "%s: the daemon did not exit within %g s of quit (pipe dir %s)",
-             g->uuid, timeout, g->pipe);
+    snprintf(err, errlen, "%s: the daemon did not exit within %g s of quit (pipe dir %s)", g->uuid,
+             timeout, g->pipe);
     return -ETIMEDOUT;
 }

@@ -21,8 +21,8 @@
 struct mps_gpu {
     char uuid[GS_UUID_STRLEN];
     char dir[MPS_PATH_MAX - 16]; /* base/UUID (leaves room for "/pipe") */
-    char pipe[MPS_PATH_MAX]; /* base/UUID/pipe: CUDA_MPS_PIPE_DIRECTORY */
-    char log[MPS_PATH_MAX];  /* base/UUID/log: CUDA_MPS_LOG_DIRECTORY */
+    char pipe[MPS_PATH_MAX];     /* base/UUID/pipe: CUDA_MPS_PIPE_DIRECTORY */
+    char log[MPS_PATH_MAX];      /* base/UUID/log: CUDA_MPS_LOG_DIRECTORY */
 };
 
 /*

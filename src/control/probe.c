@@ -87,7 +87,6 @@ int probe_in_child(int (*fn)(void *arg, char *buf, size_t len), void *arg, doubl
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
-
 /* In a child: the UUID of device index *arg as the driver numbers all GPUs. */
 int probe_uuid_of_index(void *arg, char *buf, size_t len)
 {
@@ -103,11 +102,10 @@ int probe_uuid_of_index(void *arg, char *buf, size_t len)
     return 0;
 }
 
-
 /* In a child with the program's environment: can CUDA make a context on device 0? */
 int probe_cuda_context(void *arg, char *buf, size_t len)
 {
-    struct gs_driver d = {0};
+    struct gs_driver d = { 0 };
     const char *step;
     char num[32], why[256];
     CUcontext ctx;
@@ -119,9 +117,11 @@ int probe_cuda_context(void *arg, char *buf, size_t len)
         snprintf(buf, len, "cannot load the CUDA driver: %s", why);
         return -1;
     }
-    if (!d.cuInit || !d.cuDeviceGet || !d.cuDevicePrimaryCtxRetain || !d.cuDevicePrimaryCtxRelease) {
-        snprintf(buf, len, "the CUDA driver lacks cuInit, cuDeviceGet or the primary context "
-                           "calls");
+    if (!d.cuInit || !d.cuDeviceGet || !d.cuDevicePrimaryCtxRetain ||
+        !d.cuDevicePrimaryCtxRelease) {
+        snprintf(buf, len,
+                 "the CUDA driver lacks cuInit, cuDeviceGet or the primary context "
+                 "calls");
         return -1;
     }
     if ((r = d.cuInit(0)) != CUDA_SUCCESS)
@@ -146,7 +146,7 @@ static int visible_probe(void *arg, char *buf, size_t len)
 {
     uint8_t raw[GPUSLICE_MAX_DEVICES][16];
     const char *vis = arg;
-    struct gs_driver d = {0};
+    struct gs_driver d = { 0 };
     char why[256];
     size_t at;
     int n, i, k;

@@ -34,19 +34,20 @@
 #include "common/reserve.h"
 #include "common/tenant.h"
 
-#define TICK_NS 20000000ULL     /* the reservation looks again at least this often */
-#define HOLDOFF_NS 500000000ULL /* after giving memory back, take none for this long */
+#define TICK_NS 20000000ULL          /* the reservation looks again at least this often */
+#define HOLDOFF_NS 500000000ULL      /* after giving memory back, take none for this long */
 #define SHORT_GRACE_NS 1000000000ULL /* a shortfall lasting this long is others' memory */
-#define CHUNK (256ULL << 20)    /* what one allocation holds at most */
-#define GRAIN (2ULL << 20)      /* allocations are whole multiples of this */
-#define BAND_MIN (64ULL << 20)  /* the dead band: at least this, or 1/500 of the GPU */
+#define CHUNK (256ULL << 20)         /* what one allocation holds at most */
+#define GRAIN (2ULL << 20)           /* allocations are whole multiples of this */
+#define BAND_MIN (64ULL << 20)       /* the dead band: at least this, or 1/500 of the GPU */
 #define MAX_GPUS GPUSLICE_MAX_DEVICES
 
 /* The driver functions the reserver cannot do without (cuGetErrorName is optional). */
-#define CUDA_NEEDED(X)                                                                          \
-    X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2)                         \
-    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent)            \
-    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuDeviceGetAttribute)
+#define CUDA_NEEDED(X)                                                                             \
+    X(cuInit)                                                                                      \
+    X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDevicePrimaryCtxRetain)           \
+        X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) X(cuMemAlloc_v2) X(cuMemFree_v2)        \
+            X(cuMemGetInfo_v2) X(cuDeviceGetAttribute)
 
 struct gpu {
     int index;
@@ -54,13 +55,13 @@ struct gpu {
     uint8_t uuid[16];
     char uuid_s[GS_UUID_STRLEN];
     uint64_t total, target, base, band;
-    uint64_t held;      /* the sum of sizes */
-    CUdeviceptr *ptr;   /* the chunks, newest last */
+    uint64_t held;    /* the sum of sizes */
+    CUdeviceptr *ptr; /* the chunks, newest last */
     uint64_t *size;
     size_t n, cap;
     uint64_t holdoff_until;
-    int entry;          /* the reservation's entry, -1 alone */
-    int shrink_seen;    /* ticks in a row that asked to shrink for the tenant's growth */
+    int entry;            /* the reservation's entry, -1 alone */
+    int shrink_seen;      /* ticks in a row that asked to shrink for the tenant's growth */
     uint64_t short_since; /* when growing first fell short (0: it did not) */
 };
 
@@ -111,10 +112,10 @@ static int load(struct gs_driver *d, char *err, size_t errlen)
         snprintf(err, errlen, "no NVIDIA driver found: %s", why);
         return GS_ENODRIVER;
     }
-#define NEED(name)                                                                \
-    if (d->name == NULL) {                                                        \
-        snprintf(err, errlen, "the CUDA driver has no %s", #name);                \
-        return -ENOSYS;                                                           \
+#define NEED(name)                                                                                 \
+    if (d->name == NULL) {                                                                         \
+        snprintf(err, errlen, "the CUDA driver has no %s", #name);                                 \
+        return -ENOSYS;                                                                            \
     }
     CUDA_NEEDED(NEED)
 #undef NEED
@@ -294,7 +295,8 @@ static int setup(struct state *st, char *err, size_t errlen)
     if ((r = load(d, err, errlen)) < 0)
         return r;
     if ((cr = d->cuInit(0)) != CUDA_SUCCESS || (cr = d->cuDeviceGetCount(&count)) != CUDA_SUCCESS) {
-        snprintf(err, errlen, "the CUDA driver did not initialise: %s", gs_driver_cu_name(d, cr, eb, sizeof(eb)));
+        snprintf(err, errlen, "the CUDA driver did not initialise: %s",
+                 gs_driver_cu_name(d, cr, eb, sizeof(eb)));
         return -EIO;
     }
     if (count == 0) {
@@ -322,7 +324,10 @@ static int setup(struct state *st, char *err, size_t errlen)
                 snprintf(err, errlen,
                          "GPU %d is in %s compute mode: a context of the reservation would "
                          "keep the program from making its own",
-                         i, mode == 3 ? "exclusive-process" : mode == 2 ? "prohibited" : "a restricted");
+                         i,
+                         mode == 3   ? "exclusive-process"
+                         : mode == 2 ? "prohibited"
+                                     : "a restricted");
                 return -EPERM;
             }
         }
@@ -443,7 +448,7 @@ static void fail(const struct reserve_opts *o, const char *msg)
 int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
 {
     static struct state st;
-    struct timespec zero = {0, 0}, tick = {0, (long)TICK_NS};
+    struct timespec zero = { 0, 0 }, tick = { 0, (long)TICK_NS };
     char err[512], msg[600];
     uint32_t seen = 0;
     int i, r;
@@ -455,7 +460,8 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
         if (getppid() != o->parent)
             return -1;
     }
-    if (o->tenant && (r = gs_reserve_claim(o->tenant, getpid(), gs_proc_start_time(getpid()))) < 0) {
+    if (o->tenant &&
+        (r = gs_reserve_claim(o->tenant, getpid(), gs_proc_start_time(getpid()))) < 0) {
         fail(o, "the tenant already has a memory reservation");
         return -1;
     }
@@ -474,8 +480,7 @@ int reserve_run(const struct reserve_opts *o, const sigset_t *stop)
         }
         if (wanted(&st, g) == 0)
             gs_log_note("%s: GPU %d (%s) is already %.1f%% full, above the target: nothing held",
-                        o->label, g->index, g->uuid_s,
-                        100.0 * (double)g->base / (double)g->total);
+                        o->label, g->index, g->uuid_s, 100.0 * (double)g->base / (double)g->total);
         publish(&st, g);
     }
     if (o->tenant)

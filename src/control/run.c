@@ -102,7 +102,6 @@ static int find_python_dir(char *out, size_t len)
     return 0;
 }
 
-
 /* PYTHONPATH with dir first, then what the user had; unchanged if dir is first already. */
 static int set_pythonpath(const char *dir)
 {
@@ -124,7 +123,6 @@ static int set_pythonpath(const char *dir)
     free(v);
     return r < 0 ? -errno : 0;
 }
-
 
 /* LD_PRELOAD with lib first, keeping what the user had (without a duplicate). */
 static int set_preload(const char *lib)
@@ -168,7 +166,6 @@ static void apply_nice(int n)
         gs_log_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
 }
 
-
 /*
  * Waits for the program, forwarding a supervisor's signals to it and reaping
  * the tenant's dead processes; notes it if the memory reservation (*reserver,
@@ -177,7 +174,7 @@ static void apply_nice(int n)
 static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t *reserver)
 {
     sigset_t set;
-    struct timespec tick = {0, 200 * 1000 * 1000};
+    struct timespec tick = { 0, 200 * 1000 * 1000 };
 
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -237,8 +234,9 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
         return -1;
     }
     if (pid == 0) {
-        struct reserve_opts ro = {.ratio = ratio, .tenant = t, .ready_fd = fds[1],
-                                  .parent = parent, .label = "--filled"};
+        struct reserve_opts ro = {
+            .ratio = ratio, .tenant = t, .ready_fd = fds[1], .parent = parent, .label = "--filled"
+        };
         sigset_t stop;
         close(fds[0]);
         if (devices && setenv("CUDA_VISIBLE_DEVICES", devices, 1) < 0)
@@ -261,7 +259,7 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
     }
     close(fds[1]);
     {
-        struct pollfd pfd = {fds[0], POLLIN, 0};
+        struct pollfd pfd = { fds[0], POLLIN, 0 };
         while (got < sizeof(line) - 1 && (got == 0 || line[got - 1] != '\n')) {
             ssize_t n;
             int pr = poll(&pfd, 1, RESERVER_START_MS);
@@ -288,7 +286,6 @@ static int start_reserver(double ratio, const char *devices, struct gpuslice_ten
     return -1;
 }
 
-
 /* Ends the reservation (SIGTERM, then SIGKILL after RESERVER_STOP_MS) and waits for it. */
 static void stop_reserver(pid_t pid)
 {
@@ -298,7 +295,7 @@ static void stop_reserver(pid_t pid)
         return;
     kill(pid, SIGTERM);
     for (i = 0; i < RESERVER_STOP_MS / 10; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
         if (waitpid(pid, &status, WNOHANG) == pid)
             return;
         nanosleep(&ts, NULL);
@@ -358,8 +355,8 @@ static int setup_mps(const struct run_spec *o)
         gs_log_error("--gpu-share: MPS: %s", err);
         goto out;
     }
-    gs_log_note("%s the MPS control daemon for %s (pipe dir %s)",
-                started ? "started" : "reusing", g.uuid, g.pipe);
+    gs_log_note("%s the MPS control daemon for %s (pipe dir %s)", started ? "started" : "reusing",
+                g.uuid, g.pipe);
     snprintf(num, sizeof(num), "%d", o->gpu_share);
     if (setenv("CUDA_MPS_PIPE_DIRECTORY", g.pipe, 1) < 0 ||
         setenv("CUDA_MPS_LOG_DIRECTORY", g.log, 1) < 0 ||
@@ -398,7 +395,6 @@ static int has_device_keys(const struct gs_limits *l)
     return 0;
 }
 
-
 /* "0 = GPU-…, 1 = GPU-…" for messages. */
 static void describe_visible(const struct visible_gpus *v, char *out, size_t len)
 {
@@ -422,13 +418,12 @@ static void describe_visible(const struct visible_gpus *v, char *out, size_t len
  */
 static int check_device_keys(const char *cmd, const struct run_spec *o, struct visible_gpus *v)
 {
-    const struct gs_limits *lists[] = {&o->mem_l, &o->comp_l, &o->sms_l};
+    const struct gs_limits *lists[] = { &o->mem_l, &o->comp_l, &o->sms_l };
     char buf[1024], seen[1024];
     int i, j, k;
 
     v->n = -1;
-    if (!has_device_keys(&o->mem_l) && !has_device_keys(&o->comp_l) &&
-        !has_device_keys(&o->sms_l))
+    if (!has_device_keys(&o->mem_l) && !has_device_keys(&o->comp_l) && !has_device_keys(&o->sms_l))
         return -1;
     if (probe_visible_gpus(o->devices, v, buf, sizeof(buf)) < 0) {
         gs_log_error("%s: cannot check the devices that %s name: %s", cmd,
@@ -454,8 +449,8 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
             }
             if (e->key == GS_KEY_INDEX && e->index >= v->n) {
                 gs_log_error("%s: device %d does not exist: %s would see %d GPU%s%s%s%s", l->source,
-                             e->index, o->what, v->n, v->n == 1 ? "" : "s", v->n ? " (" : "",
-                             seen, v->n ? ")" : "");
+                             e->index, o->what, v->n, v->n == 1 ? "" : "s", v->n ? " (" : "", seen,
+                             v->n ? ")" : "");
                 return GS_EXIT_USAGE;
             }
             if (e->key != GS_KEY_UUID)
@@ -480,9 +475,9 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
  * One limit of a nested run against the enclosing tenant's: 0 if equal or not
  * given, else the exit status after a message. what: "--memory"/"--compute".
  */
-static int nested_limit(const char *cmd, const struct run_spec *o,
-                        const struct gpuslice_tenant *t, const char *env, const char *what,
-                        const char *where, uint64_t have, uint64_t want, int size)
+static int nested_limit(const char *cmd, const struct run_spec *o, const struct gpuslice_tenant *t,
+                        const char *env, const char *what, const char *where, uint64_t have,
+                        uint64_t want, int size)
 {
     char a[32], b[32];
 
@@ -511,8 +506,8 @@ static int nested_limit(const char *cmd, const struct run_spec *o,
  * such a run must be the enclosing tenant's own. Returns -1 to go on, or
  * the exit status; *outer is the enclosing tenant (mapped) or NULL.
  */
-static int nested_run(const char *cmd, const struct run_spec *o,
-                      struct gpuslice_tenant **outer, char *path, size_t pathlen)
+static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice_tenant **outer,
+                      char *path, size_t pathlen)
 {
     static const uint8_t zero[16];
     const char *env = getenv(GS_ENV_TENANT);
@@ -585,8 +580,8 @@ int run_program(const char *cmd, struct run_spec *spec)
         return GS_EXIT_USAGE;
     }
     if ((r = find_preload(lib, sizeof(lib))) < 0) {
-        gs_log_error("cannot find the interposer libgpuslice.so (%s: %s); set "
-                     GS_ENV_PRELOAD_LIB " to its path",
+        gs_log_error("cannot find the interposer libgpuslice.so (%s: %s); set " GS_ENV_PRELOAD_LIB
+                     " to its path",
                      lib, gs_strerror(r));
         return GS_EXIT_ERROR;
     }
@@ -635,8 +630,8 @@ int run_program(const char *cmd, struct run_spec *spec)
             gs_log_error("warning: cannot find gpuslice's Python hook (%s: %s); PyTorch keeps "
                          "its default stream priority (set GPUSLICE_PYTHON_DIR to the "
                          "directory holding sitecustomize.py, or pass --no-torch-priority)",
-                         pydir, r == -EINVAL ? "a PYTHONPATH entry cannot contain ':'"
-                                             : gs_strerror(r));
+                         pydir,
+                         r == -EINVAL ? "a PYTHONPATH entry cannot contain ':'" : gs_strerror(r));
         else if ((r = set_pythonpath(pydir)) < 0) {
             gs_log_error("cannot set PYTHONPATH: %s", gs_strerror(r));
             goto fail;
@@ -734,4 +729,3 @@ fail:
     gs_tenant_close(t);
     return GS_EXIT_ERROR;
 }
-

@@ -12,7 +12,7 @@ struct run_spec {
     const char *memory, *compute, *name;
     struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
     int mem_set, comp_set; /* mem_l / comp_l hold limits (from the options or the environment) */
-    const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
+    const char *sms;       /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
     char sm_share[8];
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;
@@ -21,9 +21,9 @@ struct run_spec {
     double filled;         /* --filled: the reservation's ratio, 0 without one */
     int mps_priority;      /* CUDA_MPS_CLIENT_PRIORITY: 0 normal, 1 below normal */
     char *mps_device;      /* the one GPU (an index or a UUID) the MPS client uses */
-    const char *what; /* the program as the user named it, for messages and the tenant */
-    char **argv;      /* what is executed, NULL-terminated */
-    char **python;    /* argv when built for a Python script (freed), else NULL */
+    const char *what;      /* the program as the user named it, for messages and the tenant */
+    char **argv;           /* what is executed, NULL-terminated */
+    char **python;         /* argv when built for a Python script (freed), else NULL */
 };
 
 /*

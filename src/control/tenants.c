@@ -56,8 +56,8 @@ int tenant_list_live(const struct gpuslice_tenant *t)
 {
     int32_t creator = __atomic_load_n(&t->creator_pid, __ATOMIC_RELAXED);
 
-    if (creator > 0 && gs_proc_start_time(creator) ==
-                           __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED))
+    if (creator > 0 &&
+        gs_proc_start_time(creator) == __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED))
         return 1;
     return tenant_list_pids(t, NULL, 0) > 0;
 }
@@ -112,7 +112,7 @@ void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
 /* Opens one file; a file caught between creation and initialisation gets a second look. */
 static int open_one(const char *path, uid_t *owner, struct gpuslice_tenant **t)
 {
-    struct timespec pause = {0, 20 * 1000 * 1000};
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
     int r = gs_tenant_open_owned(path, 0, owner, t);
 
     if (r == GS_EABI) {
@@ -307,8 +307,8 @@ void tenant_list_json(FILE *f, const struct tenant_list *l,
             if (!tenant_list_dev_in_use(dev))
                 continue;
             tenant_list_uuid(dev->uuid, uuid);
-            fprintf(f, "%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":",
-                    first ? "" : ",", (int)dev->ordinal, uuid);
+            fprintf(f, "%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":", first ? "" : ",",
+                    (int)dev->ordinal, uuid);
             first = 0;
             if (limit)
                 fprintf(f, "%llu", (unsigned long long)limit);

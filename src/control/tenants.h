@@ -20,7 +20,6 @@
 /* Longest ID accepted: "<uid>-<pid>-<hex>" is far shorter. */
 #define TENANT_ID_MAX 128
 
-
 struct tenant_entry {
     char id[TENANT_ID_MAX]; /* the file name between "gpuslice-" and ".tenant" */
     char path[PATH_MAX];

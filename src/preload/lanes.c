@@ -66,7 +66,8 @@ static void geometry(CUdevResource *all, struct sm_geom *g)
     memset(g, 0, sizeof(*g));
     g->total = all->sm.smCount;
     n = 1;
-    if (gs__real.cuDevSmResourceSplitByCount(&one, &n, all, &rest, 0, 1) == CUDA_SUCCESS && n == 1 &&
+    if (gs__real.cuDevSmResourceSplitByCount(&one, &n, all, &rest, 0, 1) == CUDA_SUCCESS &&
+        n == 1 &&
         gs__real.cuDevSmResourceSplitByCount(NULL, &g->ncoarse, all, NULL, 0, 1) == CUDA_SUCCESS)
         g->coarse = one.sm.smCount;
     n = 1;
@@ -123,8 +124,7 @@ int gs__lanes_sms(CUdevice dev, int *count)
         return 0;
     for (i = 0; i < n; i++) {
         unsigned sms = __atomic_load_n(&runs[i].sms, __ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&runs[i].ctx, __ATOMIC_ACQUIRE) == c && runs[i].dev == dev &&
-            sms > 0) {
+        if (__atomic_load_n(&runs[i].ctx, __ATOMIC_ACQUIRE) == c && runs[i].dev == dev && sms > 0) {
             *count = (int)sms;
             return 1;
         }
@@ -139,7 +139,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
     struct sm_lane plan[GPUSLICE_LANES_MAX];
     pthread_t th[GPUSLICE_LANES_MAX];
-    struct start start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    struct start start = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
     struct sm_geom g;
     CUdevResource all;
     CUcontext primary;
@@ -151,15 +151,15 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
 
     if (n < 1 || n > GPUSLICE_LANES_MAX || !weights || !fn || !lanes) {
         gs_set_error(err, errlen, "gpuslice_lanes_run: %s",
-            n < 1 || n > GPUSLICE_LANES_MAX ? "n must be 1 to 64"
-            : !fn                           ? "no lane function"
-                                            : "weights and lanes are needed");
+                     n < 1 || n > GPUSLICE_LANES_MAX ? "n must be 1 to 64"
+                     : !fn                           ? "no lane function"
+                                                     : "weights and lanes are needed");
         return -EINVAL;
     }
     for (i = 0; i < n; i++) {
         if (!(weights[i] > 0) || !isfinite(weights[i])) {
-            gs_set_error(err, errlen, "gpuslice_lanes_run: weight %d (%g) is not a positive number", i,
-                weights[i]);
+            gs_set_error(err, errlen, "gpuslice_lanes_run: weight %d (%g) is not a positive number",
+                         i, weights[i]);
             return -EINVAL;
         }
     }
@@ -169,19 +169,21 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     }
     if ((r = gs__real.cuInit(0)) != CUDA_SUCCESS ||
         (r = gs__real.cuDeviceGetCount(&count)) != CUDA_SUCCESS) {
-        gs_set_error(err, errlen, "gpuslice_lanes_run: the CUDA driver did not initialise (error %d)",
-            (int)r);
+        gs_set_error(err, errlen,
+                     "gpuslice_lanes_run: the CUDA driver did not initialise (error %d)", (int)r);
         return errno_of(r);
     }
     if (device < 0 || device >= count || gs__real.cuDeviceGet(&dev, device) != CUDA_SUCCESS) {
-        gs_set_error(err, errlen, "gpuslice_lanes_run: there is no GPU %d (%d visible)", device, count);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: there is no GPU %d (%d visible)", device,
+                     count);
         return -ENODEV;
     }
     pthread_mutex_lock(&one_at_a_time);
     /* The primary context first, as the driver advises; the partitions share it. */
     if ((r = gs__real.cuDevicePrimaryCtxRetain(&primary, dev)) != CUDA_SUCCESS) {
         pthread_mutex_unlock(&one_at_a_time);
-        gs_set_error(err, errlen, "gpuslice_lanes_run: GPU %d: no context (error %d)", device, (int)r);
+        gs_set_error(err, errlen, "gpuslice_lanes_run: GPU %d: no context (error %d)", device,
+                     (int)r);
         return errno_of(r);
     }
     if ((r = gs__sm_device(dev, &all, msg, sizeof(msg))) != CUDA_SUCCESS) {
@@ -244,15 +246,16 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         pthread_join(th[i], NULL);
     if (started < n) {
         gs_set_error(err, errlen, "gpuslice_lanes_run: cannot start lane %d's thread; no lane ran",
-            started);
+                     started);
         rc = -EAGAIN;
         goto out;
     }
     for (i = 0; i < n && rc == 0; i++) {
         if (runs[i].set != CUDA_SUCCESS) {
-            gs_set_error(err, errlen, "gpuslice_lanes_run: lane %d: its partition could not be made "
-                             "current (error %d); no lane ran",
-                i, (int)runs[i].set);
+            gs_set_error(err, errlen,
+                         "gpuslice_lanes_run: lane %d: its partition could not be made "
+                         "current (error %d); no lane ran",
+                         i, (int)runs[i].set);
             rc = -EIO;
         }
     }

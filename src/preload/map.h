@@ -33,7 +33,8 @@ struct gs_map_entry *gs_map_get(struct gs_map *m, uint64_t key);
 /* Removes e (from gs_map_get or iteration). */
 void gs_map_del(struct gs_map *m, struct gs_map_entry *e);
 
-#define GS_MAP_FOREACH(m, e) \
-    for ((e) = (m)->v; (m)->v && (e) < (m)->v + (m)->cap; (e)++) if ((e)->state == 1)
+#define GS_MAP_FOREACH(m, e)                                                                       \
+    for ((e) = (m)->v; (m)->v && (e) < (m)->v + (m)->cap; (e)++)                                   \
+        if ((e)->state == 1)
 
 #endif

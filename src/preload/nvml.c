@@ -9,16 +9,16 @@
 #include "common/parse.h"
 #include "preload/preload.h"
 
-#define GS_NVML_PASS(sym, args)                      \
-    do {                                             \
-        if (gs__load_nvml() < 0)                     \
-            return NVML_ERROR_LIBRARY_NOT_FOUND;     \
-        if (!gs__real.sym)                           \
-            return NVML_ERROR_FUNCTION_NOT_FOUND;    \
-        if (!gs__config())                           \
-            return gs__real.sym args;                \
-        if (gs__state.config_error)                  \
-            return NVML_ERROR_UNKNOWN;               \
+#define GS_NVML_PASS(sym, args)                                                                    \
+    do {                                                                                           \
+        if (gs__load_nvml() < 0)                                                                   \
+            return NVML_ERROR_LIBRARY_NOT_FOUND;                                                   \
+        if (!gs__real.sym)                                                                         \
+            return NVML_ERROR_FUNCTION_NOT_FOUND;                                                  \
+        if (!gs__config())                                                                         \
+            return gs__real.sym args;                                                              \
+        if (gs__state.config_error)                                                                \
+            return NVML_ERROR_UNKNOWN;                                                             \
     } while (0)
 
 GS_EXPORT nvmlReturn_t nvmlInit(void)
@@ -66,8 +66,8 @@ static int tenant_view(nvmlDevice_t device, uint64_t *used, uint64_t *limit, uin
 }
 
 /* Applies the tenant's view to a device's (total, used, free). */
-static void view(uint64_t *total, uint64_t *used, uint64_t *free, uint64_t t_used,
-                 uint64_t limit, uint64_t held)
+static void view(uint64_t *total, uint64_t *used, uint64_t *free, uint64_t t_used, uint64_t limit,
+                 uint64_t held)
 {
     uint64_t real_free = *free + held < *total ? *free + held : *total;
 

@@ -39,11 +39,12 @@ struct hook_entry {
 };
 
 static const struct hook_entry cuda_hooks[] = {
-#define GS_ENTRY(api, sym, ver, ptds, flags) \
-    {#api, #sym, ver, ptds, flags, (void *)sym, (void **)&gs__real.sym},
-    GS_CUDA_HOOKS(GS_ENTRY)};
+#define GS_ENTRY(api, sym, ver, ptds, flags)                                                       \
+    { #api, #sym, ver, ptds, flags, (void *)sym, (void **)&gs__real.sym },
+    GS_CUDA_HOOKS(GS_ENTRY)
+};
 
-static const struct hook_entry nvml_hooks[] = {GS_NVML_HOOKS(GS_ENTRY)};
+static const struct hook_entry nvml_hooks[] = { GS_NVML_HOOKS(GS_ENTRY) };
 #undef GS_ENTRY
 
 #define NHOOKS(a) (sizeof(a) / sizeof((a)[0]))
@@ -100,8 +101,8 @@ void gs__debug(const char *fmt, ...)
  * intercepts (pthread_once, strncmp) on the way to the real dlsym.
  */
 #if defined(__clang__)
-#define GS_NO_SANITIZE                                              \
-    __attribute__((no_sanitize("address", "undefined", "thread"), \
+#define GS_NO_SANITIZE                                                                             \
+    __attribute__((no_sanitize("address", "undefined", "thread"),                                  \
                    disable_sanitizer_instrumentation))
 #else
 #define GS_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
@@ -128,7 +129,7 @@ GS_NO_SANITIZE static void *symbol_in(const struct link_map *lm, const char *nam
     const ElfW(Half) *versym = NULL;
     const uint32_t *gh = NULL, *buckets, *chain;
     const char *strtab = NULL;
-    const ElfW(Dyn) *d;
+    const ElfW(Dyn) * d;
     uint32_t h = 5381, nb, off, i;
     const unsigned char *c;
 
@@ -286,8 +287,7 @@ static void config_once_fn(void)
     st->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
     r = gs_config_memory(environ, &st->mem_limits, st->config_msg, sizeof(st->config_msg));
     if (r == 0)
-        r = gs_config_compute(environ, &st->compute_limits, st->config_msg,
-                              sizeof(st->config_msg));
+        r = gs_config_compute(environ, &st->compute_limits, st->config_msg, sizeof(st->config_msg));
     if (r == 0 && getenv(GS_ENV_SMS))
         r = gs_parse_limit_list(getenv(GS_ENV_SMS), GS_VALUE_SMS, GS_ENV_SMS, &st->sm_limits,
                                 st->config_msg, sizeof(st->config_msg));
@@ -301,7 +301,8 @@ static void config_once_fn(void)
             if (r != GS_EABI ||
                 gs_shm_check_file(tenant, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
                                   sizeof(struct gpuslice_tenant), "tenant", why, sizeof(why)) == 0)
-                snprintf(why, sizeof(why), "%s", r == GS_EABI ? "not a tenant's file" : gs_strerror(r));
+                snprintf(why, sizeof(why), "%s",
+                         r == GS_EABI ? "not a tenant's file" : gs_strerror(r));
             snprintf(st->config_msg, sizeof(st->config_msg),
                      "%s: cannot attach the tenant's shared state %s: %s", GS_ENV_TENANT, tenant,
                      why);
@@ -342,9 +343,11 @@ static void config_once_fn(void)
               st->mem_limits.n == 1 ? "y" : "ies",
               st->mem_limits.source ? st->mem_limits.source : "nowhere", st->compute_limits.n,
               st->compute_limits.n == 1 ? "y" : "ies",
-              st->compute_limits.source ? st->compute_limits.source : "nowhere",
-              st->sm_limits.n, st->sm_limits.n == 1 ? "y" : "ies",
-              st->shared_tenant ? tenant : st->tenant ? "private" : "none");
+              st->compute_limits.source ? st->compute_limits.source : "nowhere", st->sm_limits.n,
+              st->sm_limits.n == 1 ? "y" : "ies",
+              st->shared_tenant ? tenant
+              : st->tenant      ? "private"
+                                : "none");
     __atomic_store_n(&config_done, 1, __ATOMIC_RELEASE);
 }
 
@@ -429,9 +432,10 @@ static void *lookup(void *handle, const char *symbol)
  */
 GS_EXPORT GS_NO_SANITIZE
 #if !defined(__clang__)
-__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
+    __attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
 #endif
-void *dlsym(void *handle, const char *symbol)
+    void *
+    dlsym(void *handle, const char *symbol)
 {
     static __thread __attribute__((tls_model("initial-exec"))) int depth; /* our lookups */
     const char *s = symbol;
@@ -482,9 +486,10 @@ void *dlsym(void *handle, const char *symbol)
  */
 GS_EXPORT GS_NO_SANITIZE
 #if !defined(__clang__)
-__attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
+    __attribute__((optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
 #endif
-void *dlvsym(void *handle, const char *symbol, const char *version)
+    void *
+    dlvsym(void *handle, const char *symbol, const char *version)
 {
     const char *s = symbol;
     void *r;
@@ -499,7 +504,8 @@ void *dlvsym(void *handle, const char *symbol, const char *version)
     if (handle == RTLD_NEXT && driver_name(s) && (r = next_hook(s)) != NULL)
         return r;
     if (handle != RTLD_NEXT && s != NULL &&
-        ((s[0] == 'c' && s[1] == 'u') || (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l'))) {
+        ((s[0] == 'c' && s[1] == 'u') ||
+         (s[0] == 'n' && s[1] == 'v' && s[2] == 'm' && s[3] == 'l'))) {
         void *h;
 
         r = real_dlvsym(handle, symbol, version);
@@ -583,8 +589,8 @@ static void *translate(const char *api, void *p, int version, cuuint64_t flags)
         return p;
     }
     __atomic_add_fetch(&stat_rule, 1, __ATOMIC_RELAXED);
-    gs__debug("cuGetProcAddress(%s, %d, %llu) returned an unlisted pointer; using %s", api,
-              version, (unsigned long long)flags, best->symbol);
+    gs__debug("cuGetProcAddress(%s, %d, %llu) returned an unlisted pointer; using %s", api, version,
+              (unsigned long long)flags, best->symbol);
     return best->hook;
 }
 

@@ -94,11 +94,11 @@ void gs__sm_created(CUdevice dev);
  */
 extern int gs__sm_on;
 CUresult gs__sm_ensure(void);
-#define GS_SM_ENSURE()                                                   \
-    do {                                                                 \
-        CUresult sm_r_;                                                  \
-        if (gs__sm_on && (sm_r_ = gs__sm_ensure()) != CUDA_SUCCESS)      \
-            return sm_r_;                                                \
+#define GS_SM_ENSURE()                                                                             \
+    do {                                                                                           \
+        CUresult sm_r_;                                                                            \
+        if (gs__sm_on && (sm_r_ = gs__sm_ensure()) != CUDA_SUCCESS)                                \
+            return sm_r_;                                                                          \
     } while (0)
 
 /* The device's SM resource, and a green context of count SMs from first (sm.c). */
@@ -125,16 +125,16 @@ void gs__compute_exit(void);
  * to the driver; with a refused configuration it fails, so a process whose
  * limits could not be read never runs unlimited.
  */
-#define GS_PASS(sym, args)                              \
-    do {                                                \
-        if (gs__load_cuda() < 0)                        \
-            return CUDA_ERROR_NOT_INITIALIZED;          \
-        if (!gs__real.sym)                              \
-            return CUDA_ERROR_NOT_SUPPORTED;            \
-        if (!gs__config())                              \
-            return gs__real.sym args;                   \
-        if (gs__state.config_error)                     \
-            return CUDA_ERROR_NOT_INITIALIZED;          \
+#define GS_PASS(sym, args)                                                                         \
+    do {                                                                                           \
+        if (gs__load_cuda() < 0)                                                                   \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+        if (!gs__real.sym)                                                                         \
+            return CUDA_ERROR_NOT_SUPPORTED;                                                       \
+        if (!gs__config())                                                                         \
+            return gs__real.sym args;                                                              \
+        if (gs__state.config_error)                                                                \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
     } while (0)
 
 #endif

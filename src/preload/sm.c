@@ -41,13 +41,13 @@
 #define MAX_DEVICES 64
 
 struct part {
-    char msg[512];      /* why it was refused */
-    int state;          /* 0 not made yet, 1 made, -1 refused (the reason logged) */
-    CUresult error;     /* what a refused one answers */
-    CUcontext primary;  /* the device's real primary context */
+    char msg[512];     /* why it was refused */
+    int state;         /* 0 not made yet, 1 made, -1 refused (the reason logged) */
+    CUresult error;    /* what a refused one answers */
+    CUcontext primary; /* the device's real primary context */
     CUgreenCtx green;
-    CUcontext ctx;      /* the green context's CUcontext, handed out for primary */
-    unsigned sms;       /* the exact count the driver gave */
+    CUcontext ctx; /* the green context's CUcontext, handed out for primary */
+    unsigned sms;  /* the exact count the driver gave */
 };
 
 static struct part parts[MAX_DEVICES];
@@ -61,7 +61,7 @@ int gs__sm_on; /* GPUSLICE_SMS is set: 0 lets every check return at once */
 #define GS_TLS __thread __attribute__((tls_model("initial-exec")))
 static GS_TLS int swapped_noted;
 static GS_TLS CUcontext checked; /* this thread's current context, known to need no swap */
-static GS_TLS int planning;       /* in planned_sms(): the driver's own attribute queries pass */
+static GS_TLS int planning;      /* in planned_sms(): the driver's own attribute queries pass */
 
 static const char *cu_name(CUresult r)
 {
@@ -160,16 +160,18 @@ CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len)
     if (!gs__real.cuDeviceGetDevResource || !gs__real.cuDevSmResourceSplitByCount ||
         !gs__real.cuDevResourceGenerateDesc || !gs__real.cuGreenCtxCreate ||
         !gs__real.cuCtxFromGreenCtx || !gs__real.cuGreenCtxGetDevResource) {
-        snprintf(msg, len, "GPU %d: this driver has no green contexts (CUDA 12.4 or later is "
-                           "needed for SM partitions)",
+        snprintf(msg, len,
+                 "GPU %d: this driver has no green contexts (CUDA 12.4 or later is "
+                 "needed for SM partitions)",
                  (int)dev);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     memset(all, 0, sizeof(*all));
     if ((r = gs__real.cuDeviceGetDevResource(dev, all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
         all->sm.smCount == 0) {
-        snprintf(msg, len, "GPU %d cannot partition its SMs with green contexts "
-                           "(cuDeviceGetDevResource: %s)",
+        snprintf(msg, len,
+                 "GPU %d cannot partition its SMs with green contexts "
+                 "(cuDeviceGetDevResource: %s)",
                  (int)dev, r == CUDA_SUCCESS ? "no SMs" : cu_name(r));
         return r == CUDA_SUCCESS ? CUDA_ERROR_NOT_SUPPORTED : r;
     }
@@ -193,8 +195,8 @@ CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned
     int ok;
 
     if (count == 0 || first + count > total) {
-        snprintf(msg, len, "%u SMs from SM %u were asked for, but GPU %d has %u SMs", count,
-                 first, (int)dev, total);
+        snprintf(msg, len, "%u SMs from SM %u were asked for, but GPU %d has %u SMs", count, first,
+                 (int)dev, total);
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (!(groups = calloc(cap, sizeof(*groups))) || !(sel = calloc(cap + 1, sizeof(*sel)))) {
@@ -297,8 +299,8 @@ static void make(struct part *p, CUdevice dev, uint64_t spec)
         return;
     }
     __atomic_store_n(&p->state, 1, __ATOMIC_RELEASE); /* after p->sms, for lock-free readers */
-    gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS,
-              (int)dev, p->sms, count, first, total, group);
+    gs__debug("%s: GPU %d runs on %u SMs (%u from SM %u of %u, groups of %u)", GS_ENV_SMS, (int)dev,
+              p->sms, count, first, total, group);
 }
 
 /*
@@ -369,7 +371,7 @@ static void lane_barrier(const struct part *p)
         snprintf(path, sizeof(path), "%s/go", dir);
         /* Until the release; or until procs is gone (its directory, or its process, killed). */
         for (k = 0; access(path, F_OK) != 0 && access(dir, F_OK) == 0; k++) {
-            struct timespec ts = {0, 2000000};
+            struct timespec ts = { 0, 2000000 };
             if (k % 50 == 49 && owner > 0 && kill(owner, 0) < 0 && errno == ESRCH)
                 break;
             nanosleep(&ts, NULL);
@@ -567,8 +569,8 @@ static unsigned planned_sms(CUdevice dev, uint64_t spec)
     planning = 1;
     if (gs__sm_device(dev, &all, msg, sizeof(msg)) == CUDA_SUCCESS) {
         resolve(&all, spec, &count, &first);
-        if (gs__sm_build(dev, &all, count, first, (spec & GS_SMS_FINE) != 0, NULL, NULL, &n,
-                         &group, msg, sizeof(msg)) != CUDA_SUCCESS)
+        if (gs__sm_build(dev, &all, count, first, (spec & GS_SMS_FINE) != 0, NULL, NULL, &n, &group,
+                         msg, sizeof(msg)) != CUDA_SUCCESS)
             n = 0;
     }
     planning = 0;
@@ -642,16 +644,16 @@ GS_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int f
     return gs__real.cuStreamCreateWithPriority(phStream, flags, priority);
 }
 
-#define GS_SET_CURRENT_BODY(sym)                                \
-    do {                                                        \
-        CUresult r = CUDA_SUCCESS;                              \
-        CUcontext m;                                            \
-        GS_PASS(sym, (ctx));                                    \
-        if (!gs__sm_on || ctx == NULL)                          \
-            return gs__real.sym(ctx);                           \
-        if ((m = mapped(ctx, &r)) == NULL)                      \
-            return r;                                           \
-        return gs__real.sym(m);                                 \
+#define GS_SET_CURRENT_BODY(sym)                                                                   \
+    do {                                                                                           \
+        CUresult r = CUDA_SUCCESS;                                                                 \
+        CUcontext m;                                                                               \
+        GS_PASS(sym, (ctx));                                                                       \
+        if (!gs__sm_on || ctx == NULL)                                                             \
+            return gs__real.sym(ctx);                                                              \
+        if ((m = mapped(ctx, &r)) == NULL)                                                         \
+            return r;                                                                              \
+        return gs__real.sym(m);                                                                    \
     } while (0)
 
 GS_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)

@@ -17,10 +17,18 @@
 #define MAX_VARS 48
 
 static const char *const prefixes[] = {
-    "GPUSLICE_MEMORY_LIMIT=",  "TENSOR_FUSION_CUDA_MEM_LIMIT=", "CUDA_DEVICE_MEMORY_LIMIT=",
-    "CUDA_DEVICE_MEMORY_LIMIT_", "GPUSLICE_COMPUTE_LIMIT=",     "TENSOR_FUSION_CUDA_UP_LIMIT=",
-    "CUDA_DEVICE_SM_LIMIT=",    "CUDA_DEVICE_SM_LIMIT_",        "CUDA_DEVICE_MEMORY_LIMIT",
-    "CUDA_DEVICE_SM_LIMIT",     "PATH=",                        "",
+    "GPUSLICE_MEMORY_LIMIT=",
+    "TENSOR_FUSION_CUDA_MEM_LIMIT=",
+    "CUDA_DEVICE_MEMORY_LIMIT=",
+    "CUDA_DEVICE_MEMORY_LIMIT_",
+    "GPUSLICE_COMPUTE_LIMIT=",
+    "TENSOR_FUSION_CUDA_UP_LIMIT=",
+    "CUDA_DEVICE_SM_LIMIT=",
+    "CUDA_DEVICE_SM_LIMIT_",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT",
+    "PATH=",
+    "",
 };
 #define NPREFIX (sizeof(prefixes) / sizeof(prefixes[0]))
 
@@ -103,8 +111,7 @@ static void check(char **env, enum gs_value_kind kind)
         check_same(&alone, &l, own, "the environment");
     } else if (tf && gs_parse_limit_json(tf, kind, tf_name, &alone, err2, sizeof(err2)) == 0 &&
                alone.n > 0) {
-        FUZZ_CHECK(strcmp(l.source, tf_name) == 0, "source %s though %s is set", l.source,
-                   tf_name);
+        FUZZ_CHECK(strcmp(l.source, tf_name) == 0, "source %s though %s is set", l.source, tf_name);
         check_same(&alone, &l, tf, "the environment");
     } else {
         FUZZ_CHECK(strcmp(l.source, hami) == 0, "source %s", l.source);

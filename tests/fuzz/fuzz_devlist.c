@@ -84,8 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 v = e;
                 vl = el;
             } else {
-                FUZZ_CHECK(el <= 5 || strspn(e, "0") >= el - 5, "index \"%.*s\" accepted",
-                           (int)el, e);
+                FUZZ_CHECK(el <= 5 || strspn(e, "0") >= el - 5, "index \"%.*s\" accepted", (int)el,
+                           e);
                 for (size_t j = 0; j < el; j++)
                     FUZZ_CHECK(isdigit((unsigned char)e[j]), "index \"%.*s\"", (int)el, e);
                 if (visible) {
@@ -97,8 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     v = num;
                 }
             }
-            FUZZ_CHECK(ol == vl && memcmp(o, v, vl) == 0, "entry %d is \"%.*s\", want \"%.*s\"",
-                       k, (int)ol, o, (int)vl, v);
+            FUZZ_CHECK(ol == vl && memcmp(o, v, vl) == 0, "entry %d is \"%.*s\", want \"%.*s\"", k,
+                       (int)ol, o, (int)vl, v);
             for (int j = 0; j < k; j++) {
                 size_t pl;
                 const char *p = nth(out, j, &pl);

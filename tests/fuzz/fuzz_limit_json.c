@@ -10,8 +10,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const what[] = {"TENSOR_FUSION_CUDA_MEM_LIMIT",
-                                       "TENSOR_FUSION_CUDA_UP_LIMIT"};
+    static const char *const what[] = { "TENSOR_FUSION_CUDA_MEM_LIMIT",
+                                        "TENSOR_FUSION_CUDA_UP_LIMIT" };
     struct gs_limits l, again;
     enum gs_value_kind kind;
     char *s, err[512], buf[8192];

@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const what[] = {"--memory", "--compute", "--sms"};
+    static const char *const what[] = { "--memory", "--compute", "--sms" };
     struct gs_limits l, again;
     enum gs_value_kind kind;
     char *s, err[256], buf[8192];

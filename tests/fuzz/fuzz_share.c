@@ -47,8 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 size_t len = strcspn(p, ",");
                 char buf[64];
                 FUZZ_CHECK(len > 0 && len < sizeof(buf), "item %d of \"%s\"", i, s);
-                FUZZ_CHECK(strspn(p, "0123456789.") >= len, "item %d of \"%s\" is not a number",
-                           i, s);
+                FUZZ_CHECK(strspn(p, "0123456789.") >= len, "item %d of \"%s\" is not a number", i,
+                           s);
                 memcpy(buf, p, len);
                 buf[len] = '\0';
                 FUZZ_CHECK(w[i] > 0 && w[i] <= 1e6 && w[i] == strtod(buf, NULL),

@@ -60,12 +60,28 @@ static int reference(const char *s, uint64_t *out)
     if (wn == 0 && fn == 0)
         return 0;
     switch (*p) {
-    case 'k': case 'K': bits = 10; break;
-    case 'm': case 'M': bits = 20; break;
-    case 'g': case 'G': bits = 30; break;
-    case 't': case 'T': bits = 40; break;
-    case 'b': case 'B': case '\0': break;
-    default: return 0;
+    case 'k':
+    case 'K':
+        bits = 10;
+        break;
+    case 'm':
+    case 'M':
+        bits = 20;
+        break;
+    case 'g':
+    case 'G':
+        bits = 30;
+        break;
+    case 't':
+    case 'T':
+        bits = 40;
+        break;
+    case 'b':
+    case 'B':
+    case '\0':
+        break;
+    default:
+        return 0;
     }
     if (bits) {
         p++;
@@ -101,8 +117,8 @@ static void reparse(const char *text, uint64_t want, uint64_t slack)
 
     if (r == -ERANGE && want > UINT64_MAX - slack)
         return; /* rounded up past the largest size */
-    FUZZ_CHECK(r == 0, "\"%s\" (written for %llu) is refused: %d", text,
-               (unsigned long long)want, r);
+    FUZZ_CHECK(r == 0, "\"%s\" (written for %llu) is refused: %d", text, (unsigned long long)want,
+               r);
     FUZZ_CHECK((v >= want ? v - want : want - v) <= slack, "\"%s\" is %llu, want %llu +- %llu",
                text, (unsigned long long)v, (unsigned long long)want, (unsigned long long)slack);
 }

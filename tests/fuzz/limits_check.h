@@ -51,8 +51,7 @@ static inline void check_entries(const struct gs_limits *l, enum gs_value_kind k
             int same = o->key == e->key &&
                        (e->key == GS_KEY_ALL || (e->key == GS_KEY_INDEX && o->index == e->index) ||
                         (e->key == GS_KEY_UUID && strcmp(o->uuid, e->uuid) == 0));
-            FUZZ_CHECK(!same,
-                       "entries %d and %d name one device in \"%s\"", j, i, in);
+            FUZZ_CHECK(!same, "entries %d and %d name one device in \"%s\"", j, i, in);
         }
     }
 }
@@ -86,8 +85,8 @@ static inline void write_list(const struct gs_limits *l, enum gs_value_kind kind
     FUZZ_CHECK(n < len, "list of %d entries does not fit %zu bytes", l->n, len);
 }
 
-static inline void check_same(const struct gs_limits *a, const struct gs_limits *b,
-                              const char *in, const char *again)
+static inline void check_same(const struct gs_limits *a, const struct gs_limits *b, const char *in,
+                              const char *again)
 {
     int i;
 

@@ -115,7 +115,9 @@ static void array2d(size_t w, size_t h, CUarray_format f, unsigned ch, const cha
     after = cu_free();
     printf("array2d %zux%zu %s x%u (%llu B of elements) took %llu KiB\n", w, h, fname, ch,
            (unsigned long long)(w * (h ? h : 1) * ch *
-                                (f == CU_AD_FORMAT_FLOAT ? 4 : f == CU_AD_FORMAT_HALF ? 2 : 1)),
+                                (f == CU_AD_FORMAT_FLOAT  ? 4
+                                 : f == CU_AD_FORMAT_HALF ? 2
+                                                          : 1)),
            (unsigned long long)(before - after) / KiB);
     cuArrayDestroy(a);
 }
@@ -173,8 +175,8 @@ static void pool_one(CUmemoryPool pool, CUstream s, size_t size, const char *wha
 
 static void pool_sequence(CUmemoryPool pool, CUstream s, const char *what)
 {
-    static const size_t sizes[] = {4096, 4096, 1 << 20, 20 << 20, 8 << 20, 4 << 20, 40 << 20,
-                                   1 << 20, 100 << 20};
+    static const size_t sizes[] = { 4096,    4096,     1 << 20, 20 << 20, 8 << 20,
+                                    4 << 20, 40 << 20, 1 << 20, 100 << 20 };
     CUdeviceptr p[16];
     size_t i;
 
@@ -197,16 +199,18 @@ static void pool_sequence(CUmemoryPool pool, CUstream s, const char *what)
 
 static void pools(CUdevice dev)
 {
-    static const size_t sizes[] = {4096, 1 << 20, 2 << 20, (2 << 20) + 1, 31 << 20, 32 << 20,
-                                   (32 << 20) + 1, 33 << 20, 48 << 20, 64 << 20,
-                                   (64 << 20) + 1, 100 << 20, 256 << 20, (1ULL << 30) + 1};
+    static const size_t sizes[] = { 4096,      1 << 20,         2 << 20,        (2 << 20) + 1,
+                                    31 << 20,  32 << 20,        (32 << 20) + 1, 33 << 20,
+                                    48 << 20,  64 << 20,        (64 << 20) + 1, 100 << 20,
+                                    256 << 20, (1ULL << 30) + 1 };
     CUmemoryPool def, own;
     CUmemPoolProps props;
     CUstream s;
     size_t i;
     cuuint64_t thr;
 
-    if (!CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) || !CU(cuDeviceGetDefaultMemPool(&def, dev)))
+    if (!CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) ||
+        !CU(cuDeviceGetDefaultMemPool(&def, dev)))
         return;
     printf("default pool: release threshold %llu\n",
            pool_attr(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
@@ -263,45 +267,130 @@ static void pools(CUdevice dev)
 
 /* ---- cuGetProcAddress ---------------------------------------------------- */
 
-static const char *variants[] = {
-    "cuMemAlloc", "cuMemAlloc_v2", "cuMemGetInfo", "cuMemGetInfo_v2", "cuMemAllocPitch",
-    "cuMemAllocPitch_v2", "cuMemFree", "cuMemFree_v2", "cuDeviceTotalMem", "cuDeviceTotalMem_v2",
-    "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
-    "cuCtxDestroy_v2", "cuCtxPushCurrent", "cuCtxPushCurrent_v2", "cuDevicePrimaryCtxRelease",
-    "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
-    "cuArrayCreate", "cuArrayCreate_v2", "cuArray3DCreate", "cuArray3DCreate_v2",
-    "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
-    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuGraphLaunch",
-    "cuGraphLaunch_ptsz", "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
-    "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
-    "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuCtxSynchronize", "cuCtxSynchronize_v2",
-    "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2",
-    "cuStreamBeginCapture_v2_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
-    "cuStreamDestroy", "cuStreamDestroy_v2", "cuGetProcAddress", "cuGetProcAddress_v2",
-    "cuInit", "cuDeviceGetAttribute", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap",
-    "cuMemAllocManaged", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
-    "cuMemRetainAllocationHandle", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamCreate",
-    "cuStreamCreateWithPriority", "cuDevicePrimaryCtxRetain", "cuArrayDestroy", NULL};
+static const char *variants[] = { "cuMemAlloc",
+                                  "cuMemAlloc_v2",
+                                  "cuMemGetInfo",
+                                  "cuMemGetInfo_v2",
+                                  "cuMemAllocPitch",
+                                  "cuMemAllocPitch_v2",
+                                  "cuMemFree",
+                                  "cuMemFree_v2",
+                                  "cuDeviceTotalMem",
+                                  "cuDeviceTotalMem_v2",
+                                  "cuCtxCreate",
+                                  "cuCtxCreate_v2",
+                                  "cuCtxCreate_v3",
+                                  "cuCtxCreate_v4",
+                                  "cuCtxDestroy",
+                                  "cuCtxDestroy_v2",
+                                  "cuCtxPushCurrent",
+                                  "cuCtxPushCurrent_v2",
+                                  "cuDevicePrimaryCtxRelease",
+                                  "cuDevicePrimaryCtxRelease_v2",
+                                  "cuDevicePrimaryCtxReset",
+                                  "cuDevicePrimaryCtxReset_v2",
+                                  "cuArrayCreate",
+                                  "cuArrayCreate_v2",
+                                  "cuArray3DCreate",
+                                  "cuArray3DCreate_v2",
+                                  "cuLaunchKernel",
+                                  "cuLaunchKernel_ptsz",
+                                  "cuLaunchKernelEx",
+                                  "cuLaunchKernelEx_ptsz",
+                                  "cuLaunchCooperativeKernel",
+                                  "cuLaunchCooperativeKernel_ptsz",
+                                  "cuGraphLaunch",
+                                  "cuGraphLaunch_ptsz",
+                                  "cuMemAllocAsync",
+                                  "cuMemAllocAsync_ptsz",
+                                  "cuMemAllocFromPoolAsync",
+                                  "cuMemAllocFromPoolAsync_ptsz",
+                                  "cuMemFreeAsync",
+                                  "cuMemFreeAsync_ptsz",
+                                  "cuStreamSynchronize",
+                                  "cuStreamSynchronize_ptsz",
+                                  "cuCtxSynchronize",
+                                  "cuCtxSynchronize_v2",
+                                  "cuStreamBeginCapture",
+                                  "cuStreamBeginCapture_ptsz",
+                                  "cuStreamBeginCapture_v2",
+                                  "cuStreamBeginCapture_v2_ptsz",
+                                  "cuStreamEndCapture",
+                                  "cuStreamEndCapture_ptsz",
+                                  "cuStreamDestroy",
+                                  "cuStreamDestroy_v2",
+                                  "cuGetProcAddress",
+                                  "cuGetProcAddress_v2",
+                                  "cuInit",
+                                  "cuDeviceGetAttribute",
+                                  "cuMemCreate",
+                                  "cuMemRelease",
+                                  "cuMemMap",
+                                  "cuMemUnmap",
+                                  "cuMemAllocManaged",
+                                  "cuMemPoolCreate",
+                                  "cuMemPoolDestroy",
+                                  "cuMemPoolTrimTo",
+                                  "cuMemRetainAllocationHandle",
+                                  "cuCtxGetCurrent",
+                                  "cuCtxSetCurrent",
+                                  "cuStreamCreate",
+                                  "cuStreamCreateWithPriority",
+                                  "cuDevicePrimaryCtxRetain",
+                                  "cuArrayDestroy",
+                                  NULL };
 
-static const char *apis[] = {
-    "cuMemAlloc", "cuMemGetInfo", "cuMemAllocPitch", "cuMemFree", "cuDeviceTotalMem",
-    "cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuDevicePrimaryCtxRelease",
-    "cuDevicePrimaryCtxReset", "cuArrayCreate", "cuArray3DCreate", "cuLaunchKernel",
-    "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch", "cuMemAllocAsync",
-    "cuMemAllocFromPoolAsync", "cuMemFreeAsync", "cuStreamSynchronize", "cuCtxSynchronize",
-    "cuStreamBeginCapture", "cuStreamEndCapture", "cuStreamDestroy", "cuGetProcAddress",
-    "cuInit", "cuDeviceGetAttribute", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap",
-    "cuMemAllocManaged", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
-    "cuMemRetainAllocationHandle", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamCreate",
-    "cuStreamCreateWithPriority", "cuDevicePrimaryCtxRetain", "cuArrayDestroy", NULL};
+static const char *apis[] = { "cuMemAlloc",
+                              "cuMemGetInfo",
+                              "cuMemAllocPitch",
+                              "cuMemFree",
+                              "cuDeviceTotalMem",
+                              "cuCtxCreate",
+                              "cuCtxDestroy",
+                              "cuCtxPushCurrent",
+                              "cuDevicePrimaryCtxRelease",
+                              "cuDevicePrimaryCtxReset",
+                              "cuArrayCreate",
+                              "cuArray3DCreate",
+                              "cuLaunchKernel",
+                              "cuLaunchKernelEx",
+                              "cuLaunchCooperativeKernel",
+                              "cuGraphLaunch",
+                              "cuMemAllocAsync",
+                              "cuMemAllocFromPoolAsync",
+                              "cuMemFreeAsync",
+                              "cuStreamSynchronize",
+                              "cuCtxSynchronize",
+                              "cuStreamBeginCapture",
+                              "cuStreamEndCapture",
+                              "cuStreamDestroy",
+                              "cuGetProcAddress",
+                              "cuInit",
+                              "cuDeviceGetAttribute",
+                              "cuMemCreate",
+                              "cuMemRelease",
+                              "cuMemMap",
+                              "cuMemUnmap",
+                              "cuMemAllocManaged",
+                              "cuMemPoolCreate",
+                              "cuMemPoolDestroy",
+                              "cuMemPoolTrimTo",
+                              "cuMemRetainAllocationHandle",
+                              "cuCtxGetCurrent",
+                              "cuCtxSetCurrent",
+                              "cuStreamCreate",
+                              "cuStreamCreateWithPriority",
+                              "cuDevicePrimaryCtxRetain",
+                              "cuArrayDestroy",
+                              NULL };
 
 static void procaddr(void)
 {
-    static const int versions[] = {2000, 3020, 4000, 7000, 9000, 10000, 10010, 10020, 11000,
-                                   11020, 11040, 11060, 12000, 12050, 13000};
-    static const cuuint64_t flags[] = {CU_GET_PROC_ADDRESS_DEFAULT,
-                                       CU_GET_PROC_ADDRESS_LEGACY_STREAM,
-                                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
+    static const int versions[] = { 2000,  3020,  4000,  7000,  9000,  10000, 10010, 10020,
+                                    11000, 11020, 11040, 11060, 12000, 12050, 13000 };
+    static const cuuint64_t flags[] = { CU_GET_PROC_ADDRESS_DEFAULT,
+                                        CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                                        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM };
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), *exp[128];
     int i, j, k, nv = 0;
 
@@ -331,7 +420,8 @@ static void procaddr(void)
                             break;
                         }
                 } else {
-                    name = st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version-low" : "none";
+                    name =
+                        st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version-low" : "none";
                 }
                 if (prev == NULL || strcmp(prev, name) != 0) {
                     printf(" f%llu@%d=%s", (unsigned long long)flags[k], versions[j], name);
@@ -355,19 +445,19 @@ struct other {
     CUresult r;
 };
 
-static const char *other_names[] = {"cuEventQuery(event recorded outside)",
-                                    "cuStreamQuery(another stream)",
-                                    "cuEventRecord(event, another stream)",
-                                    "cuEventCreate",
-                                    "cuMemAlloc(1 MiB)",
-                                    "cuStreamIsCapturing(the capturing stream)",
-                                    "cuCtxGetCurrent + cuCtxPushCurrent/Pop",
-                                    "cuStreamGetCtx(the capturing stream)",
-                                    "cuEventQuery(legacy-stream event)",
-                                    "cuStreamQuery(CU_STREAM_LEGACY)",
-                                    "cuEventRecord(event, CU_STREAM_LEGACY)",
-                                    "cuMemGetInfo",
-                                    NULL};
+static const char *other_names[] = { "cuEventQuery(event recorded outside)",
+                                     "cuStreamQuery(another stream)",
+                                     "cuEventRecord(event, another stream)",
+                                     "cuEventCreate",
+                                     "cuMemAlloc(1 MiB)",
+                                     "cuStreamIsCapturing(the capturing stream)",
+                                     "cuCtxGetCurrent + cuCtxPushCurrent/Pop",
+                                     "cuStreamGetCtx(the capturing stream)",
+                                     "cuEventQuery(legacy-stream event)",
+                                     "cuStreamQuery(CU_STREAM_LEGACY)",
+                                     "cuEventRecord(event, CU_STREAM_LEGACY)",
+                                     "cuMemGetInfo",
+                                     NULL };
 
 static void *other_thread(void *arg)
 {
@@ -428,10 +518,10 @@ static void *other_thread(void *arg)
 
 static void capture(CUcontext ctx)
 {
-    static const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
-                                                CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                                                CU_STREAM_CAPTURE_MODE_RELAXED};
-    static const char *mode_names[] = {"global", "thread-local", "relaxed"};
+    static const CUstreamCaptureMode modes[] = { CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                 CU_STREAM_CAPTURE_MODE_RELAXED };
+    static const char *mode_names[] = { "global", "thread-local", "relaxed" };
     CUstream cap, plain;
     CUevent ev, ev_plain;
     CUdeviceptr buf;
@@ -467,7 +557,7 @@ static void capture(CUcontext ctx)
             cuGraphDestroy(g);
         /* Another thread's calls while this one captures. */
         for (w = 0; other_names[w]; w++) {
-            struct other o = {w, ctx, cap, plain, ev_plain, CUDA_SUCCESS};
+            struct other o = { w, ctx, cap, plain, ev_plain, CUDA_SUCCESS };
             pthread_t th;
 
             if (w == 8)
@@ -505,7 +595,8 @@ static void placement(void)
         cuMemAlloc(&a[i], 1 << 20);
     printf("place 4 x 1 MiB at page offsets:");
     for (i = 0; i < 4; i++)
-        printf(" %llx/%llx", (unsigned long long)(a[i] >> 21), (unsigned long long)(a[i] & 0x1fffff));
+        printf(" %llx/%llx", (unsigned long long)(a[i] >> 21),
+               (unsigned long long)(a[i] & 0x1fffff));
     printf("\n");
     cuMemFree(a[0]);
     before = cu_free();
@@ -535,8 +626,8 @@ static void placement(void)
         int n;
         for (n = 0; n < 5000 && cuMemAlloc(&p[n], 100) == CUDA_SUCCESS; n++)
             ;
-        printf("place %d x 100 B took %lld KiB; offsets of the first four: %llx %llx %llx %llx\n", n,
-               (long long)((long long)st - (long long)cu_free()) / 1024,
+        printf("place %d x 100 B took %lld KiB; offsets of the first four: %llx %llx %llx %llx\n",
+               n, (long long)((long long)st - (long long)cu_free()) / 1024,
                (unsigned long long)(p[0] & 0x1fffff), (unsigned long long)(p[1] & 0x1fffff),
                (unsigned long long)(p[2] & 0x1fffff), (unsigned long long)(p[3] & 0x1fffff));
         while (n-- > 0)
@@ -557,9 +648,9 @@ static void placement(void)
 
 static void arrays3d(void)
 {
-    static const size_t wb[] = {16, 64, 100, 256, 400, 1000, 2000, 4096};
-    static const size_t hs[] = {1, 8, 9, 64, 100, 1000};
-    static const size_t ds[] = {1, 2, 10, 16, 17, 64, 100};
+    static const size_t wb[] = { 16, 64, 100, 256, 400, 1000, 2000, 4096 };
+    static const size_t hs[] = { 1, 8, 9, 64, 100, 1000 };
+    static const size_t ds[] = { 1, 2, 10, 16, 17, 64, 100 };
     size_t i, j, k;
 
     for (i = 0; i < sizeof wb / sizeof wb[0]; i++)
@@ -585,12 +676,12 @@ static void arrays3d(void)
             }
     /* Big ones, where 2 MiB rounding hides less. */
     {
-        static const size_t big[][3] = {{4000, 1000, 1}, {4000, 1000, 2}, {4000, 1000, 3},
-                                        {4000, 1000, 5}, {4000, 1000, 9}, {4000, 1000, 33},
-                                        {4000, 1001, 8}, {4000, 1025, 8}, {4000, 1100, 8},
-                                        {4001, 1000, 8}, {4100, 1000, 8}, {8192, 512, 4},
-                                        {8192, 520, 4}, {2000, 2000, 3}, {100, 10000, 16},
-                                        {10000, 100, 16}, {64, 64, 4096}};
+        static const size_t big[][3] = { { 4000, 1000, 1 },  { 4000, 1000, 2 }, { 4000, 1000, 3 },
+                                         { 4000, 1000, 5 },  { 4000, 1000, 9 }, { 4000, 1000, 33 },
+                                         { 4000, 1001, 8 },  { 4000, 1025, 8 }, { 4000, 1100, 8 },
+                                         { 4001, 1000, 8 },  { 4100, 1000, 8 }, { 8192, 512, 4 },
+                                         { 8192, 520, 4 },   { 2000, 2000, 3 }, { 100, 10000, 16 },
+                                         { 10000, 100, 16 }, { 64, 64, 4096 } };
         for (i = 0; i < sizeof big / sizeof big[0]; i++) {
             CUDA_ARRAY3D_DESCRIPTOR d;
             size_t before = cu_free();
@@ -616,8 +707,8 @@ static void arrays3d(void)
 /* 2-D arrays: is the height rounded to 8 rows, or to a block of up to 128? ("a2 W H KiB", u8) */
 static void arrays2d(void)
 {
-    static const size_t wb[] = {64, 1000, 4096, 16384, 65536};
-    static const size_t hs[] = {1, 8, 9, 17, 33, 65, 100, 129, 200, 1000, 1025};
+    static const size_t wb[] = { 64, 1000, 4096, 16384, 65536 };
+    static const size_t hs[] = { 1, 8, 9, 17, 33, 65, 100, 129, 200, 1000, 1025 };
     size_t i, j;
 
     for (i = 0; i < sizeof wb / sizeof wb[0]; i++)
@@ -689,8 +780,8 @@ int main(int argc, char **argv)
 
     check_init();
     if (argc > 1 && strcmp(argv[1], "--more") == 0) {
-        if (!CU(cuInit(0)) || !CU(cuDeviceGet(&dev, 0)) || !CU(cuDevicePrimaryCtxRetain(&ctx, dev)) ||
-            !CU(cuCtxSetCurrent(ctx)))
+        if (!CU(cuInit(0)) || !CU(cuDeviceGet(&dev, 0)) ||
+            !CU(cuDevicePrimaryCtxRetain(&ctx, dev)) || !CU(cuCtxSetCurrent(ctx)))
             return check_done();
         placement();
         arrays3d();
@@ -712,21 +803,22 @@ int main(int argc, char **argv)
         printf("MAX_PITCH %d\n", a);
     }
     {
-        static const size_t sizes[] = {512, 4096, 65536, 262144, 524288, 1 << 20,
-                                       (1 << 20) + 4096, (2 << 20) - 4096};
+        static const size_t sizes[] = {
+            512, 4096, 65536, 262144, 524288, 1 << 20, (1 << 20) + 4096, (2 << 20) - 4096
+        };
         for (i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
             packing(sizes[i], (int)((24 << 20) / sizes[i] < 4000 ? (24 << 20) / sizes[i] : 4000));
     }
     {
-        static const size_t sizes[] = {2 << 20, (2 << 20) + 1, 3 << 20, 5 << 20, (33 << 20) + 1,
-                                       (100 << 20) + 1};
+        static const size_t sizes[] = { 2 << 20, (2 << 20) + 1,  3 << 20,
+                                        5 << 20, (33 << 20) + 1, (100 << 20) + 1 };
         for (i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
             single(sizes[i]);
     }
     {
-        static const size_t widths[] = {1, 4, 100, 128, 256, 500, 511, 512, 513, 1000, 1024, 2048,
-                                        4096, 4097, 10000};
-        static const unsigned elems[] = {4, 8, 16};
+        static const size_t widths[] = { 1,   4,    100,  128,  256,  500,  511,  512,
+                                         513, 1000, 1024, 2048, 4096, 4097, 10000 };
+        static const unsigned elems[] = { 4, 8, 16 };
         int e;
         for (e = 0; e < 3; e++)
             for (i = 0; i < (int)(sizeof widths / sizeof widths[0]); i++)

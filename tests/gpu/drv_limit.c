@@ -46,22 +46,31 @@ static void test_mem_alloc(size_t limit, size_t used0)
     f = mem_free(&total);
     key("cuMemAlloc_256MiB_blocks", (double)n);
     num("free_at_oom_MiB", f / MiB);
-    expect(n < max, "cuMemAlloc(256 MiB) stopped after %zu blocks (a limit of %zu MiB would allow "
-           "at most %zu)", n, limit >> 20, limit / STEP);
-    expect(r == CUDA_ERROR_OUT_OF_MEMORY, "the refused cuMemAlloc returned CUDA_ERROR_OUT_OF_MEMORY "
-           "(got %d %s)", (int)r, errname(r));
-    expect(used0 + n * STEP <= limit, "context %.1f MiB + %zu x 256 MiB = %.1f MiB <= limit %.1f MiB",
-           used0 / MiB, n, (used0 + n * STEP) / MiB, limit / MiB);
-    expect(f < STEP, "free when refused is %.1f MiB < 256 MiB: the block really would have crossed "
-           "the limit", f / MiB);
+    expect(n < max,
+           "cuMemAlloc(256 MiB) stopped after %zu blocks (a limit of %zu MiB would allow "
+           "at most %zu)",
+           n, limit >> 20, limit / STEP);
+    expect(r == CUDA_ERROR_OUT_OF_MEMORY,
+           "the refused cuMemAlloc returned CUDA_ERROR_OUT_OF_MEMORY "
+           "(got %d %s)",
+           (int)r, errname(r));
+    expect(used0 + n * STEP <= limit,
+           "context %.1f MiB + %zu x 256 MiB = %.1f MiB <= limit %.1f MiB", used0 / MiB, n,
+           (used0 + n * STEP) / MiB, limit / MiB);
+    expect(f < STEP,
+           "free when refused is %.1f MiB < 256 MiB: the block really would have crossed "
+           "the limit",
+           f / MiB);
     expect(f <= total && total == limit, "after the refusal free %.1f <= total %.1f MiB == limit",
            f / MiB, total / MiB);
     for (i = 0; i < n; i++)
         CU(cuMemFree(p[i]));
     f = mem_free(NULL);
     num("used_after_free_MiB", (limit - f) / MiB);
-    expect(absdiff(limit - f, used0) <= SLACK, "after cuMemFree used is %.1f MiB, back to the "
-           "context's %.1f MiB", (limit - f) / MiB, used0 / MiB);
+    expect(absdiff(limit - f, used0) <= SLACK,
+           "after cuMemFree used is %.1f MiB, back to the "
+           "context's %.1f MiB",
+           (limit - f) / MiB, used0 / MiB);
     for (i = 0; i < n; i++) {
         if (!CU(cuMemAlloc(&p[i], STEP)))
             break;
@@ -88,12 +97,16 @@ static void test_mem_alloc_async(size_t limit)
     CU(cuStreamSynchronize(s));
     fb = mem_free(NULL);
     num("async_512MiB_accounted_MiB", ((double)fa - (double)fb) / MiB);
-    expect(fa >= fb && fa - fb >= (512u << 20), "cuMemAllocAsync(512 MiB) is accounted: free went "
-           "%.1f -> %.1f MiB", fa / MiB, fb / MiB);
+    expect(fa >= fb && fa - fb >= (512u << 20),
+           "cuMemAllocAsync(512 MiB) is accounted: free went "
+           "%.1f -> %.1f MiB",
+           fa / MiB, fb / MiB);
     big = fb + STEP;
     r = cuMemAllocAsync(&b, big, s);
-    expect(r == CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocAsync(free + 256 MiB = %.1f MiB) returns "
-           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)", big / MiB, (int)r, errname(r));
+    expect(r == CUDA_ERROR_OUT_OF_MEMORY,
+           "cuMemAllocAsync(free + 256 MiB = %.1f MiB) returns "
+           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)",
+           big / MiB, (int)r, errname(r));
     if (r == CUDA_SUCCESS)
         CU(cuMemFreeAsync(b, s));
     if (a)
@@ -101,14 +114,18 @@ static void test_mem_alloc_async(size_t limit)
     CU(cuStreamSynchronize(s));
     fc = mem_free(NULL);
     num("async_used_after_free_MiB", (limit - fc) / MiB);
-    expect(absdiff(fa, fc) <= 16 * SLACK, "after cuMemFreeAsync + cuStreamSynchronize free is back "
-           "to %.1f MiB (was %.1f)", fc / MiB, fa / MiB);
+    expect(absdiff(fa, fc) <= 16 * SLACK,
+           "after cuMemFreeAsync + cuStreamSynchronize free is back "
+           "to %.1f MiB (was %.1f)",
+           fc / MiB, fa / MiB);
     /* What the interposer says is free must really be allocatable. */
     big = (fc > STEP ? fc - STEP : 0) & ~(SLACK - 1);
     if (big) {
         r = cuMemAlloc(&c, big);
-        expect(r == CUDA_SUCCESS, "cuMemAlloc(free - 256 MiB = %.1f MiB) after the async round "
-               "succeeds (got %d %s)", big / MiB, (int)r, errname(r));
+        expect(r == CUDA_SUCCESS,
+               "cuMemAlloc(free - 256 MiB = %.1f MiB) after the async round "
+               "succeeds (got %d %s)",
+               big / MiB, (int)r, errname(r));
         if (r == CUDA_SUCCESS)
             CU(cuMemFree(c));
     }
@@ -147,12 +164,14 @@ static void test_mem_create(CUdevice dev, size_t limit)
     }
     f1 = mem_free(NULL);
     num("vmm_512MiB_accounted_MiB", ((double)f0 - (double)f1) / MiB);
-    expect(f0 >= f1 && f0 - f1 >= sz, "cuMemCreate(512 MiB) is accounted: free went %.1f -> %.1f MiB",
-           f0 / MiB, f1 / MiB);
+    expect(f0 >= f1 && f0 - f1 >= sz,
+           "cuMemCreate(512 MiB) is accounted: free went %.1f -> %.1f MiB", f0 / MiB, f1 / MiB);
     over = (f1 + gran + gran - 1) / gran * gran;
     r = cuMemCreate(&h2, over, &prop, 0);
-    expect(r == CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate(%.1f MiB, more than the %.1f MiB free) returns "
-           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)", over / MiB, f1 / MiB, (int)r, errname(r));
+    expect(r == CUDA_ERROR_OUT_OF_MEMORY,
+           "cuMemCreate(%.1f MiB, more than the %.1f MiB free) returns "
+           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)",
+           over / MiB, f1 / MiB, (int)r, errname(r));
     if (r == CUDA_SUCCESS)
         CU(cuMemRelease(h2));
     if (mapped)
@@ -162,8 +181,10 @@ static void test_mem_create(CUdevice dev, size_t limit)
     if (created)
         CU(cuMemRelease(h));
     f2 = mem_free(NULL);
-    expect(absdiff(f0, f2) <= SLACK, "after cuMemUnmap + cuMemRelease free is back to %.1f MiB "
-           "(was %.1f)", f2 / MiB, f0 / MiB);
+    expect(absdiff(f0, f2) <= SLACK,
+           "after cuMemUnmap + cuMemRelease free is back to %.1f MiB "
+           "(was %.1f)",
+           f2 / MiB, f0 / MiB);
     (void)limit;
 }
 
@@ -175,25 +196,31 @@ static void test_mem_alloc_pitch(void)
 
     f0 = mem_free(NULL);
     r = cuMemAllocPitch(&p, &pitch, width, rows, 4);
-    if (!expect(r == CUDA_SUCCESS, "cuMemAllocPitch(%zu x %zu) under the limit succeeds (got %d %s)",
-                width, rows, (int)r, errname(r)))
+    if (!expect(r == CUDA_SUCCESS,
+                "cuMemAllocPitch(%zu x %zu) under the limit succeeds (got %d %s)", width, rows,
+                (int)r, errname(r)))
         return;
     f1 = mem_free(NULL);
     num("pitch_bytes", (double)pitch);
     num("pitch_accounted_MiB", ((double)f0 - (double)f1) / MiB);
-    expect(f0 >= f1 && f0 - f1 >= pitch * rows, "cuMemAllocPitch is accounted by pitch x height "
-           "(%.1f MiB): free went %.1f -> %.1f MiB", pitch * rows / MiB, f0 / MiB, f1 / MiB);
+    expect(f0 >= f1 && f0 - f1 >= pitch * rows,
+           "cuMemAllocPitch is accounted by pitch x height "
+           "(%.1f MiB): free went %.1f -> %.1f MiB",
+           pitch * rows / MiB, f0 / MiB, f1 / MiB);
     rows_over = f1 / (pitch ? pitch : 1) + 1024;
     r = cuMemAllocPitch(&q, &pitch2, width, rows_over, 4);
-    expect(r == CUDA_ERROR_OUT_OF_MEMORY, "cuMemAllocPitch of %.1f MiB (more than the %.1f MiB free) "
-           "returns CUDA_ERROR_OUT_OF_MEMORY (got %d %s)", (double)rows_over * pitch / MiB,
-           f1 / MiB, (int)r, errname(r));
+    expect(r == CUDA_ERROR_OUT_OF_MEMORY,
+           "cuMemAllocPitch of %.1f MiB (more than the %.1f MiB free) "
+           "returns CUDA_ERROR_OUT_OF_MEMORY (got %d %s)",
+           (double)rows_over * pitch / MiB, f1 / MiB, (int)r, errname(r));
     if (r == CUDA_SUCCESS)
         CU(cuMemFree(q));
     CU(cuMemFree(p));
     f2 = mem_free(NULL);
-    expect(absdiff(f0, f2) <= SLACK, "after cuMemFree of the pitched block free is back to %.1f MiB "
-           "(was %.1f)", f2 / MiB, f0 / MiB);
+    expect(absdiff(f0, f2) <= SLACK,
+           "after cuMemFree of the pitched block free is back to %.1f MiB "
+           "(was %.1f)",
+           f2 / MiB, f0 / MiB);
 }
 
 /* A second context made by cuCtxCreate sees the same limit and shares it. */
@@ -217,16 +244,18 @@ static void test_second_context(CUdevice dev, CUcontext primary, size_t limit)
            f0 / MiB, f1 / MiB);
     over = ((f1 + STEP) + SLACK - 1) & ~(SLACK - 1);
     r = cuMemAlloc(&p, over);
-    expect(r == CUDA_ERROR_OUT_OF_MEMORY, "in the second context cuMemAlloc(free + 256 MiB) returns "
-           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)", (int)r, errname(r));
+    expect(r == CUDA_ERROR_OUT_OF_MEMORY,
+           "in the second context cuMemAlloc(free + 256 MiB) returns "
+           "CUDA_ERROR_OUT_OF_MEMORY (got %d %s)",
+           (int)r, errname(r));
     if (r == CUDA_SUCCESS)
         CU(cuMemFree(p));
     CU(cuCtxDestroy(c));
     CU(cuCtxSetCurrent(primary));
     f2 = mem_free(NULL);
     num("free_after_ctx_destroy_MiB", f2 / MiB);
-    expect(f2 + 16 * SLACK >= f0, "after cuCtxDestroy free is back to %.1f MiB (was %.1f)", f2 / MiB,
-           f0 / MiB);
+    expect(f2 + 16 * SLACK >= f0, "after cuCtxDestroy free is back to %.1f MiB (was %.1f)",
+           f2 / MiB, f0 / MiB);
 }
 
 static int expect_init_fail(void)

@@ -125,7 +125,8 @@ int main(void)
     int i, drv = 0, have_nvml;
 
     check_init();
-    if (!CU(cuInit(0)) || !CU(cuDeviceGet(&dev, 0)) || !CU(cuDeviceGetPCIBusId(bus, sizeof bus, dev)))
+    if (!CU(cuInit(0)) || !CU(cuDeviceGet(&dev, 0)) ||
+        !CU(cuDeviceGetPCIBusId(bus, sizeof bus, dev)))
         return check_done();
     CU(cuDriverGetVersion(&drv));
     num("cuda_driver_version", drv);
@@ -144,7 +145,8 @@ int main(void)
     step("after_context", &last, &free_before);
     if (last < 0)
         note("NVML does not list this process (pid %d): per-process figures unavailable here "
-             "(a container with its own PID namespace?)", (int)getpid());
+             "(a container with its own PID namespace?)",
+             (int)getpid());
     else
         key("context_nvml_MiB", last / MiB);
 

@@ -109,22 +109,28 @@ int main(int argc, char **argv)
     f = mem_free(NULL);
     key("cudaMalloc_256MiB_blocks", (double)n);
     num("free_at_oom_MiB", f / MiB);
-    expect(n < max, "cudaMalloc(256 MiB) stopped after %zu blocks (the limit allows at most %zu)", n,
-           limit / STEP);
-    expect(e == cudaErrorMemoryAllocation, "the refused cudaMalloc returned cudaErrorMemoryAllocation "
-           "(got %d %s)", (int)e, cudaGetErrorName(e));
+    expect(n < max, "cudaMalloc(256 MiB) stopped after %zu blocks (the limit allows at most %zu)",
+           n, limit / STEP);
+    expect(e == cudaErrorMemoryAllocation,
+           "the refused cudaMalloc returned cudaErrorMemoryAllocation "
+           "(got %d %s)",
+           (int)e, cudaGetErrorName(e));
     expect(used0 + n * STEP <= limit, "context %.1f MiB + %zu x 256 MiB <= limit %.1f MiB",
            used0 / MiB, n, limit / MiB);
-    expect(f < STEP, "free when refused is %.1f MiB < 256 MiB: the block really would have crossed "
-           "the limit", f / MiB);
+    expect(f < STEP,
+           "free when refused is %.1f MiB < 256 MiB: the block really would have crossed "
+           "the limit",
+           f / MiB);
     if (n > 0)
         check_kernel((int *)p[n - 1], "with the limit nearly reached");
 
     for (i = 0; i < n; i++)
         RT(cudaFree(p[i]));
     f = mem_free(NULL);
-    expect(absdiff(total - f, used0) <= SLACK, "after cudaFree used is %.1f MiB, back to the "
-           "context's %.1f MiB", (total - f) / MiB, used0 / MiB);
+    expect(absdiff(total - f, used0) <= SLACK,
+           "after cudaFree used is %.1f MiB, back to the "
+           "context's %.1f MiB",
+           (total - f) / MiB, used0 / MiB);
     for (i = 0; i < n; i++) {
         if (!RT(cudaMalloc(&p[i], STEP)))
             break;
@@ -139,8 +145,10 @@ int main(int argc, char **argv)
         f0 = mem_free(NULL);
         e = cudaMallocAsync(&a, f0 + STEP, s);
         (void)cudaGetLastError();
-        expect(e == cudaErrorMemoryAllocation, "cudaMallocAsync(free + 256 MiB) returns "
-               "cudaErrorMemoryAllocation (got %d %s)", (int)e, cudaGetErrorName(e));
+        expect(e == cudaErrorMemoryAllocation,
+               "cudaMallocAsync(free + 256 MiB) returns "
+               "cudaErrorMemoryAllocation (got %d %s)",
+               (int)e, cudaGetErrorName(e));
         if (e == cudaSuccess)
             RT(cudaFreeAsync(a, s));
         a = NULL;
@@ -151,8 +159,10 @@ int main(int argc, char **argv)
         }
         RT(cudaStreamSynchronize(s));
         f = mem_free(NULL);
-        expect(absdiff(f, f0) <= 16 * SLACK, "after cudaFreeAsync + sync free is back to %.1f MiB "
-               "(was %.1f)", f / MiB, f0 / MiB);
+        expect(absdiff(f, f0) <= 16 * SLACK,
+               "after cudaFreeAsync + sync free is back to %.1f MiB "
+               "(was %.1f)",
+               f / MiB, f0 / MiB);
         RT(cudaStreamDestroy(s));
     }
     return check_done();

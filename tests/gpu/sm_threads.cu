@@ -50,8 +50,8 @@ static int coop_launch(int blocks, cudaError_t *e)
 {
     unsigned *d = NULL;
     std::vector<unsigned> h(blocks);
-    unsigned seen[8] = {0};
-    void *args[] = {&d};
+    unsigned seen[8] = { 0 };
+    void *args[] = { &d };
     int distinct = 0;
 
     if ((*e = cudaMalloc(&d, blocks * sizeof(unsigned))) != cudaSuccess)
@@ -106,10 +106,10 @@ static void coop_checks(int n, int whole_sms)
 }
 
 struct result {
-    int errors;         // CUDA errors
-    int wrong;          // wrong values
-    char first[160];    // the first problem
-    unsigned seen[8];   // bitmap of SM IDs (up to 256)
+    int errors;       // CUDA errors
+    int wrong;        // wrong values
+    char first[160];  // the first problem
+    unsigned seen[8]; // bitmap of SM IDs (up to 256)
 };
 
 static int rounds = 20;
@@ -155,10 +155,10 @@ static void *thread_main(void *arg)
             fail_at(r, "graph", e);
             return NULL;
         }
-        if ((e = cudaMemcpyAsync(val.data(), d_val, nv * sizeof(unsigned), cudaMemcpyDeviceToHost, s)) !=
-                cudaSuccess ||
-            (e = cudaMemcpyAsync(smid.data(), d_smid, BLOCKS * sizeof(unsigned), cudaMemcpyDeviceToHost,
+        if ((e = cudaMemcpyAsync(val.data(), d_val, nv * sizeof(unsigned), cudaMemcpyDeviceToHost,
                                  s)) != cudaSuccess ||
+            (e = cudaMemcpyAsync(smid.data(), d_smid, BLOCKS * sizeof(unsigned),
+                                 cudaMemcpyDeviceToHost, s)) != cudaSuccess ||
             (e = cudaStreamSynchronize(s)) != cudaSuccess) {
             fail_at(r, "copy back", e);
             return NULL;
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
         pthread_create(&th[i], NULL, thread_main, &res[i]);
     for (int i = 0; i < nt; i++)
         pthread_join(th[i], NULL);
-    unsigned seen[8] = {0};
+    unsigned seen[8] = { 0 };
     int errors = 0, wrong = 0, distinct = 0;
     const char *first = NULL;
     for (int i = 0; i < nt; i++) {
@@ -226,12 +226,14 @@ int main(int argc, char **argv)
     key("distinct_sms", distinct);
     num("cuda_errors", errors);
     num("wrong_values", wrong);
-    expect(errors == 0, "%d threads x %d rounds (stream, allocation, launch, graph capture and "
-                        "replay, copy) without a CUDA error (%d; first: %s)",
+    expect(errors == 0,
+           "%d threads x %d rounds (stream, allocation, launch, graph capture and "
+           "replay, copy) without a CUDA error (%d; first: %s)",
            nt, rounds, errors, first ? first : "none");
     expect(wrong == 0, "every value the kernels computed is right (%d rounds wrong)", wrong);
-    expect(distinct > 0 && distinct <= n, "all blocks of all threads ran on %d distinct SMs, at "
-                                          "most %d",
+    expect(distinct > 0 && distinct <= n,
+           "all blocks of all threads ran on %d distinct SMs, at "
+           "most %d",
            distinct, n);
     return check_done();
 }

@@ -207,13 +207,18 @@ int main(int argc, char **argv)
     key("worst_used_MiB", worst_used / MiB);
     num("max_free_at_end_MiB", max_end_free / MiB);
     expect(round == rounds, "all %d rounds ran (%d did)", rounds, round);
-    expect(over == 0, "in every round context %.1f MiB + successful blocks <= limit %.1f MiB "
-           "(worst %.1f MiB, %d rounds over)", used0 / MiB, limit / MiB, worst_used / MiB, over);
+    expect(over == 0,
+           "in every round context %.1f MiB + successful blocks <= limit %.1f MiB "
+           "(worst %.1f MiB, %d rounds over)",
+           used0 / MiB, limit / MiB, worst_used / MiB, over);
     expect(bad_code == 0, "every thread stopped with CUDA_ERROR_OUT_OF_MEMORY (%d did not)",
            bad_code);
-    expect(early == 0, "every round filled the limit: free < 64 MiB at the end (%d rounds stopped "
-           "early, max free %.1f MiB)", early, max_end_free / MiB);
-    expect(free_err == 0, "every cuMemFree from the freeing threads succeeded (%d failed)", free_err);
+    expect(early == 0,
+           "every round filled the limit: free < 64 MiB at the end (%d rounds stopped "
+           "early, max free %.1f MiB)",
+           early, max_end_free / MiB);
+    expect(free_err == 0, "every cuMemFree from the freeing threads succeeded (%d failed)",
+           free_err);
     expect(drift == 0, "after each round's frees, free is back to %.1f MiB (%d rounds drifted)",
            f0 / MiB, drift);
 
@@ -242,8 +247,10 @@ int main(int argc, char **argv)
         while (nhold > 0)
             CU(cuMemFree(hold[--nhold]));
         f = mem_free(NULL);
-        expect(f + SLACK >= f0 && f <= f0 + SLACK, "after freeing everything free is %.1f MiB, "
-               "as at the start (%.1f)", f / MiB, f0 / MiB);
+        expect(f + SLACK >= f0 && f <= f0 + SLACK,
+               "after freeing everything free is %.1f MiB, "
+               "as at the start (%.1f)",
+               f / MiB, f0 / MiB);
     }
     CU(cuDevicePrimaryCtxRelease(dev));
     return check_done();

@@ -145,8 +145,8 @@ static void refused(const char *what, CUresult r, uint64_t before)
 {
     uint64_t after = truth();
 
-    printf("%s -> %d; the driver holds %llu (was %llu)\n", what, (int)r,
-           (unsigned long long)after, (unsigned long long)before);
+    printf("%s -> %d; the driver holds %llu (was %llu)\n", what, (int)r, (unsigned long long)after,
+           (unsigned long long)before);
     CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "%s: %d, want CUDA_ERROR_OUT_OF_MEMORY", what, (int)r);
     CHECK(after == before, "%s was refused but the driver's use went from %llu to %llu", what,
           (unsigned long long)before, (unsigned long long)after);
@@ -386,12 +386,13 @@ static int run(const char *c)
         t0 = truth();
         refused("cuArray3DCreate(1000 x 1000 x 10 half)", cuArray3DCreate_v2(&a, &d), t0);
         leave(32 * MiB);
-        admitted("cuArray3DCreate(1000 x 1000 x 10 half) in 32 MiB", r = cuArray3DCreate_v2(&a, &d));
+        admitted("cuArray3DCreate(1000 x 1000 x 10 half) in 32 MiB",
+                 r = cuArray3DCreate_v2(&a, &d));
         agree("3-D array");
         if (r == CUDA_SUCCESS)
             CHECK(cuArrayDestroy(a) == CUDA_SUCCESS, "destroy");
-    } else if (strcmp(c, "async") == 0 || strcmp(c, "async_ptsz") == 0 ||
-               strcmp(c, "pool") == 0 || strcmp(c, "pool_ptsz") == 0) {
+    } else if (strcmp(c, "async") == 0 || strcmp(c, "async_ptsz") == 0 || strcmp(c, "pool") == 0 ||
+               strcmp(c, "pool_ptsz") == 0) {
         /* An empty pool grows by 32 MiB even for 4 KiB. */
         int ptsz = strstr(c, "ptsz") != NULL, own = strncmp(c, "pool", 4) == 0;
         CUmemoryPool pool = NULL;
@@ -400,9 +401,9 @@ static int run(const char *c)
         if (own) {
             pool = own_pool();
         }
-#define ASYNC(ptr, n)                                                                     \
-    (own ? (ptsz ? cuMemAllocFromPoolAsync_ptsz(ptr, n, pool, st)                         \
-                 : cuMemAllocFromPoolAsync(ptr, n, pool, st))                             \
+#define ASYNC(ptr, n)                                                                              \
+    (own ? (ptsz ? cuMemAllocFromPoolAsync_ptsz(ptr, n, pool, st)                                  \
+                 : cuMemAllocFromPoolAsync(ptr, n, pool, st))                                      \
          : (ptsz ? cuMemAllocAsync_ptsz(ptr, n, st) : cuMemAllocAsync(ptr, n, st)))
         leave(30 * MiB);
         t0 = truth();
@@ -418,7 +419,8 @@ static int run(const char *c)
             if (!own)
                 CHECK(cuDeviceGetMemPool(&used_pool, 0) == CUDA_SUCCESS, "the device's pool");
             CHECK(cuMemPoolGetAttribute(used_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high) ==
-                      CUDA_SUCCESS && high == 0,
+                          CUDA_SUCCESS &&
+                      high == 0,
                   "the refused 4 KiB made the pool grow to %llu first", (unsigned long long)high);
         }
         leave(32 * MiB);
@@ -448,7 +450,8 @@ static int run(const char *c)
             CHECK(tenant_free() == 0, "the pool keeps its 32 MiB: free %llu",
                   (unsigned long long)tenant_free());
             CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
-            CHECK(tenant_free() == 32 * MiB, "the destroyed pool's 32 MiB are given back: free %llu",
+            CHECK(tenant_free() == 32 * MiB,
+                  "the destroyed pool's 32 MiB are given back: free %llu",
                   (unsigned long long)tenant_free());
             agree("after the pool was destroyed");
         }
@@ -477,8 +480,10 @@ static int run(const char *c)
         /* One of its two allocations freed: the pool, and its charge, stay for the other. */
         CHECK(cuMemFreeAsync(q, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
               "free the 4 MiB, sync");
-        CHECK(tenant_free() == 64 * MiB, "with one allocation left the pool stays charged: free "
-              "%llu", (unsigned long long)tenant_free());
+        CHECK(tenant_free() == 64 * MiB,
+              "with one allocation left the pool stays charged: free "
+              "%llu",
+              (unsigned long long)tenant_free());
         agree("the destroyed pool with 40 MiB live");
         if (by_free) {
             CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "cuMemFree of the pool's allocation");
@@ -486,8 +491,10 @@ static int run(const char *c)
             CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
                   "free, sync");
         }
-        CHECK(tenant_free() == 128 * MiB, "the pool's memory is given back with its last "
-              "allocation: free %llu", (unsigned long long)tenant_free());
+        CHECK(tenant_free() == 128 * MiB,
+              "the pool's memory is given back with its last "
+              "allocation: free %llu",
+              (unsigned long long)tenant_free());
         agree("after the destroyed pool's last allocation was freed");
         admitted("128 MiB after it", cuMemAlloc_v2(&s, 128 * MiB));
     } else if (strcmp(c, "vmm") == 0) {
@@ -537,9 +544,10 @@ static int run(const char *c)
             pthread_join(th[i], NULL);
         printf("32 threads made and released %d VMM allocations\n", vmm_made);
         CHECK(vmm_made == 32 * 200, "only %d of the threads' allocations were made", vmm_made);
-        CHECK(tenant_free() == before, "after 32 threads made and released VMM memory the "
-              "tenant counts %llu free, %llu before", (unsigned long long)tenant_free(),
-              (unsigned long long)before);
+        CHECK(tenant_free() == before,
+              "after 32 threads made and released VMM memory the "
+              "tenant counts %llu free, %llu before",
+              (unsigned long long)tenant_free(), (unsigned long long)before);
         agree("after 32 threads of VMM allocations");
         admitted("the whole 512 MiB after them", cuMemCreate(&last, 512 * MiB, &prop, 0));
     } else if (strcmp(c, "vmm_retain") == 0) {
@@ -566,7 +574,8 @@ static int run(const char *c)
         t0 = truth();
         refused("cuMemAllocManaged(66 MiB)", cuMemAllocManaged(&p, 66 * MiB, CU_MEM_ATTACH_GLOBAL),
                 t0);
-        admitted("cuMemAllocManaged(64 MiB)", cuMemAllocManaged(&p, 64 * MiB, CU_MEM_ATTACH_GLOBAL));
+        admitted("cuMemAllocManaged(64 MiB)",
+                 cuMemAllocManaged(&p, 64 * MiB, CU_MEM_ATTACH_GLOBAL));
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
     } else if (strcmp(c, "legacy_info") == 0) {
         unsigned int f1 = 0, t1 = 0;
@@ -575,8 +584,8 @@ static int run(const char *c)
         CHECK(cuMemGetInfo(&f1, &t1) == CUDA_SUCCESS, "cuMemGetInfo v1");
         CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo v2");
         printf("v1 free %u total %u; v2 free %zu total %zu\n", f1, t1, f, t);
-        CHECK(t1 == t && f1 == f && f1 == 64 * MiB, "the 32-bit cuMemGetInfo shows %u of %u",
-              f1, t1);
+        CHECK(t1 == t && f1 == f && f1 == 64 * MiB, "the 32-bit cuMemGetInfo shows %u of %u", f1,
+              t1);
     } else if (strcmp(c, "footprint") == 0) {
         /*
          * Audit defect 3: with NVML blind to this process (a PID namespace), the context is
@@ -616,9 +625,10 @@ static int run(const char *c)
               (unsigned long long)tenant_free(), (unsigned long long)(t0 - 32 * MiB));
         CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
               "free, sync");
-        CHECK(tenant_free() == t0, "its last allocation freed, the destroyed pool gives its 32 MiB "
-              "back: free %llu, want %llu", (unsigned long long)tenant_free(),
-              (unsigned long long)t0);
+        CHECK(tenant_free() == t0,
+              "its last allocation freed, the destroyed pool gives its 32 MiB "
+              "back: free %llu, want %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)t0);
         agree("after the destroyed pool's last allocation");
     } else if (strcmp(c, "pool_threads") == 0) {
         /* 32 threads allocate from the default pool near a 1 GiB limit: never more. */
@@ -635,8 +645,10 @@ static int run(const char *c)
         for (i = 0; i < 32; i++)
             pthread_join(th[i], NULL);
         /* NVML's figure leaves out the context's hidden part (audit.sh sets it: 6M). */
-        most += (uint64_t)atoi(getenv("GPUSLICE_SIM_CONTEXT_HIDDEN") ? getenv("GPUSLICE_SIM_CONTEXT_HIDDEN")
-                                                                     : "0") * MiB;
+        most += (uint64_t)atoi(getenv("GPUSLICE_SIM_CONTEXT_HIDDEN")
+                                   ? getenv("GPUSLICE_SIM_CONTEXT_HIDDEN")
+                                   : "0") *
+                MiB;
         printf("32 threads: the most this process held on the device was %llu of a 1 GiB limit\n",
                (unsigned long long)most);
         CHECK(most > 512 * MiB, "the threads hardly allocated (%llu)", (unsigned long long)most);
@@ -667,12 +679,12 @@ static int run(const char *c)
         t0 = truth();
         refused("cuMemAlloc(SIZE_MAX)", cuMemAlloc_v2(&p, SIZE_MAX), t0);
         refused("cuMemAlloc(SIZE_MAX - 2 MiB)", cuMemAlloc_v2(&p, SIZE_MAX - 2 * MiB), t0);
-        refused("cuMemCreate(SIZE_MAX - 2 MiB + 1)", cuMemCreate(&h, SIZE_MAX - 2 * MiB + 1, &prop, 0),
-                t0);
+        refused("cuMemCreate(SIZE_MAX - 2 MiB + 1)",
+                cuMemCreate(&h, SIZE_MAX - 2 * MiB + 1, &prop, 0), t0);
         CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
         refused("cuMemAllocAsync(SIZE_MAX)", cuMemAllocAsync(&p, SIZE_MAX, st), t0);
-        refused("cuMemAllocManaged(SIZE_MAX)", cuMemAllocManaged(&p, SIZE_MAX, CU_MEM_ATTACH_GLOBAL),
-                t0);
+        refused("cuMemAllocManaged(SIZE_MAX)",
+                cuMemAllocManaged(&p, SIZE_MAX, CU_MEM_ATTACH_GLOBAL), t0);
         CHECK(tenant_free() == 64 * MiB, "the tenant still counts what it holds: free %llu",
               (unsigned long long)tenant_free());
         refused("cuMemAlloc(66 MiB) after them", cuMemAlloc_v2(&p, 66 * MiB), t0);

@@ -6,14 +6,14 @@
 
 static int check_fail; /* set by a failed CHECK; the program's exit status */
 
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            check_fail = 1;                             \
-        }                                               \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            check_fail = 1;                                                                        \
+        }                                                                                          \
     } while (0)
 
 #endif

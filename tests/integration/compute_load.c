@@ -75,13 +75,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        CUresult r_ = (call);                                                        \
-        if (r_ != CUDA_SUCCESS) {                                                    \
-            fprintf(stderr, "compute_load: %s failed: %d\n", #call, (int)r_);        \
-            exit(1);                                                                 \
-        }                                                                            \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "compute_load: %s failed: %d\n", #call, (int)r_);                      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static CUgraphExec make_graph(CUstream s)
@@ -220,7 +220,7 @@ static void *ptds_once(void *arg)
 /* Work the device mostly does not do: what is charged must stay small. */
 static long idle_load(void)
 {
-    struct timespec host = {0, 200000000};
+    struct timespec host = { 0, 200000000 };
     CUstream s;
     double end = now_s() + seconds;
     long n = 0;
@@ -278,7 +278,8 @@ int main(int argc, char **argv)
     }
     CHECK(cuInit(0));
     /* COMPUTE_LOAD_DEVICE: the CUDA ordinal to load (default 0). */
-    CHECK(cuDeviceGet(&dev, getenv("COMPUTE_LOAD_DEVICE") ? atoi(getenv("COMPUTE_LOAD_DEVICE")) : 0));
+    CHECK(
+        cuDeviceGet(&dev, getenv("COMPUTE_LOAD_DEVICE") ? atoi(getenv("COMPUTE_LOAD_DEVICE")) : 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&m, "simulated"));

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
         return 2;
     bytes = strtoull(argv[2], NULL, 0);
     if (strcmp(argv[1], "dlvsym") == 0) {
-        static const char *v[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+        static const char *v[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17" };
         dlsym_fn d = NULL;
         size_t i;
         for (i = 0; i < 3 && !d; i++)

@@ -25,23 +25,28 @@
 
 #define MiB (1ULL << 20)
 
-#define API_FUNCS(X)                                                                         \
-    X(cuInit, "cuInit", 2000) X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000)  \
-    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000)                      \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000) X(cuCtxCreate_v4, "cuCtxCreate", 12050)      \
-    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000) X(cuMemGetInfo_v2, "cuMemGetInfo", 3020)        \
-    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020) X(cuMemAlloc_v2, "cuMemAlloc", 3020)     \
-    X(cuMemFree_v2, "cuMemFree", 3020) X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)         \
-    X(cuMemAllocManaged, "cuMemAllocManaged", 6000)                                          \
-    X(cuMemAllocAsync, "cuMemAllocAsync", 11020) X(cuMemFreeAsync, "cuMemFreeAsync", 11020)  \
-    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020)                                             \
-    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020)                         \
-    X(cuStreamSynchronize, "cuStreamSynchronize", 2000)                                      \
-    X(cuMemCreate, "cuMemCreate", 10020) X(cuMemRelease, "cuMemRelease", 10020)              \
-    X(cuMemAddressReserve, "cuMemAddressReserve", 10020)                                     \
-    X(cuMemAddressFree, "cuMemAddressFree", 10020) X(cuMemMap, "cuMemMap", 10020)            \
-    X(cuMemUnmap, "cuMemUnmap", 10020) X(cuArrayCreate_v2, "cuArrayCreate", 3020)            \
-    X(cuArrayDestroy, "cuArrayDestroy", 2000)
+#define API_FUNCS(X)                                                                               \
+    X(cuInit, "cuInit", 2000)                                                                      \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                                        \
+      7000) X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000)                    \
+        X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000) X(cuCtxCreate_v4, "cuCtxCreate", 12050) X(     \
+            cuCtxDestroy_v2, "cuCtxDestroy", 4000) X(cuMemGetInfo_v2, "cuMemGetInfo", 3020)        \
+            X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020) X(cuMemAlloc_v2, "cuMemAlloc", 3020)  \
+                X(cuMemFree_v2, "cuMemFree", 3020) X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)  \
+                    X(cuMemAllocManaged, "cuMemAllocManaged",                                      \
+                      6000) X(cuMemAllocAsync, "cuMemAllocAsync",                                  \
+                              11020) X(cuMemFreeAsync, "cuMemFreeAsync",                           \
+                                       11020) X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020)         \
+                        X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020)           \
+                            X(cuStreamSynchronize, "cuStreamSynchronize", 2000)                    \
+                                X(cuMemCreate, "cuMemCreate", 10020) X(cuMemRelease,               \
+                                                                       "cuMemRelease", 10020)      \
+                                    X(cuMemAddressReserve, "cuMemAddressReserve", 10020)           \
+                                        X(cuMemAddressFree, "cuMemAddressFree", 10020)             \
+                                            X(cuMemMap, "cuMemMap", 10020)                         \
+                                                X(cuMemUnmap, "cuMemUnmap", 10020)                 \
+                                                    X(cuArrayCreate_v2, "cuArrayCreate", 3020)     \
+                                                        X(cuArrayDestroy, "cuArrayDestroy", 2000)
 
 static struct {
 #define FIELD(sym, api, ver) gs_pfn_##sym sym;
@@ -72,7 +77,8 @@ static void load_api(void)
         return;
     }
     {
-        gs_pfn_cuGetProcAddress_v2 gpa2 = (gs_pfn_cuGetProcAddress_v2)dlsym(lib, "cuGetProcAddress_v2");
+        gs_pfn_cuGetProcAddress_v2 gpa2 =
+            (gs_pfn_cuGetProcAddress_v2)dlsym(lib, "cuGetProcAddress_v2");
         gs_pfn_cuGetProcAddress gpa1 = (gs_pfn_cuGetProcAddress)dlsym(lib, "cuGetProcAddress");
         cuuint64_t flags = strcmp(how, "getproc-ptds") == 0
                                ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
@@ -86,14 +92,14 @@ static void load_api(void)
                        (void *)gpa2);
             gpa2 = (gs_pfn_cuGetProcAddress_v2)p;
         }
-#define BYGPA(sym, api, ver)                                                   \
-    {                                                                          \
-        void *p = NULL;                                                        \
-        if (strcmp(how, "getproc-v1") == 0)                                    \
-            gpa1(api, &p, 13000, flags);                                       \
-        else                                                                   \
-            gpa2(api, &p, 13000, flags, &st);                                  \
-        A.sym = (gs_pfn_##sym)p;                                               \
+#define BYGPA(sym, api, ver)                                                                       \
+    {                                                                                              \
+        void *p = NULL;                                                                            \
+        if (strcmp(how, "getproc-v1") == 0)                                                        \
+            gpa1(api, &p, 13000, flags);                                                           \
+        else                                                                                       \
+            gpa2(api, &p, 13000, flags, &st);                                                      \
+        A.sym = (gs_pfn_##sym)p;                                                                   \
     }
         API_FUNCS(BYGPA)
 #undef BYGPA
@@ -150,8 +156,10 @@ static int sc_limit(unsigned long long limit)
     CHECK(A.cuMemAlloc_v2(&p[0], step) == CUDA_SUCCESS, "allocation after freeing");
     /* A zero-size request goes to the driver as it is: its answer, not a refusal of ours. */
     r = A.cuMemAlloc_v2(&p[1], 0);
-    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a zero-size allocation gave %d, want the driver's "
-                                          "CUDA_ERROR_INVALID_VALUE", r);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE,
+          "a zero-size allocation gave %d, want the driver's "
+          "CUDA_ERROR_INVALID_VALUE",
+          r);
     return check_fail;
 }
 

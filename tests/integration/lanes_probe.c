@@ -43,7 +43,8 @@ static int ask(attr_fn fn)
 
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
 {
-    void *gpa = NULL, *self = NULL, *gpa_self = NULL, *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *gpa = NULL, *self = NULL, *gpa_self = NULL,
+         *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     void *dl_gpa = NULL, *gpa_dl = NULL;
     CUdriverProcAddressQueryResult st;
     static const char image[] = "simulated";
@@ -76,20 +77,18 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
         gpa = NULL;
     if (cuGetProcAddress_v2("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS ||
         self == NULL ||
-        ((CUresult(*)(const char *, void **, int, cuuint64_t,
-                      CUdriverProcAddressQueryResult *))self)("cuDeviceGetAttribute", &gpa_self,
-                                                              12000, 0, &st) != CUDA_SUCCESS)
+        ((CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+             self)("cuDeviceGetAttribute", &gpa_self, 12000, 0, &st) != CUDA_SUCCESS)
         gpa_self = NULL;
     if (lib == NULL || (dl_gpa = dlsym(lib, "cuGetProcAddress_v2")) == NULL ||
-        ((CUresult(*)(const char *, void **, int, cuuint64_t,
-                      CUdriverProcAddressQueryResult *))dl_gpa)("cuDeviceGetAttribute", &gpa_dl,
-                                                                12000, 0, &st) != CUDA_SUCCESS)
+        ((CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+             dl_gpa)("cuDeviceGetAttribute", &gpa_dl, 12000, 0, &st) != CUDA_SUCCESS)
         gpa_dl = NULL;
     printf("lane %d sms %u reported %u attribute %d via_gpa %d via_dlsym %d first %u start_us "
            "%lld ms %.2f via_gpa_self %d via_dlsym_gpa %d\n",
            i, res.sm.smCount, info->sm_count, attr, ask((attr_fn)gpa),
-           ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start,
-           ms, ask((attr_fn)gpa_self), ask((attr_fn)gpa_dl));
+           ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start, ms,
+           ask((attr_fn)gpa_self), ask((attr_fn)gpa_dl));
     return 0;
 }
 

@@ -36,84 +36,84 @@ struct hook {
 };
 
 static const struct hook hooks[] = {
-#define PC_HOOK(api, sym, ver, ptds, flags) {#api, #sym, ver, ptds},
+#define PC_HOOK(api, sym, ver, ptds, flags) { #api, #sym, ver, ptds },
     GS_CUDA_HOOKS(PC_HOOK)
 #undef PC_HOOK
 };
 
 /* The real driver's variants of every hooked name: (name, symbol, first version, per-thread). */
 static const struct hook driver[] = {
-    {"cuInit", "cuInit", 2000, 0},
-    {"cuGetProcAddress", "cuGetProcAddress", 11030, 0},
-    {"cuGetProcAddress", "cuGetProcAddress_v2", 12000, 0},
-    {"cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 0},
-    {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 0},
-    {"cuDeviceGetAttribute", "cuDeviceGetAttribute", 2000, 0},
-    {"cuMemGetInfo", "cuMemGetInfo", 2000, 0},
-    {"cuMemGetInfo", "cuMemGetInfo_v2", 3020, 0},
-    {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0},
-    {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 0},
-    {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 0},
-    {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 0},
-    {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000, 0},
-    {"cuCtxCreate", "cuCtxCreate", 2000, 0},
-    {"cuCtxCreate", "cuCtxCreate_v2", 3020, 0},
-    {"cuCtxCreate", "cuCtxCreate_v3", 11040, 0},
-    {"cuCtxCreate", "cuCtxCreate_v4", 12050, 0},
-    {"cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 0},
-    {"cuStreamCreate", "cuStreamCreate", 2000, 0},
-    {"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, 0},
-    {"cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0},
-    {"cuCtxPushCurrent", "cuCtxPushCurrent", 2000, 0},
-    {"cuCtxPushCurrent", "cuCtxPushCurrent_v2", 4000, 0},
-    {"cuCtxDestroy", "cuCtxDestroy", 2000, 0},
-    {"cuCtxDestroy", "cuCtxDestroy_v2", 4000, 0},
-    {"cuMemAlloc", "cuMemAlloc", 2000, 0},
-    {"cuMemAlloc", "cuMemAlloc_v2", 3020, 0},
-    {"cuMemAllocPitch", "cuMemAllocPitch", 2000, 0},
-    {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020, 0},
-    {"cuMemAllocManaged", "cuMemAllocManaged", 6000, 0},
-    {"cuMemFree", "cuMemFree", 2000, 0},
-    {"cuMemFree", "cuMemFree_v2", 3020, 0},
-    {"cuMemAllocAsync", "cuMemAllocAsync", 11020, 0},
-    {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", 11020, 1},
-    {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 0},
-    {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", 11020, 1},
-    {"cuMemFreeAsync", "cuMemFreeAsync", 11020, 0},
-    {"cuMemFreeAsync", "cuMemFreeAsync_ptsz", 11020, 1},
-    {"cuMemPoolCreate", "cuMemPoolCreate", 11020, 0},
-    {"cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 0},
-    {"cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 0},
-    {"cuMemCreate", "cuMemCreate", 10020, 0},
-    {"cuMemRelease", "cuMemRelease", 10020, 0},
-    {"cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, 0},
-    {"cuMemMap", "cuMemMap", 10020, 0},
-    {"cuMemUnmap", "cuMemUnmap", 10020, 0},
-    {"cuArrayCreate", "cuArrayCreate", 2000, 0},
-    {"cuArrayCreate", "cuArrayCreate_v2", 3020, 0},
-    {"cuArray3DCreate", "cuArray3DCreate", 2000, 0},
-    {"cuArray3DCreate", "cuArray3DCreate_v2", 3020, 0},
-    {"cuArrayDestroy", "cuArrayDestroy", 2000, 0},
-    {"cuLaunchKernel", "cuLaunchKernel", 4000, 0},
-    {"cuLaunchKernel", "cuLaunchKernel_ptsz", 7000, 1},
-    {"cuLaunchKernelEx", "cuLaunchKernelEx", 11060, 0},
-    {"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", 11060, 1},
-    {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", 9000, 0},
-    {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", 9000, 1},
-    {"cuGraphLaunch", "cuGraphLaunch", 10000, 0},
-    {"cuGraphLaunch", "cuGraphLaunch_ptsz", 10000, 1},
-    {"cuCtxSynchronize", "cuCtxSynchronize", 2000, 0},
-    {"cuCtxSynchronize", "cuCtxSynchronize_v2", 13000, 0},
-    {"cuStreamSynchronize", "cuStreamSynchronize", 2000, 0},
-    {"cuStreamSynchronize", "cuStreamSynchronize_ptsz", 7000, 1},
-    {"cuStreamDestroy", "cuStreamDestroy", 2000, 0},
-    {"cuStreamDestroy", "cuStreamDestroy_v2", 4000, 0},
-    {"cuStreamBeginCapture", "cuStreamBeginCapture", 10000, 0},
-    {"cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", 10000, 1},
-    {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010, 0},
-    {"cuStreamBeginCapture", "cuStreamBeginCapture_v2_ptsz", 10010, 1},
-    {"cuStreamEndCapture", "cuStreamEndCapture", 10000, 0},
-    {"cuStreamEndCapture", "cuStreamEndCapture_ptsz", 10000, 1},
+    { "cuInit", "cuInit", 2000, 0 },
+    { "cuGetProcAddress", "cuGetProcAddress", 11030, 0 },
+    { "cuGetProcAddress", "cuGetProcAddress_v2", 12000, 0 },
+    { "cuDeviceTotalMem", "cuDeviceTotalMem", 2000, 0 },
+    { "cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020, 0 },
+    { "cuDeviceGetAttribute", "cuDeviceGetAttribute", 2000, 0 },
+    { "cuMemGetInfo", "cuMemGetInfo", 2000, 0 },
+    { "cuMemGetInfo", "cuMemGetInfo_v2", 3020, 0 },
+    { "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0 },
+    { "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 0 },
+    { "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000, 0 },
+    { "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 0 },
+    { "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000, 0 },
+    { "cuCtxCreate", "cuCtxCreate", 2000, 0 },
+    { "cuCtxCreate", "cuCtxCreate_v2", 3020, 0 },
+    { "cuCtxCreate", "cuCtxCreate_v3", 11040, 0 },
+    { "cuCtxCreate", "cuCtxCreate_v4", 12050, 0 },
+    { "cuCtxGetCurrent", "cuCtxGetCurrent", 4000, 0 },
+    { "cuStreamCreate", "cuStreamCreate", 2000, 0 },
+    { "cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, 0 },
+    { "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0 },
+    { "cuCtxPushCurrent", "cuCtxPushCurrent", 2000, 0 },
+    { "cuCtxPushCurrent", "cuCtxPushCurrent_v2", 4000, 0 },
+    { "cuCtxDestroy", "cuCtxDestroy", 2000, 0 },
+    { "cuCtxDestroy", "cuCtxDestroy_v2", 4000, 0 },
+    { "cuMemAlloc", "cuMemAlloc", 2000, 0 },
+    { "cuMemAlloc", "cuMemAlloc_v2", 3020, 0 },
+    { "cuMemAllocPitch", "cuMemAllocPitch", 2000, 0 },
+    { "cuMemAllocPitch", "cuMemAllocPitch_v2", 3020, 0 },
+    { "cuMemAllocManaged", "cuMemAllocManaged", 6000, 0 },
+    { "cuMemFree", "cuMemFree", 2000, 0 },
+    { "cuMemFree", "cuMemFree_v2", 3020, 0 },
+    { "cuMemAllocAsync", "cuMemAllocAsync", 11020, 0 },
+    { "cuMemAllocAsync", "cuMemAllocAsync_ptsz", 11020, 1 },
+    { "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 0 },
+    { "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", 11020, 1 },
+    { "cuMemFreeAsync", "cuMemFreeAsync", 11020, 0 },
+    { "cuMemFreeAsync", "cuMemFreeAsync_ptsz", 11020, 1 },
+    { "cuMemPoolCreate", "cuMemPoolCreate", 11020, 0 },
+    { "cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 0 },
+    { "cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 0 },
+    { "cuMemCreate", "cuMemCreate", 10020, 0 },
+    { "cuMemRelease", "cuMemRelease", 10020, 0 },
+    { "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, 0 },
+    { "cuMemMap", "cuMemMap", 10020, 0 },
+    { "cuMemUnmap", "cuMemUnmap", 10020, 0 },
+    { "cuArrayCreate", "cuArrayCreate", 2000, 0 },
+    { "cuArrayCreate", "cuArrayCreate_v2", 3020, 0 },
+    { "cuArray3DCreate", "cuArray3DCreate", 2000, 0 },
+    { "cuArray3DCreate", "cuArray3DCreate_v2", 3020, 0 },
+    { "cuArrayDestroy", "cuArrayDestroy", 2000, 0 },
+    { "cuLaunchKernel", "cuLaunchKernel", 4000, 0 },
+    { "cuLaunchKernel", "cuLaunchKernel_ptsz", 7000, 1 },
+    { "cuLaunchKernelEx", "cuLaunchKernelEx", 11060, 0 },
+    { "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", 11060, 1 },
+    { "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", 9000, 0 },
+    { "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", 9000, 1 },
+    { "cuGraphLaunch", "cuGraphLaunch", 10000, 0 },
+    { "cuGraphLaunch", "cuGraphLaunch_ptsz", 10000, 1 },
+    { "cuCtxSynchronize", "cuCtxSynchronize", 2000, 0 },
+    { "cuCtxSynchronize", "cuCtxSynchronize_v2", 13000, 0 },
+    { "cuStreamSynchronize", "cuStreamSynchronize", 2000, 0 },
+    { "cuStreamSynchronize", "cuStreamSynchronize_ptsz", 7000, 1 },
+    { "cuStreamDestroy", "cuStreamDestroy", 2000, 0 },
+    { "cuStreamDestroy", "cuStreamDestroy_v2", 4000, 0 },
+    { "cuStreamBeginCapture", "cuStreamBeginCapture", 10000, 0 },
+    { "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", 10000, 1 },
+    { "cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010, 0 },
+    { "cuStreamBeginCapture", "cuStreamBeginCapture_v2_ptsz", 10010, 1 },
+    { "cuStreamEndCapture", "cuStreamEndCapture", 10000, 0 },
+    { "cuStreamEndCapture", "cuStreamEndCapture_ptsz", 10000, 1 },
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -196,12 +196,12 @@ static void check(const struct resolver *r, const char *api, int version, cuuint
 
 static void check_grid(const struct resolver *r)
 {
-    static const cuuint64_t flags[] = {CU_GET_PROC_ADDRESS_DEFAULT,
-                                       CU_GET_PROC_ADDRESS_LEGACY_STREAM,
-                                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM};
+    static const cuuint64_t flags[] = { CU_GET_PROC_ADDRESS_DEFAULT,
+                                        CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                                        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM };
 
     for (size_t i = 0; i < COUNT(hooks); i++) {
-        const int versions[] = {hooks[i].version - 1, hooks[i].version, 12000, 13000};
+        const int versions[] = { hooks[i].version - 1, hooks[i].version, 12000, 13000 };
         for (size_t v = 0; v < COUNT(versions); v++)
             for (size_t f = 0; f < COUNT(flags); f++)
                 check(r, hooks[i].api, versions[v], flags[f]);
@@ -239,10 +239,10 @@ static void check_hook_list(void)
 
 int main(void)
 {
-    struct resolver gpa2 = {"cuGetProcAddress_v2", NULL, NULL};
-    struct resolver gpa1 = {"cuGetProcAddress", NULL, NULL};
-    struct resolver self2 = {"the cuGetProcAddress_v2 it hands back", NULL, NULL};
-    struct resolver self1 = {"the cuGetProcAddress (v1) it hands back", NULL, NULL};
+    struct resolver gpa2 = { "cuGetProcAddress_v2", NULL, NULL };
+    struct resolver gpa1 = { "cuGetProcAddress", NULL, NULL };
+    struct resolver self2 = { "the cuGetProcAddress_v2 it hands back", NULL, NULL };
+    struct resolver self1 = { "the cuGetProcAddress (v1) it hands back", NULL, NULL };
     const char *lib = getenv("LD_PRELOAD");
     Dl_info info;
     void *p = NULL;

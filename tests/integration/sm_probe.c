@@ -33,15 +33,15 @@
 GS_CUDA_FUNCS(DECL)
 #undef DECL
 
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        CUresult r_ = (call);                                                        \
-        if (r_ != CUDA_SUCCESS) {                                                    \
-            const char *n_ = NULL;                                                   \
-            cuGetErrorName(r_, &n_);                                                 \
-            fprintf(stderr, "sm_probe: %s: %s\n", #call, n_ ? n_ : "error");         \
-            return -1;                                                               \
-        }                                                                            \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = NULL;                                                                 \
+            cuGetErrorName(r_, &n_);                                                               \
+            fprintf(stderr, "sm_probe: %s: %s\n", #call, n_ ? n_ : "error");                       \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static int report(const char *who, const char *path, CUstream s, CUfunction f, CUgraphExec g)

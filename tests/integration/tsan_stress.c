@@ -47,14 +47,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        CUresult r_ = (call);                                                              \
-        if (r_ != CUDA_SUCCESS) {                                                          \
-            fprintf(stderr, "tsan_stress: %s failed: %d (line %d)\n", #call, (int)r_,      \
-                    __LINE__);                                                             \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "tsan_stress: %s failed: %d (line %d)\n", #call, (int)r_, __LINE__);   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static int go_on(long round)
@@ -65,7 +64,7 @@ static int go_on(long round)
 /* cuMemAlloc/cuMemFree of a few sizes, some held across rounds. */
 static long plain(unsigned seed)
 {
-    CUdeviceptr held[4] = {0};
+    CUdeviceptr held[4] = { 0 };
     long n = 0, round;
 
     for (round = 0; go_on(round); round++) {
@@ -209,14 +208,14 @@ static long capture(unsigned seed)
 }
 
 /* A call that must be refused for the limit: the refusal path runs beside the others. */
-#define REFUSED(call)                                                                      \
-    do {                                                                                   \
-        CUresult r_ = (call);                                                              \
-        if (r_ != CUDA_ERROR_OUT_OF_MEMORY) {                                              \
-            fprintf(stderr, "tsan_stress: %s gave %d, not out of memory (line %d)\n", #call, \
-                    (int)r_, __LINE__);                                                    \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define REFUSED(call)                                                                              \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_ERROR_OUT_OF_MEMORY) {                                                      \
+            fprintf(stderr, "tsan_stress: %s gave %d, not out of memory (line %d)\n", #call,       \
+                    (int)r_, __LINE__);                                                            \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /*
@@ -226,8 +225,8 @@ static long capture(unsigned seed)
 #define OVER (3UL << 30)
 static long lookups(unsigned seed)
 {
-    static const char *const names[] = {"cuMemAlloc", "cuLaunchKernel", "cuMemGetInfo",
-                                        "cuGraphLaunch", "cuMemCreate", "cuMemAllocAsync"};
+    static const char *const names[] = { "cuMemAlloc",    "cuLaunchKernel", "cuMemGetInfo",
+                                         "cuGraphLaunch", "cuMemCreate",    "cuMemAllocAsync" };
     CUmemAllocationProp prop;
     CUstream s;
     long n = 0, round;
@@ -272,7 +271,7 @@ static long lookups(unsigned seed)
     return n;
 }
 
-static long (*const roles[ROLES])(unsigned) = {plain, async, vmm, launch, capture, lookups};
+static long (*const roles[ROLES])(unsigned) = { plain, async, vmm, launch, capture, lookups };
 
 struct worker {
     pthread_t th;

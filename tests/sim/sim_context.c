@@ -272,8 +272,8 @@ SIM_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice de
 }
 
 /* Affinity (an SM count) is accepted and checked, not enforced: there is no MPS here. */
-SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
-                                   int numParams, unsigned int flags, CUdevice dev)
+SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                   unsigned int flags, CUdevice dev)
 {
     CUresult r;
 
@@ -415,7 +415,8 @@ static CUresult ctx_or_current(CUcontext ctx, struct CUctx_st **out)
         if (!ctx)
             return CUDA_ERROR_INVALID_CONTEXT;
     }
-    if ((r = sim_ctx_lookup(ctx, out)) != CUDA_SUCCESS || (r = sim_ctx_usable(*out)) != CUDA_SUCCESS)
+    if ((r = sim_ctx_lookup(ctx, out)) != CUDA_SUCCESS ||
+        (r = sim_ctx_usable(*out)) != CUDA_SUCCESS)
         return r;
     *out = sim_ctx_base(*out);
     return CUDA_SUCCESS;

@@ -44,7 +44,7 @@ struct CUgraph_st {
 };
 
 struct CUgraphExec_st {
-    uint64_t *durs; /* per node, in node order (0 for event records) */
+    uint64_t *durs;             /* per node, in node order (0 for event records) */
     struct CUevent_st **events; /* per node: the event an event record node records, or NULL */
     size_t nnodes;
     uint64_t total_ns;
@@ -70,9 +70,9 @@ struct CUctx_st {
     int dev;
     unsigned flags;
     int primary;
-    unsigned refcount; /* primary contexts */
-    int active;        /* footprint charged and usable */
-    int destroyed;     /* created contexts are never freed: other threads may hold them */
+    unsigned refcount;     /* primary contexts */
+    int active;            /* footprint charged and usable */
+    int destroyed;         /* created contexts are never freed: other threads may hold them */
     struct CUctx_st *base; /* a green context's: the primary context it shares; else NULL */
     unsigned sms;          /* a green context's SMs; 0 the whole device */
     struct CUstream_st legacy;
@@ -194,8 +194,8 @@ struct sim_driver {
     CUresult init_result;
     struct sim_config cfg; /* cfg.devices: the devices CUDA shows (CUDA_VISIBLE_DEVICES) */
     struct sim_state st;
-    uint32_t phys_devices;          /* the devices of the state file, all NVML sees */
-    int phys[SIM_MAX_DEVICES];      /* CUDA ordinal -> index in the state file */
+    uint32_t phys_devices;     /* the devices of the state file, all NVML sees */
+    int phys[SIM_MAX_DEVICES]; /* CUDA ordinal -> index in the state file */
     uint64_t next_id;
     struct CUctx_st primary[SIM_MAX_DEVICES];
     struct CUctx_st *contexts;

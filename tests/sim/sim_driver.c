@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-struct sim_driver sim_drv = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct sim_driver sim_drv = { .lock = PTHREAD_MUTEX_INITIALIZER };
 __thread struct sim_tls sim_tls;
 
 /* What a forked child inherited: kept reachable, never used (see on_fork_child). */
@@ -174,42 +174,42 @@ SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 
 /* ---- errors ----------------------------------------------------------- */
 
-#define SIM_ERRORS(X)                                                                           \
-    X(CUDA_SUCCESS, "no error")                                                                 \
-    X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                             \
-    X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                                \
-    X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                                       \
-    X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                                         \
-    X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                               \
-    X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                                      \
-    X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                               \
-    X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                     \
-    X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "context already in use")                              \
-    X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                                              \
-    X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS")      \
-    X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                     \
-    X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")       \
-    X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                           \
-    X(CUDA_ERROR_NOT_READY, "device not ready")                                                 \
-    X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                   \
-    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch")            \
-    X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active")                              \
-    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed")                                  \
-    X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch")         \
-    X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                      \
-    X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                      \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing") \
-    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                    \
-      "operation failed due to a previous error during capture")                                \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not initiated in this stream")          \
-    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                       \
-      "operation would make the legacy stream depend on a capturing blocking stream")           \
-    X(CUDA_ERROR_CAPTURED_EVENT,                                                                \
-      "operation not permitted on an event last recorded in a capturing stream")                \
-    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                   \
-      "attempt to terminate a thread-local capture sequence from another thread")               \
-    X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                                \
-    X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")              \
+#define SIM_ERRORS(X)                                                                              \
+    X(CUDA_SUCCESS, "no error")                                                                    \
+    X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                                \
+    X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                                   \
+    X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                                          \
+    X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                                            \
+    X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                                  \
+    X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                                         \
+    X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                                  \
+    X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                        \
+    X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "context already in use")                                 \
+    X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                                                 \
+    X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS")         \
+    X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                        \
+    X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")          \
+    X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                              \
+    X(CUDA_ERROR_NOT_READY, "device not ready")                                                    \
+    X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                      \
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch")               \
+    X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active")                                 \
+    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed")                                     \
+    X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "too many blocks in cooperative launch")            \
+    X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                         \
+    X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                         \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")   \
+    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                       \
+      "operation failed due to a previous error during capture")                                   \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not initiated in this stream")             \
+    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                          \
+      "operation would make the legacy stream depend on a capturing blocking stream")              \
+    X(CUDA_ERROR_CAPTURED_EVENT,                                                                   \
+      "operation not permitted on an event last recorded in a capturing stream")                   \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                      \
+      "attempt to terminate a thread-local capture sequence from another thread")                  \
+    X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                                   \
+    X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")                 \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
@@ -217,7 +217,10 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     switch ((int)error) {
-#define SIM_ERROR_STRING(code, text) case code: *pStr = text; return CUDA_SUCCESS;
+#define SIM_ERROR_STRING(code, text)                                                               \
+    case code:                                                                                     \
+        *pStr = text;                                                                              \
+        return CUDA_SUCCESS;
         SIM_ERRORS(SIM_ERROR_STRING)
 #undef SIM_ERROR_STRING
     default:
@@ -231,7 +234,10 @@ SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     switch ((int)error) {
-#define SIM_ERROR_NAME(code, text) case code: *pStr = #code; return CUDA_SUCCESS;
+#define SIM_ERROR_NAME(code, text)                                                                 \
+    case code:                                                                                     \
+        *pStr = #code;                                                                             \
+        return CUDA_SUCCESS;
         SIM_ERRORS(SIM_ERROR_NAME)
 #undef SIM_ERROR_NAME
     default:
@@ -323,47 +329,93 @@ SIM_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 static int attribute_value(int attrib, CUdevice dev)
 {
     switch (attrib) {
-    case 1: return 1024;        /* MAX_THREADS_PER_BLOCK */
-    case 2: case 3: return 1024; /* MAX_BLOCK_DIM_X, Y */
-    case 4: return 64;          /* MAX_BLOCK_DIM_Z */
-    case 5: return 2147483647;  /* MAX_GRID_DIM_X */
-    case 6: case 7: return 65535;
-    case 8: return 49152;       /* MAX_SHARED_MEMORY_PER_BLOCK */
-    case 9: return 65536;       /* TOTAL_CONSTANT_MEMORY */
-    case 10: return 32;         /* WARP_SIZE */
-    case 11: return 2147483647; /* MAX_PITCH */
-    case 12: return 65536;      /* MAX_REGISTERS_PER_BLOCK */
-    case 13: return 1980000;    /* CLOCK_RATE, kHz */
-    case 14: return 512;        /* TEXTURE_ALIGNMENT */
-    case 15: return 1;          /* GPU_OVERLAP */
-    case 16: return (int)sim_drv.cfg.sms;
-    case 19: return 1;          /* CAN_MAP_HOST_MEMORY */
-    case 30: return 512;        /* SURFACE_ALIGNMENT */
-    case 31: return 1;          /* CONCURRENT_KERNELS */
-    case 33: return 0x18 + sim_phys(dev); /* PCI_BUS_ID, as cuDeviceGetPCIBusId says */
-    case 36: return 2619000;    /* MEMORY_CLOCK_RATE */
-    case 37: return 6144;       /* GLOBAL_MEMORY_BUS_WIDTH */
-    case 38: return 52428800;   /* L2_CACHE_SIZE */
-    case 39: return 2048;       /* MAX_THREADS_PER_MULTIPROCESSOR */
-    case 40: return 3;          /* ASYNC_ENGINE_COUNT */
-    case 41: return 1;          /* UNIFIED_ADDRESSING */
-    case 51: return 32;         /* TEXTURE_PITCH_ALIGNMENT */
-    case 75: return SIM_CC_MAJOR;
-    case 76: return SIM_CC_MINOR;
-    case 78: case 79: case 80: return 1; /* stream priorities, L1 caches */
-    case 81: return 233472;     /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
-    case 82: return 65536;      /* MAX_REGISTERS_PER_MULTIPROCESSOR */
-    case 83: return 1;          /* MANAGED_MEMORY */
-    case 89: case 90: return 1; /* CONCURRENT_MANAGED_ACCESS, COMPUTE_PREEMPTION */
-    case 95: return 1;          /* COOPERATIVE_LAUNCH */
-    case 97: return 232448;     /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
-    case 102: return 1;         /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    case 103: return 1;         /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
-    case 106: return 32;        /* MAX_BLOCKS_PER_MULTIPROCESSOR */
-    case 115: return 1;         /* MEMORY_POOLS_SUPPORTED */
-    case 119: return 1;         /* MEMPOOL_SUPPORTED_HANDLE_TYPES: POSIX fd */
-    case 120: return 1;         /* CLUSTER_LAUNCH */
-    default: return 0;
+    case 1:
+        return 1024; /* MAX_THREADS_PER_BLOCK */
+    case 2:
+    case 3:
+        return 1024; /* MAX_BLOCK_DIM_X, Y */
+    case 4:
+        return 64; /* MAX_BLOCK_DIM_Z */
+    case 5:
+        return 2147483647; /* MAX_GRID_DIM_X */
+    case 6:
+    case 7:
+        return 65535;
+    case 8:
+        return 49152; /* MAX_SHARED_MEMORY_PER_BLOCK */
+    case 9:
+        return 65536; /* TOTAL_CONSTANT_MEMORY */
+    case 10:
+        return 32; /* WARP_SIZE */
+    case 11:
+        return 2147483647; /* MAX_PITCH */
+    case 12:
+        return 65536; /* MAX_REGISTERS_PER_BLOCK */
+    case 13:
+        return 1980000; /* CLOCK_RATE, kHz */
+    case 14:
+        return 512; /* TEXTURE_ALIGNMENT */
+    case 15:
+        return 1; /* GPU_OVERLAP */
+    case 16:
+        return (int)sim_drv.cfg.sms;
+    case 19:
+        return 1; /* CAN_MAP_HOST_MEMORY */
+    case 30:
+        return 512; /* SURFACE_ALIGNMENT */
+    case 31:
+        return 1; /* CONCURRENT_KERNELS */
+    case 33:
+        return 0x18 + sim_phys(dev); /* PCI_BUS_ID, as cuDeviceGetPCIBusId says */
+    case 36:
+        return 2619000; /* MEMORY_CLOCK_RATE */
+    case 37:
+        return 6144; /* GLOBAL_MEMORY_BUS_WIDTH */
+    case 38:
+        return 52428800; /* L2_CACHE_SIZE */
+    case 39:
+        return 2048; /* MAX_THREADS_PER_MULTIPROCESSOR */
+    case 40:
+        return 3; /* ASYNC_ENGINE_COUNT */
+    case 41:
+        return 1; /* UNIFIED_ADDRESSING */
+    case 51:
+        return 32; /* TEXTURE_PITCH_ALIGNMENT */
+    case 75:
+        return SIM_CC_MAJOR;
+    case 76:
+        return SIM_CC_MINOR;
+    case 78:
+    case 79:
+    case 80:
+        return 1; /* stream priorities, L1 caches */
+    case 81:
+        return 233472; /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+    case 82:
+        return 65536; /* MAX_REGISTERS_PER_MULTIPROCESSOR */
+    case 83:
+        return 1; /* MANAGED_MEMORY */
+    case 89:
+    case 90:
+        return 1; /* CONCURRENT_MANAGED_ACCESS, COMPUTE_PREEMPTION */
+    case 95:
+        return 1; /* COOPERATIVE_LAUNCH */
+    case 97:
+        return 232448; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    case 102:
+        return 1; /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 103:
+        return 1; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+    case 106:
+        return 32; /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+    case 115:
+        return 1; /* MEMORY_POOLS_SUPPORTED */
+    case 119:
+        return 1; /* MEMPOOL_SUPPORTED_HANDLE_TYPES: POSIX fd */
+    case 120:
+        return 1; /* CLUSTER_LAUNCH */
+    default:
+        return 0;
     }
 }
 
@@ -408,8 +460,14 @@ struct proc_entry {
     int ptds;
 };
 
-#define P(name, sym, ver) {name, (void *)sym, ver, 0}
-#define PT(name, sym, ver) {name, (void *)sym, ver, 1}
+#define P(name, sym, ver)                                                                          \
+    {                                                                                              \
+        name, (void *)sym, ver, 0                                                                  \
+    }
+#define PT(name, sym, ver)                                                                         \
+    {                                                                                              \
+        name, (void *)sym, ver, 1                                                                  \
+    }
 
 static const struct proc_entry proc_table[] = {
     P("cuInit", cuInit, 2000),
@@ -595,7 +653,7 @@ static int make_trampolines(void)
         memset(t + 12, 0xcc, 4);
 #elif defined(__aarch64__)
         /* ldr x16, #8; br x16; .quad target (x16 is the intra-procedure-call scratch register) */
-        static const uint32_t code[2] = {0x58000050u, 0xd61f0200u};
+        static const uint32_t code[2] = { 0x58000050u, 0xd61f0200u };
         memcpy(t, code, 8);
         memcpy(t + 8, &target, 8);
 #else
@@ -623,12 +681,16 @@ static void procaddr_config(void)
     if (!v || strcmp(v, "exported") == 0) {
         procaddr_mode = PROCADDR_EXPORTED;
     } else if (strcmp(v, "unexported") != 0) {
-        fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_PROCADDR: \"%s\" is not a mode "
-                        "(use exported or unexported)\n", v);
+        fprintf(stderr,
+                "gpuslice-sim: GPUSLICE_SIM_PROCADDR: \"%s\" is not a mode "
+                "(use exported or unexported)\n",
+                v);
         procaddr_mode = PROCADDR_BAD;
     } else if ((r = make_trampolines()) < 0) {
-        fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_PROCADDR: unexported pointers cannot be "
-                        "made here: %s\n", strerror(-r));
+        fprintf(stderr,
+                "gpuslice-sim: GPUSLICE_SIM_PROCADDR: unexported pointers cannot be "
+                "made here: %s\n",
+                strerror(-r));
         procaddr_mode = PROCADDR_BAD;
     } else {
         procaddr_mode = PROCADDR_UNEXPORTED;

@@ -76,7 +76,7 @@ CUresult sim_stream_get(CUstream h, int ptds, struct CUstream_st **out)
         if (s == h) {
             *out = s;
             return sim_ctx_usable(s->ctx) == CUDA_SUCCESS ? CUDA_SUCCESS
-                                                           : CUDA_ERROR_INVALID_HANDLE;
+                                                          : CUDA_ERROR_INVALID_HANDLE;
         }
     }
     return CUDA_ERROR_INVALID_HANDLE;
@@ -342,7 +342,7 @@ static struct CUgraph_st *graph_find(CUgraph h)
 }
 
 static struct CUgraphNode_st *graph_add_node(struct CUgraph_st *g, uint64_t dur_ns,
-                                            struct CUevent_st *event)
+                                             struct CUevent_st *event)
 {
     struct CUgraphNode_st *n = calloc(1, sizeof(*n));
 
@@ -448,8 +448,7 @@ SIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGrap
 
 /* The v2 parameters may name a CUkernel instead; the simulator has no libraries, so no kernels. */
 SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                            const CUgraphNode *dependencies,
-                                            size_t numDependencies,
+                                            const CUgraphNode *dependencies, size_t numDependencies,
                                             const CUDA_KERNEL_NODE_PARAMS *p)
 {
     CUresult r;
@@ -665,16 +664,16 @@ static CUresult launch(const struct launch *l)
     return r;
 }
 
-#define LAUNCH_ARGS                                                                         \
-    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,      \
-        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,             \
+#define LAUNCH_ARGS                                                                                \
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,             \
+        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                    \
         unsigned int sharedMemBytes, CUstream hStream
 
-#define LAUNCH_INIT(ptds_, coop_, both_)                                                    \
-    {                                                                                       \
-        .f = f, .grid = {gridDimX, gridDimY, gridDimZ},                                     \
-        .block = {blockDimX, blockDimY, blockDimZ}, .shared = sharedMemBytes,               \
-        .stream = hStream, .ptds = ptds_, .cooperative = coop_, .both_params = both_        \
+#define LAUNCH_INIT(ptds_, coop_, both_)                                                           \
+    {                                                                                              \
+        .f = f, .grid = { gridDimX, gridDimY, gridDimZ },                                          \
+        .block = { blockDimX, blockDimY, blockDimZ }, .shared = sharedMemBytes, .stream = hStream, \
+        .ptds = ptds_, .cooperative = coop_, .both_params = both_                                  \
     }
 
 SIM_EXPORT CUresult cuLaunchKernel(LAUNCH_ARGS, void **kernelParams, void **extra)
@@ -853,8 +852,7 @@ SIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus 
     return is_capturing(hStream, captureStatus, 0);
 }
 
-SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
-                                             CUstreamCaptureStatus *captureStatus)
+SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     return is_capturing(hStream, captureStatus, 1);
 }
@@ -877,8 +875,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    if (!phEvent || (Flags & ~7u) ||
-        ((Flags & 4u) && !(Flags & CU_EVENT_DISABLE_TIMING))) {
+    if (!phEvent || (Flags & ~7u) || ((Flags & 4u) && !(Flags & CU_EVENT_DISABLE_TIMING))) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (!(e = calloc(1, sizeof(*e)))) {
         r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -51,7 +51,7 @@ static unsigned group_size(unsigned fine)
 
 static void fill(CUdevResource *r, int dev, unsigned sms, uint32_t split)
 {
-    struct tag t = {TAG_MAGIC, split, dev};
+    struct tag t = { TAG_MAGIC, split, dev };
 
     memset(r, 0, sizeof(*r));
     r->type = CU_DEV_RESOURCE_TYPE_SM;
@@ -316,7 +316,8 @@ SIM_EXPORT CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource,
         return r;
     if (!resource)
         r = CUDA_ERROR_INVALID_VALUE;
-    else if ((r = sim_ctx_lookup(hCtx, &c)) != CUDA_SUCCESS || (r = sim_ctx_usable(c)) != CUDA_SUCCESS)
+    else if ((r = sim_ctx_lookup(hCtx, &c)) != CUDA_SUCCESS ||
+             (r = sim_ctx_usable(c)) != CUDA_SUCCESS)
         ;
     else if (type != CU_DEV_RESOURCE_TYPE_SM)
         r = CUDA_ERROR_INVALID_RESOURCE_TYPE;

@@ -198,8 +198,7 @@ static int range_insert(const struct sim_range *r)
         sim_drv.ranges = n;
         sim_drv.cap = cap;
     }
-    memmove(&sim_drv.ranges[i + 1], &sim_drv.ranges[i],
-            (sim_drv.nranges - (size_t)i) * sizeof(*r));
+    memmove(&sim_drv.ranges[i + 1], &sim_drv.ranges[i], (sim_drv.nranges - (size_t)i) * sizeof(*r));
     sim_drv.ranges[i] = *r;
     sim_drv.nranges++;
     return 0;
@@ -209,8 +208,7 @@ static void range_remove(struct sim_range *r)
 {
     size_t i = (size_t)(r - sim_drv.ranges);
 
-    memmove(&sim_drv.ranges[i], &sim_drv.ranges[i + 1],
-            (sim_drv.nranges - i - 1) * sizeof(*r));
+    memmove(&sim_drv.ranges[i], &sim_drv.ranges[i + 1], (sim_drv.nranges - i - 1) * sizeof(*r));
     sim_drv.nranges--;
 }
 
@@ -250,7 +248,7 @@ static int va_find(uint64_t lo, uint64_t hi, uint64_t span, uint64_t align, CUde
 /* Makes a page for small allocations of c; its 2 MiB are charged at once. */
 static struct sim_range *page_new(struct CUctx_st *c, int low32)
 {
-    struct sim_range r = {.kind = SIM_RANGE_PAGE, .dev = c->dev, .ctx = c};
+    struct sim_range r = { .kind = SIM_RANGE_PAGE, .dev = c->dev, .ctx = c };
 
     r.span = r.charged = SIM_PAGE;
     if (va_find(low32 ? SIM_VA32_LO : SIM_VA_LO, low32 ? SIM_VA32_HI : SIM_VA_HI, r.span, SIM_PAGE,
@@ -341,7 +339,7 @@ static void small_free(struct sim_range *pr, int at)
 
 static CUresult alloc_device(struct CUctx_st *c, uint64_t size, int low32, CUdeviceptr *out)
 {
-    struct sim_range r = {.size = size, .kind = SIM_RANGE_ALLOC, .dev = c->dev, .ctx = c};
+    struct sim_range r = { .size = size, .kind = SIM_RANGE_ALLOC, .dev = c->dev, .ctx = c };
 
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -350,8 +348,8 @@ static CUresult alloc_device(struct CUctx_st *c, uint64_t size, int low32, CUdev
     if (alloc_is_small(size))
         return alloc_small(c, size, low32, out);
     r.span = r.charged = large_bytes(size);
-    if (va_find(low32 ? SIM_VA32_LO : SIM_VA_LO, low32 ? SIM_VA32_HI : SIM_VA_HI, r.span,
-                SIM_PAGE, 0, &r.base) < 0)
+    if (va_find(low32 ? SIM_VA32_LO : SIM_VA_LO, low32 ? SIM_VA32_HI : SIM_VA_HI, r.span, SIM_PAGE,
+                0, &r.base) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (sim_state_charge(&sim_drv.st, sim_phys(c->dev), r.charged) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -443,7 +441,7 @@ SIM_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     struct CUctx_st *c;
-    struct sim_range rg = {.kind = SIM_RANGE_MANAGED};
+    struct sim_range rg = { .kind = SIM_RANGE_MANAGED };
     size_t page = 4096;
     void *host;
     CUresult r;
@@ -575,7 +573,9 @@ void sim_sync_then_settle(uint64_t until, int dev)
 static CUresult pool_alloc(struct CUmemPoolHandle_st *p, struct CUctx_st *c, size_t size,
                            CUdeviceptr *out)
 {
-    struct sim_range r = {.size = size, .kind = SIM_RANGE_POOL, .dev = p->dev, .ctx = c, .pool = p};
+    struct sim_range r = {
+        .size = size, .kind = SIM_RANGE_POOL, .dev = p->dev, .ctx = c, .pool = p
+    };
     uint64_t used, reserved = p->reserved;
 
     if (size == 0)
@@ -711,8 +711,8 @@ SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUs
     return alloc_async(dptr, bytesize, NULL, 0, hStream, 1);
 }
 
-SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
-                                            CUmemoryPool pool, CUstream hStream)
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                            CUstream hStream)
 {
     return alloc_async(dptr, bytesize, pool, 1, hStream, 0);
 }
@@ -828,12 +828,24 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
         case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
             *(int *)value = p->reuse[attr - 1];
             break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
-        default: r = CUDA_ERROR_INVALID_VALUE; break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            *(cuuint64_t *)value = p->threshold;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+            *(cuuint64_t *)value = p->reserved;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+            *(cuuint64_t *)value = p->reserved_high;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+            *(cuuint64_t *)value = p->used;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+            *(cuuint64_t *)value = p->used_high;
+            break;
+        default:
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
         }
     }
     sim_leave();
@@ -857,7 +869,9 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
         case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
             p->reuse[attr - 1] = *(int *)value != 0;
             break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            p->threshold = *(cuuint64_t *)value;
+            break;
         case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
             if (*(cuuint64_t *)value != 0)
                 r = CUDA_ERROR_INVALID_VALUE;
@@ -870,7 +884,9 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
             else
                 p->used_high = p->used;
             break;
-        default: r = CUDA_ERROR_INVALID_VALUE; break;
+        default:
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
         }
     }
     sim_leave();
@@ -1069,7 +1085,7 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *ha
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                         CUdeviceptr addr, unsigned long long flags)
 {
-    struct sim_range r = {.kind = SIM_RANGE_VA};
+    struct sim_range r = { .kind = SIM_RANGE_VA };
     CUresult res;
 
     if ((res = sim_enter()) != CUDA_SUCCESS)
@@ -1246,12 +1262,19 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
 static unsigned format_bytes(CUarray_format f)
 {
     switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: return 4;
-    default: return 0;
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
     }
 }
 

@@ -30,10 +30,12 @@ static struct {
     unsigned refs;
     struct sim_config cfg;
     struct sim_state st;
-} nv = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} nv = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static struct nvmlDevice_st devices[SIM_MAX_DEVICES] = {
-    {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+static struct nvmlDevice_st devices[SIM_MAX_DEVICES] = { { 0 },  { 1 },  { 2 },  { 3 },
+                                                         { 4 },  { 5 },  { 6 },  { 7 },
+                                                         { 8 },  { 9 },  { 10 }, { 11 },
+                                                         { 12 }, { 13 }, { 14 }, { 15 } };
 
 static nvmlReturn_t init(void)
 {
@@ -85,25 +87,44 @@ SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
 SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 {
     switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
-    case NVML_ERROR_MEMORY: return "Insufficient Memory";
-    case NVML_ERROR_NO_DATA: return "No Data";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_UNKNOWN: return "Unknown Error";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+        return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
+    case NVML_ERROR_OPERATING_SYSTEM:
+        return "The operating system has blocked the request";
+    case NVML_ERROR_MEMORY:
+        return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+        return "No Data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN:
+        return "Unknown Error";
+    default:
+        return "Unknown Error";
     }
 }
 
@@ -204,12 +225,12 @@ static int device_index(nvmlDevice_t device)
     return -1;
 }
 
-#define DEVICE_OR_RETURN(device, idx)                                                      \
-    do {                                                                                   \
-        if (!ready())                                                                      \
-            return NVML_ERROR_UNINITIALIZED;                                               \
-        if (((idx) = device_index(device)) < 0)                                            \
-            return NVML_ERROR_INVALID_ARGUMENT;                                            \
+#define DEVICE_OR_RETURN(device, idx)                                                              \
+    do {                                                                                           \
+        if (!ready())                                                                              \
+            return NVML_ERROR_UNINITIALIZED;                                                       \
+        if (((idx) = device_index(device)) < 0)                                                    \
+            return NVML_ERROR_INVALID_ARGUMENT;                                                    \
     } while (0)
 
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)

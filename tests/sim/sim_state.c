@@ -36,8 +36,8 @@ uint64_t sim_realtime_us(void)
 
 void sim_sleep_until(uint64_t t)
 {
-    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-                          .tv_nsec = (long)(t % 1000000000ull)};
+    struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
+                           .tv_nsec = (long)(t % 1000000000ull) };
     /* Absolute, so a signal that interrupts the sleep costs no accuracy. */
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
@@ -59,12 +59,30 @@ int sim_parse_size(const char *s, uint64_t *out)
         v = v * 10 + d;
     }
     switch (*p) {
-    case '\0': break;
-    case 'K': case 'k': mult = 1ull << 10; p++; break;
-    case 'M': case 'm': mult = 1ull << 20; p++; break;
-    case 'G': case 'g': mult = 1ull << 30; p++; break;
-    case 'T': case 't': mult = 1ull << 40; p++; break;
-    default: return -EINVAL;
+    case '\0':
+        break;
+    case 'K':
+    case 'k':
+        mult = 1ull << 10;
+        p++;
+        break;
+    case 'M':
+    case 'm':
+        mult = 1ull << 20;
+        p++;
+        break;
+    case 'G':
+    case 'g':
+        mult = 1ull << 30;
+        p++;
+        break;
+    case 'T':
+    case 't':
+        mult = 1ull << 40;
+        p++;
+        break;
+    default:
+        return -EINVAL;
     }
     if (*p != '\0')
         return -EINVAL;
@@ -106,56 +124,70 @@ int sim_config_load(struct sim_config *cfg)
 
     if ((v = getenv("GPUSLICE_SIM_DEVICES"))) {
         if (parse_uint(v, 1, SIM_MAX_DEVICES, &n) < 0) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_DEVICES: \"%s\" is not a device count "
-                            "(use 1 to %d)\n", v, SIM_MAX_DEVICES);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_DEVICES: \"%s\" is not a device count "
+                    "(use 1 to %d)\n",
+                    v, SIM_MAX_DEVICES);
             return -EINVAL;
         }
         cfg->devices = (uint32_t)n;
     }
     if ((v = getenv("GPUSLICE_SIM_SMS"))) {
         if (parse_uint(v, 1, SIM_MAX_SMS, &n) < 0) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_SMS: \"%s\" is not an SM count "
-                            "(use 1 to %d)\n", v, SIM_MAX_SMS);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_SMS: \"%s\" is not an SM count "
+                    "(use 1 to %d)\n",
+                    v, SIM_MAX_SMS);
             return -EINVAL;
         }
         cfg->sms = (uint32_t)n;
     }
     if ((v = getenv("GPUSLICE_SIM_MEMORY"))) {
         if (sim_parse_size(v, &n) < 0 || n < SIM_GRANULE || n > SIM_MAX_BYTES) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_MEMORY: \"%s\" is not a memory size "
-                            "from 2M to 1024T (use e.g. 16G, 512M, 17179869184)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_MEMORY: \"%s\" is not a memory size "
+                    "from 2M to 1024T (use e.g. 16G, 512M, 17179869184)\n",
+                    v);
             return -EINVAL;
         }
         cfg->memory = n;
     }
     if ((v = getenv("GPUSLICE_SIM_CONTEXT_BYTES"))) {
         if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_BYTES: \"%s\" is not a size "
-                            "(use e.g. 64M, 0, 67108864)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_CONTEXT_BYTES: \"%s\" is not a size "
+                    "(use e.g. 64M, 0, 67108864)\n",
+                    v);
             return -EINVAL;
         }
         cfg->context_bytes = n;
     }
     if ((v = getenv("GPUSLICE_SIM_CONTEXT_HIDDEN"))) {
         if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_HIDDEN: \"%s\" is not a size "
-                            "(use e.g. 6M, 0, 6291456)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_CONTEXT_HIDDEN: \"%s\" is not a size "
+                    "(use e.g. 6M, 0, 6291456)\n",
+                    v);
             return -EINVAL;
         }
         cfg->context_hidden = n;
     }
     if ((v = getenv("GPUSLICE_SIM_IDLE_USED"))) {
         if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_IDLE_USED: \"%s\" is not a size "
-                            "(use e.g. 615M, 0, 644939776)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_IDLE_USED: \"%s\" is not a size "
+                    "(use e.g. 615M, 0, 644939776)\n",
+                    v);
             return -EINVAL;
         }
         cfg->idle_used = n;
     }
     if ((v = getenv("GPUSLICE_SIM_CONTEXT_MS"))) {
         if (parse_uint(v, 0, 60000, &n) < 0) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_CONTEXT_MS: \"%s\" is not a delay "
-                            "(use 0 to 60000 milliseconds)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_CONTEXT_MS: \"%s\" is not a delay "
+                    "(use 0 to 60000 milliseconds)\n",
+                    v);
             return -EINVAL;
         }
         cfg->context_ms = (uint32_t)n;
@@ -170,16 +202,20 @@ int sim_config_load(struct sim_config *cfg)
     }
     if ((v = getenv("GPUSLICE_SIM_EXIT_FREE_MS"))) {
         if (parse_uint(v, 0, 60000, &n) < 0) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_EXIT_FREE_MS: \"%s\" is not a delay "
-                            "(use 0 to 60000 milliseconds)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_EXIT_FREE_MS: \"%s\" is not a delay "
+                    "(use 0 to 60000 milliseconds)\n",
+                    v);
             return -EINVAL;
         }
         cfg->exit_free_ms = (uint32_t)n;
     }
     if ((v = getenv("GPUSLICE_SIM_STATE"))) {
         if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
-            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: \"%s\" is not a usable path "
-                            "(use e.g. /dev/shm/my-sim-state)\n", v);
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_STATE: \"%s\" is not a usable path "
+                    "(use e.g. /dev/shm/my-sim-state)\n",
+                    v);
             return -EINVAL;
         }
         strcpy(cfg->state_path, v);
@@ -222,8 +258,8 @@ static int init_shared(struct sim_shared *sh, const struct sim_config *cfg)
 
 static int state_error(const char *path, const char *what, int err)
 {
-    fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: %s: %s%s%s\n", path, what,
-            err ? ": " : "", err ? strerror(err) : "");
+    fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_STATE: %s: %s%s%s\n", path, what, err ? ": " : "",
+            err ? strerror(err) : "");
     return err ? -err : -EPROTO;
 }
 
@@ -235,7 +271,7 @@ static int state_error(const char *path, const char *what, int err)
  */
 static int use_lock(int fd, short type, int wait)
 {
-    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
 
     while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
         if (errno != EINTR)
@@ -285,13 +321,12 @@ static void warn_geometry(const struct sim_config *cfg, const struct sim_shared 
     if (warned)
         return;
     warned = 1;
-#define SIM_DIFF(field, var)                                                       \
-    if (cfg->field != sh->field) {                                                 \
-        describe_env(var, one, sizeof(one));                                       \
-        n += (size_t)snprintf(asked + n, sizeof(asked) - n, "%s%s",                \
-                              count++ ? " and " : "", one);                        \
-        if (n >= sizeof(asked))                                                    \
-            n = sizeof(asked) - 1;                                                 \
+#define SIM_DIFF(field, var)                                                                       \
+    if (cfg->field != sh->field) {                                                                 \
+        describe_env(var, one, sizeof(one));                                                       \
+        n += (size_t)snprintf(asked + n, sizeof(asked) - n, "%s%s", count++ ? " and " : "", one);  \
+        if (n >= sizeof(asked))                                                                    \
+            n = sizeof(asked) - 1;                                                                 \
     }
     SIM_DIFF(devices, "GPUSLICE_SIM_DEVICES")
     SIM_DIFF(sms, "GPUSLICE_SIM_SMS")
@@ -352,8 +387,10 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
         goto out_unlock;
     }
     if (sb.st_size != 0 && (size_t)sb.st_size != len) {
-        r = state_error(cfg->state_path, "written by another version of the simulator "
-                                         "(size differs); remove it", 0);
+        r = state_error(cfg->state_path,
+                        "written by another version of the simulator "
+                        "(size differs); remove it",
+                        0);
         goto out_unlock;
     }
     if (sb.st_size == 0 && ftruncate(fd, (off_t)len) < 0) {
@@ -368,8 +405,10 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     if (__atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE) == SIM_STATE_MAGIC &&
         (sh->version != SIM_STATE_VERSION || sh->size != len || sh->devices < 1 ||
          sh->devices > SIM_MAX_DEVICES)) {
-        r = state_error(cfg->state_path, "written by another version of the simulator; "
-                                         "remove it", 0);
+        r = state_error(cfg->state_path,
+                        "written by another version of the simulator; "
+                        "remove it",
+                        0);
         goto out_unlock;
     }
     /*
@@ -554,8 +593,8 @@ uint64_t sim_state_used(const struct sim_shared *sh, int dev)
 
     for (int i = 0; i < SIM_MAX_PROCS; i++)
         if (sh->procs[i].pid != 0)
-            used += sh->procs[i].held[dev] +
-                    (uint64_t)sh->procs[i].contexts[dev] * sh->context_hidden;
+            used +=
+                sh->procs[i].held[dev] + (uint64_t)sh->procs[i].contexts[dev] * sh->context_hidden;
     return used;
 }
 
@@ -607,12 +646,12 @@ int sim_state_context_add(struct sim_state *st, int dev)
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         me->contexts[dev]++;
-        me->ctx_ready_ns[dev] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
-                                (uint64_t)ms * 1000000ull;
+        me->ctx_ready_ns[dev] =
+            (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000ull;
     }
     sim_state_unlock(st);
     if (r == 0 && ms) {
-        struct timespec d = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        struct timespec d = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
 
         while (nanosleep(&d, &d) < 0 && errno == EINTR)
             ;
@@ -831,8 +870,8 @@ int sim_visible_devices(const char *spec, uint32_t ndev, int out[SIM_MAX_DEVICES
 
 void sim_uuid_bytes(int index, unsigned char out[16])
 {
-    static const unsigned char base[16] = {0x5a, 0xc1, 0xce, 0x00, 0x00, 0x00, 0x40, 0x00,
-                                           0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    static const unsigned char base[16] = { 0x5a, 0xc1, 0xce, 0x00, 0x00, 0x00, 0x40, 0x00,
+                                            0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00 };
     memcpy(out, base, 16);
     out[15] = (unsigned char)index;
 }
@@ -842,8 +881,7 @@ void sim_uuid_string(int index, char out[41])
     unsigned char b[16];
 
     sim_uuid_bytes(index, b);
-    snprintf(out, 41,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-             b[13], b[14], b[15]);
+    snprintf(out, 41, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }

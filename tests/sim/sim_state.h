@@ -46,18 +46,20 @@
 #define SIM_UTIL_WINDOW_NS 1000000000ull
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
-#define SIM_STATE_VERSION 7u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms */
+#define SIM_STATE_VERSION                                                                          \
+    7u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms */
 
 struct sim_config {
     uint32_t devices;
     uint32_t sms;
     uint64_t memory;        /* bytes per device */
     uint64_t context_bytes; /* footprint of each context */
-    uint64_t context_hidden; /* device memory each context takes that NVML's per-process figure omits */
-    uint64_t idle_used;     /* in use on an idle device, no process's (H200: 615 MiB) */
-    uint32_t context_ms;    /* making a context takes this long (its memory taken at the start) */
-    uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
-    uint32_t green;         /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
+    uint64_t
+        context_hidden;  /* device memory each context takes that NVML's per-process figure omits */
+    uint64_t idle_used;  /* in use on an idle device, no process's (H200: 615 MiB) */
+    uint32_t context_ms; /* making a context takes this long (its memory taken at the start) */
+    uint32_t exit_free_ms; /* a dead process's memory returns this long after its death is seen */
+    uint32_t green;        /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     char state_path[PATH_MAX];
 };
 
@@ -65,10 +67,10 @@ struct sim_config {
 struct sim_proc {
     int32_t pid;
     uint32_t pad0;
-    uint64_t start_time; /* /proc/PID/stat field 22: tells a reused PID apart */
+    uint64_t start_time;                /* /proc/PID/stat field 22: tells a reused PID apart */
     uint64_t held[SIM_MAX_DEVICES];     /* bytes reserved per device, contexts included */
     uint32_t contexts[SIM_MAX_DEVICES]; /* active contexts per device */
-    uint64_t gone_ns; /* CLOCK_MONOTONIC when its death was first seen; 0 alive */
+    uint64_t gone_ns;                   /* CLOCK_MONOTONIC when its death was first seen; 0 alive */
     uint64_t ctx_ready_ns[SIM_MAX_DEVICES]; /* CLOCK_MONOTONIC when its newest context is made */
 };
 
@@ -103,7 +105,7 @@ struct sim_shared {
     struct sim_device dev[SIM_MAX_DEVICES];
     uint64_t context_hidden; /* per active context, in the device's use but no process's */
     uint64_t idle_used;      /* in the device's use with no process on it */
-    uint32_t context_ms;    /* see struct sim_config */
+    uint32_t context_ms;     /* see struct sim_config */
     uint32_t pad0;
 };
 

@@ -65,10 +65,10 @@ static inline int cu_load(struct cu *cu)
     memset(cu, 0, sizeof(*cu));
     if (!(cu->handle = sim_test_dlopen("libcuda.so.1")))
         return -1;
-#define SIM_TEST_LOAD(ret, name, params)                                    \
-    if (!(*(void **)&cu->name = dlsym(cu->handle, #name))) {                \
-        fprintf(stderr, "dlsym libcuda.so.1 %s: not exported\n", #name);    \
-        return -1;                                                          \
+#define SIM_TEST_LOAD(ret, name, params)                                                           \
+    if (!(*(void **)&cu->name = dlsym(cu->handle, #name))) {                                       \
+        fprintf(stderr, "dlsym libcuda.so.1 %s: not exported\n", #name);                           \
+        return -1;                                                                                 \
     }
     GS_CUDA_FUNCS(SIM_TEST_LOAD)
     SIM_EXTRA_FUNCS(SIM_TEST_LOAD)
@@ -81,10 +81,10 @@ static inline int nvml_load(struct nvml *nv)
     memset(nv, 0, sizeof(*nv));
     if (!(nv->handle = sim_test_dlopen("libnvidia-ml.so.1")))
         return -1;
-#define SIM_TEST_LOAD(ret, name, params)                                         \
-    if (!(*(void **)&nv->name = dlsym(nv->handle, #name))) {                     \
-        fprintf(stderr, "dlsym libnvidia-ml.so.1 %s: not exported\n", #name);    \
-        return -1;                                                               \
+#define SIM_TEST_LOAD(ret, name, params)                                                           \
+    if (!(*(void **)&nv->name = dlsym(nv->handle, #name))) {                                       \
+        fprintf(stderr, "dlsym libnvidia-ml.so.1 %s: not exported\n", #name);                      \
+        return -1;                                                                                 \
     }
     GS_NVML_FUNCS(SIM_TEST_LOAD)
 #undef SIM_TEST_LOAD

@@ -194,9 +194,9 @@ static void check_created(CUcontext c, uint64_t base)
 static void test_ctx_create_every_version_pushes_and_charges(void **state)
 {
     uint64_t base = used();
-    CUexecAffinityParam aff = {.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT, .param.smCount.val = 66};
-    CUctxCreateParams params = {.execAffinityParams = &aff, .numExecAffinityParams = 1};
-    CUctxCreateParams cig = {.cigParams = (CUctxCigParam *)&aff};
+    CUexecAffinityParam aff = { .type = CU_EXEC_AFFINITY_TYPE_SM_COUNT, .param.smCount.val = 66 };
+    CUctxCreateParams params = { .execAffinityParams = &aff, .numExecAffinityParams = 1 };
+    CUctxCreateParams cig = { .cigParams = (CUctxCigParam *)&aff };
     CUcontext c = NULL;
 
     (void)state;
@@ -275,7 +275,7 @@ static void *other_thread(void *p)
 static void test_context_destroyed_while_current_elsewhere_reports_destroyed(void **state)
 {
     pthread_barrier_t barrier;
-    struct thread_arg a = {.barrier = &barrier};
+    struct thread_arg a = { .barrier = &barrier };
     pthread_t t;
 
     (void)state;

@@ -21,28 +21,28 @@ struct size_case {
 };
 
 static const struct size_case size_cases[] = {
-    {"0", 0, 0},
-    {"1", 0, 1},
-    {"1K", 0, 1024},
-    {"1k", 0, 1024},
-    {"2M", 0, 2 << 20},
-    {"3G", 0, 3ull << 30},
-    {"1T", 0, 1ull << 40},
-    {"17179869184", 0, 17179869184ull},
-    {"18446744073709551615", 0, UINT64_MAX},
-    {"18446744073709551616", -ERANGE, 0},
-    {"16777216T", -ERANGE, 0},
-    {"", -EINVAL, 0},
-    {"K", -EINVAL, 0},
-    {"1KB", -EINVAL, 0},
-    {"1KiB", -EINVAL, 0},
-    {" 1", -EINVAL, 0},
-    {"1 ", -EINVAL, 0},
-    {"-1", -EINVAL, 0},
-    {"+1", -EINVAL, 0},
-    {"0x10", -EINVAL, 0},
-    {"1.5G", -EINVAL, 0},
-    {"1P", -EINVAL, 0},
+    { "0", 0, 0 },
+    { "1", 0, 1 },
+    { "1K", 0, 1024 },
+    { "1k", 0, 1024 },
+    { "2M", 0, 2 << 20 },
+    { "3G", 0, 3ull << 30 },
+    { "1T", 0, 1ull << 40 },
+    { "17179869184", 0, 17179869184ull },
+    { "18446744073709551615", 0, UINT64_MAX },
+    { "18446744073709551616", -ERANGE, 0 },
+    { "16777216T", -ERANGE, 0 },
+    { "", -EINVAL, 0 },
+    { "K", -EINVAL, 0 },
+    { "1KB", -EINVAL, 0 },
+    { "1KiB", -EINVAL, 0 },
+    { " 1", -EINVAL, 0 },
+    { "1 ", -EINVAL, 0 },
+    { "-1", -EINVAL, 0 },
+    { "+1", -EINVAL, 0 },
+    { "0x10", -EINVAL, 0 },
+    { "1.5G", -EINVAL, 0 },
+    { "1P", -EINVAL, 0 },
 };
 
 static void test_size_parser(void **state)
@@ -166,33 +166,33 @@ struct env_case {
 };
 
 static const struct env_case env_cases[] = {
-    {"GPUSLICE_SIM_DEVICES", "1", 1},
-    {"GPUSLICE_SIM_DEVICES", "16", 1},
-    {"GPUSLICE_SIM_DEVICES", "0", 0},
-    {"GPUSLICE_SIM_DEVICES", "17", 0},
-    {"GPUSLICE_SIM_DEVICES", "2x", 0},
-    {"GPUSLICE_SIM_DEVICES", "", 0},
-    {"GPUSLICE_SIM_DEVICES", " 1", 0},
-    {"GPUSLICE_SIM_DEVICES", "+1", 0},
-    {"GPUSLICE_SIM_MEMORY", "16G", 1},
-    {"GPUSLICE_SIM_MEMORY", "2048m", 1},
-    {"GPUSLICE_SIM_MEMORY", "17179869184", 1},
-    {"GPUSLICE_SIM_MEMORY", "1T", 1},
-    {"GPUSLICE_SIM_MEMORY", "12X", 0},
-    {"GPUSLICE_SIM_MEMORY", "0", 0},
-    {"GPUSLICE_SIM_MEMORY", "1M", 0},
-    {"GPUSLICE_SIM_MEMORY", "1.5G", 0},
-    {"GPUSLICE_SIM_MEMORY", "-1", 0},
-    {"GPUSLICE_SIM_MEMORY", "99999999999999999999", 0},
-    {"GPUSLICE_SIM_MEMORY", "2048T", 0},
-    {"GPUSLICE_SIM_SMS", "132", 1},
-    {"GPUSLICE_SIM_SMS", "0", 0},
-    {"GPUSLICE_SIM_SMS", "abc", 0},
-    {"GPUSLICE_SIM_SMS", "1025", 0},
-    {"GPUSLICE_SIM_CONTEXT_BYTES", "0", 1},
-    {"GPUSLICE_SIM_CONTEXT_BYTES", "64M", 1},
-    {"GPUSLICE_SIM_CONTEXT_BYTES", "x", 0},
-    {"GPUSLICE_SIM_CONTEXT_BYTES", "", 0},
+    { "GPUSLICE_SIM_DEVICES", "1", 1 },
+    { "GPUSLICE_SIM_DEVICES", "16", 1 },
+    { "GPUSLICE_SIM_DEVICES", "0", 0 },
+    { "GPUSLICE_SIM_DEVICES", "17", 0 },
+    { "GPUSLICE_SIM_DEVICES", "2x", 0 },
+    { "GPUSLICE_SIM_DEVICES", "", 0 },
+    { "GPUSLICE_SIM_DEVICES", " 1", 0 },
+    { "GPUSLICE_SIM_DEVICES", "+1", 0 },
+    { "GPUSLICE_SIM_MEMORY", "16G", 1 },
+    { "GPUSLICE_SIM_MEMORY", "2048m", 1 },
+    { "GPUSLICE_SIM_MEMORY", "17179869184", 1 },
+    { "GPUSLICE_SIM_MEMORY", "1T", 1 },
+    { "GPUSLICE_SIM_MEMORY", "12X", 0 },
+    { "GPUSLICE_SIM_MEMORY", "0", 0 },
+    { "GPUSLICE_SIM_MEMORY", "1M", 0 },
+    { "GPUSLICE_SIM_MEMORY", "1.5G", 0 },
+    { "GPUSLICE_SIM_MEMORY", "-1", 0 },
+    { "GPUSLICE_SIM_MEMORY", "99999999999999999999", 0 },
+    { "GPUSLICE_SIM_MEMORY", "2048T", 0 },
+    { "GPUSLICE_SIM_SMS", "132", 1 },
+    { "GPUSLICE_SIM_SMS", "0", 0 },
+    { "GPUSLICE_SIM_SMS", "abc", 0 },
+    { "GPUSLICE_SIM_SMS", "1025", 0 },
+    { "GPUSLICE_SIM_CONTEXT_BYTES", "0", 1 },
+    { "GPUSLICE_SIM_CONTEXT_BYTES", "64M", 1 },
+    { "GPUSLICE_SIM_CONTEXT_BYTES", "x", 0 },
+    { "GPUSLICE_SIM_CONTEXT_BYTES", "", 0 },
 };
 
 static void test_each_variable_is_parsed_strictly(void **state)
@@ -324,29 +324,29 @@ struct visible_case {
 
 /* Three devices: GPU-5ac1ce00-0000-4000-8000-00000000000{0,1,2}. */
 static const struct visible_case visible_cases[] = {
-    {NULL, "0 1 2"},
-    {"", ""},
-    {"0", "0"},
-    {"2,0", "2 0"},
-    {"0,2,-1,1", "0 2"},        /* CUDA's own example: the invalid entry ends the list */
-    {"1,3,0", "1"},             /* no device 3 */
-    {"1,,0", "1"},
-    {" 1 , 2", "1 2"},          /* read like strtoul */
-    {"1gpu,2x", "1 2"},
-    {"+1", "1"},
-    {"-1", ""},
-    {"x,0", ""},
-    {"0,1,0", ""},              /* a device named twice: none */
-    {"GPU-5ac1ce00-0000-4000-8000-000000000002", "2"},
-    {"GPU-5ac1ce00-0000-4000-8000-000000000002,GPU-5ac1ce00-0000-4000-8000-000000000000", "2 0"},
-    {"GPU-5ac1ce00-0000-4000-8000-000000000001,0", "1"}, /* the first entry sets the form */
-    {"0,GPU-5ac1ce00-0000-4000-8000-000000000001", "0"},
-    {"GPU-5ac1ce00-0000-4000-8000-00000000000", ""},    /* a prefix of all three: ambiguous */
-    {"GPU-5ac1ce00", ""},
-    {"GPU-5ac1ce00-0000-4000-8000-0000000000011", ""},  /* longer than any */
-    {"GPU-5ac1ce00-0000-4000-8000-000000000001,GPU-5ac1ce00-0000-4000-8000-000000000001", ""},
-    {"GPU-5AC1CE00-0000-4000-8000-000000000001", ""},  /* as nvidia-smi prints them: lower case */
-    {"MIG-5ac1ce00-0000-4000-8000-000000000001/1/0", ""}, /* no MIG here */
+    { NULL, "0 1 2" },
+    { "", "" },
+    { "0", "0" },
+    { "2,0", "2 0" },
+    { "0,2,-1,1", "0 2" }, /* CUDA's own example: the invalid entry ends the list */
+    { "1,3,0", "1" },      /* no device 3 */
+    { "1,,0", "1" },
+    { " 1 , 2", "1 2" }, /* read like strtoul */
+    { "1gpu,2x", "1 2" },
+    { "+1", "1" },
+    { "-1", "" },
+    { "x,0", "" },
+    { "0,1,0", "" }, /* a device named twice: none */
+    { "GPU-5ac1ce00-0000-4000-8000-000000000002", "2" },
+    { "GPU-5ac1ce00-0000-4000-8000-000000000002,GPU-5ac1ce00-0000-4000-8000-000000000000", "2 0" },
+    { "GPU-5ac1ce00-0000-4000-8000-000000000001,0", "1" }, /* the first entry sets the form */
+    { "0,GPU-5ac1ce00-0000-4000-8000-000000000001", "0" },
+    { "GPU-5ac1ce00-0000-4000-8000-00000000000", "" }, /* a prefix of all three: ambiguous */
+    { "GPU-5ac1ce00", "" },
+    { "GPU-5ac1ce00-0000-4000-8000-0000000000011", "" }, /* longer than any */
+    { "GPU-5ac1ce00-0000-4000-8000-000000000001,GPU-5ac1ce00-0000-4000-8000-000000000001", "" },
+    { "GPU-5AC1CE00-0000-4000-8000-000000000001", "" }, /* as nvidia-smi prints them: lower case */
+    { "MIG-5ac1ce00-0000-4000-8000-000000000001/1/0", "" }, /* no MIG here */
 };
 
 static void test_cuda_visible_devices_is_read_as_cuda_reads_it(void **state)

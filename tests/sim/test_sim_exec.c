@@ -77,7 +77,7 @@ static void test_spin_kernel_takes_its_time(void **state)
 
 static void test_other_functions_take_no_time(void **state)
 {
-    static const char *const names[] = {"gemm", "spin_us", "spin_12", "spin_x5us", "spin_5usx"};
+    static const char *const names[] = { "gemm", "spin_us", "spin_12", "spin_x5us", "spin_5usx" };
     CUevent a, b;
 
     (void)state;
@@ -155,7 +155,7 @@ static void *ptds_thread(void *p)
 
 static void test_per_thread_default_stream(void **state)
 {
-    struct ptds_arg a = {.f = get_function(&cu, "spin_10000us")};
+    struct ptds_arg a = { .f = get_function(&cu, "spin_10000us") };
     pthread_t t;
     CUstreamCaptureStatus st;
 
@@ -175,10 +175,16 @@ static void test_per_thread_default_stream(void **state)
 static void test_launch_ex_and_cooperative(void **state)
 {
     CUfunction f = get_function(&cu, "spin_5000us");
-    CUlaunchAttribute coop = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
-    CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 256,
-                          .blockDimY = 1, .blockDimZ = 1, .hStream = NULL, .attrs = &coop,
-                          .numAttrs = 1};
+    CUlaunchAttribute coop = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1 };
+    CUlaunchConfig cfg = { .gridDimX = 132,
+                           .gridDimY = 1,
+                           .gridDimZ = 1,
+                           .blockDimX = 256,
+                           .blockDimY = 1,
+                           .blockDimZ = 1,
+                           .hStream = NULL,
+                           .attrs = &coop,
+                           .numAttrs = 1 };
     CUevent a, b;
     float ms;
 
@@ -292,10 +298,10 @@ static void test_capture_broken_by_a_sync_is_invalidated(void **state)
 
 /* ---- what a capture allows, per mode, as the H200's driver answered ---- */
 
-static const CUstreamCaptureMode capture_modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
-                                                    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                                                    CU_STREAM_CAPTURE_MODE_RELAXED};
-static const char *const capture_mode_names[] = {"global", "thread-local", "relaxed"};
+static const CUstreamCaptureMode capture_modes[] = { CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                     CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                     CU_STREAM_CAPTURE_MODE_RELAXED };
+static const char *const capture_mode_names[] = { "global", "thread-local", "relaxed" };
 
 struct other {
     int what;
@@ -305,21 +311,21 @@ struct other {
 };
 
 /* driver_facts.c's list of another thread's calls, in its order. */
-static const char *const other_names[] = {"cuEventQuery(event recorded outside)",
-                                          "cuStreamQuery(another stream)",
-                                          "cuEventRecord(event, another stream)",
-                                          "cuEventCreate",
-                                          "cuMemAlloc(1 MiB)",
-                                          "cuStreamIsCapturing(the capturing stream)",
-                                          "cuCtxGetCurrent + cuCtxPushCurrent/Pop",
-                                          "cuStreamGetCtx(the capturing stream)",
-                                          "cuEventQuery(legacy-stream event)",
-                                          "cuStreamQuery(CU_STREAM_LEGACY)",
-                                          "cuEventRecord(event, CU_STREAM_LEGACY)",
-                                          "cuMemGetInfo"};
+static const char *const other_names[] = { "cuEventQuery(event recorded outside)",
+                                           "cuStreamQuery(another stream)",
+                                           "cuEventRecord(event, another stream)",
+                                           "cuEventCreate",
+                                           "cuMemAlloc(1 MiB)",
+                                           "cuStreamIsCapturing(the capturing stream)",
+                                           "cuCtxGetCurrent + cuCtxPushCurrent/Pop",
+                                           "cuStreamGetCtx(the capturing stream)",
+                                           "cuEventQuery(legacy-stream event)",
+                                           "cuStreamQuery(CU_STREAM_LEGACY)",
+                                           "cuEventRecord(event, CU_STREAM_LEGACY)",
+                                           "cuMemGetInfo" };
 
 /* In global mode these failed (CAPTURE_UNSUPPORTED) and invalidated the capture. */
-static const int other_unsafe[] = {1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0};
+static const int other_unsafe[] = { 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0 };
 
 static void *other_thread(void *arg)
 {
@@ -332,9 +338,16 @@ static void *other_thread(void *arg)
 
     cu.cuCtxSetCurrent(ctx);
     switch (o->what) {
-    case 0: case 8: o->r = cu.cuEventQuery(o->ev); break;
-    case 1: o->r = cu.cuStreamQuery(o->plain); break;
-    case 2: o->r = cu.cuEventRecord(o->ev, o->plain); break;
+    case 0:
+    case 8:
+        o->r = cu.cuEventQuery(o->ev);
+        break;
+    case 1:
+        o->r = cu.cuStreamQuery(o->plain);
+        break;
+    case 2:
+        o->r = cu.cuEventRecord(o->ev, o->plain);
+        break;
     case 3:
         if ((o->r = cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
             cu.cuEventDestroy_v2(e);
@@ -343,16 +356,26 @@ static void *other_thread(void *arg)
         if ((o->r = cu.cuMemAlloc_v2(&p, MiB)) == CUDA_SUCCESS)
             cu.cuMemFree_v2(p);
         break;
-    case 5: o->r = cu.cuStreamIsCapturing(o->capturing, &st); break;
+    case 5:
+        o->r = cu.cuStreamIsCapturing(o->capturing, &st);
+        break;
     case 6:
         if ((o->r = cu.cuCtxGetCurrent(&c)) == CUDA_SUCCESS &&
             (o->r = cu.cuCtxPushCurrent_v2(ctx)) == CUDA_SUCCESS)
             o->r = cu.cuCtxPopCurrent_v2(&c);
         break;
-    case 7: o->r = cu.cuStreamGetCtx(o->capturing, &c); break;
-    case 9: o->r = cu.cuStreamQuery(CU_STREAM_LEGACY); break;
-    case 10: o->r = cu.cuEventRecord(o->ev, CU_STREAM_LEGACY); break;
-    default: o->r = cu.cuMemGetInfo_v2(&f, &t); break;
+    case 7:
+        o->r = cu.cuStreamGetCtx(o->capturing, &c);
+        break;
+    case 9:
+        o->r = cu.cuStreamQuery(CU_STREAM_LEGACY);
+        break;
+    case 10:
+        o->r = cu.cuEventRecord(o->ev, CU_STREAM_LEGACY);
+        break;
+    default:
+        o->r = cu.cuMemGetInfo_v2(&f, &t);
+        break;
     }
     return NULL;
 }
@@ -383,7 +406,7 @@ static void test_capture_modes_allow_what_the_h200_allowed(void **state)
         assert_cu(cu.cuStreamEndCapture(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         /* Another thread's calls while this one captures. */
         for (int w = 0; w < (int)(sizeof(other_names) / sizeof(other_names[0])); w++) {
-            struct other o = {w, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN};
+            struct other o = { w, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN };
             int unsafe = m == 0 && other_unsafe[w];
             CUresult end;
             pthread_t th;
@@ -409,7 +432,7 @@ static void test_capture_modes_allow_what_the_h200_allowed(void **state)
     }
     /* The entry point without a mode captures in global mode. */
     {
-        struct other o = {0, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN};
+        struct other o = { 0, cap, plain, ev_plain, CUDA_ERROR_UNKNOWN };
         pthread_t th;
         assert_ok(cu.cuStreamBeginCapture(cap));
         assert_int_equal(pthread_create(&th, NULL, other_thread, &o), 0);
@@ -497,10 +520,20 @@ static void test_captured_event_record_runs_with_the_graph(void **state)
 static void test_explicit_graph_runs_its_kernel_nodes(void **state)
 {
     CUfunction f = get_function(&cu, "spin_4000us");
-    CUDA_KERNEL_NODE_PARAMS_v1 p1 = {.func = f, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
-                                     .blockDimX = 64, .blockDimY = 1, .blockDimZ = 1};
-    CUDA_KERNEL_NODE_PARAMS p2 = {.func = f, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
-                                  .blockDimX = 64, .blockDimY = 1, .blockDimZ = 1};
+    CUDA_KERNEL_NODE_PARAMS_v1 p1 = { .func = f,
+                                      .gridDimX = 1,
+                                      .gridDimY = 1,
+                                      .gridDimZ = 1,
+                                      .blockDimX = 64,
+                                      .blockDimY = 1,
+                                      .blockDimZ = 1 };
+    CUDA_KERNEL_NODE_PARAMS p2 = { .func = f,
+                                   .gridDimX = 1,
+                                   .gridDimY = 1,
+                                   .gridDimZ = 1,
+                                   .blockDimX = 64,
+                                   .blockDimY = 1,
+                                   .blockDimZ = 1 };
     CUgraphNode n1, n2, n3;
     CUgraph g;
     CUgraphExec e, e2;
@@ -512,8 +545,8 @@ static void test_explicit_graph_runs_its_kernel_nodes(void **state)
     assert_ok(cu.cuGraphCreate(&g, 0));
     assert_ok(cu.cuGraphAddKernelNode(&n1, g, NULL, 0, &p1));
     assert_ok(cu.cuGraphAddKernelNode_v2(&n2, g, &n1, 1, &p2));
-    assert_ok(cu.cuGraphAddKernelNode_v2(&n3, g, (CUgraphNode[]){n1, n2}, 2, &p2));
-    assert_cu(cu.cuGraphAddKernelNode_v2(&n3, g, (CUgraphNode[]){(CUgraphNode)&g}, 1, &p2),
+    assert_ok(cu.cuGraphAddKernelNode_v2(&n3, g, (CUgraphNode[]){ n1, n2 }, 2, &p2));
+    assert_cu(cu.cuGraphAddKernelNode_v2(&n3, g, (CUgraphNode[]){ (CUgraphNode)&g }, 1, &p2),
               CUDA_ERROR_INVALID_VALUE);
     p2.func = NULL;
     assert_cu(cu.cuGraphAddKernelNode_v2(&n3, g, NULL, 0, &p2), CUDA_ERROR_INVALID_VALUE);

@@ -65,7 +65,8 @@ static void test_resource_and_splits_have_the_h200_granularity(void **state)
     assert_int_equal(all.sm.smCoscheduledAlignment, 8);
     assert_cu(cu.cuDeviceGetDevResource(0, &all, (CUdevResourceType)5),
               CUDA_ERROR_INVALID_RESOURCE_TYPE);
-    assert_cu(cu.cuDeviceGetDevResource(7, &all, CU_DEV_RESOURCE_TYPE_SM), CUDA_ERROR_INVALID_DEVICE);
+    assert_cu(cu.cuDeviceGetDevResource(7, &all, CU_DEV_RESOURCE_TYPE_SM),
+              CUDA_ERROR_INVALID_DEVICE);
     all = device_sms();
     /* Counting only: groups of 8 (the minimum), of 16 (one more, aligned), of 2 ignoring co-scheduling. */
     assert_ok(cu.cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 0, 1));
@@ -90,7 +91,8 @@ static void test_resource_and_splits_have_the_h200_granularity(void **state)
               CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
     assert_cu(cu.cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 0, 133),
               CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
-    assert_cu(cu.cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 4, 8), CUDA_ERROR_INVALID_VALUE);
+    assert_cu(cu.cuDevSmResourceSplitByCount(NULL, &nb, &all, NULL, 4, 8),
+              CUDA_ERROR_INVALID_VALUE);
     /* A descriptor merges groups of one split (with its remainder), not of two. */
     a[0] = groups[0];
     a[1] = rest;
@@ -99,7 +101,8 @@ static void test_resource_and_splits_have_the_h200_granularity(void **state)
         assert_ok(cu.cuDevResourceGenerateDesc(&d, a, 2));
         nb = 1;
         assert_ok(cu.cuDevSmResourceSplitByCount(&a[1], &nb, &all, NULL, 0, 8));
-        assert_cu(cu.cuDevResourceGenerateDesc(&d, a, 2), CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
+        assert_cu(cu.cuDevResourceGenerateDesc(&d, a, 2),
+                  CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
     }
 }
 

@@ -69,8 +69,8 @@ struct pack_case {
 
 /* h200-driver-facts.txt, "packing" lines: 4000 x 512 B took 2 MiB, and so on. */
 static const struct pack_case pack_cases[] = {
-    {512, 4000, 4096},   {4096, 4000, 512},      {65536, 384, 32},   {262144, 96, 8},
-    {524288, 48, 4},     {1048576, 24, 2},       {1052672, 23, 1},   {2093056, 12, 1},
+    { 512, 4000, 4096 }, { 4096, 4000, 512 }, { 65536, 384, 32 }, { 262144, 96, 8 },
+    { 524288, 48, 4 },   { 1048576, 24, 2 },  { 1052672, 23, 1 }, { 2093056, 12, 1 },
 };
 
 static void test_small_allocations_are_packed_into_2mib_pages(void **state)
@@ -109,8 +109,8 @@ static void test_large_allocations_take_whole_pages_of_their_own(void **state)
     static const struct {
         size_t size;
         uint64_t took;
-    } cases[] = {{2 * MiB, 2 * MiB},       {2 * MiB + 1, 4 * MiB},     {3 * MiB, 4 * MiB},
-                 {5 * MiB, 6 * MiB},       {33 * MiB + 1, 34 * MiB},   {100 * MiB + 1, 102 * MiB}};
+    } cases[] = { { 2 * MiB, 2 * MiB }, { 2 * MiB + 1, 4 * MiB },   { 3 * MiB, 4 * MiB },
+                  { 5 * MiB, 6 * MiB }, { 33 * MiB + 1, 34 * MiB }, { 100 * MiB + 1, 102 * MiB } };
     uint64_t base = used();
     CUdeviceptr a, b, small;
 
@@ -187,11 +187,11 @@ static void test_out_of_memory_at_capacity_and_exact_give_back(void **state)
 static void test_pitch_is_the_width_rounded_to_512_bytes(void **state)
 {
     /* h200-driver-facts.txt, "pitch width W height 16 elem E -> pitch P" (alike for E 4, 8, 16). */
-    static const size_t widths[] = {1,   4,    100,  128,  256,  500,  511,  512,
-                                    513, 1000, 1024, 2048, 4096, 4097, 10000};
-    static const size_t pitches[] = {512,  512,  512,  512,  512,  512,  512,  512,
-                                     1024, 1024, 1024, 2048, 4096, 4608, 10240};
-    static const unsigned elems[] = {4, 8, 16};
+    static const size_t widths[] = { 1,   4,    100,  128,  256,  500,  511,  512,
+                                     513, 1000, 1024, 2048, 4096, 4097, 10000 };
+    static const size_t pitches[] = { 512,  512,  512,  512,  512,  512,  512,  512,
+                                      1024, 1024, 1024, 2048, 4096, 4608, 10240 };
+    static const unsigned elems[] = { 4, 8, 16 };
     uint64_t base = used();
     CUdeviceptr p, q;
     CUdeviceptr_v1 p32;
@@ -316,18 +316,18 @@ static const struct {
     size_t size;
     uint64_t reserved;
 } pool_cases[] = {
-    {4096, 32 * MiB},           {MiB, 32 * MiB},           {2 * MiB, 32 * MiB},
-    {2 * MiB + 1, 32 * MiB},    {31 * MiB, 32 * MiB},      {32 * MiB, 32 * MiB},
-    {32 * MiB + 1, 64 * MiB},   {33 * MiB, 64 * MiB},      {48 * MiB, 64 * MiB},
-    {64 * MiB, 64 * MiB},       {64 * MiB + 1, 96 * MiB},  {100 * MiB, 128 * MiB},
-    {256 * MiB, 256 * MiB},
+    { 4096, 32 * MiB },         { MiB, 32 * MiB },          { 2 * MiB, 32 * MiB },
+    { 2 * MiB + 1, 32 * MiB },  { 31 * MiB, 32 * MiB },     { 32 * MiB, 32 * MiB },
+    { 32 * MiB + 1, 64 * MiB }, { 33 * MiB, 64 * MiB },     { 48 * MiB, 64 * MiB },
+    { 64 * MiB, 64 * MiB },     { 64 * MiB + 1, 96 * MiB }, { 100 * MiB, 128 * MiB },
+    { 256 * MiB, 256 * MiB },
 };
 
 /* The sequence held one after another, and what was reserved after each. */
-static const size_t pool_seq[] = {4096,     4096,     MiB,      20 * MiB, 8 * MiB,
-                                  4 * MiB,  40 * MiB, MiB,      100 * MiB};
-static const uint64_t pool_seq_reserved[] = {32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB,
-                                             64 * MiB, 96 * MiB, 96 * MiB, 192 * MiB};
+static const size_t pool_seq[] = { 4096,    4096,     MiB, 20 * MiB, 8 * MiB,
+                                   4 * MiB, 40 * MiB, MiB, 100 * MiB };
+static const uint64_t pool_seq_reserved[] = { 32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB,
+                                              64 * MiB, 96 * MiB, 96 * MiB, 192 * MiB };
 
 static void check_pool_growth(CUmemoryPool pool, CUstream s)
 {
@@ -339,8 +339,7 @@ static void check_pool_growth(CUmemoryPool pool, CUstream s)
         assert_ok(cu.cuStreamSynchronize(s));
         if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) != pool_cases[i].reserved ||
             used() - base != pool_cases[i].reserved)
-            fail_msg("%zu B from empty: reserved %llu, device %llu, want %llu",
-                     pool_cases[i].size,
+            fail_msg("%zu B from empty: reserved %llu, device %llu, want %llu", pool_cases[i].size,
                      (unsigned long long)pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
                      (unsigned long long)(used() - base),
                      (unsigned long long)pool_cases[i].reserved);
@@ -370,8 +369,8 @@ static void check_pool_growth(CUmemoryPool pool, CUstream s)
 
 static void test_pools_grow_in_32mib_chunks_as_measured(void **state)
 {
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemoryPool def, own;
     CUstream s;
 
@@ -389,8 +388,8 @@ static void test_pools_grow_in_32mib_chunks_as_measured(void **state)
 /* A synchronisation gives back whole unused chunks, down to the release threshold. */
 static void test_pool_gives_back_whole_chunks_at_a_sync(void **state)
 {
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     cuuint64_t max = UINT64_MAX, forty = 40 * MiB, zero = 0;
     uint64_t base = used();
     CUmemoryPool def, own;
@@ -533,8 +532,8 @@ static void test_pool_growth_past_the_device_fails_and_changes_nothing(void **st
 static void test_created_pools_and_device_current_pool(void **state)
 {
     uint64_t base = used();
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemoryPool pool, cur, def;
     CUdeviceptr a, b;
 
@@ -573,10 +572,10 @@ static void test_created_pools_and_device_current_pool(void **state)
 static void test_vmm_memory_lives_until_released_and_unmapped(void **state)
 {
     uint64_t base = used();
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-    CUmemAccessDesc access = {.location = prop.location,
-                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    CUmemAccessDesc access = { .location = prop.location,
+                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUmemGenericAllocationHandle h, h2;
     CUdeviceptr va, b;
     size_t g = 0, s;
@@ -623,8 +622,8 @@ static void test_vmm_memory_lives_until_released_and_unmapped(void **state)
 /* A released handle's value is handed out again by the next cuMemCreate, as the driver does. */
 static void test_vmm_released_handle_value_comes_back_at_once(void **state)
 {
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemGenericAllocationHandle a, b, c, h;
     CUdeviceptr va;
     uint64_t base = used();
@@ -658,8 +657,8 @@ static void test_vmm_released_handle_value_comes_back_at_once(void **state)
 static void test_vmm_create_beyond_capacity_is_oom(void **state)
 {
     uint64_t base = used();
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemGenericAllocationHandle h;
 
     (void)state;
@@ -679,17 +678,17 @@ static const struct {
     unsigned ch;
     uint64_t took;
 } array_cases[] = {
-    {1, 1, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
-    {100, 100, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
-    {1000, 1000, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB},
-    {1000, 1000, 0, CU_AD_FORMAT_FLOAT, 4, 16 * MiB},
-    {4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, 256 * MiB},
-    {4096, 4096, 0, CU_AD_FORMAT_HALF, 2, 64 * MiB},
-    {3000, 0, 0, CU_AD_FORMAT_FLOAT, 1, 2 * MiB},
-    {1001, 999, 0, CU_AD_FORMAT_FLOAT, 2, 8 * MiB},
-    {256, 256, 256, CU_AD_FORMAT_FLOAT, 1, 64 * MiB},
-    {100, 100, 100, CU_AD_FORMAT_UNSIGNED_INT8, 4, 6 * MiB},  /* elements alone: 4 MiB */
-    {1000, 1000, 10, CU_AD_FORMAT_HALF, 1, 32 * MiB},        /* elements alone: 20 MiB */
+    { 1, 1, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB },
+    { 100, 100, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB },
+    { 1000, 1000, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 2 * MiB },
+    { 1000, 1000, 0, CU_AD_FORMAT_FLOAT, 4, 16 * MiB },
+    { 4096, 4096, 0, CU_AD_FORMAT_FLOAT, 4, 256 * MiB },
+    { 4096, 4096, 0, CU_AD_FORMAT_HALF, 2, 64 * MiB },
+    { 3000, 0, 0, CU_AD_FORMAT_FLOAT, 1, 2 * MiB },
+    { 1001, 999, 0, CU_AD_FORMAT_FLOAT, 2, 8 * MiB },
+    { 256, 256, 256, CU_AD_FORMAT_FLOAT, 1, 64 * MiB },
+    { 100, 100, 100, CU_AD_FORMAT_UNSIGNED_INT8, 4, 6 * MiB }, /* elements alone: 4 MiB */
+    { 1000, 1000, 10, CU_AD_FORMAT_HALF, 1, 32 * MiB },        /* elements alone: 20 MiB */
 };
 
 static void test_arrays_reserve_what_the_h200_reserved(void **state)
@@ -699,21 +698,23 @@ static void test_arrays_reserve_what_the_h200_reserved(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(array_cases) / sizeof(array_cases[0]); i++) {
-        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = array_cases[i].w, .Height = array_cases[i].h,
-                                      .Depth = array_cases[i].d, .Format = array_cases[i].f,
-                                      .NumChannels = array_cases[i].ch};
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = array_cases[i].w,
+                                       .Height = array_cases[i].h,
+                                       .Depth = array_cases[i].d,
+                                       .Format = array_cases[i].f,
+                                       .NumChannels = array_cases[i].ch };
         assert_ok(cu.cuArray3DCreate_v2(&a, &d3));
         if (used() - base != array_cases[i].took)
             fail_msg("array %zux%zux%zu x%u: took %llu, the H200 %llu", array_cases[i].w,
                      array_cases[i].h, array_cases[i].d, array_cases[i].ch,
-                     (unsigned long long)(used() - base),
-                     (unsigned long long)array_cases[i].took);
+                     (unsigned long long)(used() - base), (unsigned long long)array_cases[i].took);
         assert_ok(cu.cuArrayDestroy(a));
         assert_int_equal(used(), base);
         if (array_cases[i].d == 0) { /* the 2-D entry points agree */
-            CUDA_ARRAY_DESCRIPTOR d2 = {.Width = array_cases[i].w, .Height = array_cases[i].h,
-                                        .Format = array_cases[i].f,
-                                        .NumChannels = array_cases[i].ch};
+            CUDA_ARRAY_DESCRIPTOR d2 = { .Width = array_cases[i].w,
+                                         .Height = array_cases[i].h,
+                                         .Format = array_cases[i].f,
+                                         .NumChannels = array_cases[i].ch };
             assert_ok(cu.cuArrayCreate_v2(&a, &d2));
             assert_int_equal(used() - base, array_cases[i].took);
             assert_ok(cu.cuArrayDestroy(a));
@@ -738,8 +739,11 @@ static void test_every_measured_3d_array_reserves_what_the_h200_reserved(void **
 
         if (sscanf(line, "a3 %llu %llu %llu %llu", &w, &h, &d, &kib) != 4)
             continue;
-        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = w, .Height = h, .Depth = d,
-                                      .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = w,
+                                       .Height = h,
+                                       .Depth = d,
+                                       .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                       .NumChannels = 1 };
         assert_ok(cu.cuArray3DCreate_v2(&a, &d3));
         if (used() - base != kib * 1024) {
             print_message("array %llux%llux%llu: took %llu KiB, the H200 %llu KiB\n", w, h, d,
@@ -757,14 +761,20 @@ static void test_every_measured_3d_array_reserves_what_the_h200_reserved(void **
 static void test_arrays_take_pages_of_their_own_and_are_checked(void **state)
 {
     uint64_t base = used();
-    CUDA_ARRAY_DESCRIPTOR_v1 d1 = {.Width = 100, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
-                                   .NumChannels = 1};
-    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1 << 20, .Height = 0, .Format = CU_AD_FORMAT_FLOAT,
-                                .NumChannels = 4};
-    CUDA_ARRAY3D_DESCRIPTOR_v1 d31 = {.Width = 1024, .Height = 1024, .Depth = 0,
-                                      .Format = CU_AD_FORMAT_SIGNED_INT32, .NumChannels = 1};
-    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 16, .Height = 0, .Depth = 16,
-                                  .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR_v1 d1 = {
+        .Width = 100, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1
+    };
+    CUDA_ARRAY_DESCRIPTOR d2 = {
+        .Width = 1 << 20, .Height = 0, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4
+    };
+    CUDA_ARRAY3D_DESCRIPTOR_v1 d31 = { .Width = 1024,
+                                       .Height = 1024,
+                                       .Depth = 0,
+                                       .Format = CU_AD_FORMAT_SIGNED_INT32,
+                                       .NumChannels = 1 };
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {
+        .Width = 16, .Height = 0, .Depth = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1
+    };
     CUarray a, b, c;
 
     (void)state;
@@ -801,11 +811,11 @@ static void *churn(void *arg)
     CUevent e;
     CUresult bad = CUDA_SUCCESS;
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        CUresult r_ = (call);                                                              \
-        if (r_ != CUDA_SUCCESS && bad == CUDA_SUCCESS)                                     \
-            bad = r_;                                                                      \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS && bad == CUDA_SUCCESS)                                             \
+            bad = r_;                                                                              \
     } while (0)
     CHECK(cu.cuCtxSetCurrent(ctx));
     CHECK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));

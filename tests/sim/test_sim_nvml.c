@@ -96,9 +96,9 @@ static void test_device_identity_agrees_with_the_driver(void **state)
         assert_int_equal(nv.nvmlDeviceGetUUID(d, uuid, sizeof(uuid)), NVML_SUCCESS);
         assert_ok(cu.cuDeviceGetUuid_v2(&u, (CUdevice)i));
         snprintf(want, sizeof(want),
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-                 b[13], b[14], b[15]);
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
         assert_string_equal(uuid, want);
         assert_int_equal(nv.nvmlDeviceGetHandleByUUID(uuid, &d), NVML_SUCCESS);
         assert_int_equal(nv.nvmlDeviceGetIndex(d, &index), NVML_SUCCESS);
@@ -125,7 +125,7 @@ static void test_device_identity_agrees_with_the_driver(void **state)
 static void test_memory_info_follows_the_driver(void **state)
 {
     nvmlMemory_t m, m1;
-    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
     CUdeviceptr p;
     size_t f, t;
 
@@ -203,7 +203,7 @@ static void test_per_process_memory_counts_pages_and_chunks(void **state)
 
     (void)state;
     for (int i = 0; i < 100; i++)
-        assert_ok(cu.cuMemAlloc_v2(&small[i], 4096)); /* 400 KiB asked: one page */
+        assert_ok(cu.cuMemAlloc_v2(&small[i], 4096));   /* 400 KiB asked: one page */
     assert_ok(cu.cuMemAllocAsync(&pooled, 4096, NULL)); /* a 32 MiB chunk */
     assert_int_equal(nv.nvmlDeviceGetComputeRunningProcesses_v3(dev0, &n, p3), NVML_SUCCESS);
     assert_int_equal(n, 1);
@@ -272,7 +272,6 @@ static void test_shutdown_then_reinit_sees_the_same_state(void **state)
     assert_int_equal(m.used, 0);
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
 }
-
 
 /*
  * In a fresh child with CUDA_VISIBLE_DEVICES=spec: the driver's count, and
@@ -346,14 +345,14 @@ static int visible_child(const char *spec)
 static void test_cuda_visible_devices_remaps_the_driver_not_nvml(void **state)
 {
     (void)state;
-    assert_int_equal(visible_child(NULL), 202);                 /* both; CUDA 0 is NVML 0 */
-    assert_int_equal(visible_child("1"), 112);                  /* one: NVML's device 1 */
-    assert_int_equal(visible_child("1,0"), 212);                /* the order given */
+    assert_int_equal(visible_child(NULL), 202);  /* both; CUDA 0 is NVML 0 */
+    assert_int_equal(visible_child("1"), 112);   /* one: NVML's device 1 */
+    assert_int_equal(visible_child("1,0"), 212); /* the order given */
     assert_int_equal(visible_child("GPU-5ac1ce00-0000-4000-8000-000000000001"), 112);
-    assert_int_equal(visible_child("0,7,1"), 102);              /* 7 ends the list */
-    assert_int_equal(visible_child("-1,1"), 52);                /* cuInit fails: no device */
+    assert_int_equal(visible_child("0,7,1"), 102); /* 7 ends the list */
+    assert_int_equal(visible_child("-1,1"), 52);   /* cuInit fails: no device */
     assert_int_equal(visible_child(""), 52);
-    assert_int_equal(visible_child("1,1"), 52);                 /* named twice: none */
+    assert_int_equal(visible_child("1,1"), 52); /* named twice: none */
 }
 
 int main(void)

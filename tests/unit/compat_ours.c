@@ -6,6 +6,6 @@
 #include "common/nvml_api.h"
 #include "compat_checks.h"
 
-#define GS_FACT(label, v) {label, (unsigned long long)(v)},
-const struct gs_compat_fact gs_compat_ours_cuda[] = {GS_COMPAT_CUDA(GS_FACT){NULL, 0}};
-const struct gs_compat_fact gs_compat_ours_nvml[] = {GS_COMPAT_NVML(GS_FACT){NULL, 0}};
+#define GS_FACT(label, v) { label, (unsigned long long)(v) },
+const struct gs_compat_fact gs_compat_ours_cuda[] = { GS_COMPAT_CUDA(GS_FACT){ NULL, 0 } };
+const struct gs_compat_fact gs_compat_ours_nvml[] = { GS_COMPAT_NVML(GS_FACT){ NULL, 0 } };

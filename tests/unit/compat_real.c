@@ -14,15 +14,15 @@
 #define GS_REDECLARE(ret, name, params) ret CUDAAPI name params;
 GS_CUDA_FUNCS(GS_REDECLARE)
 
-#define GS_FACT(label, v) {label, (unsigned long long)(v)},
-const struct gs_compat_fact gs_compat_real_cuda[] = {GS_COMPAT_CUDA(GS_FACT){NULL, 0}};
+#define GS_FACT(label, v) { label, (unsigned long long)(v) },
+const struct gs_compat_fact gs_compat_real_cuda[] = { GS_COMPAT_CUDA(GS_FACT){ NULL, 0 } };
 
 #ifdef GS_HAVE_NVML_H
 #include <nvml.h>
 
 #include "common/nvml_funcs.h"
 GS_NVML_FUNCS(GS_REDECLARE)
-const struct gs_compat_fact gs_compat_real_nvml[] = {GS_COMPAT_NVML(GS_FACT){NULL, 0}};
+const struct gs_compat_fact gs_compat_real_nvml[] = { GS_COMPAT_NVML(GS_FACT){ NULL, 0 } };
 #else
-const struct gs_compat_fact gs_compat_real_nvml[] = {{NULL, 0}};
+const struct gs_compat_fact gs_compat_real_nvml[] = { { NULL, 0 } };
 #endif

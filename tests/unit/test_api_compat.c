@@ -19,8 +19,8 @@ static int compare(const char *what, const struct gs_compat_fact *ours,
 
     for (i = 0; ours[i].label && real[i].label; i++, (*n)++) {
         if (ours[i].value != real[i].value) {
-            printf("MISMATCH %s %s: ours %llu, real %llu\n", what, ours[i].label,
-                   ours[i].value, real[i].value);
+            printf("MISMATCH %s %s: ours %llu, real %llu\n", what, ours[i].label, ours[i].value,
+                   real[i].value);
             bad++;
         }
     }

@@ -21,31 +21,31 @@ struct size_case {
 static void test_size_table(void **state)
 {
     static const struct size_case cases[] = {
-        {"0", 1, 0},
-        {"1073741824", 1, 1073741824ULL},
-        {"8G", 1, 8ULL << 30},
-        {"8g", 1, 8ULL << 30},
-        {"8GiB", 1, 8ULL << 30},
-        {"8GB", 1, 8ULL << 30},
-        {"512M", 1, 512ULL << 20},
-        {"512m", 1, 512ULL << 20},
-        {"4k", 1, 4096},
-        {"1T", 1, 1ULL << 40},
-        {"1.5G", 1, 3ULL << 29},
-        {"0.5m", 1, 512ULL << 10},
-        {"100B", 1, 100},
-        {"", 0, 0},
-        {"G", 0, 0},
-        {"8 GB", 0, 0},
-        {" 8G", 0, 0},
-        {"8G ", 0, 0},
-        {"-1G", 0, 0},
-        {"8X", 0, 0},
-        {"8GiBB", 0, 0},
-        {"1.5", 0, 0},
-        {"banana", 0, 0},
-        {"99999999999999999999", 0, 0},
-        {"17179869184T", 0, 0},
+        { "0", 1, 0 },
+        { "1073741824", 1, 1073741824ULL },
+        { "8G", 1, 8ULL << 30 },
+        { "8g", 1, 8ULL << 30 },
+        { "8GiB", 1, 8ULL << 30 },
+        { "8GB", 1, 8ULL << 30 },
+        { "512M", 1, 512ULL << 20 },
+        { "512m", 1, 512ULL << 20 },
+        { "4k", 1, 4096 },
+        { "1T", 1, 1ULL << 40 },
+        { "1.5G", 1, 3ULL << 29 },
+        { "0.5m", 1, 512ULL << 10 },
+        { "100B", 1, 100 },
+        { "", 0, 0 },
+        { "G", 0, 0 },
+        { "8 GB", 0, 0 },
+        { " 8G", 0, 0 },
+        { "8G ", 0, 0 },
+        { "-1G", 0, 0 },
+        { "8X", 0, 0 },
+        { "8GiBB", 0, 0 },
+        { "1.5", 0, 0 },
+        { "banana", 0, 0 },
+        { "99999999999999999999", 0, 0 },
+        { "17179869184T", 0, 0 },
     };
     size_t i;
 
@@ -64,8 +64,9 @@ static void test_size_table(void **state)
 
 static void test_sm_partition_values(void **state)
 {
-    static const char *const bad[] = {"0", "x", "16@", "@4", "16@4096", "5000", "101%", "0%",
-                                      "25%/fine", "16/fine/fine", "16@-1", "1.5", "16 ", "%"};
+    static const char *const bad[] = { "0",     "x",    "16@", "@4",       "16@4096",
+                                       "5000",  "101%", "0%",  "25%/fine", "16/fine/fine",
+                                       "16@-1", "1.5",  "16 ", "%" };
     struct gs_limits l;
     char err[256];
     size_t i;
@@ -74,9 +75,8 @@ static void test_sm_partition_values(void **state)
     assert_int_equal(gs_parse_limit_list("16", GS_VALUE_SMS, "--sms", &l, err, sizeof(err)), 0);
     assert_int_equal(GS_SMS_COUNT(l.e[0].value), 16);
     assert_int_equal(GS_SMS_FIRST(l.e[0].value), 0);
-    assert_int_equal(gs_parse_limit_list("0:16@32,1:8@0/fine", GS_VALUE_SMS, "--sms", &l, err,
-                                         sizeof(err)),
-                     0);
+    assert_int_equal(
+        gs_parse_limit_list("0:16@32,1:8@0/fine", GS_VALUE_SMS, "--sms", &l, err, sizeof(err)), 0);
     assert_int_equal(l.n, 2);
     assert_int_equal(GS_SMS_COUNT(l.e[0].value), 16);
     assert_int_equal(GS_SMS_FIRST(l.e[0].value), 32);
@@ -102,18 +102,18 @@ static void test_format_size_table(void **state)
         uint64_t bytes;
         const char *text;
     } cases[] = {
-        {0, "0 B"},
-        {1000, "1000 B"},
-        {4096, "4 KiB"},
-        {1047552, "1023 KiB"}, /* a multiple of KiB below 1 MiB stays exact */
-        {1048576, "1 MiB"},
-        {1536ULL << 20, "1536 MiB"},
-        {4ULL << 30, "4 GiB"},
-        {633152ULL << 10, "618.31 MiB"},
-        {(2ULL << 30) + 1, "2.00 GiB"},
-        {150754820096ULL, "143771 MiB"},
-        {150754820097ULL, "140.40 GiB"},
-        {3ULL << 40, "3 TiB"},
+        { 0, "0 B" },
+        { 1000, "1000 B" },
+        { 4096, "4 KiB" },
+        { 1047552, "1023 KiB" }, /* a multiple of KiB below 1 MiB stays exact */
+        { 1048576, "1 MiB" },
+        { 1536ULL << 20, "1536 MiB" },
+        { 4ULL << 30, "4 GiB" },
+        { 633152ULL << 10, "618.31 MiB" },
+        { (2ULL << 30) + 1, "2.00 GiB" },
+        { 150754820096ULL, "143771 MiB" },
+        { 150754820097ULL, "140.40 GiB" },
+        { 3ULL << 40, "3 TiB" },
     };
     char buf[64];
     size_t i;
@@ -131,9 +131,8 @@ static void test_limit_list_per_device(void **state)
     char err[256];
 
     (void)state;
-    assert_int_equal(gs_parse_limit_list("0:8G,1:4G", GS_VALUE_SIZE, "--memory", &l, err,
-                                         sizeof(err)),
-                     0);
+    assert_int_equal(
+        gs_parse_limit_list("0:8G,1:4G", GS_VALUE_SIZE, "--memory", &l, err, sizeof(err)), 0);
     assert_int_equal(l.n, 2);
     assert_int_equal(gs_limits_lookup(&l, 0, NULL), 8ULL << 30);
     assert_int_equal(gs_limits_lookup(&l, 1, NULL), 4ULL << 30);
@@ -164,16 +163,16 @@ struct bad_case {
 static void test_limit_list_bad_inputs_are_named(void **state)
 {
     static const struct bad_case cases[] = {
-        {"", "empty"},
-        {"8 GB", "\"8 GB\" is not a size"},
-        {"0", "above zero"},
-        {"0:0", "above zero"},
-        {"x:8G", "\"x\" is not a device"},
-        {"GPU-12:8G", "not a device"},
-        {"0:8G,0:4G", "twice"},
-        {"8G,", "trailing comma"},
-        {"8G,4G", "twice"},
-        {"0:", "not a size"},
+        { "", "empty" },
+        { "8 GB", "\"8 GB\" is not a size" },
+        { "0", "above zero" },
+        { "0:0", "above zero" },
+        { "x:8G", "\"x\" is not a device" },
+        { "GPU-12:8G", "not a device" },
+        { "0:8G,0:4G", "twice" },
+        { "8G,", "trailing comma" },
+        { "8G,4G", "twice" },
+        { "0:", "not a size" },
     };
     size_t i;
 
@@ -181,8 +180,8 @@ static void test_limit_list_bad_inputs_are_named(void **state)
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct gs_limits l;
         char err[256] = "";
-        assert_true(gs_parse_limit_list(cases[i].in, GS_VALUE_SIZE, "--memory", &l, err,
-                                        sizeof(err)) < 0);
+        assert_true(
+            gs_parse_limit_list(cases[i].in, GS_VALUE_SIZE, "--memory", &l, err, sizeof(err)) < 0);
         if (strstr(err, cases[i].must_mention) == NULL || strstr(err, "--memory") == NULL)
             fail_msg("for \"%s\" the message was: %s", cases[i].in, err);
     }
@@ -194,8 +193,7 @@ static void test_percent_values(void **state)
     char err[256];
 
     (void)state;
-    assert_int_equal(gs_parse_limit_list("30", GS_VALUE_PERCENT, "--compute", &l, err,
-                                         sizeof(err)),
+    assert_int_equal(gs_parse_limit_list("30", GS_VALUE_PERCENT, "--compute", &l, err, sizeof(err)),
                      0);
     assert_int_equal(gs_limits_lookup(&l, 0, NULL), 30);
     assert_true(gs_parse_limit_list("0", GS_VALUE_PERCENT, "--compute", &l, err, sizeof(err)) < 0);
@@ -211,9 +209,8 @@ static void test_tf_json_forms(void **state)
     char err[256];
 
     (void)state;
-    assert_int_equal(gs_parse_limit_json("{\"0\": 1073741824}", GS_VALUE_SIZE, "T", &l, err,
-                                         sizeof(err)),
-                     0);
+    assert_int_equal(
+        gs_parse_limit_json("{\"0\": 1073741824}", GS_VALUE_SIZE, "T", &l, err, sizeof(err)), 0);
     assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
     assert_int_equal(
         gs_parse_limit_json(" { \"gpu-5ac1ce00-0000-4000-8000-000000000000\" : 2147483648 ,"
@@ -230,11 +227,25 @@ static void test_tf_json_forms(void **state)
 static void test_tf_json_malformed(void **state)
 {
     static const char *bad[] = {
-        "",         "{",           "{\"0\": }",        "{\"0\": -1}",     "{\"0\": 1.5}",
-        "{\"0\":1,}", "{0: 1}",      "{\"0\": \"1\"}",   "{\"a\": 1}",      "[1]",
-        "{\"0\": 1} x", "{\"0\": 0}", "{\"0\":1 \"1\":2}", "{\"0\": 1e9}",
-        "{\"0\": 01073741824}", "{\"0\": 100}", "{\"0\": 99999999999999999999}",
-        "{\"1000\": 1073741824}", "{\"0\": 1073741824, \"0\": 1073741824}",
+        "",
+        "{",
+        "{\"0\": }",
+        "{\"0\": -1}",
+        "{\"0\": 1.5}",
+        "{\"0\":1,}",
+        "{0: 1}",
+        "{\"0\": \"1\"}",
+        "{\"a\": 1}",
+        "[1]",
+        "{\"0\": 1} x",
+        "{\"0\": 0}",
+        "{\"0\":1 \"1\":2}",
+        "{\"0\": 1e9}",
+        "{\"0\": 01073741824}",
+        "{\"0\": 100}",
+        "{\"0\": 99999999999999999999}",
+        "{\"1000\": 1073741824}",
+        "{\"0\": 1073741824, \"0\": 1073741824}",
     };
     size_t i;
 
@@ -251,15 +262,15 @@ static void test_tf_json_malformed(void **state)
 
 static void test_env_precedence(void **state)
 {
-    char *own[] = {"GPUSLICE_MEMORY_LIMIT=1G", "TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 2147483648}",
-                   "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL};
-    char *tf[] = {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 2147483648}",
-                  "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL};
+    char *own[] = { "GPUSLICE_MEMORY_LIMIT=1G", "TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 2147483648}",
+                    "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL };
+    char *tf[] = { "TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 2147483648}",
+                   "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL };
     /* CUDA_DEVICE_MEMORY_LIMITS and HAMi-core's shared-cache variable are other variables. */
-    char *hami[] = {"CUDA_DEVICE_MEMORY_LIMIT=3g", "CUDA_DEVICE_MEMORY_LIMIT_1=512m",
-                    "CUDA_DEVICE_MEMORY_LIMITS=1", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/x",
-                    NULL};
-    char *none[] = {"PATH=/bin", NULL};
+    char *hami[] = { "CUDA_DEVICE_MEMORY_LIMIT=3g", "CUDA_DEVICE_MEMORY_LIMIT_1=512m",
+                     "CUDA_DEVICE_MEMORY_LIMITS=1", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/x",
+                     NULL };
+    char *none[] = { "PATH=/bin", NULL };
     struct gs_limits l;
     char err[256];
 
@@ -280,8 +291,8 @@ static void test_env_precedence(void **state)
 
 static void test_env_bad_lower_precedence_still_refused(void **state)
 {
-    char *env[] = {"GPUSLICE_MEMORY_LIMIT=1G", "CUDA_DEVICE_MEMORY_LIMIT_0=lots", NULL};
-    char *env2[] = {"TENSOR_FUSION_CUDA_MEM_LIMIT={bad", NULL};
+    char *env[] = { "GPUSLICE_MEMORY_LIMIT=1G", "CUDA_DEVICE_MEMORY_LIMIT_0=lots", NULL };
+    char *env2[] = { "TENSOR_FUSION_CUDA_MEM_LIMIT={bad", NULL };
     struct gs_limits l;
     char err[256];
 
@@ -294,12 +305,12 @@ static void test_env_bad_lower_precedence_still_refused(void **state)
 
 static void test_env_compute_precedence_and_hami_zero(void **state)
 {
-    char *own[] = {"GPUSLICE_COMPUTE_LIMIT=30", "TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}",
-                   "CUDA_DEVICE_SM_LIMIT=50", NULL};
-    char *tf[] = {"TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}", "CUDA_DEVICE_SM_LIMIT=50", NULL};
-    char *hami[] = {"CUDA_DEVICE_SM_LIMIT=50", "CUDA_DEVICE_SM_LIMIT_1=0", NULL};
-    char *bad[] = {"CUDA_DEVICE_SM_LIMIT=150", NULL};
-    char *bad_own[] = {"GPUSLICE_COMPUTE_LIMIT=0", NULL};
+    char *own[] = { "GPUSLICE_COMPUTE_LIMIT=30", "TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}",
+                    "CUDA_DEVICE_SM_LIMIT=50", NULL };
+    char *tf[] = { "TENSOR_FUSION_CUDA_UP_LIMIT={\"0\": 40}", "CUDA_DEVICE_SM_LIMIT=50", NULL };
+    char *hami[] = { "CUDA_DEVICE_SM_LIMIT=50", "CUDA_DEVICE_SM_LIMIT_1=0", NULL };
+    char *bad[] = { "CUDA_DEVICE_SM_LIMIT=150", NULL };
+    char *bad_own[] = { "GPUSLICE_COMPUTE_LIMIT=0", NULL };
     struct gs_limits l;
     char err[256];
 
@@ -322,7 +333,7 @@ static void test_env_compute_precedence_and_hami_zero(void **state)
 
 static void test_uuid_format_roundtrip(void **state)
 {
-    const unsigned char b[16] = {0x5a, 0xc1, 0xce, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 7};
+    const unsigned char b[16] = { 0x5a, 0xc1, 0xce, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 7 };
     char s[GS_UUID_STRLEN], p[GS_UUID_STRLEN];
 
     (void)state;
@@ -338,37 +349,37 @@ static void test_uuid_format_roundtrip(void **state)
 static void test_size_fraction_is_exact_and_never_wraps(void **state)
 {
     static const struct size_case cases[] = {
-        {"0.019999999T", 1, 21990231456ULL}, /* 0.019999999 * 2^40, truncated */
-        {"0.0199999999999999999999999T", 1, 21990232555ULL},
-        {"0.999999999999999999999999999T", 1, (1ULL << 40) - 1},
-        {"1.999999999999999999999K", 1, 2047},
-        {"0.1K", 1, 102},
-        {"0.3M", 1, 314572},
-        {"1.000000000000000000000000001G", 1, 1ULL << 30},
-        {"0.00000000000000000000000001T", 1, 0},
-        {".5G", 1, 1ULL << 29},
-        {"1.000", 1, 1},
-        {"18446744073709551615", 1, UINT64_MAX},
-        {"18446744073709551615B", 1, UINT64_MAX},
-        {"16777215.999999999999999999999T", 1, UINT64_MAX},
-        {"17179869183.99999999999999999999G", 1, UINT64_MAX},
-        {"4Gi", 1, 4ULL << 30},
-        {"18446744073709551616", 0, 0},
-        {"16777216T", 0, 0},
-        {"16777216.0T", 0, 0},
-        {"17179869184G", 0, 0},
-        {"18014398509481984K", 0, 0},
-        {"1.", 0, 0},
-        {"1.G", 0, 0},
-        {".", 0, 0},
-        {".G", 0, 0},
-        {"0.5", 0, 0},
-        {"1.0000001", 0, 0},
-        {"1..5G", 0, 0},
-        {"1.5.G", 0, 0},
-        {"1e3", 0, 0},
-        {"0x10M", 0, 0},
-        {"+1G", 0, 0},
+        { "0.019999999T", 1, 21990231456ULL }, /* 0.019999999 * 2^40, truncated */
+        { "0.0199999999999999999999999T", 1, 21990232555ULL },
+        { "0.999999999999999999999999999T", 1, (1ULL << 40) - 1 },
+        { "1.999999999999999999999K", 1, 2047 },
+        { "0.1K", 1, 102 },
+        { "0.3M", 1, 314572 },
+        { "1.000000000000000000000000001G", 1, 1ULL << 30 },
+        { "0.00000000000000000000000001T", 1, 0 },
+        { ".5G", 1, 1ULL << 29 },
+        { "1.000", 1, 1 },
+        { "18446744073709551615", 1, UINT64_MAX },
+        { "18446744073709551615B", 1, UINT64_MAX },
+        { "16777215.999999999999999999999T", 1, UINT64_MAX },
+        { "17179869183.99999999999999999999G", 1, UINT64_MAX },
+        { "4Gi", 1, 4ULL << 30 },
+        { "18446744073709551616", 0, 0 },
+        { "16777216T", 0, 0 },
+        { "16777216.0T", 0, 0 },
+        { "17179869184G", 0, 0 },
+        { "18014398509481984K", 0, 0 },
+        { "1.", 0, 0 },
+        { "1.G", 0, 0 },
+        { ".", 0, 0 },
+        { ".G", 0, 0 },
+        { "0.5", 0, 0 },
+        { "1.0000001", 0, 0 },
+        { "1..5G", 0, 0 },
+        { "1.5.G", 0, 0 },
+        { "1e3", 0, 0 },
+        { "0x10M", 0, 0 },
+        { "+1G", 0, 0 },
     };
     size_t i;
 
@@ -382,7 +393,7 @@ static void test_size_fraction_is_exact_and_never_wraps(void **state)
         if (!cases[i].ok && r == 0)
             fail_msg("size \"%s\" was accepted as %llu", cases[i].in, (unsigned long long)v);
     }
-    assert_int_equal(gs_parse_size("16777216T", &(uint64_t){0}), -ERANGE);
+    assert_int_equal(gs_parse_size("16777216T", &(uint64_t){ 0 }), -ERANGE);
 }
 
 /* Against exact 128-bit arithmetic: W.F<unit> is W * 2^k + floor(F * 2^k / 10^n). */
@@ -428,22 +439,22 @@ struct env_case {
 /* Issue 12: HAMi per-device names that HAMi-core would not read left the process unlimited. */
 static void test_hami_malformed_names_are_refused(void **state)
 {
-    static const char *const bases[] = {"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT"};
+    static const char *const bases[] = { "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT" };
     static const struct {
         const char *suffix;
         int ok;
     } names[] = {
-        {"", 1},     {"_0", 1},    {"_7", 1},     {"_15", 1},   {"_999", 1},  {"S", 1},
-        {"X_0", 1},  {"_O", 0},    {"_0x", 0},    {"_0000", 0}, {"_", 0},     {"_00", 0},
-        {"_01", 0},  {"_1000", 0}, {"_-1", 0},    {"_1a", 0},   {"_ 1", 0},   {"__0", 0},
-        {"_0_", 0},  {"_FOO", 0},  {"_１", 0},
+        { "", 1 },    { "_0", 1 },    { "_7", 1 },  { "_15", 1 },   { "_999", 1 }, { "S", 1 },
+        { "X_0", 1 }, { "_O", 0 },    { "_0x", 0 }, { "_0000", 0 }, { "_", 0 },    { "_00", 0 },
+        { "_01", 0 }, { "_1000", 0 }, { "_-1", 0 }, { "_1a", 0 },   { "_ 1", 0 },  { "__0", 0 },
+        { "_0_", 0 }, { "_FOO", 0 },  { "_１", 0 },
     };
     size_t b, i;
 
     (void)state;
     for (b = 0; b < 2; b++) {
         for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-            char var[128], name[96], *env[3] = {var, NULL, NULL};
+            char var[128], name[96], *env[3] = { var, NULL, NULL };
             struct gs_limits l;
             char err[512] = "";
             int r;
@@ -472,8 +483,8 @@ static void test_hami_malformed_names_are_refused(void **state)
 
 static void test_hami_names_map_to_their_device(void **state)
 {
-    char *env[] = {"CUDA_DEVICE_MEMORY_LIMIT_12=2g", "CUDA_DEVICE_MEMORY_LIMIT=1g",
-                   "CUDA_DEVICE_MEMORY_LIMITS=junk", "CUDA_DEVICE_MEMORY_LIMIT_12=4g", NULL};
+    char *env[] = { "CUDA_DEVICE_MEMORY_LIMIT_12=2g", "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                    "CUDA_DEVICE_MEMORY_LIMITS=junk", "CUDA_DEVICE_MEMORY_LIMIT_12=4g", NULL };
     struct gs_limits l;
     char err[256];
 
@@ -493,32 +504,33 @@ struct msg_case {
 static void test_memory_below_one_mib_is_refused_from_every_source(void **state)
 {
     static const struct msg_case lists[] = {
-        {"100", "--memory: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: 100M, "
-                "100G)"},
-        {"100B", "(give a unit: 100M, 100G)"},
-        {"1048575", "is 1048575 bytes, below the 1 MiB minimum"},
-        {"1023K", "\"1023K\" is 1047552 bytes, below the 1 MiB minimum (use at least 1M"},
-        {"0.5M", "below the 1 MiB minimum (use at least 1M"},
-        {"0:8G,1:100", "\"100\" is 100 bytes"},
-        {"8G,GPU-5ac1ce00-0000-4000-8000-000000000001:4k", "4096 bytes"},
-        {"0", "above zero"},
-        {"99999999999999999999", "too large"},
+        { "100", "--memory: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: 100M, "
+                 "100G)" },
+        { "100B", "(give a unit: 100M, 100G)" },
+        { "1048575", "is 1048575 bytes, below the 1 MiB minimum" },
+        { "1023K", "\"1023K\" is 1047552 bytes, below the 1 MiB minimum (use at least 1M" },
+        { "0.5M", "below the 1 MiB minimum (use at least 1M" },
+        { "0:8G,1:100", "\"100\" is 100 bytes" },
+        { "8G,GPU-5ac1ce00-0000-4000-8000-000000000001:4k", "4096 bytes" },
+        { "0", "above zero" },
+        { "99999999999999999999", "too large" },
     };
     static const struct {
         const char *var;
         const char *want;
     } envs[] = {
-        {"GPUSLICE_MEMORY_LIMIT=100",
-         "GPUSLICE_MEMORY_LIMIT: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: "
-         "100M, 100G)"},
-        {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 100}",
-         "TENSOR_FUSION_CUDA_MEM_LIMIT: the value 100 for \"0\" is 100 bytes, below the 1 MiB "
-         "minimum (values here are bytes: 1 GiB is 1073741824)"},
-        {"TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 1048575}", "values here are bytes"},
-        {"CUDA_DEVICE_MEMORY_LIMIT=100", "CUDA_DEVICE_MEMORY_LIMIT: \"100\" is 100 bytes"},
-        {"CUDA_DEVICE_MEMORY_LIMIT_0=512k", "CUDA_DEVICE_MEMORY_LIMIT_0: \"512k\" is 524288 bytes"},
+        { "GPUSLICE_MEMORY_LIMIT=100",
+          "GPUSLICE_MEMORY_LIMIT: \"100\" is 100 bytes, below the 1 MiB minimum (give a unit: "
+          "100M, 100G)" },
+        { "TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 100}",
+          "TENSOR_FUSION_CUDA_MEM_LIMIT: the value 100 for \"0\" is 100 bytes, below the 1 MiB "
+          "minimum (values here are bytes: 1 GiB is 1073741824)" },
+        { "TENSOR_FUSION_CUDA_MEM_LIMIT={\"0\": 1048575}", "values here are bytes" },
+        { "CUDA_DEVICE_MEMORY_LIMIT=100", "CUDA_DEVICE_MEMORY_LIMIT: \"100\" is 100 bytes" },
+        { "CUDA_DEVICE_MEMORY_LIMIT_0=512k",
+          "CUDA_DEVICE_MEMORY_LIMIT_0: \"512k\" is 524288 bytes" },
     };
-    static const char *const ok[] = {"1M", "1048576", "1m", "0.0009765625G", "1024K"};
+    static const char *const ok[] = { "1M", "1048576", "1m", "0.0009765625G", "1024K" };
     struct gs_limits l;
     char err[512];
     size_t i;
@@ -532,17 +544,16 @@ static void test_memory_below_one_mib_is_refused_from_every_source(void **state)
             fail_msg("--memory %s: message \"%s\", want \"%s\"", lists[i].in, err, lists[i].want);
     }
     for (i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
-        char *env[] = {(char *)envs[i].var, NULL};
+        char *env[] = { (char *)envs[i].var, NULL };
         err[0] = '\0';
         if (gs_config_memory(env, &l, err, sizeof(err)) != -EINVAL ||
             strstr(err, envs[i].want) == NULL)
             fail_msg("%s: message \"%s\", want \"%s\"", envs[i].var, err, envs[i].want);
     }
     for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        char var[64], *env[] = {var, NULL};
-        assert_int_equal(gs_parse_limit_list(ok[i], GS_VALUE_SIZE, "--memory", &l, err,
-                                             sizeof(err)),
-                         0);
+        char var[64], *env[] = { var, NULL };
+        assert_int_equal(
+            gs_parse_limit_list(ok[i], GS_VALUE_SIZE, "--memory", &l, err, sizeof(err)), 0);
         assert_int_equal(l.e[0].value, GS_MIN_MEMORY_LIMIT);
         snprintf(var, sizeof(var), "CUDA_DEVICE_MEMORY_LIMIT=%s", ok[i]);
         assert_int_equal(gs_config_memory(env, &l, err, sizeof(err)), 0);
@@ -558,13 +569,20 @@ static void test_messages_show_examples_of_their_kind(void **state)
         const char *in;
         const char *want;
     } cases[] = {
-        {GS_VALUE_PERCENT, "", "0:30,1:50"},  {GS_VALUE_PERCENT, ",30", "0:30,1:50"},
-        {GS_VALUE_PERCENT, "30,,0:40", "0:30,1:50"}, {GS_VALUE_PERCENT, "x:30", "0:30,1:50"},
-        {GS_VALUE_PERCENT, "abc", "e.g. 30"}, {GS_VALUE_PERCENT, "150", "1 to 100"},
-        {GS_VALUE_SMS, "", "0:16,1:32"},      {GS_VALUE_SMS, ",16", "0:16,1:32"},
-        {GS_VALUE_SMS, "x:16", "0:16,1:32"},  {GS_VALUE_SMS, "abc", "16@32"},
-        {GS_VALUE_SIZE, "", "0:8G,1:4G"},     {GS_VALUE_SIZE, ",8G", "0:8G,1:4G"},
-        {GS_VALUE_SIZE, "x:8G", "0:8G,1:4G"}, {GS_VALUE_SIZE, "abc", "512M"},
+        { GS_VALUE_PERCENT, "", "0:30,1:50" },
+        { GS_VALUE_PERCENT, ",30", "0:30,1:50" },
+        { GS_VALUE_PERCENT, "30,,0:40", "0:30,1:50" },
+        { GS_VALUE_PERCENT, "x:30", "0:30,1:50" },
+        { GS_VALUE_PERCENT, "abc", "e.g. 30" },
+        { GS_VALUE_PERCENT, "150", "1 to 100" },
+        { GS_VALUE_SMS, "", "0:16,1:32" },
+        { GS_VALUE_SMS, ",16", "0:16,1:32" },
+        { GS_VALUE_SMS, "x:16", "0:16,1:32" },
+        { GS_VALUE_SMS, "abc", "16@32" },
+        { GS_VALUE_SIZE, "", "0:8G,1:4G" },
+        { GS_VALUE_SIZE, ",8G", "0:8G,1:4G" },
+        { GS_VALUE_SIZE, "x:8G", "0:8G,1:4G" },
+        { GS_VALUE_SIZE, "abc", "512M" },
     };
     size_t i;
 
@@ -575,9 +593,8 @@ static void test_messages_show_examples_of_their_kind(void **state)
         const char *what = cases[i].kind == GS_VALUE_SIZE      ? "--memory"
                            : cases[i].kind == GS_VALUE_PERCENT ? "--compute"
                                                                : "--sms";
-        assert_int_equal(gs_parse_limit_list(cases[i].in, cases[i].kind, what, &l, err,
-                                             sizeof(err)),
-                         -EINVAL);
+        assert_int_equal(
+            gs_parse_limit_list(cases[i].in, cases[i].kind, what, &l, err, sizeof(err)), -EINVAL);
         if (strstr(err, cases[i].want) == NULL || strncmp(err, what, strlen(what)) != 0 ||
             (cases[i].kind != GS_VALUE_SIZE && (strstr(err, "8G") || strstr(err, "512M"))))
             fail_msg("%s \"%s\": message \"%s\", want \"%s\"", what, cases[i].in, err,
@@ -591,9 +608,9 @@ static void test_duplicate_device_is_named(void **state)
     char err[256];
 
     (void)state;
-    assert_int_equal(gs_parse_limit_list("0:30,1:40,1:50", GS_VALUE_PERCENT, "--compute", &l, err,
-                                         sizeof(err)),
-                     -EINVAL);
+    assert_int_equal(
+        gs_parse_limit_list("0:30,1:40,1:50", GS_VALUE_PERCENT, "--compute", &l, err, sizeof(err)),
+        -EINVAL);
     assert_string_equal(err, "--compute: device 1 is given twice");
 }
 
@@ -603,14 +620,17 @@ static void test_share_table(void **state)
         const char *in;
         int want; /* 0: refused */
     } cases[] = {
-        {"1", 1},  {"50", 50}, {"100", 100}, {"0100", 100}, {"0", 0},       {"101", 0},
-        {"", 0},   {"-5", 0},  {"+5", 0},    {" 5", 0},     {"5 ", 0},      {"5%", 0},
-        {"1.5", 0}, {"0x10", 0}, {"99999999999999999999", 0}, {"4294967346", 0},
+        { "1", 1 },          { "50", 50 },  { "100", 100 },
+        { "0100", 100 },     { "0", 0 },    { "101", 0 },
+        { "", 0 },           { "-5", 0 },   { "+5", 0 },
+        { " 5", 0 },         { "5 ", 0 },   { "5%", 0 },
+        { "1.5", 0 },        { "0x10", 0 }, { "99999999999999999999", 0 },
+        { "4294967346", 0 },
     };
     size_t i;
 
     (void)state;
-    assert_int_equal(gs_parse_share(NULL, &(int){0}), -EINVAL);
+    assert_int_equal(gs_parse_share(NULL, &(int){ 0 }), -EINVAL);
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int v = -1, r = gs_parse_share(cases[i].in, &v);
         if (cases[i].want ? (r != 0 || v != cases[i].want) : r != -EINVAL)

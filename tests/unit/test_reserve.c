@@ -18,8 +18,8 @@
 #include "common/reserve.h"
 #include "common/tenant.h"
 
-static const uint8_t gpu0[16] = {0xa, 1, 2, 3};
-static const uint8_t gpu1[16] = {0xb, 1, 2, 3};
+static const uint8_t gpu0[16] = { 0xa, 1, 2, 3 };
+static const uint8_t gpu1[16] = { 0xb, 1, 2, 3 };
 
 static struct gpuslice_tenant *fresh(void)
 {
@@ -68,7 +68,7 @@ static void test_reserver_that_ends_during_an_ask_means_try_again(void **state)
     (void)state;
     child = fork();
     if (child == 0) {
-        struct timespec ts = {0, 100000000L};
+        struct timespec ts = { 0, 100000000L };
         gs_reserve_claim(t, getpid(), gs_proc_start_time(getpid()));
         __atomic_store_n(&t->reserve.dev[gs_reserve_add(t, gpu0, 1 << 30)].held, 1 << 29,
                          __ATOMIC_RELEASE);

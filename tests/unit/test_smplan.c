@@ -9,9 +9,9 @@
 
 #include "common/smplan.h"
 
-static const struct sm_geom h200 = {132, 8, 16, 2, 66};
+static const struct sm_geom h200 = { 132, 8, 16, 2, 66 };
 /* What the H200's driver reported (tests/gpu sm_lanes): 15 groups of 8, 12 SMs left over. */
-static const struct sm_geom h200_real = {132, 8, 15, 2, 66};
+static const struct sm_geom h200_real = { 132, 8, 15, 2, 66 };
 
 static void plan(const struct sm_geom *g, const double *w, int n, struct sm_lane *l,
                  unsigned *group)
@@ -26,7 +26,7 @@ static void plan(const struct sm_geom *g, const double *w, int n, struct sm_lane
 
 static void test_three_and_four_lanes_take_whole_groups_of_eight(void **state)
 {
-    const double w3[] = {20, 30, 50}, w4[] = {10, 20, 30, 40};
+    const double w3[] = { 20, 30, 50 }, w4[] = { 10, 20, 30, 40 };
     struct sm_lane l[4];
     unsigned group;
 
@@ -49,7 +49,7 @@ static void test_three_and_four_lanes_take_whole_groups_of_eight(void **state)
 
 static void test_the_h200s_own_split(void **state)
 {
-    const double w3[] = {20, 30, 50}, w4[] = {10, 20, 30, 40};
+    const double w3[] = { 20, 30, 50 }, w4[] = { 10, 20, 30, 40 };
     struct sm_lane l[4];
     unsigned group;
 
@@ -67,7 +67,7 @@ static void test_the_h200s_own_split(void **state)
 
 static void test_every_lane_gets_a_group_and_all_sms_are_used(void **state)
 {
-    const double w[] = {1, 1000};
+    const double w[] = { 1, 1000 };
     double many[17];
     struct sm_lane l[64];
     unsigned group, sum = 0;
@@ -94,7 +94,7 @@ static void test_every_lane_gets_a_group_and_all_sms_are_used(void **state)
 /* The groups left after the floors go by the largest remainder, to the last lane too. */
 static void test_largest_remainder_reaches_the_last_lane(void **state)
 {
-    const double w[] = {1, 2};
+    const double w[] = { 1, 2 };
     struct sm_lane l[2];
     unsigned group;
 
@@ -136,7 +136,7 @@ static void test_too_many_lanes_and_bad_shares_are_refused(void **state)
     int n, i;
 
     (void)state;
-    static const struct sm_geom small = {16, 8, 2, 2, 8};
+    static const struct sm_geom small = { 16, 8, 2, 2, 8 };
     for (i = 0; i < 64; i++)
         l[i].share = 1;
     assert_int_equal(smplan(&small, l, 9, &group, err, sizeof(err)), -EINVAL);
@@ -147,8 +147,8 @@ static void test_too_many_lanes_and_bad_shares_are_refused(void **state)
     assert_true(s[2] == 50);
     assert_int_equal(smplan_parse_shares("12.5,1", s, 64, &n, err, sizeof(err)), 0);
     assert_true(s[0] == 12.5);
-    static const char *const bad[] = {"", "0", "-1", "1,,2", "1,", "nan", "inf", "1e3", "2..5",
-                                      "0x10", " 5", "5 ", "1000001", "0.0"};
+    static const char *const bad[] = { "",    "0",    "-1",   "1,,2", "1,", "nan",     "inf",
+                                       "1e3", "2..5", "0x10", " 5",   "5 ", "1000001", "0.0" };
     for (i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
         err[0] = '\0';
         assert_int_equal(smplan_parse_shares(bad[i], s, 64, &n, err, sizeof(err)), -EINVAL);

@@ -24,7 +24,7 @@
 #include "common/parse.h"
 #include "common/tenant.h"
 
-static const uint8_t uuid0[16] = {1, 2, 3};
+static const uint8_t uuid0[16] = { 1, 2, 3 };
 
 static char dir[64];
 
@@ -101,7 +101,7 @@ static void test_many_threads_cannot_overshoot(void **state)
     s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
     gs_tenant_device(t, uuid0, 0, 7 * 1000 + 3, 0);
     for (i = 0; i < 8; i++) {
-        r[i] = (struct racer){t, s, 0};
+        r[i] = (struct racer){ t, s, 0 };
         pthread_create(&th[i], NULL, race, &r[i]);
     }
     for (i = 0; i < 8; i++) {
@@ -199,7 +199,7 @@ static void test_charge_that_would_wrap_is_refused_with_or_without_a_limit(void 
     (void)state;
     assert_int_equal(gs_tenant_anon(&t), 0);
     gs_tenant_device(t, uuid0, 0, 1 << 30, 0);
-    gs_tenant_device(t, (const uint8_t[16]){9}, 1, 0, 0); /* entry 1: no limit */
+    gs_tenant_device(t, (const uint8_t[16]){ 9 }, 1, 0, 0); /* entry 1: no limit */
     s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
     assert_int_equal(gs_tenant_charge(t, s, 0, 256 << 20, 0), 0);
     assert_int_equal(gs_tenant_charge(t, s, 0, UINT64_MAX - (128 << 20), 0), GS_EOVERLIMIT);
@@ -358,7 +358,7 @@ static void test_abi_mismatch_is_refused(void **state)
 static void test_a_later_minor_version_is_read_and_another_major_refused(void **state)
 {
     struct gpuslice_tenant *t, *u;
-    char path[256], err[600], zeros[256] = {0};
+    char path[256], err[600], zeros[256] = { 0 };
     uid_t owner;
     int fd;
 
@@ -379,7 +379,8 @@ static void test_a_later_minor_version_is_read_and_another_major_refused(void **
     assert_int_equal(u->dev[0].mem_limit, 1000);
     gs_tenant_close(u);
     assert_int_equal(gs_shm_check_file(path, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
-                                       sizeof(*t), "tenant", err, sizeof(err)), 0);
+                                       sizeof(*t), "tenant", err, sizeof(err)),
+                     0);
     /* A size past the end of its file, or short of this layout, is refused. */
     t->size = (uint32_t)(sizeof(*t) + sizeof(zeros) + 1);
     assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
@@ -391,7 +392,8 @@ static void test_a_later_minor_version_is_read_and_another_major_refused(void **
     assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
     assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), GS_EABI);
     assert_int_equal(gs_shm_check_file(path, GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
-                                       sizeof(*t), "tenant", err, sizeof(err)), GS_EABI);
+                                       sizeof(*t), "tenant", err, sizeof(err)),
+                     GS_EABI);
     assert_non_null(strstr(err, path));
     assert_non_null(strstr(err, "tenant ABI 5.2"));
     assert_non_null(strstr(err, "reads tenant ABI 4.x"));
@@ -402,7 +404,7 @@ static void test_a_later_minor_version_is_read_and_another_major_refused(void **
 /* A board of another major version is passed over, and the note names both versions. */
 static void test_a_board_of_another_major_version_is_named_and_passed_over(void **state)
 {
-    static const uint8_t gpu[16] = {7, 7, 7};
+    static const uint8_t gpu[16] = { 7, 7, 7 };
     struct gpuslice_board *a, *b;
     char note[1024];
 
@@ -445,8 +447,7 @@ static void test_sweep_removes_only_dead_tenants(void **state)
     unlink(live);
 }
 
-
-static const uint8_t uuid1[16] = {9, 8, 7};
+static const uint8_t uuid1[16] = { 9, 8, 7 };
 
 static void parse(const char *s, enum gs_value_kind kind, struct gs_limits *l)
 {
@@ -599,7 +600,6 @@ static void test_board_turns_and_dead_holders(void **state)
     gs_board_close(b);
 }
 
-
 /* A fake /proc entry: PID's stat (started at start), NSpid and PID namespace. */
 static void fake_proc(const char *root, const char *name, const char *nspid, uint32_t ns,
                       unsigned long long start)
@@ -641,7 +641,7 @@ static void test_processes_in_another_pid_namespace(void **state)
     snprintf(root, sizeof(root), "%s/proc", dir);
     mkdir(root, 0700);
     fake_proc(root, "self", "1", GS_PID_NS_INIT, 1);
-    fake_proc(root, "5000", "5000\t7", box, 123); /* the tenant's process: 7 in its box */
+    fake_proc(root, "5000", "5000\t7", box, 123);   /* the tenant's process: 7 in its box */
     fake_proc(root, "7", "7", GS_PID_NS_INIT, 999); /* PID 7 outside: another process */
     gs_proc_set_root(root);
     assert_int_equal(gs_proc_self_ns(), GS_PID_NS_INIT);

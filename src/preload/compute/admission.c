@@ -39,11 +39,11 @@ static void cpu_relax(void)
 static void wait_until(uint64_t deadline, int spin)
 {
     uint64_t t0 = now_ns();
-    uint64_t sleep_to = spin == WAIT_SLEEP     ? deadline
-                        : spin == WAIT_AWAKE   ? t0
+    uint64_t sleep_to = spin == WAIT_SLEEP        ? deadline
+                        : spin == WAIT_AWAKE      ? t0
                         : deadline > t0 + SPIN_NS ? deadline - SPIN_NS
                                                   : t0;
-    struct timespec ts = {(time_t)(sleep_to / 1000000000ULL), (long)(sleep_to % 1000000000ULL)};
+    struct timespec ts = { (time_t)(sleep_to / 1000000000ULL), (long)(sleep_to % 1000000000ULL) };
 
     if (sleep_to > t0) {
         pthread_cond_timedwait(&launch_cv, &mu, &ts);
@@ -77,8 +77,8 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
 
     if (__atomic_load_n(&captures, __ATOMIC_RELAXED) > 0) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-        CUresult r = ptds ? gs__real.cuStreamIsCapturing_ptsz(h, &st)
-                          : gs__real.cuStreamIsCapturing(h, &st);
+        CUresult r =
+            ptds ? gs__real.cuStreamIsCapturing_ptsz(h, &st) : gs__real.cuStreamIsCapturing(h, &st);
         if (r != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE) {
             __atomic_add_fetch(&stats.capture_passes, 1, __ATOMIC_RELAXED);
             return 0; /* captured work runs when its graph is launched */
@@ -145,10 +145,10 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
              * awake only for the end when the budget (not the limit's re-read)
              * is due.
              */
-            wait_until(now + (uint64_t)need,
-                       SPIN_LONG || (s->cost > 0 && s->cost < SPIN_COST_NS) ? WAIT_AWAKE
-                       : need < MAX_WAIT_NS                                ? WAIT_WAKE_EARLY
-                                                                           : WAIT_SLEEP);
+            wait_until(now + (uint64_t)need, SPIN_LONG || (s->cost > 0 && s->cost < SPIN_COST_NS)
+                                                 ? WAIT_AWAKE
+                                             : need < MAX_WAIT_NS ? WAIT_WAKE_EARLY
+                                                                  : WAIT_SLEEP);
             continue;
         }
         if (d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2 && !refreshed &&

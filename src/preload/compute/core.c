@@ -52,7 +52,7 @@
 #include "preload/compute/internal.h"
 
 #ifndef WINDOW_NS
-#define WINDOW_NS 50000000LL  /* the budget holds at most P% of this window */
+#define WINDOW_NS 50000000LL /* the budget holds at most P% of this window */
 #endif
 /*
  * Launches and the governor share one lock, held for well under a microsecond
@@ -75,7 +75,7 @@ struct gevent events[MAX_EVENTS];
 int nevents;
 struct ggraph graphs[MAX_GRAPHS];
 struct gstream *last_stream; /* an explicit stream a lookup found last (NULL: none) */
-int captures; /* stream captures begun through our hooks and not yet ended */
+int captures;                /* stream captures begun through our hooks and not yet ended */
 struct capture capturing[MAX_CAPTURES];
 int hot[MAX_HOT];
 int nhot;
@@ -83,9 +83,9 @@ int hot_overflow;
 pid_t gov_pid; /* the process the governor thread runs in (atomic: read without mu) */
 pid_t my_pid;  /* self() is a system call in glibc >= 2.25: cached, reset at fork */
 int gov_idle;
-uint32_t gov_seq; /* the governor sleeps on this word (futex); gov_wake() bumps it */
+uint32_t gov_seq;       /* the governor sleeps on this word (futex); gov_wake() bumps it */
 uint64_t last_admit_ns; /* the latest admission of a governed launch */
-int stopping; /* atomic: set at exit, read everywhere */
+int stopping;           /* atomic: set at exit, read everywhere */
 uint64_t my_start_time;
 
 struct compute_stats stats;

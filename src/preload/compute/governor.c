@@ -33,7 +33,8 @@ void charge(struct gdev *d, uint64_t now)
 
 int dev_busy(const struct gdev *d)
 {
-    return d->outstanding > 0 || d->unmarked > 0 || __atomic_load_n(&d->launching, __ATOMIC_ACQUIRE) > 0;
+    return d->outstanding > 0 || d->unmarked > 0 ||
+           __atomic_load_n(&d->launching, __ATOMIC_ACQUIRE) > 0;
 }
 
 static void release_board(struct gdev *d, uint64_t now)
@@ -106,8 +107,8 @@ static int64_t govern(uint64_t now)
         int n = hot_overflow ? MAX_STREAMS : nhot, j;
         for (j = n - 1; j >= 0; j--) {
             struct gstream *s = &streams[hot_overflow ? j : hot[j]];
-            int quiet = s->used == 1 && s->unmarked &&
-                        !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
+            int quiet =
+                s->used == 1 && s->unmarked && !__atomic_load_n(&s->launching, __ATOMIC_ACQUIRE);
             if (quiet && captures == 0 && s->kind != STREAM_PER_THREAD &&
                 now - s->last_launch_ns >= (uint64_t)TAIL_NS)
                 tail(s);
@@ -187,7 +188,7 @@ void *governor(void *arg)
         int64_t delay = govern(now_ns());
         /* Read under mu: a launch that finds us idle bumps it, and the wait below sees that. */
         uint32_t seq = __atomic_load_n(&gov_seq, __ATOMIC_ACQUIRE);
-        struct timespec ts = {(time_t)(delay / 1000000000LL), (long)(delay % 1000000000LL)};
+        struct timespec ts = { (time_t)(delay / 1000000000LL), (long)(delay % 1000000000LL) };
 
         uint64_t t0 = now_ns();
 
@@ -207,7 +208,7 @@ void *governor(void *arg)
 
 void stop_at_exit(void)
 {
-    struct timespec pause = {0, 100000};
+    struct timespec pause = { 0, 100000 };
     uint64_t now = now_ns();
     int i, tries;
 

@@ -21,34 +21,34 @@
 #include "preload/preload.h"
 #include "preload/compute/internal.h"
 
-#define GS_LAUNCH_BODY(sym, stream, ptds, graph, args)   \
-    do {                                                 \
-        struct admit a;                                  \
-        CUresult r;                                      \
-        int saved;                                       \
-        GS_PASS(sym, args);                              \
-        GS_SM_ENSURE();                                  \
-        if (!armed())                                    \
-            return gs__real.sym args;                    \
-        saved = errno;                                   \
-        if (!enter(stream, ptds, graph, &a)) {           \
-            errno = saved;                               \
-            return gs__real.sym args;                    \
-        }                                                \
-        errno = saved;                                   \
-        r = gs__real.sym args;                           \
-        saved = errno;                                   \
-        leave(&a, r);                                    \
-        errno = saved;                                   \
-        return r;                                        \
+#define GS_LAUNCH_BODY(sym, stream, ptds, graph, args)                                             \
+    do {                                                                                           \
+        struct admit a;                                                                            \
+        CUresult r;                                                                                \
+        int saved;                                                                                 \
+        GS_PASS(sym, args);                                                                        \
+        GS_SM_ENSURE();                                                                            \
+        if (!armed())                                                                              \
+            return gs__real.sym args;                                                              \
+        saved = errno;                                                                             \
+        if (!enter(stream, ptds, graph, &a)) {                                                     \
+            errno = saved;                                                                         \
+            return gs__real.sym args;                                                              \
+        }                                                                                          \
+        errno = saved;                                                                             \
+        r = gs__real.sym args;                                                                     \
+        saved = errno;                                                                             \
+        leave(&a, r);                                                                              \
+        errno = saved;                                                                             \
+        return r;                                                                                  \
     } while (0)
 
-#define LAUNCH_PARAMS                                                                             \
-    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,            \
-        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+#define LAUNCH_PARAMS                                                                              \
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,             \
+        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                    \
         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams
-#define LAUNCH_ARGS                                                                               \
-    f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,    \
+#define LAUNCH_ARGS                                                                                \
+    f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,     \
         kernelParams
 
 GS_EXPORT CUresult cuLaunchKernel(LAUNCH_PARAMS, void **extra)
@@ -71,8 +71,8 @@ GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_PARAMS)
     GS_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, 1, NULL, (LAUNCH_ARGS));
 }
 
-GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
-                                    void **kernelParams, void **extra)
+GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                    void **extra)
 {
     GS_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, 0, NULL,
                    (config, f, kernelParams, extra));
@@ -100,8 +100,7 @@ GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
  * of it) is done. Settling that now, rather than at the next poll, keeps
  * the time charged to the work that really ran.
  */
-static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstream h,
-                   uint64_t since)
+static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstream h, uint64_t since)
 {
     uint64_t now = now_ns();
     int i;
@@ -166,17 +165,17 @@ GS_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     return r;
 }
 
-#define GS_STREAM_SYNC_BODY(sym, ptds)                                               \
-    do {                                                                             \
-        enum stream_kind kind;                                                       \
-        CUcontext ctx = NULL;                                                        \
-        uint64_t t0 = now_ns();                                                      \
-        CUresult r;                                                                  \
-        GS_PASS(sym, (hStream));                                                     \
-        r = gs__real.sym(hStream);                                                   \
-        if (r == CUDA_SUCCESS && settling() && stream_key(hStream, ptds, &kind, &ctx) == 0) \
-            settle(ctx, 1, kind, kind == STREAM_EXPLICIT ? hStream : NULL, t0);      \
-        return r;                                                                    \
+#define GS_STREAM_SYNC_BODY(sym, ptds)                                                             \
+    do {                                                                                           \
+        enum stream_kind kind;                                                                     \
+        CUcontext ctx = NULL;                                                                      \
+        uint64_t t0 = now_ns();                                                                    \
+        CUresult r;                                                                                \
+        GS_PASS(sym, (hStream));                                                                   \
+        r = gs__real.sym(hStream);                                                                 \
+        if (r == CUDA_SUCCESS && settling() && stream_key(hStream, ptds, &kind, &ctx) == 0)        \
+            settle(ctx, 1, kind, kind == STREAM_EXPLICIT ? hStream : NULL, t0);                    \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
@@ -227,12 +226,12 @@ static void stream_gone(CUstream h)
     pthread_mutex_unlock(&mu);
 }
 
-#define GS_STREAM_DESTROY_BODY(sym)                \
-    do {                                           \
-        GS_PASS(sym, (hStream));                   \
-        if (governing())                           \
-            stream_gone(hStream);                  \
-        return gs__real.sym(hStream);              \
+#define GS_STREAM_DESTROY_BODY(sym)                                                                \
+    do {                                                                                           \
+        GS_PASS(sym, (hStream));                                                                   \
+        if (governing())                                                                           \
+            stream_gone(hStream);                                                                  \
+        return gs__real.sym(hStream);                                                              \
     } while (0)
 
 GS_EXPORT CUresult cuStreamDestroy(CUstream hStream)
@@ -326,14 +325,14 @@ static void capture_ended(CUstream h, int ptds, int over)
     pthread_mutex_unlock(&mu);
 }
 
-#define GS_BEGIN_CAPTURE_BODY(sym, ptds, args)                                  \
-    do {                                                                        \
-        CUresult r;                                                             \
-        GS_PASS(sym, args);                                                     \
-        capture_begun(hStream, ptds); /* before: the governor stays out */      \
-        if ((r = gs__real.sym args) != CUDA_SUCCESS)                            \
-            capture_ended(hStream, ptds, 1);                                    \
-        return r;                                                               \
+#define GS_BEGIN_CAPTURE_BODY(sym, ptds, args)                                                     \
+    do {                                                                                           \
+        CUresult r;                                                                                \
+        GS_PASS(sym, args);                                                                        \
+        capture_begun(hStream, ptds); /* before: the governor stays out */                         \
+        if ((r = gs__real.sym args) != CUDA_SUCCESS)                                               \
+            capture_ended(hStream, ptds, 1);                                                       \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
@@ -356,18 +355,18 @@ GS_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptur
     GS_BEGIN_CAPTURE_BODY(cuStreamBeginCapture_v2_ptsz, 1, (hStream, mode));
 }
 
-#define GS_END_CAPTURE_BODY(sym, ptds, is_capturing)                            \
-    do {                                                                        \
-        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;               \
-        CUresult r;                                                             \
-        GS_PASS(sym, (hStream, phGraph));                                       \
-        r = gs__real.sym(hStream, phGraph);                                     \
-        /* After a failure the capture may go on: ask, on this same thread. */  \
-        capture_ended(hStream, ptds,                                            \
-                      r == CUDA_SUCCESS || !gs__real.is_capturing ||            \
-                          gs__real.is_capturing(hStream, &st) != CUDA_SUCCESS || \
-                          st == CU_STREAM_CAPTURE_STATUS_NONE);                 \
-        return r;                                                               \
+#define GS_END_CAPTURE_BODY(sym, ptds, is_capturing)                                               \
+    do {                                                                                           \
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;                                  \
+        CUresult r;                                                                                \
+        GS_PASS(sym, (hStream, phGraph));                                                          \
+        r = gs__real.sym(hStream, phGraph);                                                        \
+        /* After a failure the capture may go on: ask, on this same thread. */                     \
+        capture_ended(hStream, ptds,                                                               \
+                      r == CUDA_SUCCESS || !gs__real.is_capturing ||                               \
+                          gs__real.is_capturing(hStream, &st) != CUDA_SUCCESS ||                   \
+                          st == CU_STREAM_CAPTURE_STATUS_NONE);                                    \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)

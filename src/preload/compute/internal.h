@@ -26,15 +26,15 @@
 
 /* Tunables; bench/compute_variants.sh builds variants with some of them changed (-D). */
 #ifndef MARK_NS
-#define MARK_NS 200000LL      /* a marker behind about this much estimated work */
+#define MARK_NS 200000LL /* a marker behind about this much estimated work */
 #endif
 
 #ifndef QUEUE_NS
-#define QUEUE_NS 2000000LL    /* keep at most about this much work queued */
+#define QUEUE_NS 2000000LL /* keep at most about this much work queued */
 #endif
 
 #ifndef RESUME_NS
-#define RESUME_NS 2000000LL   /* after the budget ran out, wait until this much is back */
+#define RESUME_NS 2000000LL /* after the budget ran out, wait until this much is back */
 #endif
 
 #ifndef QUANTUM_NS
@@ -46,7 +46,7 @@
 #endif
 
 #ifndef POLL_NS
-#define POLL_NS 250000LL      /* governor poll while work is in flight (see CHARGE_STEP_NS) */
+#define POLL_NS 250000LL /* governor poll while work is in flight (see CHARGE_STEP_NS) */
 #endif
 
 #ifndef CHARGE_STEP_NS
@@ -54,11 +54,11 @@
 #endif
 
 #ifndef POLL_FAST_NS
-#define POLL_FAST_NS 20000LL  /* ... while a launch waits for it */
+#define POLL_FAST_NS 20000LL /* ... while a launch waits for it */
 #endif
 
 #ifndef TAIL_NS
-#define TAIL_NS 100000LL      /* unmarked work this old gets a marker from the governor */
+#define TAIL_NS 100000LL /* unmarked work this old gets a marker from the governor */
 #endif
 
 #ifndef MAX_WAIT_NS
@@ -66,11 +66,12 @@
 #endif
 
 #ifndef SPIN_NS
-#define SPIN_NS 200000LL      /* a launch waiting for budget is awake this long before it is due */
+#define SPIN_NS 200000LL /* a launch waiting for budget is awake this long before it is due */
 #endif
 
 #ifndef MAX_CHARGE_NS
-#define MAX_CHARGE_NS 10000000LL /* one poll charges at most this (the process may have been stopped) */
+#define MAX_CHARGE_NS                                                                              \
+    10000000LL /* one poll charges at most this (the process may have been stopped) */
 #endif
 
 #ifndef DEBT_FLOOR_NS
@@ -82,7 +83,7 @@
 #endif
 
 #ifndef STALE_NS
-#define STALE_NS 500000000LL  /* unmarked work nothing can mark is taken as done after this */
+#define STALE_NS 500000000LL /* unmarked work nothing can mark is taken as done after this */
 #endif
 
 #ifndef LINGER_NS
@@ -140,7 +141,7 @@ struct gstream {
     pid_t tid; /* per-thread default streams: the thread */
     int ord;
     int unmarked;
-    int graph;              /* a graph launch is among the unmarked work */
+    int graph; /* a graph launch is among the unmarked work */
     int64_t unmarked_est;
     uint64_t first_unmarked_ns;
     uint64_t last_launch_ns;
@@ -184,8 +185,8 @@ struct capture {
 
 /* What GPUSLICE_DEBUG=1 reports at exit. */
 struct compute_stats {
-    unsigned long launches, marks, budget_waits, queue_waits, board_waits,
-        yields, capture_passes, polls, queries, settles, overlaps, stale, tail_queries;
+    unsigned long launches, marks, budget_waits, queue_waits, board_waits, yields, capture_passes,
+        polls, queries, settles, overlaps, stale, tail_queries;
     uint64_t wait_ns;
     unsigned long gov_naps; /* timed sleeps of the governor, and their length in all */
     uint64_t gov_nap_ns;

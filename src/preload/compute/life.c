@@ -46,7 +46,7 @@ void gs__compute_fork_child(void)
 
 void gs__compute_exit(void)
 {
-    struct timespec pause = {0, 100000};
+    struct timespec pause = { 0, 100000 };
     int i, tries;
 
     if (governing())
@@ -71,11 +71,10 @@ void gs__compute_exit(void)
                 "holder that did not let go), %lu yields, %lu "
                 "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
                 "settled; the governor napped %lu times, %.1f us on average, ",
-                stats.launches, stats.marks, stats.tail_queries,
-                stats.budget_waits,
+                stats.launches, stats.marks, stats.tail_queries, stats.budget_waits,
                 stats.queue_waits, stats.board_waits, stats.wait_ns / 1e9, stats.overlaps,
-                stats.yields,
-                stats.capture_passes, stats.polls, stats.queries, stats.settles, stats.gov_naps,
+                stats.yields, stats.capture_passes, stats.polls, stats.queries, stats.settles,
+                stats.gov_naps,
                 stats.gov_naps ? stats.gov_nap_ns / 1e3 / (double)stats.gov_naps : 0.0);
     }
     pthread_mutex_unlock(&mu);

@@ -125,7 +125,8 @@ struct gstream *stream_get(CUstream h, int ptds)
                 break;
             continue;
         }
-        if (s->kind == kind && s->h == h && s->tid == tid && (kind == STREAM_EXPLICIT || s->ctx == ctx)) {
+        if (s->kind == kind && s->h == h && s->tid == tid &&
+            (kind == STREAM_EXPLICIT || s->ctx == ctx)) {
             if (kind == STREAM_EXPLICIT)
                 last_stream = s;
             return s;
@@ -229,9 +230,9 @@ void drop_unmarked(struct gstream *s)
 void mark(struct gstream *s, int graph_idx)
 {
     struct gdev *d = &gdevs[s->ord];
-    CUstream target = s->kind == STREAM_EXPLICIT  ? s->h
-                      : s->kind == STREAM_LEGACY  ? CU_STREAM_LEGACY
-                                                  : CU_STREAM_PER_THREAD;
+    CUstream target = s->kind == STREAM_EXPLICIT ? s->h
+                      : s->kind == STREAM_LEGACY ? CU_STREAM_LEGACY
+                                                 : CU_STREAM_PER_THREAD;
     CUcontext cur = NULL;
     CUevent ev = NULL;
     CUresult r = CUDA_ERROR_INVALID_CONTEXT;
@@ -246,7 +247,8 @@ void mark(struct gstream *s, int graph_idx)
         pushed = 1;
     }
     r = CUDA_ERROR_OUT_OF_MEMORY;
-    if ((ev = event_get(s->ctx)) != NULL && (r = gs__real.cuEventRecord(ev, target)) != CUDA_SUCCESS)
+    if ((ev = event_get(s->ctx)) != NULL &&
+        (r = gs__real.cuEventRecord(ev, target)) != CUDA_SUCCESS)
         gs__real.cuEventDestroy_v2(ev);
     if (pushed)
         gs__real.cuCtxPopCurrent_v2(&cur);
@@ -304,7 +306,8 @@ void mark_done(int i, uint64_t now)
 
     if (m->stream >= 0) {
         struct gstream *s = &streams[m->stream];
-        uint64_t start = s->last_done_ns > m->first_submit_ns ? s->last_done_ns : m->first_submit_ns;
+        uint64_t start =
+            s->last_done_ns > m->first_submit_ns ? s->last_done_ns : m->first_submit_ns;
         int64_t took = now > start ? (int64_t)(now - start) : 0;
 
         if (m->graph >= 0 && graphs[m->graph].h) {

@@ -57,27 +57,27 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, CUarray_form
     return row * rows * depth;
 }
 
-#define GS_ARRAY_BODY(sym, pHandle, bytes, call)                                \
-    do {                                                                        \
-        struct dev_state *d;                                                    \
-        uint64_t charge;                                                        \
-        CUresult r;                                                             \
-        int ord;                                                                \
-        GS_PASS(sym, call);                                                     \
-        if (pAllocateArray == NULL || (d = limited_current(&ord)) == NULL)      \
-            return gs__real.sym call;                                           \
-        charge = round_up((bytes), d->gran);                                    \
-        if ((r = admit(d, charge)) != CUDA_SUCCESS)                             \
-            return r;                                                           \
-        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                      \
-        if (r != CUDA_SUCCESS) {                                                \
-            unadmit(d, charge);                                                 \
-            settle(d);                                                          \
-            return r;                                                           \
-        }                                                                       \
-        track(&arrays, (uint64_t)(uintptr_t)*(pHandle), charge, ord, current_ctx()); \
-        settle(d);                                                              \
-        return CUDA_SUCCESS;                                                    \
+#define GS_ARRAY_BODY(sym, pHandle, bytes, call)                                                   \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        uint64_t charge;                                                                           \
+        CUresult r;                                                                                \
+        int ord;                                                                                   \
+        GS_PASS(sym, call);                                                                        \
+        if (pAllocateArray == NULL || (d = limited_current(&ord)) == NULL)                         \
+            return gs__real.sym call;                                                              \
+        charge = round_up((bytes), d->gran);                                                       \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                                                \
+            return r;                                                                              \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                                         \
+        if (r != CUDA_SUCCESS) {                                                                   \
+            unadmit(d, charge);                                                                    \
+            settle(d);                                                                             \
+            return r;                                                                              \
+        }                                                                                          \
+        track(&arrays, (uint64_t)(uintptr_t) * (pHandle), charge, ord, current_ctx());             \
+        settle(d);                                                                                 \
+        return CUDA_SUCCESS;                                                                       \
     } while (0)
 
 GS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
@@ -100,9 +100,8 @@ GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle,
                                       const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
     GS_ARRAY_BODY(cuArray3DCreate_v2, pHandle,
-                  array_bytes(pAllocateArray->Width, pAllocateArray->Height,
-                              pAllocateArray->Depth, pAllocateArray->Format,
-                              pAllocateArray->NumChannels),
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height, pAllocateArray->Depth,
+                              pAllocateArray->Format, pAllocateArray->NumChannels),
                   (pHandle, pAllocateArray));
 }
 
@@ -110,9 +109,8 @@ GS_EXPORT CUresult cuArray3DCreate(CUarray *pHandle,
                                    const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
 {
     GS_ARRAY_BODY(cuArray3DCreate, pHandle,
-                  array_bytes(pAllocateArray->Width, pAllocateArray->Height,
-                              pAllocateArray->Depth, pAllocateArray->Format,
-                              pAllocateArray->NumChannels),
+                  array_bytes(pAllocateArray->Width, pAllocateArray->Height, pAllocateArray->Depth,
+                              pAllocateArray->Format, pAllocateArray->NumChannels),
                   (pHandle, pAllocateArray));
 }
 

@@ -64,9 +64,9 @@ static void context_hidden(struct dev_state *d, int64_t before)
     hidden = (uint64_t)(after - before - mine);
     if (hidden > CTX_HIDDEN_MAX)
         return; /* others attached meanwhile: not a measure of this context */
-    while ((known == 0 || hidden < known) &&
-           !__atomic_compare_exchange_n(shared, &known, hidden, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+    while (
+        (known == 0 || hidden < known) &&
+        !__atomic_compare_exchange_n(shared, &known, hidden, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
 }
 
@@ -205,29 +205,29 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return r;
 }
 
-#define GS_PRIMARY_RELEASE_BODY(sym, reset)                        \
-    do {                                                           \
-        struct dev_state *d;                                       \
-        CUresult r;                                                \
-        GS_PASS(sym, (dev));                                       \
-        d = exiting ? NULL : dev_get(dev);                         \
-        if (d && d->primary && (reset || d->primary_refs == 1))    \
-            gs__compute_ctx_gone(d->primary);                      \
-        if (reset)                                                 \
-            gs__sm_reset(dev);                                     \
-        if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)               \
-            return r;                                              \
-        if (d == NULL || d->primary_refs == 0)                     \
-            return r;                                              \
-        if (reset) {                                               \
-            context_gone(d, dev, d->primary, d->real_primary);     \
-            pthread_mutex_lock(&mem_mu);                           \
-            d->ctx_count++; /* still retained: it comes back on use */ \
-            pthread_mutex_unlock(&mem_mu);                         \
-        } else if (--d->primary_refs == 0) {                       \
-            context_gone(d, dev, d->primary, d->real_primary);     \
-        }                                                          \
-        return r;                                                  \
+#define GS_PRIMARY_RELEASE_BODY(sym, reset)                                                        \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        CUresult r;                                                                                \
+        GS_PASS(sym, (dev));                                                                       \
+        d = exiting ? NULL : dev_get(dev);                                                         \
+        if (d && d->primary && (reset || d->primary_refs == 1))                                    \
+            gs__compute_ctx_gone(d->primary);                                                      \
+        if (reset)                                                                                 \
+            gs__sm_reset(dev);                                                                     \
+        if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)                                               \
+            return r;                                                                              \
+        if (d == NULL || d->primary_refs == 0)                                                     \
+            return r;                                                                              \
+        if (reset) {                                                                               \
+            context_gone(d, dev, d->primary, d->real_primary);                                     \
+            pthread_mutex_lock(&mem_mu);                                                           \
+            d->ctx_count++; /* still retained: it comes back on use */                             \
+            pthread_mutex_unlock(&mem_mu);                                                         \
+        } else if (--d->primary_refs == 0) {                                                       \
+            context_gone(d, dev, d->primary, d->real_primary);                                     \
+        }                                                                                          \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
@@ -265,24 +265,24 @@ static void remember_created(CUcontext ctx, int ord)
     pthread_mutex_unlock(&mem_mu);
 }
 
-#define GS_CTX_CREATE_BODY(sym, call)                                   \
-    do {                                                                \
-        struct dev_state *d;                                            \
-        int64_t before;                                                 \
-        CUresult r;                                                     \
-        GS_PASS(sym, call);                                             \
-        d = exiting ? NULL : dev_get(dev);                              \
-        if (d && slot() < 0)                                            \
-            return CUDA_ERROR_OUT_OF_MEMORY;                            \
-        before = used_before(d);                                        \
-        GS_RESERVED_CTX_CALL(r, d, before, gs__real.sym call);          \
-        if (r == CUDA_SUCCESS)                                          \
-            gs__sm_created(dev);                                        \
-        if (r != CUDA_SUCCESS || d == NULL)                             \
-            return r;                                                   \
-        remember_created(*pctx, dev);                                   \
-        context_appeared(d, before);                                    \
-        return r;                                                       \
+#define GS_CTX_CREATE_BODY(sym, call)                                                              \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        int64_t before;                                                                            \
+        CUresult r;                                                                                \
+        GS_PASS(sym, call);                                                                        \
+        d = exiting ? NULL : dev_get(dev);                                                         \
+        if (d && slot() < 0)                                                                       \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
+        before = used_before(d);                                                                   \
+        GS_RESERVED_CTX_CALL(r, d, before, gs__real.sym call);                                     \
+        if (r == CUDA_SUCCESS)                                                                     \
+            gs__sm_created(dev);                                                                   \
+        if (r != CUDA_SUCCESS || d == NULL)                                                        \
+            return r;                                                                              \
+        remember_created(*pctx, dev);                                                              \
+        context_appeared(d, before);                                                               \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -295,8 +295,8 @@ GS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     GS_CTX_CREATE_BODY(cuCtxCreate_v2, (pctx, flags, dev));
 }
 
-GS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
-                                  int numParams, unsigned int flags, CUdevice dev)
+GS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                  unsigned int flags, CUdevice dev)
 {
     GS_CTX_CREATE_BODY(cuCtxCreate_v3, (pctx, paramsArray, numParams, flags, dev));
 }
@@ -307,27 +307,27 @@ GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
     GS_CTX_CREATE_BODY(cuCtxCreate_v4, (pctx, ctxCreateParams, flags, dev));
 }
 
-#define GS_CTX_DESTROY_BODY(sym)                                      \
-    do {                                                              \
-        struct dev_state *d;                                          \
-        CUresult r;                                                   \
-        int i, ord = -1;                                              \
-        GS_PASS(sym, (ctx));                                          \
-        gs__compute_ctx_gone(ctx);                                    \
-        if ((r = gs__real.sym(ctx)) != CUDA_SUCCESS)                  \
-            return r;                                                 \
-        pthread_mutex_lock(&mem_mu);                                  \
-        for (i = 0; i < 256 && ctx; i++) {                            \
-            if (created[i] == ctx) {                                  \
-                ord = created_ord[i];                                 \
-                created[i] = NULL;                                    \
-                break;                                                \
-            }                                                         \
-        }                                                             \
-        pthread_mutex_unlock(&mem_mu);                                \
-        if (ord >= 0 && !exiting && (d = dev_get(ord)) != NULL)       \
-            context_gone(d, ord, ctx, NULL);                          \
-        return r;                                                     \
+#define GS_CTX_DESTROY_BODY(sym)                                                                   \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        CUresult r;                                                                                \
+        int i, ord = -1;                                                                           \
+        GS_PASS(sym, (ctx));                                                                       \
+        gs__compute_ctx_gone(ctx);                                                                 \
+        if ((r = gs__real.sym(ctx)) != CUDA_SUCCESS)                                               \
+            return r;                                                                              \
+        pthread_mutex_lock(&mem_mu);                                                               \
+        for (i = 0; i < 256 && ctx; i++) {                                                         \
+            if (created[i] == ctx) {                                                               \
+                ord = created_ord[i];                                                              \
+                created[i] = NULL;                                                                 \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        pthread_mutex_unlock(&mem_mu);                                                             \
+        if (ord >= 0 && !exiting && (d = dev_get(ord)) != NULL)                                    \
+            context_gone(d, ord, ctx, NULL);                                                       \
+        return r;                                                                                  \
     } while (0)
 
 GS_EXPORT CUresult cuCtxDestroy(CUcontext ctx)

@@ -35,16 +35,16 @@ pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t pool_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 struct dev_state devs[MAX_ORDINALS];
 struct pool_state pools[MAX_POOLS];
-struct gs_map allocs;   /* device pointer -> charge; aux = context */
-struct gs_map vmm;      /* VMM allocation (serial) -> charge, refs, maps */
-struct gs_map handles;  /* live VMM handle -> its allocation's serial (aux) */
-struct gs_map mappings; /* mapped VA -> size; aux = the allocation's serial */
-uint64_t vmm_serial;    /* the last serial given (mem_mu) */
-struct gs_map arrays;   /* CUarray -> charge; aux = context */
-struct gs_map pages;    /* page of small allocations -> how many (refs); aux = context */
+struct gs_map allocs;    /* device pointer -> charge; aux = context */
+struct gs_map vmm;       /* VMM allocation (serial) -> charge, refs, maps */
+struct gs_map handles;   /* live VMM handle -> its allocation's serial (aux) */
+struct gs_map mappings;  /* mapped VA -> size; aux = the allocation's serial */
+uint64_t vmm_serial;     /* the last serial given (mem_mu) */
+struct gs_map arrays;    /* CUarray -> charge; aux = context */
+struct gs_map pages;     /* page of small allocations -> how many (refs); aux = context */
 struct gs_map pool_ptrs; /* live pool allocation -> aux = its pool's slot (pool_mu) */
 uint64_t pool_ptr_count; /* entries in pool_ptrs: frees look only when there are some */
-CUcontext created[256]; /* contexts made by cuCtxCreate, for destroy */
+CUcontext created[256];  /* contexts made by cuCtxCreate, for destroy */
 int created_ord[256];
 /* What could not be given back while the tenant's lock was held too long: given back later. */
 static uint64_t owed[GPUSLICE_MAX_DEVICES];
@@ -114,7 +114,7 @@ int slot(void)
         gs__log("%s (%d processes at most); this process's contexts and allocations are "
                 "refused",
                 s == GS_ENOSLOT ? "no free process slot in the tenant"
-                                        : "cannot take a process slot in the tenant",
+                                : "cannot take a process slot in the tenant",
                 GPUSLICE_MAX_PROCS);
     return s;
 }
@@ -195,11 +195,10 @@ struct dev_state *dev_get(int ord)
             g > 0)
             d->gran = g;
     }
-    gs__debug("device %d (%s): tenant entry %d, limit %llu bytes, granularity %llu", ord,
-              d->uuid, e,
-              (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[e].mem_limit,
-                                                  __ATOMIC_RELAXED),
-              (unsigned long long)d->gran);
+    gs__debug(
+        "device %d (%s): tenant entry %d, limit %llu bytes, granularity %llu", ord, d->uuid, e,
+        (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[e].mem_limit, __ATOMIC_RELAXED),
+        (unsigned long long)d->gran);
     d->resolved = 1;
     return d;
 }
@@ -411,8 +410,8 @@ void pool_sync(struct pool_state *p)
     cuuint64_t reserved = 0;
 
     if (d == NULL || !gs__real.cuMemPoolGetAttribute ||
-        gs__real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                                       &reserved) != CUDA_SUCCESS)
+        gs__real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+            CUDA_SUCCESS)
         return;
     pthread_mutex_lock(&mem_mu);
     if (reserved > p->accounted) {
@@ -662,8 +661,8 @@ int give_back(struct dev_state *d, uint64_t bytes)
     size_t f = 0, tot = 0;
     int e, r;
 
-    if (d == NULL || t == NULL || exiting ||
-        (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0 || (held = gs_reserve_held(t, e)) == 0)
+    if (d == NULL || t == NULL || exiting || (e = gs_reserve_entry(t, t->dev[d->entry].uuid)) < 0 ||
+        (held = gs_reserve_held(t, e)) == 0)
         return 0;
     /* One that would not fit even with all of it fails anyway: keep the reservation whole. */
     if (current_ordinal() == (int)(d - devs) && gs__real.cuMemGetInfo_v2 &&
@@ -742,8 +741,7 @@ static CUresult small_end(struct small *sm, CUresult r, uint64_t ptr)
             settle(d);
         }
         gs__real.cuMemFree_v2(ptr);
-        gs__debug("refused a small allocation on %s: it needed a page beyond the limit",
-                  d->uuid);
+        gs__debug("refused a small allocation on %s: it needed a page beyond the limit", d->uuid);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (fresh == 0 && sm->admitted)
@@ -753,34 +751,34 @@ static CUresult small_end(struct small *sm, CUresult r, uint64_t ptr)
     return CUDA_SUCCESS;
 }
 
-#define GS_ALLOC_BODY(sym, ptrtype, dptr, bytes, pages_ok, call)            \
-    do {                                                                     \
-        struct dev_state *d;                                                 \
-        uint64_t charge;                                                     \
-        CUresult r;                                                          \
-        int ord;                                                             \
-        GS_PASS(sym, call);                                                  \
-        if ((d = limited_current(&ord)) == NULL || (bytes) == 0)             \
-            return gs__real.sym call;                                        \
-        if ((pages_ok) && (uint64_t)(bytes) < d->gran && dptr) {             \
-            struct small sm;                                                 \
-            small_begin(&sm, d, ord);                                        \
-            r = gs__real.sym call;                                           \
-            return small_end(&sm, r, r == CUDA_SUCCESS ? (uint64_t)*(dptr) : 0); \
-        }                                                                    \
-        charge = alloc_charge(d, (bytes));                                   \
-        if ((r = admit(d, charge)) != CUDA_SUCCESS)                          \
-            return r;                                                        \
-        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                   \
-        if (r != CUDA_SUCCESS) {                                             \
-            unadmit(d, charge);                                              \
-            settle(d);                                                       \
-            return r;                                                        \
-        }                                                                    \
-        if (track(&allocs, (uint64_t)*(dptr), charge, ord, current_ctx()) < 0) \
-            gs__log("out of memory tracking an allocation; it stays charged"); \
-        settle(d);                                                           \
-        return CUDA_SUCCESS;                                                 \
+#define GS_ALLOC_BODY(sym, ptrtype, dptr, bytes, pages_ok, call)                                   \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        uint64_t charge;                                                                           \
+        CUresult r;                                                                                \
+        int ord;                                                                                   \
+        GS_PASS(sym, call);                                                                        \
+        if ((d = limited_current(&ord)) == NULL || (bytes) == 0)                                   \
+            return gs__real.sym call;                                                              \
+        if ((pages_ok) && (uint64_t)(bytes) < d->gran && dptr) {                                   \
+            struct small sm;                                                                       \
+            small_begin(&sm, d, ord);                                                              \
+            r = gs__real.sym call;                                                                 \
+            return small_end(&sm, r, r == CUDA_SUCCESS ? (uint64_t) * (dptr) : 0);                 \
+        }                                                                                          \
+        charge = alloc_charge(d, (bytes));                                                         \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                                                \
+            return r;                                                                              \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                                         \
+        if (r != CUDA_SUCCESS) {                                                                   \
+            unadmit(d, charge);                                                                    \
+            settle(d);                                                                             \
+            return r;                                                                              \
+        }                                                                                          \
+        if (track(&allocs, (uint64_t) * (dptr), charge, ord, current_ctx()) < 0)                   \
+            gs__log("out of memory tracking an allocation; it stays charged");                     \
+        settle(d);                                                                                 \
+        return CUDA_SUCCESS;                                                                       \
     } while (0)
 
 GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -801,58 +799,58 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 /* The pitch the driver picks (measured: rows rounded up to 512 bytes), to charge before asking. */
 #define PITCH_ALIGN 512
 
-#define GS_PITCH_BODY(sym, dptr, pPitch, width, height, call)                        \
-    do {                                                                             \
-        struct dev_state *d;                                                         \
-        uint64_t charge, actual, est;                                                \
-        CUresult r;                                                                  \
-        int ord;                                                                     \
-        GS_PASS(sym, call);                                                          \
-        if ((d = limited_current(&ord)) == NULL || (width) == 0 || (height) == 0)   \
-            return gs__real.sym call;                                                \
-        if ((uint64_t)(height) > UINT64_MAX / round_up((width), PITCH_ALIGN))       \
-            return CUDA_ERROR_OUT_OF_MEMORY;                                         \
-        est = round_up((width), PITCH_ALIGN) * (uint64_t)(height);                   \
-        if (est < d->gran && dptr && pPitch) {                                       \
-            struct small sm;                                                         \
-            small_begin(&sm, d, ord);                                                \
-            r = gs__real.sym call;                                                   \
-            if (r != CUDA_SUCCESS || (uint64_t)*(pPitch) * (uint64_t)(height) < d->gran) \
-                return small_end(&sm, r, r == CUDA_SUCCESS ? (uint64_t)*(dptr) : 0); \
-            /* Wider rows than measured: a large one after all; charged below. */    \
-            if (sm.admitted)                                                         \
-                unadmit(d, d->gran);                                                 \
-            actual = alloc_charge(d, (uint64_t)*(pPitch) * (uint64_t)(height));     \
-            pthread_mutex_lock(&mem_mu);                                             \
-            force_charge(d, actual);                                                 \
-            d->charged += actual;                                                    \
-            pthread_mutex_unlock(&mem_mu);                                           \
-            track(&allocs, (uint64_t)*(dptr), actual, ord, current_ctx());           \
-            if (sm.admitted)                                                         \
-                settle(d);                                                           \
-            return CUDA_SUCCESS;                                                     \
-        }                                                                            \
-        charge = alloc_charge(d, est);                                               \
-        if ((r = admit(d, charge)) != CUDA_SUCCESS)                                  \
-            return r;                                                                \
-        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                           \
-        if (r != CUDA_SUCCESS) {                                                     \
-            unadmit(d, charge);                                                      \
-            settle(d);                                                               \
-            return r;                                                                \
-        }                                                                            \
-        actual = alloc_charge(d, (uint64_t)*(pPitch) * (uint64_t)(height));         \
-        if (actual > charge) {                                                       \
-            pthread_mutex_lock(&mem_mu);                                             \
-            force_charge(d, actual - charge);                                        \
-            d->charged += actual - charge;                                           \
-            pthread_mutex_unlock(&mem_mu);                                           \
-        } else if (actual < charge) {                                                \
-            unadmit(d, charge - actual);                                             \
-        }                                                                            \
-        track(&allocs, (uint64_t)*(dptr), actual, ord, current_ctx());               \
-        settle(d);                                                                   \
-        return CUDA_SUCCESS;                                                         \
+#define GS_PITCH_BODY(sym, dptr, pPitch, width, height, call)                                      \
+    do {                                                                                           \
+        struct dev_state *d;                                                                       \
+        uint64_t charge, actual, est;                                                              \
+        CUresult r;                                                                                \
+        int ord;                                                                                   \
+        GS_PASS(sym, call);                                                                        \
+        if ((d = limited_current(&ord)) == NULL || (width) == 0 || (height) == 0)                  \
+            return gs__real.sym call;                                                              \
+        if ((uint64_t)(height) > UINT64_MAX / round_up((width), PITCH_ALIGN))                      \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
+        est = round_up((width), PITCH_ALIGN) * (uint64_t)(height);                                 \
+        if (est < d->gran && dptr && pPitch) {                                                     \
+            struct small sm;                                                                       \
+            small_begin(&sm, d, ord);                                                              \
+            r = gs__real.sym call;                                                                 \
+            if (r != CUDA_SUCCESS || (uint64_t) * (pPitch) * (uint64_t)(height) < d->gran)         \
+                return small_end(&sm, r, r == CUDA_SUCCESS ? (uint64_t) * (dptr) : 0);             \
+            /* Wider rows than measured: a large one after all; charged below. */                  \
+            if (sm.admitted)                                                                       \
+                unadmit(d, d->gran);                                                               \
+            actual = alloc_charge(d, (uint64_t) * (pPitch) * (uint64_t)(height));                  \
+            pthread_mutex_lock(&mem_mu);                                                           \
+            force_charge(d, actual);                                                               \
+            d->charged += actual;                                                                  \
+            pthread_mutex_unlock(&mem_mu);                                                         \
+            track(&allocs, (uint64_t) * (dptr), actual, ord, current_ctx());                       \
+            if (sm.admitted)                                                                       \
+                settle(d);                                                                         \
+            return CUDA_SUCCESS;                                                                   \
+        }                                                                                          \
+        charge = alloc_charge(d, est);                                                             \
+        if ((r = admit(d, charge)) != CUDA_SUCCESS)                                                \
+            return r;                                                                              \
+        GS_RESERVED_CALL(r, d, charge, gs__real.sym call);                                         \
+        if (r != CUDA_SUCCESS) {                                                                   \
+            unadmit(d, charge);                                                                    \
+            settle(d);                                                                             \
+            return r;                                                                              \
+        }                                                                                          \
+        actual = alloc_charge(d, (uint64_t) * (pPitch) * (uint64_t)(height));                      \
+        if (actual > charge) {                                                                     \
+            pthread_mutex_lock(&mem_mu);                                                           \
+            force_charge(d, actual - charge);                                                      \
+            d->charged += actual - charge;                                                         \
+            pthread_mutex_unlock(&mem_mu);                                                         \
+        } else if (actual < charge) {                                                              \
+            unadmit(d, charge - actual);                                                           \
+        }                                                                                          \
+        track(&allocs, (uint64_t) * (dptr), actual, ord, current_ctx());                           \
+        settle(d);                                                                                 \
+        return CUDA_SUCCESS;                                                                       \
     } while (0)
 
 GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,

@@ -26,7 +26,7 @@
 
 #define MAX_POOLS 64
 
-#define RESERVE_TRIES 3               /* ... and asks it this many times */
+#define RESERVE_TRIES 3 /* ... and asks it this many times */
 
 #define RESERVE_CTX_BYTES (1ULL << 30) /* what a context that cannot be made asks for */
 
@@ -91,55 +91,55 @@ struct nvml_look {
 #define CTX_LISTED_MIN (32ULL << 20)
 
 /* r = expr, asked again after the reservation gave memory back (see give_back). */
-#define GS_RESERVED_CALL(r, d, bytes, expr)                                             \
-    do {                                                                                \
-        int tries_ = 0;                                                                 \
-        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES && \
-               give_back((d), (bytes)))                                                 \
-            ;                                                                           \
+#define GS_RESERVED_CALL(r, d, bytes, expr)                                                        \
+    do {                                                                                           \
+        int tries_ = 0;                                                                            \
+        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES &&           \
+               give_back((d), (bytes)))                                                            \
+            ;                                                                                      \
     } while (0)
 
 /*
  * The same for making a context, which the driver measures by the change in
  * the device's use: after a give-back that changed it, measured again.
  */
-#define GS_RESERVED_CTX_CALL(r, d, before, expr)                                         \
-    do {                                                                                 \
-        int tries_ = 0;                                                                  \
-        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES &&  \
-               give_back((d), RESERVE_CTX_BYTES))                                        \
-            (before) = used_before(d);                                                   \
+#define GS_RESERVED_CTX_CALL(r, d, before, expr)                                                   \
+    do {                                                                                           \
+        int tries_ = 0;                                                                            \
+        while (((r) = (expr)) == CUDA_ERROR_OUT_OF_MEMORY && tries_++ < RESERVE_TRIES &&           \
+               give_back((d), RESERVE_CTX_BYTES))                                                  \
+            (before) = used_before(d);                                                             \
     } while (0)
 
 /*
  * Frees: forget first (so a reused address cannot be confused), restore on failure.
  * A pointer not charged as a plain allocation may be a pool's (cuMemFree frees those too).
  */
-#define GS_FREE_BODY(sym, map, key, call)                       \
-    do {                                                        \
-        struct gs_map_entry old;                                \
-        CUresult r;                                             \
-        int had, slot = -1;                                     \
-        struct dev_state *fd = NULL;                            \
-        GS_PASS(sym, call);                                     \
-        had = untrack((map), (uint64_t)(key), &old);            \
-        if (!had && (map) == &allocs)                           \
-            slot = pool_ptr_take((CUdeviceptr)(key));           \
-        if (had && (fd = dev_get(old.dev)) != NULL)             \
-            __atomic_add_fetch(&fd->inflight, 1, __ATOMIC_ACQ_REL); \
-        if ((r = gs__real.sym call) != CUDA_SUCCESS) {          \
-            if (had)                                            \
-                retrack((map), &old);                           \
-            if (slot >= 0)                                      \
-                pool_ptr_untake((CUdeviceptr)(key), slot);      \
-        } else if (had) {                                       \
-            release_entry(&old);                                \
-        } else if (slot >= 0) {                                 \
-            pool_ptr_done(slot, 0, NULL, 0);                    \
-        }                                                       \
-        if (fd)                                                 \
-            settle(fd);                                         \
-        return r;                                               \
+#define GS_FREE_BODY(sym, map, key, call)                                                          \
+    do {                                                                                           \
+        struct gs_map_entry old;                                                                   \
+        CUresult r;                                                                                \
+        int had, slot = -1;                                                                        \
+        struct dev_state *fd = NULL;                                                               \
+        GS_PASS(sym, call);                                                                        \
+        had = untrack((map), (uint64_t)(key), &old);                                               \
+        if (!had && (map) == &allocs)                                                              \
+            slot = pool_ptr_take((CUdeviceptr)(key));                                              \
+        if (had && (fd = dev_get(old.dev)) != NULL)                                                \
+            __atomic_add_fetch(&fd->inflight, 1, __ATOMIC_ACQ_REL);                                \
+        if ((r = gs__real.sym call) != CUDA_SUCCESS) {                                             \
+            if (had)                                                                               \
+                retrack((map), &old);                                                              \
+            if (slot >= 0)                                                                         \
+                pool_ptr_untake((CUdeviceptr)(key), slot);                                         \
+        } else if (had) {                                                                          \
+            release_entry(&old);                                                                   \
+        } else if (slot >= 0) {                                                                    \
+            pool_ptr_done(slot, 0, NULL, 0);                                                       \
+        }                                                                                          \
+        if (fd)                                                                                    \
+            settle(fd);                                                                            \
+        return r;                                                                                  \
     } while (0)
 
 extern pthread_mutex_t mem_mu;

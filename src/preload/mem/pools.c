@@ -202,8 +202,8 @@ static void async_undo(struct async_args *a)
                               : gs__real.cuMemFreeAsync(*a->dptr, a->stream);
 
     if (r == CUDA_SUCCESS)
-        (a->which & 1 ? gs__real.cuStreamSynchronize_ptsz : gs__real.cuStreamSynchronize)(
-            a->stream);
+        (a->which & 1 ? gs__real.cuStreamSynchronize_ptsz
+                      : gs__real.cuStreamSynchronize)(a->stream);
 }
 
 /*
@@ -232,8 +232,8 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
     for (tries = 0;; tries++) {
         pool_sync(p); /* the charge is what the pool reserves now */
         if (gs__real.cuMemPoolGetAttribute &&
-            gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                                           &reserved) == CUDA_SUCCESS &&
+            gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
+                CUDA_SUCCESS &&
             gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
                 CUDA_SUCCESS)
             need = pool_growth(reserved, used, a->bytesize);
@@ -330,7 +330,7 @@ static CUresult alloc_async(struct async_args *a)
 
 GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    struct async_args a = {0, dptr, bytesize, NULL, hStream};
+    struct async_args a = { 0, dptr, bytesize, NULL, hStream };
 
     GS_PASS(cuMemAllocAsync, (dptr, bytesize, hStream));
     return alloc_async(&a);
@@ -338,7 +338,7 @@ GS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
 
 GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    struct async_args a = {1, dptr, bytesize, NULL, hStream};
+    struct async_args a = { 1, dptr, bytesize, NULL, hStream };
 
     GS_PASS(cuMemAllocAsync_ptsz, (dptr, bytesize, hStream));
     return alloc_async(&a);
@@ -347,7 +347,7 @@ GS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUst
 GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                            CUstream hStream)
 {
-    struct async_args a = {2, dptr, bytesize, pool, hStream};
+    struct async_args a = { 2, dptr, bytesize, pool, hStream };
 
     GS_PASS(cuMemAllocFromPoolAsync, (dptr, bytesize, pool, hStream));
     if (pool == NULL)
@@ -358,7 +358,7 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
 GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream)
 {
-    struct async_args a = {3, dptr, bytesize, pool, hStream};
+    struct async_args a = { 3, dptr, bytesize, pool, hStream };
 
     GS_PASS(cuMemAllocFromPoolAsync_ptsz, (dptr, bytesize, pool, hStream));
     if (pool == NULL)
@@ -374,14 +374,12 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream, int ptsz)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     int slot = exiting ? -1 : pool_ptr_take(dptr);
-    CUresult r = ptsz ? gs__real.cuMemFreeAsync_ptsz(dptr, stream)
-                      : gs__real.cuMemFreeAsync(dptr, stream);
+    CUresult r =
+        ptsz ? gs__real.cuMemFreeAsync_ptsz(dptr, stream) : gs__real.cuMemFreeAsync(dptr, stream);
 
     if (slot >= 0) {
-        if (r == CUDA_SUCCESS &&
-            (ptsz ? gs__real.cuStreamIsCapturing_ptsz : gs__real.cuStreamIsCapturing)(stream,
-                                                                                    &cs) !=
-                CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS && (ptsz ? gs__real.cuStreamIsCapturing_ptsz
+                                       : gs__real.cuStreamIsCapturing)(stream, &cs) != CUDA_SUCCESS)
             cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if (r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
             pool_ptr_untake(dptr, slot);

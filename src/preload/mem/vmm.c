@@ -152,8 +152,7 @@ GS_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     if ((r = gs__real.cuMemRetainAllocationHandle(handle, addr)) != CUDA_SUCCESS || !handle)
         return r;
     pthread_mutex_lock(&mem_mu);
-    if ((serial = vmm_at((uint64_t)(uintptr_t)addr)) != 0 &&
-        vmm_add_handle(*handle, serial) < 0)
+    if ((serial = vmm_at((uint64_t)(uintptr_t)addr)) != 0 && vmm_add_handle(*handle, serial) < 0)
         gs__log("out of memory tracking a VMM handle");
     pthread_mutex_unlock(&mem_mu);
     return r;
