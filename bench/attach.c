@@ -16,10 +16,10 @@
  *                             dlopen, T_INIT after cuInit, T_CTX with the context current,
  *                             T_ALLOC after the allocation (0: not reached)
  *   holding OK REFUSED ERRORS MISSING     (MISSING: no report within TIMEOUT_S)
- *   probe I CODE FREE TOTAL   after a "probe" line on stdin: each child that has a context
- *                             asks cuMemGetInfo once (as a program asking for its free memory
- *                             does), CODE its CUresult
- *   probed OK ERRORS MISSING  every child answered the probe (or TIMEOUT_S passed)
+ *   probe I CODE FREE TOTAL   after a "probe" line on stdin: each child that attached (status
+ *                             ok) asks cuMemGetInfo once (as a program asking for its free
+ *                             memory does), CODE its CUresult; the others do not answer
+ *   probed OK ERRORS MISSING  every child that attached answered (or TIMEOUT_S passed)
  *   released EXITED KILLED    after the release, children that exited / were killed
  *
  * stdin: a line "probe" (optional, once) and then any line, or the end, to release.
@@ -109,11 +109,14 @@ static void hold(int idx, int results, int probe, int release, mem_info_fn mem_i
             return;
         if (pf[1].revents) {
             size_t free_b = 0, total = 0;
-            int code = mem_info ? mem_info(&free_b, &total) : -1;
+            int code;
 
+            pf[1].fd = -1; /* once */
+            if (!mem_info)
+                continue; /* no context: nothing to ask, and no answer is awaited */
+            code = mem_info(&free_b, &total);
             snprintf(line, sizeof line, "probe %d %d %zu %zu\n", idx, code, free_b, total);
             write_all(results, line, strlen(line));
-            pf[1].fd = -1; /* once */
         }
     }
 }
@@ -173,7 +176,7 @@ static void child(int idx, int barrier, int results, int probe, int release, siz
     snprintf(line, sizeof line, "proc %d %d %s %.6f %.6f %.6f %.6f %s %d\n", idx, (int)getpid(),
              status, t0, t_init, t_ctx, t_alloc, step, code);
     write_all(results, line, strlen(line));
-    hold(idx, results, probe, release, have_ctx ? mem_info : NULL);
+    hold(idx, results, probe, release, code == 0 && have_ctx ? mem_info : NULL);
     close(results);
     if (ptr)
         mem_free(ptr);
@@ -295,7 +298,7 @@ int main(int argc, char **argv)
         int pok = 0, perr = 0, pgot;
 
         close(probe[1]);
-        pgot = read_lines(results[0], ok, "probe", timeout, &pok, &perr, NULL);
+        pgot = read_lines(results[0], ok, "probe", timeout, &pok, NULL, &perr);
         printf("probed %d %d %d\n", pok, perr, ok - pgot);
         fflush(stdout);
         if (!fgets(line, sizeof line, stdin))

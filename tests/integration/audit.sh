@@ -221,6 +221,18 @@ PY
     else
         bad "80 processes attaching together"; cat "$T/attach.out"
     fi
+    # Where the driver itself refuses some contexts or allocations (a 1 GiB device), the others
+    # still attach, answer cuMemGetInfo and are released (the H200 refused 190 of 256 so).
+    GPU_BUILD_DIR=$B GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_MEMORY=1G CC=${CC:-cc} \
+        "$SRC/bench/attach.sh" -n 20 --alloc-mib 8 --memory 24G >"$T/attach-small.out" 2>&1
+    if grep -qE "^@ok every attached process answered cuMemGetInfo: ([0-9]+) of \1, 0 failed" "$T/attach-small.out" &&
+        grep -qE "^@key refused [1-9]" "$T/attach-small.out" &&
+        grep -q "^@ok the tenant's accounted usage" "$T/attach-small.out" &&
+        ! grep -q "did not report the release" "$T/attach-small.out"; then
+        ok "defect 3: contexts the driver refuses leave the others attached, counted and released"
+    else
+        bad "20 processes on a 1 GiB device"; cat "$T/attach-small.out"
+    fi
     unset GPUSLICE_SIM_IDLE_USED GPUSLICE_SIM_CONTEXT_MS # (acct.c's checks read the device's use)
     # Defect 5: 32 threads of stream-ordered allocations near a 1 GiB limit never hold more.
     expect 0 "defect 5: 32 threads allocating from a pool stay under the limit" -- \
