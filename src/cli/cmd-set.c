@@ -50,6 +50,18 @@ static void set_usage(void)
  * 1G for a size: sizes under 1 MiB are refused), then its entry's value set
  * to 0.
  */
+/* Why gs_tenant_open_owned refused a file, for a person. */
+static const char *why_untrusted(int r)
+{
+    if (r == GS_EUNSAFE)
+        return "its file is writable by group or others, so anyone could have written it; it is "
+               "no tenant to trust";
+    if (r == GS_EOWNER)
+        return "its contents name another owner than the file's, so whoever wrote it could pass "
+               "it off as another user's; it is no tenant to trust";
+    return gs_strerror(r);
+}
+
 static int parse_value(const char *s, enum gs_value_kind kind, const char *what,
                        struct gs_limits *l, char *err, size_t errlen)
 {
@@ -170,9 +182,25 @@ static int find_tenant(const char *arg, char *id, size_t idlen, char *path, size
             if (name_is(l.v[i].t, arg) && nmatch++ == 0)
                 match = i;
     if (nmatch == 0) {
-        gs_log_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice tenants%s)",
-                     arg, gs_tenant_dir(),
-                     l.skipped ? ", which also names the state files it skipped" : "");
+        char file[PATH_MAX];
+        struct gpuslice_tenant *t;
+        uid_t owner;
+        int e = -1;
+
+        /* An ID whose file the listing left out: say why. */
+        snprintf(file, sizeof(file), "%s/" GS_TENANT_PREFIX "%s" GS_TENANT_SUFFIX, gs_tenant_dir(),
+                 arg);
+        if (strchr(arg, '/') == NULL && access(file, F_OK) == 0 &&
+            (e = gs_tenant_open_owned(file, 0, &owner, &t)) < 0)
+            gs_log_error("set: cannot read the tenant \"%s\" (%s): %s", arg, file,
+                         why_untrusted(e));
+        else
+            gs_log_error("set: no tenant with the ID or name \"%s\" in %s (see gpuslice "
+                         "tenants%s)",
+                         arg, gs_tenant_dir(),
+                         l.skipped ? ", which also names the state files it skipped" : "");
+        if (e == 0)
+            gs_tenant_close(t);
         r = GS_EXIT_ERROR;
     } else if (nmatch > 1) {
         gs_log_error("set: %zu tenants are named \"%s\"; nothing changed: give the ID of the one "
@@ -360,9 +388,7 @@ static int run_set(int argc, char **argv)
      */
     if ((r = gs_tenant_open_owned(path, 0, &owner, &t)) < 0) {
         gs_log_error("set: cannot read the tenant %s (%s): %s", shown_id, shown_path,
-                     r == GS_EUNSAFE ? "its file is writable by group or others, so anyone "
-                                       "could have written it; it is no tenant to trust"
-                                     : gs_strerror(r));
+                     why_untrusted(r));
         return GS_EXIT_ERROR;
     }
     gs_tenant_close(t);

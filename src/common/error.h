@@ -15,7 +15,8 @@
     X(GS_ENODRIVER, -4003, "the NVIDIA driver library could not be loaded")                        \
     X(GS_EOVERLIMIT, -4004, "the tenant's memory limit would be exceeded")                         \
     X(GS_ENOSLOT, -4005, "no free process slot in the tenant's shared state")                      \
-    X(GS_EUNSAFE, -4006, "the file is writable by other users, or owned by another user")
+    X(GS_EUNSAFE, -4006, "the file is writable by other users, or owned by another user")        \
+    X(GS_EOWNER, -4007, "the file's contents name another owner than the file's")
 
 enum gs_error {
 #define GS_ERR_ENUM(name, value, msg) name = value,

@@ -73,7 +73,7 @@ static void init_header(struct gpuslice_tenant *t, const char *name)
     struct timespec ts;
 
     memset(t, 0, sizeof(*t));
-    t->owner_uid = (uint32_t)getuid();
+    t->owner_uid = (uint32_t)geteuid(); /* the file's owner: checked against it on every open */
     t->creator_pid = (int32_t)getpid();
     t->creator_start_time = gs_proc_start_time(getpid());
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -213,6 +213,11 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
                      NULL, 0) < 0) {
         munmap(t, sizeof(*t));
         return GS_EABI;
+    }
+    /* Its header says whose it is; the file's owner is whose it is: they must agree. */
+    if (__atomic_load_n(&t->owner_uid, __ATOMIC_RELAXED) != (uint32_t)st.st_uid) {
+        munmap(t, sizeof(*t));
+        return GS_EOWNER;
     }
     *owner = st.st_uid;
     *out = t;

@@ -146,7 +146,12 @@ static void skip_reason(int r, const char *path, const struct stat *st, char *ou
         n = n < len - 1 ? n : len - 1;
         memcpy(out, m, n);
         out[n] = '\0';
-    } else if (r == GS_EABI)
+    } else if (r == GS_EOWNER)
+        snprintf(out, len,
+                 "its contents name another owner than the file's (uid %u), so whoever wrote it "
+                 "could pass it off as another user's; it is no tenant to trust",
+                 (unsigned)st->st_uid);
+    else if (r == GS_EABI)
         snprintf(out, len, "not a tenant's file (tenant ABI %u.x)",
                  (unsigned)GPUSLICE_TENANT_ABI_MAJOR);
     else

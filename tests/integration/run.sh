@@ -508,14 +508,20 @@ assert v['compute_used_percent'] is None and v['memory_limit_bytes'] is None, v"
     expect 0 "an ID still works" -- "$GS" set "$id" --memory 1G
     kill $BG; wait $BG; BG=
     # Only the owner (or root) may set, and the owner is the file's: its header's owner_uid is
-    # whatever the file's writer put there (audit defect 8). A header naming another user changes
-    # nothing.
+    # whatever the file's writer put there (audit defect 8). A header naming another user than
+    # the file's owner makes it no tenant: set refuses it, the listing leaves it out and says so.
     python3 -c 'import mmap, struct, sys
 with open(sys.argv[1], "r+b") as f:
     m = mmap.mmap(f.fileno(), 0); struct.pack_into("<I", m, 80, 12345)' "$f"
-    expect 0 "a header's owner_uid does not make the tenant another's" -- "$GS" set "$id" --memory 1G
+    expect 1 "a header naming another owner than the file's is refused" -- "$GS" set "$id" --memory 1G
+    stderr_has "its contents name another owner than the file's"
     expect 0 "tenants --json" -- "$GS" tenants --json --interval 0
-    json_ok "the owner shown is the file's, not the header's" "import os; assert d['tenants'][0]['owner_uid'] == os.getuid(), d"
+    json_ok "the listing leaves it out" "assert d['tenants'] == [], d"
+    stderr_has "its contents name another owner than the file's (uid $(id -u))"
+    python3 -c 'import mmap, os, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0); struct.pack_into("<I", m, 80, os.geteuid())' "$f"
+    expect 0 "with the header put right, set works again" -- "$GS" set "$id" --memory 1G
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         chmod 755 "$T" "$GPUSLICE_RUN_DIR"; chmod 644 "$f"
         expect 1 "another user may not" -- setpriv --reuid=65534 --regid=65534 --clear-groups "$GS" set "$id" --memory 3G
@@ -574,10 +580,16 @@ open(sys.argv[1], "wb").write(b)' "$T/template"
     expect 1 "set PATH of a planted file of mode 0666" -- "$GS" set "$p1" --memory 3G; stderr_has "its file is writable by group or others"
     if [ "$(limit_of "$p1")" = $G ]; then ok "the planted file was not written"; else bad "the planted file was written"; fi
     rm -f "$p1"
-    # Mode 0600: a tenant of the other user's, shown as theirs whatever its header says; the
-    # name is now ambiguous, and nothing changes until an ID is given.
+    # Mode 0600 with a header that names uid 0, not the file's owner: left out, with a warning.
     p2="$GPUSLICE_RUN_DIR/gpuslice-0-2-planted.tenant"
     plant "$p2" 600
+    listed "tenants beside a planted file whose header lies" "assert [t['id'] for t in d['tenants']] == ['$id'], d"
+    stderr_has "^gpuslice: warning: skipping $p2: its contents name another owner than the file's (uid $other)"
+    expect 1 "set PATH of a file whose header lies" -- "$GS" set "$p2" --memory 3G; stderr_has "its contents name another owner than the file's"
+    # Mode 0600 and a header naming its real owner: a tenant of the other user's, shown as theirs;
+    # the name is now ambiguous, and nothing changes until an ID is given.
+    python3 -c 'import struct, sys; b = bytearray(open(sys.argv[1], "rb").read()); struct.pack_into("<I", b, 80, int(sys.argv[2])); open(sys.argv[1], "wb").write(b)' "$T/template" "$other"
+    rm -f "$p2"; plant "$p2" 600
     listed "tenants beside a planted file of mode 0600" "
 o = {t['id']: t['owner_uid'] for t in d['tenants']}
 assert o == {'$id': os.getuid(), '0-2-planted': $other}, d"
