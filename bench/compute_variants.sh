@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side tuning runs of the compute governor: builds gpuslice once per variant, each
-# with some of the compute governor's tunables changed by -D (src/preload/compute/internal.h:
+# with some of the compute governor's tunables changed by -D (src/preload/compute/compute_internal.h:
 # every tunable there is wrapped in #ifndef), then runs the same command for each variant in turn, with GPUSLICE_BIN naming
 # that variant's CLI (whose interposer is beside it) and GPUSLICE_VARIANT its name, so the
 # variants are compared in one run on one machine.

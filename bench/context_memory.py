@@ -11,7 +11,7 @@ list of compute processes with their used memory. Prints, for the processes of t
   before the go, divided by the number of processes listed beyond those before the go: the
   per-context hidden part as a window estimate, over the creation and once everything settled.
 
-This is what the interposer's estimate of a context's hidden part (src/preload/mem/core.c,
+This is what the interposer's estimate of a context's hidden part (src/preload/mem/charge.c,
 hidden_from_look) is designed from; the numbers go to docs/results.md.
 
 usage: bench/context_memory.py --launcher BIN [-n N ...] [--period S] [--json FILE]

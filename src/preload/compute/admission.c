@@ -18,7 +18,7 @@
 #include "common/board.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
-#include "preload/compute/internal.h"
+#include "preload/compute/compute_internal.h"
 
 /*
  * Sleeps (mu released) until deadline or a broadcast. spin: WAIT_SLEEP, or

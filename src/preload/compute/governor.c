@@ -18,7 +18,7 @@
 #include "common/board.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
-#include "preload/compute/internal.h"
+#include "preload/compute/compute_internal.h"
 
 void charge(struct gdev *d, uint64_t now)
 {

@@ -19,7 +19,7 @@
 #include "common/board.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
-#include "preload/compute/internal.h"
+#include "preload/compute/compute_internal.h"
 
 #define GS_LAUNCH_BODY(sym, stream, ptds, graph, args)                                             \
     do {                                                                                           \

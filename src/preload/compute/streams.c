@@ -15,7 +15,7 @@
 #include "common/board.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
-#include "preload/compute/internal.h"
+#include "preload/compute/compute_internal.h"
 
 /* With mu held. */
 struct gdev *gdev_get(int ord)

@@ -16,7 +16,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 static uint64_t format_bytes(CUarray_format f)
 {

@@ -16,7 +16,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 /*
  * The footprint of a context for a process NVML does not list (a PID

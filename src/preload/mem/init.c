@@ -13,7 +13,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 /* Every index and UUID key of l names a device that exists; else -1 with a message. */
 static int validate_list(const struct gs_limits *l, int count, char *msg, size_t len)

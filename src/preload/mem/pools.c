@@ -17,7 +17,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
 {

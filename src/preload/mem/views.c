@@ -16,7 +16,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 void gs__mem_entry_usage(int e, uint64_t *used, uint64_t *limit)
 {

@@ -49,7 +49,7 @@
 #include "common/board.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
-#include "preload/compute/internal.h"
+#include "preload/compute/compute_internal.h"
 
 #ifndef WINDOW_NS
 #define WINDOW_NS 50000000LL /* the budget holds at most P% of this window */

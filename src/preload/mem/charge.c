@@ -25,7 +25,7 @@
 #include "common/tenant.h"
 #include "preload/map.h"
 #include "preload/preload.h"
-#include "preload/mem/internal.h"
+#include "preload/mem/mem_internal.h"
 
 #define DEFAULT_GRAN (2ULL << 20)
 #define REFRESH_INTERVAL_NS 100000000ULL /* overhead re-read at most every 100 ms */
