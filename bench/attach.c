@@ -153,7 +153,7 @@ static void child(int idx, int barrier, int results, int probe, int release, siz
         mem_free = (free_fn)sym(h, "cuMemFree_v2", "cuMemFree");
         mem_info = (mem_info_fn)sym(h, "cuMemGetInfo_v2", "cuMemGetInfo");
         if (!init || !device_get || !retain || !set_current || !mem_alloc || !ctx_release ||
-            !mem_free) {
+            !mem_free || !mem_info) {
             status = "error";
             step = "dlsym";
             code = -1;

@@ -87,7 +87,7 @@ class Run:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return None
-        return self.until("probed", timeout)
+        return self.until("probed", timeout + 30)
 
     def release(self, timeout):
         try:

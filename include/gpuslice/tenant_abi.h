@@ -57,7 +57,7 @@ struct gpuslice_tenant_device {
     uint64_t ctx_footprint;     /* smallest context footprint a process measured, for
                                     processes NVML does not list (PID namespaces); 0 = none */
     uint64_t ctx_hidden;        /* what a context takes on the device beyond NVML's figure for
-                                    its process (smallest measured; 0 = none seen) */
+                                    its process (the latest settled measure; 0 = none yet) */
 };
 
 /* A ctx_base word: bytes (< 2^48) in no listed process's figure, and processes listed. */
@@ -120,7 +120,9 @@ struct gpuslice_tenant {
     uint32_t set_compute_limit; /* likewise */
     uint32_t limits_fixed;      /* 1: the limits came with the tenant (gpuslice run); its
                                    processes' own variables do not change them */
-    uint64_t reserved[5];
+    uint32_t owner_user_ns;     /* ABI 4.1: the writer's user namespace (owner_uid is its uid) */
+    uint32_t creator_pid_ns;    /* ABI 4.1: the creator's PID namespace (creator_pid is its PID) */
+    uint64_t reserved[4];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
     struct gpuslice_tenant_reserve reserve;
@@ -136,7 +138,8 @@ struct gpuslice_tenant {
     /*
      * ABI 4.1, per process slot: the PID the kernel's initial PID namespace knows the process
      * by, where it runs in another (written by it when it runs in the initial one, else by a
-     * reader there that found it); 0 = not known yet.
+     * reader there that found it, under the lock); 0 = not known yet, -1 = looked for and not
+     * found (gone).
      */
     int32_t host_pid[GPUSLICE_MAX_PROCS];
 };

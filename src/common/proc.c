@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static const char *proc_root = "/proc";
-static uint32_t self_ns; /* gs_proc_self_ns(), once read */
+static uint64_t self_ns; /* gs_proc_self_ns(): the namespace in the low 32 bits, the PID above */
 
 void gs_proc_set_root(const char *root)
 {
@@ -21,25 +21,27 @@ void gs_proc_set_root(const char *root)
     __atomic_store_n(&self_ns, 0, __ATOMIC_RELAXED);
 }
 
-/* Reads /proc/PID/NAME (PID 0: self) into buf; its length, or -1. */
+/*
+ * Reads /proc/PID/NAME (PID 0, or this process's own: self, which is right
+ * even where /proc is another namespace's) into buf; its length, or -1.
+ */
 static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len)
 {
     char path[256];
-    ssize_t n;
+    ssize_t n, got = 0;
     int fd;
 
-    if (pid > 0)
+    if (pid > 0 && pid != getpid())
         snprintf(path, sizeof(path), "%s/%d/%s", proc_root, (int)pid, name);
     else
         snprintf(path, sizeof(path), "%s/self/%s", proc_root, name);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return -1;
-    n = read(fd, buf, len - 1);
+    while ((size_t)got < len - 1 && (n = read(fd, buf + got, len - 1 - (size_t)got)) > 0)
+        got += n;
     close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
+    buf[got] = '\0';
+    return got;
 }
 
 uint64_t gs_proc_start_time(pid_t pid)
@@ -70,7 +72,7 @@ uint32_t gs_proc_pid_ns(pid_t pid)
     unsigned long long ino;
     ssize_t n;
 
-    if (pid > 0)
+    if (pid > 0 && pid != getpid())
         snprintf(path, sizeof(path), "%s/%d/ns/pid", proc_root, (int)pid);
     else
         snprintf(path, sizeof(path), "%s/self/ns/pid", proc_root);
@@ -82,9 +84,24 @@ uint32_t gs_proc_pid_ns(pid_t pid)
     return (uint32_t)ino;
 }
 
+uint32_t gs_proc_user_ns(void)
+{
+    char path[256], link[64];
+    unsigned long long ino;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "%s/self/ns/user", proc_root);
+    if ((n = readlink(path, link, sizeof(link) - 1)) <= 0)
+        return 0;
+    link[n] = '\0';
+    if (sscanf(link, "user:[%llu]", &ino) != 1 || ino == 0 || ino > UINT32_MAX)
+        return 0;
+    return (uint32_t)ino;
+}
+
 pid_t gs_proc_inner_pid(pid_t pid)
 {
-    char buf[4096], *line, *end;
+    char buf[16384], *line, *end; /* whole: a long Groups: line comes before NSpid */
     long last = 0;
 
     if (read_proc(pid, "status", buf, sizeof(buf)) <= 0 || (line = strstr(buf, "\nNSpid:")) == NULL)
@@ -100,40 +117,58 @@ pid_t gs_proc_inner_pid(pid_t pid)
     return last > 0 && last <= INT32_MAX ? (pid_t)last : 0;
 }
 
-/* pid is the process of namespace ns known there as inner, started at start. */
-static int is_that_process(pid_t pid, uint32_t ns, pid_t inner, uint64_t start)
+int gs_proc_is(pid_t pid, uint32_t ns, pid_t inner, uint64_t start)
 {
-    return gs_proc_start_time(pid) == start && gs_proc_pid_ns(pid) == ns &&
-           gs_proc_inner_pid(pid) == inner;
+    uint32_t its_ns;
+    pid_t its_inner;
+
+    if (pid <= 0 || gs_proc_start_time(pid) != start)
+        return 0; /* gone, or another process now has the PID */
+    /* Another user's process, or a non-dumpable one, may not show its namespace. */
+    if ((its_ns = gs_proc_pid_ns(pid)) == 0)
+        return -1;
+    if (its_ns != ns)
+        return 0;
+    if ((its_inner = gs_proc_inner_pid(pid)) == 0)
+        return -1; /* no NSpid (a kernel before 4.1) */
+    return its_inner == inner;
 }
 
 pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint)
 {
     struct dirent *de;
     pid_t found = 0;
+    int unsure = 0, r;
     DIR *d;
 
-    if (hint > 0 && is_that_process(hint, ns, inner, start))
-        return hint;
+    if (hint > 0 && (r = gs_proc_is(hint, ns, inner, start)) != 0)
+        return r > 0 ? hint : -1;
     if ((d = opendir(proc_root)) == NULL)
-        return 0;
+        return -1;
     while (found == 0 && (de = readdir(d)) != NULL) {
         char *end;
         long pid = strtol(de->d_name, &end, 10);
 
-        if (*end == '\0' && pid > 0 && pid <= INT32_MAX &&
-            is_that_process((pid_t)pid, ns, inner, start))
+        if (*end != '\0' || pid <= 0 || pid > INT32_MAX)
+            continue;
+        if ((r = gs_proc_is((pid_t)pid, ns, inner, start)) > 0)
             found = (pid_t)pid;
+        else if (r < 0)
+            unsure = 1;
     }
     closedir(d);
-    return found;
+    return found ? found : unsure ? -1 : 0;
 }
 
 uint32_t gs_proc_self_ns(void)
 {
-    uint32_t v = __atomic_load_n(&self_ns, __ATOMIC_RELAXED);
+    uint64_t v = __atomic_load_n(&self_ns, __ATOMIC_RELAXED);
+    uint32_t ns;
 
-    if (v == 0 && (v = gs_proc_pid_ns(0)) != 0)
-        __atomic_store_n(&self_ns, v, __ATOMIC_RELAXED);
-    return v;
+    /* Keyed by PID: a child forked after unshare(CLONE_NEWPID) is in another namespace. */
+    if (v != 0 && (pid_t)(v >> 32) == getpid())
+        return (uint32_t)v;
+    if ((ns = gs_proc_pid_ns(0)) != 0)
+        __atomic_store_n(&self_ns, (uint64_t)(uint32_t)getpid() << 32 | ns, __ATOMIC_RELAXED);
+    return ns;
 }

@@ -13,7 +13,10 @@
 /* The kernel's initial PID namespace (PROC_PID_INIT_INO): its readers see every process. */
 #define GS_PID_NS_INIT 0xEFFFFFFCu
 
-/* /proc/PID/stat start time (clock ticks since boot), or 0 if it does not exist or is a zombie. */
+/*
+ * /proc/PID/stat start time (clock ticks since boot), or 0 if it does not
+ * exist or is a zombie. This process's own is read through /proc/self.
+ */
 uint64_t gs_proc_start_time(pid_t pid);
 
 /* The inode of PID's PID namespace (0: this process's own is asked for with pid 0); 0 if unknown. */
@@ -22,13 +25,23 @@ uint32_t gs_proc_pid_ns(pid_t pid);
 /* This process's PID namespace, read once; 0 if unknown. */
 uint32_t gs_proc_self_ns(void);
 
+/* This process's user namespace (the inode of /proc/self/ns/user); 0 if unknown. */
+uint32_t gs_proc_user_ns(void);
+
 /* PID's PID in its own, innermost namespace (the last NSpid field); 0 if unknown. */
 pid_t gs_proc_inner_pid(pid_t pid);
 
 /*
+ * Whether PID is the process known as inner in namespace ns, started at
+ * start: 1 yes, 0 no (gone, or another process), -1 this reader cannot tell
+ * (the namespace or NSpid does not show, as for another user's process).
+ */
+int gs_proc_is(pid_t pid, uint32_t ns, pid_t inner, uint64_t start);
+
+/*
  * The PID this process sees for the process known as inner in namespace ns
  * and started at start (hint is tried first): 0 where no such process is
- * visible from here.
+ * visible from here, -1 where some process's answer could not be told.
  */
 pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint);
 

@@ -34,17 +34,17 @@ const char *gs_tenant_dir(void)
 }
 
 /*
- * Whether the process in slot i is alive. One in another PID namespace than
- * this reader's is looked for by its namespace and inner PID, where this
- * reader sees every process (the initial namespace; the PID found is kept in
- * host_pid); from any other namespace it cannot be judged and counts as alive.
+ * Whether the process known as pid in PID namespace ns, started at start, is
+ * alive, as this reader can tell. In this reader's own namespace (or an
+ * unknown one) the PID is checked as it is. From the initial namespace the
+ * process is looked for by its namespace and inner PID: host, when not 0,
+ * is the PID it was found by (-1: looked for under the lock and not found);
+ * with scan, /proc is searched where host is 0. A process the reader cannot
+ * judge (from a third namespace, or whose namespace does not show) is alive.
  */
-int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i)
+static int ns_alive(int32_t pid, uint32_t ns, uint64_t start, int32_t host, int scan)
 {
-    const struct gpuslice_tenant_proc *p = &t->proc[i];
-    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE), host;
-    uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED), mine = gs_proc_self_ns();
-    uint64_t start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
+    uint32_t mine = gs_proc_self_ns();
 
     if (pid <= 0)
         return 0;
@@ -52,20 +52,51 @@ int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i)
         return gs_proc_start_time(pid) == start;
     if (mine != GS_PID_NS_INIT)
         return 1;
-    host = gs_proc_find(ns, pid, start, __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED));
+    if (host == -1)
+        return 0;
     if (host > 0)
-        __atomic_store_n((int32_t *)&t->host_pid[i], host, __ATOMIC_RELAXED);
-    return host > 0;
+        return gs_proc_is(host, ns, pid, start) != 0;
+    return scan ? gs_proc_find(ns, pid, start, 0) != 0 : 1;
+}
+
+static int slot_alive(const struct gpuslice_tenant *t, int i, int scan)
+{
+    const struct gpuslice_tenant_proc *p = &t->proc[i];
+
+    return ns_alive(__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE),
+                    __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED),
+                    __atomic_load_n(&p->start_time, __ATOMIC_RELAXED),
+                    __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED), scan);
+}
+
+int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i)
+{
+    return slot_alive(t, i, 1);
+}
+
+int gs_tenant_creator_alive(const struct gpuslice_tenant *t)
+{
+    return ns_alive(__atomic_load_n(&t->creator_pid, __ATOMIC_RELAXED),
+                    __atomic_load_n(&t->creator_pid_ns, __ATOMIC_RELAXED),
+                    __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED), 0, 1);
 }
 
 pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i)
 {
-    uint32_t ns = __atomic_load_n(&t->proc[i].pid_ns, __ATOMIC_RELAXED);
+    const struct gpuslice_tenant_proc *p = &t->proc[i];
+    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
+    uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
+    uint64_t start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
     int32_t host = __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED);
 
-    if (ns != 0 && ns != gs_proc_self_ns() && host > 0)
+    if (ns == 0 || ns == gs_proc_self_ns())
+        return pid;
+    /* Another namespace's PID means nothing here: the one found, checked, or none. */
+    if (host > 0 && gs_proc_is(host, ns, pid, start) > 0)
         return host;
-    return __atomic_load_n(&t->proc[i].pid, __ATOMIC_RELAXED);
+    if (gs_proc_self_ns() != GS_PID_NS_INIT || (host = gs_proc_find(ns, pid, start, 0)) < 0)
+        return 0;
+    return host;
 }
 
 static void init_header(struct gpuslice_tenant *t, const char *name)
@@ -74,6 +105,8 @@ static void init_header(struct gpuslice_tenant *t, const char *name)
 
     memset(t, 0, sizeof(*t));
     t->owner_uid = (uint32_t)geteuid(); /* the file's owner: checked against it on every open */
+    t->owner_user_ns = gs_proc_user_ns();
+    t->creator_pid_ns = gs_proc_pid_ns(0);
     t->creator_pid = (int32_t)getpid();
     t->creator_start_time = gs_proc_start_time(getpid());
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -214,8 +247,12 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
         munmap(t, sizeof(*t));
         return GS_EABI;
     }
-    /* Its header says whose it is; the file's owner is whose it is: they must agree. */
-    if (__atomic_load_n(&t->owner_uid, __ATOMIC_RELAXED) != (uint32_t)st.st_uid) {
+    /*
+     * Its header says whose it is; the file's owner is whose it is: they must agree where
+     * both uids mean the same (a reader in the writer's user namespace).
+     */
+    if (__atomic_load_n(&t->owner_uid, __ATOMIC_RELAXED) != (uint32_t)st.st_uid &&
+        (t->owner_user_ns == 0 || t->owner_user_ns == gs_proc_user_ns())) {
         munmap(t, sizeof(*t));
         return GS_EOWNER;
     }
@@ -360,7 +397,7 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
     int i, n = 0;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        if (t->proc[i].pid > 0 && !gs_tenant_proc_alive(t, i)) {
+        if (t->proc[i].pid > 0 && !slot_alive(t, i, 0)) {
             free_slot_locked(t, i);
             n++;
         }
@@ -368,10 +405,62 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
     return n;
 }
 
+/*
+ * Where this reader is in the initial PID namespace: finds, without the lock,
+ * the PID of each process of another namespace not looked for yet, and keeps
+ * what it found in host_pid under the lock (-1: not found), for the slot as
+ * it was when looked for (a slot taken again meanwhile is left alone).
+ */
+static void find_hosts(struct gpuslice_tenant *t)
+{
+    struct look {
+        int slot;
+        int32_t pid, found;
+        uint32_t ns;
+        uint64_t start;
+    } *v = NULL;
+    int i, n = 0;
+
+    if (gs_proc_self_ns() != GS_PID_NS_INIT)
+        return;
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->proc[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
+
+        if (pid <= 0 || ns == 0 || ns == GS_PID_NS_INIT ||
+            __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED) != 0)
+            continue;
+        if (v == NULL && (v = calloc(GPUSLICE_MAX_PROCS, sizeof(*v))) == NULL)
+            return;
+        v[n].slot = i;
+        v[n].pid = pid;
+        v[n].ns = ns;
+        v[n].start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
+        v[n].found = gs_proc_find(ns, pid, v[n].start, 0);
+        n++;
+    }
+    if (n == 0 || gs_tenant_lock(t) < 0) {
+        free(v);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        const struct gpuslice_tenant_proc *p = &t->proc[v[i].slot];
+
+        if (v[i].found != -1 && p->pid == v[i].pid && p->pid_ns == v[i].ns &&
+            p->start_time == v[i].start && t->host_pid[v[i].slot] == 0)
+            __atomic_store_n(&t->host_pid[v[i].slot], v[i].found > 0 ? v[i].found : -1,
+                             __ATOMIC_RELAXED);
+    }
+    gs_tenant_unlock(t);
+    free(v);
+}
+
 int gs_tenant_reap(struct gpuslice_tenant *t)
 {
     int r;
 
+    find_hosts(t);
     if ((r = gs_tenant_lock(t)) < 0)
         return r;
     r = gs_tenant_reap_locked(t);
@@ -393,7 +482,7 @@ int gs_tenant_proc_register(struct gpuslice_tenant *t, pid_t pid, uint64_t start
             if (t->proc[i].pid == 0)
                 slot = i;
     if (slot >= 0) {
-        uint32_t ns = gs_proc_pid_ns(pid);
+        uint32_t ns = gs_proc_pid_ns(pid == getpid() ? 0 : pid);
 
         memset(&t->proc[slot], 0, sizeof(t->proc[slot]));
         t->proc[slot].start_time = start;
@@ -759,8 +848,7 @@ int gs_tenant_sweep(const char *dir)
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
         if (gs_tenant_open(path, &t) < 0)
             continue;
-        if (gs_proc_start_time(t->creator_pid) != t->creator_start_time &&
-            gs_tenant_live_procs(t) == 0) {
+        if (!gs_tenant_creator_alive(t) && gs_tenant_live_procs(t) == 0) {
             if (unlink(path) == 0)
                 n++;
         }

@@ -139,7 +139,10 @@ int gs_tenant_sweep(const char *dir);
  */
 int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i);
 
-/* The PID this process sees for slot i's process (its own where not found yet). */
+/* Whether the tenant's creator (gpuslice run) lives, judged as slots are. */
+int gs_tenant_creator_alive(const struct gpuslice_tenant *t);
+
+/* The PID this process sees for slot i's process; 0 where it cannot see it. */
 pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i);
 
 #endif

@@ -518,8 +518,7 @@ static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice
     *outer = NULL;
     if (env == NULL || *env == '\0' || gs_tenant_open(env, &t) < 0)
         return -1;
-    if (gs_proc_start_time(t->creator_pid) != t->creator_start_time &&
-        gs_tenant_live_procs(t) == 0) {
+    if (!gs_tenant_creator_alive(t) && gs_tenant_live_procs(t) == 0) {
         gs_tenant_close(t); /* a leftover of a tenant that ended: not one to join */
         return -1;
     }

@@ -54,10 +54,7 @@ int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max)
 
 int tenant_list_live(const struct gpuslice_tenant *t)
 {
-    int32_t creator = __atomic_load_n(&t->creator_pid, __ATOMIC_RELAXED);
-
-    if (creator > 0 &&
-        gs_proc_start_time(creator) == __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED))
+    if (gs_tenant_creator_alive(t))
         return 1;
     return tenant_list_pids(t, NULL, 0) > 0;
 }

@@ -6,6 +6,8 @@
  * partitions. A CUdevice is its ordinal (cuDeviceGet hands out the ordinal).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/tenant.h"
@@ -21,6 +23,7 @@ struct device {
 };
 
 static struct device devices[MAX_ORDINALS];
+static pthread_mutex_t publish_mu = PTHREAD_MUTEX_INITIALIZER; /* a UUID is written once */
 
 const char *gs__device_uuid(int ord, uint8_t raw[16])
 {
@@ -36,10 +39,13 @@ const char *gs__device_uuid(int ord, uint8_t raw[16])
             gs__real.cuDeviceGet(&dev, ord) != CUDA_SUCCESS ||
             gs__real.cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS)
             return NULL; /* not initialised yet: asked again next time */
-        /* Threads racing here write the same bytes. */
-        memcpy(d->raw, u.bytes, 16);
-        gs_format_uuid((const unsigned char *)u.bytes, d->uuid);
-        __atomic_store_n(&d->uuid_known, 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&publish_mu);
+        if (!__atomic_load_n(&d->uuid_known, __ATOMIC_ACQUIRE)) {
+            memcpy(d->raw, u.bytes, 16);
+            gs_format_uuid((const unsigned char *)u.bytes, d->uuid);
+            __atomic_store_n(&d->uuid_known, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&publish_mu);
     }
     if (raw)
         memcpy(raw, d->raw, 16);
@@ -65,11 +71,13 @@ int gs__device_entry(int ord)
     limit = gs_limits_lookup(&gs__state.mem_limits, ord, uuid);
     ceiling = (uint32_t)gs_limits_lookup(&gs__state.compute_limits, ord, uuid);
     /* gs_tenant_device finds an existing entry by UUID: racing threads get the same one. */
-    if ((e = gs_tenant_device(gs__state.tenant, raw, ord, limit, ceiling)) < 0) {
+    if ((e = gs_tenant_device(gs__state.tenant, raw, ord, limit, ceiling)) == -ENOSPC) {
         if (__atomic_exchange_n(&d->entry, -1, __ATOMIC_ACQ_REL) != -1)
             gs__log("device %d: no room for it in the tenant's device table", ord);
         return GS_DEVICE_NONE;
     }
+    if (e < 0)
+        return GS_DEVICE_LATER; /* the tenant's lock was not had in time: asked again */
     __atomic_store_n(&d->entry, e + 1, __ATOMIC_RELEASE);
     return e;
 }

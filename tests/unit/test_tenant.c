@@ -652,25 +652,30 @@ static void test_processes_in_another_pid_namespace(void **state)
     t->proc[0].start_time = 123;
     t->proc[0].mem_used[0] = t->dev[0].mem_used = 10;
     assert_int_equal(gs_tenant_proc_alive(t, 0), 1);
-    assert_int_equal(t->host_pid[0], 5000);
     assert_int_equal(gs_tenant_proc_pid(t, 0), 5000);
+    assert_int_equal(t->host_pid[0], 0); /* a reader without the lock only looks */
     assert_int_equal(gs_tenant_reap(t), 0);
+    assert_int_equal(t->host_pid[0], 5000); /* found outside the lock, kept under it */
     assert_int_equal(t->dev[0].mem_used, 10);
-    /* Started again under a new PID outside: the stale host PID is not taken for it. */
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/5000", root);
+    /* Its namespace no longer shows (another user's process, say): still alive. */
+    snprintf(cmd, sizeof(cmd), "rm -f %s/5000/ns/pid", root);
     assert_int_equal(system(cmd), 0);
-    fake_proc(root, "5001", "5001\t7", box, 124);
-    assert_int_equal(gs_tenant_proc_alive(t, 0), 0);
-    fake_proc(root, "5002", "5002\t7", box, 123);
     assert_int_equal(gs_tenant_proc_alive(t, 0), 1);
-    assert_int_equal(t->host_pid[0], 5002);
-    /* It died: its slot is freed and its usage given back. */
-    snprintf(cmd, sizeof(cmd), "rm -rf %s/5002", root);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(gs_tenant_reap(t), 0);
+    /* It died, and another process took PID 5000 outside: its slot is freed. */
+    fake_proc(root, "5000", "5000\t9", box, 777);
+    assert_int_equal(gs_tenant_proc_alive(t, 0), 0);
     assert_int_equal(gs_tenant_reap(t), 1);
     assert_int_equal(t->proc[0].pid, 0);
     assert_int_equal(t->host_pid[0], 0);
     assert_int_equal(t->dev[0].mem_used, 0);
+    /* One never found (it died before anyone looked): looked for once, then freed. */
+    t->proc[2].pid = 8;
+    t->proc[2].pid_ns = box;
+    t->proc[2].start_time = 555;
+    assert_int_equal(gs_tenant_proc_pid(t, 2), 0);
+    assert_int_equal(gs_tenant_reap(t), 1);
+    assert_int_equal(t->proc[2].pid, 0);
     /* A reader in a third namespace sees neither: the entry is left alone. */
     fake_proc(root, "self", "3", other, 1);
     gs_proc_set_root(root);

@@ -384,7 +384,9 @@ void refresh_overhead(struct dev_state *d)
     if (nvml_look_processes(d, &l) < 0 || l.mine < 0)
         return;
     d->mode = OVERHEAD_NVML_PROCESS;
-    hidden_from_look(d, device_used, &l);
+    /* The device's use must not have moved while the list was read: its figures go with it. */
+    if (device_used >= 0 && nvml_device_used(d) == device_used)
+        hidden_from_look(d, device_used, &l);
     want = (uint64_t)l.mine > d->charged ? (uint64_t)l.mine - d->charged : 0;
     /* And what each context takes beyond NVML's figure for the process (hidden_from_look). */
     want += (uint64_t)d->ctx_count *
