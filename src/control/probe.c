@@ -192,3 +192,120 @@ int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, s
     }
     return 0;
 }
+
+/* In a child: the device's UUID, name and split, as "UUID TOTAL C NC F NF NAME". */
+static int query_geom(void *arg, char *buf, size_t len)
+{
+    const struct geom_query *q = arg;
+    struct gs_driver d = { 0 };
+    char uuid[GS_UUID_STRLEN], want[GS_UUID_STRLEN], name[128] = "", eb[32], why[256];
+    CUdevResource all, groups[1], rest;
+    unsigned total, coarse = 0, ncoarse = 0, fine = 0, nfine = 0, n;
+    CUdevice dev = -1;
+    CUresult r;
+    CUuuid u;
+    int i, nd = 0, index = 0;
+
+    if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
+        snprintf(buf, len, "no NVIDIA driver found: %s", why);
+        return -1;
+    }
+    if (!d.cuInit || !d.cuDeviceGet || !d.cuDeviceGetCount || !d.cuDeviceGetUuid_v2 ||
+        !d.cuDeviceGetName) {
+        snprintf(buf, len, "the CUDA driver lacks the device calls");
+        return -1;
+    }
+    if ((r = d.cuInit(0)) != CUDA_SUCCESS || (r = d.cuDeviceGetCount(&nd)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "the CUDA driver did not initialise: %s",
+                 gs_driver_cu_name(&d, r, eb, sizeof(eb)));
+        return -1;
+    }
+    if (gs_parse_uuid(q->device, strlen(q->device), want)) {
+        for (i = 0; i < nd && dev < 0; i++) {
+            if (d.cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
+                d.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+                gs_format_uuid((const unsigned char *)u.bytes, uuid);
+                if (strcmp(uuid, want) != 0)
+                    dev = -1;
+                else
+                    index = i;
+            } else {
+                dev = -1;
+            }
+        }
+        if (dev < 0) {
+            snprintf(buf, len, "--device: no GPU %s among the %d this process sees", q->device, nd);
+            return -1;
+        }
+    } else if ((r = d.cuDeviceGet(&dev, (index = atoi(q->device)))) != CUDA_SUCCESS) {
+        snprintf(buf, len, "--device: there is no GPU %s (%d visible)", q->device, nd);
+        return -1;
+    }
+    if ((r = d.cuDeviceGetUuid_v2(&u, dev)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "GPU %s has no UUID: %s", q->device,
+                 gs_driver_cu_name(&d, r, eb, sizeof(eb)));
+        return -1;
+    }
+    gs_format_uuid((const unsigned char *)u.bytes, uuid);
+    memcpy(uuid, "GPU", 3);
+    d.cuDeviceGetName(name, sizeof(name), dev);
+    memset(&all, 0, sizeof(all));
+    if (!d.cuDeviceGetDevResource || !d.cuDevSmResourceSplitByCount) {
+        snprintf(buf, len,
+                 "GPU %s: this driver has no green contexts (CUDA 12.4 or later is "
+                 "needed for SM partitions)",
+                 q->device);
+        return -1;
+    }
+    if ((r = d.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS ||
+        all.sm.smCount == 0) {
+        snprintf(buf, len,
+                 "GPU %s cannot partition its SMs with green contexts "
+                 "(cuDeviceGetDevResource: %s)",
+                 q->device,
+                 r == CUDA_SUCCESS ? "no SMs" : gs_driver_cu_name(&d, r, eb, sizeof(eb)));
+        return -1;
+    }
+    total = all.sm.smCount;
+    n = 1;
+    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest, 0, 1) == CUDA_SUCCESS && n == 1) {
+        coarse = groups[0].sm.smCount;
+        if (d.cuDevSmResourceSplitByCount(NULL, &ncoarse, &all, NULL, 0, 1) != CUDA_SUCCESS)
+            ncoarse = 0;
+    }
+    n = 1;
+    if (d.cuDevSmResourceSplitByCount(groups, &n, &all, &rest,
+                                      CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                      1) == CUDA_SUCCESS &&
+        n == 1) {
+        fine = groups[0].sm.smCount;
+        if (d.cuDevSmResourceSplitByCount(NULL, &nfine, &all, NULL,
+                                          CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
+                                          1) != CUDA_SUCCESS)
+            nfine = 0;
+    }
+    if (ncoarse == 0 && nfine == 0) {
+        snprintf(buf, len, "GPU %s: cuDevSmResourceSplitByCount made no groups of its %u SMs",
+                 q->device, total);
+        return -1;
+    }
+    snprintf(buf, len, "%s %d %u %u %u %u %u %s", uuid, (int)index, total, coarse, ncoarse, fine,
+             nfine, name);
+    return 0;
+}
+
+int probe_sm_geometry(struct geom_query *q, char *err, size_t errlen)
+{
+    char buf[1024];
+
+    if (probe_in_child(query_geom, q, 30, buf, sizeof(buf)) < 0) {
+        snprintf(err, errlen, "%s", buf);
+        return -1;
+    }
+    if (sscanf(buf, "%40s %d %u %u %u %u %u %127[^\n]", q->uuid, &q->index, &q->g.total,
+               &q->g.coarse, &q->g.ncoarse, &q->g.fine, &q->g.nfine, q->name) < 7) {
+        snprintf(err, errlen, "the GPU query said \"%s\"", buf);
+        return -1;
+    }
+    return 0;
+}

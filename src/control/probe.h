@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/parse.h"
+#include "common/smplan.h"
 #include "gpuslice/tenant_abi.h"
 
 /*
@@ -35,5 +37,20 @@ struct visible_gpus {
  * sees, asked in a child. -1 with a message in err on failure.
  */
 int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen);
+
+/* A GPU's SMs as green contexts may split them (gpuslice procs). */
+struct geom_query {
+    const char *device;
+    int index; /* the device's CUDA index */
+    char uuid[GS_UUID_STRLEN];
+    char name[128];
+    struct sm_geom g;
+};
+
+/*
+ * Fills q (q->device: a CUDA index or a UUID) from a child: the GPU's index,
+ * UUID, name and SM split. -1 with a message in err on failure.
+ */
+int probe_sm_geometry(struct geom_query *q, char *err, size_t errlen);
 
 #endif
