@@ -662,8 +662,8 @@ static void test_processes_in_another_pid_namespace(void **state)
     assert_int_equal(system(cmd), 0);
     assert_int_equal(gs_tenant_proc_alive(t, 0), 1);
     assert_int_equal(gs_tenant_reap(t), 0);
-    /* It died, and another process took PID 5000 outside: its slot is freed. */
-    fake_proc(root, "5000", "5000\t9", box, 777);
+    /* It died, and a new process of the box took PID 5000 outside and 7 inside: freed. */
+    fake_proc(root, "5000", "5000\t7", box, 777);
     assert_int_equal(gs_tenant_proc_alive(t, 0), 0);
     assert_int_equal(gs_tenant_reap(t), 1);
     assert_int_equal(t->proc[0].pid, 0);
