@@ -134,30 +134,55 @@ int gs_proc_is(pid_t pid, uint32_t ns, pid_t inner, uint64_t start)
     return its_inner == inner;
 }
 
-pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint)
+void gs_proc_find_all(struct gs_proc_want *w, int n)
 {
     struct dirent *de;
-    pid_t found = 0;
-    int unsure = 0, r;
+    int k, left = n;
     DIR *d;
+
+    for (k = 0; k < n; k++)
+        w[k].found = 0;
+    if (n == 0)
+        return;
+    if ((d = opendir(proc_root)) == NULL) {
+        for (k = 0; k < n; k++)
+            w[k].found = -1;
+        return;
+    }
+    while (left > 0 && (de = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        uint64_t st;
+
+        if (*end != '\0' || pid <= 0 || pid > INT32_MAX ||
+            (st = gs_proc_start_time((pid_t)pid)) == 0)
+            continue;
+        /* The start time sorts out nearly every process before its namespace is read. */
+        for (k = 0; k < n; k++) {
+            int r;
+
+            if (w[k].found > 0 || w[k].start != st)
+                continue;
+            if ((r = gs_proc_is((pid_t)pid, w[k].ns, w[k].inner, w[k].start)) > 0) {
+                w[k].found = (pid_t)pid;
+                left--;
+            } else if (r < 0) {
+                w[k].found = -1;
+            }
+        }
+    }
+    closedir(d);
+}
+
+pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint)
+{
+    struct gs_proc_want w = { ns, inner, start, 0 };
+    int r;
 
     if (hint > 0 && (r = gs_proc_is(hint, ns, inner, start)) != 0)
         return r > 0 ? hint : -1;
-    if ((d = opendir(proc_root)) == NULL)
-        return -1;
-    while (found == 0 && (de = readdir(d)) != NULL) {
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-
-        if (*end != '\0' || pid <= 0 || pid > INT32_MAX)
-            continue;
-        if ((r = gs_proc_is((pid_t)pid, ns, inner, start)) > 0)
-            found = (pid_t)pid;
-        else if (r < 0)
-            unsure = 1;
-    }
-    closedir(d);
-    return found ? found : unsure ? -1 : 0;
+    gs_proc_find_all(&w, 1);
+    return w.found;
 }
 
 uint32_t gs_proc_self_ns(void)

@@ -45,6 +45,17 @@ int gs_proc_is(pid_t pid, uint32_t ns, pid_t inner, uint64_t start);
  */
 pid_t gs_proc_find(uint32_t ns, pid_t inner, uint64_t start, pid_t hint);
 
+/* One process looked for by gs_proc_find_all; found as gs_proc_find answers. */
+struct gs_proc_want {
+    uint32_t ns;
+    pid_t inner;
+    uint64_t start;
+    pid_t found;
+};
+
+/* gs_proc_find for each of n processes, in one pass over /proc. */
+void gs_proc_find_all(struct gs_proc_want *w, int n);
+
 /* For tests: read ROOT instead of /proc (NULL: /proc again). */
 void gs_proc_set_root(const char *root);
 

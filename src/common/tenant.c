@@ -44,11 +44,11 @@ const char *gs_tenant_dir(void)
  */
 static int ns_alive(int32_t pid, uint32_t ns, uint64_t start, int32_t host, int scan)
 {
-    uint32_t mine = gs_proc_self_ns();
+    uint32_t mine;
 
     if (pid <= 0)
         return 0;
-    if (ns == 0 || ns == mine)
+    if (ns == 0 || ns == (mine = gs_proc_self_ns()))
         return gs_proc_start_time(pid) == start;
     if (mine != GS_PID_NS_INIT)
         return 1;
@@ -59,19 +59,14 @@ static int ns_alive(int32_t pid, uint32_t ns, uint64_t start, int32_t host, int 
     return scan ? gs_proc_find(ns, pid, start, 0) != 0 : 1;
 }
 
-static int slot_alive(const struct gpuslice_tenant *t, int i, int scan)
+static int slot_alive(const struct gpuslice_tenant *t, int i)
 {
     const struct gpuslice_tenant_proc *p = &t->proc[i];
 
     return ns_alive(__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE),
                     __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED),
                     __atomic_load_n(&p->start_time, __ATOMIC_RELAXED),
-                    __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED), scan);
-}
-
-int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i)
-{
-    return slot_alive(t, i, 1);
+                    __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED), 0);
 }
 
 int gs_tenant_creator_alive(const struct gpuslice_tenant *t)
@@ -81,22 +76,68 @@ int gs_tenant_creator_alive(const struct gpuslice_tenant *t)
                     __atomic_load_n(&t->creator_start_time, __ATOMIC_RELAXED), 0, 1);
 }
 
-pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i)
+/*
+ * The processes of other PID namespaces whose PID this initial-namespace reader
+ * has not found yet (host_pid 0), each looked for in one pass over /proc:
+ * their slots into *slot, their count returned (0 from any other namespace).
+ * *v and *slot are allocated when there are any (the caller frees both).
+ */
+static int look_for_hosts(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot)
 {
-    const struct gpuslice_tenant_proc *p = &t->proc[i];
-    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
-    uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
-    uint64_t start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
-    int32_t host = __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED);
+    int i, n = 0;
 
-    if (ns == 0 || ns == gs_proc_self_ns())
-        return pid;
-    /* Another namespace's PID means nothing here: the one found, checked, or none. */
-    if (host > 0 && gs_proc_is(host, ns, pid, start) > 0)
-        return host;
-    if (gs_proc_self_ns() != GS_PID_NS_INIT || (host = gs_proc_find(ns, pid, start, 0)) < 0)
+    *v = NULL;
+    *slot = NULL;
+    if (gs_proc_self_ns() != GS_PID_NS_INIT)
         return 0;
-    return host;
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->proc[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
+
+        if (pid <= 0 || ns == 0 || ns == GS_PID_NS_INIT ||
+            __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED) != 0)
+            continue;
+        if (*v == NULL && ((*v = calloc(GPUSLICE_MAX_PROCS, sizeof(**v))) == NULL ||
+                           (*slot = calloc(GPUSLICE_MAX_PROCS, sizeof(**slot))) == NULL))
+            return 0; /* (then not looked for: counted alive) */
+        (*v)[n].ns = ns;
+        (*v)[n].inner = pid;
+        (*v)[n].start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
+        (*slot)[n++] = i;
+    }
+    gs_proc_find_all(*v, n);
+    return n;
+}
+
+int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_MAX_PROCS])
+{
+    struct gs_proc_want *v;
+    int i, n, alive = 0, *slot;
+
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->proc[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
+        int32_t host = __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED);
+
+        seen[i] = 0;
+        if (!slot_alive(t, i))
+            continue;
+        /* The PID this reader sees: its own namespace's, or the one found there. */
+        if (ns == 0 || ns == gs_proc_self_ns())
+            seen[i] = pid;
+        else
+            seen[i] = host > 0 ? host : -1;
+    }
+    n = look_for_hosts(t, &v, &slot);
+    for (i = 0; i < n; i++)
+        seen[slot[i]] = v[i].found > 0 ? v[i].found : v[i].found < 0 ? -1 : 0;
+    free(v);
+    free(slot);
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
+        alive += seen[i] != 0;
+    return alive;
 }
 
 static void init_header(struct gpuslice_tenant *t, const char *name)
@@ -397,7 +438,7 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
     int i, n = 0;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        if (t->proc[i].pid > 0 && !slot_alive(t, i, 0)) {
+        if (t->proc[i].pid > 0 && !slot_alive(t, i)) {
             free_slot_locked(t, i);
             n++;
         }
@@ -413,47 +454,25 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
  */
 static void find_hosts(struct gpuslice_tenant *t)
 {
-    struct look {
-        int slot;
-        int32_t pid, found;
-        uint32_t ns;
-        uint64_t start;
-    } *v = NULL;
-    int i, n = 0;
+    struct gs_proc_want *v;
+    int *slot, i, n = look_for_hosts(t, &v, &slot);
 
-    if (gs_proc_self_ns() != GS_PID_NS_INIT)
-        return;
-    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        const struct gpuslice_tenant_proc *p = &t->proc[i];
-        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
-
-        if (pid <= 0 || ns == 0 || ns == GS_PID_NS_INIT ||
-            __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED) != 0)
-            continue;
-        if (v == NULL && (v = calloc(GPUSLICE_MAX_PROCS, sizeof(*v))) == NULL)
-            return;
-        v[n].slot = i;
-        v[n].pid = pid;
-        v[n].ns = ns;
-        v[n].start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
-        v[n].found = gs_proc_find(ns, pid, v[n].start, 0);
-        n++;
-    }
     if (n == 0 || gs_tenant_lock(t) < 0) {
         free(v);
+        free(slot);
         return;
     }
     for (i = 0; i < n; i++) {
-        const struct gpuslice_tenant_proc *p = &t->proc[v[i].slot];
+        const struct gpuslice_tenant_proc *p = &t->proc[slot[i]];
 
-        if (v[i].found != -1 && p->pid == v[i].pid && p->pid_ns == v[i].ns &&
-            p->start_time == v[i].start && t->host_pid[v[i].slot] == 0)
-            __atomic_store_n(&t->host_pid[v[i].slot], v[i].found > 0 ? v[i].found : -1,
+        if (v[i].found != -1 && p->pid == v[i].inner && p->pid_ns == v[i].ns &&
+            p->start_time == v[i].start && t->host_pid[slot[i]] == 0)
+            __atomic_store_n(&t->host_pid[slot[i]], v[i].found > 0 ? v[i].found : -1,
                              __ATOMIC_RELAXED);
     }
     gs_tenant_unlock(t);
     free(v);
+    free(slot);
 }
 
 int gs_tenant_reap(struct gpuslice_tenant *t)
@@ -809,23 +828,22 @@ int gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t by
 
 uint64_t gs_tenant_live_mem_used(const struct gpuslice_tenant *t, int dev)
 {
+    pid_t seen[GPUSLICE_MAX_PROCS];
     uint64_t sum = 0;
     int i;
 
+    gs_tenant_procs_alive(t, seen);
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
-        if (gs_tenant_proc_alive(t, i))
+        if (seen[i] != 0)
             sum += __atomic_load_n(&t->proc[i].mem_used[dev], __ATOMIC_RELAXED);
     return sum;
 }
 
 int gs_tenant_live_procs(struct gpuslice_tenant *t)
 {
-    int i, n = 0;
+    pid_t seen[GPUSLICE_MAX_PROCS];
 
-    for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
-        if (gs_tenant_proc_alive(t, i))
-            n++;
-    return n;
+    return gs_tenant_procs_alive(t, seen);
 }
 
 int gs_tenant_sweep(const char *dir)

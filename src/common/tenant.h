@@ -133,16 +133,15 @@ int gs_tenant_live_procs(struct gpuslice_tenant *t);
 int gs_tenant_sweep(const char *dir);
 
 /*
- * Whether the process in slot i lives (checked by start time, and across PID
- * namespaces: common/proc.h); one in a namespace this reader cannot see into
- * counts as alive.
+ * Which slots' processes live (checked by start time, and across PID
+ * namespaces: common/proc.h, one pass over /proc for all of them): seen[i] is
+ * the PID this process sees for slot i's, -1 for one alive that it cannot see
+ * (another namespace), 0 for a free slot or a dead process. Returns how many
+ * live.
  */
-int gs_tenant_proc_alive(const struct gpuslice_tenant *t, int i);
+int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_MAX_PROCS]);
 
 /* Whether the tenant's creator (gpuslice run) lives, judged as slots are. */
 int gs_tenant_creator_alive(const struct gpuslice_tenant *t);
-
-/* The PID this process sees for slot i's process; 0 where it cannot see it. */
-pid_t gs_tenant_proc_pid(const struct gpuslice_tenant *t, int i);
 
 #endif

@@ -39,14 +39,16 @@ int tenant_list_id(const char *base, char *id, size_t len)
 
 int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max)
 {
+    pid_t seen[GPUSLICE_MAX_PROCS];
     int i, n = 0;
 
+    /* As the interposer's reaping judges it: start time, PID namespace (common/proc.h). */
+    gs_tenant_procs_alive(t, seen);
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
-        /* As the interposer's reaping judges it: start time, PID namespace (common/proc.h). */
-        if (!gs_tenant_proc_alive(t, i))
+        if (seen[i] == 0)
             continue;
         if (n < max)
-            pids[n] = gs_tenant_proc_pid(t, i);
+            pids[n] = seen[i] > 0 ? seen[i] : 0;
         n++;
     }
     return n;

@@ -58,7 +58,8 @@ void tenant_list_done(struct tenant_list *l);
 int tenant_list_id(const char *base, char *id, size_t len);
 
 /*
- * The PIDs of t's live processes, in slot order: writes at most max of them
+ * The PIDs of t's live processes, in slot order, as this process sees them (0
+ * for one in a PID namespace it cannot see into): writes at most max of them
  * (pids may be NULL when max is 0) and returns how many are alive.
  */
 int tenant_list_pids(const struct gpuslice_tenant *t, int *pids, int max);

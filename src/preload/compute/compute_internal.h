@@ -248,6 +248,5 @@ void stop_at_exit(void);
 int governor_start(void);
 int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a);
 void leave(struct admit *a, CUresult r);
-void stream_drop(struct gstream *s);
 
 #endif

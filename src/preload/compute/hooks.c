@@ -193,7 +193,7 @@ GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
  * its slot a tombstone that lookups probe past. Its launching count stays: a
  * launch still in the driver decrements it without the lock. With mu held.
  */
-void stream_drop(struct gstream *s)
+static void stream_drop(struct gstream *s)
 {
     int j;
 

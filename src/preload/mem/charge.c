@@ -340,30 +340,29 @@ int64_t nvml_device_used(struct dev_state *d)
  * Only when the device has settled, which is when every listed process has its
  * context in its figure (CTX_LISTED_MIN; while contexts are being made that
  * use reached 27 GiB on the H200). Stored in the tenant's ctx_hidden, charged
- * per context (refresh_overhead). Returns 1 when it measured, 0 when the
- * device was not settled or no base is known.
+ * per context (refresh_overhead); nothing where the device was not settled.
+ * base is the tenant's ctx_base word (not 0).
  */
-int hidden_from_look(struct dev_state *d, int64_t device_used, const struct nvml_look *l)
+static void hidden_from_look(struct dev_state *d, uint64_t base, int64_t device_used,
+                             const struct nvml_look *l)
 {
-    uint64_t base = __atomic_load_n(&gs__state.tenant->ctx_base[d->entry], __ATOMIC_ACQUIRE);
     uint64_t before, unattributed, hidden, own;
     unsigned listed_before;
 
-    if (base == 0 || device_used < 0 || !l->complete || l->mine < 0)
-        return 0;
+    if (device_used < 0 || !l->complete || l->mine < 0)
+        return;
     before = GPUSLICE_CTX_BASE_BYTES(base);
     listed_before = GPUSLICE_CTX_BASE_LISTED(base);
     own = (uint64_t)l->mine > d->charged ? (uint64_t)l->mine - d->charged : 0;
     if (l->listed <= listed_before || l->smallest < CTX_LISTED_MIN || l->smallest < own / 2)
-        return 0;
+        return;
     if ((uint64_t)device_used < before + l->sum)
-        return 0; /* a figure changed between the two reads */
+        return; /* a figure changed between the two reads */
     unattributed = (uint64_t)device_used - l->sum - before;
     hidden = unattributed / (l->listed - listed_before);
     if (hidden > CTX_HIDDEN_MAX)
-        return 0;
+        return;
     __atomic_store_n(&gs__state.tenant->dev[d->entry].ctx_hidden, hidden, __ATOMIC_RELEASE);
-    return 1;
 }
 
 /*
@@ -375,18 +374,20 @@ void refresh_overhead(struct dev_state *d)
 {
     struct nvml_look l;
     int64_t device_used;
-    uint64_t want;
+    uint64_t want, base;
 
     if (d->mode == OVERHEAD_FOOTPRINT || d->ctx_count == 0)
         return;
     d->last_refresh_ns = now_ns();
-    device_used = nvml_device_used(d);
+    /* The device's own use is read only when there is a base to measure a hidden part against. */
+    base = __atomic_load_n(&gs__state.tenant->ctx_base[d->entry], __ATOMIC_ACQUIRE);
+    device_used = base ? nvml_device_used(d) : -1;
     if (nvml_look_processes(d, &l) < 0 || l.mine < 0)
         return;
     d->mode = OVERHEAD_NVML_PROCESS;
     /* The device's use must not have moved while the list was read: its figures go with it. */
     if (device_used >= 0 && nvml_device_used(d) == device_used)
-        hidden_from_look(d, device_used, &l);
+        hidden_from_look(d, base, device_used, &l);
     want = (uint64_t)l.mine > d->charged ? (uint64_t)l.mine - d->charged : 0;
     /* And what each context takes beyond NVML's figure for the process (hidden_from_look). */
     want += (uint64_t)d->ctx_count *

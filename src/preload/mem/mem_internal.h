@@ -167,7 +167,6 @@ void uncharge(struct dev_state *d, uint64_t bytes);
 int nvml_look_processes(struct dev_state *d, struct nvml_look *l);
 int64_t nvml_process_used(struct dev_state *d);
 int64_t nvml_device_used(struct dev_state *d);
-int hidden_from_look(struct dev_state *d, int64_t device_used, const struct nvml_look *l);
 void refresh_overhead(struct dev_state *d);
 void pool_sync(struct pool_state *p);
 void sync_all_pools(void);
