@@ -52,7 +52,7 @@ def run_once(handle, launcher, n, period, settle):
     time.sleep(0.3)
     proc = subprocess.Popen([launcher, str(n), "8", "120"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
-    go, kids, holding = None, {}, None
+    go, kids = None, {}
     for line in proc.stdout:
         f = line.split()
         if not f:
@@ -63,7 +63,6 @@ def run_once(handle, launcher, n, period, settle):
             kids[int(f[2])] = {"status": f[3], "t0": float(f[4]), "t_init": float(f[5]),
                                "t_ctx": float(f[6])}
         elif f[0] == "holding":
-            holding = time.monotonic()
             break
     time.sleep(settle)
     t_release = time.monotonic()
@@ -73,7 +72,7 @@ def run_once(handle, launcher, n, period, settle):
     time.sleep(settle)
     stop.set()
     th.join()
-    return analyse(samples, go, kids, holding, t_release, n)
+    return analyse(samples, go, kids, t_release, n)
 
 
 def q(xs, p):
@@ -81,7 +80,7 @@ def q(xs, p):
     return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] if xs else float("nan")
 
 
-def analyse(samples, go, kids, holding, t_release, n):
+def analyse(samples, go, kids, t_release, n):
     good = [s for s in samples if s[1] is not None]
     before = [s for s in good if s[0] < go]
     if not before or not kids:
