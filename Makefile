@@ -11,10 +11,15 @@ FUZZ_JOBS ?= 2
 CMAKE ?= cmake
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all test test-plain test-asan test-tsan test-fuzz fuzz test-deps install clean deps
+.PHONY: start all test test-plain test-asan test-tsan test-fuzz fuzz test-deps install clean deps
 
 all: $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+# make start: builds, then runs gpusliced in the foreground (on the real GPUs, or on the
+# simulated GPU where there is no NVIDIA driver); DAEMON_ARGS are its options.
+start: all
+	$(BUILD)/bin/gpusliced --foreground $(DAEMON_ARGS)
 
 $(BUILD)/CMakeCache.txt:
 	@scripts/check-deps

@@ -34,11 +34,12 @@
 
 #define GPUSLICE_TENANT_MAGIC 0x544e455453504753ULL /* "GSPSTENT" */
 /*
- * GPUSLICE_ABI(4, 1): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 1
- * (pid_ns in a process entry's former padding; ctx_base and host_pid at the end). Written in
- * decimal for bench/gpumeasure.py, checked below.
+ * GPUSLICE_ABI(4, 2): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 1
+ * (pid_ns in a process entry's former padding; ctx_base and host_pid at the end), minor 2
+ * (node_tenant in the former reserved words; the throttling and refusal counters at the end).
+ * Written in decimal for bench/gpumeasure.py, checked below.
  */
-#define GPUSLICE_TENANT_ABI_VERSION 65540u
+#define GPUSLICE_TENANT_ABI_VERSION 131076u
 #define GPUSLICE_TENANT_ABI_MAJOR 4u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 1024
@@ -122,7 +123,11 @@ struct gpuslice_tenant {
                                    processes' own variables do not change them */
     uint32_t owner_user_ns;     /* ABI 4.1: the writer's user namespace (owner_uid is its uid) */
     uint32_t creator_pid_ns;    /* ABI 4.1: the creator's PID namespace (creator_pid is its PID) */
-    uint64_t reserved[4];
+    uint32_t node_tenant;       /* ABI 4.2: the daemon's tenant (node_abi.h) whose limits rule this
+                                   file's processes, which its own limit fields then only mirror;
+                                   0 = none */
+    uint32_t pad1;
+    uint64_t reserved[3];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
     struct gpuslice_tenant_reserve reserve;
@@ -142,6 +147,13 @@ struct gpuslice_tenant {
      * found (gone).
      */
     int32_t host_pid[GPUSLICE_MAX_PROCS];
+    /*
+     * ABI 4.2, per device entry, cumulative and updated with atomic additions: the time
+     * launches of the tenant's processes waited for its compute ceiling (ns), and the
+     * allocations refused over its memory limit.
+     */
+    uint64_t compute_throttled_ns[GPUSLICE_MAX_DEVICES];
+    uint64_t mem_refused[GPUSLICE_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
@@ -160,8 +172,14 @@ _Static_assert(offsetof(struct gpuslice_tenant, ctx_base) == 232 + 16 * 88 + 102
                "ctx_base offset");
 _Static_assert(offsetof(struct gpuslice_tenant, host_pid) == 232 + 16 * 88 + 1024 * 144 + 664 + 128,
                "host_pid offset");
-_Static_assert(sizeof(struct gpuslice_tenant) == 232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096,
+_Static_assert(offsetof(struct gpuslice_tenant, compute_throttled_ns) ==
+                   232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096,
+               "counters offset");
+_Static_assert(sizeof(struct gpuslice_tenant) ==
+                   232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096 + 256,
                "tenant size");
-_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 1)), "tenant ABI 4.1");
+/* What a 4.1 file holds: readers that only read (the daemon, listings) accept one. */
+#define GPUSLICE_TENANT_SIZE_4_1 (232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096)
+_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 2)), "tenant ABI 4.2");
 
 #endif

@@ -27,6 +27,7 @@ extern const struct gs_cmd gs_cmd_tenants;
 extern const struct gs_cmd gs_cmd_mps;
 extern const struct gs_cmd gs_cmd_reserve;
 extern const struct gs_cmd gs_cmd_procs;
+extern const struct gs_cmd gs_cmd_top;
 
 /*
  * For getopt_long's ':' (a missing value; the option string must start with

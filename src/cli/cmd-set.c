@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "control/daemon_client.h"
 #include "control/tenants.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -324,6 +325,82 @@ static void report(const struct gpuslice_tenant *t, const char *who)
     }
 }
 
+/* Appends "KEY": VALUE members for limits l to the JSON object text in buf. */
+static void limits_members(char *buf, size_t len, const struct gs_limits *l)
+{
+    int i;
+
+    for (i = 0; i < l->n; i++) {
+        const struct gs_limit_entry *e = &l->e[i];
+        size_t n = strlen(buf);
+        char key[GS_UUID_STRLEN + 8];
+
+        if (e->key == GS_KEY_ALL)
+            snprintf(key, sizeof(key), "default");
+        else if (e->key == GS_KEY_INDEX)
+            snprintf(key, sizeof(key), "%d", e->index);
+        else
+            snprintf(key, sizeof(key), "%s", e->uuid);
+        if (e->value)
+            snprintf(buf + n, len - n, "%s\"%s\":%llu", i ? "," : "", key,
+                     (unsigned long long)e->value);
+        else
+            snprintf(buf + n, len - n, "%s\"%s\":null", i ? "," : "", key);
+    }
+}
+
+/*
+ * With a daemon running, the change goes through it: it decides who may do what (its
+ * socket names the caller). Returns the exit status, or -1 when the daemon does not know
+ * the tenant (one of gpuslice run's in another run directory: changed in its file).
+ */
+static int set_by_daemon(const char *arg, const char *memory, const struct gs_limits *mem_l,
+                         const char *compute, const struct gs_limits *comp_l, int json)
+{
+    char body[8192], url[512], err[512], msg[1024], *answer = NULL;
+    const char *c;
+    int st;
+
+    for (c = arg; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            return -1; /* a path, or a name the daemon cannot have */
+    snprintf(body, sizeof(body), "{");
+    if (memory) {
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "\"memory\":{");
+        limits_members(body, sizeof(body), mem_l);
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "}");
+    }
+    if (compute) {
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "%s\"compute\":{",
+                 memory ? "," : "");
+        limits_members(body, sizeof(body), comp_l);
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "}");
+    }
+    snprintf(body + strlen(body), sizeof(body) - strlen(body), "}");
+    snprintf(url, sizeof(url), "/v1/tenants/%s", arg);
+    if ((st = gs_daemon_request("PATCH", url, body, &answer, err, sizeof(err))) < 0)
+        return -1;
+    if (st == 404) {
+        free(answer);
+        return -1;
+    }
+    if (st != 200) {
+        gs_daemon_error_message(answer, msg, sizeof(msg));
+        gs_log_error("set: the daemon refused (HTTP %d): %s", st, msg);
+        free(answer);
+        return st == 400 ? GS_EXIT_USAGE : GS_EXIT_ERROR;
+    }
+    if (json)
+        printf("%s\n", answer);
+    else
+        gs_log_note("tenant %s: %s%s%s%s%s changed by the daemon", arg, memory ? "memory " : "",
+                    memory ? memory : "", memory && compute ? ", " : "", compute ? "compute " : "",
+                    compute ? compute : "");
+    free(answer);
+    return GS_EXIT_OK;
+}
+
 static int run_set(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -377,6 +454,9 @@ static int run_set(int argc, char **argv)
         gs_log_error("%s; none removes the limit", err);
         return GS_EXIT_USAGE;
     }
+    if (gs_daemon_running() &&
+        (r = set_by_daemon(arg, memory, &mem_l, compute, &comp_l, json)) >= 0)
+        return r;
     if ((r = find_tenant(arg, id, sizeof(id), path, sizeof(path))) != GS_EXIT_OK)
         return r;
     gs_text_safe(shown_id, sizeof(shown_id), id, strlen(id));
@@ -389,6 +469,13 @@ static int run_set(int argc, char **argv)
     if ((r = gs_tenant_open_owned(path, 0, &owner, &t)) < 0) {
         gs_log_error("set: cannot read the tenant %s (%s): %s", shown_id, shown_path,
                      why_untrusted(r));
+        return GS_EXIT_ERROR;
+    }
+    if (t->node_tenant != 0) {
+        gs_log_error("set: tenant %s (%s) is the daemon's: its limits change through gpusliced, "
+                     "which does not answer",
+                     shown_id, shown_path);
+        gs_tenant_close(t);
         return GS_EXIT_ERROR;
     }
     gs_tenant_close(t);

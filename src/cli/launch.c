@@ -76,6 +76,9 @@ void launch_usage(const struct launch_mode *m)
            "                         needs root), a warning, and it runs as it would\n"
            "      --name NAME        a name for the tenant (shown by gpuslice tenants,\n"
            "                         used by gpuslice set)\n"
+           "      --tenant NAME      join the daemon's tenant NAME (made with POST\n"
+           "                         /v1/tenants): its limits, held by gpusliced, apply\n"
+           "                         to COMMAND and everything it starts\n"
            "      --no-torch-priority\n"
            "                         leave PYTHONPATH alone: without it, gpuslice's\n"
            "                         sitecustomize hook comes first on PYTHONPATH and\n"
@@ -183,6 +186,7 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
                                           { "filled", required_argument, NULL, 'f' },
                                           { "sms", required_argument, NULL, 'S' },
                                           { "sm-share", required_argument, NULL, 'H' },
+                                          { "tenant", required_argument, NULL, 'A' },
                                           { NULL, 0, NULL, 0 } };
     const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL, *sm_share = NULL;
     char err[768], **devargs;
@@ -229,6 +233,9 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         case 'H':
             sm_share = optarg;
             break;
+        case 'A':
+            o->tenant = optarg;
+            break;
         case 'q':
             gs_log_quiet = 1;
             break;
@@ -271,6 +278,18 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             gs_log_error("%s (the limits in %s's environment become the tenant's)", err, m->cmd);
             goto out;
         }
+    }
+    if (o->tenant && (o->memory || o->compute || filled || o->name)) {
+        gs_log_error("--tenant %s: the daemon's tenant has its limits and its name; give "
+                     "--memory, --compute, --filled or --name to the tenant instead (gpuslice "
+                     "set %s --memory SIZE), or run without --tenant",
+                     o->tenant, o->tenant);
+        goto out;
+    }
+    if (o->tenant) {
+        /* The environment's limits are not the tenant's either: the daemon's are. */
+        o->mem_l.n = 0;
+        o->comp_l.n = 0;
     }
     o->mem_set = o->mem_l.n > 0;
     o->comp_set = o->comp_l.n > 0;

@@ -33,6 +33,11 @@
     X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses,                                          \
       (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos))                 \
     X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                                       \
-      (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))
+      (nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos))                    \
+    X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int *power))           \
+    X(nvmlReturn_t, nvmlDeviceGetClockInfo,                                                        \
+      (nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock))                            \
+    X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                      \
+      (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp))
 
 #endif /* GPUSLICE_NVML_FUNCS_H */

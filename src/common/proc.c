@@ -66,6 +66,19 @@ uint64_t gs_proc_start_time(pid_t pid)
     return v ? v : 1;
 }
 
+pid_t gs_proc_parent(pid_t pid)
+{
+    char buf[1024], *p;
+    long v = 0;
+
+    if (pid < 0 || read_proc(pid, "stat", buf, sizeof(buf)) <= 0 || (p = strrchr(buf, ')')) == NULL)
+        return 0;
+    /* ") S PPID ...": the state, then the parent. */
+    if (sscanf(p + 1, " %*c %ld", &v) != 1 || v < 0 || v > INT32_MAX)
+        return 0;
+    return (pid_t)v;
+}
+
 uint32_t gs_proc_pid_ns(pid_t pid)
 {
     char path[256], link[64];

@@ -19,6 +19,9 @@
  */
 uint64_t gs_proc_start_time(pid_t pid);
 
+/* /proc/PID/stat's parent PID (PID 0: this process's own), or 0 if it does not exist. */
+pid_t gs_proc_parent(pid_t pid);
+
 /* The inode of PID's PID namespace (0: this process's own is asked for with pid 0); 0 if unknown. */
 uint32_t gs_proc_pid_ns(pid_t pid);
 

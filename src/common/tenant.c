@@ -239,6 +239,8 @@ static int snapshot(int fd, struct gpuslice_tenant **out)
         n = pread(fd, (char *)t + got, sizeof(*t) - got, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n == 0 && got >= (size_t)GPUSLICE_TENANT_SIZE_4_1)
+            break; /* a 4.1 file: what it lacks stays 0 */
         if (n <= 0) {
             munmap(t, sizeof(*t));
             return n < 0 ? -errno : GS_EABI;
@@ -263,8 +265,13 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
         close(fd);
         return r;
     }
-    /* A later minor version may be larger: only the part this build knows is read. */
-    if (!S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(*t)) {
+    /*
+     * A later minor version may be larger: only the part this build knows is read. A reader
+     * that only reads also takes a 4.1 file (a daemon upgraded while its tenants run), whose
+     * missing counters read as 0.
+     */
+    if (!S_ISREG(st.st_mode) ||
+        (size_t)st.st_size < (writable ? sizeof(*t) : (size_t)GPUSLICE_TENANT_SIZE_4_1)) {
         close(fd);
         return GS_EABI;
     }
@@ -283,8 +290,10 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
     if (r < 0)
         return r;
     if (gs_shm_check((const struct gpuslice_shm_header *)t, (size_t)st.st_size,
-                     GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR, sizeof(*t), "tenant", path,
-                     NULL, 0) < 0) {
+                     GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
+                     writable ? sizeof(*t) : (size_t)GPUSLICE_TENANT_SIZE_4_1, "tenant", path, NULL,
+                     0) < 0 ||
+        (!writable && GPUSLICE_ABI_MINOR(t->abi_version) < 1)) {
         munmap(t, sizeof(*t));
         return GS_EABI;
     }
@@ -732,9 +741,15 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
 
 int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap)
 {
+    return gs_budget_refill_at(d, now_ns, cap,
+                               __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED));
+}
+
+int64_t gs_budget_refill_at(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap,
+                            uint32_t pct)
+{
     uint32_t epoch = __atomic_load_n(&d->compute_epoch, __ATOMIC_ACQUIRE);
     uint64_t last = __atomic_load_n(&d->compute_refill_ns, __ATOMIC_ACQUIRE);
-    uint32_t pct = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
     int64_t tok;
 
     if (now_ns > last && __atomic_compare_exchange_n(&d->compute_refill_ns, &last, now_ns, 0,
@@ -772,14 +787,21 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
     __atomic_add_fetch(&d->compute_busy_ns, ns, __ATOMIC_RELAXED);
 }
 
-/* Whether bytes more on d would cross its limit; never wraps, whatever the file holds. */
-static int over_limit(const struct gpuslice_tenant_device *d, uint64_t bytes)
+/* Whether bytes more on d would cross limit; never wraps, whatever the file holds. */
+static int over_limit(const struct gpuslice_tenant_device *d, uint64_t limit, uint64_t bytes)
 {
-    return d->mem_limit && (bytes > d->mem_limit || d->mem_used > d->mem_limit - bytes);
+    return limit && (bytes > limit || d->mem_used > limit - bytes);
 }
 
 int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force)
 {
+    return gs_tenant_charge_within(t, slot, dev, bytes, force ? 0 : GS_TENANT_OWN_LIMIT);
+}
+
+int gs_tenant_charge_within(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes,
+                            uint64_t limit)
+{
+    int force = limit == 0;
     struct gpuslice_tenant_device *d;
     uint64_t *mine;
     int r;
@@ -790,11 +812,13 @@ int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t byte
     mine = &t->proc[slot].mem_used[dev];
     if ((r = gs_tenant_lock(t)) < 0)
         return r;
+    if (limit == GS_TENANT_OWN_LIMIT)
+        limit = d->mem_limit;
     /* No request may wrap a total: one of about 2^64 bytes is refused even without a limit. */
-    if (!force && over_limit(d, bytes))
+    if (!force && over_limit(d, limit, bytes))
         gs_tenant_reap_locked(t); /* dead processes' usage first */
     if (bytes > UINT64_MAX - d->mem_used || bytes > UINT64_MAX - *mine ||
-        (!force && over_limit(d, bytes))) {
+        (!force && over_limit(d, limit, bytes))) {
         gs_tenant_unlock(t);
         return GS_EOVERLIMIT;
     }

@@ -101,6 +101,10 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
  */
 int64_t gs_budget_refill(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap);
 
+/* The same at a ceiling of pct percent given by the caller (the daemon's, for a managed tenant). */
+int64_t gs_budget_refill_at(struct gpuslice_tenant_device *d, uint64_t now_ns, int64_t cap,
+                            uint32_t pct);
+
 /*
  * Takes ns of device time from d's budget (never leaving it below floor, a
  * negative debt limit) and adds it to its usage.
@@ -113,6 +117,18 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
  * of dead processes).
  */
 int gs_tenant_charge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes, int force);
+
+/* For gs_tenant_charge_within: the device entry's own mem_limit; no limit, but no force. */
+#define GS_TENANT_OWN_LIMIT UINT64_MAX
+#define GS_TENANT_NO_LIMIT (UINT64_MAX - 1)
+
+/*
+ * gs_tenant_charge against the limit given (bytes; 0: none, force the charge;
+ * GS_TENANT_OWN_LIMIT: the entry's own), for a tenant whose limits are the
+ * daemon's.
+ */
+int gs_tenant_charge_within(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes,
+                            uint64_t limit);
 
 /* Gives back bytes charged to (slot, dev); never below zero. 0, or -ETIMEDOUT (the lock). */
 int gs_tenant_uncharge(struct gpuslice_tenant *t, int slot, int dev, uint64_t bytes);

@@ -6,7 +6,7 @@
 
 int gs_log_quiet;
 
-static void say(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void say(const char *fmt, va_list ap)
 {
     fputs("gpuslice: ", stderr);
     vfprintf(stderr, fmt, ap);

@@ -45,7 +45,8 @@
 /* The driver functions the reserver cannot do without (cuGetErrorName is optional). */
 #define CUDA_NEEDED(X)                                                                             \
     X(cuInit)                                                                                      \
-    X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDevicePrimaryCtxRetain)           \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDevicePrimaryCtxRetain)                               \
         X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) X(cuMemAlloc_v2) X(cuMemFree_v2)        \
             X(cuMemGetInfo_v2) X(cuDeviceGetAttribute)
 

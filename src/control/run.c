@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,11 +29,13 @@
 #include "control/probe.h"
 #include "control/reserver.h"
 #include "control/run.h"
+#include "control/daemon_client.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/parse.h"
 #include "common/reserve.h"
+#include "common/node.h"
 #include "common/tenant.h"
 
 #define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
@@ -183,26 +186,32 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
     for (;;) {
-        pid_t w = waitpid(child, status, WNOHANG);
+        pid_t w;
         int sig, rs;
 
-        if (w == child)
-            return 0;
+        /* Our children, and (as a daemon tenant's subreaper) the program's orphans. */
+        while ((w = waitpid(-1, &rs, WNOHANG)) > 0) {
+            if (w == child) {
+                *status = rs;
+                return 0;
+            }
+            if (*reserver > 0 && w == *reserver) {
+                gs_log_error("warning: the memory reservation of --filled ended (%s %d); the "
+                             "program runs on without it",
+                             WIFSIGNALED(rs) ? "signal" : "exit status",
+                             WIFSIGNALED(rs) ? WTERMSIG(rs) : WEXITSTATUS(rs));
+                gs_reserve_release(t, *reserver); /* what it held went with it */
+                *reserver = 0;
+            }
+        }
         if (w < 0 && errno != EINTR)
             return -errno;
-        if (*reserver > 0 && waitpid(*reserver, &rs, WNOHANG) == *reserver) {
-            gs_log_error("warning: the memory reservation of --filled ended (%s %d); the "
-                         "program runs on without it",
-                         WIFSIGNALED(rs) ? "signal" : "exit status",
-                         WIFSIGNALED(rs) ? WTERMSIG(rs) : WEXITSTATUS(rs));
-            gs_reserve_release(t, *reserver); /* what it held went with it */
-            *reserver = 0;
-        }
         sig = sigtimedwait(&set, NULL, &tick);
         if (sig > 0 && sig != SIGCHLD)
             kill(child, sig); /* a supervisor's signal is for the program */
         /* Give back promptly what processes of the tenant that died held. */
-        gs_tenant_reap(t);
+        if (t)
+            gs_tenant_reap(t);
     }
 }
 
@@ -506,16 +515,57 @@ static int nested_limit(const char *cmd, const struct run_spec *o, const struct 
  * such a run must be the enclosing tenant's own. Returns -1 to go on, or
  * the exit status; *outer is the enclosing tenant (mapped) or NULL.
  */
+/*
+ * The daemon's tenant this process belongs to (it or an ancestor is a member), as the
+ * interposer finds it: its name into name and 1, or 0.
+ */
+static int managed_lineage(char *name, size_t len)
+{
+    char dirs[2][PATH_MAX];
+    int nd = 0, i, found = 0;
+
+    snprintf(dirs[nd++], sizeof(dirs[0]), "%s", GS_NODE_SYSTEM_DIR);
+    if (gs_node_dir(dirs[nd], sizeof(dirs[1])) == 0 && strcmp(dirs[nd], dirs[0]) != 0)
+        nd++;
+    for (i = 0; i < nd && !found; i++) {
+        struct gpuslice_node *n;
+        struct gpuslice_node_tenant t;
+        uint32_t id;
+        int idx;
+
+        if (gs_node_open(dirs[i], &n) < 0)
+            continue;
+        if ((id = gs_node_lineage_tenant(n)) != 0 && (idx = gs_node_find_tenant(n, id)) >= 0) {
+            gs_node_read_tenant(n, idx, &t);
+            snprintf(name, len, "%s", t.name);
+            found = 1;
+        }
+        gs_node_close(n);
+    }
+    return found;
+}
+
 static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice_tenant **outer,
                       char *path, size_t pathlen)
 {
     static const uint8_t zero[16];
     const char *env = getenv(GS_ENV_TENANT);
     struct gpuslice_tenant *t;
-    char where[80];
+    char where[80], managed[64];
     int i, r = 0;
 
     *outer = NULL;
+    if (managed_lineage(managed, sizeof(managed)) && (o->mem_set || o->comp_set || o->filled)) {
+        gs_log_error("%s: %s runs inside the daemon's tenant \"%s\", whose limits apply to "
+                     "everything it starts; a nested gpuslice %s cannot give it other limits "
+                     "(%s). Change the tenant's with gpuslice set %s (raising takes an admin)",
+                     cmd, o->what, managed, cmd,
+                     o->mem_set    ? "--memory"
+                     : o->comp_set ? "--compute"
+                                   : "--filled",
+                     managed);
+        return GS_EXIT_USAGE;
+    }
     if (env == NULL || *env == '\0' || gs_tenant_open(env, &t) < 0)
         return -1;
     if (!gs_tenant_creator_alive(t) && gs_tenant_live_procs(t) == 0) {
@@ -557,6 +607,60 @@ static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice
     return -1;
 }
 
+/*
+ * --tenant NAME: this process joins the daemon's tenant NAME (the daemon learns which
+ * process from the socket), so that the program and all it starts are its members; it
+ * stays their subreaper, so that orphans stay in that lineage. Returns -1 to go on, with
+ * the tenant's state file mapped into *t and its path in path, or the exit status.
+ */
+static int join_daemon(const char *cmd, const struct run_spec *o, struct gpuslice_tenant **t,
+                       char *path, size_t pathlen)
+{
+    char url[256], err[512], msg[512], *body = NULL;
+    const char *c;
+    int st, r;
+
+    for (c = o->tenant; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            break;
+    if (*o->tenant == '\0' || *c || strlen(o->tenant) > 63) {
+        gs_log_error("%s: --tenant: \"%s\" is not a tenant's name or id (letters, digits, '.', "
+                     "'_' and '-', at most 63)",
+                     cmd, o->tenant);
+        return GS_EXIT_USAGE;
+    }
+    snprintf(url, sizeof(url), "/v1/tenants/%s/processes", o->tenant);
+    if ((st = gs_daemon_request("POST", url, NULL, &body, err, sizeof(err))) < 0) {
+        gs_log_error("%s: --tenant %s: %s (start gpusliced, or run without --tenant)", cmd,
+                     o->tenant, err);
+        return GS_EXIT_ERROR;
+    }
+    if (st != 200) {
+        gs_daemon_error_message(body, msg, sizeof(msg));
+        free(body);
+        gs_log_error("%s: --tenant %s: the daemon refused (HTTP %d): %s", cmd, o->tenant, st, msg);
+        return st == 404 || st == 400 ? GS_EXIT_USAGE : GS_EXIT_ERROR;
+    }
+    r = gs_json_find_string(body, "state_file", path, pathlen);
+    free(body);
+    if (r < 0) {
+        gs_log_error("%s: --tenant %s: the daemon's answer names no state file", cmd, o->tenant);
+        return GS_EXIT_ERROR;
+    }
+    if ((r = gs_tenant_open(path, t)) < 0) {
+        gs_log_error("%s: --tenant %s: cannot attach the tenant's state file %s: %s", cmd,
+                     o->tenant, path, gs_strerror(r));
+        return GS_EXIT_ERROR;
+    }
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        gs_log_error("warning: --tenant: cannot become the program's subreaper (%s): a process "
+                     "whose parent exits before it uses CUDA may leave the tenant",
+                     strerror(errno));
+    gs_log_note("%s joins the daemon's tenant %s", o->what, o->tenant);
+    return -1;
+}
+
 int run_program(const char *cmd, struct run_spec *spec)
 {
     struct run_spec o = *spec; /* read only; what it points to stays the caller's */
@@ -568,7 +672,8 @@ int run_program(const char *cmd, struct run_spec *spec)
     pid_t child, reserver = 0;
 
     if ((r = check_device_keys(cmd, &o, &vis)) >= 0 ||
-        (r = nested_run(cmd, &o, &t, path, sizeof(path))) >= 0)
+        (o.tenant ? (r = join_daemon(cmd, &o, &t, path, sizeof(path)))
+                  : (r = nested_run(cmd, &o, &t, path, sizeof(path)))) >= 0)
         return r;
     nested = t != NULL;
     if (nested && o.filled) {

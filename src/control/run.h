@@ -10,6 +10,7 @@
 
 struct run_spec {
     const char *memory, *compute, *name;
+    const char *tenant; /* --tenant: a tenant of the daemon's to join (its limits are its own) */
     struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
     int mem_set, comp_set; /* mem_l / comp_l hold limits (from the options or the environment) */
     const char *sms;       /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "common/node.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
 
@@ -23,6 +24,9 @@ struct device {
 };
 
 static struct device devices[MAX_ORDINALS];
+/* By tenant entry: the UUID this process's driver gave the entry's device (set before published). */
+static uint8_t entry_raw[GPUSLICE_MAX_DEVICES][16];
+static int entry_known[GPUSLICE_MAX_DEVICES];
 static pthread_mutex_t publish_mu = PTHREAD_MUTEX_INITIALIZER; /* a UUID is written once */
 
 const char *gs__device_uuid(int ord, uint8_t raw[16])
@@ -70,6 +74,10 @@ int gs__device_entry(int ord)
         return GS_DEVICE_LATER;
     limit = gs_limits_lookup(&gs__state.mem_limits, ord, uuid);
     ceiling = (uint32_t)gs_limits_lookup(&gs__state.compute_limits, ord, uuid);
+    /* The daemon's limits, mirrored into a new entry (what is enforced is read from the node). */
+    if (gs__state.node)
+        gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, raw, &limit,
+                       &ceiling);
     /* gs_tenant_device finds an existing entry by UUID: racing threads get the same one. */
     if ((e = gs_tenant_device(gs__state.tenant, raw, ord, limit, ceiling)) == -ENOSPC) {
         if (__atomic_exchange_n(&d->entry, -1, __ATOMIC_ACQ_REL) != -1)
@@ -78,6 +86,73 @@ int gs__device_entry(int ord)
     }
     if (e < 0)
         return GS_DEVICE_LATER; /* the tenant's lock was not had in time: asked again */
+    if (e < GPUSLICE_MAX_DEVICES && !__atomic_load_n(&entry_known[e], __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&publish_mu);
+        memcpy(entry_raw[e], raw, 16);
+        __atomic_store_n(&entry_known[e], 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&publish_mu);
+    }
     __atomic_store_n(&d->entry, e + 1, __ATOMIC_RELEASE);
     return e;
+}
+
+const uint8_t *gs__entry_uuid(int e)
+{
+    if (e < 0 || e >= GPUSLICE_MAX_DEVICES || !__atomic_load_n(&entry_known[e], __ATOMIC_ACQUIRE))
+        return NULL;
+    return entry_raw[e];
+}
+
+/*
+ * A managed tenant's limit, from the node segment. An entry whose UUID this process has
+ * not resolved (another process of the tenant made it) is not one it charges or launches
+ * on; the tenant's defaults are given. A tenant the daemon has ended keeps the limits last
+ * read, so that nothing becomes unlimited.
+ */
+static void node_limits(int e, uint64_t *mem, uint32_t *compute)
+{
+    static uint64_t last_mem[GPUSLICE_MAX_DEVICES];
+    static uint32_t last_comp[GPUSLICE_MAX_DEVICES];
+    static const uint8_t none[16];
+    const uint8_t *u = gs__entry_uuid(e);
+
+    if (e < 0 || e >= GPUSLICE_MAX_DEVICES) {
+        *mem = 0;
+        *compute = 0;
+        return;
+    }
+    if (gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, u ? u : none, mem,
+                       compute) == 0) {
+        __atomic_store_n(&last_mem[e], *mem, __ATOMIC_RELAXED);
+        __atomic_store_n(&last_comp[e], *compute, __ATOMIC_RELAXED);
+    } else {
+        *mem = __atomic_load_n(&last_mem[e], __ATOMIC_RELAXED);
+        *compute = __atomic_load_n(&last_comp[e], __ATOMIC_RELAXED);
+    }
+}
+
+uint64_t gs__mem_limit(int e)
+{
+    uint64_t mem;
+    uint32_t compute;
+
+    if (gs__state.node == NULL)
+        return e >= 0 && e < GPUSLICE_MAX_DEVICES
+                   ? __atomic_load_n(&gs__state.tenant->dev[e].mem_limit, __ATOMIC_RELAXED)
+                   : 0;
+    node_limits(e, &mem, &compute);
+    return mem;
+}
+
+uint32_t gs__compute_limit(int e)
+{
+    uint64_t mem;
+    uint32_t compute;
+
+    if (gs__state.node == NULL)
+        return e >= 0 && e < GPUSLICE_MAX_DEVICES
+                   ? __atomic_load_n(&gs__state.tenant->dev[e].compute_limit, __ATOMIC_RELAXED)
+                   : 0;
+    node_limits(e, &mem, &compute);
+    return compute > 0 && compute < 100 ? compute : 0;
 }

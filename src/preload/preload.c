@@ -293,6 +293,21 @@ static void config_once_fn(void)
                                 st->config_msg, sizeof(st->config_msg));
     if (r < 0) {
         st->config_error = 1;
+    } else if ((r = gs__managed_attach()) != 0) {
+        /* The daemon's tenant: its limits are the daemon's, whatever the environment says. */
+        if (r < 0)
+            st->config_error = 1;
+        else if (st->mem_limits.n || st->compute_limits.n || (tenant && *tenant))
+            gs__debug("the daemon's limits apply; %s%s%s%s in this process's environment %s not "
+                      "used",
+                      st->mem_limits.n ? st->mem_limits.source : "",
+                      st->mem_limits.n && (st->compute_limits.n || tenant) ? ", " : "",
+                      st->compute_limits.n ? st->compute_limits.source : "",
+                      tenant && *tenant ? GS_ENV_TENANT : "",
+                      st->mem_limits.n + st->compute_limits.n + (tenant && *tenant) > 1 ? "are"
+                                                                                        : "is");
+        st->mem_limits.n = 0;
+        st->compute_limits.n = 0;
     } else if (tenant && *tenant) {
         if ((r = gs_tenant_open(tenant, &st->tenant)) < 0) {
             char why[400];
@@ -345,9 +360,10 @@ static void config_once_fn(void)
               st->compute_limits.n == 1 ? "y" : "ies",
               st->compute_limits.source ? st->compute_limits.source : "nowhere", st->sm_limits.n,
               st->sm_limits.n == 1 ? "y" : "ies",
-              st->shared_tenant ? tenant
-              : st->tenant      ? "private"
-                                : "none");
+              st->node            ? "the daemon's"
+              : st->shared_tenant ? tenant
+              : st->tenant        ? "private"
+                                  : "none");
     __atomic_store_n(&config_done, 1, __ATOMIC_RELEASE);
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/driver.h"
 #include "common/parse.h"
+#include "gpuslice/node_abi.h"
 #include "gpuslice/tenant_abi.h"
 #include "preload/hooks.h"
 
@@ -33,8 +34,12 @@ struct gs_state {
     struct gs_limits compute_limits;
     struct gs_limits sm_limits; /* GPUSLICE_SMS: SM partitions */
     struct gpuslice_tenant *tenant;
-    int shared_tenant; /* tenant from GPUSLICE_TENANT (vs. private) */
+    int shared_tenant; /* tenant from GPUSLICE_TENANT or the daemon (vs. private) */
     int debug;
+    /* A tenant of the daemon's (managed.c): its limits are in the node segment, read-only. */
+    const struct gpuslice_node *node;
+    uint32_t node_id;
+    int node_idx;
 };
 
 extern struct gs_state gs__state;
@@ -60,6 +65,26 @@ const char *gs__device_uuid(int ord, uint8_t raw[16]);
 
 /* Ordinal's entry in the tenant's device table (made with its limits), or GS_DEVICE_*. */
 int gs__device_entry(int ord);
+
+/*
+ * The limits of tenant device entry e: the daemon's where it manages the
+ * tenant (looked up by the UUID this process's driver gave, never by what
+ * the shared file says), else the entry's own. Memory in bytes, compute in
+ * percent; 0 = none.
+ */
+uint64_t gs__mem_limit(int e);
+uint32_t gs__compute_limit(int e);
+
+/* device.c: the raw UUID of tenant device entry e as this process's driver gave it, or NULL. */
+const uint8_t *gs__entry_uuid(int e);
+
+/*
+ * managed.c: finds whether this process belongs to a tenant of the daemon's
+ * (by itself or an ancestor being a member), and if so attaches its state
+ * file. 1 managed (gs__state filled), 0 not, < 0 an error (message in
+ * gs__state.config_msg): a process the daemon manages never runs unlimited.
+ */
+int gs__managed_attach(void);
 
 /* mem/ (the memory accounting) */
 void gs__mem_fork_child(void);

@@ -28,6 +28,8 @@ B=${1:?usage: run.sh BUILD_DIR SECONDS [JOBS]}
 S=${2:?usage: run.sh BUILD_DIR SECONDS [JOBS]}
 J=${3:-2}
 TARGETS="size limit_list limit_json config devlist share"
+# The daemon's, where it was built (GPUSLICE_DAEMON).
+[ -x "$B/fuzz/fuzz_api" ] && TARGETS="$TARGETS api json"
 start=$(date +%s)
 printf '%s\n' $TARGETS | xargs -P "$J" -I{} "$0" --one "$B" "$S" {}
 rc=$?

@@ -114,7 +114,11 @@ c_build() {
     local log=$GPU_SUITE_WORK/build.log rc p pids=() names=() stubs cudart i
     echo "cmake build into $BUILD"
     # shellcheck disable=SC2086 # GPU_CMAKE_ARGS is a list of options
-    cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DCMAKE_BUILD_TYPE=Release \
+    # gpusliced needs libmicrohttpd and jansson: built where pkg-config finds them (the GPU
+    # image has neither unless they were carried, e.g. PKG_CONFIG_PATH into unpacked debs).
+    daemon=OFF
+    pkg-config --exists libmicrohttpd jansson 2>/dev/null && daemon=ON
+    cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DGPUSLICE_DAEMON=$daemon -DCMAKE_BUILD_TYPE=Release \
         ${GPU_CMAKE_ARGS--DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF} >"$log" 2>&1 &&
         cmake --build "$BUILD" -j"$(nproc)" >>"$log" 2>&1
     rc=$?
@@ -416,6 +420,9 @@ c_attach() {
 # run --filled 0.9 around a PyTorch program that allocates 20 GiB, frees it, allocates 40 GiB;
 # a second process beside it.
 c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"; }
+# gpusliced on the GPU: /v1/devices and /metrics against nvidia-smi, torch_limit under a tenant
+# made through the API, and a kill -9 and restart in the middle of a PyTorch run.
+c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" "$(tmpdir)"; }
 
 # Compute ceilings judged by the share of the device's time each tenant held (gpuslice's
 # busy count and NVML outside), two tenants, gpuslice set, cut to the time this check was
@@ -524,6 +531,7 @@ CHECKS=(
     "cli_torch_priority 120 c_cli_torch_priority 15"
     "cli_mps_share 150 c_cli_mps_share 35"
     "cli_filled 120 c_cli_filled 20"
+    "daemon 150 c_daemon 40"
     "attach 120 c_attach 25"
     "bench_launch 120 c_bench_launch 65"
     "bench_launch_duty 90 c_bench_launch_duty 35"

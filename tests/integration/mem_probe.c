@@ -12,10 +12,15 @@
  *   sleep:MS     sleeps
  *   exit         exits at once with 0, freeing nothing (as a framework's allocator
  *                leaves it to the driver)
+ *   tamper       the escape a tenant's own process could try: maps its tenant's
+ *                state file ($GPUSLICE_TENANT) and clears every limit in it
+ *                (-> "tamper ok" / "tamper error")
  * Exit status: 0 when every step ran (a refused allocation is a result, not
  * an error), 1 when CUDA could not start, 2 for a bad step.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,7 @@
 
 #include "common/cuda_api.h"
 #include "common/cuda_funcs.h"
+#include "gpuslice/tenant_abi.h"
 
 #define DECL(ret, name, params) ret name params;
 GS_CUDA_FUNCS(DECL)
@@ -94,6 +100,29 @@ int main(int argc, char **argv)
                 sleep_ms(10);
         } else if (strncmp(a, "sleep:", 6) == 0) {
             sleep_ms(atol(a + 6));
+        } else if (strcmp(a, "tamper") == 0) {
+            const char *path = getenv("GPUSLICE_TENANT");
+            struct gpuslice_tenant *t = MAP_FAILED;
+            int fd = path ? open(path, O_RDWR) : -1, e;
+
+            if (fd >= 0)
+                t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (fd >= 0)
+                close(fd);
+            if (t == MAP_FAILED) {
+                printf("tamper error\n");
+                continue;
+            }
+            for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
+                t->dev[e].mem_limit = 0;
+                t->dev[e].compute_limit = 0;
+            }
+            t->set_flags = 0;
+            t->compute_any = 0;
+            t->limits_fixed = 0;
+            t->node_tenant = 0;
+            munmap(t, sizeof(*t));
+            printf("tamper ok\n");
         } else if (strcmp(a, "exit") == 0) {
             fflush(stdout);
             exit(0);

@@ -248,7 +248,7 @@ cli)
     expect 0 "help" -- "$GS" help; if grep -q "^usage: gpuslice " "$T/out"; then ok "help prints the usage"; else bad "help output"; fi
     expect 0 "help tenants" -- "$GS" help tenants; if grep -q "^usage: gpuslice tenants" "$T/out"; then ok "help tenants"; else bad "help tenants output"; fi
     expect 2 "help of an unknown command" -- "$GS" help nope
-    stderr_has 'help: unknown command "nope" (commands: run, exec, info, reserve, procs, tenants, set, mps)'
+    stderr_has 'help: unknown command "nope" (commands: run, exec, info, reserve, procs, tenants, set, mps, top)'
     if [ -s "$T/out" ]; then bad "help nope printed a usage"; cat "$T/out"; else ok "nothing on stdout"; fi
     expect 2 "help of two commands" -- "$GS" help run set; stderr_has "one command at a time"
     expect 0 "run --help" -- "$GS" run --help
@@ -1540,6 +1540,7 @@ PY
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
+daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

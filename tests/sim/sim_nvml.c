@@ -343,6 +343,69 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
+/* The device timeline's busy share of the last second, 0..100. */
+static unsigned busy_percent(int i)
+{
+    uint64_t busy;
+
+    sim_state_lock(&nv.st);
+    busy = sim_state_busy(nv.st.sh, i, sim_now_ns(), SIM_UTIL_WINDOW_NS);
+    sim_state_unlock(&nv.st);
+    return percent(busy, SIM_UTIL_WINDOW_NS);
+}
+
+/*
+ * Power, SM clock and temperature follow the device's busy share. The busy ends are the
+ * H200's under a saturating GEMM (about 690 W at about 1410 MHz, power-limited; 1980 MHz
+ * while partly idle: docs/results.md); the idle power (110 W) and the temperatures are a
+ * model, not a measurement.
+ */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!power)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *power = 110000u + busy_percent(i) * 5800u; /* milliwatts */
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                               unsigned int *clock)
+{
+    unsigned u;
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!clock)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS) {
+        if (type != NVML_CLOCK_MEM && type != NVML_CLOCK_VIDEO)
+            return NVML_ERROR_INVALID_ARGUMENT;
+        *clock = type == NVML_CLOCK_MEM ? 3201u : 1755u;
+        return NVML_SUCCESS;
+    }
+    u = busy_percent(i);
+    *clock = u <= 50 ? 1980u : 1980u - (u - 50) * 570u / 50u;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                                 nvmlTemperatureSensors_t sensorType,
+                                                 unsigned int *temp)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!temp)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (sensorType != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = 30u + busy_percent(i) * 35u / 100u;
+    return NVML_SUCCESS;
+}
+
 /*
  * One sample per process that ran kernels in the last second. No samples:
  * NVML_ERROR_NOT_FOUND. No room: the count needed and NVML_ERROR_INSUFFICIENT_SIZE.

@@ -401,6 +401,56 @@ static void test_a_later_minor_version_is_read_and_another_major_refused(void **
     unlink(path);
 }
 
+/*
+ * A 4.1 file (a tenant of the version before, its counters missing) is read by readers that
+ * only read (the daemon, listings), its counters as 0; a process joining it is refused.
+ */
+static void test_a_4_1_file_is_read_but_not_joined(void **state)
+{
+    struct gpuslice_tenant *t, *u;
+    char path[256];
+    uid_t owner;
+
+    (void)state;
+    assert_int_equal(gs_tenant_create(dir, "old", path, sizeof(path), &t), 0);
+    assert_int_equal(gs_tenant_device(t, uuid0, 0, 1000, 0), 0);
+    t->mem_refused[0] = 99;
+    t->abi_version = GPUSLICE_ABI(4, 1);
+    t->size = GPUSLICE_TENANT_SIZE_4_1;
+    gs_tenant_close(t);
+    assert_int_equal(truncate(path, GPUSLICE_TENANT_SIZE_4_1), 0);
+    assert_int_equal(gs_tenant_open_owned(path, 0, &owner, &u), 0);
+    assert_int_equal(u->dev[0].mem_limit, 1000);
+    assert_int_equal(u->mem_refused[0], 0);
+    gs_tenant_close(u);
+    assert_int_equal(gs_tenant_open(path, &u), GS_EABI);
+    /* 4.0 is not read even so: its slots had no PID namespace. */
+    assert_int_equal(gs_tenant_open_owned(path, 1, &owner, &u), GS_EABI);
+    unlink(path);
+}
+
+/* A managed tenant's charge is judged against the limit the caller gives, not the file's. */
+static void test_charge_within_a_given_limit(void **state)
+{
+    struct gpuslice_tenant *t;
+    int s, d;
+
+    (void)state;
+    assert_int_equal(gs_tenant_anon(&t), 0);
+    s = gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid()));
+    d = gs_tenant_device(t, uuid0, 0, 0, 0); /* the file says: no limit */
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 600, 1000), 0);
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 401, 1000), GS_EOVERLIMIT);
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 400, 1000), 0);
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 1, GS_TENANT_NO_LIMIT), 0);
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 1, GS_TENANT_OWN_LIMIT), 0);
+    t->dev[d].mem_limit = 1000;
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 1, GS_TENANT_OWN_LIMIT), GS_EOVERLIMIT);
+    assert_int_equal(gs_tenant_charge_within(t, s, d, 1, 0), 0); /* forced */
+    assert_int_equal(t->dev[d].mem_used, 1003);
+    gs_tenant_close(t);
+}
+
 /* A board of another major version is passed over, and the note names both versions. */
 static void test_a_board_of_another_major_version_is_named_and_passed_over(void **state)
 {
@@ -726,6 +776,8 @@ int main(void)
         cmocka_unit_test(test_budget_refills_at_the_ceiling_up_to_the_cap),
         cmocka_unit_test(test_board_turns_and_dead_holders),
         cmocka_unit_test(test_processes_in_another_pid_namespace),
+        cmocka_unit_test(test_a_4_1_file_is_read_but_not_joined),
+        cmocka_unit_test(test_charge_within_a_given_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

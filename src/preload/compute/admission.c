@@ -118,7 +118,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         /* The governor refills while work is in flight; refill here only when it matters. */
         tok = __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE);
         if (tok <= 0 || d->starved)
-            tok = gs_budget_refill(entry_of(d), now, budget_cap(pct));
+            tok = gs_budget_refill_at(entry_of(d), now, budget_cap(pct), pct);
         if (d->starved && tok >= resume_level(pct))
             d->starved = 0;
         else if (!d->starved && tok <= 0)
@@ -149,6 +149,9 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                                                  ? WAIT_AWAKE
                                              : need < MAX_WAIT_NS ? WAIT_WAKE_EARLY
                                                                   : WAIT_SLEEP);
+            /* The tenant's throttled time, for the daemon's metrics and gpuslice top. */
+            __atomic_add_fetch(&gs__state.tenant->compute_throttled_ns[d->entry], now_ns() - now,
+                               __ATOMIC_RELAXED);
             continue;
         }
         if (d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2 && !refreshed &&

@@ -136,7 +136,7 @@ static int64_t govern(uint64_t now)
 
         if (d->state <= 0)
             continue;
-        gs_budget_refill(entry_of(d), now, budget_cap(ceiling_of(d)));
+        gs_budget_refill_at(entry_of(d), now, budget_cap(ceiling_of(d)), ceiling_of(d));
         if (dev_busy(d)) {
             charge(d, now);
             busy = 1;

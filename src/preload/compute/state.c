@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "common/board.h"
+#include "common/node.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
 #include "preload/compute/compute_internal.h"
@@ -123,7 +124,9 @@ int armed(void)
 {
     struct gpuslice_tenant *t = gs__state.tenant;
 
-    return t != NULL && __atomic_load_n(&t->compute_any, __ATOMIC_RELAXED) != 0;
+    return t != NULL &&
+           (__atomic_load_n(&t->compute_any, __ATOMIC_RELAXED) != 0 ||
+            (gs__state.node && gs_node_compute_any(gs__state.node, gs__state.node_idx)));
 }
 
 struct gpuslice_tenant_device *entry_of(const struct gdev *d)
@@ -133,7 +136,7 @@ struct gpuslice_tenant_device *entry_of(const struct gdev *d)
 
 uint32_t ceiling_of(const struct gdev *d)
 {
-    return __atomic_load_n(&entry_of(d)->compute_limit, __ATOMIC_RELAXED);
+    return gs__compute_limit(d->entry);
 }
 
 /* The budget's cap and the level at which a starved tenant resumes. */

@@ -195,10 +195,8 @@ struct dev_state *dev_get(int ord)
             g > 0)
             d->gran = g;
     }
-    gs__debug(
-        "device %d (%s): tenant entry %d, limit %llu bytes, granularity %llu", ord, d->uuid, e,
-        (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[e].mem_limit, __ATOMIC_RELAXED),
-        (unsigned long long)d->gran);
+    gs__debug("device %d (%s): tenant entry %d, limit %llu bytes, granularity %llu", ord, d->uuid,
+              e, (unsigned long long)gs__mem_limit(e), (unsigned long long)d->gran);
     d->resolved = 1;
     return d;
 }
@@ -439,6 +437,17 @@ void sync_all_pools(void)
     pthread_mutex_unlock(&pool_mu);
 }
 
+/* The limit admit() charges against: the daemon's for a managed tenant (0 is none there). */
+static uint64_t limit_of(int e)
+{
+    uint64_t l;
+
+    if (gs__state.node == NULL)
+        return GS_TENANT_OWN_LIMIT;
+    l = gs__mem_limit(e);
+    return l ? l : GS_TENANT_NO_LIMIT;
+}
+
 /*
  * Charges bytes for a new allocation on d, or returns CUDA_ERROR_OUT_OF_MEMORY.
  * Before refusing, it re-reads what may have been given back meanwhile
@@ -457,23 +466,24 @@ CUresult admit(struct dev_state *d, uint64_t bytes)
     if (d->mode == OVERHEAD_NVML_PROCESS && now_ns() - d->last_refresh_ns > REFRESH_INTERVAL_NS)
         refresh_overhead(d);
     pthread_mutex_unlock(&mem_mu);
-    r = gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 0);
+    r = gs_tenant_charge_within(gs__state.tenant, s, d->entry, bytes, limit_of(d->entry));
     if (r == GS_EOVERLIMIT) {
         sync_all_pools();
         pthread_mutex_lock(&mem_mu);
         refresh_overhead(d);
         pthread_mutex_unlock(&mem_mu);
-        r = gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 0);
+        r = gs_tenant_charge_within(gs__state.tenant, s, d->entry, bytes, limit_of(d->entry));
     }
     errno = saved;
     if (r < 0) {
         __atomic_sub_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
+        if (r == GS_EOVERLIMIT)
+            __atomic_add_fetch(&gs__state.tenant->mem_refused[d->entry], 1, __ATOMIC_RELAXED);
         gs__debug("refused %llu bytes on %s: tenant uses %llu of %llu", (unsigned long long)bytes,
                   d->uuid,
                   (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[d->entry].mem_used,
                                                       __ATOMIC_RELAXED),
-                  (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[d->entry].mem_limit,
-                                                      __ATOMIC_RELAXED));
+                  (unsigned long long)gs__mem_limit(d->entry));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_lock(&mem_mu);
@@ -486,7 +496,7 @@ CUresult admit(struct dev_state *d, uint64_t bytes)
 int room_for(const struct dev_state *d, uint64_t bytes)
 {
     const struct gpuslice_tenant_device *td = &gs__state.tenant->dev[d->entry];
-    uint64_t limit = __atomic_load_n(&td->mem_limit, __ATOMIC_RELAXED);
+    uint64_t limit = gs__mem_limit(d->entry);
     uint64_t used = __atomic_load_n(&td->mem_used, __ATOMIC_RELAXED);
 
     return limit == 0 || (bytes <= limit && used <= limit - bytes);

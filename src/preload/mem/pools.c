@@ -277,9 +277,9 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
         if (r == CUDA_SUCCESS && gs__real.cuMemPoolGetAttribute &&
             gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now) ==
                 CUDA_SUCCESS &&
-            now > admitted && __atomic_load_n(&td->mem_limit, __ATOMIC_RELAXED) &&
+            now > admitted && gs__mem_limit(d->entry) &&
             __atomic_load_n(&td->mem_used, __ATOMIC_RELAXED) + (now - admitted) >
-                __atomic_load_n(&td->mem_limit, __ATOMIC_RELAXED)) {
+                gs__mem_limit(d->entry)) {
             gs__debug("pool on %s grew %llu bytes beyond the %llu admitted; the allocation is "
                       "refused",
                       d->uuid, (unsigned long long)(now - reserved), (unsigned long long)need);

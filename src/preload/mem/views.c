@@ -23,7 +23,7 @@ void gs__mem_entry_usage(int e, uint64_t *used, uint64_t *limit)
     struct gpuslice_tenant *t = gs__state.tenant;
 
     *used = __atomic_load_n(&t->dev[e].mem_used, __ATOMIC_RELAXED);
-    *limit = __atomic_load_n(&t->dev[e].mem_limit, __ATOMIC_RELAXED);
+    *limit = gs__mem_limit(e);
 }
 
 void gs__mem_refresh_entry(int e)
@@ -112,7 +112,7 @@ static uint64_t total_limit(CUdevice dev, uint64_t real_total)
 
     if (exiting || (d = dev_get(dev)) == NULL)
         return real_total;
-    limit = __atomic_load_n(&gs__state.tenant->dev[d->entry].mem_limit, __ATOMIC_RELAXED);
+    limit = gs__mem_limit(d->entry);
     return limit && limit < real_total ? limit : real_total;
 }
 
@@ -164,8 +164,7 @@ uint64_t gs__mem_limit_for_uuid(const char *uuid)
         for (i = 0; i < count && i < MAX_ORDINALS; i++) {
             struct dev_state *d = dev_get(i);
             if (d && strcasecmp(d->uuid, uuid) == 0)
-                return __atomic_load_n(&gs__state.tenant->dev[d->entry].mem_limit,
-                                       __ATOMIC_RELAXED);
+                return gs__mem_limit(d->entry);
         }
     }
     return gs_limits_lookup(&gs__state.mem_limits, -1, uuid);

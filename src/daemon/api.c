@@ -1,0 +1,853 @@
+/*
+ * The API: one table of routes, each a method, a path pattern whose {names}
+ * match one segment, and its handler. Requests and answers are JSON
+ * (jansson); every error is {"error": {"code", "message"}} with its status,
+ * the message naming the field and what is accepted. Who may do what: a
+ * tenant's owner may read it and lower its limits; raising a limit, or
+ * touching another user's tenant, takes an admin (root, the daemon's user,
+ * the admin group, or a TCP client with the token).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/error.h"
+#include "common/node.h"
+#include "common/proc.h"
+#include "common/text.h"
+#include "common/tenant.h"
+#include "control/tenants.h"
+#include "daemon/daemon.h"
+
+typedef void (*handler)(struct gd_request *req, struct gd_response *resp);
+
+struct route {
+    const char *method;
+    const char *pattern;
+    handler fn;
+};
+
+void gd_api_scrub(char *s)
+{
+    size_t n = strlen(s), i = 0;
+
+    while (i < n) {
+        uint32_t cp;
+        size_t k = gs_utf8_len((const unsigned char *)s + i, n - i, &cp);
+
+        if (k == 0 || cp == 0) {
+            s[i++] = '?';
+            continue;
+        }
+        i += k;
+    }
+}
+
+void gd_api_error(struct gd_response *resp, int status, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    json_t *o;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    gd_api_scrub(msg); /* it may quote what the client sent */
+    o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+    free(resp->body);
+    resp->body = json_dumps(o, JSON_COMPACT);
+    resp->len = resp->body ? strlen(resp->body) : 0;
+    resp->status = status;
+    resp->content_type = "application/json";
+    json_decref(o);
+}
+
+/* Answers with o (a new reference, taken; NULL when it could not be made: a 500). */
+static void reply(struct gd_response *resp, int status, json_t *o)
+{
+    if (o == NULL) {
+        gd_api_error(resp, 500, "internal", "the answer could not be made");
+        return;
+    }
+    free(resp->body);
+    resp->body = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    resp->len = resp->body ? strlen(resp->body) : 0;
+    resp->status = resp->body ? status : 500;
+    resp->content_type = "application/json";
+    json_decref(o);
+}
+
+/* ---- what devices and tenants look like ---- */
+
+static json_t *num_or_null(long v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *device_json(const struct gd_device *d)
+{
+    json_t *procs = json_array(), *o;
+    int k;
+
+    for (k = 0; k < d->nproc; k++)
+        json_array_append_new(
+            procs, json_pack("{s:i, s:I, s:o}", "pid", (int)d->proc[k].pid, "memory_bytes",
+                             (json_int_t)d->proc[k].mem, "utilization",
+                             d->proc[k].sm_util < 0 ? json_null()
+                                                    : json_real(d->proc[k].sm_util / 100.0)));
+    o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "index", d->index, "uuid",
+                  d->uuid, "name", d->name, "memory_total_bytes", (json_int_t)d->mem_total,
+                  "memory_used_bytes", (json_int_t)d->mem_used, "utilization",
+                  d->util < 0 ? json_null() : json_real(d->util / 100.0), "power_watts",
+                  d->power_mw < 0 ? json_null() : json_real(d->power_mw / 1000.0), "sm_clock_mhz",
+                  num_or_null(d->sm_clock), "temperature_celsius", num_or_null(d->temp_c),
+                  "processes", procs);
+    return o;
+}
+
+static json_t *limit_map(const struct gd_tenant *t, int mem)
+{
+    json_t *o = json_object();
+    int e;
+
+    if (t->managed) {
+        const struct gpuslice_node_tenant *p = &t->policy;
+        uint64_t def = mem ? p->mem_default : p->compute_default;
+
+        json_object_set_new(o, "default", def ? json_integer((json_int_t)def) : json_null());
+        for (e = 0; e < GPUSLICE_NODE_MAX_DEVICES; e++) {
+            static const uint8_t zero[16];
+            char u[GS_UUID_STRLEN];
+            uint64_t v = mem ? p->dev[e].mem_limit : p->dev[e].compute_limit;
+
+            if (memcmp(p->dev[e].uuid, zero, 16) == 0)
+                continue;
+            tenant_list_uuid(p->dev[e].uuid, u);
+            json_object_set_new(o, u, v ? json_integer((json_int_t)v) : json_null());
+        }
+        return o;
+    }
+    if (t->t && (t->t->set_flags & (mem ? GPUSLICE_SET_MEMORY : GPUSLICE_SET_COMPUTE))) {
+        uint64_t v = mem ? t->t->set_mem_limit : t->t->set_compute_limit;
+        json_object_set_new(o, "default", v ? json_integer((json_int_t)v) : json_null());
+    }
+    for (e = 0; t->t && e < GPUSLICE_MAX_DEVICES; e++) {
+        char u[GS_UUID_STRLEN];
+        uint64_t v = mem ? t->t->dev[e].mem_limit : tenant_list_ceiling(&t->t->dev[e]);
+
+        if (!tenant_list_dev_in_use(&t->t->dev[e]))
+            continue;
+        tenant_list_uuid(t->t->dev[e].uuid, u);
+        json_object_set_new(o, u, v ? json_integer((json_int_t)v) : json_null());
+    }
+    return o;
+}
+
+static json_t *tenant_processes(const struct gd_tenant *t)
+{
+    const pid_t *seen = t->seen_pid;
+    json_t *arr = json_array();
+    int i, e;
+
+    if (t->t == NULL)
+        return arr;
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->t->proc[i];
+        json_t *mem = json_object();
+
+        if (seen[i] == 0)
+            continue;
+        for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
+            char u[GS_UUID_STRLEN];
+
+            if (!tenant_list_dev_in_use(&t->t->dev[e]))
+                continue;
+            tenant_list_uuid(t->t->dev[e].uuid, u);
+            json_object_set_new(mem, u, json_integer((json_int_t)p->mem_used[e]));
+        }
+        json_array_append_new(arr, json_pack("{s:o, s:i, s:I, s:o}", "pid",
+                                             seen[i] > 0 ? json_integer(seen[i]) : json_null(),
+                                             "pid_in_namespace", (int)p->pid, "pid_namespace",
+                                             (json_int_t)p->pid_ns, "memory_bytes", mem));
+    }
+    return arr;
+}
+
+static json_t *tenant_json(const struct gd_tenant *t)
+{
+    json_t *devs = json_array(), *o;
+    char name[64];
+    int e, nproc = 0;
+
+    if (t->t)
+        nproc = t->nlive;
+    for (e = 0; t->t && e < GPUSLICE_MAX_DEVICES; e++) {
+        const struct gpuslice_tenant_device *d = &t->t->dev[e];
+        const struct gd_device *g = NULL;
+        char u[GS_UUID_STRLEN];
+        uint64_t mem = 0;
+        uint32_t comp = 0;
+        int k;
+
+        if (!tenant_list_dev_in_use(d))
+            continue;
+        tenant_list_uuid(d->uuid, u);
+        for (k = 0; k < gd.ndev; k++)
+            if (memcmp(gd.dev[k].raw, d->uuid, 16) == 0)
+                g = &gd.dev[k];
+        if (g)
+            gd_tenant_limits(t, g, &mem, &comp);
+        else if (!t->managed) {
+            mem = d->mem_limit;
+            comp = tenant_list_ceiling(d);
+        }
+        json_array_append_new(
+            devs, json_pack("{s:s, s:o, s:o, s:I, s:o, s:f, s:f, s:I}", "uuid", u, "index",
+                            g ? json_integer(g->index) : json_null(), "memory_limit_bytes",
+                            mem ? json_integer((json_int_t)mem) : json_null(), "memory_used_bytes",
+                            (json_int_t)gd_tenant_mem_used(t, e), "compute_limit_percent",
+                            comp ? json_integer(comp) : json_null(), "gpu_time_seconds",
+                            d->compute_busy_ns / 1e9, "throttled_seconds",
+                            t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
+                            (json_int_t)t->t->mem_refused[e]));
+    }
+    if (t->managed)
+        snprintf(name, sizeof(name), "%s", t->policy.name);
+    else if (t->t)
+        tenant_list_name(t->t, name, sizeof(name));
+    else
+        name[0] = '\0';
+    gd_api_scrub(name); /* a run tenant's name is whatever its owner wrote */
+    o = json_pack("{s:s, s:s, s:b, s:i, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id, "name", name,
+                  "managed", t->managed, "owner", (int)t->owner, "created_unix_ns",
+                  (json_int_t)(t->managed ? t->policy.created_unix_ns
+                               : t->t     ? t->t->created_unix_ns
+                                          : 0),
+                  "limits", "memory", limit_map(t, 1), "compute", limit_map(t, 0), "processes",
+                  nproc, "devices", devs);
+    return o;
+}
+
+/* ---- requests ---- */
+
+static int may_read(const struct gd_request *req, const struct gd_tenant *t)
+{
+    return req->peer.admin || req->peer.uid == t->owner;
+}
+
+/* The tenant of the route's {tenant}, or an answer (404, 403) and NULL. Under gd.mu. */
+static struct gd_tenant *tenant_of(struct gd_request *req, struct gd_response *resp)
+{
+    struct gd_tenant *t = gd_tenant_find(req->params[0]);
+
+    if (t == NULL) {
+        gd_api_error(resp, 404, "not_found",
+                     "no tenant \"%s\" (give a tenant's id or a managed tenant's name: GET "
+                     "/v1/tenants lists them)",
+                     req->params[0]);
+        return NULL;
+    }
+    if (!may_read(req, t)) {
+        gd_api_error(resp, 403, "forbidden",
+                     "tenant %s belongs to uid %d; only its owner or an admin (root, group %s) "
+                     "may see or change it",
+                     t->id, (int)t->owner, gd_opt.admin_group);
+        return NULL;
+    }
+    return t;
+}
+
+static int is_json(const struct gd_request *req)
+{
+    const char *c = req->content_type;
+    size_t n = strlen("application/json");
+
+    return c && strncasecmp(c, "application/json", n) == 0 && (c[n] == '\0' || c[n] == ';');
+}
+
+/* The body as a JSON object, or an answer (415, 400) and NULL. */
+static json_t *body_object(struct gd_request *req, struct gd_response *resp)
+{
+    json_error_t je;
+    json_t *o;
+
+    if (!is_json(req)) {
+        gd_api_error(resp, 415, "unsupported_media_type",
+                     "the body must be JSON, sent with \"Content-Type: application/json\" (got "
+                     "%s)",
+                     req->content_type ? req->content_type : "none");
+        return NULL;
+    }
+    if ((o = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+        gd_api_error(resp, 400, "bad_json", "the body is not JSON: %s (at character %d)", je.text,
+                     je.position);
+        return NULL;
+    }
+    if (!json_is_object(o)) {
+        json_decref(o);
+        gd_api_error(resp, 400, "bad_json", "the body must be a JSON object");
+        return NULL;
+    }
+    return o;
+}
+
+/* Refuses members of o other than the allowed ones; 0, or -1 with the answer. */
+static int only_fields(json_t *o, const char *const *allowed, struct gd_response *resp)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(o, key, v)
+    {
+        const char *const *a;
+        char list[256] = "";
+
+        for (a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0)
+                break;
+        if (*a)
+            continue;
+        for (a = allowed; *a; a++)
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+                     a == allowed ? "" : ", ", *a);
+        gd_api_error(resp, 400, "unknown_field", "unknown field \"%.100s\" (accepted: %s)", key,
+                     list);
+        return -1;
+    }
+    return 0;
+}
+
+/* One value of a limit: a size ("8G", bytes as an integer) or a percentage 1..100. */
+static int limit_value(json_t *v, int mem, const char *field, const char *key, uint64_t *out,
+                       char *err, size_t errlen)
+{
+    if (json_is_null(v)) {
+        *out = 0;
+        return 0;
+    }
+    if (mem) {
+        if (json_is_string(v)) {
+            if (gs_parse_size(json_string_value(v), out) < 0) {
+                gs_set_error(err, errlen, "%s%s%s: \"%.64s\" is not a size (" GS_SIZE_FORMS ")",
+                             field, key ? "." : "", key ? key : "", json_string_value(v));
+                return -1;
+            }
+        } else if (json_is_integer(v) && json_integer_value(v) >= 0) {
+            *out = (uint64_t)json_integer_value(v);
+        } else {
+            gs_set_error(err, errlen,
+                         "%s%s%s: give a size as a string (" GS_SIZE_FORMS
+                         ") or bytes as an integer",
+                         field, key ? "." : "", key ? key : "");
+            return -1;
+        }
+        if (*out && *out < GS_MIN_MEMORY_LIMIT) {
+            gs_set_error(err, errlen, "%s%s%s: %llu bytes is below the smallest limit, 1M", field,
+                         key ? "." : "", key ? key : "", (unsigned long long)*out);
+            return -1;
+        }
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 100) {
+        gs_set_error(err, errlen,
+                     "%s%s%s: give a percentage of the GPU's time, an integer 1..100 (100 or "
+                     "null: no ceiling)",
+                     field, key ? "." : "", key ? key : "");
+        return -1;
+    }
+    *out = (uint64_t)json_integer_value(v);
+    if (*out == 100)
+        *out = 0;
+    return 0;
+}
+
+/* "memory" or "compute": one value for every GPU, or an object by index or UUID. */
+static int parse_limits(json_t *v, int mem, struct gs_limits *out, char *err, size_t errlen)
+{
+    const char *field = mem ? "memory" : "compute", *key;
+    json_t *val;
+
+    memset(out, 0, sizeof(*out));
+    out->source = field;
+    if (!json_is_object(v)) {
+        out->n = 1;
+        out->e[0].key = GS_KEY_ALL;
+        return limit_value(v, mem, field, NULL, &out->e[0].value, err, errlen);
+    }
+    json_object_foreach(v, key, val)
+    {
+        struct gs_limit_entry *e = &out->e[out->n];
+        const struct gd_device *d;
+
+        if (out->n >= GS_MAX_LIMIT_ENTRIES) {
+            gs_set_error(err, errlen, "%s: more than %d entries", field, GS_MAX_LIMIT_ENTRIES);
+            return -1;
+        }
+        memset(e, 0, sizeof(*e));
+        if (strcmp(key, "default") == 0) {
+            e->key = GS_KEY_ALL;
+        } else if ((d = gd_device_find(key)) != NULL) {
+            e->key = GS_KEY_UUID;
+            gs_parse_uuid(d->uuid, strlen(d->uuid), e->uuid);
+        } else {
+            gs_set_error(err, errlen,
+                         "%s: \"%.64s\" is not a GPU of this node (keys: \"default\", an NVML "
+                         "index 0..%d, or a GPU UUID: GET /v1/devices)",
+                         field, key, gd.ndev - 1);
+            return -1;
+        }
+        if (limit_value(val, mem, field, key, &e->value, err, errlen) < 0)
+            return -1;
+        out->n++;
+    }
+    return 0;
+}
+
+/* The limits of a body's "memory" and "compute"; 0, or -1 with a 400 answer. */
+static int body_limits(json_t *o, struct gd_limits_req *l, struct gd_response *resp)
+{
+    char err[512];
+    json_t *v;
+
+    memset(l, 0, sizeof(*l));
+    if ((v = json_object_get(o, "memory")) != NULL) {
+        if (parse_limits(v, 1, &l->mem, err, sizeof(err)) < 0)
+            goto bad;
+        l->has_mem = 1;
+    }
+    if ((v = json_object_get(o, "compute")) != NULL) {
+        if (parse_limits(v, 0, &l->comp, err, sizeof(err)) < 0)
+            goto bad;
+        l->has_comp = 1;
+    }
+    return 0;
+bad:
+    gd_api_error(resp, 400, "bad_value", "%s", err);
+    return -1;
+}
+
+/* The effective limit (0: none, read as infinite) of a limits table for raw. */
+static uint64_t effective(const struct gs_limits *l, const uint8_t raw[16], uint64_t current)
+{
+    char u[GS_UUID_STRLEN];
+    int k;
+
+    gs_format_uuid(raw, u);
+    for (k = 0; k < l->n; k++)
+        if (l->e[k].key == GS_KEY_UUID && strcasecmp(l->e[k].uuid, u) == 0)
+            return l->e[k].value;
+    for (k = 0; k < l->n; k++)
+        if (l->e[k].key == GS_KEY_ALL)
+            return l->e[k].value;
+    return current;
+}
+
+static int raises(uint64_t now, uint64_t want)
+{
+    return now != 0 && (want == 0 || want > now);
+}
+
+/* Whether l raises any limit of t on any GPU of the node; names it in err. */
+static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, char *err,
+                      size_t errlen)
+{
+    int k, mem;
+
+    for (k = 0; k < gd.ndev; k++) {
+        uint64_t m;
+        uint32_t c;
+
+        gd_tenant_limits(t, &gd.dev[k], &m, &c);
+        for (mem = 1; mem >= 0; mem--) {
+            const struct gs_limits *lim = mem ? &l->mem : &l->comp;
+            uint64_t now = mem ? m : c, want;
+
+            if (!(mem ? l->has_mem : l->has_comp))
+                continue;
+            want = effective(lim, gd.dev[k].raw, now);
+            if (raises(now, want)) {
+                gs_set_error(err, errlen, "%s on GPU %d from %llu to %s%llu",
+                             mem ? "memory" : "compute", gd.dev[k].index, (unsigned long long)now,
+                             want ? "" : "no limit ", (unsigned long long)want);
+                return 1;
+            }
+        }
+    }
+    /* A tenant with a default for GPUs it has no entry for: that default must not rise either. */
+    if (t->managed) {
+        for (mem = 1; mem >= 0; mem--) {
+            const struct gs_limits *lim = mem ? &l->mem : &l->comp;
+            uint64_t now = mem ? t->policy.mem_default : t->policy.compute_default;
+
+            if (!(mem ? l->has_mem : l->has_comp))
+                continue;
+            for (k = 0; k < lim->n; k++)
+                if (lim->e[k].key == GS_KEY_ALL && raises(now, lim->e[k].value)) {
+                    gs_set_error(err, errlen, "the %s default", mem ? "memory" : "compute");
+                    return 1;
+                }
+        }
+    }
+    return 0;
+}
+
+/* ---- handlers ---- */
+
+static void h_healthz(struct gd_request *req, struct gd_response *resp)
+{
+    (void)req;
+    reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void h_readyz(struct gd_request *req, struct gd_response *resp)
+{
+    (void)req;
+    if (__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE) <= 0) {
+        gd_api_error(resp, 503, "not_ready", "the daemon has not read its GPUs and tenants yet");
+        return;
+    }
+    reply(resp, 200, json_pack("{s:s, s:b}", "status", "ready", "simulated", gd.simulated));
+}
+
+static void h_openapi(struct gd_request *req, struct gd_response *resp)
+{
+    (void)req;
+    resp->body = strdup(gd_openapi_json);
+    resp->len = resp->body ? strlen(resp->body) : 0;
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
+static void h_metrics(struct gd_request *req, struct gd_response *resp)
+{
+    (void)req;
+    pthread_mutex_lock(&gd.mu);
+    resp->len = gd_metrics_render(&resp->body);
+    pthread_mutex_unlock(&gd.mu);
+    resp->status = resp->body ? 200 : 500;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void h_devices(struct gd_request *req, struct gd_response *resp)
+{
+    json_t *arr = json_array();
+    int k;
+
+    (void)req;
+    pthread_mutex_lock(&gd.mu);
+    for (k = 0; k < gd.ndev; k++)
+        json_array_append_new(arr, device_json(&gd.dev[k]));
+    pthread_mutex_unlock(&gd.mu);
+    reply(resp, 200,
+          json_pack("{s:s, s:b, s:s, s:o}", "hostname", gd.hostname, "simulated", gd.simulated,
+                    "driver_version", gd.driver_version, "devices", arr));
+}
+
+static void h_device(struct gd_request *req, struct gd_response *resp)
+{
+    const struct gd_device *d;
+
+    pthread_mutex_lock(&gd.mu);
+    if ((d = gd_device_find(req->params[0])) == NULL) {
+        int n = gd.ndev;
+
+        pthread_mutex_unlock(&gd.mu);
+        gd_api_error(resp, 404, "not_found",
+                     "no GPU \"%s\" on this node (give an NVML index 0..%d or a UUID)",
+                     req->params[0], n - 1);
+        return;
+    }
+    reply(resp, 200, device_json(d));
+    pthread_mutex_unlock(&gd.mu);
+}
+
+static void h_tenants(struct gd_request *req, struct gd_response *resp)
+{
+    json_t *arr = json_array();
+    int k;
+
+    pthread_mutex_lock(&gd.mu);
+    for (k = 0; k < gd.ntenant; k++)
+        if (may_read(req, &gd.tenant[k]))
+            json_array_append_new(arr, tenant_json(&gd.tenant[k]));
+    pthread_mutex_unlock(&gd.mu);
+    reply(resp, 200, json_pack("{s:o}", "tenants", arr));
+}
+
+static void h_tenant(struct gd_request *req, struct gd_response *resp)
+{
+    struct gd_tenant *t;
+
+    pthread_mutex_lock(&gd.mu);
+    if ((t = tenant_of(req, resp)) != NULL)
+        reply(resp, 200, tenant_json(t));
+    pthread_mutex_unlock(&gd.mu);
+}
+
+static int good_name(const char *s)
+{
+    size_t i, n = strlen(s);
+    int digits = 1;
+
+    if (n == 0 || n > 63)
+        return 0;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 (i > 0 && (c == '.' || c == '_' || c == '-'));
+        if (!ok)
+            return 0;
+        digits &= c >= '0' && c <= '9';
+    }
+    return !digits;
+}
+
+static void h_create(struct gd_request *req, struct gd_response *resp)
+{
+    static const char *const fields[] = { "name", "memory", "compute", "owner", NULL };
+    struct gd_limits_req l;
+    struct gd_tenant *t;
+    json_t *o, *name, *owner;
+    uid_t uid = req->peer.uid;
+    char err[512];
+    int r;
+
+    if ((o = body_object(req, resp)) == NULL)
+        return;
+    if (only_fields(o, fields, resp) < 0)
+        goto out;
+    name = json_object_get(o, "name");
+    if (!json_is_string(name) || !good_name(json_string_value(name))) {
+        gd_api_error(resp, 400, "bad_value",
+                     "name: give 1..63 characters of letters, digits, '.', '_' and '-', starting "
+                     "with a letter or digit, not all digits");
+        goto out;
+    }
+    if ((owner = json_object_get(o, "owner")) != NULL) {
+        if (!json_is_integer(owner) || json_integer_value(owner) < 0 ||
+            json_integer_value(owner) > 0x7fffffff) {
+            gd_api_error(resp, 400, "bad_value", "owner: give a user ID, an integer");
+            goto out;
+        }
+        uid = (uid_t)json_integer_value(owner);
+        if (uid != req->peer.uid && !req->peer.admin) {
+            gd_api_error(resp, 403, "forbidden",
+                         "owner: only an admin (root, group %s) may make a tenant for another "
+                         "user (you are uid %d)",
+                         gd_opt.admin_group, (int)req->peer.uid);
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&gd.mu);
+    if (body_limits(o, &l, resp) == 0) {
+        if ((r = gd_tenant_create(json_string_value(name), uid, &l, &t, err, sizeof(err))) < 0)
+            gd_api_error(resp,
+                         r == -EEXIST   ? 409
+                         : r == -ENOSPC ? 507
+                                        : 500,
+                         r == -EEXIST ? "conflict" : "cannot_create", "%s", err);
+        else
+            reply(resp, 201, tenant_json(t));
+    }
+    pthread_mutex_unlock(&gd.mu);
+out:
+    json_decref(o);
+}
+
+static void h_patch(struct gd_request *req, struct gd_response *resp)
+{
+    static const char *const fields[] = { "memory", "compute", NULL };
+    struct gd_limits_req l;
+    struct gd_tenant *t;
+    char err[512];
+    json_t *o;
+    int r;
+
+    if ((o = body_object(req, resp)) == NULL)
+        return;
+    if (only_fields(o, fields, resp) < 0) {
+        json_decref(o);
+        return;
+    }
+    pthread_mutex_lock(&gd.mu);
+    if ((t = tenant_of(req, resp)) != NULL && body_limits(o, &l, resp) == 0) {
+        if (!l.has_mem && !l.has_comp)
+            gd_api_error(resp, 400, "bad_value", "give \"memory\", \"compute\" or both");
+        else if (!req->peer.admin && raises_any(t, &l, err, sizeof(err)))
+            gd_api_error(resp, 403, "forbidden",
+                         "only an admin (root, group %s) may raise a limit: this would raise %s",
+                         gd_opt.admin_group, err);
+        else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
+            gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
+        else if ((t = gd_tenant_find(req->params[0])) != NULL)
+            reply(resp, 200, tenant_json(t));
+        else
+            reply(resp, 200, json_pack("{s:s}", "status", "changed"));
+    }
+    pthread_mutex_unlock(&gd.mu);
+    json_decref(o);
+}
+
+static void h_delete(struct gd_request *req, struct gd_response *resp)
+{
+    struct gd_tenant *t;
+    char err[512];
+    int r;
+
+    pthread_mutex_lock(&gd.mu);
+    if ((t = tenant_of(req, resp)) != NULL) {
+        if ((r = gd_tenant_delete(t, err, sizeof(err))) < 0)
+            gd_api_error(resp, r == -EBUSY ? 409 : 400, r == -EBUSY ? "conflict" : "bad_request",
+                         "%s", err);
+        else
+            resp->status = 204;
+    }
+    pthread_mutex_unlock(&gd.mu);
+}
+
+static void h_processes(struct gd_request *req, struct gd_response *resp)
+{
+    struct gd_tenant *t;
+
+    pthread_mutex_lock(&gd.mu);
+    if ((t = tenant_of(req, resp)) != NULL)
+        reply(resp, 200, json_pack("{s:o}", "processes", tenant_processes(t)));
+    pthread_mutex_unlock(&gd.mu);
+}
+
+/* The calling process (the kernel names it: SO_PEERCRED) joins the tenant. */
+static void h_join(struct gd_request *req, struct gd_response *resp)
+{
+    struct gd_tenant *t;
+    char err[512];
+    int r;
+
+    if (!req->peer.unix_peer || req->peer.pid <= 0) {
+        gd_api_error(resp, 400, "bad_request",
+                     "a process joins a tenant over the unix socket, which names it (gpuslice "
+                     "run --tenant NAME)");
+        return;
+    }
+    pthread_mutex_lock(&gd.mu);
+    if ((t = tenant_of(req, resp)) != NULL) {
+        if (req->peer.uid != t->owner && !req->peer.admin)
+            gd_api_error(resp, 403, "forbidden", "tenant %s belongs to uid %d", t->id,
+                         (int)t->owner);
+        else if ((r = gd_tenant_join(t, req->peer.pid, req->peer.admin, err, sizeof(err))) < 0)
+            gd_api_error(resp,
+                         r == -ENOSPC  ? 507
+                         : r == -EPERM ? 403
+                                       : 400,
+                         r == -EPERM ? "forbidden" : "cannot_join", "%s", err);
+        else
+            reply(resp, 200,
+                  json_pack("{s:s, s:i, s:s}", "tenant", t->id, "pid", (int)req->peer.pid,
+                            "state_file", t->path));
+    }
+    pthread_mutex_unlock(&gd.mu);
+}
+
+static void h_events(struct gd_request *req, struct gd_response *resp)
+{
+    uint64_t from = gd_events_last();
+
+    if (req->last_event_id) {
+        char *end;
+        unsigned long long v = strtoull(req->last_event_id, &end, 10);
+
+        if (*req->last_event_id == '\0' || *end != '\0') {
+            gd_api_error(resp, 400, "bad_value",
+                         "Last-Event-ID: \"%.64s\" is not an event id (a decimal number)",
+                         req->last_event_id);
+            return;
+        }
+        from = v;
+    }
+    resp->status = 200;
+    resp->sse = 1;
+    resp->sse_from = from;
+}
+
+static const struct route routes[] = {
+    { "GET", "/healthz", h_healthz },
+    { "GET", "/readyz", h_readyz },
+    { "GET", "/metrics", h_metrics },
+    { "GET", "/v1/openapi.json", h_openapi },
+    { "GET", "/v1/devices", h_devices },
+    { "GET", "/v1/devices/{device}", h_device },
+    { "GET", "/v1/tenants", h_tenants },
+    { "POST", "/v1/tenants", h_create },
+    { "GET", "/v1/tenants/{tenant}", h_tenant },
+    { "PATCH", "/v1/tenants/{tenant}", h_patch },
+    { "DELETE", "/v1/tenants/{tenant}", h_delete },
+    { "GET", "/v1/tenants/{tenant}/processes", h_processes },
+    { "POST", "/v1/tenants/{tenant}/processes", h_join },
+    { "GET", "/v1/events", h_events },
+};
+
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* Whether path matches pattern; each {name} takes one non-empty segment into params. */
+static int match(const char *pattern, const char *path, char *params[2], char *buf, size_t len)
+{
+    int np = 0;
+    size_t used = 0;
+
+    while (*pattern && *path) {
+        if (*pattern == '{') {
+            const char *end = strchr(path, '/');
+            size_t n = end ? (size_t)(end - path) : strlen(path);
+
+            if (n == 0 || np >= 2 || used + n + 1 > len)
+                return 0;
+            memcpy(buf + used, path, n);
+            buf[used + n] = '\0';
+            params[np++] = buf + used;
+            used += n + 1;
+            path += n;
+            pattern = strchr(pattern, '}') + 1;
+            continue;
+        }
+        if (*pattern++ != *path++)
+            return 0;
+    }
+    return *pattern == '\0' && *path == '\0';
+}
+
+void gd_api_handle(struct gd_request *req, struct gd_response *resp)
+{
+    char buf[512], allow[64] = "";
+    size_t k;
+    int path_known = 0;
+
+    for (k = 0; k < NROUTES; k++) {
+        char *params[2] = { NULL, NULL };
+
+        if (!match(routes[k].pattern, req->path, params, buf, sizeof(buf)))
+            continue;
+        path_known = 1;
+        if (strcmp(routes[k].method, req->method) != 0) {
+            snprintf(allow + strlen(allow), sizeof(allow) - strlen(allow), "%s%s",
+                     allow[0] ? ", " : "", routes[k].method);
+            continue;
+        }
+        req->params[0] = params[0];
+        req->params[1] = params[1];
+        routes[k].fn(req, resp);
+        if (resp->status == 0)
+            resp->status = 500;
+        return;
+    }
+    if (path_known)
+        gd_api_error(resp, 405, "method_not_allowed", "%s is not allowed on %.200s (allowed: %s)",
+                     req->method, req->path, allow);
+    else
+        gd_api_error(resp, 404, "not_found",
+                     "no such endpoint: %.200s (the API is described at /v1/openapi.json)",
+                     req->path);
+}

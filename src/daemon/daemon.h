@@ -1,0 +1,261 @@
+/*
+ * gpusliced's state, shared by its parts: the options (options.c), the GPUs
+ * as NVML last showed them (devices.c), the tenants (registry.c), the event
+ * history (events.c), the HTTP server (http.c), its routes (api.c) and the
+ * metrics page (metrics.c). One mutex, gd.mu, guards everything that changes
+ * after start-up; nothing sleeps or does I/O on a client while holding it.
+ */
+#ifndef GPUSLICE_DAEMON_H
+#define GPUSLICE_DAEMON_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "common/driver.h"
+#include "common/parse.h"
+#include "gpuslice/node_abi.h"
+#include "gpuslice/tenant_abi.h"
+
+#define GD_MAX_DEVICES GPUSLICE_NODE_MAX_DEVICES
+#define GD_MAX_DEVPROCS 256
+#define GD_MAX_RUN_TENANTS 256
+#define GD_SOCKET_FILE "gpusliced.sock"
+#define GD_ID_MAX 128
+
+/* ---- options.c: one table of every option, read from the config file and the flags ---- */
+
+struct gd_options {
+    char config[PATH_MAX];
+    char run_dir[PATH_MAX];    /* the node segment, the socket, managed tenants' files */
+    char state_dir[PATH_MAX];  /* the daemon's own state (atomic writes) */
+    char socket[PATH_MAX];     /* the unix socket */
+    char listen[128];          /* ADDR:PORT for TCP; empty: none */
+    char token_file[PATH_MAX]; /* the bearer token TCP clients must send */
+    char admin_group[64];      /* members may raise limits and change others' tenants */
+    char socket_group[64];     /* the socket's group, when it exists */
+    char nvml[PATH_MAX];       /* the NVML library; empty: libnvidia-ml.so.1, else the simulator */
+    char metrics_labels[16];   /* "dcgm" (gpu, UUID, modelName, Hostname) or "prometheus" */
+    long sample_ms;            /* how often NVML is read */
+    long sweep_ms;             /* how often the tenants are read */
+    long max_connections;
+    long timeout_s;      /* an idle connection is closed after this */
+    long max_body;       /* bytes of a request body */
+    long max_header;     /* bytes of a request's line and headers together */
+    long max_sse;        /* event subscribers at once */
+    long events_history; /* events kept for Last-Event-ID */
+    int foreground;
+    int simulated; /* use the simulated GPU even where a driver exists */
+    int verbose;
+};
+
+extern struct gd_options gd_opt;
+
+/* Parses argv after the config file; returns an exit status to exit with, or -1 to run. */
+int gd_options_load(int argc, char **argv);
+
+/* ---- devices.c: NVML, read by a thread of its own every sample_ms ---- */
+
+struct gd_devproc {
+    pid_t pid; /* as NVML gives it: the daemon's PID namespace */
+    uint64_t mem;
+    int sm_util; /* percent over NVML's last second, -1 unknown */
+};
+
+struct gd_device {
+    int index;
+    char uuid[GS_UUID_STRLEN]; /* "GPU-…", as nvidia-smi prints it */
+    uint8_t raw[16];
+    char name[96];
+    uint64_t mem_total, mem_used;
+    int util;      /* percent, -1 unknown */
+    long power_mw; /* -1 unknown */
+    long sm_clock; /* MHz, -1 unknown */
+    long temp_c;   /* -1 unknown */
+    int nproc;
+    struct gd_devproc proc[GD_MAX_DEVPROCS];
+};
+
+/* ---- registry.c: the tenants ---- */
+
+/* What the daemon knows of one tenant at its latest sweep. */
+struct gd_tenant {
+    char id[GD_ID_MAX]; /* managed: its number; gpuslice run's: its file's ID */
+    int managed;
+    int node_idx; /* managed: its node entry */
+    uint32_t node_id;
+    char path[PATH_MAX]; /* its state file */
+    uid_t owner;
+    struct gpuslice_tenant *t;          /* a copy read at the sweep (NULL: not readable now) */
+    struct gpuslice_node_tenant policy; /* managed: its limits */
+    /* Its live processes as the sweep found them (gs_tenant_procs_alive), and how many. */
+    pid_t seen_pid[GPUSLICE_MAX_PROCS];
+    int nlive;
+    /* For events: what the previous sweep saw. */
+    uint64_t refused[GPUSLICE_MAX_DEVICES], throttled[GPUSLICE_MAX_DEVICES];
+    int throttling[GPUSLICE_MAX_DEVICES];
+    int seen; /* found at this sweep */
+};
+
+/* ---- the daemon's state ---- */
+
+struct gd_state {
+    pthread_mutex_t mu;
+    struct gs_driver drv; /* NVML only */
+    int simulated;
+    char nvml_path[PATH_MAX];
+    char driver_version[96];
+    char hostname[256];
+    int ready; /* devices sampled and tenants read once */
+    uint64_t started_unix_ns;
+    int ndev;
+    struct gd_device dev[GD_MAX_DEVICES];
+    uint64_t sampled_ns; /* CLOCK_MONOTONIC of the latest sample */
+    struct gpuslice_node *node;
+    char tenant_dir[PATH_MAX]; /* managed tenants' state files */
+    int ntenant;
+    struct gd_tenant *tenant; /* GD_MAX_RUN_TENANTS + GPUSLICE_NODE_MAX_TENANTS of them */
+    uint64_t requests_total;
+    gid_t admin_gid;
+    int has_admin_gid;
+};
+
+extern struct gd_state gd;
+
+/* Loads NVML (or the simulated GPU) and samples once; 0 or -1 with a message in err. */
+int gd_devices_start(char *err, size_t errlen);
+
+/* Starts the sampling thread (which also sweeps the tenants); 0 or -1 with a message. */
+int gd_devices_run(char *err, size_t errlen);
+void gd_devices_stop(void);
+
+/* The device by index or UUID (any case, "GPU-" optional); NULL if none. Under gd.mu. */
+const struct gd_device *gd_device_find(const char *key);
+
+/* Opens the node segment and rebuilds the tenants from it; 0 or -1 with a message. */
+int gd_registry_start(char *err, size_t errlen);
+void gd_registry_stop(void);
+
+/* One sweep of the tenants (the sampler thread calls it every sweep_ms). */
+void gd_registry_sweep(void);
+
+/* The tenant with this id, or managed name; NULL if none. Under gd.mu. */
+struct gd_tenant *gd_tenant_find(const char *key);
+
+/* The limits a request asks for, parsed (api.c): memory and compute, each optional. */
+struct gd_limits_req {
+    int has_mem, has_comp;
+    struct gs_limits mem, comp; /* keys resolved to UUIDs, or the default */
+};
+
+/*
+ * Creates a managed tenant (under gd.mu). 0, or a negative errno with a
+ * message: -EEXIST (the name is taken), -ENOSPC (no room).
+ */
+int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *l,
+                     struct gd_tenant **out, char *err, size_t errlen);
+
+/* Applies l to t (under gd.mu); 0 or a negative errno with a message. */
+int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen);
+
+/* Ends managed tenant t (under gd.mu); -EBUSY while processes of it live. */
+int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen);
+
+/*
+ * Makes the process (pid in the daemon's namespace) a member of managed
+ * tenant t, with every process it starts (under gd.mu). 0 or a negative errno.
+ */
+int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen);
+
+/*
+ * The limit t has on device dev (its policy or its state file): memory in
+ * bytes, compute in percent; 0 for none.
+ */
+void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, uint64_t *mem,
+                      uint32_t *compute);
+
+/* What t's live processes (as the sweep found them) hold on its device entry e. */
+uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e);
+
+/* The state file's device entry of t for UUID raw, or -1. */
+int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16]);
+
+/* ---- events.c: the recent history, and server-sent events ---- */
+
+/* Records an event (any thread; takes its own lock): type, and a JSON object's members. */
+void gd_event(const char *type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Copies into buf the events after id after (at most len bytes, whole events in SSE form),
+ * waiting up to wait_ms for one; returns the bytes written and the last id in *last.
+ * *gap is set when events after `after` were already dropped from the history.
+ */
+size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uint64_t *last, int *gap);
+uint64_t gd_events_last(void);
+
+/* s as a JSON string, quotes included, into out (len bytes); "" when it does not fit. */
+void gd_json_quote(char *out, size_t len, const char *s);
+void gd_events_stop(void);
+int gd_events_init(void);
+
+/* ---- http.c and api.c ---- */
+
+/* Who sent a request. */
+struct gd_peer {
+    int unix_peer; /* came over the unix socket: uid, gid, pid are the kernel's */
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    int admin; /* root, the daemon's user, a member of the admin group, or a TCP token */
+};
+
+struct gd_request {
+    const char *method;
+    const char *path; /* without the query */
+    const char *query;
+    const char *body;
+    size_t body_len;
+    const char *last_event_id;
+    const char *content_type;
+    struct gd_peer peer;
+    char *params[2]; /* the route's {parameters}, in order */
+};
+
+struct gd_response {
+    int status;
+    char *body; /* malloc'd */
+    size_t len;
+    const char *content_type;
+    int sse; /* serve the event stream from sse_from */
+    uint64_t sse_from;
+};
+
+/* Routes a request; fills resp (api.c). */
+void gd_api_handle(struct gd_request *req, struct gd_response *resp);
+
+/* Replaces in s each byte that is not part of a UTF-8 character with '?' (JSON needs UTF-8). */
+void gd_api_scrub(char *s);
+
+/* A JSON error body {"error": {"code", "message"}} with its status. */
+void gd_api_error(struct gd_response *resp, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+int gd_http_start(char *err, size_t errlen);
+void gd_http_stop(void);
+
+/* The Prometheus text page (metrics.c), malloc'd, into *out; its length. Under gd.mu. */
+size_t gd_metrics_render(char **out);
+
+/* The OpenAPI document served at /v1/openapi.json (generated into the build from docs/). */
+extern const char gd_openapi_json[];
+
+/* ---- state.c: the log (stderr, or syslog once in the background) and the clocks ---- */
+extern int gd_log_syslog;
+void gd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t gd_mono_ns(void);
+uint64_t gd_unix_ns(void);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * The event history: a ring of the latest events_history events, each with
+ * an id that only grows, kept in server-sent-event form, so that a
+ * subscriber (GET /v1/events) is sent each as it happens and one that comes
+ * back with Last-Event-ID gets what it missed, as far as the ring reaches.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/text.h"
+#include "daemon/daemon.h"
+
+#define EVENT_MAX 1024 /* bytes of one event's text */
+
+struct event {
+    uint64_t id;
+    size_t len;
+    char text[EVENT_MAX];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;
+static struct event *ring;
+static size_t cap;
+static uint64_t last_id;
+static int stopping;
+
+int gd_events_init(void)
+{
+    pthread_condattr_t ca;
+
+    cap = (size_t)gd_opt.events_history;
+    if ((ring = calloc(cap, sizeof(*ring))) == NULL)
+        return -1;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return 0;
+}
+
+void gd_event(const char *type, const char *fmt, ...)
+{
+    char members[EVENT_MAX - 160];
+    struct event *e;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(members, sizeof(members), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(members))
+        snprintf(members, sizeof(members), "\"truncated\":true");
+    pthread_mutex_lock(&mu);
+    if (ring == NULL) {
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    e = &ring[last_id % cap];
+    e->id = ++last_id;
+    n = snprintf(e->text, sizeof(e->text),
+                 "id: %llu\nevent: %s\ndata: {\"id\":%llu,\"type\":\"%s\",\"time_unix_ns\":%llu,%s}"
+                 "\n\n",
+                 (unsigned long long)e->id, type, (unsigned long long)e->id, type,
+                 (unsigned long long)gd_unix_ns(), members);
+    e->len = n < 0 ? 0 : (size_t)n >= sizeof(e->text) ? sizeof(e->text) - 1 : (size_t)n;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    if (gd_opt.verbose)
+        gd_log("event %s {%s}", type, members);
+}
+
+void gd_json_quote(char *out, size_t len, const char *s)
+{
+    FILE *f = fmemopen(out, len, "w");
+
+    if (f == NULL || len < 3) {
+        if (len)
+            snprintf(out, len, "\"\"");
+        if (f)
+            fclose(f);
+        return;
+    }
+    setvbuf(f, NULL, _IONBF, 0);
+    gs_json_string(f, s, strlen(s));
+    if (ferror(f) || ftell(f) >= (long)len - 1)
+        snprintf(out, len, "\"\"");
+    fclose(f);
+}
+
+uint64_t gd_events_last(void)
+{
+    uint64_t v;
+
+    pthread_mutex_lock(&mu);
+    v = last_id;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uint64_t *last, int *gap)
+{
+    size_t got = 0;
+
+    *gap = 0;
+    pthread_mutex_lock(&mu);
+    if (after > last_id)
+        after = last_id; /* an id from before a restart: from now on */
+    if (after == last_id && wait_ms > 0 && !stopping) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += wait_ms / 1000;
+        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (after == last_id && !stopping && pthread_cond_timedwait(&cond, &mu, &ts) == 0)
+            ;
+    }
+    if (last_id - after > cap) {
+        *gap = 1;
+        after = last_id - cap;
+    }
+    while (after < last_id) {
+        const struct event *e = &ring[(after) % cap];
+
+        if (e->id != after + 1 || got + e->len > len)
+            break;
+        memcpy(buf + got, e->text, e->len);
+        got += e->len;
+        after++;
+    }
+    *last = after;
+    pthread_mutex_unlock(&mu);
+    return got;
+}
+
+void gd_events_stop(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,120 @@
+/*
+ * gpusliced's entry point: options, then the GPUs (its first log line says
+ * whether they are real or simulated), the node segment and tenants, the
+ * HTTP server; then it waits for SIGTERM or SIGINT and stops in the reverse
+ * order. The node segment and the tenants' state files outlive it: their
+ * processes keep their limits while no daemon runs, and the next one takes
+ * them over.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/daemon.h"
+
+/* Into the background: the parent returns once the child is serving (or has failed). */
+static int background(void)
+{
+    int p[2];
+    pid_t pid;
+    char ok = 0;
+
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    if ((pid = fork()) < 0)
+        return -1;
+    if (pid > 0) {
+        close(p[1]);
+        if (read(p[0], &ok, 1) != 1)
+            ok = 0;
+        _exit(ok == 1 ? 0 : 1);
+    }
+    close(p[0]);
+    setsid();
+    if (fork() > 0)
+        _exit(0);
+    return p[1];
+}
+
+static void ready_signal(int fd)
+{
+    char ok = 1;
+    int devnull;
+
+    if (fd < 0)
+        return;
+    if (write(fd, &ok, 1) != 1) {
+        /* the parent is gone: nothing to tell */
+    }
+    close(fd);
+    if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+        dup2(devnull, STDIN_FILENO);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        close(devnull);
+    }
+    gd_log_syslog = 1;
+}
+
+int main(int argc, char **argv)
+{
+    char err[1024];
+    sigset_t set;
+    int r, sig, notify = -1;
+
+    if ((r = gd_options_load(argc, argv)) >= 0)
+        return r;
+    umask(022);
+    gethostname(gd.hostname, sizeof(gd.hostname) - 1);
+    gd_api_scrub(gd.hostname);
+    gd.started_unix_ns = gd_unix_ns();
+    if (!gd_opt.foreground) {
+        openlog("gpusliced", LOG_PID, LOG_DAEMON);
+        if ((notify = background()) < 0) {
+            fprintf(stderr, "gpusliced: cannot go into the background: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    /* Every thread started from here on leaves these signals to sigwait below. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
+        gd_registry_start(err, sizeof(err)) < 0 || gd_devices_run(err, sizeof(err)) < 0 ||
+        gd_http_start(err, sizeof(err)) < 0) {
+        gd_log("cannot start: %s", err);
+        return 1;
+    }
+    gd_log("serving on %s (%d GPU%s%s; run directory %s, state %s)", gd_opt.socket, gd.ndev,
+           gd.ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
+           gd_opt.state_dir);
+    ready_signal(notify);
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            gd_log("SIGHUP: the configuration is read at start only; restart to change it");
+            continue;
+        }
+        break;
+    }
+    gd_log("stopping (signal %d); tenants keep their limits", sig);
+    __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
+    gd_events_stop();
+    gd_http_stop();
+    gd_devices_stop();
+    gd_registry_stop();
+    return 0;
+}

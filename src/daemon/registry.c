@@ -1,0 +1,934 @@
+/*
+ * The tenants: the daemon's own (managed: their limits in the node segment,
+ * their state files in RUN_DIR/tenants, their definitions kept in
+ * STATE_DIR/tenants.json so a reboot keeps them) and those of gpuslice run
+ * (their files in the run directory gpuslice uses). A sweep re-reads them
+ * all into a fresh list, outside the lock, then swaps it in and records what
+ * changed as events. State files are read by copy (pread), never mapped:
+ * their owners may truncate them under us. What the daemon writes to one
+ * (the mirror of its limits, for tools that read the file) is written with
+ * pwrite for the same reason.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/node.h"
+#include "common/proc.h"
+#include "common/tenant.h"
+#include "common/text.h"
+#include "control/tenants.h"
+#include "daemon/daemon.h"
+
+#define MAX_TENANTS (GD_MAX_RUN_TENANTS + GPUSLICE_NODE_MAX_TENANTS)
+
+static struct gd_tenant lists[2][MAX_TENANTS];
+static int cur;                                              /* gd.tenant == lists[cur] */
+static pthread_mutex_t sweep_mu = PTHREAD_MUTEX_INITIALIZER; /* one sweep at a time */
+
+static void uuid_str(const uint8_t raw[16], char out[GS_UUID_STRLEN])
+{
+    tenant_list_uuid(raw, out);
+}
+
+/* ---- the definitions file: STATE_DIR/tenants.json, replaced atomically ---- */
+
+static json_t *limits_json(const struct gpuslice_node_tenant *p, int mem)
+{
+    json_t *o = json_object();
+    int d;
+
+    if (mem ? p->mem_default : p->compute_default)
+        json_object_set_new(
+            o, "default",
+            json_integer(mem ? (json_int_t)p->mem_default : (json_int_t)p->compute_default));
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++) {
+        char u[GS_UUID_STRLEN];
+        static const uint8_t zero[16];
+
+        if (memcmp(p->dev[d].uuid, zero, 16) == 0)
+            continue;
+        uuid_str(p->dev[d].uuid, u);
+        json_object_set_new(o, u,
+                            json_integer(mem ? (json_int_t)p->dev[d].mem_limit
+                                             : (json_int_t)p->dev[d].compute_limit));
+    }
+    return o;
+}
+
+/* Writes every managed tenant's definition; under gd.mu. */
+static void save_definitions(void)
+{
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 64];
+    json_t *arr = json_array();
+    int i;
+
+    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS; i++) {
+        struct gpuslice_node_tenant p;
+
+        gs_node_read_tenant(gd.node, i, &p);
+        if (p.id == 0)
+            continue;
+        json_array_append_new(arr,
+                              json_pack("{s:i, s:s, s:i, s:I, s:o, s:o}", "id", (json_int_t)p.id,
+                                        "name", p.name, "owner", (json_int_t)p.owner_uid,
+                                        "created_unix_ns", (json_int_t)p.created_unix_ns, "memory",
+                                        limits_json(&p, 1), "compute", limits_json(&p, 0)));
+    }
+    snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    if (json_dump_file(arr, tmp, JSON_INDENT(2)) < 0 || rename(tmp, path) < 0) {
+        gd_log("warning: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    json_decref(arr);
+}
+
+/* ---- the state file's mirror of a managed tenant's limits ---- */
+
+static void pwrite_word(int fd, const void *p, size_t len, size_t off)
+{
+    if (pwrite(fd, p, len, (off_t)off) != (ssize_t)len)
+        gd_log("warning: cannot update a managed tenant's state file: %s", strerror(errno));
+}
+
+/*
+ * Writes the policy's limits into the state file's device entries, for tools that read the
+ * file (what is enforced is read from the node segment).
+ */
+static void mirror_limits(const char *path, const struct gpuslice_node_tenant *p)
+{
+    struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
+    uint32_t any = 0;
+    int fd, e;
+
+    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
+        return;
+    if (pread(fd, dev, sizeof(dev), offsetof(struct gpuslice_tenant, dev)) !=
+        (ssize_t)sizeof(dev)) {
+        close(fd);
+        return;
+    }
+    for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
+        static const uint8_t zero[16];
+        uint64_t mem = p->mem_default;
+        uint32_t comp = p->compute_default;
+        int d;
+
+        if (memcmp(dev[e].uuid, zero, 16) == 0)
+            continue;
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            if (memcmp(p->dev[d].uuid, dev[e].uuid, 16) == 0) {
+                mem = p->dev[d].mem_limit;
+                comp = p->dev[d].compute_limit;
+            }
+        pwrite_word(fd, &mem, sizeof(mem),
+                    offsetof(struct gpuslice_tenant, dev) + e * sizeof(dev[0]) +
+                        offsetof(struct gpuslice_tenant_device, mem_limit));
+        pwrite_word(fd, &comp, sizeof(comp),
+                    offsetof(struct gpuslice_tenant, dev) + e * sizeof(dev[0]) +
+                        offsetof(struct gpuslice_tenant_device, compute_limit));
+    }
+    any = (p->flags & GPUSLICE_NODE_COMPUTE_ANY) ? 1 : 0;
+    pwrite_word(fd, &any, sizeof(any), offsetof(struct gpuslice_tenant, compute_any));
+    close(fd);
+}
+
+/* ---- the node segment's entries ---- */
+
+static void policy_flags(struct gpuslice_node_tenant *p)
+{
+    int d;
+
+    p->flags &= ~GPUSLICE_NODE_COMPUTE_ANY;
+    if (p->compute_default)
+        p->flags |= GPUSLICE_NODE_COMPUTE_ANY;
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+        if (p->dev[d].compute_limit)
+            p->flags |= GPUSLICE_NODE_COMPUTE_ANY;
+}
+
+/* Writes p into node entry i whole, under its sequence word. */
+static void write_entry(int i, const struct gpuslice_node_tenant *p)
+{
+    struct gpuslice_node_tenant *t = &gd.node->tenant[i];
+    const uint64_t *s = (const uint64_t *)p;
+    uint64_t *d = (uint64_t *)t;
+    uint32_t seq;
+    size_t k;
+
+    gs_node_write_begin(gd.node, i);
+    seq = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
+    for (k = 0; k < sizeof(*p) / 8; k++)
+        __atomic_store_n(&d[k], s[k], __ATOMIC_RELAXED);
+    __atomic_store_n(&t->seq, seq, __ATOMIC_RELAXED); /* the copy overwrote it */
+    gs_node_write_end(gd.node, i);
+}
+
+static void state_path(const struct gpuslice_node_tenant *p, char *out, size_t len)
+{
+    if ((size_t)snprintf(out, len, "%s/%s", gd.tenant_dir, p->state_file) >= len)
+        out[0] = '\0';
+}
+
+/* Applies limits l on top of p (a default entry replaces the default; keys their device's). */
+static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *l, int mem,
+                        char *err, size_t errlen)
+{
+    int k, d;
+
+    for (k = 0; k < l->n; k++) {
+        const struct gs_limit_entry *e = &l->e[k];
+        uint8_t raw[16];
+        int free_d = -1;
+
+        if (e->key == GS_KEY_ALL) {
+            if (mem)
+                p->mem_default = e->value;
+            else
+                p->compute_default = e->value >= 100 ? 0 : (uint32_t)e->value;
+            continue;
+        }
+        /* api.c resolved index keys to UUIDs. */
+        for (d = 0; d < 16; d++) {
+            unsigned b;
+            if (sscanf(e->uuid + 4 + (d * 2) + (d >= 4) + (d >= 6) + (d >= 8) + (d >= 10), "%2x",
+                       &b) != 1)
+                return gs_set_error(err, errlen, "bad UUID %s", e->uuid), -EINVAL;
+            raw[d] = (uint8_t)b;
+        }
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++) {
+            static const uint8_t zero[16];
+            if (memcmp(p->dev[d].uuid, raw, 16) == 0)
+                break;
+            if (free_d < 0 && memcmp(p->dev[d].uuid, zero, 16) == 0)
+                free_d = d;
+        }
+        if (d == GPUSLICE_NODE_MAX_DEVICES) {
+            if (free_d < 0)
+                return gs_set_error(err, errlen, "more than %d devices", GPUSLICE_NODE_MAX_DEVICES),
+                       -ENOSPC;
+            d = free_d;
+            memcpy(p->dev[d].uuid, raw, 16);
+            p->dev[d].mem_limit = p->mem_default;
+            p->dev[d].compute_limit = p->compute_default;
+        }
+        if (mem)
+            p->dev[d].mem_limit = e->value;
+        else
+            p->dev[d].compute_limit = e->value >= 100 ? 0 : (uint32_t)e->value;
+    }
+    policy_flags(p);
+    return 0;
+}
+
+int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *l,
+                     struct gd_tenant **out, char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p;
+    struct gpuslice_tenant *t;
+    char path[PATH_MAX];
+    const char *base;
+    int i, slot = -1, r;
+
+    if (gs_node_find_name(gd.node, name) >= 0) {
+        gs_set_error(err, errlen, "a tenant named \"%s\" exists", name);
+        return -EEXIST;
+    }
+    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS && slot < 0; i++)
+        if (__atomic_load_n(&gd.node->tenant[i].id, __ATOMIC_RELAXED) == 0)
+            slot = i;
+    if (slot < 0 || gd.ntenant >= MAX_TENANTS) {
+        gs_set_error(err, errlen, "the daemon holds %d tenants, its most",
+                     GPUSLICE_NODE_MAX_TENANTS);
+        return -ENOSPC;
+    }
+    memset(&p, 0, sizeof(p));
+    snprintf(p.name, sizeof(p.name), "%s", name);
+    p.owner_uid = (uint32_t)owner;
+    p.created_unix_ns = gd_unix_ns();
+    if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
+        (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
+        return r;
+    if ((r = gs_tenant_create(gd.tenant_dir, name, path, sizeof(path), &t)) < 0) {
+        gs_set_error(err, errlen, "cannot create its state file in %s: %s", gd.tenant_dir,
+                     gs_strerror(r));
+        return r;
+    }
+    base = strrchr(path, '/') + 1;
+    if (strlen(base) >= sizeof(p.state_file)) {
+        gs_tenant_close(t);
+        unlink(path);
+        gs_set_error(err, errlen, "state file name too long");
+        return -ENAMETOOLONG;
+    }
+    snprintf(p.state_file, sizeof(p.state_file), "%s", base);
+    p.id = gd.node->next_id++;
+    if (gd.node->next_id == 0)
+        gd.node->next_id = 1;
+    t->limits_fixed = 1;
+    t->owner_uid = (uint32_t)owner;
+    t->compute_any = (p.flags & GPUSLICE_NODE_COMPUTE_ANY) ? 1 : 0;
+    __atomic_store_n(&t->node_tenant, p.id, __ATOMIC_RELEASE);
+    gs_tenant_close(t);
+    /* Its processes, the owner's, write their usage into it. */
+    if (owner != geteuid() && chown(path, owner, (gid_t)-1) < 0) {
+        r = -errno;
+        unlink(path);
+        gs_set_error(err, errlen, "cannot give its state file to uid %u: %s", (unsigned)owner,
+                     strerror(errno));
+        return r;
+    }
+    write_entry(slot, &p);
+    save_definitions();
+    /* In the list at once: a GET right after the POST shows it. */
+    {
+        struct gd_tenant *n = &gd.tenant[gd.ntenant];
+        uid_t o;
+
+        memset(n, 0, sizeof(*n));
+        snprintf(n->id, sizeof(n->id), "%u", p.id);
+        n->managed = 1;
+        n->node_idx = slot;
+        n->node_id = p.id;
+        n->owner = owner;
+        n->policy = p;
+        snprintf(n->path, sizeof(n->path), "%s", path);
+        if (gs_tenant_open_owned(path, 0, &o, &n->t) < 0)
+            n->t = NULL;
+        n->seen = 1;
+        gd.ntenant++;
+        *out = n;
+    }
+    gd_event("tenant.created", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
+    return 0;
+}
+
+int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p;
+    int r;
+
+    if (!t->managed) {
+        int fd;
+        struct gpuslice_tenant *m;
+
+        /* gpuslice run's tenant: its file holds its limits (the daemon is root, or its owner). */
+        if ((fd = gs_tenant_open(t->path, &m)) < 0) {
+            gs_set_error(err, errlen, "cannot open its state file %s: %s", t->path,
+                         gs_strerror(fd));
+            return fd;
+        }
+        r = 0;
+        if (l->has_mem)
+            r = gs_tenant_set(m, GS_SET_MEMORY, &l->mem, err, errlen);
+        if (r == 0 && l->has_comp)
+            r = gs_tenant_set(m, GS_SET_COMPUTE, &l->comp, err, errlen);
+        gs_tenant_close(m);
+        if (r == 0)
+            gd_event("tenant.changed", "\"tenant\":\"%s\"", t->id);
+        return r;
+    }
+    gs_node_read_tenant(gd.node, t->node_idx, &p);
+    if (p.id != t->node_id) {
+        gs_set_error(err, errlen, "the tenant ended");
+        return -ENOENT;
+    }
+    if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
+        (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
+        return r;
+    write_entry(t->node_idx, &p);
+    t->policy = p;
+    mirror_limits(t->path, &p);
+    save_definitions();
+    gd_event("tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
+    return 0;
+}
+
+static void drop_members(uint32_t id)
+{
+    int i;
+
+    for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++)
+        if (__atomic_load_n(&gd.node->member[i].tenant, __ATOMIC_RELAXED) == id)
+            __atomic_store_n(&gd.node->member[i].tenant, 0, __ATOMIC_RELEASE);
+}
+
+int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p;
+    struct gpuslice_tenant *snap;
+    uid_t o;
+    int live = 0, i;
+
+    if (!t->managed) {
+        gs_set_error(err, errlen, "tenant %s belongs to its gpuslice run, which ends it", t->id);
+        return -EPERM;
+    }
+    if (gs_tenant_open_owned(t->path, 0, &o, &snap) == 0) {
+        live = gs_tenant_live_procs(snap);
+        gs_tenant_close(snap);
+    }
+    if (live > 0) {
+        gs_set_error(err, errlen, "%d process%s of tenant \"%s\" still run%s", live,
+                     live == 1 ? "" : "es", t->policy.name, live == 1 ? "s" : "");
+        return -EBUSY;
+    }
+    drop_members(t->node_id);
+    memset(&p, 0, sizeof(p));
+    write_entry(t->node_idx, &p);
+    unlink(t->path);
+    save_definitions();
+    gd_event("tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id, t->policy.name);
+    gs_tenant_close(t->t);
+    for (i = 0; i < gd.ntenant; i++)
+        if (&gd.tenant[i] == t) {
+            memmove(&gd.tenant[i], &gd.tenant[i + 1],
+                    (size_t)(gd.ntenant - i - 1) * sizeof(gd.tenant[0]));
+            gd.ntenant--;
+            break;
+        }
+    return 0;
+}
+
+/* Adds (ns, pid, start) as a member of tenant id; under gd.mu. */
+static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
+{
+    int i, free_i = -1;
+
+    for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++) {
+        struct gpuslice_node_member *m = &gd.node->member[i];
+        uint32_t t = __atomic_load_n(&m->tenant, __ATOMIC_RELAXED);
+
+        if (t == 0) {
+            if (free_i < 0)
+                free_i = i;
+            continue;
+        }
+        if (m->pid == pid && m->pid_ns == ns && m->start_time == start) {
+            __atomic_store_n(&m->tenant, id, __ATOMIC_RELEASE);
+            return 0;
+        }
+    }
+    if (free_i < 0)
+        return -ENOSPC;
+    {
+        struct gpuslice_node_member *m = &gd.node->member[free_i];
+
+        __atomic_store_n(&m->pid_ns, ns, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->pid, pid, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->start_time, start, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->tenant, id, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+static uint32_t lineage_of(pid_t pid);
+
+int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen)
+{
+    uint64_t start = gs_proc_start_time(pid);
+    uint32_t ns = gs_proc_pid_ns(pid), in;
+    pid_t inner = gs_proc_inner_pid(pid);
+    int r;
+
+    if (!t->managed) {
+        gs_set_error(err, errlen,
+                     "tenant %s is a gpuslice run's; join a tenant made through the "
+                     "API (POST /v1/tenants)",
+                     t->id);
+        return -EINVAL;
+    }
+    if (start == 0 || ns == 0 || inner <= 0) {
+        gs_set_error(err, errlen, "process %d cannot be read in /proc", (int)pid);
+        return -ESRCH;
+    }
+    /* A process of a managed tenant may not leave it for another: that would lift its limits. */
+    if ((in = lineage_of(pid)) != 0 && in != t->node_id && !admin) {
+        int i = gs_node_find_tenant(gd.node, in);
+
+        gs_set_error(err, errlen,
+                     "process %d belongs to the daemon's tenant \"%s\" and may not leave it "
+                     "(only an admin may move it)",
+                     (int)pid, i >= 0 ? gd.node->tenant[i].name : "?");
+        return -EPERM;
+    }
+    if ((r = add_member(t->node_id, ns, inner, start)) < 0) {
+        gs_set_error(err, errlen, "the member table is full (%d processes)",
+                     GPUSLICE_NODE_MAX_MEMBERS);
+        return r;
+    }
+    gd_event("process.joined", "\"tenant\":\"%u\",\"pid\":%d", t->node_id, (int)pid);
+    return 0;
+}
+
+void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, uint64_t *mem,
+                      uint32_t *compute)
+{
+    int e;
+
+    *mem = 0;
+    *compute = 0;
+    if (t->managed) {
+        if (gs_node_limits(gd.node, t->node_idx, t->node_id, dev->raw, mem, compute) < 0)
+            *mem = 0, *compute = 0;
+        return;
+    }
+    if (t->t && (e = gd_tenant_entry(t, dev->raw)) >= 0) {
+        *mem = t->t->dev[e].mem_limit;
+        *compute = tenant_list_ceiling(&t->t->dev[e]);
+    } else if (t->t) {
+        if (t->t->set_flags & GPUSLICE_SET_MEMORY)
+            *mem = t->t->set_mem_limit;
+        if (t->t->set_flags & GPUSLICE_SET_COMPUTE)
+            *compute = t->t->set_compute_limit;
+    }
+}
+
+uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e)
+{
+    uint64_t sum = 0;
+    int i;
+
+    if (t->t == NULL || e < 0 || e >= GPUSLICE_MAX_DEVICES)
+        return 0;
+    for (i = 0; i < GPUSLICE_MAX_PROCS && t->nlive; i++)
+        if (t->seen_pid[i] != 0)
+            sum += t->t->proc[i].mem_used[e];
+    return sum;
+}
+
+int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16])
+{
+    int e;
+
+    if (t->t == NULL)
+        return -1;
+    for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+        if (tenant_list_dev_in_use(&t->t->dev[e]) && memcmp(t->t->dev[e].uuid, raw, 16) == 0)
+            return e;
+    return -1;
+}
+
+struct gd_tenant *gd_tenant_find(const char *key)
+{
+    int i;
+
+    for (i = 0; i < gd.ntenant; i++)
+        if (strcmp(gd.tenant[i].id, key) == 0)
+            return &gd.tenant[i];
+    for (i = 0; i < gd.ntenant; i++)
+        if (gd.tenant[i].managed && strcmp(gd.tenant[i].policy.name, key) == 0)
+            return &gd.tenant[i];
+    return NULL;
+}
+
+/* ---- the sweep ---- */
+
+/* The managed tenant pid (the daemon's namespace) or its nearest member ancestor is in; 0 none. */
+static uint32_t lineage_of(pid_t pid)
+{
+    uint32_t ns = gs_proc_self_ns(), id;
+    int gen;
+
+    for (gen = 0; gen < 64 && pid > 1; gen++) {
+        uint64_t start = gs_proc_start_time(pid);
+
+        if (start == 0)
+            return 0;
+        if ((id = gs_node_member_tenant(gd.node, ns, pid, start)) != 0)
+            return id;
+        pid = gs_proc_parent(pid);
+    }
+    return 0;
+}
+
+static int descends_from(pid_t pid, uint32_t id)
+{
+    return lineage_of(pid) == id;
+}
+
+/* Members that are gone leave the table; under gd.mu. */
+static void prune_members(void)
+{
+    uint32_t self = gs_proc_self_ns();
+    int i;
+
+    for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++) {
+        struct gpuslice_node_member *m = &gd.node->member[i];
+
+        if (__atomic_load_n(&m->tenant, __ATOMIC_RELAXED) == 0)
+            continue;
+        if (m->pid_ns == self ? gs_proc_start_time(m->pid) != m->start_time
+                              : gs_proc_find(m->pid_ns, m->pid, m->start_time, 0) == 0)
+            __atomic_store_n(&m->tenant, 0, __ATOMIC_RELEASE);
+    }
+}
+
+/*
+ * A process of a managed tenant that registered in its state file and descends from one of
+ * its members becomes a member itself: its own children then find the tenant even after
+ * the processes between them and the first member have exited.
+ */
+static void adopt_members(const struct gd_tenant *t)
+{
+    uint32_t self = gs_proc_self_ns();
+    int i;
+
+    if (!t->managed || t->t == NULL || t->nlive == 0)
+        return;
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &t->t->proc[i];
+        uint32_t ns = p->pid_ns ? p->pid_ns : self;
+
+        if (t->seen_pid[i] <= 0 || gs_node_member_tenant(gd.node, ns, p->pid, p->start_time) != 0)
+            continue;
+        if (descends_from(t->seen_pid[i], t->node_id))
+            add_member(t->node_id, ns, p->pid, p->start_time);
+    }
+}
+
+/*
+ * An ID gpuslice run could have made ("<uid>-<pid>-<hex>"): the daemon quotes IDs in JSON,
+ * events and metrics, and a file name in a shared directory is anyone's to choose.
+ */
+static int plain_id(const char *id)
+{
+    const char *c;
+
+    for (c = id; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.'))
+            return 0;
+    return *id != '\0';
+}
+
+static int find_in(struct gd_tenant *v, int n, const char *id)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(v[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* Process and counter events between the previous sweep's view o and the new one n. */
+static void diff_events(struct gd_tenant *o, struct gd_tenant *n)
+{
+    int i, j, e;
+
+    if (n->t == NULL)
+        return;
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &n->t->proc[i];
+
+        if (p->pid == 0)
+            continue;
+        if (o && o->t && o->t->proc[i].pid == p->pid && o->t->proc[i].start_time == p->start_time)
+            continue;
+        gd_event("process.started", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
+    }
+    for (i = 0; o && o->t && i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *p = &o->t->proc[i];
+
+        if (p->pid == 0 ||
+            (n->t->proc[i].pid == p->pid && n->t->proc[i].start_time == p->start_time))
+            continue;
+        gd_event("process.ended", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
+    }
+    for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
+        char u[GS_UUID_STRLEN];
+        uint64_t refused = n->t->mem_refused[e], thr = n->t->compute_throttled_ns[e];
+
+        n->refused[e] = refused;
+        n->throttled[e] = thr;
+        n->throttling[e] = o ? o->throttling[e] : 0;
+        if (!tenant_list_dev_in_use(&n->t->dev[e]))
+            continue;
+        uuid_str(n->t->dev[e].uuid, u);
+        if (o && refused > o->refused[e])
+            gd_event("allocation.refused", "\"tenant\":\"%s\",\"gpu\":\"%s\",\"count\":%llu", n->id,
+                     u, (unsigned long long)(refused - o->refused[e]));
+        j = o && thr > o->throttled[e];
+        if (j && !n->throttling[e])
+            gd_event("throttle.started", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
+        else if (!j && n->throttling[e] && o)
+            gd_event("throttle.stopped", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
+        n->throttling[e] = j;
+    }
+}
+
+void gd_registry_sweep(void)
+{
+    struct gd_tenant *v;
+    struct tenant_list l;
+    int n = 0, i, k;
+    size_t j;
+
+    pthread_mutex_lock(&sweep_mu);
+    v = lists[!cur];
+    /* The daemon's tenants. */
+    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS && n < MAX_TENANTS; i++) {
+        struct gd_tenant *t = &v[n];
+        uid_t o;
+
+        if (__atomic_load_n(&gd.node->tenant[i].id, __ATOMIC_ACQUIRE) == 0)
+            continue;
+        memset(t, 0, sizeof(*t));
+        gs_node_read_tenant(gd.node, i, &t->policy);
+        if (t->policy.id == 0)
+            continue;
+        t->managed = 1;
+        t->node_idx = i;
+        t->node_id = t->policy.id;
+        t->owner = t->policy.owner_uid;
+        snprintf(t->id, sizeof(t->id), "%u", t->policy.id);
+        state_path(&t->policy, t->path, sizeof(t->path));
+        if (gs_tenant_open_owned(t->path, 0, &o, &t->t) < 0)
+            t->t = NULL;
+        /*
+         * A process of the tenant wrote its file's link to us away: written back, or every
+         * process it starts would find its tenant's file disowned and refuse to run.
+         */
+        if (t->t && t->t->node_tenant != t->policy.id) {
+            int fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+            uint32_t id = t->policy.id, one = 1;
+
+            if (fd >= 0) {
+                pwrite_word(fd, &id, sizeof(id), offsetof(struct gpuslice_tenant, node_tenant));
+                pwrite_word(fd, &one, sizeof(one), offsetof(struct gpuslice_tenant, limits_fixed));
+                close(fd);
+            }
+            mirror_limits(t->path, &t->policy);
+            t->t->node_tenant = id;
+            gd_event("tenant.tampered", "\"tenant\":\"%u\",\"name\":\"%s\"", id, t->policy.name);
+        }
+        n++;
+    }
+    /* gpuslice run's. */
+    if (tenant_list_scan(&l, 0) == 0) {
+        for (j = 0; j < l.n && n < MAX_TENANTS; j++) {
+            struct gd_tenant *t = &v[n];
+
+            if (l.v[j].t->node_tenant != 0 || !plain_id(l.v[j].id))
+                continue; /* a managed tenant's file copied there, or a name run never makes */
+            memset(t, 0, sizeof(*t));
+            snprintf(t->id, sizeof(t->id), "%s", l.v[j].id);
+            snprintf(t->path, sizeof(t->path), "%s", l.v[j].path);
+            t->owner = l.v[j].owner;
+            t->t = l.v[j].t;
+            l.v[j].t = NULL;
+            n++;
+        }
+        tenant_list_done(&l);
+    }
+    /* Which processes live, read here: a request then answers from what the sweep found. */
+    for (i = 0; i < n; i++) {
+        if (v[i].t)
+            v[i].nlive = gs_tenant_procs_alive(v[i].t, v[i].seen_pid);
+        else {
+            v[i].nlive = 0;
+            memset(v[i].seen_pid, 0, sizeof(v[i].seen_pid));
+        }
+    }
+    pthread_mutex_lock(&gd.mu);
+    prune_members();
+    /* The API's changes since the node was read: tenants made meanwhile come along, ended go. */
+    for (k = 0; k < gd.ntenant && n < MAX_TENANTS; k++) {
+        struct gd_tenant *o = &gd.tenant[k];
+
+        if (o->managed && find_in(v, n, o->id) < 0 &&
+            __atomic_load_n(&gd.node->tenant[o->node_idx].id, __ATOMIC_RELAXED) == o->node_id) {
+            v[n] = *o;
+            o->t = NULL;
+            n++;
+        }
+    }
+    for (i = 0; i < n;) {
+        if (v[i].managed &&
+            __atomic_load_n(&gd.node->tenant[v[i].node_idx].id, __ATOMIC_RELAXED) != v[i].node_id) {
+            gs_tenant_close(v[i].t);
+            memmove(&v[i], &v[i + 1], (size_t)(n - i - 1) * sizeof(v[0]));
+            n--;
+        } else {
+            i++;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        k = find_in(gd.tenant, gd.ntenant, v[i].id);
+        adopt_members(&v[i]);
+        if (k < 0 && !v[i].managed && __atomic_load_n(&gd.ready, __ATOMIC_RELAXED)) {
+            char name[64], quoted[GS_TEXT_LEN(64) + 8];
+
+            tenant_list_name(v[i].t, name, sizeof(name));
+            gd_api_scrub(name);
+            gd_json_quote(quoted, sizeof(quoted), name);
+            gd_event("tenant.created", "\"tenant\":\"%s\",\"name\":%s", v[i].id, quoted);
+        }
+        diff_events(k >= 0 ? &gd.tenant[k] : NULL, &v[i]);
+    }
+    for (k = 0; k < gd.ntenant; k++)
+        if (!gd.tenant[k].managed && find_in(v, n, gd.tenant[k].id) < 0)
+            gd_event("tenant.ended", "\"tenant\":\"%s\"", gd.tenant[k].id);
+    /* Swap in; the old copies are freed after the lock. */
+    {
+        struct gd_tenant *old = gd.tenant;
+        int nold = gd.ntenant;
+
+        gd.tenant = v;
+        gd.ntenant = n;
+        cur = !cur;
+        pthread_mutex_unlock(&gd.mu);
+        for (k = 0; k < nold; k++)
+            gs_tenant_close(old[k].t);
+    }
+    pthread_mutex_unlock(&sweep_mu);
+}
+
+/* Recreates the tenants of tenants.json in a node segment made afresh (after a reboot). */
+static void restore_definitions(void)
+{
+    char path[PATH_MAX + 32], err[256];
+    json_error_t je;
+    json_t *arr, *it;
+    size_t k;
+
+    snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
+    if ((arr = json_load_file(path, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+        if (access(path, F_OK) == 0)
+            gd_log("warning: %s: %s (line %d); its tenants are not restored", path, je.text,
+                   je.line);
+        return;
+    }
+    json_array_foreach(arr, k, it)
+    {
+        struct gd_limits_req l;
+        struct gd_tenant *t;
+        json_t *name = json_object_get(it, "name"), *owner = json_object_get(it, "owner");
+        const char *key;
+        json_t *val;
+        int pass;
+
+        if (!json_is_string(name) || !json_is_integer(owner))
+            continue;
+        memset(&l, 0, sizeof(l));
+        for (pass = 0; pass < 2; pass++) {
+            struct gs_limits *lim = pass == 0 ? &l.mem : &l.comp;
+            json_t *obj = json_object_get(it, pass == 0 ? "memory" : "compute");
+
+            json_object_foreach(obj, key, val)
+            {
+                struct gs_limit_entry *e;
+
+                if (!json_is_integer(val) || lim->n >= GS_MAX_LIMIT_ENTRIES)
+                    continue;
+                e = &lim->e[lim->n];
+                memset(e, 0, sizeof(*e));
+                e->value = (uint64_t)json_integer_value(val);
+                if (strcmp(key, "default") == 0)
+                    e->key = GS_KEY_ALL;
+                else if (gs_parse_uuid(key, strlen(key), e->uuid))
+                    e->key = GS_KEY_UUID;
+                else
+                    continue;
+                lim->n++;
+            }
+            if (pass == 0)
+                l.has_mem = lim->n > 0;
+            else
+                l.has_comp = lim->n > 0;
+        }
+        if (gd_tenant_create(json_string_value(name), (uid_t)json_integer_value(owner), &l, &t, err,
+                             sizeof(err)) < 0)
+            gd_log("warning: tenant \"%s\" of %s not restored: %s", json_string_value(name), path,
+                   err);
+    }
+    json_decref(arr);
+}
+
+static int make_dir(const char *path, mode_t mode, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (mkdir(path, mode) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        snprintf(err, errlen,
+                 "%s is not a directory of the daemon's user writable by it alone (fix its owner "
+                 "and mode, or give another with --run-dir/--state-dir)",
+                 path);
+        return -1;
+    }
+    chmod(path, mode);
+    return 0;
+}
+
+int gd_registry_start(char *err, size_t errlen)
+{
+    int created, i, kept = 0, r;
+    struct group *g;
+
+    if (make_dir(gd_opt.run_dir, 0755, err, errlen) < 0 ||
+        make_dir(gd_opt.state_dir, 0700, err, errlen) < 0)
+        return -1;
+    if ((size_t)snprintf(gd.tenant_dir, sizeof(gd.tenant_dir), "%s/tenants", gd_opt.run_dir) >=
+            sizeof(gd.tenant_dir) ||
+        make_dir(gd.tenant_dir, 0755, err, errlen) < 0)
+        return -1;
+    if ((r = gs_node_create(gd_opt.run_dir, gd.tenant_dir, &gd.node, &created)) < 0) {
+        snprintf(err, errlen, "cannot create the node segment in %s: %s", gd_opt.run_dir,
+                 gs_strerror(r));
+        return -1;
+    }
+    __atomic_store_n(&gd.node->daemon_pid, 0, __ATOMIC_RELEASE);
+    gd.node->daemon_pid_ns = gs_proc_self_ns();
+    gd.node->daemon_start_time = gs_proc_start_time(getpid());
+    __atomic_store_n(&gd.node->daemon_pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+    if ((g = getgrnam(gd_opt.admin_group)) != NULL) {
+        gd.admin_gid = g->gr_gid;
+        gd.has_admin_gid = 1;
+    }
+    gd.tenant = lists[cur];
+    pthread_mutex_lock(&gd.mu);
+    /* Entries a daemon killed in the middle of a write left odd are whole again. */
+    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS; i++) {
+        if (gd.node->tenant[i].seq & 1)
+            gs_node_write_end(gd.node, i);
+        kept += gd.node->tenant[i].id != 0;
+    }
+    if (created)
+        restore_definitions();
+    pthread_mutex_unlock(&gd.mu);
+    if (!created)
+        gd_log("the node segment %s/" GPUSLICE_NODE_FILE " was kept: %d tenant%s of the daemon's",
+               gd_opt.run_dir, kept, kept == 1 ? "" : "s");
+    return 0;
+}
+
+void gd_registry_stop(void)
+{
+    int k;
+
+    pthread_mutex_lock(&gd.mu);
+    for (k = 0; k < gd.ntenant; k++) {
+        gs_tenant_close(gd.tenant[k].t);
+        gd.tenant[k].t = NULL;
+    }
+    gd.ntenant = 0;
+    pthread_mutex_unlock(&gd.mu);
+    /* The segment stays: tenants keep their limits while no daemon runs. */
+    gs_node_close(gd.node);
+    gd.node = NULL;
+}

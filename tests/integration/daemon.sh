@@ -1,0 +1,292 @@
+# The node daemon's cases (sourced by run.sh, which provides T, B, GS, expect, ok, bad...):
+# gpusliced on the simulated GPU in $T/drun, its API over the unix socket with curl, and
+# programs of its tenants through gpuslice run --tenant.
+D="$B/bin/gpusliced"
+P="$B/tests/mem_probe"
+export GPUSLICE_DAEMON_DIR="$T/drun"
+SOCK="$T/drun/gpusliced.sock"
+DPID=
+
+start_daemon() { # start_daemon [OPTIONS...]: in the background, until it answers (5 s)
+    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun" "$@" \
+        >>"$T/dlog" 2>&1 &
+    DPID=$!
+    BG="$BG $DPID"
+    i=0
+    while [ $i -lt 100 ]; do
+        curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready && return 0
+        sleep 0.05
+        i=$((i + 1))
+    done
+    bad "the daemon did not become ready"; cat "$T/dlog"; return 1
+}
+stop_daemon() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null; DPID=; }
+# api METHOD PATH [BODY]: the status on stdout, the body in $T/body.
+api() {
+    if [ $# -ge 3 ]; then
+        curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X "$1" \
+            -H 'Content-Type: application/json' --data-binary "$3" "http://d$2"
+    else
+        curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X "$1" "http://d$2"
+    fi
+}
+# want STATUS WHAT METHOD PATH [BODY]
+want() {
+    w=$1; what=$2; shift 2
+    got=$(api "$@")
+    if [ "$got" = "$w" ]; then ok "$what ($w)"; else bad "$what: HTTP $got, want $w"; cat "$T/body"; echo; fi
+}
+body_has() {
+    if grep -q -- "$1" "$T/body"; then ok "answer has $1"; else bad "answer lacks '$1'"; cat "$T/body"; echo; fi
+}
+err_code() { # the answer is an error object with this code
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"]==sys.argv[2] and e["message"], e' \
+        "$T/body" "$1" && ok "error code $1 with a message" || { bad "not error $1"; cat "$T/body"; echo; }
+}
+jq_py() { python3 -c "import json,sys; d=json.load(open('$T/body')); $1"; }
+
+case $CASE in
+daemon_api)
+    start_daemon || exit 1
+    head -1 "$T/dlog" | grep -q "simulated GPU" && ok "first log line says it runs on the simulated GPU" || { bad "first log line"; cat "$T/dlog"; }
+    want 200 "healthz" GET /healthz
+    want 200 "readyz" GET /readyz
+    body_has '"simulated":true'
+    want 200 "devices" GET /v1/devices
+    jq_py 'g=d["devices"][0]; assert len(d["devices"])==1 and g["memory_total_bytes"]==16<<30 and g["uuid"].startswith("GPU-5ac1ce00") and 0<=g["utilization"]<=1 and g["power_watts"]>0 and g["sm_clock_mhz"]>0, g' && ok "the simulated GPU as NVML shows it" || bad "devices content"
+    want 200 "a device by index" GET /v1/devices/0
+    want 200 "a device by UUID, any case" GET /v1/devices/gpu-5AC1CE00-0000-4000-8000-000000000000
+    want 404 "no device 3" GET /v1/devices/3
+    err_code not_found
+    want 404 "an unknown path" GET /v2/nothing
+    want 405 "a method a path does not take" PUT /v1/tenants
+    body_has "allowed: GET, POST"
+    want 200 "OpenAPI document" GET /v1/openapi.json
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a==b' "$T/body" "$SRC/docs/openapi.json" && ok "served document is the repository's" || bad "openapi differs"
+    # Every route of the table is in the document, and nothing else.
+    python3 - "$SRC/src/daemon/api.c" "$SRC/docs/openapi.json" <<'PY' && ok "every route is documented, every documented path routed" || bad "routes and OpenAPI disagree"
+import json, re, sys
+src = open(sys.argv[1]).read()
+routes = set((m, p) for m, p in re.findall(r'\{ "(GET|POST|PATCH|DELETE|PUT)", "(/[^"]*)", h_', src))
+doc = json.load(open(sys.argv[2]))["paths"]
+documented = set((m.upper(), p) for p, ops in doc.items() for m in ops)
+assert routes == documented, (routes ^ documented)
+PY
+    want 201 "a tenant made" POST /v1/tenants '{"name":"train","memory":"2G","compute":40}'
+    jq_py 'assert d["name"]=="train" and d["managed"] and d["limits"]["memory"]["default"]==2<<30 and d["limits"]["compute"]["default"]==40, d' && ok "its limits as given" || bad "created tenant"
+    want 409 "the same name again" POST /v1/tenants '{"name":"train"}'
+    err_code conflict
+    want 201 "per-device limits by index and UUID" POST /v1/tenants '{"name":"per-dev","memory":{"0":"1G"},"compute":{"GPU-5ac1ce00-0000-4000-8000-000000000000":25}}'
+    jq_py 'u="GPU-5ac1ce00-0000-4000-8000-000000000000"; assert d["limits"]["memory"][u]==1<<30 and d["limits"]["compute"][u]==25, d' && ok "index key resolved to the GPU's UUID" || bad "per-device"
+    # Bad input: each named, each a 4xx with the error object.
+    want 400 "a name with a slash" POST /v1/tenants '{"name":"a/b"}'
+    body_has "name:"
+    want 400 "an all-digit name (ids are numbers)" POST /v1/tenants '{"name":"123"}'
+    want 400 "no name" POST /v1/tenants '{"memory":"1G"}'
+    want 400 "a size that is not one" POST /v1/tenants '{"name":"x","memory":"8 GB"}'
+    body_has "memory: \\\\\"8 GB\\\\\" is not a size"
+    want 400 "a size under 1M" POST /v1/tenants '{"name":"x","memory":1000}'
+    want 400 "a compute of 101" POST /v1/tenants '{"name":"x","compute":101}'
+    body_has "compute"
+    want 400 "a compute as a string" POST /v1/tenants '{"name":"x","compute":"30"}'
+    want 400 "a GPU the node lacks" POST /v1/tenants '{"name":"x","memory":{"7":"1G"}}'
+    body_has "is not a GPU of this node"
+    want 400 "an unknown field" POST /v1/tenants '{"name":"x","memroy":"1G"}'
+    body_has 'unknown field \\"memroy\\"'
+    want 400 "not JSON" POST /v1/tenants '{"name":'
+    err_code bad_json
+    want 400 "an array, not an object" POST /v1/tenants '[1,2]'
+    want 400 "a duplicate key" POST /v1/tenants '{"name":"a","name":"b"}'
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H 'Content-Type: text/plain' --data '{"name":"x"}' http://d/v1/tenants)
+    [ "$got" = 415 ] && ok "a body that is not application/json: 415" || bad "content type: $got"
+    head -c 70000 /dev/zero | tr '\0' 'a' >"$T/big"
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H 'Content-Type: application/json' --data-binary @"$T/big" http://d/v1/tenants)
+    [ "$got" = 413 ] && ok "a body over max-body: 413 before it is read" || bad "big body: $got"
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' 'b')" http://d/healthz)
+    [ "$got" = 431 ] || [ "$got" = 413 ] && ok "headers over max-header: $got" || bad "big header: $got"
+    want 200 "a tenant by name" GET /v1/tenants/train
+    want 404 "no such tenant" GET /v1/tenants/nothere
+    err_code not_found
+    want 200 "PATCH lowers" PATCH /v1/tenants/train '{"memory":"1G"}'
+    jq_py 'assert d["limits"]["memory"]["default"]==1<<30' && ok "limit lowered" || bad "patch"
+    want 400 "PATCH with nothing" PATCH /v1/tenants/train '{}'
+    want 200 "its processes (none)" GET /v1/tenants/train/processes
+    body_has '"processes":\[\]'
+    want 204 "DELETE a tenant without processes" DELETE /v1/tenants/per-dev
+    want 404 "and it is gone" GET /v1/tenants/per-dev
+    # The daemon still answers after all of it.
+    want 200 "still healthy" GET /healthz
+    grep -q "^gpusliced: " "$T/dlog" && ! grep -qi "sanitizer\|runtime error" "$T/dlog" && ok "no sanitizer report" || { bad "daemon log"; cat "$T/dlog"; } ;;
+daemon_managed)
+    start_daemon || exit 1
+    want 201 "tenant of 1G" POST /v1/tenants '{"name":"job","memory":"1G"}'
+    expect 0 "a program of the tenant" -- "$GS" run --tenant job -- "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 400 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the daemon's 1G (64M context)" || { bad "limit"; cat "$T/out"; }
+    # The escapes that work without a daemon, each tried inside a managed tenant.
+    expect 0 "unsetting GPUSLICE_TENANT" -- "$GS" run --tenant job -- env -u GPUSLICE_TENANT "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "still limited: the tenant is found by lineage" || { bad "unset escaped"; cat "$T/out"; }
+    expect 0 "limits of its own in the environment" -- "$GS" run --tenant job -- env GPUSLICE_MEMORY_LIMIT=8G "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the environment's 8G is not used" || { bad "env escaped"; cat "$T/out"; }
+    expect 2 "a nested gpuslice run with a larger limit" -- "$GS" run --tenant job -- "$GS" run --memory 8G -- "$P" alloc:512 alloc:400 alloc:200
+    stderr_has "runs inside the daemon's tenant \"job\""
+    expect 0 "a nested run without limits shares the tenant's" -- "$GS" run --tenant job -- "$GS" run -- "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "limited" || { bad "nested escaped"; cat "$T/out"; }
+    expect 0 "writing the tenant's state file" -- "$GS" run --tenant job -- "$P" alloc:512 tamper alloc:400 alloc:200
+    grep -q "tamper ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "its limits are not in the file it can write" || { bad "tamper escaped"; cat "$T/out"; }
+    sleep 0.6
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
+    grep -q "^event: tenant.tampered$" "$T/sse" && ok "the daemon saw the tampering (event tenant.tampered)" || { bad "no tampered event"; cat "$T/sse"; }
+    expect 0 "a process after the tampering" -- "$GS" run --tenant job -- "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the daemon wrote the file's link back; still limited" || { bad "after tamper"; cat "$T/out" "$T/err"; }
+    expect 0 "a double fork out of the shell" -- "$GS" run --tenant job -- sh -c "( ( \"$P\" alloc:512 alloc:400 alloc:200 >\"$T/df\" & ) & ); sleep 1"
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/df" && ok "an orphan stays in the tenant" || { bad "double fork"; cat "$T/df"; }
+    # gpuslice set through the daemon (root here is an admin: it may raise).
+    expect 0 "gpuslice set lowers through the daemon" -- "$GS" set job --memory 768M
+    want 200 "the tenant" GET /v1/tenants/job
+    jq_py 'assert d["limits"]["memory"]["default"]==768<<20, d' && ok "the daemon holds 768M" || bad "set"
+    expect 0 "a program under the lowered limit" -- "$GS" run --tenant job -- "$P" alloc:512 alloc:400
+    grep -q "alloc 400 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the new limit applies" || { bad "lowered"; cat "$T/out"; }
+    # Two processes of the tenant share its limit.
+    "$GS" run --tenant job -- "$P" alloc:400 mark:"$T/a" wait:"$T/go" >"$T/p1" 2>&1 &
+    P1=$!
+    BG="$BG $P1"
+    i=0; while [ ! -e "$T/a" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    expect 0 "a second process beside the first" -- "$GS" run --tenant job -- "$P" alloc:200 alloc:200
+    grep -q "alloc 200 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the two share 768M" || { bad "shared"; cat "$T/out"; }
+    sleep 0.4
+    want 200 "the tenant while a process runs" GET /v1/tenants/job
+    jq_py 'assert d["processes"]==1 and d["devices"][0]["memory_used_bytes"]>=400<<20 and d["devices"][0]["allocations_refused"]>=1, d' && ok "its process, usage and refusals" || { bad "usage"; cat "$T/body"; }
+    want 409 "DELETE while a process runs" DELETE /v1/tenants/job
+    err_code conflict
+    touch "$T/go"; wait $P1
+    expect 2 "joining a tenant that does not exist" -- "$GS" run --tenant nosuch -- true
+    stderr_has 'no tenant "nosuch"'
+    expect 2 "--tenant with --memory" -- "$GS" run --tenant job --memory 1G -- true
+    stderr_has "--tenant job"
+    expect 2 "a --tenant that is no name" -- "$GS" run --tenant 'a b' -- true
+    stop_daemon
+    expect 1 "--tenant with no daemon" -- "$GS" run --tenant job -- true
+    stderr_has "no gpuslice daemon answers" ;;
+daemon_restart)
+    start_daemon || exit 1
+    want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50}'
+    # The second program starts while no daemon runs: it finds the tenant through its parent.
+    "$GS" run --tenant keep -- sh -c "\"$P\" alloc:512 mark:\"$T/up\" wait:\"$T/go\" alloc:400 alloc:200; \"$P\" alloc:512 alloc:400 alloc:200" >"$T/p1" 2>&1 &
+    P1=$!
+    BG="$BG $P1"
+    i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.4
+    want 200 "before" GET /v1/tenants/keep
+    cp "$T/body" "$T/before"
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null
+    t0=$(date +%s%N)
+    start_daemon || exit 1
+    t1=$(date +%s%N)
+    ms=$(( (t1 - t0) / 1000000 ))
+    [ $ms -lt 1000 ] && ok "killed with -9 and ready again in $ms ms" || bad "restart took $ms ms"
+    want 200 "after" GET /v1/tenants/keep
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a==b, (a,b); assert a["processes"]==1 and a["devices"][0]["memory_used_bytes"]>=512<<20, a' "$T/before" "$T/body" && ok "the same tenant, id, limits, process and usage" || { bad "after restart"; cat "$T/before" "$T/body"; }
+    grep -q "was kept: 1 tenant" "$T/dlog" && ok "it says it kept the node segment" || bad "log"
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    touch "$T/go"
+    wait $P1
+    [ "$(grep -c 'alloc 400 ok' "$T/p1")" = 2 ] && [ "$(grep -c 'alloc 200 CUDA_ERROR_OUT_OF_MEMORY' "$T/p1")" = 2 ] && ok "with no daemon: the running program and a new one keep the limit" || { bad "while dead"; cat "$T/p1"; }
+    start_daemon || exit 1
+    expect 0 "a program joining after the restart" -- "$GS" run --tenant keep -- "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "limited" || { bad "after restart"; cat "$T/out"; }
+    sleep 0.4
+    want 200 "processes gone" GET /v1/tenants/keep
+    jq_py 'assert d["processes"]==0 and d["devices"][0]["memory_used_bytes"]==0, d' && ok "its accounting back at 0" || bad "reclaimed"
+    # A node segment gone (a reboot): the tenants come back from the state directory.
+    stop_daemon
+    rm -f "$T/drun/gpusliced.node"
+    start_daemon || exit 1
+    want 200 "after a reboot" GET /v1/tenants/keep
+    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50' && ok "restored from tenants.json" || bad "restore" ;;
+daemon_metrics)
+    start_daemon --metrics-labels prometheus || exit 1
+    want 201 "tenant" POST /v1/tenants '{"name":"m","memory":"1G","compute":50}'
+    "$GS" run --tenant m -- "$P" alloc:100 alloc:2000 mark:"$T/up" wait:"$T/go" >/dev/null 2>&1 &
+    P1=$!
+    BG="$BG $P1"
+    i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.4
+    want 200 "metrics" GET /metrics
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$T/body" >"$T/lint" 2>&1 && ok "promtool check metrics passes" || { bad "promtool"; cat "$T/lint"; }
+    else
+        bad "promtool is not installed (Debian package prometheus; scripts/install-deps)"
+    fi
+    grep -q '^gpuslice_tenant_memory_limit_bytes{tenant="1",tenant_name="m",gpu="0",uuid="GPU-5ac1ce00-0000-4000-8000-000000000000",hostname="[^"]*"} 1073741824$' "$T/body" && ok "limit series" || { bad "limit series"; grep tenant_memory "$T/body"; }
+    grep -q '^gpuslice_tenant_compute_limit_ratio{.*} 0.50$' "$T/body" && ok "ceiling as a ratio" || bad "ratio"
+    grep -q '^gpuslice_tenant_allocations_refused_total{.*} 1$' "$T/body" && ok "the refused 2000M" || { bad "refused"; grep refused "$T/body"; }
+    awk '/^gpuslice_tenant_memory_used_bytes/ { if ($2 >= 100*1048576) f=1 } END { exit !f }' "$T/body" && ok "usage series" || bad "usage"
+    grep -q '^gpuslice_tenant_processes{.*} 1$' "$T/body" && ok "one process" || bad "processes"
+    grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",uuid=' "$T/body" && ok "device series" || bad "device"
+    touch "$T/go"; wait $P1
+    stop_daemon
+    # dcgm-exporter's label names (the default): promtool's lint finds only their case.
+    start_daemon || exit 1
+    api GET /metrics >/dev/null
+    grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",UUID="GPU-5ac1ce00-0000-4000-8000-000000000000",modelName="gpuslice simulated GPU",Hostname=' "$T/body" && ok "dcgm-exporter's labels" || bad "dcgm labels"
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$T/body" >"$T/lint" 2>&1
+        [ -s "$T/lint" ] && ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/lint" | grep -q . && ok "promtool: only the camelCase of dcgm-exporter's names" || { bad "lint"; cat "$T/lint"; }
+    fi ;;
+daemon_events)
+    start_daemon || exit 1
+    curl -s -N --max-time 3 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
+    C=$!
+    sleep 0.3
+    want 201 "tenant" POST /v1/tenants '{"name":"ev","memory":"1G"}'
+    "$GS" run --tenant ev -- "$P" alloc:2000 sleep:600 >/dev/null 2>&1
+    sleep 0.5
+    want 200 "changed" PATCH /v1/tenants/ev '{"memory":"512M"}'
+    want 204 "ended" DELETE /v1/tenants/ev
+    wait $C
+    for e in tenant.created process.joined process.started allocation.refused process.ended tenant.changed tenant.ended; do
+        grep -q "^event: $e$" "$T/sse" && ok "event $e" || { bad "no event $e"; cat "$T/sse"; }
+    done
+    # Resuming: after id 2, events 3.. come again.
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 2' http://d/v1/events >"$T/sse2" 2>/dev/null
+    first=$(sed -n 's/^id: //p' "$T/sse2" | head -1)
+    [ "$first" = 3 ] && ok "Last-Event-ID 2 resumes at 3" || { bad "resume: $first"; cat "$T/sse2"; }
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
+    [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got" ;;
+daemon_authz)
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    chmod 755 "$T"
+    mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup || exit 1
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" \
+        XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_RUN_DIR="$T/nobody" GPUSLICE_SIM_STATE="$T/nobody/sim" "$@"; }
+    stat -c %a "$SOCK" | grep -q '^660$' && ok "socket mode 0660" || bad "socket mode $(stat -c %a "$SOCK")"
+    stat -c %G "$SOCK" | grep -q '^nogroup$' && ok "socket group as --socket-group" || bad "socket group"
+    want 201 "root makes a tenant for nobody" POST /v1/tenants '{"name":"theirs","owner":65534,"memory":"1G","compute":50}'
+    want 201 "and one of its own" POST /v1/tenants '{"name":"mine","memory":"1G"}'
+    n_api() { as_nobody curl -s -o "$T/nobody/body" -w '%{http_code}' --unix-socket "$SOCK" "$@"; }
+    n_want() { w=$1; what=$2; shift 2; got=$(n_api "$@"); if [ "$got" = "$w" ]; then ok "nobody: $what ($w)"; else bad "nobody: $what: $got, want $w"; cat "$T/nobody/body"; echo; fi; }
+    n_want 200 "lists" http://d/v1/tenants
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [t["name"] for t in d["tenants"]]==["theirs"], d' "$T/nobody/body" && ok "nobody sees only its own tenant" || bad "listing"
+    n_want 403 "reads root's tenant" http://d/v1/tenants/mine
+    n_want 403 "raises its memory" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"2G"}' http://d/v1/tenants/theirs
+    n_want 403 "removes its memory limit" -X PATCH -H 'Content-Type: application/json' -d '{"memory":null}' http://d/v1/tenants/theirs
+    n_want 403 "raises its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":80}' http://d/v1/tenants/theirs
+    n_want 200 "lowers its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":40}' http://d/v1/tenants/theirs
+    n_want 200 "lowers its memory" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"900M"}' http://d/v1/tenants/theirs
+    n_want 403 "makes a tenant for root" -X POST -H 'Content-Type: application/json' -d '{"name":"x","owner":0}' http://d/v1/tenants
+    n_want 403 "deletes root's tenant" -X DELETE http://d/v1/tenants/mine
+    n_want 403 "joins root's tenant" -X POST http://d/v1/tenants/mine/processes
+    as_nobody "$GS" set theirs --memory 2G >"$T/out" 2>"$T/err"; rc=$?
+    [ $rc = 1 ] && grep -q "only an admin" "$T/err" && ok "gpuslice set raising: refused (exit 1)" || { bad "set raise: $rc"; cat "$T/err"; }
+    as_nobody "$GS" set theirs --memory 800M >"$T/out" 2>"$T/err" && ok "gpuslice set lowering: done" || { bad "set lower"; cat "$T/err"; }
+    as_nobody "$GS" run --tenant theirs -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"
+    grep -q "alloc 512 ok" "$T/out" && grep -q "alloc 400 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "nobody's program held to 800M" || { bad "nobody's program"; cat "$T/out" "$T/err"; }
+    # A process in nobody's tenant may not move to a tenant of its own making.
+    n_want 201 "nobody makes a tenant of its own" -X POST -H 'Content-Type: application/json' -d '{"name":"free"}' http://d/v1/tenants
+    as_nobody "$GS" run --tenant theirs -- "$GS" run --tenant free -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"; rc=$?
+    [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; } ;;
+esac
+stop_daemon

@@ -1,0 +1,223 @@
+/* The daemon's node segment: creation, the checks a reader makes, entries, members, lineage. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/error.h"
+#include "common/node.h"
+#include "common/proc.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/gs-node-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    chmod(dir, 0755);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char path[128];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/" GPUSLICE_NODE_FILE, dir);
+    unlink(path);
+    rmdir(dir);
+    return 0;
+}
+
+static void put_tenant(struct gpuslice_node *n, int i, uint32_t id, const char *name)
+{
+    struct gpuslice_node_tenant *t = &n->tenant[i];
+
+    gs_node_write_begin(n, i);
+    t->id = id;
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->mem_default = 1ULL << 30;
+    t->compute_default = 40;
+    memset(t->dev[0].uuid, 0xab, 16);
+    t->dev[0].mem_limit = 2ULL << 30;
+    t->dev[0].compute_limit = 25;
+    gs_node_write_end(n, i);
+}
+
+static void test_created_then_kept_with_its_tenants(void **state)
+{
+    struct gpuslice_node *n, *r;
+    int created;
+
+    (void)state;
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    assert_int_equal(created, 1);
+    assert_int_equal(n->next_id, 1);
+    put_tenant(n, 3, 7, "train");
+    gs_node_close(n);
+    assert_int_equal(gs_node_create(dir, "/tmp/y", &n, &created), 0);
+    assert_int_equal(created, 0); /* a restart keeps the segment */
+    assert_int_equal(gs_node_find_tenant(n, 7), 3);
+    assert_string_equal(n->tenant_dir, "/tmp/y");
+    assert_int_equal(gs_node_open(dir, &r), 0);
+    assert_int_equal(gs_node_find_name(r, "train"), 3);
+    assert_int_equal(gs_node_find_name(r, "other"), -ENOENT);
+    assert_int_equal(gs_node_find_tenant(r, 8), -ENOENT);
+    assert_int_equal(gs_node_find_tenant(r, 0), -ENOENT);
+    gs_node_close(r);
+    gs_node_close(n);
+}
+
+static void test_limits_by_uuid_else_defaults(void **state)
+{
+    struct gpuslice_node *n;
+    uint8_t u[16], other[16];
+    uint64_t mem = 5;
+    uint32_t comp = 5;
+    int created;
+
+    (void)state;
+    memset(u, 0xab, 16);
+    memset(other, 0x11, 16);
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    put_tenant(n, 0, 9, "a");
+    assert_int_equal(gs_node_limits(n, 0, 9, u, &mem, &comp), 0);
+    assert_int_equal(mem, 2ULL << 30);
+    assert_int_equal(comp, 25);
+    assert_int_equal(gs_node_limits(n, 0, 9, other, &mem, &comp), 0);
+    assert_int_equal(mem, 1ULL << 30);
+    assert_int_equal(comp, 40);
+    /* Another tenant in the entry now: the caller keeps what it had. */
+    mem = 77;
+    assert_int_equal(gs_node_limits(n, 0, 10, u, &mem, &comp), -ESTALE);
+    assert_int_equal(mem, 77);
+    assert_int_equal(gs_node_limits(n, -1, 9, u, &mem, &comp), -ESTALE);
+    assert_int_equal(gs_node_limits(n, GPUSLICE_NODE_MAX_TENANTS, 9, u, &mem, &comp), -ESTALE);
+    gs_node_close(n);
+}
+
+static void test_entry_left_odd_by_a_killed_writer_is_still_read(void **state)
+{
+    struct gpuslice_node *n;
+    struct gpuslice_node_tenant t;
+    int created;
+
+    (void)state;
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    put_tenant(n, 1, 4, "half");
+    gs_node_write_begin(n, 1); /* and never ended */
+    assert_true(n->tenant[1].seq & 1);
+    gs_node_read_tenant(n, 1, &t); /* bounded: returns */
+    assert_int_equal(t.id, 4);
+    assert_string_equal(t.name, "half");
+    gs_node_write_end(n, 1);
+    assert_false(n->tenant[1].seq & 1);
+    gs_node_close(n);
+}
+
+static void test_member_and_lineage(void **state)
+{
+    struct gpuslice_node *n;
+    struct gpuslice_node_member *m;
+    uint32_t ns = gs_proc_self_ns();
+    pid_t child;
+    int created, status;
+
+    (void)state;
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    assert_int_equal(gs_node_lineage_tenant(n), 0);
+    m = &n->member[17];
+    m->pid_ns = ns;
+    m->pid = getpid();
+    m->start_time = gs_proc_start_time(getpid()) + 1; /* another process that had the PID */
+    m->tenant = 5;
+    assert_int_equal(gs_node_lineage_tenant(n), 0);
+    m->start_time = gs_proc_start_time(getpid());
+    assert_int_equal(gs_node_member_tenant(n, ns, getpid(), m->start_time), 5);
+    assert_int_equal(gs_node_member_tenant(n, ns + 1, getpid(), m->start_time), 0);
+    assert_int_equal(gs_node_lineage_tenant(n), 5);
+    /* A child, and its child, find it through their parents. */
+    if ((child = fork()) == 0) {
+        pid_t g = fork();
+
+        if (g == 0)
+            _exit(gs_node_lineage_tenant(n) == 5 ? 0 : 1);
+        waitpid(g, &status, 0);
+        _exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 && gs_node_lineage_tenant(n) == 5 ? 0
+                                                                                              : 1);
+    }
+    waitpid(child, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    m->tenant = 0; /* removed */
+    assert_int_equal(gs_node_lineage_tenant(n), 0);
+    gs_node_close(n);
+}
+
+static void test_reader_refuses_what_others_could_write(void **state)
+{
+    struct gpuslice_node *n;
+    char path[128];
+    int created;
+
+    (void)state;
+    assert_int_equal(gs_node_open(dir, &n), -ENOENT);
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    gs_node_close(n);
+    snprintf(path, sizeof(path), "%s/" GPUSLICE_NODE_FILE, dir);
+    chmod(path, 0664);
+    assert_int_equal(gs_node_open(dir, &n), GS_EUNSAFE);
+    chmod(path, 0644);
+    chmod(dir, 0777);
+    assert_int_equal(gs_node_open(dir, &n), GS_EUNSAFE);
+    chmod(dir, 01777); /* sticky, as /tmp: others cannot replace our file */
+    assert_int_equal(gs_node_open(dir, &n), 0);
+    gs_node_close(n);
+    chmod(dir, 0755);
+    /* Another layout. */
+    truncate(path, 100);
+    assert_int_equal(gs_node_open(dir, &n), GS_EABI);
+    /* ... which the daemon replaces with a fresh segment. */
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    assert_int_equal(created, 1);
+    gs_node_close(n);
+}
+
+static void test_compute_any_reads_the_flag(void **state)
+{
+    struct gpuslice_node *n;
+    int created;
+
+    (void)state;
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    assert_int_equal(gs_node_compute_any(n, 2), 0);
+    n->tenant[2].flags = GPUSLICE_NODE_COMPUTE_ANY;
+    assert_int_equal(gs_node_compute_any(n, 2), 1);
+    assert_int_equal(gs_node_compute_any(n, -1), 0);
+    assert_int_equal(gs_node_compute_any(n, GPUSLICE_NODE_MAX_TENANTS), 0);
+    gs_node_close(n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_created_then_kept_with_its_tenants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits_by_uuid_else_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_entry_left_odd_by_a_killed_writer_is_still_read, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_member_and_lineage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_refuses_what_others_could_write, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_compute_any_reads_the_flag, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
