@@ -4,6 +4,7 @@ simulated GPU in a directory of its own, an HTTP/1.1 client over its unix socket
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -89,13 +90,22 @@ class Daemon:
         return len(os.listdir("/proc/%d/task" % self.proc.pid))
 
     def stop(self):
+        """SIGTERM; its exit status (None if it had to be killed), and its log's text."""
+        rc = None
         if self.alive():
             self.proc.terminate()
             try:
-                self.proc.wait(10)
+                rc = self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        else:
+            rc = self.proc.returncode
         self.log.close()
+        with open(self.log.name) as f:
+            text = f.read()
+        if os.environ.get("GS_BENCH_KEEP") != "1":
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return rc, text
 
 
 def percentile(sorted_values, q):

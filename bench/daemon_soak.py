@@ -23,8 +23,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from daemon_common import Daemon, UnixConnection, request, ROOT  # noqa: E402
 
+# The soak's requests are an admin's (root's, over the socket): they may change any tenant they
+# name, so they name "target", never "keep", whose state is checked afterwards.
 PATHS = ["/healthz", "/readyz", "/metrics", "/v1/devices", "/v1/devices/0", "/v1/devices/x",
-         "/v1/tenants", "/v1/tenants/keep", "/v1/tenants/keep/processes", "/v1/events",
+         "/v1/tenants", "/v1/tenants/target", "/v1/tenants/target/processes", "/v1/events",
          "/v1/openapi.json", "/v1/tenants/%00", "/v1/tenants/" + "a" * 300, "/../../etc/passwd",
          "/v1//tenants", "/v1/tenants/1/processes/x", "*"]
 METHODS = ["GET", "POST", "PATCH", "DELETE", "PUT", "HEAD", "OPTIONS", "TRACE", "CONNECT",
@@ -137,12 +139,15 @@ def main():
         st, before = request(conn, "POST", "/v1/tenants",
                              {"name": "keep", "memory": "1G", "compute": 40})
         assert st == 201, (st, before)
+        st, _ = request(conn, "POST", "/v1/tenants", {"name": "target", "memory": "2G"})
+        assert st == 201, st
         gs = os.path.join(a.build, "bin", "gpuslice")
         probe = os.path.join(a.build, "tests", "mem_probe")
         release = os.path.join(d.dir, "release")
         for _ in range(8):
+            # mem_probe waits at most 60 s a step: ten steps outlast a soak of 1M requests.
             procs.append(subprocess.Popen([gs, "-q", "run", "--tenant", "keep", "--", probe,
-                                           "alloc:16", "wait:" + release], env=d.env,
+                                           "alloc:16"] + ["wait:" + release] * 10, env=d.env,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         # Warm-up: the thread stacks and buffers the soak will reuse.
         stats, lock = {}, threading.Lock()
@@ -174,6 +179,8 @@ def main():
             same = st == 200 and after["limits"] == before["limits"] and after["id"] == before["id"]
             checks.append(("the tenant made before, with its limits", same))
             checks.append(("its 8 processes", st == 200 and after["processes"] == 8))
+            if not same or after.get("processes") != 8:
+                print("before: %s\nafter: %s" % (before, after))
             # 8 x (16M + a 64M context) held: a new process has 1G - 640M - 64M left.
             r = subprocess.run([gs, "-q", "run", "--tenant", "keep", "--", probe, "alloc:200",
                                 "alloc:400"], env=d.env, capture_output=True, text=True, timeout=60)
@@ -201,15 +208,23 @@ def main():
             with open(a.json, "w") as f:
                 json.dump(report, f, indent=2)
         open(release, "w").close()
-        return 0 if ok else 1
-    finally:
-        open(os.path.join(d.dir, "release"), "w").close()
         for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        d.stop()
+            p.wait(60)
+        rc, log = d.stop()
+        clean = rc == 0 and "Sanitizer" not in log
+        print("%s: the daemon stopped on SIGTERM with exit %s%s" % (
+            "ok" if clean else "FAIL", rc, "" if "Sanitizer" not in log else ", and a sanitizer "
+            "report:\n" + log[log.index("Sanitizer") - 200:][:3000]))
+        return 0 if ok and clean else 1
+    finally:
+        if d.alive():
+            open(os.path.join(d.dir, "release"), "w").close()
+            for p in procs:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            d.stop()
 
 
 if __name__ == "__main__":

@@ -100,9 +100,10 @@ static json_t *device_json(const struct gd_device *d)
                              (json_int_t)d->proc[k].mem, "utilization",
                              d->proc[k].sm_util < 0 ? json_null()
                                                     : json_real(d->proc[k].sm_util / 100.0)));
-    o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "index", d->index, "uuid",
-                  d->uuid, "name", d->name, "memory_total_bytes", (json_int_t)d->mem_total,
-                  "memory_used_bytes", (json_int_t)d->mem_used, "utilization",
+    o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "index", d->index,
+                  "uuid", d->uuid, "name", d->name, "memory_total_bytes", (json_int_t)d->mem_total,
+                  "memory_used_bytes", (json_int_t)d->mem_used, "memory_reserved_bytes",
+                  (json_int_t)d->mem_reserved, "utilization",
                   d->util < 0 ? json_null() : json_real(d->util / 100.0), "power_watts",
                   d->power_mw < 0 ? json_null() : json_real(d->power_mw / 1000.0), "sm_clock_mhz",
                   num_or_null(d->sm_clock), "temperature_celsius", num_or_null(d->temp_c),
@@ -158,10 +159,11 @@ static json_t *tenant_processes(const struct gd_tenant *t)
         return arr;
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
         const struct gpuslice_tenant_proc *p = &t->t->proc[i];
-        json_t *mem = json_object();
+        json_t *mem;
 
         if (seen[i] == 0)
             continue;
+        mem = json_object();
         for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
             char u[GS_UUID_STRLEN];
 

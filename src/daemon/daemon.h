@@ -25,6 +25,10 @@
 #define GD_MAX_RUN_TENANTS 256
 #define GD_SOCKET_FILE "gpusliced.sock"
 #define GD_ID_MAX 128
+#define GD_LATENCY_BUCKETS 12
+
+/* The bounds of the request-latency histogram, in seconds (metrics.c). */
+extern const double gd_latency_bounds[GD_LATENCY_BUCKETS];
 
 /* ---- options.c: one table of every option, read from the config file and the flags ---- */
 
@@ -71,10 +75,11 @@ struct gd_device {
     uint8_t raw[16];
     char name[96];
     uint64_t mem_total, mem_used;
-    int util;      /* percent, -1 unknown */
-    long power_mw; /* -1 unknown */
-    long sm_clock; /* MHz, -1 unknown */
-    long temp_c;   /* -1 unknown */
+    uint64_t mem_reserved; /* the driver's own (NVML v2), not in mem_used */
+    int util;              /* percent, -1 unknown */
+    long power_mw;         /* -1 unknown */
+    long sm_clock;         /* MHz, -1 unknown */
+    long temp_c;           /* -1 unknown */
     int nproc;
     struct gd_devproc proc[GD_MAX_DEVPROCS];
 };
@@ -119,6 +124,9 @@ struct gd_state {
     int ntenant;
     struct gd_tenant *tenant; /* GD_MAX_RUN_TENANTS + GPUSLICE_NODE_MAX_TENANTS of them */
     uint64_t requests_total;
+    /* How long requests took in the daemon (from their headers to their answer), by bucket. */
+    uint64_t latency_count[GD_LATENCY_BUCKETS + 1]; /* the last: above every bound */
+    uint64_t latency_sum_ns;
     gid_t admin_gid;
     int has_admin_gid;
 };

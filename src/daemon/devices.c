@@ -85,6 +85,7 @@ static int sample(struct gd_device *v)
         nvmlProcessUtilizationSample_t us[GD_MAX_DEVPROCS];
         nvmlUtilization_t u;
         nvmlMemory_t m;
+        nvmlMemory_v2_t m2;
         nvmlDevice_t h;
         unsigned val, cnt = GD_MAX_DEVPROCS, ucnt = GD_MAX_DEVPROCS, k, j;
         char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
@@ -114,7 +115,18 @@ static int sample(struct gd_device *v)
         if (d->nvmlDeviceGetName &&
             d->nvmlDeviceGetName(h, g->name, sizeof(g->name)) == NVML_SUCCESS)
             gd_api_scrub(g->name);
-        if (d->nvmlDeviceGetMemoryInfo && d->nvmlDeviceGetMemoryInfo(h, &m) == NVML_SUCCESS) {
+        /*
+         * The v2 figures, as nvidia-smi shows them: used without what the driver reserves for
+         * itself (615 MiB on the H200), which the v1 call counts as used.
+         */
+        m2.version = nvmlMemory_v2;
+        if (d->nvmlDeviceGetMemoryInfo_v2 &&
+            d->nvmlDeviceGetMemoryInfo_v2(h, &m2) == NVML_SUCCESS) {
+            g->mem_total = m2.total;
+            g->mem_used = m2.used;
+            g->mem_reserved = m2.reserved;
+        } else if (d->nvmlDeviceGetMemoryInfo &&
+                   d->nvmlDeviceGetMemoryInfo(h, &m) == NVML_SUCCESS) {
             g->mem_total = m.total;
             g->mem_used = m.used;
         }

@@ -29,9 +29,20 @@
 struct conn_state {
     char *body;
     size_t len;
-    int too_large;
     int tcp;
+    uint64_t t0; /* when its headers were read */
 };
+
+static void record_latency(uint64_t ns)
+{
+    double s = ns / 1e9;
+    int b = 0;
+
+    while (b < GD_LATENCY_BUCKETS && s > gd_latency_bounds[b])
+        b++;
+    __atomic_add_fetch(&gd.latency_count[b], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&gd.latency_sum_ns, ns, __ATOMIC_RELAXED);
+}
 
 struct sse_state {
     uint64_t last;
@@ -205,6 +216,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if ((cs = calloc(1, sizeof(*cs))) == NULL)
             return MHD_NO;
         cs->tcp = tcp;
+        cs->t0 = gd_mono_ns();
         *con_cls = cs;
         memset(&resp, 0, sizeof(resp));
         if (tcp && !token_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))) {
@@ -249,6 +261,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     peer_of(c, tcp, &req.peer);
     __atomic_add_fetch(&gd.requests_total, 1, __ATOMIC_RELAXED);
     gd_api_handle(&req, &resp);
+    if (!resp.sse)
+        record_latency(gd_mono_ns() - cs->t0);
     if (gd_opt.verbose)
         gd_log("%s %s -> %d (uid %d)", method, url, resp.status, (int)req.peer.uid);
     ret = send_response(c, &resp);

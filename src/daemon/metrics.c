@@ -160,6 +160,31 @@ static void tenant_series(FILE *f, enum tmetric m)
     }
 }
 
+const double gd_latency_bounds[GD_LATENCY_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001,
+                                                       0.0025, 0.005,   0.01,   0.025,
+                                                       0.05,   0.1,     0.25,   1 };
+
+static void latency(FILE *f)
+{
+    uint64_t cum = 0;
+    int b;
+
+    head(f, "gpuslice_daemon_request_duration_seconds", "histogram",
+         "Time the daemon took for a request, from its headers to its answer.");
+    for (b = 0; b <= GD_LATENCY_BUCKETS; b++) {
+        cum += __atomic_load_n(&gd.latency_count[b], __ATOMIC_RELAXED);
+        if (b < GD_LATENCY_BUCKETS)
+            fprintf(f, "gpuslice_daemon_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                    gd_latency_bounds[b], (unsigned long long)cum);
+        else
+            fprintf(f, "gpuslice_daemon_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                    (unsigned long long)cum);
+    }
+    fprintf(f, "gpuslice_daemon_request_duration_seconds_sum %.9f\n",
+            __atomic_load_n(&gd.latency_sum_ns, __ATOMIC_RELAXED) / 1e9);
+    fprintf(f, "gpuslice_daemon_request_duration_seconds_count %llu\n", (unsigned long long)cum);
+}
+
 size_t gd_metrics_render(char **out)
 {
     size_t len = 0;
@@ -179,11 +204,19 @@ size_t gd_metrics_render(char **out)
             dev_labels(f, &gd.dev[i]);
             fprintf(f, " %.2f\n", gd.dev[i].util / 100.0);
         }
-    head(f, "gpuslice_gpu_memory_used_bytes", "gauge", "GPU memory in use (NVML).");
+    head(f, "gpuslice_gpu_memory_used_bytes", "gauge",
+         "GPU memory in use, as nvidia-smi shows it (NVML v2: without the driver's reserve).");
     for (i = 0; i < gd.ndev; i++) {
         fputs("gpuslice_gpu_memory_used_bytes", f);
         dev_labels(f, &gd.dev[i]);
         fprintf(f, " %llu\n", (unsigned long long)gd.dev[i].mem_used);
+    }
+    head(f, "gpuslice_gpu_memory_reserved_bytes", "gauge",
+         "GPU memory the driver keeps for itself, not in use by anyone (NVML).");
+    for (i = 0; i < gd.ndev; i++) {
+        fputs("gpuslice_gpu_memory_reserved_bytes", f);
+        dev_labels(f, &gd.dev[i]);
+        fprintf(f, " %llu\n", (unsigned long long)gd.dev[i].mem_reserved);
     }
     head(f, "gpuslice_gpu_memory_total_bytes", "gauge", "GPU memory in all (NVML).");
     for (i = 0; i < gd.ndev; i++) {
@@ -228,6 +261,7 @@ size_t gd_metrics_render(char **out)
     head(f, "gpuslice_daemon_requests_total", "counter", "HTTP requests the daemon answered.");
     fprintf(f, "gpuslice_daemon_requests_total %llu\n",
             (unsigned long long)__atomic_load_n(&gd.requests_total, __ATOMIC_RELAXED));
+    latency(f);
     head(f, "gpuslice_daemon_start_time_seconds", "gauge", "When the daemon started, Unix time.");
     fprintf(f, "gpuslice_daemon_start_time_seconds %.3f\n", gd.started_unix_ns / 1e9);
     if (fclose(f) != 0) {

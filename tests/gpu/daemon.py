@@ -79,18 +79,25 @@ def metric(text, name):
 
 
 def agreement(sock, phase, pairs=6):
-    mem_d, util_d, mem_m = [], [], []
+    mem_d, util_d, mem_m, smi_m, smi_u, d_u = [], [], [], [], [], []
     for _ in range(pairs):
         st, devs = api(sock, "GET", "/v1/devices")
         m, u = smi()
         st2, text = api(sock, "GET", "/metrics")
         d = devs["devices"][0]
+        smi_m.append(m)
+        smi_u.append(u)
+        d_u.append(100 * d["utilization"])
         mem_d.append(abs(d["memory_used_bytes"] - m))
         util_d.append(abs(100 * d["utilization"] - u))
         mm = metric(text, "gpuslice_gpu_memory_used_bytes")
         mem_m.append(abs(mm - m) if mm is not None else float("inf"))
         time.sleep(0.3)
     md, ud, mm = statistics.median(mem_d), statistics.median(util_d), statistics.median(mem_m)
+    gc.num(f"daemon_{phase}_smi_mem_MiB", round(statistics.median(smi_m) / MiB, 1))
+    gc.num(f"daemon_{phase}_smi_util", statistics.median(smi_u))
+    gc.num(f"daemon_{phase}_util", statistics.median(d_u))
+    gc.num(f"daemon_{phase}_reserved_MiB", round(devs["devices"][0].get("memory_reserved_bytes", 0) / MiB, 1))
     gc.num(f"daemon_{phase}_mem_diff_MiB", round(md / MiB, 1))
     gc.num(f"daemon_{phase}_util_diff_points", round(ud, 1))
     gc.check(md <= 64 * MiB, f"{phase}: /v1/devices memory within 64 MiB of nvidia-smi "

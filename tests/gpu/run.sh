@@ -114,9 +114,19 @@ c_build() {
     local log=$GPU_SUITE_WORK/build.log rc p pids=() names=() stubs cudart i
     echo "cmake build into $BUILD"
     # shellcheck disable=SC2086 # GPU_CMAKE_ARGS is a list of options
-    # gpusliced needs libmicrohttpd and jansson: built where pkg-config finds them (the GPU
-    # image has neither unless they were carried, e.g. PKG_CONFIG_PATH into unpacked debs).
+    # gpusliced needs libmicrohttpd and jansson: built where pkg-config finds them. The GPU
+    # image has neither: Debian's packages carried in .deb/ (apt-get download libmicrohttpd12
+    # libmicrohttpd-dev libjansson4 libjansson-dev) are unpacked into the work directory.
     daemon=OFF
+    if ! pkg-config --exists libmicrohttpd jansson 2>/dev/null && ls "$ROOT"/.deb/*.deb >/dev/null 2>&1; then
+        local d=$GPU_SUITE_WORK/deps f
+        for f in "$ROOT"/.deb/*.deb; do dpkg -x "$f" "$d"; done
+        # libmicrohttpd.pc names gnutls (for static links only); the system's library is used.
+        printf 'Name: gnutls\nDescription: the system library\nVersion: 3\nLibs:\nCflags:\n' \
+            >"$d/usr/lib/x86_64-linux-gnu/pkgconfig/gnutls.pc"
+        export PKG_CONFIG_PATH=$d/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$d
+        export LD_LIBRARY_PATH=$d/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
     pkg-config --exists libmicrohttpd jansson 2>/dev/null && daemon=ON
     cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DGPUSLICE_DAEMON=$daemon -DCMAKE_BUILD_TYPE=Release \
         ${GPU_CMAKE_ARGS--DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF} >"$log" 2>&1 &&

@@ -8,8 +8,9 @@ SOCK="$T/drun/gpusliced.sock"
 DPID=
 
 start_daemon() { # start_daemon [OPTIONS...]: in the background, until it answers (5 s)
-    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun" "$@" \
-        >>"$T/dlog" 2>&1 &
+    # Under the sanitizers the daemon's own leaks count (the programs' do not: run.sh).
+    env -u LD_LIBRARY_PATH ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1" "$D" --foreground \
+        --simulated --config /dev/null --run-dir "$T/drun" "$@" >>"$T/dlog" 2>&1 &
     DPID=$!
     BG="$BG $DPID"
     i=0
@@ -20,7 +21,16 @@ start_daemon() { # start_daemon [OPTIONS...]: in the background, until it answer
     done
     bad "the daemon did not become ready"; cat "$T/dlog"; return 1
 }
-stop_daemon() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null; DPID=; }
+# stop_daemon: SIGTERM, and it must exit 0 with no sanitizer report (a leak fails here).
+stop_daemon() {
+    [ -n "$DPID" ] || return 0
+    kill "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null; rc=$?
+    DPID=
+    if [ "$rc" != 0 ] || grep -q "Sanitizer" "$T/dlog"; then
+        bad "the daemon stopped with exit $rc"; grep -A30 "Sanitizer" "$T/dlog" | head -60
+    fi
+}
 # api METHOD PATH [BODY]: the status on stdout, the body in $T/body.
 api() {
     if [ $# -ge 3 ]; then
@@ -104,6 +114,8 @@ PY
     [ "$got" = 413 ] && ok "a body over max-body: 413 before it is read" || bad "big body: $got"
     got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' 'b')" http://d/healthz)
     [ "$got" = 431 ] || [ "$got" = 413 ] && ok "headers over max-header: $got" || bad "big header: $got"
+    want 404 "a tenant name that is not UTF-8" GET /v1/tenants/%FF%FE
+    err_code not_found
     want 200 "a tenant by name" GET /v1/tenants/train
     want 404 "no such tenant" GET /v1/tenants/nothere
     err_code not_found
@@ -116,6 +128,11 @@ PY
     want 404 "and it is gone" GET /v1/tenants/per-dev
     # The daemon still answers after all of it.
     want 200 "still healthy" GET /healthz
+    # The driver's own reserve (615 MiB on the H200) is not "used", as nvidia-smi shows it.
+    stop_daemon
+    GPUSLICE_SIM_IDLE_USED=615M start_daemon || exit 1
+    want 200 "devices with the driver's reserve" GET /v1/devices
+    jq_py 'g=d["devices"][0]; assert g["memory_used_bytes"]==0 and g["memory_reserved_bytes"]==615<<20, g' && ok "reserved 615M apart from used, as NVML v2 gives it" || bad "reserved"
     grep -q "^gpusliced: " "$T/dlog" && ! grep -qi "sanitizer\|runtime error" "$T/dlog" && ok "no sanitizer report" || { bad "daemon log"; cat "$T/dlog"; } ;;
 daemon_managed)
     start_daemon || exit 1
@@ -253,6 +270,75 @@ daemon_events)
     [ "$first" = 3 ] && ok "Last-Event-ID 2 resumes at 3" || { bad "resume: $first"; cat "$T/sse2"; }
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got" ;;
+daemon_top)
+    expect 1 "top without a daemon" -- "$GS" top --once
+    stderr_has "no gpuslice daemon answers"
+    expect 2 "top --interval 0" -- "$GS" top --interval 0
+    stderr_has "--interval"
+    expect 2 "top with an argument" -- "$GS" top extra
+    start_daemon || exit 1
+    want 201 "tenant with a ceiling" POST /v1/tenants '{"name":"viewed","memory":"2G","compute":30}'
+    "$GS" run --tenant viewed -- "$B/tests/compute_load" stream 4 500 >"$T/load" 2>&1 &
+    L=$!
+    BG="$BG $L"
+    sleep 1
+    expect 0 "top --once" -- "$GS" top --once --interval 1
+    grep -q "gpuslice simulated GPU" "$T/out" && grep -q "^viewed\*" "$T/out" && grep -q "30%" "$T/out" && ok "a GPU line and the tenant's line with its ceiling" || { bad "top output"; cat "$T/out"; }
+    expect 0 "top --json" -- "$GS" top --json --interval 1
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"]["devices"][0]["index"]==0' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled" || { bad "top json"; cat "$T/out"; }
+    wait $L ;;
+daemon_prometheus)
+    # A real Prometheus scrapes the daemon over TCP with its token; a tenant's metric comes back
+    # through Prometheus's HTTP API.
+    if ! command -v prometheus >/dev/null; then
+        bad "prometheus is not installed (Debian package prometheus; scripts/install-deps)"; exit 1
+    fi
+    port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    DP=$(port); PP=$(port)
+    head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/token"
+    chmod 600 "$T/token"
+    start_daemon --listen "127.0.0.1:$DP" --token-file "$T/token" || exit 1
+    got=$(curl -s -o "$T/body" -w '%{http_code}' "http://127.0.0.1:$DP/v1/tenants")
+    [ "$got" = 401 ] && ok "TCP without the token: 401" || bad "no token: $got"
+    err_code unauthorized
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef" "http://127.0.0.1:$DP/v1/tenants")
+    [ "$got" = 401 ] && ok "a wrong token of the same length: 401" || bad "wrong token: $got"
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $(head -c 24 "$T/token")" "http://127.0.0.1:$DP/v1/tenants")
+    [ "$got" = 401 ] && ok "the token's first half: 401" || bad "prefix token: $got"
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $(cat "$T/token")x" "http://127.0.0.1:$DP/v1/tenants")
+    [ "$got" = 401 ] && ok "the token and one more character: 401" || bad "longer token: $got"
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $(cat "$T/token")" "http://127.0.0.1:$DP/v1/tenants")
+    [ "$got" = 200 ] && ok "the token: 200" || bad "token: $got"
+    chmod 644 "$T/token"
+    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
+        --listen "127.0.0.1:$(port)" --token-file "$T/token" >"$T/out" 2>&1
+    [ $? = 1 ] && grep -q "chmod 600" "$T/out" && ok "a token file others can read is refused" || { bad "token mode"; cat "$T/out"; }
+    chmod 600 "$T/token"
+    expect 2 "--listen without --token-file" -- "$D" --config /dev/null --listen 127.0.0.1:1
+    stderr_has "needs --token-file"
+    want 201 "tenant" POST /v1/tenants '{"name":"scraped","memory":"1G","compute":25}'
+    printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpusliced\n    authorization:\n      credentials_file: %s\n    static_configs:\n      - targets: [%s]\n' \
+        "$T/token" "'127.0.0.1:$DP'" >"$T/prom.yml"
+    prometheus --config.file="$T/prom.yml" --storage.tsdb.path="$T/tsdb" \
+        --web.listen-address="127.0.0.1:$PP" >"$T/prom.log" 2>&1 &
+    PR=$!
+    BG="$BG $PR"
+    promq() {
+        curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PP/api/v1/query" |
+            python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null
+    }
+    i=0; v=
+    while [ $i -lt 60 ]; do
+        v=$(promq 'gpuslice_tenant_memory_limit_bytes{tenant_name="scraped"}')
+        [ -n "$v" ] && break
+        sleep 0.5; i=$((i + 1))
+    done
+    [ "$v" = 1073741824 ] && ok "Prometheus scraped the tenant's limit: $v" || { bad "query: '$v'"; tail -5 "$T/prom.log"; }
+    v=$(promq 'up{job="gpusliced"}')
+    [ "$v" = 1 ] && ok "the scrape target is up" || bad "up: $v"
+    v=$(promq 'gpuslice_tenant_compute_limit_ratio{tenant_name="scraped"}')
+    [ "$v" = 0.25 ] && ok "its ceiling as a ratio: $v" || bad "ratio: $v"
+    kill $PR 2>/dev/null; wait $PR 2>/dev/null ;;
 daemon_authz)
     if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
         echo "skip: needs root and setpriv to act as another user"; exit 77
