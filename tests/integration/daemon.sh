@@ -338,6 +338,29 @@ daemon_prometheus)
     [ "$v" = 1 ] && ok "the scrape target is up" || bad "up: $v"
     v=$(promq 'gpuslice_tenant_compute_limit_ratio{tenant_name="scraped"}')
     [ "$v" = 0.25 ] && ok "its ceiling as a ratio: $v" || bad "ratio: $v"
+    # The Grafana dashboard's queries, each answered by Prometheus with data, while a tenant
+    # process works under its ceiling and has an allocation refused.
+    "$GS" run --tenant scraped -- "$B/tests/compute_load" stream 5 500 >/dev/null 2>&1 &
+    W1=$!
+    "$GS" run --tenant scraped -- "$P" alloc:2000 sleep:5000 >/dev/null 2>&1 &
+    W2=$!
+    BG="$BG $W1 $W2"
+    sleep 4
+    python3 - "$SRC/deploy/grafana/gpuslice-dashboard.json" "http://127.0.0.1:$PP" <<'PY' && ok "every query of the Grafana dashboard has data" || bad "dashboard queries"
+import json, sys, urllib.parse, urllib.request
+dash, base = json.load(open(sys.argv[1])), sys.argv[2]
+bad = []
+for p in dash["panels"]:
+    for t in p["targets"]:
+        q = t["expr"].replace("$host", ".*")
+        r = json.load(urllib.request.urlopen(base + "/api/v1/query?" + urllib.parse.urlencode({"query": q})))
+        if r["status"] != "success" or not r["data"]["result"]:
+            bad.append((p["title"], q, r.get("error", "no data")))
+for b in bad:
+    print("no data:", b)
+sys.exit(1 if bad else 0)
+PY
+    wait $W1 $W2
     kill $PR 2>/dev/null; wait $PR 2>/dev/null ;;
 daemon_authz)
     if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
