@@ -252,26 +252,50 @@ int gs_node_find_name(const struct gpuslice_node *n, const char *name)
     return -ENOENT;
 }
 
+/* Whether device entry d of t holds uuid (its two words read whole). */
+static int holds(const struct gpuslice_node_limit *d, const uint64_t want[2])
+{
+    const uint64_t *w = (const uint64_t *)d->uuid;
+    uint64_t a = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE),
+             b = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
+
+    return (a | b) != 0 && a == want[0] && b == want[1];
+}
+
+/*
+ * Read on every launch of a managed tenant (its ceiling): only the words it needs, under the
+ * sequence word as gs_node_read_tenant reads them, not a copy of the whole entry.
+ */
 int gs_node_limits(const struct gpuslice_node *n, int i, uint32_t id, const uint8_t uuid[16],
                    uint64_t *mem, uint32_t *compute)
 {
-    static const uint8_t zero[16];
-    struct gpuslice_node_tenant t;
-    int d;
+    const struct gpuslice_node_tenant *t;
+    uint64_t want[2], m = 0;
+    uint32_t c = 0, s1, tid = 0;
+    int tries, d;
 
     if (i < 0 || i >= GPUSLICE_NODE_MAX_TENANTS)
         return -ESTALE;
-    gs_node_read_tenant(n, i, &t);
-    if (t.id != id)
-        return -ESTALE;
-    *mem = t.mem_default;
-    *compute = t.compute_default;
-    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
-        if (memcmp(t.dev[d].uuid, zero, 16) != 0 && memcmp(t.dev[d].uuid, uuid, 16) == 0) {
-            *mem = t.dev[d].mem_limit;
-            *compute = t.dev[d].compute_limit;
+    t = &n->tenant[i];
+    memcpy(want, uuid, 16);
+    for (tries = 0; tries < 64; tries++) {
+        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+        tid = __atomic_load_n(&t->id, __ATOMIC_ACQUIRE);
+        m = __atomic_load_n(&t->mem_default, __ATOMIC_ACQUIRE);
+        c = __atomic_load_n(&t->compute_default, __ATOMIC_ACQUIRE);
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            if (holds(&t->dev[d], want)) {
+                m = __atomic_load_n(&t->dev[d].mem_limit, __ATOMIC_ACQUIRE);
+                c = __atomic_load_n(&t->dev[d].compute_limit, __ATOMIC_ACQUIRE);
+                break;
+            }
+        if (!(s1 & 1) && __atomic_load_n(&t->seq, __ATOMIC_RELAXED) == s1)
             break;
-        }
+    }
+    if (tid != id)
+        return -ESTALE;
+    *mem = m;
+    *compute = c;
     return 0;
 }
 

@@ -218,13 +218,7 @@ static json_t *tenant_json(const struct gd_tenant *t)
                             t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
                             (json_int_t)t->t->mem_refused[e]));
     }
-    if (t->managed)
-        snprintf(name, sizeof(name), "%s", t->policy.name);
-    else if (t->t)
-        tenant_list_name(t->t, name, sizeof(name));
-    else
-        name[0] = '\0';
-    gd_api_scrub(name); /* a run tenant's name is whatever its owner wrote */
+    gd_tenant_name(t, name, sizeof(name));
     o = json_pack("{s:s, s:s, s:b, s:i, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id, "name", name,
                   "managed", t->managed, "owner", (int)t->owner, "created_unix_ns",
                   (json_int_t)(t->managed ? t->policy.created_unix_ns

@@ -185,6 +185,9 @@ int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t 
 void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, uint64_t *mem,
                       uint32_t *compute);
 
+/* t's name as the API and metrics show it (UTF-8, at most len - 1 bytes). */
+void gd_tenant_name(const struct gd_tenant *t, char *out, size_t len);
+
 /* What t's live processes (as the sweep found them) hold on its device entry e. */
 uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e);
 

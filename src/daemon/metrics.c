@@ -52,13 +52,7 @@ static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_de
 {
     char name[64];
 
-    if (t->managed)
-        snprintf(name, sizeof(name), "%s", t->policy.name);
-    else if (t->t)
-        tenant_list_name(t->t, name, sizeof(name));
-    else
-        name[0] = '\0';
-    gd_api_scrub(name);
+    gd_tenant_name(t, name, sizeof(name));
     fputs("{tenant=\"", f);
     label(f, t->id);
     fputs("\",tenant_name=\"", f);

@@ -493,6 +493,17 @@ void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, ui
     }
 }
 
+void gd_tenant_name(const struct gd_tenant *t, char *out, size_t len)
+{
+    if (t->managed)
+        snprintf(out, len, "%s", t->policy.name);
+    else if (t->t)
+        tenant_list_name(t->t, out, len);
+    else if (len)
+        out[0] = '\0';
+    gd_api_scrub(out); /* a run tenant's name is whatever its owner wrote */
+}
+
 uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e)
 {
     uint64_t sum = 0;
@@ -769,8 +780,7 @@ void gd_registry_sweep(void)
         if (k < 0 && !v[i].managed && __atomic_load_n(&gd.ready, __ATOMIC_RELAXED)) {
             char name[64], quoted[GS_TEXT_LEN(64) + 8];
 
-            tenant_list_name(v[i].t, name, sizeof(name));
-            gd_api_scrub(name);
+            gd_tenant_name(&v[i], name, sizeof(name));
             gd_json_quote(quoted, sizeof(quoted), name);
             gd_event("tenant.created", "\"tenant\":\"%s\",\"name\":%s", v[i].id, quoted);
         }
