@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "control/gpuinfo.h"
 #include "control/mps.h"
+#include "control/tenant_view.h"
 #include "control/tenants.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
@@ -38,7 +39,8 @@ static void info_usage(void)
            "group with CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING), and whether an\n"
            "MPS control daemon is running: the one 'gpuslice mps start' made for that GPU\n"
            "if it has one, else the one of $CUDA_MPS_PIPE_DIRECTORY (default\n"
-           "/tmp/nvidia-mps); then every tenant you may read, with its limits and usage.\n\n"
+           "/tmp/nvidia-mps); then every tenant you may read, with its limits and usage\n"
+           "(from gpusliced when it runs, then the run directory's files).\n\n"
            "options:\n"
            "      --json   one JSON object on stdout instead of text (sizes in bytes,\n"
            "               null where the driver cannot tell, with a reason)\n"
@@ -138,7 +140,7 @@ static void print_json_gpu(const struct gpuinfo_gpu *g)
     printf("}");
 }
 
-static void print_json(const struct gpuinfo *in, const struct tenant_list *l)
+static void print_json(const struct gpuinfo *in, const struct tview_list *l)
 {
     int i;
 
@@ -159,8 +161,8 @@ static void print_json(const struct gpuinfo *in, const struct tenant_list *l)
         print_json_gpu(&in->gpus[i]);
     }
     printf("],");
-    printf("\"tenants\":");
-    tenant_list_json(stdout, l, NULL, NULL); /* compute use is not measured here: null */
+    printf("\"tenants_source\":\"%s\",\"tenants\":", l->daemon ? "gpusliced" : "run-directory");
+    tview_json(stdout, l); /* compute use is not measured here: null */
     printf("}\n");
 }
 
@@ -219,7 +221,7 @@ static void print_text_gpu(const struct gpuinfo_gpu *g)
     printf("  MPS             %s (%s)\n", g->mps, dir);
 }
 
-static void print_text_tenants(const struct tenant_list *l)
+static void print_text_tenants(const struct tview_list *l)
 {
     size_t i;
     int d;
@@ -228,48 +230,51 @@ static void print_text_tenants(const struct tenant_list *l)
         char dir[GS_TEXT_LEN(PATH_MAX)];
 
         plain(dir, sizeof(dir), gs_tenant_dir());
-        printf("tenants: none in %s\n", dir);
+        printf("tenants: none %s %s\n", l->daemon ? "in gpusliced or" : "in", dir);
         return;
     }
-    printf("tenants (details: gpuslice tenants):\n");
+    printf("tenants%s (details: gpuslice tenants):\n", l->daemon ? ", from gpusliced" : "");
     printf("  %-28s %-16s %-4s %-12s %-12s %s\n", "ID", "NAME", "GPU", "MEM USED", "MEM LIMIT",
            "CEILING");
     for (i = 0; i < l->n; i++) {
-        const struct gpuslice_tenant *t = l->v[i].t;
-        char name[sizeof(t->name) + 1], shown[GS_TEXT_LEN(sizeof(t->name))];
-        char id[GS_TEXT_LEN(TENANT_ID_MAX)];
-        int rows = 0;
+        const struct tview *t = &l->v[i];
+        char shown[GS_TEXT_LEN(TVIEW_NAME)], id[GS_TEXT_LEN(TENANT_ID_MAX)];
 
-        tenant_list_name(t, name, sizeof(name));
-        plain(shown, sizeof(shown), name[0] ? name : "-");
-        plain(id, sizeof(id), l->v[i].id);
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-            const struct gpuslice_tenant_device *dev = &t->dev[d];
-            uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-            uint32_t ceil = __atomic_load_n(&dev->compute_limit, __ATOMIC_RELAXED);
-            char used[32], lim[32], cl[16];
+        plain(shown, sizeof(shown), t->name[0] ? t->name : "-");
+        plain(id, sizeof(id), t->id);
+        for (d = 0; d < t->ndev; d++) {
+            const struct tview_dev *dev = &t->dev[d];
+            char used[32], lim[32], cl[16], gpu[16];
 
-            if (!tenant_list_dev_in_use(dev))
-                continue;
-            gs_format_size(tenant_list_mem_used(t, d), used, sizeof(used));
-            if (limit)
-                gs_format_size(limit, lim, sizeof(lim));
+            gs_format_size(dev->mem_used, used, sizeof(used));
+            if (dev->mem_limit)
+                gs_format_size(dev->mem_limit, lim, sizeof(lim));
             else
                 snprintf(lim, sizeof(lim), "none");
-            if (ceil > 0 && ceil < 100)
-                snprintf(cl, sizeof(cl), "%u%%", (unsigned)ceil);
+            if (dev->ceiling)
+                snprintf(cl, sizeof(cl), "%u%%", (unsigned)dev->ceiling);
             else
                 snprintf(cl, sizeof(cl), "none");
-            printf("  %-28s %-16s %-4d %-12s %-12s %s\n", rows ? "" : id, rows ? "" : shown,
-                   (int)dev->ordinal, used, lim, cl);
-            rows++;
+            if (dev->index >= 0)
+                snprintf(gpu, sizeof(gpu), "%d", dev->index);
+            else
+                snprintf(gpu, sizeof(gpu), "-");
+            printf("  %-28s %-16s %-4s %-12s %-12s %s\n", d ? "" : id, d ? "" : shown, gpu, used,
+                   lim, cl);
         }
-        if (rows == 0)
-            printf("  %-28s %-16s %-4s %-12s %-12s %s\n", id, shown, "-", "-", "-", "-");
+        if (t->ndev == 0) {
+            char lim[32] = "-", cl[16] = "-";
+
+            if (t->def_mem)
+                gs_format_size(t->def_mem, lim, sizeof(lim));
+            if (t->def_ceiling)
+                snprintf(cl, sizeof(cl), "%u%%", (unsigned)t->def_ceiling);
+            printf("  %-28s %-16s %-4s %-12s %-12s %s\n", id, shown, "-", "-", lim, cl);
+        }
     }
 }
 
-static void print_text(const struct gpuinfo *in, const struct tenant_list *l)
+static void print_text(const struct gpuinfo *in, const struct tview_list *l)
 {
     int i;
 
@@ -292,10 +297,10 @@ static int run_info(int argc, char **argv)
                                           { "quiet", no_argument, NULL, 'q' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
-    struct tenant_list l = { NULL, 0, 0 };
+    struct tview_list l = { 0 };
     struct gs_driver d;
     struct gpuinfo in;
-    char err[512];
+    char err[1024];
     int c, r, json = 0;
 
     optind = 1;
@@ -325,10 +330,8 @@ static int run_info(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     gpuinfo_unload_driver(&d);
-    if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_log_error("info: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
-                     "directory you may list and search, default /dev/shm)",
-                     gs_tenant_dir(), gs_strerror(r));
+    if ((r = tview_read(&l, 1, err, sizeof(err))) < 0) {
+        gs_log_error("info: %s", err);
         free(in.gpus);
         return GS_EXIT_ERROR;
     }
@@ -336,7 +339,7 @@ static int run_info(int argc, char **argv)
         print_json(&in, &l);
     else
         print_text(&in, &l);
-    tenant_list_done(&l);
+    tview_done(&l);
     free(in.gpus);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         gs_log_error("info: cannot write the output: %s", strerror(errno));

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "control/daemon_client.h"
+#include "control/tenant_view.h"
 #include "control/tenants.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -514,15 +515,17 @@ static int run_set(int argc, char **argv)
     if (json) {
         /* The same object gpuslice tenants --json lists for it (compute use not measured). */
         struct tenant_entry e;
-        struct tenant_list one = { &e, 1, 0 };
+        struct tview v;
+        struct tview_list one = { &v, 1, 0, 0 };
 
         memset(&e, 0, sizeof(e));
         snprintf(e.id, sizeof(e.id), "%s", id);
         snprintf(e.path, sizeof(e.path), "%s", path);
         e.owner = owner;
         e.t = t;
+        tview_from_entry(&v, &e);
         printf("{\"tenants\":");
-        tenant_list_json(stdout, &one, NULL, NULL);
+        tview_json(stdout, &one);
         printf("}\n");
     }
     gs_tenant_close(t);

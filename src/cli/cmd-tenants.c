@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "control/tenant_view.h"
 #include "control/tenants.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -26,12 +27,15 @@
 static void tenants_usage(void)
 {
     printf("usage: gpuslice tenants [--json] [--interval SEC]\n\n"
-           "Lists the tenants on this machine: every tenant in $GPUSLICE_RUN_DIR\n"
-           "(default /dev/shm) that you may read (root sees every user's) with, for each\n"
-           "GPU it uses, its memory limit and usage and its compute ceiling and usage.\n\n"
+           "Lists the tenants on this machine with, for each GPU it uses, its memory\n"
+           "limit and usage and its compute ceiling and usage. When gpusliced runs, the\n"
+           "tenants it shows you (yours; an admin's: all) come from it, its managed\n"
+           "tenants too; then every tenant in $GPUSLICE_RUN_DIR (default /dev/shm) that\n"
+           "you may read and the daemon does not list (root reads every user's).\n\n"
            "options:\n"
            "      --json          one JSON object on stdout instead of a table (sizes in\n"
-           "                      bytes, times in seconds, null for no limit)\n"
+           "                      bytes, times in seconds, null for no limit; \"source\"\n"
+           "                      says gpusliced or run-directory)\n"
            "      --interval SEC  measure compute usage over SEC seconds (default 0.2;\n"
            "                      0 skips the measurement)\n"
            "  -q, --quiet         no note when there is nothing to list\n"
@@ -75,32 +79,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Device time each device entry has used so far: one reading of every tenant. */
-struct reading {
-    uint64_t at_ns;
-    uint64_t *busy; /* [tenant * GPUSLICE_MAX_DEVICES + entry] */
-};
-
-static int take_reading(const struct tenant_list *l, struct reading *r)
-{
-    size_t i;
-    int d;
-
-    if ((r->busy = calloc(l->n ? l->n : 1, GPUSLICE_MAX_DEVICES * sizeof(uint64_t))) == NULL)
-        return -ENOMEM;
-    r->at_ns = now_ns();
-    for (i = 0; i < l->n; i++)
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-            const struct gpuslice_tenant_device *dev = &l->v[i].t->dev[d];
-
-            /* An entry added later starts from zero, so a missing first reading is 0. */
-            if (tenant_list_dev_in_use(dev))
-                r->busy[i * GPUSLICE_MAX_DEVICES + (size_t)d] =
-                    __atomic_load_n(&dev->compute_busy_ns, __ATOMIC_RELAXED);
-        }
-    return 0;
-}
-
 static void sleep_ns(uint64_t ns)
 {
     struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
@@ -109,36 +87,10 @@ static void sleep_ns(uint64_t ns)
         ;
 }
 
-/* Percent of wall time device entry d of tenant i was busy between a and b; < 0 if unknown. */
-static double usage_percent(const struct reading *a, const struct reading *b, size_t i, int d)
+static void print_json(const struct tview_list *l)
 {
-    size_t k = i * GPUSLICE_MAX_DEVICES + (size_t)d;
-
-    if (a == NULL || b == NULL || b->at_ns <= a->at_ns)
-        return -1;
-    if (b->busy[k] <= a->busy[k])
-        return 0;
-    return 100.0 * (double)(b->busy[k] - a->busy[k]) / (double)(b->at_ns - a->at_ns);
-}
-
-struct sampled {
-    const struct reading *a, *b;
-};
-
-static double sampled_use(size_t i, int d, const void *ctx)
-{
-    const struct sampled *s = ctx;
-
-    return usage_percent(s->a, s->b, i, d);
-}
-
-static void print_json(const struct tenant_list *l, const struct reading *a,
-                       const struct reading *b)
-{
-    struct sampled s = { a, b };
-
-    printf("{\"tenants\":");
-    tenant_list_json(stdout, l, sampled_use, &s);
+    printf("{\"source\":\"%s\",\"tenants\":", l->daemon ? "gpusliced" : "run-directory");
+    tview_json(stdout, l);
     printf("}\n");
 }
 
@@ -195,79 +147,73 @@ static void owner_cell(char *cell, uid_t uid)
         snprintf(cell, CELL, "%u", (unsigned)uid);
 }
 
-static void pids_cell(char *cell, const struct gpuslice_tenant *t)
+static void pids_cell(char *cell, const struct tview *t)
 {
-    int pids[PIDS_SHOWN], n = tenant_list_pids(t, pids, PIDS_SHOWN), k;
     size_t len = 0;
+    int k;
 
     snprintf(cell, CELL, "-");
-    for (k = 0; k < n && k < PIDS_SHOWN; k++)
-        len += (size_t)snprintf(cell + len, CELL - len, "%s%d", k ? "," : "", pids[k]);
-    if (n > PIDS_SHOWN)
-        snprintf(cell + len, CELL - len, " +%d", n - PIDS_SHOWN);
+    for (k = 0; k < t->npids && k < PIDS_SHOWN && k < TVIEW_PIDS; k++)
+        len += (size_t)snprintf(cell + len, CELL - len, "%s%d", k ? "," : "", t->pids[k]);
+    if (t->npids > PIDS_SHOWN)
+        snprintf(cell + len, CELL - len, " +%d", t->npids - PIDS_SHOWN);
 }
 
-static void device_cells(row_t row, const struct gpuslice_tenant *t, int d, double used)
+static void device_cells(row_t row, const struct tview_dev *dev)
 {
-    const struct gpuslice_tenant_device *dev = &t->dev[d];
-    uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-    uint32_t ceil = tenant_list_ceiling(dev);
-    char uuid[GS_UUID_STRLEN];
-
-    tenant_list_uuid(dev->uuid, uuid);
-    snprintf(row[C_GPU], CELL, "%d", (int)dev->ordinal);
-    snprintf(row[C_UUID], CELL, "%s", uuid);
-    gs_format_size(tenant_list_mem_used(t, d), row[C_MEM], CELL);
-    if (limit)
-        gs_format_size(limit, row[C_MEMLIM], CELL);
+    if (dev->index >= 0)
+        snprintf(row[C_GPU], CELL, "%d", dev->index);
+    else
+        snprintf(row[C_GPU], CELL, "-");
+    cell_text(row[C_UUID], dev->uuid);
+    gs_format_size(dev->mem_used, row[C_MEM], CELL);
+    if (dev->mem_limit)
+        gs_format_size(dev->mem_limit, row[C_MEMLIM], CELL);
     else
         snprintf(row[C_MEMLIM], CELL, "none");
-    if (used >= 0)
-        snprintf(row[C_COMP], CELL, "%.1f%%", used);
+    if (dev->used >= 0)
+        snprintf(row[C_COMP], CELL, "%.1f%%", dev->used);
     else
         snprintf(row[C_COMP], CELL, "-");
-    if (ceil)
-        snprintf(row[C_CEIL], CELL, "%u%%", (unsigned)ceil);
+    if (dev->ceiling)
+        snprintf(row[C_CEIL], CELL, "%u%%", (unsigned)dev->ceiling);
     else
         snprintf(row[C_CEIL], CELL, "none");
 }
 
-static int print_table(const struct tenant_list *l, const struct reading *a,
-                       const struct reading *b)
+static int print_table(const struct tview_list *l)
 {
     size_t i, nrows = 1, r, w[NCOLS] = { 0 };
     row_t *rows;
     int c, d;
 
-    for (i = 0; i < l->n; i++) {
-        size_t used = 0;
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++)
-            used += (size_t)tenant_list_dev_in_use(&l->v[i].t->dev[d]);
-        nrows += used ? used : 1;
-    }
+    for (i = 0; i < l->n; i++)
+        nrows += l->v[i].ndev ? (size_t)l->v[i].ndev : 1;
     if ((rows = calloc(nrows, sizeof(*rows))) == NULL)
         return -ENOMEM;
     for (c = 0; c < NCOLS; c++)
         snprintf(rows[0][c], CELL, "%s", headers[c]);
     for (i = 0, r = 1; i < l->n; i++) {
-        const struct gpuslice_tenant *t = l->v[i].t;
-        char name[sizeof(t->name) + 1];
-        size_t first = r;
+        const struct tview *t = &l->v[i];
 
-        tenant_list_name(t, name, sizeof(name));
-        cell_text(rows[r][C_ID], l->v[i].id);
-        cell_text(rows[r][C_NAME], name);
-        owner_cell(rows[r][C_OWNER], l->v[i].owner);
-        snprintf(rows[r][C_CREATOR], CELL, "%d", (int)t->creator_pid);
+        cell_text(rows[r][C_ID], t->id);
+        cell_text(rows[r][C_NAME], t->name);
+        owner_cell(rows[r][C_OWNER], t->owner);
+        if (t->creator > 0)
+            snprintf(rows[r][C_CREATOR], CELL, "%d", t->creator);
+        else
+            snprintf(rows[r][C_CREATOR], CELL, "%s", t->managed ? "daemon" : "-");
         pids_cell(rows[r][C_PIDS], t);
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-            if (!tenant_list_dev_in_use(&t->dev[d]))
-                continue;
-            device_cells(rows[r++], t, d, usage_percent(a, b, i, d));
-        }
-        if (r == first) {
+        for (d = 0; d < t->ndev; d++)
+            device_cells(rows[r++], &t->dev[d]);
+        if (t->ndev == 0) {
+            /* No GPU used yet: the limits it will have on each (a daemon's named tenant). */
             for (c = C_GPU; c < NCOLS; c++)
                 snprintf(rows[r][c], CELL, "-");
+            if (t->def_mem)
+                gs_format_size(t->def_mem, rows[r][C_MEMLIM], CELL);
+            if (t->def_ceiling)
+                snprintf(rows[r][C_CEIL], CELL, "%u%%", (unsigned)t->def_ceiling);
             r++;
         }
     }
@@ -291,10 +237,10 @@ static int run_tenants(int argc, char **argv)
                                           { "quiet", no_argument, NULL, 'q' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
-    struct reading first = { 0, NULL }, second = { 0, NULL };
-    struct tenant_list l = { NULL, 0, 0 };
+    struct tview_list first = { 0 }, second = { 0 }, *l;
     uint64_t interval = DEFAULT_INTERVAL_NS;
-    int c, r, json = 0, sampled = 0;
+    char err[1024];
+    int c, r, json = 0;
 
     optind = 1;
     opterr = 0;
@@ -320,37 +266,32 @@ static int run_tenants(int argc, char **argv)
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
-    if ((r = tenant_list_scan(&l, 1)) < 0) {
-        gs_log_error("tenants: cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must "
-                     "name a directory you may list and search, default /dev/shm)",
-                     gs_tenant_dir(), gs_strerror(r));
+    if ((r = tview_read(&first, 1, err, sizeof(err))) < 0) {
+        gs_log_error("tenants: %s", err);
         return GS_EXIT_ERROR;
     }
-    if (l.n > 0 && interval > 0) {
-        /* The scan's copies may be old by the time it ends (many files): read them afresh. */
-        tenant_list_refresh(&l);
-        if ((r = take_reading(&l, &first)) == 0) {
-            sleep_ns(interval);
-            tenant_list_refresh(&l);
-            r = take_reading(&l, &second);
-        }
-        if (r < 0) {
-            gs_log_error("tenants: %s", gs_strerror(r));
-            free(first.busy);
-            tenant_list_done(&l);
+    l = &first;
+    if (first.n > 0 && interval > 0) {
+        uint64_t t0 = now_ns();
+
+        sleep_ns(interval);
+        /* The second reading warns no more: the first said what was skipped. */
+        if ((r = tview_read(&second, 0, err, sizeof(err))) < 0) {
+            gs_log_error("tenants: %s", err);
+            tview_done(&first);
             return GS_EXIT_ERROR;
         }
-        sampled = 1;
+        tview_usage(&second, &first, now_ns() - t0);
+        l = &second;
     }
-    if (l.n == 0)
-        gs_log_note("no tenants in %s", gs_tenant_dir());
+    if (l->n == 0)
+        gs_log_note("no tenants %s %s", l->daemon ? "in gpusliced or" : "in", gs_tenant_dir());
     if (json)
-        print_json(&l, sampled ? &first : NULL, sampled ? &second : NULL);
-    else if (l.n > 0)
-        r = print_table(&l, sampled ? &first : NULL, sampled ? &second : NULL);
-    free(first.busy);
-    free(second.busy);
-    tenant_list_done(&l);
+        print_json(l);
+    else if (l->n > 0)
+        r = print_table(l);
+    tview_done(&first);
+    tview_done(&second);
     if (r < 0) {
         gs_log_error("tenants: %s", gs_strerror(r));
         return GS_EXIT_ERROR;

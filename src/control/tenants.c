@@ -166,27 +166,6 @@ static int by_age(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-void tenant_list_refresh(struct tenant_list *l)
-{
-    struct gpuslice_tenant *t;
-    size_t i;
-    uid_t owner;
-
-    for (i = 0; i < l->n; i++) {
-        struct tenant_entry *e = &l->v[i];
-
-        if (open_one(e->path, &owner, &t) < 0)
-            continue;
-        if (owner != e->owner || t->created_unix_ns != e->t->created_unix_ns ||
-            t->creator_pid != e->t->creator_pid) {
-            gs_tenant_close(t);
-            continue;
-        }
-        gs_tenant_close(e->t);
-        e->t = t;
-    }
-}
-
 int tenant_list_scan(struct tenant_list *l, int warn)
 {
     const char *dir = gs_tenant_dir();
@@ -275,68 +254,6 @@ void tenant_list_done(struct tenant_list *l)
     free(l->v);
     l->v = NULL;
     l->n = 0;
-}
-
-void tenant_list_json(FILE *f, const struct tenant_list *l,
-                      double (*used)(size_t i, int d, const void *ctx), const void *ctx)
-{
-    size_t i;
-    int d, k;
-
-    fputc('[', f);
-    for (i = 0; i < l->n; i++) {
-        const struct gpuslice_tenant *t = l->v[i].t;
-        int pids[GPUSLICE_MAX_PROCS], np = tenant_list_pids(t, pids, GPUSLICE_MAX_PROCS);
-        char name[sizeof(t->name) + 1];
-        int first = 1;
-
-        tenant_list_name(t, name, sizeof(name));
-        fprintf(f, "%s{\"id\":", i ? "," : "");
-        gs_json_string(f, l->v[i].id, strlen(l->v[i].id));
-        fprintf(f, ",\"name\":");
-        gs_json_string(f, name, strlen(name));
-        fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"pids\":[", (unsigned)l->v[i].owner,
-                (int)t->creator_pid);
-        for (k = 0; k < np && k < GPUSLICE_MAX_PROCS; k++)
-            fprintf(f, "%s%d", k ? "," : "", pids[k]);
-        fprintf(f, "],\"devices\":[");
-        for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
-            const struct gpuslice_tenant_device *dev = &t->dev[d];
-            uint64_t limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
-            uint64_t busy = __atomic_load_n(&dev->compute_busy_ns, __ATOMIC_RELAXED);
-            uint32_t ceil = tenant_list_ceiling(dev);
-            double use = used ? used(i, d, ctx) : -1;
-            char uuid[GS_UUID_STRLEN];
-
-            if (!tenant_list_dev_in_use(dev))
-                continue;
-            tenant_list_uuid(dev->uuid, uuid);
-            fprintf(f, "%s{\"index\":%d,\"uuid\":\"%s\",\"memory_limit_bytes\":", first ? "" : ",",
-                    (int)dev->ordinal, uuid);
-            first = 0;
-            if (limit)
-                fprintf(f, "%llu", (unsigned long long)limit);
-            else
-                fprintf(f, "null");
-            fprintf(f, ",\"memory_used_bytes\":%llu,\"compute_limit_percent\":",
-                    (unsigned long long)tenant_list_mem_used(t, d));
-            if (ceil)
-                fprintf(f, "%u", (unsigned)ceil);
-            else
-                fprintf(f, "null");
-            fprintf(f, ",\"compute_used_percent\":");
-            if (use >= 0)
-                fprintf(f, "%.2f", use);
-            else
-                fprintf(f, "null");
-            /* Exact, and independent of the locale's decimal point. */
-            fprintf(f, ",\"compute_busy_seconds\":%llu.%09llu}",
-                    (unsigned long long)(busy / 1000000000ULL),
-                    (unsigned long long)(busy % 1000000000ULL));
-        }
-        fprintf(f, "]}");
-    }
-    fputc(']', f);
 }
 
 uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d)

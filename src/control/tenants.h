@@ -1,7 +1,7 @@
 /*
  * The tenants the CLI can see: every tenant file in gs_tenant_dir() this user
- * may read and may trust, each a copy read at the scan (tenant_list_refresh
- * reads again), and how the CLI shows what such a file holds. Functions return
+ * may read and may trust, each a copy read at the scan, and how the CLI
+ * shows what such a file holds (control/tenant_view.h prints it). Functions return
  * 0 or a count, or a negative errno. A list owns its copies; tenant_list_done()
  * frees them.
  */
@@ -44,13 +44,6 @@ struct tenant_list {
  */
 int tenant_list_scan(struct tenant_list *l, int warn);
 
-/*
- * Reads each listed file again, for what changed since the scan (a second usage
- * reading). A file that can no longer be read, or that now holds another tenant
- * (another owner, creator or creation time), keeps its earlier copy.
- */
-void tenant_list_refresh(struct tenant_list *l);
-
 /* Unmaps and frees everything l holds (an empty or zeroed list is fine). */
 void tenant_list_done(struct tenant_list *l);
 
@@ -83,14 +76,6 @@ void tenant_list_uuid(const uint8_t raw[16], char out[GS_UUID_STRLEN]);
 
 /* The same for a UUID string in gpuslice's internal "gpu-…" form (any case). */
 void tenant_list_uuid_str(const char *uuid, char out[GS_UUID_STRLEN]);
-
-/*
- * Writes the tenants as a JSON array, the form of `gpuslice tenants --json`:
- * used(i, d, ctx) gives the measured compute use of tenant i's device entry d
- * in percent, or < 0 (null) when not measured; used may be NULL.
- */
-void tenant_list_json(FILE *f, const struct tenant_list *l,
-                      double (*used)(size_t i, int d, const void *ctx), const void *ctx);
 
 /* A device entry's ceiling in percent, 0 for none. */
 uint32_t tenant_list_ceiling(const struct gpuslice_tenant_device *d);

@@ -182,7 +182,7 @@ static json_t *tenant_processes(const struct gd_tenant *t)
 
 static json_t *tenant_json(const struct gd_tenant *t)
 {
-    json_t *devs = json_array(), *o;
+    json_t *devs = json_array(), *pids = json_array(), *o;
     char name[64];
     int e, nproc = 0;
 
@@ -218,9 +218,14 @@ static json_t *tenant_json(const struct gd_tenant *t)
                             t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
                             (json_int_t)t->t->mem_refused[e]));
     }
+    for (e = 0; t->t && e < GPUSLICE_MAX_PROCS; e++)
+        if (t->seen_pid[e] > 0)
+            json_array_append_new(pids, json_integer(t->seen_pid[e]));
     gd_tenant_name(t, name, sizeof(name));
-    o = json_pack("{s:s, s:s, s:b, s:i, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id, "name", name,
-                  "managed", t->managed, "owner", (int)t->owner, "created_unix_ns",
+    o = json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id,
+                  "name", name, "managed", t->managed, "owner", (int)t->owner, "creator_pid",
+                  t->managed || t->t == NULL ? 0 : (int)t->t->creator_pid, "pids", pids,
+                  "created_unix_ns",
                   (json_int_t)(t->managed ? t->policy.created_unix_ns
                                : t->t     ? t->t->created_unix_ns
                                           : 0),

@@ -301,7 +301,7 @@ tenants)
     if [ -s "$T/out" ]; then bad "a table of nothing on stdout"; cat "$T/out"; else ok "stdout empty"; fi
     stderr_has "no tenants"
     expect 0 "tenants --json with nothing to list" -- "$GS" tenants --json
-    json_ok "an empty list" 'assert d == {"tenants": []}'
+    json_ok "an empty list" 'assert d == {"source": "run-directory", "tenants": []}'
     holder itest-t 1G 268435456
     expect 0 "tenants --json" -- "$GS" tenants --json
     json_ok "the tenant's name, owner, processes, limit and usage" "
@@ -388,7 +388,7 @@ sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\x9b", b"\xe2\x80\xae", b"\xef
     release
     # An unreadable run directory is an error that names it; a missing one holds no tenants.
     GPUSLICE_RUN_DIR="$T/missing" expect 0 "a missing run directory" -- "$GS" tenants --json
-    json_ok "a missing run directory: no tenants" 'assert d == {"tenants": []}'
+    json_ok "a missing run directory: no tenants" 'assert d == {"source": "run-directory", "tenants": []}'
     touch "$T/afile"
     GPUSLICE_RUN_DIR="$T/afile" expect 1 "a run directory that is a file" -- "$GS" tenants
     stderr_has "cannot read the run directory $T/afile: Not a directory"
@@ -441,7 +441,7 @@ assert 134217728 <= u < 268435456, u"
     kill -9 "$(cat "$T/h2.pid")"
     for i in $(seq 100); do [ -e "/proc/$(cat "$T/h2.pid")" ] || break; sleep 0.05; done
     expect 0 "tenants after every member was SIGKILLed" -- "$GS" tenants --json --interval 0
-    json_ok "a tenant with no live process is not listed" "assert d == {'tenants': []}, d"
+    json_ok "a tenant with no live process is not listed" "assert d == {'source': 'run-directory', 'tenants': []}, d"
     if [ -n "$(ls "$GPUSLICE_RUN_DIR")" ]; then ok "(its file is still there)"; else bad "the file is gone: nothing was checked"; fi
     expect 0 "tenants (table) after every member was SIGKILLed" -- "$GS" tenants
     if grep -q itest-dead "$T/out"; then bad "the dead tenant is listed"; cat "$T/out"; else ok "not in the table"; fi

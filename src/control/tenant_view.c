@@ -1,0 +1,346 @@
+/*
+ * Tenant views: the daemon's answer and the run directory's files copied
+ * into one plain form (control/tenant_view.h). The daemon's answer is read
+ * with the CLI's own JSON reader and checked field by field: a member of the
+ * wrong type or out of range makes the tenant invalid, never a guess.
+ */
+#define _GNU_SOURCE
+#include "control/tenant_view.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/tenant.h"
+#include "common/text.h"
+#include "control/daemon_client.h"
+#include "control/json.h"
+#include "control/log.h"
+
+/* A non-negative integer member up to max; dflt when absent or null; -1 when malformed. */
+static int get_uint(const struct gs_json *o, const char *key, double max, uint64_t dflt,
+                    uint64_t *out)
+{
+    const struct gs_json *v = gs_json_get(o, key);
+
+    if (v == NULL || v->type == GS_JSON_NULL) {
+        *out = dflt;
+        return 0;
+    }
+    if (v->type != GS_JSON_NUMBER || !(v->num >= 0) || v->num > max || v->num != floor(v->num))
+        return -1;
+    *out = (uint64_t)v->num;
+    return 0;
+}
+
+static int dev_from_json(struct tview_dev *d, const struct gs_json *o)
+{
+    const char *uuid = gs_json_str(gs_json_get(o, "uuid"), NULL);
+    const struct gs_json *busy = gs_json_get(o, "gpu_time_seconds");
+    uint64_t index, ceil;
+
+    if (o->type != GS_JSON_OBJECT || uuid == NULL || strlen(uuid) >= sizeof(d->uuid))
+        return -1;
+    snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
+    if (get_uint(o, "index", 1e6, UINT64_MAX, &index) < 0 ||
+        get_uint(o, "memory_limit_bytes", 1.8e19, 0, &d->mem_limit) < 0 ||
+        get_uint(o, "memory_used_bytes", 1.8e19, 0, &d->mem_used) < 0 ||
+        get_uint(o, "compute_limit_percent", 100, 0, &ceil) < 0)
+        return -1;
+    if (busy == NULL || busy->type != GS_JSON_NUMBER || !(busy->num >= 0) || busy->num > 1.8e10)
+        return -1;
+    d->index = index == UINT64_MAX ? -1 : (int)index;
+    d->ceiling = ceil >= 100 ? 0 : (uint32_t)ceil;
+    d->busy_ns = (uint64_t)llround(busy->num * 1e9);
+    d->used = -1;
+    return 0;
+}
+
+int tview_from_json(struct tview *v, const struct gs_json *o)
+{
+    const char *id = gs_json_str(gs_json_get(o, "id"), NULL);
+    const char *name = gs_json_str(gs_json_get(o, "name"), "");
+    const struct gs_json *pids = gs_json_get(o, "pids"), *devs = gs_json_get(o, "devices"), *e;
+    const struct gs_json *managed = gs_json_get(o, "managed"), *limits = gs_json_get(o, "limits");
+    uint64_t owner, creator, def_mem, def_ceil;
+
+    memset(v, 0, sizeof(*v));
+    if (o == NULL || o->type != GS_JSON_OBJECT || id == NULL || id[0] == '\0' ||
+        strlen(id) >= sizeof(v->id) || strlen(name) >= sizeof(v->name))
+        return -EINVAL;
+    if (get_uint(o, "owner", 4294967294.0, UINT64_MAX, &owner) < 0 || owner == UINT64_MAX ||
+        get_uint(o, "creator_pid", 4194304, 0, &creator) < 0)
+        return -EINVAL;
+    if (managed && managed->type != GS_JSON_TRUE && managed->type != GS_JSON_FALSE)
+        return -EINVAL;
+    snprintf(v->id, sizeof(v->id), "%s", id);
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->owner = (uid_t)owner;
+    v->creator = (int)creator;
+    v->managed = managed && managed->type == GS_JSON_TRUE;
+    if (pids) {
+        if (pids->type != GS_JSON_ARRAY)
+            return -EINVAL;
+        for (e = pids->child; e; e = e->next) {
+            if (e->type != GS_JSON_NUMBER || !(e->num >= 1) || e->num > 4194304)
+                return -EINVAL;
+            if (v->npids < TVIEW_PIDS)
+                v->pids[v->npids] = (int)e->num;
+            v->npids++;
+        }
+    }
+    if (limits && limits->type != GS_JSON_OBJECT)
+        return -EINVAL;
+    if (get_uint(gs_json_get(limits, "memory"), "default", 1.8e19, 0, &def_mem) < 0 ||
+        get_uint(gs_json_get(limits, "compute"), "default", 100, 0, &def_ceil) < 0)
+        return -EINVAL;
+    v->def_mem = def_mem;
+    v->def_ceiling = def_ceil >= 100 ? 0 : (uint32_t)def_ceil;
+    if (devs == NULL || devs->type != GS_JSON_ARRAY || devs->n > GPUSLICE_MAX_DEVICES)
+        return -EINVAL;
+    for (e = devs->child; e; e = e->next)
+        if (dev_from_json(&v->dev[v->ndev++], e) < 0)
+            return -EINVAL;
+    return 0;
+}
+
+void tview_from_entry(struct tview *v, const struct tenant_entry *te)
+{
+    const struct gpuslice_tenant *t = te->t;
+    int d, pids[TVIEW_PIDS];
+
+    memset(v, 0, sizeof(*v));
+    snprintf(v->id, sizeof(v->id), "%s", te->id);
+    tenant_list_name(t, v->name, sizeof(v->name));
+    v->owner = te->owner;
+    v->creator = (int)t->creator_pid;
+    v->npids = tenant_list_pids(t, pids, TVIEW_PIDS);
+    memcpy(v->pids, pids, sizeof(int) * (size_t)(v->npids < TVIEW_PIDS ? v->npids : TVIEW_PIDS));
+    for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
+        const struct gpuslice_tenant_device *dev = &t->dev[d];
+        struct tview_dev *o = &v->dev[v->ndev];
+
+        if (!tenant_list_dev_in_use(dev))
+            continue;
+        o->index = (int)dev->ordinal;
+        tenant_list_uuid(dev->uuid, o->uuid);
+        o->mem_limit = __atomic_load_n(&dev->mem_limit, __ATOMIC_RELAXED);
+        o->mem_used = tenant_list_mem_used(t, d);
+        o->ceiling = tenant_list_ceiling(dev);
+        o->busy_ns = __atomic_load_n(&dev->compute_busy_ns, __ATOMIC_RELAXED);
+        o->used = -1;
+        v->ndev++;
+    }
+}
+
+static int push(struct tview_list *l, size_t *cap)
+{
+    if (l->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        struct tview *nv = realloc(l->v, ncap * sizeof(*nv));
+
+        if (nv == NULL)
+            return -ENOMEM;
+        l->v = nv;
+        *cap = ncap;
+    }
+    return 0;
+}
+
+/* The daemon's tenants into l: 0, 1 when no daemon answers, or -1 after a message in err. */
+static int read_daemon(struct tview_list *l, size_t *cap, char *err, size_t errlen)
+{
+    char why[512], msg[512], *body = NULL;
+    const struct gs_json *arr, *o;
+    struct gs_json *root;
+    int st = gs_daemon_request("GET", "/v1/tenants", NULL, &body, why, sizeof(why));
+
+    if (st == -ECONNREFUSED || st == -ENOENT) {
+        free(body);
+        return 1;
+    }
+    if (st < 0) {
+        snprintf(err, errlen, "%s", why);
+        free(body);
+        return -1;
+    }
+    if (st != 200) {
+        gs_daemon_error_message(body, msg, sizeof(msg));
+        snprintf(err, errlen, "gpusliced answered GET /v1/tenants with HTTP %d: %.300s", st, msg);
+        free(body);
+        return -1;
+    }
+    root = gs_json_parse(body, strlen(body), why, sizeof(why));
+    free(body);
+    arr = gs_json_get(root, "tenants");
+    if (root == NULL || arr == NULL || arr->type != GS_JSON_ARRAY) {
+        snprintf(err, errlen, "gpusliced's answer to GET /v1/tenants is not a tenant list%s%.300s",
+                 root ? "" : ": ", root ? "" : why);
+        gs_json_free(root);
+        return -1;
+    }
+    for (o = arr->child; o; o = o->next) {
+        if (push(l, cap) < 0) {
+            snprintf(err, errlen, "%s", gs_strerror(-ENOMEM));
+            gs_json_free(root);
+            return -1;
+        }
+        if (tview_from_json(&l->v[l->n], o) < 0) {
+            snprintf(err, errlen,
+                     "gpusliced's answer to GET /v1/tenants holds a malformed "
+                     "tenant (element %zu)",
+                     l->n);
+            gs_json_free(root);
+            return -1;
+        }
+        l->n++;
+    }
+    gs_json_free(root);
+    l->daemon = 1;
+    return 0;
+}
+
+static int listed(const struct tview_list *l, const char *id)
+{
+    size_t i;
+
+    for (i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].id, id) == 0)
+            return 1;
+    return 0;
+}
+
+int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
+{
+    struct tenant_list files = { NULL, 0, 0 };
+    size_t cap = 0, i, ndaemon;
+    char why[512];
+    int r;
+
+    memset(l, 0, sizeof(*l));
+    if ((r = read_daemon(l, &cap, why, sizeof(why))) < 0) {
+        /* Still show what the files hold: a daemon that cannot be asked hides nothing. */
+        if (warn)
+            gs_log_error("warning: %s; showing the run directory's tenants only", why);
+        l->n = 0;
+        l->daemon = 0;
+    }
+    ndaemon = l->n;
+    if ((r = tenant_list_scan(&files, warn)) < 0) {
+        snprintf(err, errlen,
+                 "cannot read the run directory %s: %s (GPUSLICE_RUN_DIR must name a "
+                 "directory you may list and search, default /dev/shm)",
+                 gs_tenant_dir(), gs_strerror(r));
+        tview_done(l);
+        return r;
+    }
+    l->skipped = files.skipped;
+    for (i = 0; i < files.n; i++) {
+        if (ndaemon && listed(l, files.v[i].id))
+            continue;
+        if ((r = push(l, &cap)) < 0) {
+            snprintf(err, errlen, "%s", gs_strerror(r));
+            tenant_list_done(&files);
+            tview_done(l);
+            return r;
+        }
+        tview_from_entry(&l->v[l->n++], &files.v[i]);
+    }
+    tenant_list_done(&files);
+    return 0;
+}
+
+void tview_usage(struct tview_list *b, const struct tview_list *a, uint64_t interval_ns)
+{
+    size_t i, j;
+    int d, e;
+
+    if (interval_ns == 0)
+        return;
+    for (i = 0; i < b->n; i++)
+        for (j = 0; j < a->n; j++) {
+            if (strcmp(b->v[i].id, a->v[j].id) != 0)
+                continue;
+            for (d = 0; d < b->v[i].ndev; d++) {
+                struct tview_dev *x = &b->v[i].dev[d];
+
+                /* An entry added since the first reading started from zero. */
+                x->used = 100.0 * (double)x->busy_ns / (double)interval_ns;
+                for (e = 0; e < a->v[j].ndev; e++)
+                    if (strcmp(a->v[j].dev[e].uuid, x->uuid) == 0)
+                        x->used = x->busy_ns <= a->v[j].dev[e].busy_ns
+                                      ? 0
+                                      : 100.0 * (double)(x->busy_ns - a->v[j].dev[e].busy_ns) /
+                                            (double)interval_ns;
+            }
+            break;
+        }
+}
+
+void tview_done(struct tview_list *l)
+{
+    if (l == NULL)
+        return;
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static void json_uint_or_null(FILE *f, const char *key, uint64_t v)
+{
+    if (v)
+        fprintf(f, ",\"%s\":%llu", key, (unsigned long long)v);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+void tview_json(FILE *f, const struct tview_list *l)
+{
+    size_t i;
+    int d, k;
+
+    fputc('[', f);
+    for (i = 0; i < l->n; i++) {
+        const struct tview *t = &l->v[i];
+
+        fprintf(f, "%s{\"id\":", i ? "," : "");
+        gs_json_string(f, t->id, strlen(t->id));
+        fprintf(f, ",\"name\":");
+        gs_json_string(f, t->name, strlen(t->name));
+        fprintf(f, ",\"owner_uid\":%u,\"creator_pid\":%d,\"managed\":%s,\"pids\":[",
+                (unsigned)t->owner, t->creator, t->managed ? "true" : "false");
+        for (k = 0; k < t->npids && k < TVIEW_PIDS; k++)
+            fprintf(f, "%s%d", k ? "," : "", t->pids[k]);
+        fprintf(f, "]");
+        json_uint_or_null(f, "default_memory_limit_bytes", t->def_mem);
+        json_uint_or_null(f, "default_compute_limit_percent", t->def_ceiling);
+        fprintf(f, ",\"devices\":[");
+        for (d = 0; d < t->ndev; d++) {
+            const struct tview_dev *x = &t->dev[d];
+
+            fprintf(f, "%s{\"index\":", d ? "," : "");
+            if (x->index >= 0)
+                fprintf(f, "%d", x->index);
+            else
+                fprintf(f, "null");
+            fprintf(f, ",\"uuid\":");
+            gs_json_string(f, x->uuid, strlen(x->uuid));
+            json_uint_or_null(f, "memory_limit_bytes", x->mem_limit);
+            fprintf(f, ",\"memory_used_bytes\":%llu", (unsigned long long)x->mem_used);
+            json_uint_or_null(f, "compute_limit_percent", x->ceiling);
+            if (x->used >= 0)
+                fprintf(f, ",\"compute_used_percent\":%.2f", x->used);
+            else
+                fprintf(f, ",\"compute_used_percent\":null");
+            /* Exact, and independent of the locale's decimal point. */
+            fprintf(f, ",\"compute_busy_seconds\":%llu.%09llu}",
+                    (unsigned long long)(x->busy_ns / 1000000000ULL),
+                    (unsigned long long)(x->busy_ns % 1000000000ULL));
+        }
+        fprintf(f, "]}");
+    }
+    fputc(']', f);
+}

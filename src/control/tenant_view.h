@@ -1,0 +1,77 @@
+/*
+ * The tenants as `gpuslice tenants` and `gpuslice info` show them, from
+ * either source: the daemon's answer (GET /v1/tenants) when gpusliced runs,
+ * and the tenant files of the run directory. A view is plain data, copied out
+ * of its source, so the same code prints both. With a daemon, the view holds
+ * what the daemon knows (its managed tenants too, and named tenants with no
+ * process yet), then any tenant file the daemon does not list.
+ */
+#ifndef GPUSLICE_CONTROL_TENANT_VIEW_H
+#define GPUSLICE_CONTROL_TENANT_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "common/parse.h"
+#include "control/tenants.h"
+
+#define TVIEW_PIDS 64  /* host PIDs kept per tenant; npids counts them all */
+#define TVIEW_NAME 160 /* a name as the daemon sends it (escaped, at most 4 bytes a byte) */
+
+struct tview_dev {
+    int index; /* the device's index, -1 when unknown */
+    char uuid[GS_UUID_STRLEN];
+    uint64_t mem_limit; /* bytes, 0 for none */
+    uint64_t mem_used;
+    uint32_t ceiling; /* percent, 0 for none */
+    uint64_t busy_ns; /* GPU time used so far */
+    double used;      /* percent of wall time over the interval, < 0 when not measured */
+};
+
+struct tview {
+    char id[TENANT_ID_MAX];
+    char name[TVIEW_NAME];
+    uid_t owner;
+    int creator; /* the creator's PID, 0 for none (a daemon's named tenant) */
+    int managed; /* the daemon owns its limits */
+    int pids[TVIEW_PIDS];
+    int npids;
+    struct tview_dev dev[GPUSLICE_MAX_DEVICES];
+    int ndev;
+    uint64_t def_mem;     /* a daemon tenant's limits on GPUs it has not used yet; 0: none */
+    uint32_t def_ceiling; /* percent, 0 for none */
+};
+
+struct tview_list {
+    struct tview *v;
+    size_t n;
+    int daemon;     /* 1 when gpusliced answered */
+    size_t skipped; /* tenant files left out (tenant_list_scan) */
+};
+
+/*
+ * One reading of every tenant: from the daemon if one answers on its socket,
+ * then from the run directory's files (warning on stderr about files skipped,
+ * if warn). 0, or a negative errno with a message in err (a daemon that
+ * answers with an error, a run directory that cannot be read).
+ */
+int tview_read(struct tview_list *l, int warn, char *err, size_t errlen);
+
+/* Sets each device's used share from two readings interval_ns apart (b after a). */
+void tview_usage(struct tview_list *b, const struct tview_list *a, uint64_t interval_ns);
+
+void tview_done(struct tview_list *l);
+
+/* The tenants as a JSON array: the form of `gpuslice tenants --json`. */
+void tview_json(FILE *f, const struct tview_list *l);
+
+/* Fills v from a tenant file of the run directory (a copy of what it holds now). */
+void tview_from_entry(struct tview *v, const struct tenant_entry *te);
+
+/* Fills v from a daemon's tenant object (GET /v1/tenants); 0 or -EINVAL. For tests too. */
+struct gs_json;
+int tview_from_json(struct tview *v, const struct gs_json *o);
+
+#endif
