@@ -489,8 +489,15 @@ static int run_set(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     if ((r = gs_tenant_open_owned(path, 1, &again, &t)) < 0) {
-        gs_log_error("set: cannot open the tenant %s (%s) for writing: %s", shown_id, shown_path,
-                     gs_strerror(r));
+        if (r == GS_EABI)
+            gs_log_error("set: the tenant %s (%s) was made by another version of gpuslice "
+                         "(its state file has another layout: this version may read an older "
+                         "one but writes only its own); change it with the gpuslice that "
+                         "started it, or restart it under this one",
+                         shown_id, shown_path);
+        else
+            gs_log_error("set: cannot open the tenant %s (%s) for writing: %s", shown_id,
+                         shown_path, gs_strerror(r));
         return GS_EXIT_ERROR;
     }
     if (again != owner) { /* replaced between the two opens */

@@ -71,14 +71,6 @@ static int parse_seconds(const char *s, uint64_t *ns)
     return *ns > MAX_INTERVAL_S * 1000000000ULL ? -ERANGE : 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_ns(uint64_t ns)
 {
     struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
@@ -272,8 +264,6 @@ static int run_tenants(int argc, char **argv)
     }
     l = &first;
     if (first.n > 0 && interval > 0) {
-        uint64_t t0 = now_ns();
-
         sleep_ns(interval);
         /* The second reading warns no more: the first said what was skipped. */
         if ((r = tview_read(&second, 0, err, sizeof(err))) < 0) {
@@ -281,7 +271,7 @@ static int run_tenants(int argc, char **argv)
             tview_done(&first);
             return GS_EXIT_ERROR;
         }
-        tview_usage(&second, &first, now_ns() - t0);
+        tview_usage(&second, &first);
         l = &second;
     }
     if (l->n == 0)

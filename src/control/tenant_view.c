@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "common/tenant.h"
@@ -19,6 +20,14 @@
 #include "control/daemon_client.h"
 #include "control/json.h"
 #include "control/log.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 /* A non-negative integer member up to max; dflt when absent or null; -1 when malformed. */
 static int get_uint(const struct gs_json *o, const char *key, double max, uint64_t dflt,
@@ -117,6 +126,7 @@ void tview_from_entry(struct tview *v, const struct tenant_entry *te)
     tenant_list_name(t, v->name, sizeof(v->name));
     v->owner = te->owner;
     v->creator = (int)t->creator_pid;
+    v->at_ns = now_ns();
     v->npids = tenant_list_pids(t, pids, TVIEW_PIDS);
     memcpy(v->pids, pids, sizeof(int) * (size_t)(v->npids < TVIEW_PIDS ? v->npids : TVIEW_PIDS));
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
@@ -157,6 +167,7 @@ static int read_daemon(struct tview_list *l, size_t *cap, char *err, size_t errl
     const struct gs_json *arr, *o;
     struct gs_json *root;
     int st = gs_daemon_request("GET", "/v1/tenants", NULL, &body, why, sizeof(why));
+    uint64_t at = now_ns();
 
     if (st == -ECONNREFUSED || st == -ENOENT) {
         free(body);
@@ -196,7 +207,7 @@ static int read_daemon(struct tview_list *l, size_t *cap, char *err, size_t errl
             gs_json_free(root);
             return -1;
         }
-        l->n++;
+        l->v[l->n++].at_ns = at;
     }
     gs_json_free(root);
     l->daemon = 1;
@@ -253,28 +264,30 @@ int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
     return 0;
 }
 
-void tview_usage(struct tview_list *b, const struct tview_list *a, uint64_t interval_ns)
+void tview_usage(struct tview_list *b, const struct tview_list *a)
 {
     size_t i, j;
     int d, e;
 
-    if (interval_ns == 0)
-        return;
     for (i = 0; i < b->n; i++)
         for (j = 0; j < a->n; j++) {
-            if (strcmp(b->v[i].id, a->v[j].id) != 0)
-                continue;
-            for (d = 0; d < b->v[i].ndev; d++) {
-                struct tview_dev *x = &b->v[i].dev[d];
+            const struct tview *x0 = &a->v[j];
+            struct tview *x1 = &b->v[i];
+            double dt;
 
-                /* An entry added since the first reading started from zero. */
-                x->used = 100.0 * (double)x->busy_ns / (double)interval_ns;
-                for (e = 0; e < a->v[j].ndev; e++)
-                    if (strcmp(a->v[j].dev[e].uuid, x->uuid) == 0)
-                        x->used = x->busy_ns <= a->v[j].dev[e].busy_ns
-                                      ? 0
-                                      : 100.0 * (double)(x->busy_ns - a->v[j].dev[e].busy_ns) /
-                                            (double)interval_ns;
+            if (strcmp(x1->id, x0->id) != 0)
+                continue;
+            if (x1->at_ns <= x0->at_ns)
+                break;
+            dt = (double)(x1->at_ns - x0->at_ns);
+            for (d = 0; d < x1->ndev; d++) {
+                struct tview_dev *y = &x1->dev[d];
+                uint64_t before = 0; /* an entry added since the first reading started from zero */
+
+                for (e = 0; e < x0->ndev; e++)
+                    if (strcmp(x0->dev[e].uuid, y->uuid) == 0)
+                        before = x0->dev[e].busy_ns;
+                y->used = y->busy_ns <= before ? 0 : 100.0 * (double)(y->busy_ns - before) / dt;
             }
             break;
         }

@@ -40,6 +40,7 @@ struct tview {
     int npids;
     struct tview_dev dev[GPUSLICE_MAX_DEVICES];
     int ndev;
+    uint64_t at_ns;       /* when its counters were read (CLOCK_MONOTONIC) */
     uint64_t def_mem;     /* a daemon tenant's limits on GPUs it has not used yet; 0: none */
     uint32_t def_ceiling; /* percent, 0 for none */
 };
@@ -59,8 +60,11 @@ struct tview_list {
  */
 int tview_read(struct tview_list *l, int warn, char *err, size_t errlen);
 
-/* Sets each device's used share from two readings interval_ns apart (b after a). */
-void tview_usage(struct tview_list *b, const struct tview_list *a, uint64_t interval_ns);
+/*
+ * Sets each device's used share from two readings (b after a): the GPU time a
+ * tenant used between them over the time between its two readings.
+ */
+void tview_usage(struct tview_list *b, const struct tview_list *a);
 
 void tview_done(struct tview_list *l);
 

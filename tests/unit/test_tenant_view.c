@@ -101,15 +101,17 @@ static void test_usage_between_readings(void **state)
     (void)state;
     assert_int_equal(parse(GOOD, &ta), 0);
     tb = ta;
+    ta.at_ns = 1000000000ULL;
+    tb.at_ns = ta.at_ns + 200000000ULL;
     tb.dev[0].busy_ns += 100000000ULL; /* 0.1 s of GPU time over 0.2 s */
     a.v = &ta;
     a.n = 1;
     b.v = &tb;
     b.n = 1;
-    tview_usage(&b, &a, 200000000ULL);
+    tview_usage(&b, &a);
     assert_true(tb.dev[0].used > 49.99 && tb.dev[0].used < 50.01);
     tb.dev[0].busy_ns = ta.dev[0].busy_ns - 1; /* another tenant under the same id: not negative */
-    tview_usage(&b, &a, 200000000ULL);
+    tview_usage(&b, &a);
     assert_true(tb.dev[0].used == 0);
 }
 
