@@ -239,7 +239,7 @@ int gs_node_find_tenant(const struct gpuslice_node *n, uint32_t id)
 
 int gs_node_find_name(const struct gpuslice_node *n, const char *name)
 {
-    struct gpuslice_node_tenant t;
+    struct gpuslice_node_tenant t = { 0 }; /* gcc -O3 cannot see copy_words fill it */
     int i;
 
     for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS; i++) {

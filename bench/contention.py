@@ -1,0 +1,346 @@
+"""Contention on one GPU: a latency-critical job beside a saturating background job, in separate
+processes, under each way of sharing the GPU, measured side by side in one run.
+
+The latency job sends one request every PERIOD ms (request i is due at go + i * PERIOD, and
+starts then, or when the one before ends if that is later); a request is 10 chained fp16
+GEMMs of 8x4096 by 4096x4096, and its latency runs from its start to the end of its last
+GEMM (a request that starts more than half a period late is counted as late). The
+background job runs 8192^3 fp16 GEMMs back to back (4 per synchronisation) and counts those
+finished within the latency job's window. Each configuration runs REPEATS times, the
+configurations interleaved (a round-robin whose order rotates each round), so that the VM's
+drift falls on all of them alike.
+
+Configurations (--only picks some):
+  solo-latency    the latency job alone (its solo p99 and busy share)
+  solo-background the background alone (its solo rate)
+  time-sliced     both, plain processes: the driver time-slices the two contexts
+  mps             both as clients of one MPS server (NVIDIA's, started here)
+  mps-priority    the same, the background at CUDA_MPS_CLIENT_PRIORITY=1 (below normal)
+  mps-threads50   the same, the background at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
+  gs-compute50    time-sliced, the background under gpuslice run --compute 50
+  gs-share50      the background under gpuslice run --gpu-share 50 --mps-priority below-normal,
+                  the latency job under --gpu-share 100 (gpuslice's MPS daemon)
+
+Prints a markdown table and writes contention.json and contention.md to --out. Per
+configuration: the latency job's p50 and p99 (the median over repeats of each repeat's
+percentile, with the range), p99 over solo p99, the background's rate and what it kept of its
+solo rate, and the issue's bar for the background: 75 % of the time the latency job leaves
+idle, 0.75 x (1 - solo busy share). A configuration whose processes fail is a row that says
+so, not a crash.
+
+usage: contention.py [--gpuslice BIN] [--repeats N] [--seconds S] [--period-ms P] [--only A,B]
+                     [--out DIR]
+       contention.py latency SECONDS PERIOD_MS OUT READY GO      (a job; started by the above)
+       contention.py background SECONDS OUT READY GO
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gpumeasure  # noqa: E402  (percentile, scrubbed_env)
+
+CONFIGS = ["solo-latency", "solo-background", "time-sliced", "mps", "mps-priority",
+           "mps-threads50", "gs-compute50", "gs-share50"]
+
+
+def wait_file(path, timeout):
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def job_latency(seconds, period_ms, out, ready, go):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    w = torch.randn(4096, 4096, device=dev, dtype=torch.float16) / 64
+    x0 = torch.randn(8, 4096, device=dev, dtype=torch.float16)
+    for _ in range(200):  # warm-up: cuBLAS picks its kernels, clocks settle
+        x = x0
+        for _ in range(10):
+            x = x @ w
+    torch.cuda.synchronize()
+    open(ready, "w").close()
+    wait_file(go, 120)
+    t0 = time.monotonic() + 0.2  # the background is running by then
+    period = period_ms / 1000.0
+    n = int(seconds / period)
+    lat, service = [], []
+    late = 0
+    end = t0 + n * period
+    for i in range(n):
+        arrive = t0 + i * period
+        while time.monotonic() < arrive:
+            pass
+        start = time.monotonic()
+        if start > end:
+            break  # far behind: the window is over
+        late += start - arrive > period / 2
+        x = x0
+        for _ in range(10):
+            x = x @ w
+        torch.cuda.synchronize()
+        lat.append(time.monotonic() - start)
+    json.dump({"latency_s": lat, "start": t0, "end": max(end, time.monotonic()),
+               "period_s": period, "late": late, "requests": n}, open(out, "w"))
+
+
+def job_background(seconds, out, ready, go):
+    import torch
+    dev = torch.device("cuda")
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+    b = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+    for _ in range(10):
+        c = a @ b
+    torch.cuda.synchronize()
+    open(ready, "w").close()
+    wait_file(go, 120)
+    end = time.monotonic() + seconds + 0.6
+    done = []  # (time, GEMMs finished so far)
+    k = 0
+    while time.monotonic() < end:
+        for _ in range(4):
+            c = a @ b  # noqa: F841
+        torch.cuda.synchronize()
+        k += 4
+        done.append((time.monotonic(), k))
+    json.dump({"done": done}, open(out, "w"))
+
+
+def rate_in(done, start, end):
+    """GEMMs per second finished between start and end (from the (time, count) marks)."""
+    inside = [(t, k) for t, k in done if start <= t <= end]
+    if len(inside) < 2:
+        return None
+    (t1, k1), (t2, k2) = inside[0], inside[-1]
+    return (k2 - k1) / (t2 - t1) if t2 > t1 else None
+
+
+class Runner:
+    def __init__(self, args, tmp):
+        self.args, self.tmp, self.gs = args, tmp, args.gpuslice
+        self.mps_dir = None
+
+    def mps_start(self):
+        """NVIDIA's own MPS control daemon, in a directory of this run's."""
+        if self.mps_dir:
+            return self.mps_dir
+        d = os.path.join(self.tmp, "mps")
+        os.makedirs(os.path.join(d, "pipe"), exist_ok=True)
+        os.makedirs(os.path.join(d, "log"), exist_ok=True)
+        env = gpumeasure.scrubbed_env({"CUDA_MPS_PIPE_DIRECTORY": d + "/pipe",
+                                       "CUDA_MPS_LOG_DIRECTORY": d + "/log"})
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True, timeout=30)
+        self.mps_dir = d
+        return d
+
+    def mps_stop(self):
+        if not self.mps_dir:
+            return
+        env = gpumeasure.scrubbed_env({"CUDA_MPS_PIPE_DIRECTORY": self.mps_dir + "/pipe",
+                                       "CUDA_MPS_LOG_DIRECTORY": self.mps_dir + "/log"})
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env=env, timeout=30)
+        time.sleep(1)
+        self.mps_dir = None
+
+    def commands(self, cfg):
+        """(latency argv prefix, latency env, background prefix, background env) or None parts."""
+        base = gpumeasure.scrubbed_env()
+        lat, bg = ([], dict(base)), ([], dict(base))
+        if cfg == "solo-latency":
+            return lat, None
+        if cfg == "solo-background":
+            return None, bg
+        if cfg.startswith("mps"):
+            d = self.mps_start()
+            for e in (lat[1], bg[1]):
+                e["CUDA_MPS_PIPE_DIRECTORY"] = d + "/pipe"
+                e["CUDA_MPS_LOG_DIRECTORY"] = d + "/log"
+            if cfg == "mps-priority":
+                bg[1]["CUDA_MPS_CLIENT_PRIORITY"] = "1"
+            if cfg == "mps-threads50":
+                bg[1]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = "50"
+            return lat, bg
+        if cfg == "gs-compute50":
+            return lat, ([self.gs, "run", "-q", "--compute", "50", "--"], bg[1])
+        if cfg == "gs-share50":
+            return (([self.gs, "run", "-q", "--gpu-share", "100", "--"], lat[1]),
+                    ([self.gs, "run", "-q", "--gpu-share", "50", "--mps-priority",
+                      "below-normal", "--"], bg[1]))
+        return lat, bg
+
+    def once(self, cfg, rep):
+        a = self.args
+        tag = f"{cfg}-{rep}"
+        ready_l, ready_b, go = (os.path.join(self.tmp, f"{tag}.{s}") for s in ("rl", "rb", "go"))
+        out_l, out_b = (os.path.join(self.tmp, f"{tag}.{s}.json") for s in ("l", "b"))
+        if not cfg.startswith("mps"):
+            self.mps_stop()
+        try:
+            lat, bg = self.commands(cfg)
+        except (OSError, subprocess.SubprocessError) as e:
+            return {"config": cfg, "repeat": rep, "error": f"cannot start MPS: {e}"}
+        procs = []
+        me = [sys.executable, os.path.abspath(__file__)]
+        row = {"config": cfg, "repeat": rep}
+        try:
+            if bg:
+                procs.append(("background", subprocess.Popen(
+                    bg[0] + me + ["background", str(a.seconds + 0.2), out_b, ready_b, go],
+                    env=bg[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+            if lat:
+                procs.append(("latency", subprocess.Popen(
+                    lat[0] + me + ["latency", str(a.seconds), str(a.period_ms), out_l, ready_l,
+                                   go], env=lat[1], stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT)))
+        except OSError as e:
+            for _, p in procs:
+                p.kill()
+                p.wait()
+            row["error"] = f"cannot start a job: {e}"
+            return row
+        ok = all(wait_file(r, 90) for r, want in ((ready_l, lat), (ready_b, bg)) if want)
+        if ok:
+            open(go, "w").close()
+        errors = []
+        for name, p in procs:
+            try:
+                out, _ = p.communicate(timeout=a.seconds + 60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+                errors.append(f"{name}: did not finish")
+            if p.returncode != 0:
+                errors.append(f"{name}: exit {p.returncode}: {out.decode(errors='replace')[-600:]}")
+        if not ok:
+            errors.append("a job did not become ready in 90 s")
+        if errors:
+            row["error"] = "; ".join(errors)
+            return row
+        if lat:
+            L = json.load(open(out_l))
+            row["p50_ms"] = 1000 * gpumeasure.percentile(L["latency_s"], 50)
+            row["p99_ms"] = 1000 * gpumeasure.percentile(L["latency_s"], 99)
+            row["busy"] = sum(L["latency_s"]) / (L["end"] - L["start"])
+            row["late"] = L["late"]
+            row["served"] = len(L["latency_s"])
+            row["requests"] = L["requests"]
+            window = (L["start"], L["end"])
+        else:
+            window = None
+        if bg:
+            B = json.load(open(out_b))
+            if window is None:
+                t = [x for x, _ in B["done"]]
+                window = (t[0] + 0.2, t[0] + 0.2 + a.seconds)
+            row["bg_rate"] = rate_in(B["done"], *window)
+        return row
+
+
+def summarize(rows, configs):
+    by = {c: [r for r in rows if r["config"] == c] for c in configs}
+    med = lambda v: statistics.median(v) if v else None  # noqa: E731
+    out = {}
+    for c, rs in by.items():
+        good = [r for r in rs if "error" not in r]
+        s = {"runs": len(rs), "failed": len(rs) - len(good),
+             "errors": [r["error"] for r in rs if "error" in r][:2]}
+        for k in ("p50_ms", "p99_ms", "busy", "bg_rate", "late"):
+            v = [r[k] for r in good if r.get(k) is not None]
+            s[k] = med(v)
+            s[k + "_range"] = (min(v), max(v)) if v else None
+        out[c] = s
+    solo_p99 = out.get("solo-latency", {}).get("p99_ms")
+    solo_busy = out.get("solo-latency", {}).get("busy")
+    solo_rate = out.get("solo-background", {}).get("bg_rate")
+    for c, s in out.items():
+        s["p99_over_solo"] = s["p99_ms"] / solo_p99 if s.get("p99_ms") and solo_p99 else None
+        s["bg_kept"] = s["bg_rate"] / solo_rate if s.get("bg_rate") and solo_rate else None
+    bar = 0.75 * (1 - solo_busy) if solo_busy is not None else None
+    return out, bar
+
+
+def table(summary, bar, args):
+    f = lambda v, fmt: "" if v is None else fmt % v  # noqa: E731
+    lines = [f"Latency job: 10 chained fp16 GEMMs 8x4096 by 4096x4096, one request every "
+             f"{args.period_ms} ms, {args.seconds} s; background: 8192^3 fp16 GEMMs back to back. "
+             f"{args.repeats} interleaved repeats; each cell the median over repeats "
+             f"[min, max]. Bar for the background: {f(bar and 100 * bar, '%.1f')} % of its solo "
+             f"rate (75 % of the time the latency job leaves idle).", "",
+             "| configuration | p50 ms | p99 ms | p99 / solo p99 | background GEMM/s | "
+             "background kept | late requests | runs failed |", "|---|---|---|---|---|---|---|---|"]
+    for c, s in summary.items():
+        rng = lambda k: (f" [{s[k + '_range'][0]:.2f}, {s[k + '_range'][1]:.2f}]"  # noqa: E731
+                         if s.get(k + "_range") else "")
+        lines.append(f"| {c} | {f(s['p50_ms'], '%.3f')} | {f(s['p99_ms'], '%.3f')}{rng('p99_ms')} | "
+                     f"{f(s['p99_over_solo'], '%.2f')} | {f(s['bg_rate'], '%.1f')} | "
+                     f"{f(s['bg_kept'] and 100 * s['bg_kept'], '%.1f %%')} | "
+                     f"{f(s['late'], '%.0f')} | "
+                     f"{s['failed']}/{s['runs']}{(': ' + s['errors'][0][:160]) if s['errors'] else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "latency":
+        return job_latency(float(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:7])
+    if len(sys.argv) > 1 and sys.argv[1] == "background":
+        return job_background(float(sys.argv[2]), *sys.argv[3:6])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpuslice", default=os.path.join(os.path.dirname(HERE), "build", "bin",
+                                                       "gpuslice"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--period-ms", type=float, default=2.0)
+    ap.add_argument("--only", default=",".join(CONFIGS))
+    ap.add_argument("--out", default=".")
+    a = ap.parse_args()
+    configs = [c for c in a.only.split(",") if c]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        ap.error(f"--only: unknown configuration {unknown[0]!r} (choose from {', '.join(CONFIGS)})")
+    if a.repeats < 1 or a.seconds <= 0.5 or a.period_ms <= 0:
+        ap.error("--repeats must be at least 1, --seconds over 0.5, --period-ms over 0")
+    if not gpumeasure.outside_interposer():
+        ap.error("run this without the interposer preloaded (it starts its own jobs)")
+    tmp = tempfile.mkdtemp(prefix="gs-contention-")
+    r = Runner(a, tmp)
+    rows = []
+    try:
+        for rep in range(a.repeats):
+            order = configs[rep % len(configs):] + configs[:rep % len(configs)]
+            # MPS configurations together, so that one MPS server serves them in a row.
+            order = [c for c in order if not c.startswith("mps")] + \
+                    [c for c in order if c.startswith("mps")]
+            for c in order:
+                row = r.once(c, rep)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            r.mps_stop()
+    finally:
+        r.mps_stop()
+        if a.gpuslice and os.path.exists(a.gpuslice):
+            subprocess.run([a.gpuslice, "mps", "stop", "--force", "-q"], timeout=60,
+                           env=gpumeasure.scrubbed_env(), capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary, bar = summarize(rows, configs)
+    md = table(summary, bar, a)
+    print(md)
+    os.makedirs(a.out, exist_ok=True)
+    json.dump({"rows": rows, "summary": summary, "background_bar": bar,
+               "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
+    open(os.path.join(a.out, "contention.md"), "w").write(md)
+
+
+if __name__ == "__main__":
+    main()
