@@ -20,6 +20,9 @@ Configurations (--only picks some):
   gs-compute50    time-sliced, the background under gpuslice run --compute 50
   gs-share50      the background under gpuslice run --gpu-share 50 --mps-priority below-normal,
                   the latency job under --gpu-share 100 (gpuslice's MPS daemon)
+  gs-sms66        time-sliced, the background under gpuslice run --sms 66 (a green context of
+                  half the H200's 132 SMs)
+  mps-gs-sms66    both MPS clients, the background under gpuslice run --sms 66
 
 Prints a markdown table and writes contention.json and contention.md to --out. Per
 configuration: the latency job's p50 and p99 (the median over repeats of each repeat's
@@ -48,7 +51,7 @@ sys.path.insert(0, HERE)
 import gpumeasure  # noqa: E402  (percentile, scrubbed_env)
 
 CONFIGS = ["solo-latency", "solo-background", "time-sliced", "mps", "mps-priority",
-           "mps-threads50", "gs-compute50", "gs-share50"]
+           "mps-threads50", "gs-compute50", "gs-share50", "gs-sms66", "mps-gs-sms66"]
 
 
 def wait_file(path, timeout):
@@ -171,7 +174,11 @@ class Runner:
                 bg[1]["CUDA_MPS_CLIENT_PRIORITY"] = "1"
             if cfg == "mps-threads50":
                 bg[1]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = "50"
+            if cfg == "mps-gs-sms66":
+                return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
             return lat, bg
+        if cfg == "gs-sms66":
+            return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
         if cfg == "gs-compute50":
             return lat, ([self.gs, "run", "-q", "--compute", "50", "--"], bg[1])
         if cfg == "gs-share50":
