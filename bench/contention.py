@@ -24,7 +24,8 @@ Configurations (--only picks some):
                   half the H200's 132 SMs)
   mps-gs-sms66    both MPS clients, the background under gpuslice run --sms 66
 
-Prints a markdown table and writes contention.json and contention.md to --out. Per
+Prints a markdown table and writes contention.json, contention.md and contention-cdf.svg (the
+latency CDF of each configuration) to --out. Per
 configuration: the latency job's p50 and p99 (the median over repeats of each repeat's
 percentile, with the range), p99 over solo p99, the background's rate and what it kept of its
 solo rate, and the issue's bar for the background: 75 % of the time the latency job leaves
@@ -32,7 +33,7 @@ idle, 0.75 x (1 - solo busy share). A configuration whose processes fail is a ro
 so, not a crash.
 
 usage: contention.py [--gpuslice BIN] [--repeats N] [--seconds S] [--period-ms P] [--only A,B]
-                     [--out DIR]
+                     [--timeline] [--out DIR]
        contention.py latency SECONDS PERIOD_MS OUT READY GO      (a job; started by the above)
        contention.py background SECONDS OUT READY GO
 """
@@ -63,7 +64,7 @@ def wait_file(path, timeout):
     return True
 
 
-def job_latency(seconds, period_ms, out, ready, go):
+def job_latency(seconds, period_ms, out, ready, go, delay=0.0):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
@@ -76,7 +77,7 @@ def job_latency(seconds, period_ms, out, ready, go):
     torch.cuda.synchronize()
     open(ready, "w").close()
     wait_file(go, 120)
-    t0 = time.monotonic() + 0.2  # the background is running by then
+    t0 = time.monotonic() + 0.2 + delay  # the background is running by then
     period = period_ms / 1000.0
     n = int(seconds / period)
     lat, service = [], []
@@ -187,9 +188,14 @@ class Runner:
                       "below-normal", "--"], bg[1]))
         return lat, bg
 
-    def once(self, cfg, rep):
+    def once(self, cfg, rep, timeline=False):
+        """One run of cfg. timeline: the background runs 3 x --seconds and the latency job
+        the middle third, for the background's rate over time as the latency job comes and
+        goes."""
         a = self.args
-        tag = f"{cfg}-{rep}"
+        tag = f"{cfg}-{rep}{'-t' if timeline else ''}"
+        bg_s, lat_s, delay = ((3 * a.seconds, a.seconds, a.seconds) if timeline
+                              else (a.seconds + 0.2, a.seconds, 0.0))
         ready_l, ready_b, go = (os.path.join(self.tmp, f"{tag}.{s}") for s in ("rl", "rb", "go"))
         out_l, out_b = (os.path.join(self.tmp, f"{tag}.{s}.json") for s in ("l", "b"))
         if not cfg.startswith("mps"):
@@ -204,12 +210,12 @@ class Runner:
         try:
             if bg:
                 procs.append(("background", subprocess.Popen(
-                    bg[0] + me + ["background", str(a.seconds + 0.2), out_b, ready_b, go],
+                    bg[0] + me + ["background", str(bg_s), out_b, ready_b, go],
                     env=bg[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
             if lat:
                 procs.append(("latency", subprocess.Popen(
-                    lat[0] + me + ["latency", str(a.seconds), str(a.period_ms), out_l, ready_l,
-                                   go], env=lat[1], stdout=subprocess.PIPE,
+                    lat[0] + me + ["latency", str(lat_s), str(a.period_ms), out_l, ready_l,
+                                   go, str(delay)], env=lat[1], stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT)))
         except OSError as e:
             for _, p in procs:
@@ -237,6 +243,7 @@ class Runner:
             return row
         if lat:
             L = json.load(open(out_l))
+            row["latency_ms"] = [round(1000 * v, 4) for v in L["latency_s"]]
             row["p50_ms"] = 1000 * gpumeasure.percentile(L["latency_s"], 50)
             row["p99_ms"] = 1000 * gpumeasure.percentile(L["latency_s"], 99)
             row["busy"] = sum(L["latency_s"]) / (L["end"] - L["start"])
@@ -252,6 +259,18 @@ class Runner:
                 t = [x for x, _ in B["done"]]
                 window = (t[0] + 0.2, t[0] + 0.2 + a.seconds)
             row["bg_rate"] = rate_in(B["done"], *window)
+            if timeline:
+                # GEMMs per second in 100 ms bins, time 0 at the latency job's start.
+                t0 = window[0]
+                bins = {}
+                prev = None
+                for t, k in B["done"]:
+                    if prev is not None:
+                        b = int((t - t0) // 0.1)
+                        bins[b] = bins.get(b, 0) + (k - prev)
+                    prev = k
+                row["timeline"] = [(round(b * 0.1 + 0.05, 3), n / 0.1) for b, n in sorted(bins.items())]
+                row.pop("latency_ms", None)
         return row
 
 
@@ -298,9 +317,44 @@ def table(summary, bar, args):
     return "\n".join(lines) + "\n"
 
 
+def cdf_picture(rows, configs, path, title):
+    """The latency CDF of each configuration (all its repeats pooled), as SVG."""
+    import svgplot
+    series, worst = [], 0.0
+    for c in configs:
+        v = sorted(x for r in rows if r["config"] == c and "error" not in r
+                   for x in r.get("latency_ms", []))
+        if not v:
+            continue
+        n = len(v)
+        step = max(1, n // 400)
+        pts = [(v[i], (i + 1) / n) for i in range(0, n, step)] + [(v[-1], 1.0)]
+        series.append((c, pts))
+        worst = max(worst, gpumeasure.percentile(v, 99.9))
+    page = svgplot.Page(900, 520, title)
+    xmax = max(1.0, worst * 1.05)
+    page.panel(10, 40, 880, 470, "latency of a request (CDF, all repeats pooled)", series,
+               unit="percentunit", xlabel=lambda x: "%.1f ms" % x, xmin=0, xmax=xmax, ymin=0,
+               ymax=1.0)
+    page.save(path)
+
+
+def timeline_picture(rows, path, a):
+    """The background's rate over time while the latency job runs the middle third."""
+    import svgplot
+    series = [(r["config"], list(r["timeline"])) for r in rows
+              if "error" not in r and r.get("timeline")]
+    page = svgplot.Page(900, 520, "bench/contention.py --timeline: the background's GEMM/s, "
+                        f"the latency job running from 0 to {a.seconds:g} s")
+    page.panel(10, 40, 880, 470, "background throughput (100 ms bins)", series, unit="short",
+               xlabel=lambda x: "%.1f s" % x, xmin=-a.seconds, xmax=2 * a.seconds, ymin=0)
+    page.save(path)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "latency":
-        return job_latency(float(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:7])
+        return job_latency(float(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:7],
+                           delay=float(sys.argv[7]) if len(sys.argv) > 7 else 0.0)
     if len(sys.argv) > 1 and sys.argv[1] == "background":
         return job_background(float(sys.argv[2]), *sys.argv[3:6])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -311,6 +365,10 @@ def main():
     ap.add_argument("--period-ms", type=float, default=2.0)
     ap.add_argument("--only", default=",".join(CONFIGS))
     ap.add_argument("--out", default=".")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also run each non-solo configuration once with the background for 3 x "
+                         "--seconds and the latency job in the middle third, and draw the "
+                         "background's rate over time")
     a = ap.parse_args()
     configs = [c for c in a.only.split(",") if c]
     unknown = [c for c in configs if c not in CONFIGS]
@@ -340,13 +398,33 @@ def main():
             subprocess.run([a.gpuslice, "mps", "stop", "--force", "-q"], timeout=60,
                            env=gpumeasure.scrubbed_env(), capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
+    timeline_rows = []
+    if a.timeline:
+        r = Runner(a, tempfile.mkdtemp(prefix="gs-contention-"))
+        try:
+            for c in [c for c in configs if not c.startswith("solo")]:
+                row = r.once(c, 0, timeline=True)
+                timeline_rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "timeline"}), flush=True)
+        finally:
+            r.mps_stop()
+            shutil.rmtree(r.tmp, ignore_errors=True)
     summary, bar = summarize(rows, configs)
     md = table(summary, bar, a)
     print(md)
     os.makedirs(a.out, exist_ok=True)
-    json.dump({"rows": rows, "summary": summary, "background_bar": bar,
+    json.dump({"rows": rows, "timeline": timeline_rows, "summary": summary, "background_bar": bar,
                "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
     open(os.path.join(a.out, "contention.md"), "w").write(md)
+    try:
+        cdf_picture(rows, configs, os.path.join(a.out, "contention-cdf.svg"),
+                    f"bench/contention.py: a latency job beside an 8192^3 GEMM background, "
+                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        if timeline_rows:
+            timeline_picture(timeline_rows, os.path.join(a.out, "contention-timeline.svg"), a)
+    except Exception as e:  # the numbers are written already: a picture is not worth them
+        print(f"contention: no picture: {e!r}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
