@@ -49,10 +49,12 @@ $(TSAN_BUILD)/CMakeCache.txt:
 	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    -DGPUSLICE_TSAN=ON
 
-# The interposer, the simulator, the CLI and the stress program under TSan; any report fails.
+# The interposer, the simulator, the CLI, the stress program and the daemon (under a soak)
+# with TSan; any report fails.
 test-tsan: test-deps $(TSAN_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target gpuslice gpuslice_cli sim_cuda sim_nvml \
-	    tsan_stress
+	    tsan_stress $$(grep -q '^GPUSLICE_DAEMON:BOOL=ON' $(TSAN_BUILD)/CMakeCache.txt && \
+	    echo gpusliced mem_probe)
 	cd $(TSAN_BUILD) && ctest --output-on-failure -L tsan
 
 $(FUZZ_BUILD)/CMakeCache.txt:

@@ -193,9 +193,14 @@ static void *sampler_main(void *arg)
             gd_registry_sweep();
             next_sweep = now + (uint64_t)gd_opt.sweep_ms * 1000000ULL;
             if (!__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE)) {
+                int nt;
+
                 __atomic_store_n(&gd.ready, 1, __ATOMIC_RELEASE);
-                gd_log("ready: %d GPU%s, %d tenant%s", n, n == 1 ? "" : "s", gd.ntenant,
-                       gd.ntenant == 1 ? "" : "s");
+                pthread_mutex_lock(&gd.mu);
+                nt = gd.ntenant;
+                pthread_mutex_unlock(&gd.mu);
+                gd_log("ready: %d GPU%s, %d tenant%s", n, n == 1 ? "" : "s", nt,
+                       nt == 1 ? "" : "s");
             }
         }
         pthread_mutex_lock(&stop_mu);

@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 {
     char err[1024];
     sigset_t set;
-    int r, sig, notify = -1;
+    int r, sig, ndev, notify = -1;
 
     if ((r = gd_options_load(argc, argv)) >= 0)
         return r;
@@ -97,8 +97,11 @@ int main(int argc, char **argv)
         gd_log("cannot start: %s", err);
         return 1;
     }
-    gd_log("serving on %s (%d GPU%s%s; run directory %s, state %s)", gd_opt.socket, gd.ndev,
-           gd.ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
+    pthread_mutex_lock(&gd.mu); /* the sampler thread runs now */
+    ndev = gd.ndev;
+    pthread_mutex_unlock(&gd.mu);
+    gd_log("serving on %s (%d GPU%s%s; run directory %s, state %s)", gd_opt.socket, ndev,
+           ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
            gd_opt.state_dir);
     ready_signal(notify);
     for (;;) {
