@@ -158,6 +158,12 @@ class Runner:
         time.sleep(1)
         self.mps_dir = None
 
+    def gs_mps_stop(self):
+        """gpuslice's own MPS daemon (--gpu-share starts it and leaves it running)."""
+        if self.gs and os.path.exists(self.gs):
+            subprocess.run([self.gs, "mps", "stop", "--force", "-q"], timeout=60,
+                           env=gpumeasure.scrubbed_env(), capture_output=True)
+
     def commands(self, cfg):
         """(latency argv prefix, latency env, background prefix, background env) or None parts."""
         base = gpumeasure.scrubbed_env()
@@ -226,10 +232,13 @@ class Runner:
         ok = all(wait_file(r, 90) for r, want in ((ready_l, lat), (ready_b, bg)) if want)
         if ok:
             open(go, "w").close()
+        else:
+            for _, p in procs:  # they would start on their own once their wait for go ends
+                p.kill()
         errors = []
         for name, p in procs:
             try:
-                out, _ = p.communicate(timeout=a.seconds + 60)
+                out, _ = p.communicate(timeout=bg_s + 60)
             except subprocess.TimeoutExpired:
                 p.kill()
                 out, _ = p.communicate()
@@ -269,7 +278,9 @@ class Runner:
                         b = int((t - t0) // 0.1)
                         bins[b] = bins.get(b, 0) + (k - prev)
                     prev = k
-                row["timeline"] = [(round(b * 0.1 + 0.05, 3), n / 0.1) for b, n in sorted(bins.items())]
+                # A bin with nothing finished in it is 0 GEMM/s, not left out.
+                row["timeline"] = [(round(b * 0.1 + 0.05, 3), bins.get(b, 0) / 0.1)
+                                   for b in range(min(bins), max(bins) + 1)] if bins else []
                 row.pop("latency_ms", None)
         return row
 
@@ -390,13 +401,13 @@ def main():
             for c in order:
                 row = r.once(c, rep)
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json.dumps({k: v for k, v in row.items() if k != "latency_ms"}), flush=True)
+                if c == "gs-share50":
+                    r.gs_mps_stop()  # its MPS daemon must not serve the configurations after it
             r.mps_stop()
     finally:
         r.mps_stop()
-        if a.gpuslice and os.path.exists(a.gpuslice):
-            subprocess.run([a.gpuslice, "mps", "stop", "--force", "-q"], timeout=60,
-                           env=gpumeasure.scrubbed_env(), capture_output=True)
+        r.gs_mps_stop()
         shutil.rmtree(tmp, ignore_errors=True)
     timeline_rows = []
     if a.timeline:
@@ -406,8 +417,11 @@ def main():
                 row = r.once(c, 0, timeline=True)
                 timeline_rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "timeline"}), flush=True)
+                if c == "gs-share50":
+                    r.gs_mps_stop()
         finally:
             r.mps_stop()
+            r.gs_mps_stop()
             shutil.rmtree(r.tmp, ignore_errors=True)
     summary, bar = summarize(rows, configs)
     md = table(summary, bar, a)

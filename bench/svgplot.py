@@ -67,7 +67,7 @@ class Page:
         x_hi = xmax if xmax is not None else (max(xs) if xs else 1.0)
         if x_hi <= x_lo:
             x_hi = x_lo + 1
-        X = lambda v: px0 + pw * (v - x_lo) / (x_hi - x_lo)  # noqa: E731
+        X = lambda v: px0 + pw * (min(max(v, x_lo), x_hi) - x_lo) / (x_hi - x_lo)  # noqa: E731
         Y = lambda v: py0 + ph - ph * (min(max(v, lo), hi) - lo) / (hi - lo)  # noqa: E731
         for k in range(5):
             v = lo + (hi - lo) * k / 4

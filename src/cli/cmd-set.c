@@ -523,7 +523,7 @@ static int run_set(int argc, char **argv)
         /* The same object gpuslice tenants --json lists for it (compute use not measured). */
         struct tenant_entry e;
         struct tview v;
-        struct tview_list one = { &v, 1, 0, 0 };
+        struct tview_list one = { .v = &v, .n = 1 };
 
         memset(&e, 0, sizeof(e));
         snprintf(e.id, sizeof(e.id), "%s", id);

@@ -264,14 +264,31 @@ static int run_tenants(int argc, char **argv)
     }
     l = &first;
     if (first.n > 0 && interval > 0) {
+        int tries;
+
         sleep_ns(interval);
-        /* The second reading warns no more: the first said what was skipped. */
-        if ((r = tview_read(&second, 0, err, sizeof(err))) < 0) {
-            gs_log_error("tenants: %s", err);
-            tview_done(&first);
-            return GS_EXIT_ERROR;
+        /*
+         * The second reading warns no more: the first said what was skipped. The daemon reads
+         * its tenants' files at its sweeps (every 250 ms by default): until it has read each
+         * again, read again, for at most a second more.
+         */
+        for (tries = 0;; tries++) {
+            if ((r = tview_read(&second, 0, err, sizeof(err))) < 0) {
+                gs_log_error("tenants: %s", err);
+                tview_done(&first);
+                return GS_EXIT_ERROR;
+            }
+            if (!second.daemon || !tview_stale(&second, &first) || tries >= 20)
+                break;
+            tview_done(&second);
+            sleep_ns(50 * 1000 * 1000);
         }
-        tview_usage(&second, &first);
+        if (second.daemon != first.daemon)
+            gs_log_error("warning: gpusliced %s between the two readings; compute use is not "
+                         "measured",
+                         first.daemon ? "stopped answering" : "started");
+        else
+            tview_usage(&second, &first);
         l = &second;
     }
     if (l->n == 0)

@@ -63,7 +63,7 @@ static int dev_from_json(struct tview_dev *d, const struct gs_json *o)
         return -1;
     d->index = index == UINT64_MAX ? -1 : (int)index;
     d->ceiling = ceil >= 100 ? 0 : (uint32_t)ceil;
-    d->busy_ns = (uint64_t)llround(busy->num * 1e9);
+    d->busy_ns = (uint64_t)(busy->num * 1e9 + 0.5); /* at most 1.8e19: fits */
     d->used = -1;
     return 0;
 }
@@ -71,17 +71,20 @@ static int dev_from_json(struct tview_dev *d, const struct gs_json *o)
 int tview_from_json(struct tview *v, const struct gs_json *o)
 {
     const char *id = gs_json_str(gs_json_get(o, "id"), NULL);
-    const char *name = gs_json_str(gs_json_get(o, "name"), "");
+    const struct gs_json *jname = gs_json_get(o, "name");
+    const char *name = gs_json_str(jname, "");
     const struct gs_json *pids = gs_json_get(o, "pids"), *devs = gs_json_get(o, "devices"), *e;
     const struct gs_json *managed = gs_json_get(o, "managed"), *limits = gs_json_get(o, "limits");
     uint64_t owner, creator, def_mem, def_ceil;
 
     memset(v, 0, sizeof(*v));
     if (o == NULL || o->type != GS_JSON_OBJECT || id == NULL || id[0] == '\0' ||
-        strlen(id) >= sizeof(v->id) || strlen(name) >= sizeof(v->name))
+        strlen(id) >= sizeof(v->id) || strlen(name) >= sizeof(v->name) ||
+        (jname && jname->type != GS_JSON_STRING))
         return -EINVAL;
     if (get_uint(o, "owner", 4294967294.0, UINT64_MAX, &owner) < 0 || owner == UINT64_MAX ||
-        get_uint(o, "creator_pid", 4194304, 0, &creator) < 0)
+        get_uint(o, "creator_pid", 4194304, 0, &creator) < 0 ||
+        get_uint(o, "read_monotonic_ns", 1.8e19, 0, &v->at_ns) < 0)
         return -EINVAL;
     if (managed && managed->type != GS_JSON_TRUE && managed->type != GS_JSON_FALSE)
         return -EINVAL;
@@ -94,7 +97,8 @@ int tview_from_json(struct tview *v, const struct gs_json *o)
         if (pids->type != GS_JSON_ARRAY)
             return -EINVAL;
         for (e = pids->child; e; e = e->next) {
-            if (e->type != GS_JSON_NUMBER || !(e->num >= 1) || e->num > 4194304)
+            if (e->type != GS_JSON_NUMBER || !(e->num >= 1) || e->num > 4194304 ||
+                e->num != floor(e->num))
                 return -EINVAL;
             if (v->npids < TVIEW_PIDS)
                 v->pids[v->npids] = (int)e->num;
@@ -125,8 +129,8 @@ void tview_from_entry(struct tview *v, const struct tenant_entry *te)
     snprintf(v->id, sizeof(v->id), "%s", te->id);
     tenant_list_name(t, v->name, sizeof(v->name));
     v->owner = te->owner;
-    v->creator = (int)t->creator_pid;
-    v->at_ns = now_ns();
+    v->creator = t->creator_pid > 0 ? (int)t->creator_pid : 0;
+    v->at_ns = te->read_ns;
     v->npids = tenant_list_pids(t, pids, TVIEW_PIDS);
     memcpy(v->pids, pids, sizeof(int) * (size_t)(v->npids < TVIEW_PIDS ? v->npids : TVIEW_PIDS));
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
@@ -160,16 +164,49 @@ static int push(struct tview_list *l, size_t *cap)
     return 0;
 }
 
-/* The daemon's tenants into l: 0, 1 when no daemon answers, or -1 after a message in err. */
-static int read_daemon(struct tview_list *l, size_t *cap, char *err, size_t errlen)
+int tview_parse(struct tview_list *l, const char *body, uint64_t at_ns, char *err, size_t errlen)
 {
-    char why[512], msg[512], *body = NULL;
     const struct gs_json *arr, *o;
     struct gs_json *root;
+    char why[512];
+
+    root = gs_json_parse(body, strlen(body), why, sizeof(why));
+    arr = gs_json_get(root, "tenants");
+    if (root == NULL || arr == NULL || arr->type != GS_JSON_ARRAY) {
+        snprintf(err, errlen, "gpusliced's answer to GET /v1/tenants is not a tenant list%s%.300s",
+                 root ? "" : ": ", root ? "" : why);
+        gs_json_free(root);
+        return -EINVAL;
+    }
+    for (o = arr->child; o; o = o->next) {
+        if (push(l, &l->cap) < 0) {
+            snprintf(err, errlen, "%s", gs_strerror(-ENOMEM));
+            gs_json_free(root);
+            return -ENOMEM;
+        }
+        /* One odd tenant (what another user's file holds) must not hide the others. */
+        if (tview_from_json(&l->v[l->n], o) < 0) {
+            l->malformed++;
+            continue;
+        }
+        if (l->v[l->n].at_ns == 0)
+            l->v[l->n].at_ns = at_ns; /* an older daemon: when its answer came */
+        l->n++;
+    }
+    gs_json_free(root);
+    l->daemon = 1;
+    return 0;
+}
+
+/* The daemon's tenants into l: 0, 1 when no daemon answers, or -1 after a message in err. */
+static int read_daemon(struct tview_list *l, char *err, size_t errlen)
+{
+    char why[512], msg[512], shown[GS_TEXT_LEN(512)], *body = NULL;
     int st = gs_daemon_request("GET", "/v1/tenants", NULL, &body, why, sizeof(why));
     uint64_t at = now_ns();
 
-    if (st == -ECONNREFUSED || st == -ENOENT) {
+    /* No daemon, or one this user may not ask (the socket is its group's): the files, as before. */
+    if (st == -ECONNREFUSED || st == -ENOENT || st == -EACCES) {
         free(body);
         return 1;
     }
@@ -180,38 +217,14 @@ static int read_daemon(struct tview_list *l, size_t *cap, char *err, size_t errl
     }
     if (st != 200) {
         gs_daemon_error_message(body, msg, sizeof(msg));
-        snprintf(err, errlen, "gpusliced answered GET /v1/tenants with HTTP %d: %.300s", st, msg);
+        gs_text_safe(shown, sizeof(shown), msg, strlen(msg));
+        snprintf(err, errlen, "gpusliced answered GET /v1/tenants with HTTP %d: %.300s", st, shown);
         free(body);
         return -1;
     }
-    root = gs_json_parse(body, strlen(body), why, sizeof(why));
+    st = tview_parse(l, body, at, err, errlen);
     free(body);
-    arr = gs_json_get(root, "tenants");
-    if (root == NULL || arr == NULL || arr->type != GS_JSON_ARRAY) {
-        snprintf(err, errlen, "gpusliced's answer to GET /v1/tenants is not a tenant list%s%.300s",
-                 root ? "" : ": ", root ? "" : why);
-        gs_json_free(root);
-        return -1;
-    }
-    for (o = arr->child; o; o = o->next) {
-        if (push(l, cap) < 0) {
-            snprintf(err, errlen, "%s", gs_strerror(-ENOMEM));
-            gs_json_free(root);
-            return -1;
-        }
-        if (tview_from_json(&l->v[l->n], o) < 0) {
-            snprintf(err, errlen,
-                     "gpusliced's answer to GET /v1/tenants holds a malformed "
-                     "tenant (element %zu)",
-                     l->n);
-            gs_json_free(root);
-            return -1;
-        }
-        l->v[l->n++].at_ns = at;
-    }
-    gs_json_free(root);
-    l->daemon = 1;
-    return 0;
+    return st < 0 ? -1 : 0;
 }
 
 static int listed(const struct tview_list *l, const char *id)
@@ -227,18 +240,21 @@ static int listed(const struct tview_list *l, const char *id)
 int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
 {
     struct tenant_list files = { NULL, 0, 0 };
-    size_t cap = 0, i, ndaemon;
+    size_t i, ndaemon;
     char why[512];
     int r;
 
     memset(l, 0, sizeof(*l));
-    if ((r = read_daemon(l, &cap, why, sizeof(why))) < 0) {
+    if ((r = read_daemon(l, why, sizeof(why))) < 0) {
         /* Still show what the files hold: a daemon that cannot be asked hides nothing. */
         if (warn)
             gs_log_error("warning: %s; showing the run directory's tenants only", why);
         l->n = 0;
         l->daemon = 0;
     }
+    if (warn && l->malformed)
+        gs_log_error("warning: gpusliced sent %zu tenant%s this version cannot read; left out",
+                     l->malformed, l->malformed == 1 ? "" : "s");
     ndaemon = l->n;
     if ((r = tenant_list_scan(&files, warn)) < 0) {
         snprintf(err, errlen,
@@ -252,7 +268,7 @@ int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
     for (i = 0; i < files.n; i++) {
         if (ndaemon && listed(l, files.v[i].id))
             continue;
-        if ((r = push(l, &cap)) < 0) {
+        if ((r = push(l, &l->cap)) < 0) {
             snprintf(err, errlen, "%s", gs_strerror(r));
             tenant_list_done(&files);
             tview_done(l);
@@ -293,6 +309,17 @@ void tview_usage(struct tview_list *b, const struct tview_list *a)
         }
 }
 
+int tview_stale(const struct tview_list *b, const struct tview_list *a)
+{
+    size_t i, j;
+
+    for (i = 0; i < b->n; i++)
+        for (j = 0; j < a->n; j++)
+            if (strcmp(b->v[i].id, a->v[j].id) == 0 && b->v[i].at_ns <= a->v[j].at_ns)
+                return 1;
+    return 0;
+}
+
 void tview_done(struct tview_list *l)
 {
     if (l == NULL)
@@ -300,6 +327,7 @@ void tview_done(struct tview_list *l)
     free(l->v);
     l->v = NULL;
     l->n = 0;
+    l->cap = 0;
 }
 
 static void json_uint_or_null(FILE *f, const char *key, uint64_t v)

@@ -40,16 +40,18 @@ struct tview {
     int npids;
     struct tview_dev dev[GPUSLICE_MAX_DEVICES];
     int ndev;
-    uint64_t at_ns;       /* when its counters were read (CLOCK_MONOTONIC) */
+    uint64_t at_ns;       /* when its counters were read (CLOCK_MONOTONIC): for a daemon's
+                             tenant, when the daemon read its file */
     uint64_t def_mem;     /* a daemon tenant's limits on GPUs it has not used yet; 0: none */
     uint32_t def_ceiling; /* percent, 0 for none */
 };
 
 struct tview_list {
     struct tview *v;
-    size_t n;
-    int daemon;     /* 1 when gpusliced answered */
-    size_t skipped; /* tenant files left out (tenant_list_scan) */
+    size_t n, cap;
+    int daemon;       /* 1 when gpusliced answered */
+    size_t skipped;   /* tenant files left out (tenant_list_scan) */
+    size_t malformed; /* tenants of the daemon's answer that could not be read, left out */
 };
 
 /*
@@ -65,6 +67,16 @@ int tview_read(struct tview_list *l, int warn, char *err, size_t errlen);
  * tenant used between them over the time between its two readings.
  */
 void tview_usage(struct tview_list *b, const struct tview_list *a);
+
+/* 1 if a tenant of b was read no later than in a (the daemon had not read its file again). */
+int tview_stale(const struct tview_list *b, const struct tview_list *a);
+
+/*
+ * Appends the tenants of a daemon's answer to GET /v1/tenants (body) to l, at_ns being when
+ * it came; a tenant that cannot be read is left out and counted in l->malformed. 0, or a
+ * negative errno with a message in err (not a tenant list, no memory).
+ */
+int tview_parse(struct tview_list *l, const char *body, uint64_t at_ns, char *err, size_t errlen);
 
 void tview_done(struct tview_list *l);
 

@@ -109,6 +109,14 @@ void tenant_list_name(const struct gpuslice_tenant *t, char *out, size_t len)
 }
 
 /* Opens one file; a file caught between creation and initialisation gets a second look. */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static int open_one(const char *path, uid_t *owner, struct gpuslice_tenant **t)
 {
     struct timespec pause = { 0, 20 * 1000 * 1000 };
@@ -201,7 +209,9 @@ int tenant_list_scan(struct tenant_list *l, int warn)
         }
         if (!S_ISREG(st.st_mode))
             continue;
-        if ((r = open_one(e.path, &e.owner, &e.t)) < 0) {
+        r = open_one(e.path, &e.owner, &e.t);
+        e.read_ns = mono_ns();
+        if (r < 0) {
             /* Another user's own file (mode 0600) is theirs to hide. */
             if (r != -EACCES && r != -ENOENT) {
                 char why[256], shown[GS_TEXT_LEN(PATH_MAX)];

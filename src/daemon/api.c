@@ -180,6 +180,12 @@ static json_t *tenant_processes(const struct gd_tenant *t)
     return arr;
 }
 
+/* A count from a file its owner writes, as JSON: never negative (json_int_t is signed). */
+static json_int_t count(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
+}
+
 static json_t *tenant_json(const struct gd_tenant *t)
 {
     json_t *devs = json_array(), *pids = json_array(), *o;
@@ -211,24 +217,24 @@ static json_t *tenant_json(const struct gd_tenant *t)
         json_array_append_new(
             devs, json_pack("{s:s, s:o, s:o, s:I, s:o, s:f, s:f, s:I}", "uuid", u, "index",
                             g ? json_integer(g->index) : json_null(), "memory_limit_bytes",
-                            mem ? json_integer((json_int_t)mem) : json_null(), "memory_used_bytes",
-                            (json_int_t)gd_tenant_mem_used(t, e), "compute_limit_percent",
+                            mem ? json_integer(count(mem)) : json_null(), "memory_used_bytes",
+                            count(gd_tenant_mem_used(t, e)), "compute_limit_percent",
                             comp ? json_integer(comp) : json_null(), "gpu_time_seconds",
                             d->compute_busy_ns / 1e9, "throttled_seconds",
                             t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
-                            (json_int_t)t->t->mem_refused[e]));
+                            count(t->t->mem_refused[e])));
     }
     for (e = 0; t->t && e < GPUSLICE_MAX_PROCS; e++)
         if (t->seen_pid[e] > 0)
             json_array_append_new(pids, json_integer(t->seen_pid[e]));
     gd_tenant_name(t, name, sizeof(name));
-    o = json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id,
-                  "name", name, "managed", t->managed, "owner", (int)t->owner, "creator_pid",
-                  t->managed || t->t == NULL ? 0 : (int)t->t->creator_pid, "pids", pids,
-                  "created_unix_ns",
-                  (json_int_t)(t->managed ? t->policy.created_unix_ns
-                               : t->t     ? t->t->created_unix_ns
-                                          : 0),
+    o = json_pack("{s:s, s:s, s:b, s:I, s:i, s:o, s:I, s:I, s:{s:o, s:o}, s:i, s:o}", "id", t->id,
+                  "name", name, "managed", t->managed, "owner", (json_int_t)t->owner, "creator_pid",
+                  t->managed || t->t == NULL || t->t->creator_pid < 0 ? 0 : (int)t->t->creator_pid,
+                  "pids", pids, "read_monotonic_ns", count(t->read_ns), "created_unix_ns",
+                  count(t->managed ? t->policy.created_unix_ns
+                        : t->t     ? t->t->created_unix_ns
+                                   : 0),
                   "limits", "memory", limit_map(t, 1), "compute", limit_map(t, 0), "processes",
                   nproc, "devices", devs);
     return o;

@@ -95,6 +95,7 @@ struct gd_tenant {
     char path[PATH_MAX]; /* its state file */
     uid_t owner;
     struct gpuslice_tenant *t;          /* a copy read at the sweep (NULL: not readable now) */
+    uint64_t read_ns;                   /* CLOCK_MONOTONIC when t was read */
     struct gpuslice_node_tenant policy; /* managed: its limits */
     /* Its live processes as the sweep found them (gs_tenant_procs_alive), and how many. */
     pid_t seen_pid[GPUSLICE_MAX_PROCS];

@@ -304,6 +304,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
         snprintf(n->path, sizeof(n->path), "%s", path);
         if (gs_tenant_open_owned(path, 0, &o, &n->t) < 0)
             n->t = NULL;
+        n->read_ns = gd_mono_ns();
         n->seen = 1;
         gd.ntenant++;
         *out = n;
@@ -706,6 +707,7 @@ void gd_registry_sweep(void)
         state_path(&t->policy, t->path, sizeof(t->path));
         if (gs_tenant_open_owned(t->path, 0, &o, &t->t) < 0)
             t->t = NULL;
+        t->read_ns = gd_mono_ns();
         /*
          * A process of the tenant wrote its file's link to us away: written back, or every
          * process it starts would find its tenant's file disowned and refuse to run.
@@ -737,6 +739,7 @@ void gd_registry_sweep(void)
             snprintf(t->path, sizeof(t->path), "%s", l.v[j].path);
             t->owner = l.v[j].owner;
             t->t = l.v[j].t;
+            t->read_ns = l.v[j].read_ns;
             l.v[j].t = NULL;
             n++;
         }

@@ -74,6 +74,11 @@ static void test_malformed(void **state)
         { "\"memory_used_bytes\":4096", "\"memory_used_bytes\":true" },
         { "\"uuid\":\"GPU-5ac1ce00-0000-4000-8000-000000000000\",", "" },
         { "\"devices\":[{", "\"devices\":{\"a\":{" },
+        { "[41,42]", "[41,1.5]" },
+        { "\"name\":\"job\"", "\"name\":7" },
+        { "\"creator_pid\":0", "\"creator_pid\":5000000" },
+        { "\"uuid\":\"GPU-5ac1ce00-0000-4000-8000-000000000000\"",
+          "\"uuid\":\"GPU-5ac1ce00-0000-4000-8000-000000000000-and-more\"" },
     };
     size_t i;
 
@@ -115,12 +120,69 @@ static void test_usage_between_readings(void **state)
     assert_true(tb.dev[0].used == 0);
 }
 
+/* An answer: one good tenant between a malformed one and one with 17 GPUs, which are left out. */
+static void test_answer_keeps_the_good(void **state)
+{
+    char body[16384], dev[600], devs[17 * 600];
+    struct tview_list l = { 0 };
+    char err[256];
+    size_t len = 0;
+    int i;
+
+    (void)state;
+    snprintf(dev, sizeof(dev),
+             "{\"uuid\":\"GPU-5ac1ce00-0000-4000-8000-000000000000\",\"gpu_time_seconds\":0}");
+    for (i = 0; i < 17; i++)
+        len += (size_t)snprintf(devs + len, sizeof(devs) - len, "%s%s", i ? "," : "", dev);
+    snprintf(body, sizeof(body),
+             "{\"tenants\":[{\"id\":\"2\",\"owner\":-5,\"devices\":[]},%s,"
+             "{\"id\":\"3\",\"owner\":1,\"devices\":[%s]}]}",
+             GOOD, devs);
+    assert_int_equal(tview_parse(&l, body, 777, err, sizeof(err)), 0);
+    assert_true(l.daemon);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.malformed, 2);
+    assert_string_equal(l.v[0].id, "1");
+    assert_int_equal(l.v[0].at_ns, 777); /* no read_monotonic_ns: when the answer came */
+    tview_done(&l);
+    assert_true(tview_parse(&l, "{\"tenant\":[]}", 1, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "not a tenant list"));
+    tview_done(&l);
+}
+
+/* The daemon's own read time is used; two readings of one sweep measure nothing. */
+static void test_readings_of_one_sweep(void **state)
+{
+    struct tview_list a = { 0 }, b = { 0 };
+    char text[1200], err[256];
+
+    (void)state;
+    snprintf(text, sizeof(text), "{\"tenants\":[%.*s,\"read_monotonic_ns\":5000}]}",
+             (int)strlen(GOOD) - 1, GOOD);
+    assert_int_equal(tview_parse(&a, text, 9999, err, sizeof(err)), 0);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.v[0].at_ns, 5000);
+    assert_int_equal(tview_parse(&b, text, 10999, err, sizeof(err)), 0);
+    assert_true(tview_stale(&b, &a));
+    tview_usage(&b, &a);
+    assert_true(b.v[0].dev[0].used < 0);
+    b.v[0].at_ns += 100000000ULL;
+    b.v[0].dev[0].busy_ns += 25000000ULL;
+    assert_false(tview_stale(&b, &a));
+    tview_usage(&b, &a);
+    assert_true(b.v[0].dev[0].used > 24.99 && b.v[0].dev[0].used < 25.01);
+    tview_done(&a);
+    tview_done(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_tenant),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_usage_between_readings),
+        cmocka_unit_test(test_answer_keeps_the_good),
+        cmocka_unit_test(test_readings_of_one_sweep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,7 @@
 set -eu
 SRC=$1
 B=$2
-OLD_COMMIT=${3:-0e62cfd}
+OLD_COMMIT=${3:-0e62cfd16b30e572761d41bfd118dd6d4938995c}
 O="$B/upgrade-old"
 if ! git -C "$SRC" cat-file -e "$OLD_COMMIT^{commit}" 2>/dev/null; then
     echo "upgrade: commit $OLD_COMMIT is not in $SRC (a shallow clone?): nothing to upgrade from" >&2

@@ -27,7 +27,11 @@ i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 [ -e "$T/up" ] && ok "the older gpuslice's program holds 512M under --memory 1G" || { bad "the older program did not start"; cat "$T/prog"; exit 1; }
 f=$(ls "$T"/run/gpuslice-*.tenant)
 abi=$(od -An -tu4 -j8 -N4 "$f" | tr -d ' ')
-echo "   its state file: tenant ABI $((abi & 65535)).$((abi >> 16)), $(stat -c %s "$f") bytes"
+size=$(stat -c %s "$f")
+# GPUSLICE_TENANT_SIZE_4_1 (include/gpuslice/tenant_abi.h): the layout this tree reads read-only.
+[ "$abi" = $(((1 << 16) | 4)) ] && [ "$size" = $((232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096)) ] &&
+    ok "its state file is tenant ABI 4.1, $size bytes: an upgrade is tested" ||
+    { bad "the older build made tenant ABI $((abi & 65535)).$((abi >> 16)), $size bytes: not the 4.1 this test is for"; exit 1; }
 env -u LD_LIBRARY_PATH "$NEW/bin/gpusliced" --foreground --simulated --config /dev/null --run-dir "$T/drun" >"$T/dlog" 2>&1 &
 DPID=$!
 i=0; until curl -s --unix-socket "$T/drun/gpusliced.sock" http://d/readyz 2>/dev/null | grep -q ready; do
@@ -45,7 +49,8 @@ PY
 "$NEW/bin/gpuslice" tenants --json --interval 0 >"$T/cli" 2>"$T/cli.err"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=[x for x in d["tenants"] if x["name"]=="old"]; assert d["source"]=="gpusliced" and len(t)==1 and t[0]["devices"][0]["memory_limit_bytes"]==1<<30, d' "$T/cli" && ok "the new CLI lists it through the daemon" || { bad "the new CLI"; cat "$T/cli" "$T/cli.err"; }
 "$NEW/bin/gpuslice" set old --memory 2G >"$T/set" 2>&1; rc=$?
-echo "   new gpuslice set on it: exit $rc: $(head -c 300 "$T/set" | tr '\n' ' ')"
+[ $rc = 1 ] && grep -q "was made by another version of gpuslice" "$T/set" &&
+    ok "the new gpuslice set refuses it, naming another version" || { bad "set on the older tenant: exit $rc"; cat "$T/set"; }
 touch "$T/go"
 wait "$PPID_"; rc=$?
 grep -q "alloc 400 ok" "$T/prog" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/prog" && [ $rc = 0 ] && ok "the program ran on under the new daemon, still held to 1G" || { bad "the older program after the upgrade (exit $rc)"; cat "$T/prog"; }
