@@ -123,7 +123,7 @@ int tview_from_json(struct tview *v, const struct gs_json *o)
 void tview_from_entry(struct tview *v, const struct tenant_entry *te)
 {
     const struct gpuslice_tenant *t = te->t;
-    int d, pids[TVIEW_PIDS];
+    int d;
 
     memset(v, 0, sizeof(*v));
     snprintf(v->id, sizeof(v->id), "%s", te->id);
@@ -131,8 +131,7 @@ void tview_from_entry(struct tview *v, const struct tenant_entry *te)
     v->owner = te->owner;
     v->creator = t->creator_pid > 0 ? (int)t->creator_pid : 0;
     v->at_ns = te->read_ns;
-    v->npids = tenant_list_pids(t, pids, TVIEW_PIDS);
-    memcpy(v->pids, pids, sizeof(int) * (size_t)(v->npids < TVIEW_PIDS ? v->npids : TVIEW_PIDS));
+    v->npids = tenant_list_pids(t, v->pids, TVIEW_PIDS);
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
         const struct gpuslice_tenant_device *dev = &t->dev[d];
         struct tview_dev *o = &v->dev[v->ndev];
@@ -150,16 +149,16 @@ void tview_from_entry(struct tview *v, const struct tenant_entry *te)
     }
 }
 
-static int push(struct tview_list *l, size_t *cap)
+static int push(struct tview_list *l)
 {
-    if (l->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 16;
         struct tview *nv = realloc(l->v, ncap * sizeof(*nv));
 
         if (nv == NULL)
             return -ENOMEM;
         l->v = nv;
-        *cap = ncap;
+        l->cap = ncap;
     }
     return 0;
 }
@@ -179,7 +178,7 @@ int tview_parse(struct tview_list *l, const char *body, uint64_t at_ns, char *er
         return -EINVAL;
     }
     for (o = arr->child; o; o = o->next) {
-        if (push(l, &l->cap) < 0) {
+        if (push(l) < 0) {
             snprintf(err, errlen, "%s", gs_strerror(-ENOMEM));
             gs_json_free(root);
             return -ENOMEM;
@@ -268,7 +267,7 @@ int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
     for (i = 0; i < files.n; i++) {
         if (ndaemon && listed(l, files.v[i].id))
             continue;
-        if ((r = push(l, &l->cap)) < 0) {
+        if ((r = push(l)) < 0) {
             snprintf(err, errlen, "%s", gs_strerror(r));
             tenant_list_done(&files);
             tview_done(l);

@@ -18,7 +18,7 @@
 #include "control/tenants.h"
 
 #define TVIEW_PIDS 64  /* host PIDs kept per tenant; npids counts them all */
-#define TVIEW_NAME 160 /* a name as the daemon sends it (escaped, at most 4 bytes a byte) */
+#define TVIEW_NAME 160 /* room for a name: 64 bytes in a state file and in the daemon's answers */
 
 struct tview_dev {
     int index; /* the device's index, -1 when unknown */
