@@ -174,6 +174,9 @@
     X(CUresult, cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus * captureStatus))    \
     X(CUresult, cuStreamIsCapturing_ptsz,                                                          \
       (CUstream hStream, CUstreamCaptureStatus * captureStatus))                                   \
+    X(CUresult, cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))         \
+    X(CUresult, cuGreenCtxStreamCreate,                                                            \
+      (CUstream * phStream, CUgreenCtx greenCtx, unsigned int flags, int priority))                \
     X(CUresult, cuEventCreate, (CUevent * phEvent, unsigned int Flags))                            \
     X(CUresult, cuEventRecord, (CUevent hEvent, CUstream hStream))                                 \
     X(CUresult, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream))                            \

@@ -243,6 +243,15 @@ SIM_HIDDEN CUresult sim_enter(void);
 SIM_HIDDEN void sim_leave(void);
 /* sim_enter for calls that need a current context, which lands in *ctx. */
 SIM_HIDDEN CUresult sim_enter_ctx(struct CUctx_st **ctx);
+/*
+ * 1 if this process is an MPS client: a control daemon's pipe (a FIFO named
+ * control) is in $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps, where the
+ * real driver looks. Its kernels then share the SMs with other clients'.
+ */
+SIM_HIDDEN int sim_mps_client(void);
+/* A stream of context c whose kernels run on sms SMs (0: the whole device), lock held. */
+SIM_HIDDEN CUresult sim_stream_new(struct CUctx_st *c, unsigned sms, unsigned flags, int priority,
+                                   CUstream *ph);
 
 SIM_HIDDEN CUresult sim_check_device(CUdevice dev);
 SIM_HIDDEN CUresult sim_ctx_lookup(CUcontext h, struct CUctx_st **out);

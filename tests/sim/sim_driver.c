@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 struct sim_driver sim_drv = { .lock = PTHREAD_MUTEX_INITIALIZER };
 __thread struct sim_tls sim_tls;
@@ -492,6 +493,7 @@ static const struct proc_entry proc_table[] = {
     P("cuGreenCtxDestroy", cuGreenCtxDestroy, 12040),
     P("cuCtxFromGreenCtx", cuCtxFromGreenCtx, 12040),
     P("cuGreenCtxGetDevResource", cuGreenCtxGetDevResource, 12040),
+    P("cuGreenCtxStreamCreate", cuGreenCtxStreamCreate, 12050),
     P("cuCtxGetDevResource", cuCtxGetDevResource, 12040),
     P("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool, 11020),
     P("cuDeviceGetMemPool", cuDeviceGetMemPool, 11020),
@@ -592,6 +594,7 @@ static const struct proc_entry proc_table[] = {
     PT("cuStreamEndCapture", cuStreamEndCapture_ptsz, 10000),
     P("cuStreamIsCapturing", cuStreamIsCapturing, 10000),
     PT("cuStreamIsCapturing", cuStreamIsCapturing_ptsz, 10000),
+    P("cuStreamWaitEvent", cuStreamWaitEvent, 3020),
     P("cuEventCreate", cuEventCreate, 2000),
     P("cuEventRecord", cuEventRecord, 2000),
     PT("cuEventRecord", cuEventRecord_ptsz, 7000),
@@ -766,4 +769,21 @@ SIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVer
                                      cuuint64_t flags)
 {
     return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+int sim_mps_client(void)
+{
+    static int known = -1;
+    char path[4096];
+    const char *dir;
+    struct stat st;
+
+    if (known < 0) {
+        dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+        if (!dir || !*dir)
+            dir = "/tmp/nvidia-mps";
+        snprintf(path, sizeof(path), "%s/control", dir);
+        known = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+    }
+    return known;
 }

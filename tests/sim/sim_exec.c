@@ -116,33 +116,40 @@ uint64_t sim_ctx_wait_point(const struct CUctx_st *c)
     return t;
 }
 
+CUresult sim_stream_new(struct CUctx_st *c, unsigned sms, unsigned flags, int priority,
+                        CUstream *ph)
+{
+    struct CUstream_st *s;
+
+    if (!(s = calloc(1, sizeof(*s))))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Out-of-range priorities are clamped, as the driver does. */
+    if (priority < SIM_PRIORITY_GREATEST)
+        priority = SIM_PRIORITY_GREATEST;
+    if (priority > SIM_PRIORITY_LEAST)
+        priority = SIM_PRIORITY_LEAST;
+    s->ctx = c;
+    s->kind = SIM_STREAM_USER;
+    s->sms = sms;
+    s->flags = flags;
+    s->priority = priority;
+    s->next = sim_drv.streams;
+    sim_drv.streams = s;
+    *ph = s;
+    return CUDA_SUCCESS;
+}
+
 static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
 {
     struct CUctx_st *c;
-    struct CUstream_st *s;
     CUresult r;
 
     if ((r = sim_enter_ctx(&c)) != CUDA_SUCCESS)
         return r;
-    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) {
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         r = CUDA_ERROR_INVALID_VALUE;
-    } else if (!(s = calloc(1, sizeof(*s)))) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        /* Out-of-range priorities are clamped, as the driver does. */
-        if (priority < SIM_PRIORITY_GREATEST)
-            priority = SIM_PRIORITY_GREATEST;
-        if (priority > SIM_PRIORITY_LEAST)
-            priority = SIM_PRIORITY_LEAST;
-        s->ctx = c;
-        s->kind = SIM_STREAM_USER;
-        s->sms = sim_current_sms(); /* made in a green context: its kernels run there */
-        s->flags = flags;
-        s->priority = priority;
-        s->next = sim_drv.streams;
-        sim_drv.streams = s;
-        *ph = s;
-    }
+    else /* made in a green context: its kernels run there */
+        r = sim_stream_new(c, sim_current_sms(), flags, priority, ph);
     sim_leave();
     return r;
 }
@@ -549,18 +556,24 @@ SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 
 /* ---- launches --------------------------------------------------------- */
 
-/* Queues dur_ns on s, or records it into the graph s is capturing. Under the lock. */
-static CUresult enqueue(struct CUstream_st *s, uint64_t dur_ns)
+/*
+ * Queues a kernel on s that takes dur_ns on the whole device and runs on sms
+ * SMs (0: the whole device; a graph's stretches are scaled already), or
+ * records it into the graph s is capturing. Under the lock.
+ */
+static CUresult enqueue(struct CUstream_st *s, uint64_t dur_ns, unsigned sms)
 {
     uint64_t start;
 
     if (s->capture) {
         if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-        return graph_add_node(s->capture, dur_ns, NULL) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        return graph_add_node(s->capture, sim_scale_duration(dur_ns, sms), NULL)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_OUT_OF_MEMORY;
     }
     s->tail_ns = sim_state_launch(&sim_drv.st, sim_phys(s->ctx->dev), sim_stream_wait_point(s),
-                                  dur_ns, &start);
+                                  dur_ns, sms, sim_mps_client(), &start);
     return CUDA_SUCCESS;
 }
 
@@ -599,13 +612,13 @@ static CUresult graph_launch(CUgraphExec h, CUstream hStream, int ptds)
         if (s->capture) {
             for (size_t i = 0; i < e->nnodes && r == CUDA_SUCCESS; i++) {
                 if (!e->events[i])
-                    r = enqueue(s, e->durs[i]);
+                    r = enqueue(s, e->durs[i], 0);
                 else if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
                     r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
                 else if (!graph_add_node(s->capture, 0, e->events[i]))
                     r = CUDA_ERROR_OUT_OF_MEMORY;
             }
-        } else if ((r = enqueue(s, e->total_ns)) == CUDA_SUCCESS) {
+        } else if ((r = enqueue(s, e->total_ns, 0)) == CUDA_SUCCESS) {
             /* One stretch for the whole graph: its kernels run back to back. */
             graph_record_events(e, s->tail_ns - e->total_ns);
         }
@@ -657,8 +670,7 @@ static CUresult launch(const struct launch *l)
         /* Cooperative grids must be co-resident: at most what the SMs hold at once. */
         r = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     } else if ((r = sim_stream_get(l->stream, l->ptds, &s)) == CUDA_SUCCESS) {
-        r = s->ctx == c ? enqueue(s, sim_scale_duration(f->dur_ns, stream_sms(s)))
-                        : CUDA_ERROR_INVALID_HANDLE;
+        r = s->ctx == c ? enqueue(s, f->dur_ns, stream_sms(s)) : CUDA_ERROR_INVALID_HANDLE;
     }
     sim_leave();
     return r;
@@ -936,6 +948,35 @@ SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
     return event_record(hEvent, hStream, 1);
+}
+
+/*
+ * The stream's later work waits for the event's work. An event never
+ * recorded is complete; one made in another context is refused. Into a
+ * capturing stream: an empty node (the simulator has no cross-stream capture).
+ */
+SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    struct CUevent_st *e;
+    struct CUstream_st *s;
+    CUresult r;
+
+    if ((r = sim_enter()) != CUDA_SUCCESS)
+        return r;
+    if (!(e = event_find(hEvent))) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (Flags & ~1u) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if ((r = sim_stream_get(hStream, 0, &s)) == CUDA_SUCCESS) {
+        if (s->ctx != e->ctx)
+            r = CUDA_ERROR_INVALID_HANDLE;
+        else if (s->capture)
+            r = graph_add_node(s->capture, 0, NULL) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        else if (e->recorded && e->ts_ns > s->tail_ns)
+            s->tail_ns = e->ts_ns;
+    }
+    sim_leave();
+    return r;
 }
 
 /* An event last recorded into a capture cannot be waited on; asking invalidates that capture. */

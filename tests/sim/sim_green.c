@@ -248,6 +248,31 @@ SIM_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
     return r;
 }
 
+/*
+ * A stream whose kernels run on the green context's SMs. Like the real
+ * driver (measured on an H200, bench/green_route.cu), it takes work of the
+ * primary context it shares: its functions, and events made there, with the
+ * primary current.
+ */
+SIM_EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
+                                           unsigned int flags, int priority)
+{
+    struct CUgreenCtx_st *g;
+    CUresult r;
+
+    if ((r = enter()) != CUDA_SUCCESS)
+        return r;
+    if (!phStream || flags != CU_STREAM_NON_BLOCKING) {
+        r = CUDA_ERROR_INVALID_VALUE; /* the driver requires CU_STREAM_NON_BLOCKING */
+    } else if (!(g = green_find(greenCtx)) || g->ctx.destroyed) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+        r = sim_stream_new(g->ctx.base, g->ctx.sms, flags, priority, phStream);
+    }
+    sim_leave();
+    return r;
+}
+
 /* Like created contexts, a destroyed one is kept: other threads may still name it. */
 SIM_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {

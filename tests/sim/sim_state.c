@@ -686,26 +686,81 @@ void sim_state_release_self(struct sim_state *st)
 
 /* ---- timeline --------------------------------------------------------- */
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
 uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
-                          uint64_t *start)
+                          unsigned sms, int mps, uint64_t *start)
 {
     struct sim_device *d = &st->sh->dev[dev];
+    unsigned total = st->sh->sms, i, k;
     uint64_t now, s, e;
     int r = pthread_mutex_lock(&st->sh->lock.mutex);
 
     /* No sweep here: launches are the hot path and touch no process records. */
     if (r == EOWNERDEAD)
         pthread_mutex_consistent(&st->sh->lock.mutex);
+    if (total > SIM_MAX_SMS)
+        total = SIM_MAX_SMS;
+    if (sms == 0 || sms > total)
+        sms = total;
     s = now = sim_now_ns();
     if (not_before_ns > s)
         s = not_before_ns;
-    if (d->busy_until_ns > s)
-        s = d->busy_until_ns;
-    e = s + dur_ns;
+    if (!mps) {
+        /* Time-sliced: after everything queued, on every SM. */
+        if (d->busy_until_ns > s)
+            s = d->busy_until_ns;
+        for (i = 0; i < total; i++)
+            if (d->sm_free_ns[i] > s)
+                s = d->sm_free_ns[i];
+        e = s + dur_ns * total / sms;
+        for (i = 0; i < total; i++)
+            d->sm_free_ns[i] = e;
+    } else {
+        uint64_t sorted[SIM_MAX_SMS];
+
+        memcpy(sorted, d->sm_free_ns, total * sizeof(sorted[0]));
+        qsort(sorted, total, sizeof(sorted[0]), cmp_u64);
+        if (sms < total) {
+            /* Its partition's SMs: the sms that are free first. */
+            if (sorted[sms - 1] > s)
+                s = sorted[sms - 1];
+            k = sms;
+        } else {
+            /* The whole device: from the first free SM, on all free by then. */
+            if (sorted[0] > s)
+                s = sorted[0];
+            for (k = 0; k < total && sorted[k] <= s; k++)
+                ;
+        }
+        e = s + dur_ns * total / k;
+        /* Give it the k SMs free earliest (ties: the lowest numbers). */
+        {
+            uint64_t thr = sms < total ? sorted[sms - 1] : s;
+            unsigned want = k;
+
+            for (i = 0; i < total && want > 0; i++)
+                if (d->sm_free_ns[i] < thr) {
+                    d->sm_free_ns[i] = e;
+                    want--;
+                }
+            for (i = 0; i < total && want > 0; i++)
+                if (d->sm_free_ns[i] == thr) {
+                    d->sm_free_ns[i] = e;
+                    want--;
+                }
+        }
+    }
     if (dur_ns > 0) {
         struct sim_interval *last =
             d->ring_count ? &d->ring[(d->ring_count - 1) % SIM_RING_LEN] : NULL;
-        d->busy_until_ns = e;
+        if (e > d->busy_until_ns)
+            d->busy_until_ns = e;
         /* Back-to-back kernels of one process make one interval: the ring lasts longer. */
         if (!last || last->pid != (int32_t)getpid() || last->end_ns != s) {
             last = &d->ring[d->ring_count % SIM_RING_LEN];
@@ -743,7 +798,8 @@ uint64_t sim_state_busy(const struct sim_shared *sh, int dev, uint64_t now, uint
             break; /* older ones lie wholly before the window: intervals are ordered */
         busy += overlap(in->start_ns, in->end_ns, lo, now);
     }
-    return busy;
+    /* MPS clients' kernels overlap: the device was busy at most all of the window. */
+    return busy < now - lo ? busy : now - lo;
 }
 
 int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, uint64_t now_rt_us,

@@ -47,7 +47,7 @@
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
 #define SIM_STATE_VERSION                                                                          \
-    7u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms */
+    8u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms; 8: sm_free_ns */
 
 struct sim_config {
     uint32_t devices;
@@ -85,7 +85,9 @@ struct sim_interval {
 
 struct sim_device {
     uint64_t busy_until_ns; /* end of the last kernel queued on the device */
-    uint64_t ring_count;    /* intervals ever written; the newest is ring[(count-1) % LEN] */
+    /* When each SM is free of the kernels queued so far (MPS clients' kernels share SMs). */
+    uint64_t sm_free_ns[SIM_MAX_SMS];
+    uint64_t ring_count; /* intervals ever written; the newest is ring[(count-1) % LEN] */
     struct sim_interval ring[SIM_RING_LEN];
 };
 
@@ -165,11 +167,18 @@ void sim_state_context_remove(struct sim_state *st, int dev);
 void sim_state_release_self(struct sim_state *st);
 
 /*
- * Queues dur_ns of kernel time on dev, not before not_before_ns; returns the
- * end and stores the start in *start. Kernels of all processes serialise.
+ * Queues a kernel on dev, not before not_before_ns, that takes dur_ns on the
+ * whole device; sms is the SMs of its context (0 = the whole device). Returns
+ * its end and stores its start in *start. Without MPS (mps 0) the device
+ * time-slices whole contexts: kernels of all processes serialise, and one on
+ * a partition takes dur_ns x device SMs / sms. An MPS client's kernel shares
+ * the SMs with other MPS clients' kernels: on a partition it takes the sms
+ * SMs that are free first, for the scaled time; on the whole device it starts
+ * when an SM is free and takes those free then (dur_ns x device SMs / that
+ * many), as the block scheduler spreads a grid over the SMs it finds free.
  */
 uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
-                          uint64_t *start);
+                          unsigned sms, int mps, uint64_t *start);
 
 /* Per-process GPU time on one device within a window. */
 struct sim_proc_busy {

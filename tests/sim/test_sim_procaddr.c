@@ -46,6 +46,8 @@ static const struct expect expects[] = {
     { "cuGreenCtxCreate", 12040, 0, "cuGreenCtxCreate" },
     { "cuGreenCtxDestroy", 12040, 0, "cuGreenCtxDestroy" },
     { "cuCtxFromGreenCtx", 12040, 0, "cuCtxFromGreenCtx" },
+    { "cuGreenCtxStreamCreate", 12050, 0, "cuGreenCtxStreamCreate" },
+    { "cuStreamWaitEvent", 3020, 0, "cuStreamWaitEvent" },
     { "cuGreenCtxGetDevResource", 12040, 0, "cuGreenCtxGetDevResource" },
     { "cuCtxGetDevResource", 12040, 0, "cuCtxGetDevResource" },
     { "cuDeviceGetDefaultMemPool", 11020, 0, "cuDeviceGetDefaultMemPool" },
