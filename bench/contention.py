@@ -23,6 +23,17 @@ Configurations (--only picks some):
   gs-sms66        time-sliced, the background under gpuslice run --sms 66 (a green context of
                   half the H200's 132 SMs)
   mps-gs-sms66    both MPS clients, the background under gpuslice run --sms 66
+  gs-priority     time-sliced, the latency job under gpuslice run --priority latency, the
+                  background under --priority background (it keeps about one kernel in flight
+                  while the latency job is active)
+  mps-gs-priority both MPS clients of NVIDIA's MPS server, with the classes of gs-priority: the
+                  background also moves its launches to half the SMs while the latency job is
+                  active, and back when it idles
+
+With --shares it also runs the share experiments, saturating 8192^3 GEMM jobs side by side:
+by weight (--weight 1:1, 1:3, 1:1:2), by ceiling (--compute 25 and 75), and 1:3 where the
+weight-3 job stops halfway (how soon the other has the whole GPU); each job's share is its rate
+over the solo rate, and shares.md, shares.json and contention-shares.svg are written too.
 
 Prints a markdown table and writes contention.json, contention.md and contention-cdf.svg (the
 latency CDF of each configuration) to --out. Per
@@ -52,7 +63,13 @@ sys.path.insert(0, HERE)
 import gpumeasure  # noqa: E402  (percentile, scrubbed_env)
 
 CONFIGS = ["solo-latency", "solo-background", "time-sliced", "mps", "mps-priority",
-           "mps-threads50", "gs-compute50", "gs-share50", "gs-sms66", "mps-gs-sms66"]
+           "mps-threads50", "gs-compute50", "gs-share50", "gs-sms66", "mps-gs-sms66",
+           "gs-priority", "mps-gs-priority"]
+SHARES = {"w1:1": [["--weight", "1"], ["--weight", "1"]],
+          "w1:3": [["--weight", "1"], ["--weight", "3"]],
+          "w1:1:2": [["--weight", "1"], ["--weight", "1"], ["--weight", "2"]],
+          "c25:75": [["--compute", "25"], ["--compute", "75"]],
+          "w1:3-stop": [["--weight", "1"], ["--weight", "3"]]}
 
 
 def wait_file(path, timeout):
@@ -131,6 +148,21 @@ def rate_in(done, start, end):
     return (k2 - k1) / (t2 - t1) if t2 > t1 else None
 
 
+def recovery_ms(done, window):
+    """How soon after the latency job's window ended the background ran at its rate from before
+    the window again: the start of the first synchronisation interval (4 GEMMs, about 7 ms on an
+    H200) after the window at 90 % of that rate or more, in ms after the window's end (so the
+    switch back happened by then; the resolution is one interval). None if never."""
+    before = rate_in(done, window[0] - 1.0, window[0] - 0.05)
+    after = [(t, k) for t, k in done if t > window[1]]
+    if not before or len(after) < 2:
+        return None
+    for (t1, k1), (t2, k2) in zip(after, after[1:]):
+        if t2 > t1 and (k2 - k1) / (t2 - t1) >= 0.9 * before:
+            return 1000 * (t1 - window[1])
+    return None
+
+
 class Runner:
     def __init__(self, args, tmp):
         self.args, self.tmp, self.gs = args, tmp, args.gpuslice
@@ -183,7 +215,15 @@ class Runner:
                 bg[1]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = "50"
             if cfg == "mps-gs-sms66":
                 return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
+            if cfg == "mps-gs-priority":
+                bg[1]["GPUSLICE_DEBUG"] = "1"
+                return (([self.gs, "run", "-q", "--priority", "latency", "--"], lat[1]),
+                        ([self.gs, "run", "-q", "--priority", "background", "--"], bg[1]))
             return lat, bg
+        if cfg == "gs-priority":
+            bg[1]["GPUSLICE_DEBUG"] = "1"
+            return (([self.gs, "run", "-q", "--priority", "latency", "--"], lat[1]),
+                    ([self.gs, "run", "-q", "--priority", "background", "--"], bg[1]))
         if cfg == "gs-sms66":
             return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
         if cfg == "gs-compute50":
@@ -245,6 +285,11 @@ class Runner:
                 errors.append(f"{name}: did not finish")
             if p.returncode != 0:
                 errors.append(f"{name}: exit {p.returncode}: {out.decode(errors='replace')[-600:]}")
+            elif "priority" in cfg:
+                # The interposer's own count of what it did (GPUSLICE_DEBUG, at exit).
+                row.setdefault("interposer", {})[name] = [
+                    ln for ln in out.decode(errors="replace").splitlines()
+                    if "launches governed" in ln][-1:]
         if not ok:
             errors.append("a job did not become ready in 90 s")
         if errors:
@@ -282,7 +327,143 @@ class Runner:
                 row["timeline"] = [(round(b * 0.1 + 0.05, 3), bins.get(b, 0) / 0.1)
                                    for b in range(min(bins), max(bins) + 1)] if bins else []
                 row.pop("latency_ms", None)
+                row["recover_ms"] = recovery_ms(B["done"], window)
         return row
+
+
+def shares_once(r, name, rep):
+    """One share experiment: its jobs side by side, each under gpuslice run with its options
+    (w1:3-stop: the second job runs the first half only). Each job's rate over the common
+    window, or, for w1:3-stop, the first job's rate in the 100 ms after the second stopped and
+    its rate over 100 ms bins (the timeline)."""
+    a, tmp = r.args, r.tmp
+    tag = f"share-{name}-{rep}"
+    stop = name.endswith("-stop")
+    secs = 2 * a.seconds if stop else a.seconds
+    go = os.path.join(tmp, tag + ".go")
+    me = [sys.executable, os.path.abspath(__file__)]
+    jobs = []
+    row = {"experiment": name, "repeat": rep, "options": SHARES[name]}
+    env = gpumeasure.scrubbed_env({"GPUSLICE_DEBUG": "1"})  # the interposer's counts at exit
+    try:
+        for i, opts in enumerate(SHARES[name]):
+            s_i = a.seconds if stop and i == 1 else secs
+            ready, out = (os.path.join(tmp, f"{tag}.{i}.{x}") for x in ("ready", "json"))
+            p = subprocess.Popen([r.gs, "run", "-q"] + opts + ["--"] + me +
+                                 ["background", str(s_i), out, ready, go], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            jobs.append((ready, out, p))
+    except OSError as e:
+        for _, _, p in jobs:
+            p.kill()
+            p.wait()
+        row["error"] = f"cannot start a job: {e}"
+        return row
+    ok = all(wait_file(ready, 90) for ready, _, _ in jobs)
+    if ok:
+        open(go, "w").close()
+    errors = []
+    for i, (_, _, p) in enumerate(jobs):
+        if not ok:
+            p.kill()
+        try:
+            out, _ = p.communicate(timeout=secs + 60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            errors.append(f"job {i}: did not finish")
+        if p.returncode != 0:
+            errors.append(f"job {i}: exit {p.returncode}: {out.decode(errors='replace')[-400:]}")
+        else:
+            row.setdefault("interposer", []).append([
+                ln for ln in out.decode(errors="replace").splitlines()
+                if "launches governed" in ln or "board held by" in ln][-2:])
+    if not ok:
+        errors.append("a job did not become ready in 90 s")
+    if errors:
+        row["error"] = "; ".join(errors)
+        return row
+    done = [json.load(open(out))["done"] for _, out, _ in jobs]
+    t0 = max(d[0][0] for d in done) + 0.2
+    if stop:
+        t_stop = done[1][-1][0]
+        row["rates"] = [rate_in(done[0], t0, t_stop - 0.1), rate_in(done[1], t0, t_stop - 0.1)]
+        row["after_stop_100ms"] = rate_in(done[0], t_stop, t_stop + 0.1)
+        row["after_stop"] = rate_in(done[0], t_stop + 0.1, done[0][-1][0] - 0.1)
+        row["timeline"] = []
+        for d in done:
+            bins, prev = {}, None
+            for t, k in d:
+                if prev is not None:
+                    b = int((t - t0) // 0.1)
+                    bins[b] = bins.get(b, 0) + (k - prev)
+                prev = k
+            row["timeline"].append([(round(b * 0.1 + 0.05, 3), bins.get(b, 0) / 0.1)
+                                    for b in range(min(bins), max(bins) + 1)] if bins else [])
+    else:
+        t1 = min(d[-1][0] for d in done) - 0.1
+        row["rates"] = [rate_in(d, t0, t1) for d in done]
+    return row
+
+
+def shares_summary(rows, solo_rate):
+    out = {}
+    for name in SHARES:
+        good = [r for r in rows if r["experiment"] == name and "error" not in r]
+        s = {"runs": len([r for r in rows if r["experiment"] == name]), "failed": 0,
+             "errors": [r["error"] for r in rows if r["experiment"] == name and "error" in r][:1]}
+        s["failed"] = s["runs"] - len(good)
+        if good and solo_rate:
+            n = len(SHARES[name])
+            per = [[100 * r["rates"][i] / solo_rate for r in good if r["rates"][i]]
+                   for i in range(n)]
+            s["shares"] = [statistics.median(v) if v else None for v in per]
+            s["share_ranges"] = [(min(v), max(v)) if v else None for v in per]
+            if name.endswith("-stop"):
+                v = [100 * r["after_stop_100ms"] / solo_rate for r in good
+                     if r.get("after_stop_100ms")]
+                s["after_stop_100ms"] = statistics.median(v) if v else None
+                v = [100 * r["after_stop"] / solo_rate for r in good if r.get("after_stop")]
+                s["after_stop"] = statistics.median(v) if v else None
+        out[name] = s
+    return out
+
+
+def shares_table(summary, solo_rate, args):
+    lines = [f"Saturating 8192^3 fp16 GEMM jobs side by side, each under gpuslice run with the "
+             f"options shown; share = its GEMM rate over the solo rate ({solo_rate and round(solo_rate, 1)} "
+             f"GEMM/s); {args.repeats} interleaved repeats, median [min, max].", "",
+             "| experiment | options | shares % | sum % | first job after the other stopped "
+             "(first 100 ms / after) | runs failed |", "|---|---|---|---|---|---|"]
+    for name, s in summary.items():
+        sh = s.get("shares") or []
+        cells = ", ".join(f"{v:.1f} [{rg[0]:.1f}, {rg[1]:.1f}]"
+                          for v, rg in zip(sh, s.get("share_ranges") or [])
+                          if v is not None and rg)
+        total = sum(v for v in sh if v is not None) if sh else None
+        stop = ""
+        if s.get("after_stop_100ms") is not None:
+            stop = f"{s['after_stop_100ms']:.1f} % / {s.get('after_stop') or 0:.1f} %"
+        opts = " / ".join(" ".join(o) for o in SHARES[name])
+        lines.append(f"| {name} | {opts} | {cells} | {'' if total is None else f'{total:.1f}'} | "
+                     f"{stop} | {s['failed']}/{s['runs']}"
+                     f"{(': ' + s['errors'][0][:160]) if s['errors'] else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def shares_picture(rows, path, a):
+    """Both jobs' rates over time in the w1:3-stop experiment (its first repeat)."""
+    import svgplot
+    row = next((r for r in rows if r["experiment"] == "w1:3-stop" and "error" not in r), None)
+    if row is None:
+        return
+    series = [("--weight 1", row["timeline"][0]), ("--weight 3 (stops halfway)",
+                                                    row["timeline"][1])]
+    page = svgplot.Page(900, 520, "bench/contention.py --shares: two saturating GEMM jobs of "
+                        "weights 1 and 3; the weight-3 job stops halfway")
+    page.panel(10, 40, 880, 470, "GEMM/s (100 ms bins)", series, unit="short",
+               xlabel=lambda x: "%.1f s" % x, xmin=0, xmax=2 * a.seconds, ymin=0)
+    page.save(path)
 
 
 def summarize(rows, configs):
@@ -376,6 +557,8 @@ def main():
     ap.add_argument("--period-ms", type=float, default=2.0)
     ap.add_argument("--only", default=",".join(CONFIGS))
     ap.add_argument("--out", default=".")
+    ap.add_argument("--shares", action="store_true",
+                    help="also run the share experiments (weights, ceilings) after the rest")
     ap.add_argument("--timeline", action="store_true",
                     help="also run each non-solo configuration once with the background for 3 x "
                          "--seconds and the latency job in the middle third, and draw the "
@@ -423,10 +606,43 @@ def main():
             r.mps_stop()
             r.gs_mps_stop()
             shutil.rmtree(r.tmp, ignore_errors=True)
+    share_rows = []
+    if a.shares:
+        r = Runner(a, tempfile.mkdtemp(prefix="gs-contention-"))
+        try:
+            for rep in range(a.repeats):
+                names = list(SHARES)
+                for name in names[rep % len(names):] + names[:rep % len(names)]:
+                    row = shares_once(r, name, rep)
+                    share_rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "timeline"}),
+                          flush=True)
+        finally:
+            shutil.rmtree(r.tmp, ignore_errors=True)
     summary, bar = summarize(rows, configs)
     md = table(summary, bar, a)
+    if timeline_rows:
+        md += ("\nThe background over time (--timeline): how soon after the latency job's last "
+               "request it ran at its earlier rate again (the start of the first 4-GEMM "
+               "interval at 90 % of it or more; resolution one interval, about 7 ms):\n\n"
+               "| configuration | full speed again after |\n|---|---|\n")
+        for t in timeline_rows:
+            v = t.get("recover_ms")
+            md += f"| {t['config']} | {'never' if v is None else '%.1f ms' % v} |\n"
     print(md)
     os.makedirs(a.out, exist_ok=True)
+    if share_rows:
+        solo = summary.get("solo-background", {}).get("bg_rate")
+        ssum = shares_summary(share_rows, solo)
+        smd = shares_table(ssum, solo, a)
+        print(smd)
+        open(os.path.join(a.out, "shares.md"), "w").write(smd)
+        json.dump({"rows": share_rows, "summary": ssum, "solo_rate": solo},
+                  open(os.path.join(a.out, "shares.json"), "w"), indent=1)
+        try:
+            shares_picture(share_rows, os.path.join(a.out, "contention-shares.svg"), a)
+        except Exception as e:
+            print(f"contention: no shares picture: {e!r}", file=sys.stderr)
     json.dump({"rows": rows, "timeline": timeline_rows, "summary": summary, "background_bar": bar,
                "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
     open(os.path.join(a.out, "contention.md"), "w").write(md)

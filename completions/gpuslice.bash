@@ -7,10 +7,10 @@ _gpuslice_commands="run exec tenants set info reserve procs mps top"
 
 # Options per command (tests/integration/docs.sh checks them against --help);
 # those that take a value are listed again in _gpuslice_valued.
-_gpuslice_opts_run="-m --memory -c --compute -d --device -f --filled -n --nice --name --no-torch-priority --gpu-share --mps-priority --sms --sm-share --tenant -q --quiet -h --help"
+_gpuslice_opts_run="-m --memory -c --compute -d --device -f --filled -n --nice --name --no-torch-priority --gpu-share --mps-priority --sms --sm-share --tenant --priority --weight -q --quiet -h --help"
 _gpuslice_opts_exec=$_gpuslice_opts_run
 _gpuslice_opts_tenants="--json --interval -q --quiet -h --help"
-_gpuslice_opts_set="-c --compute -m --memory -q --quiet --json -h --help"
+_gpuslice_opts_set="-c --compute -m --memory --priority --weight -q --quiet --json -h --help"
 _gpuslice_opts_info="--json -q --quiet -h --help"
 _gpuslice_opts_reserve="-d --device --json -q --quiet -h --help"
 _gpuslice_opts_mps="-d --device --force --json -q --quiet -h --help"
@@ -18,7 +18,7 @@ _gpuslice_opts_procs="--shares -d --device --dry-run --json --timeout -q --quiet
 _gpuslice_opts_top="-i --interval --once --json -q --quiet -h --help"
 _gpuslice_mps_subcommands="start status stop"
 _gpuslice_opts_global="-q --quiet -V --version -h --help"
-_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --tenant -i --interval --gpu-share --mps-priority --sms --sm-share --shares --timeout "
+_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --tenant -i --interval --gpu-share --mps-priority --sms --sm-share --shares --timeout --priority --weight "
 
 # The commands the installed binary knows, from its --help (else the list above).
 _gpuslice_list_commands()

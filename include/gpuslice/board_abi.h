@@ -20,7 +20,8 @@
 #include "gpuslice/shm_abi.h"
 
 #define GPUSLICE_BOARD_MAGIC 0x44524f4253504753ULL /* "GSPSBORD" */
-#define GPUSLICE_BOARD_ABI_VERSION 1u              /* GPUSLICE_ABI(1, 0) */
+/* GPUSLICE_ABI(1, 1): minor 1 (classes' activity and the longest waiter in reserved words). */
+#define GPUSLICE_BOARD_ABI_VERSION 65537u
 #define GPUSLICE_BOARD_ABI_MAJOR 1u
 
 struct gpuslice_board {
@@ -36,12 +37,27 @@ struct gpuslice_board {
     uint32_t pad0;
     uint64_t handoffs;       /* releases while another process waited */
     uint64_t waiter_seen_ns; /* CLOCK_MONOTONIC when a waiter last (re)started waiting */
-    uint64_t reserved[7];
+    /*
+     * ABI 1.1: CLOCK_MONOTONIC when work of a tenant of class normal (set explicitly) [0] and
+     * latency [1] was last seen on the device (launched, or still running): lower classes
+     * yield while it is recent.
+     */
+    uint64_t active_ns[2];
+    /*
+     * ABI 1.1: the process that has waited longest for the device, when it began waiting and
+     * when it last said it still waits; the device is its turn next (0 = none).
+     */
+    int32_t first_pid;
+    uint32_t pad1;
+    uint64_t first_since_ns;
+    uint64_t first_seen_ns;
+    uint64_t reserved[2];
 };
 
 GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_board, GPUSLICE_BOARD_ABI_VERSION,
                           GPUSLICE_BOARD_ABI_MAJOR);
 _Static_assert(offsetof(struct gpuslice_board, holder_pid) == 32, "board holder offset");
 _Static_assert(sizeof(struct gpuslice_board) == 136, "board size");
+_Static_assert(offsetof(struct gpuslice_board, active_ns) == 80, "board activity offset");
 
 #endif

@@ -25,8 +25,11 @@
 #include "gpuslice/shm_abi.h"
 
 #define GPUSLICE_NODE_MAGIC 0x45444f4e53504753ULL /* "GSPSNODE" */
-/* GPUSLICE_ABI(1, 0), in decimal for bench/gpumeasure.py, checked below. */
-#define GPUSLICE_NODE_ABI_VERSION 1u
+/*
+ * GPUSLICE_ABI(1, 1), in decimal for bench/gpumeasure.py, checked below: minor 1 (a tenant's
+ * priority and weight in its former reserved words).
+ */
+#define GPUSLICE_NODE_ABI_VERSION 65537u
 #define GPUSLICE_NODE_ABI_MAJOR 1u
 #define GPUSLICE_NODE_MAX_TENANTS 256
 #define GPUSLICE_NODE_MAX_DEVICES 16
@@ -34,7 +37,10 @@
 /* The file's name in the daemon's run directory. */
 #define GPUSLICE_NODE_FILE "gpusliced.node"
 
-/* gpuslice_node_tenant.flags: some device has, or will get, a compute ceiling. */
+/*
+ * gpuslice_node_tenant.flags: some device has, or will get, a compute ceiling, or the tenant
+ * has a priority class or a weight (its launches are governed).
+ */
 #define GPUSLICE_NODE_COMPUTE_ANY 1u
 
 /* One device's limits for a tenant. */
@@ -57,7 +63,9 @@ struct gpuslice_node_tenant {
     uint32_t compute_default; /* likewise, percent; 0 = no ceiling */
     uint32_t pad0;
     struct gpuslice_node_limit dev[GPUSLICE_NODE_MAX_DEVICES];
-    uint64_t reserved[8];
+    uint32_t priority; /* ABI 1.1: GPUSLICE_PRIORITY_* (tenant_abi.h); 0 = not set (normal) */
+    uint32_t weight;   /* ABI 1.1: 1..GPUSLICE_WEIGHT_MAX; 0 = 1 */
+    uint64_t reserved[7];
 };
 
 /* A process that belongs to a tenant, and with it every process it starts. */
@@ -92,6 +100,6 @@ _Static_assert(sizeof(struct gpuslice_node_member) == 24, "node member layout");
 GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_node, GPUSLICE_NODE_ABI_VERSION, GPUSLICE_NODE_ABI_MAJOR);
 _Static_assert(offsetof(struct gpuslice_node, tenant) == 368, "node tenant table offset");
 _Static_assert(sizeof(struct gpuslice_node) == 368 + 256 * 744 + 4096 * 24, "node size");
-_Static_assert((GPUSLICE_NODE_ABI_VERSION == GPUSLICE_ABI(1, 0)), "node ABI 1.0");
+_Static_assert((GPUSLICE_NODE_ABI_VERSION == GPUSLICE_ABI(1, 1)), "node ABI 1.1");
 
 #endif

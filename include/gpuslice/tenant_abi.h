@@ -36,10 +36,11 @@
 /*
  * GPUSLICE_ABI(4, 2): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 1
  * (pid_ns in a process entry's former padding; ctx_base and host_pid at the end), minor 2
- * (node_tenant in the former reserved words; the throttling and refusal counters at the end).
+ * (node_tenant in the former reserved words; the throttling and refusal counters at the end),
+ * minor 3 (priority and weight in the former reserved words).
  * Written in decimal for bench/gpumeasure.py, checked below.
  */
-#define GPUSLICE_TENANT_ABI_VERSION 131076u
+#define GPUSLICE_TENANT_ABI_VERSION 196612u
 #define GPUSLICE_TENANT_ABI_MAJOR 4u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 1024
@@ -71,6 +72,13 @@ struct gpuslice_tenant_device {
 #define GPUSLICE_SET_COMPUTE 2u
 
 #define GPUSLICE_LOCK_WAITERS 0x80000000u
+
+/* Priority classes (priority): a higher one runs first on a device it shares with a lower. */
+#define GPUSLICE_PRIORITY_UNSET 0u
+#define GPUSLICE_PRIORITY_BACKGROUND 1u
+#define GPUSLICE_PRIORITY_NORMAL 2u
+#define GPUSLICE_PRIORITY_LATENCY 3u
+#define GPUSLICE_WEIGHT_MAX 100u
 
 struct gpuslice_tenant_proc {
     int32_t pid;         /* 0 = free slot; the PID in the process's own PID namespace */
@@ -127,7 +135,9 @@ struct gpuslice_tenant {
                                    file's processes, which its own limit fields then only mirror;
                                    0 = none */
     uint32_t pad1;
-    uint64_t reserved[3];
+    uint32_t priority; /* ABI 4.3: GPUSLICE_PRIORITY_*; 0 = not set (normal) */
+    uint32_t weight;   /* ABI 4.3: share of a contended device among its class, 1..100; 0 = 1 */
+    uint64_t reserved[2];
     struct gpuslice_tenant_device dev[GPUSLICE_MAX_DEVICES];
     struct gpuslice_tenant_proc proc[GPUSLICE_MAX_PROCS];
     struct gpuslice_tenant_reserve reserve;
@@ -180,6 +190,7 @@ _Static_assert(sizeof(struct gpuslice_tenant) ==
                "tenant size");
 /* What a 4.1 file holds: readers that only read (the daemon, listings) accept one. */
 #define GPUSLICE_TENANT_SIZE_4_1 (232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096)
-_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 2)), "tenant ABI 4.2");
+_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 3)), "tenant ABI 4.3");
+_Static_assert(offsetof(struct gpuslice_tenant, priority) == 208, "priority offset");
 
 #endif

@@ -23,7 +23,8 @@
 
 static void set_usage(void)
 {
-    printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE] [--json]\n\n"
+    printf("usage: gpuslice set TENANT [--compute PERCENT] [--memory SIZE] [--priority CLASS]\n"
+           "                    [--weight N] [--json]\n\n"
            "Changes the limits of a running tenant. TENANT is its ID or its name as\n"
            "gpuslice tenants shows them (a name must match one tenant only, of any owner),\n"
            "or the path of its state file (anything with a /). Only the tenant's owner (the\n"
@@ -35,6 +36,8 @@ static void set_usage(void)
            "                         ceiling (also per device: 0:none)\n"
            "  -m, --memory SIZE      new memory limit: 8G, 512M, 1.5G, 1073741824, or\n"
            "                         per device (0:8G,1:4G); none removes the limit\n"
+           "      --priority CLASS   new priority class: latency, normal or background\n"
+           "      --weight N         new weight, 1..100, within its class\n"
            "  -q, --quiet            do not print the new limits\n"
            "      --json             print the tenant as it now is on stdout, as gpuslice\n"
            "                         tenants --json lists it (usage not measured: null)\n"
@@ -312,6 +315,13 @@ static void report(const struct gpuslice_tenant *t, const char *who)
     }
     if (!any)
         gs_log_note("%s uses no GPU yet", who);
+    {
+        uint32_t p = __atomic_load_n(&t->priority, __ATOMIC_RELAXED);
+        uint32_t w = __atomic_load_n(&t->weight, __ATOMIC_RELAXED);
+        gs_log_note("%s: priority %s, weight %u", who,
+                    gs_priority_name(p) ? gs_priority_name(p) : "normal",
+                    w >= 1 && w <= GPUSLICE_WEIGHT_MAX ? w : 1);
+    }
     if (t->set_flags & (GPUSLICE_SET_MEMORY | GPUSLICE_SET_COMPUTE)) {
         limit_text(lim, sizeof(lim), GS_SET_MEMORY, t->set_mem_limit);
         limit_text(comp, sizeof(comp), GS_SET_COMPUTE, t->set_compute_limit);
@@ -356,7 +366,8 @@ static void limits_members(char *buf, size_t len, const struct gs_limits *l)
  * the tenant (one of gpuslice run's in another run directory: changed in its file).
  */
 static int set_by_daemon(const char *arg, const char *memory, const struct gs_limits *mem_l,
-                         const char *compute, const struct gs_limits *comp_l, int json)
+                         const char *compute, const struct gs_limits *comp_l, uint32_t prio,
+                         uint32_t weight, int json)
 {
     char body[8192], url[512], err[512], msg[1024], *answer = NULL;
     const char *c;
@@ -378,6 +389,12 @@ static int set_by_daemon(const char *arg, const char *memory, const struct gs_li
         limits_members(body, sizeof(body), comp_l);
         snprintf(body + strlen(body), sizeof(body) - strlen(body), "}");
     }
+    if (prio)
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "%s\"priority\":\"%s\"",
+                 body[1] ? "," : "", gs_priority_name(prio));
+    if (weight)
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "%s\"weight\":%u",
+                 body[1] ? "," : "", weight);
     snprintf(body + strlen(body), sizeof(body) - strlen(body), "}");
     snprintf(url, sizeof(url), "/v1/tenants/%s", arg);
     if ((st = gs_daemon_request("PATCH", url, body, &answer, err, sizeof(err))) < 0)
@@ -395,9 +412,12 @@ static int set_by_daemon(const char *arg, const char *memory, const struct gs_li
     if (json)
         printf("%s\n", answer);
     else
-        gs_log_note("tenant %s: %s%s%s%s%s changed by the daemon", arg, memory ? "memory " : "",
-                    memory ? memory : "", memory && compute ? ", " : "", compute ? "compute " : "",
-                    compute ? compute : "");
+        gs_log_note("tenant %s: %s%s%s%s%s%s%s%s%s changed by the daemon", arg,
+                    memory ? "memory " : "", memory ? memory : "", memory && compute ? ", " : "",
+                    compute ? "compute " : "", compute ? compute : "",
+                    (memory || compute) && prio ? ", " : "", prio ? "priority " : "",
+                    prio ? gs_priority_name(prio) : "",
+                    weight ? (memory || compute || prio ? ", weight" : "weight") : "");
     free(answer);
     return GS_EXIT_OK;
 }
@@ -407,9 +427,11 @@ static int run_set(int argc, char **argv)
     static const struct option opts[] = {
         { "compute", required_argument, NULL, 'c' }, { "memory", required_argument, NULL, 'm' },
         { "quiet", no_argument, NULL, 'q' },         { "help", no_argument, NULL, 'h' },
-        { "json", no_argument, NULL, 'j' },          { NULL, 0, NULL, 0 }
+        { "json", no_argument, NULL, 'j' },          { "priority", required_argument, NULL, 'R' },
+        { "weight", required_argument, NULL, 'W' },  { NULL, 0, NULL, 0 }
     };
-    const char *compute = NULL, *memory = NULL, *arg;
+    const char *compute = NULL, *memory = NULL, *arg, *prio_arg = NULL, *weight_arg = NULL;
+    uint32_t prio = 0, weight = 0;
     struct gs_limits mem_l, comp_l;
     struct gpuslice_tenant *t = NULL;
     char err[512], id[TENANT_ID_MAX], path[PATH_MAX];
@@ -429,6 +451,12 @@ static int run_set(int argc, char **argv)
         case 'm':
             memory = optarg;
             break;
+        case 'R':
+            prio_arg = optarg;
+            break;
+        case 'W':
+            weight_arg = optarg;
+            break;
         default:
             if ((r = gs_cli_common_option("set", c, argv, opts, set_usage, &json)) >= 0)
                 return r;
@@ -445,8 +473,20 @@ static int run_set(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     arg = argv[optind];
-    if (!compute && !memory) {
-        gs_log_error("set: nothing to change: give --compute PERCENT, --memory SIZE or both");
+    if (!compute && !memory && !prio_arg && !weight_arg) {
+        gs_log_error("set: nothing to change: give --compute PERCENT, --memory SIZE, --priority "
+                     "CLASS or --weight N");
+        return GS_EXIT_USAGE;
+    }
+    if (prio_arg && gs_parse_priority(prio_arg, &prio) < 0) {
+        gs_log_error("set: --priority: \"%s\" is not a priority class (use latency, normal or "
+                     "background)",
+                     prio_arg);
+        return GS_EXIT_USAGE;
+    }
+    if (weight_arg && gs_parse_weight(weight_arg, &weight) < 0) {
+        gs_log_error("set: --weight: \"%s\" is not a weight (use an integer from 1 to %u)",
+                     weight_arg, GPUSLICE_WEIGHT_MAX);
         return GS_EXIT_USAGE;
     }
     if ((memory && parse_value(memory, GS_VALUE_SIZE, "--memory", &mem_l, err, sizeof(err)) < 0) ||
@@ -456,7 +496,7 @@ static int run_set(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     if (gs_daemon_running() &&
-        (r = set_by_daemon(arg, memory, &mem_l, compute, &comp_l, json)) >= 0)
+        (r = set_by_daemon(arg, memory, &mem_l, compute, &comp_l, prio, weight, json)) >= 0)
         return r;
     if ((r = find_tenant(arg, id, sizeof(id), path, sizeof(path))) != GS_EXIT_OK)
         return r;
@@ -518,6 +558,7 @@ static int run_set(int argc, char **argv)
         gs_tenant_close(t);
         return GS_EXIT_ERROR;
     }
+    gs_tenant_set_sched(t, prio, weight);
     report(t, who);
     if (json) {
         /* The same object gpuslice tenants --json lists for it (compute use not measured). */

@@ -93,6 +93,7 @@ enum {
     C_OWNER,
     C_CREATOR,
     C_PIDS,
+    C_CLASS,
     C_GPU,
     C_UUID,
     C_MEM,
@@ -104,9 +105,9 @@ enum {
 /* Room for an escaped ID, the longest cell (gs_text_safe: 4 characters a byte at most). */
 #define CELL GS_TEXT_LEN(TENANT_ID_MAX)
 
-static const char *const headers[NCOLS] = { "ID",        "NAME",    "OWNER",  "CREATOR",
-                                            "PROCESSES", "GPU",     "UUID",   "MEM USED",
-                                            "MEM LIMIT", "COMPUTE", "CEILING" };
+static const char *const headers[NCOLS] = { "ID",        "NAME",      "OWNER",   "CREATOR",
+                                            "PROCESSES", "PRIORITY",  "GPU",     "UUID",
+                                            "MEM USED",  "MEM LIMIT", "COMPUTE", "CEILING" };
 
 typedef char row_t[NCOLS][CELL];
 
@@ -196,6 +197,10 @@ static int print_table(const struct tview_list *l)
         else
             snprintf(rows[r][C_CREATOR], CELL, "%s", t->managed ? "daemon" : "-");
         pids_cell(rows[r][C_PIDS], t);
+        if (t->weight > 1)
+            snprintf(rows[r][C_CLASS], CELL, "%s x%u", gs_priority_name(t->priority), t->weight);
+        else
+            snprintf(rows[r][C_CLASS], CELL, "%s", gs_priority_name(t->priority));
         for (d = 0; d < t->ndev; d++)
             device_cells(rows[r++], &t->dev[d]);
         if (t->ndev == 0) {

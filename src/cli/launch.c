@@ -95,6 +95,14 @@ void launch_usage(const struct launch_mode *m)
            "      --mps-priority normal|below-normal\n"
            "                         the MPS client priority (needs --gpu-share;\n"
            "                         default normal)\n"
+           "      --priority CLASS   latency, normal (the default) or background: on a\n"
+           "                         GPU shared with your other tenants, a lower class\n"
+           "                         yields to a higher one while that one has work\n"
+           "                         there (as MPS clients, on half of the SMs; else by\n"
+           "                         keeping its queue to about one kernel)\n"
+           "      --weight N         the tenant's share (1..100, default 1) of a GPU\n"
+           "                         contended by tenants of its class: they take turns\n"
+           "                         of 10 ms x weight\n"
            "  -q, --quiet            no progress messages\n"
            "  -h, --help             this text\n\n"
            "Index keys of --memory and --compute (0:8G) are CUDA indexes as the program\n"
@@ -187,6 +195,8 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
                                           { "sms", required_argument, NULL, 'S' },
                                           { "sm-share", required_argument, NULL, 'H' },
                                           { "tenant", required_argument, NULL, 'A' },
+                                          { "priority", required_argument, NULL, 'R' },
+                                          { "weight", required_argument, NULL, 'W' },
                                           { NULL, 0, NULL, 0 } };
     const char *nice = NULL, *share = NULL, *prio = NULL, *filled = NULL, *sm_share = NULL;
     char err[768], **devargs;
@@ -236,6 +246,12 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
         case 'A':
             o->tenant = optarg;
             break;
+        case 'R':
+            o->priority_arg = optarg;
+            break;
+        case 'W':
+            o->weight_arg = optarg;
+            break;
         case 'q':
             gs_log_quiet = 1;
             break;
@@ -279,10 +295,40 @@ static int parse_args(const struct launch_mode *m, int argc, char **argv, struct
             goto out;
         }
     }
-    if (o->tenant && (o->memory || o->compute || filled || o->name)) {
-        gs_log_error("--tenant %s: the daemon's tenant has its limits and its name; give "
-                     "--memory, --compute, --filled or --name to the tenant instead (gpuslice "
-                     "set %s --memory SIZE), or run without --tenant",
+    if (o->priority_arg && gs_parse_priority(o->priority_arg, &o->priority) < 0) {
+        gs_log_error("--priority: \"%s\" is not a priority class (use latency, normal or "
+                     "background)",
+                     o->priority_arg);
+        goto out;
+    }
+    if (o->weight_arg && gs_parse_weight(o->weight_arg, &o->weight) < 0) {
+        gs_log_error("--weight: \"%s\" is not a weight (use an integer from 1 to %u)",
+                     o->weight_arg, GPUSLICE_WEIGHT_MAX);
+        goto out;
+    }
+    o->sched_given = o->priority_arg || o->weight_arg;
+    {
+        extern char **environ;
+        uint32_t p, w;
+        /* As with the limits: the environment's class and weight become the tenant's. */
+        if (gs_config_sched(environ, &p, &w, err, sizeof(err)) < 0) {
+            gs_log_error("%s (the environment's class and weight become the tenant's)", err);
+            goto out;
+        }
+        if (!o->priority_arg && p && !o->tenant) {
+            o->priority = p;
+            o->priority_arg = gs_priority_name(p);
+        }
+        if (!o->weight_arg && w && !o->tenant) {
+            o->weight = w;
+            o->weight_arg = getenv(GS_ENV_WEIGHT);
+        }
+    }
+    if (o->tenant &&
+        (o->memory || o->compute || filled || o->name || o->priority_arg || o->weight_arg)) {
+        gs_log_error("--tenant %s: the daemon's tenant has its limits, class, weight and name; "
+                     "give --memory, --compute, --priority, --weight, --filled or --name to the "
+                     "tenant instead (gpuslice set %s --memory SIZE), or run without --tenant",
                      o->tenant, o->tenant);
         goto out;
     }

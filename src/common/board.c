@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "common/board.h"
 #include "common/shm.h"
+#include "gpuslice/tenant_abi.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -202,8 +203,14 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
 {
     int32_t expected = 0;
 
+    int32_t first = __atomic_load_n(&b->first_pid, __ATOMIC_ACQUIRE);
+
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == (int32_t)pid)
         return 1;
+    /* Another has waited longer and still waits: its turn first. */
+    if (first != 0 && first != (int32_t)pid &&
+        now_ns < __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE) + WAITER_FRESH_NS)
+        return 0;
     if (!__atomic_compare_exchange_n(&b->holder_pid, &expected, (int32_t)pid, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         if (!clear_dead(b, expected, now_ns))
@@ -215,6 +222,9 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
     }
     __atomic_store_n(&b->holder_start_time, start, __ATOMIC_RELEASE);
     __atomic_store_n(&b->acquired_ns, now_ns, __ATOMIC_RELEASE);
+    if (first == (int32_t)pid)
+        __atomic_compare_exchange_n(&b->first_pid, &first, 0, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -237,19 +247,72 @@ void gs_board_release(struct gpuslice_board *b, pid_t pid)
     }
 }
 
-void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns, uint64_t now_ns)
+void gs_board_note_waiting(struct gpuslice_board *b, pid_t pid, uint64_t since_ns, uint64_t now_ns)
+{
+    int32_t first = __atomic_load_n(&b->first_pid, __ATOMIC_ACQUIRE);
+
+    __atomic_store_n(&b->waiter_seen_ns, now_ns, __ATOMIC_RELEASE);
+    /* The longest waiter goes next: take the place if it is free, stale, or newer than us. */
+    if (first == (int32_t)pid) {
+        __atomic_store_n(&b->first_seen_ns, now_ns, __ATOMIC_RELEASE);
+    } else if (first == 0 ||
+               now_ns >= __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE) + WAITER_FRESH_NS ||
+               __atomic_load_n(&b->first_since_ns, __ATOMIC_ACQUIRE) > since_ns) {
+        if (__atomic_compare_exchange_n(&b->first_pid, &first, (int32_t)pid, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&b->first_since_ns, since_ns, __ATOMIC_RELEASE);
+            __atomic_store_n(&b->first_seen_ns, now_ns, __ATOMIC_RELEASE);
+        }
+    }
+}
+
+void gs_board_wait(struct gpuslice_board *b, pid_t pid, uint64_t since_ns, uint64_t timeout_ns,
+                   uint64_t now_ns)
 {
     struct timespec ts = { (time_t)(timeout_ns / 1000000000ULL),
                            (long)(timeout_ns % 1000000000ULL) };
     uint32_t seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
     int saved = errno;
 
-    __atomic_store_n(&b->waiter_seen_ns, now_ns, __ATOMIC_RELEASE);
+    gs_board_note_waiting(b, pid, since_ns, now_ns);
     __atomic_add_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) != 0)
         syscall(SYS_futex, &b->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
     __atomic_sub_fetch(&b->waiters, 1, __ATOMIC_ACQ_REL);
     errno = saved;
+}
+
+void gs_board_active(struct gpuslice_board *b, uint32_t priority, uint64_t now_ns)
+{
+    uint64_t *w;
+
+    if (priority == GPUSLICE_PRIORITY_LATENCY)
+        w = &b->active_ns[1];
+    else if (priority == GPUSLICE_PRIORITY_NORMAL)
+        w = &b->active_ns[0];
+    else
+        return;
+    /* One store per 50 us at most: every launch of a busy tenant comes here. */
+    if (now_ns >= __atomic_load_n(w, __ATOMIC_RELAXED) + 50000)
+        __atomic_store_n(w, now_ns, __ATOMIC_RELEASE);
+}
+
+int gs_board_above(const struct gpuslice_board *b, uint32_t priority, uint64_t now_ns,
+                   uint64_t grace_ns)
+{
+    uint64_t lat = __atomic_load_n(&b->active_ns[1], __ATOMIC_ACQUIRE);
+    uint64_t nor = __atomic_load_n(&b->active_ns[0], __ATOMIC_ACQUIRE);
+
+    if (priority == GPUSLICE_PRIORITY_UNSET)
+        priority = GPUSLICE_PRIORITY_NORMAL;
+    /* A stamp from the future (a foreign writer) counts only for grace_ns from now. */
+    if (priority < GPUSLICE_PRIORITY_LATENCY && lat != 0 && now_ns < lat + grace_ns &&
+        lat < now_ns + grace_ns)
+        return GPUSLICE_PRIORITY_LATENCY;
+    if (priority < GPUSLICE_PRIORITY_NORMAL && nor != 0 && now_ns < nor + grace_ns &&
+        nor < now_ns + grace_ns)
+        return GPUSLICE_PRIORITY_NORMAL;
+    return 0;
 }
 
 int gs_board_waiting(const struct gpuslice_board *b, uint64_t now_ns)

@@ -42,8 +42,34 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
 /* Gives the device back if pid holds it, waking the waiters. */
 void gs_board_release(struct gpuslice_board *b, pid_t pid);
 
-/* Sleeps until the device is released or timeout_ns passes; counts as a waiter. */
-void gs_board_wait(struct gpuslice_board *b, uint64_t timeout_ns, uint64_t now_ns);
+/*
+ * Sleeps until the device is released or timeout_ns passes; counts as a
+ * waiter, waiting since since_ns: the longest waiter (whose wait is renewed
+ * within a few ms) gets the device next, whoever else tries to acquire it.
+ */
+void gs_board_wait(struct gpuslice_board *b, pid_t pid, uint64_t since_ns, uint64_t timeout_ns,
+                   uint64_t now_ns);
+
+/*
+ * Counts as a waiter, waiting since since_ns, without sleeping: what a
+ * process running beside a holder that has not let go does at each launch,
+ * so that a holder that only missed it still yields to it.
+ */
+void gs_board_note_waiting(struct gpuslice_board *b, pid_t pid, uint64_t since_ns, uint64_t now_ns);
+
+/*
+ * Says that work of a tenant of class priority (GPUSLICE_PRIORITY_NORMAL
+ * set explicitly, or LATENCY) is on the device now; other classes do nothing.
+ */
+void gs_board_active(struct gpuslice_board *b, uint32_t priority, uint64_t now_ns);
+
+/*
+ * The highest class above priority (UNSET reads as normal) whose work was
+ * seen on the device within grace_ns, or 0 if none: a tenant of class
+ * priority yields to it.
+ */
+int gs_board_above(const struct gpuslice_board *b, uint32_t priority, uint64_t now_ns,
+                   uint64_t grace_ns);
 
 /*
  * 1 if some process is waiting now: one waited within the last few ms (waits

@@ -1,6 +1,7 @@
 /* Limits from the environment, with documented precedence. */
 #include "common/config.h"
 #include "common/error.h"
+#include "gpuslice/tenant_abi.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -158,4 +159,26 @@ int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t
 {
     return config_limits(env, GS_VALUE_PERCENT, GS_ENV_COMPUTE, GS_ENV_TF_COMPUTE,
                          GS_ENV_HAMI_COMPUTE, out, err, errlen);
+}
+
+int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char *err,
+                    size_t errlen)
+{
+    const char *v;
+
+    *priority = GPUSLICE_PRIORITY_UNSET;
+    *weight = 0;
+    if ((v = gs_env_get(env, GS_ENV_PRIORITY)) != NULL && gs_parse_priority(v, priority) < 0) {
+        snprintf(err, errlen,
+                 "%s: \"%s\" is not a priority class (use latency, normal or "
+                 "background)",
+                 GS_ENV_PRIORITY, v);
+        return -EINVAL;
+    }
+    if ((v = gs_env_get(env, GS_ENV_WEIGHT)) != NULL && gs_parse_weight(v, weight) < 0) {
+        snprintf(err, errlen, "%s: \"%s\" is not a weight (use an integer from 1 to %u)",
+                 GS_ENV_WEIGHT, v, GPUSLICE_WEIGHT_MAX);
+        return -EINVAL;
+    }
+    return 0;
 }

@@ -33,6 +33,14 @@ int gs_config_memory(char *const *env, struct gs_limits *out, char *err, size_t 
  */
 int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t errlen);
 
+/*
+ * The priority class (GPUSLICE_PRIORITY, GPUSLICE_PRIORITY_UNSET when not
+ * set) and weight (GPUSLICE_WEIGHT, 0 when not set) in env: 0, or -EINVAL
+ * with a message in err.
+ */
+int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char *err,
+                    size_t errlen);
+
 /* The value of name in env, or NULL. */
 const char *gs_env_get(char *const *env, const char *name);
 

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/proc.h"
 #include "common/shm.h"
+#include "gpuslice/tenant_abi.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +297,32 @@ int gs_node_limits(const struct gpuslice_node *n, int i, uint32_t id, const uint
         return -ESTALE;
     *mem = m;
     *compute = c;
+    return 0;
+}
+
+int gs_node_sched(const struct gpuslice_node *n, int i, uint32_t id, uint32_t *priority,
+                  uint32_t *weight)
+{
+    const struct gpuslice_node_tenant *t;
+    uint32_t s1, p = 0, w = 0, tid = 0;
+    int tries;
+
+    if (i < 0 || i >= GPUSLICE_NODE_MAX_TENANTS)
+        return -ESTALE;
+    t = &n->tenant[i];
+    for (tries = 0; tries < 64; tries++) {
+        s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+        tid = __atomic_load_n(&t->id, __ATOMIC_ACQUIRE);
+        p = __atomic_load_n(&t->priority, __ATOMIC_ACQUIRE);
+        w = __atomic_load_n(&t->weight, __ATOMIC_ACQUIRE);
+        if (!(s1 & 1) && __atomic_load_n(&t->seq, __ATOMIC_RELAXED) == s1)
+            break;
+    }
+    if (tid != id)
+        return -ESTALE;
+    /* Out of range (a torn or foreign write): the class and weight everyone has by default. */
+    *priority = p <= GPUSLICE_PRIORITY_LATENCY ? p : GPUSLICE_PRIORITY_UNSET;
+    *weight = w <= GPUSLICE_WEIGHT_MAX ? w : 0;
     return 0;
 }
 

@@ -65,6 +65,13 @@ int gs_node_limits(const struct gpuslice_node *n, int i, uint32_t id, const uint
                    uint64_t *mem, uint32_t *compute);
 
 /* Whether tenant entry i has a compute ceiling anywhere (one word: read at every launch). */
+/*
+ * The priority class and weight of tenant entry i, still tenant id (as
+ * gs_node_limits): 0, or -ESTALE when the entry holds another tenant now.
+ */
+int gs_node_sched(const struct gpuslice_node *n, int i, uint32_t id, uint32_t *priority,
+                  uint32_t *weight);
+
 int gs_node_compute_any(const struct gpuslice_node *n, int i);
 
 /* The tenant id of the member (pid_ns, pid, start), or 0. */

@@ -5,6 +5,7 @@
  */
 #include "common/error.h"
 #include "common/parse.h"
+#include "gpuslice/tenant_abi.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -113,6 +114,44 @@ int gs_parse_share(const char *s, int *out)
         v = v * 10 + (*s - '0');
     }
     if (v < 1 || v > 100)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static const char *const priority_names[] = { "normal", "background", "normal", "latency" };
+
+int gs_parse_priority(const char *s, uint32_t *out)
+{
+    uint32_t p;
+
+    if (s == NULL)
+        return -EINVAL;
+    for (p = GPUSLICE_PRIORITY_BACKGROUND; p <= GPUSLICE_PRIORITY_LATENCY; p++)
+        if (strcasecmp(s, priority_names[p]) == 0) {
+            *out = p;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+const char *gs_priority_name(uint32_t p)
+{
+    return p <= GPUSLICE_PRIORITY_LATENCY ? priority_names[p] : NULL;
+}
+
+int gs_parse_weight(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+
+    if (s == NULL || *s == '\0')
+        return -EINVAL;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s) || v > GPUSLICE_WEIGHT_MAX)
+            return -EINVAL;
+        v = v * 10 + (uint32_t)(*s - '0');
+    }
+    if (v < 1 || v > GPUSLICE_WEIGHT_MAX)
         return -EINVAL;
     *out = v;
     return 0;

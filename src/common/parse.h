@@ -91,6 +91,18 @@ int gs_parse_limit_json(const char *s, enum gs_value_kind kind, const char *what
  */
 int gs_parse_share(const char *s, int *out);
 
+/*
+ * Parses a priority class, "latency", "normal" or "background" (any case),
+ * into GPUSLICE_PRIORITY_* (tenant_abi.h): 0 or -EINVAL.
+ */
+int gs_parse_priority(const char *s, uint32_t *out);
+
+/* The name of a priority class; "normal" for GPUSLICE_PRIORITY_UNSET, NULL if unknown. */
+const char *gs_priority_name(uint32_t p);
+
+/* Parses a weight, an integer 1..GPUSLICE_WEIGHT_MAX in decimal digits only: 0 or -EINVAL. */
+int gs_parse_weight(const char *s, uint32_t *out);
+
 /* Returns 1 and fills out (lower-case) if s is a GPU UUID string. */
 int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN]);
 

@@ -638,6 +638,17 @@ int gs_tenant_fix_limits(struct gpuslice_tenant *t, const struct gs_limits *mem,
     return 0;
 }
 
+void gs_tenant_set_sched(struct gpuslice_tenant *t, uint32_t priority, uint32_t weight)
+{
+    if (priority)
+        __atomic_store_n(&t->priority, priority, __ATOMIC_RELEASE);
+    if (weight)
+        __atomic_store_n(&t->weight, weight, __ATOMIC_RELEASE);
+    /* The launch hooks are armed at the next launch: the class or weight governs them. */
+    if (priority || weight)
+        __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+}
+
 static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uint64_t v)
 {
     if (kind == GS_SET_MEMORY) {

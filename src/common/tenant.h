@@ -90,6 +90,12 @@ enum gs_set_kind { GS_SET_MEMORY, GS_SET_COMPUTE };
  * index and UUID entries apply to the matching devices in use, and one that
  * matches none is refused (message in err). A value of 0 removes the limit.
  */
+/*
+ * Gives t a priority class (GPUSLICE_PRIORITY_*) and a weight (1..100);
+ * 0 leaves that one as it is. Lock-free: each is one aligned word.
+ */
+void gs_tenant_set_sched(struct gpuslice_tenant *t, uint32_t priority, uint32_t weight);
+
 int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct gs_limits *l,
                   char *err, size_t errlen);
 

@@ -555,14 +555,17 @@ static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice
     int i, r = 0;
 
     *outer = NULL;
-    if (managed_lineage(managed, sizeof(managed)) && (o->mem_set || o->comp_set || o->filled)) {
+    if (managed_lineage(managed, sizeof(managed)) &&
+        (o->mem_set || o->comp_set || o->filled || o->sched_given)) {
         gs_log_error("%s: %s runs inside the daemon's tenant \"%s\", whose limits apply to "
                      "everything it starts; a nested gpuslice %s cannot give it other limits "
                      "(%s). Change the tenant's with gpuslice set %s (raising takes an admin)",
                      cmd, o->what, managed, cmd,
                      o->mem_set    ? "--memory"
                      : o->comp_set ? "--compute"
-                                   : "--filled",
+                     : o->filled   ? "--filled"
+                     : o->priority ? "--priority"
+                                   : "--weight",
                      managed);
         return GS_EXIT_USAGE;
     }
@@ -571,6 +574,14 @@ static int nested_run(const char *cmd, const struct run_spec *o, struct gpuslice
     if (!gs_tenant_creator_alive(t) && gs_tenant_live_procs(t) == 0) {
         gs_tenant_close(t); /* a leftover of a tenant that ended: not one to join */
         return -1;
+    }
+    if (o->sched_given) {
+        gs_log_error("%s: %s runs inside tenant \"%.63s\" (%s), and a tenant has one class and "
+                     "one weight; give %s to the outer gpuslice run, or change the tenant's "
+                     "with gpuslice set",
+                     cmd, o->what, t->name, env, o->priority ? "--priority" : "--weight");
+        gs_tenant_close(t);
+        return GS_EXIT_USAGE;
     }
     for (i = 0; i < GPUSLICE_MAX_DEVICES && r == 0; i++) {
         const struct gpuslice_tenant_device *d = &t->dev[i];
@@ -706,6 +717,7 @@ int run_program(const char *cmd, struct run_spec *spec)
             gs_tenant_close(t);
             return GS_EXIT_ERROR;
         }
+        gs_tenant_set_sched(t, o.priority, o.weight);
     }
     if (o.filled) {
         gs_log_note("filling every GPU %s sees to %g%% of its memory", o.what, 100 * o.filled);
@@ -719,6 +731,8 @@ int run_program(const char *cmd, struct run_spec *spec)
          */
         (o.memory && setenv(GS_ENV_MEMORY, o.memory, 1) < 0) ||
         (o.compute && setenv(GS_ENV_COMPUTE, o.compute, 1) < 0) ||
+        (o.priority_arg && setenv(GS_ENV_PRIORITY, o.priority_arg, 1) < 0) ||
+        (o.weight_arg && setenv(GS_ENV_WEIGHT, o.weight_arg, 1) < 0) ||
         (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
         (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
         gs_log_error("cannot set the environment: %s", strerror(errno));

@@ -13,7 +13,11 @@ struct run_spec {
     const char *tenant; /* --tenant: a tenant of the daemon's to join (its limits are its own) */
     struct gs_limits mem_l, comp_l, sms_l; /* what --memory, --compute and --sms said */
     int mem_set, comp_set; /* mem_l / comp_l hold limits (from the options or the environment) */
-    const char *sms;       /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
+    uint32_t priority;     /* --priority: GPUSLICE_PRIORITY_*, 0 = not given */
+    uint32_t weight;       /* --weight: 1..100, 0 = not given */
+    const char *priority_arg, *weight_arg; /* as given, for the environment */
+    int sched_given; /* --priority or --weight given (not only the environment's) */
+    const char *sms; /* GPUSLICE_SMS for the program (--sms, or --sm-share as PERCENT%) */
     char sm_share[8];
     char *devices; /* CUDA_VISIBLE_DEVICES for the program; NULL leaves it as it is */
     int nice, has_nice;

@@ -112,6 +112,17 @@ int tview_from_json(struct tview *v, const struct gs_json *o)
         return -EINVAL;
     v->def_mem = def_mem;
     v->def_ceiling = def_ceil >= 100 ? 0 : (uint32_t)def_ceil;
+    {
+        const struct gs_json *jp = gs_json_get(o, "priority");
+        uint64_t w;
+
+        v->priority = GPUSLICE_PRIORITY_NORMAL;
+        if (jp && (jp->type != GS_JSON_STRING || gs_parse_priority(jp->str, &v->priority) < 0))
+            return -EINVAL;
+        if (get_uint(o, "weight", GPUSLICE_WEIGHT_MAX, 1, &w) < 0 || w < 1)
+            return -EINVAL;
+        v->weight = (uint32_t)w;
+    }
     if (devs == NULL || devs->type != GS_JSON_ARRAY || devs->n > GPUSLICE_MAX_DEVICES)
         return -EINVAL;
     for (e = devs->child; e; e = e->next)
@@ -132,6 +143,12 @@ void tview_from_entry(struct tview *v, const struct tenant_entry *te)
     v->creator = t->creator_pid > 0 ? (int)t->creator_pid : 0;
     v->at_ns = te->read_ns;
     v->npids = tenant_list_pids(t, v->pids, TVIEW_PIDS);
+    v->priority = __atomic_load_n(&t->priority, __ATOMIC_RELAXED);
+    if (v->priority < GPUSLICE_PRIORITY_BACKGROUND || v->priority > GPUSLICE_PRIORITY_LATENCY)
+        v->priority = GPUSLICE_PRIORITY_NORMAL; /* not set, or not a class: what applies */
+    v->weight = __atomic_load_n(&t->weight, __ATOMIC_RELAXED);
+    if (v->weight < 1 || v->weight > GPUSLICE_WEIGHT_MAX)
+        v->weight = 1;
     for (d = 0; d < GPUSLICE_MAX_DEVICES; d++) {
         const struct gpuslice_tenant_device *dev = &t->dev[d];
         struct tview_dev *o = &v->dev[v->ndev];
@@ -357,6 +374,7 @@ void tview_json(FILE *f, const struct tview_list *l)
         fprintf(f, "]");
         json_uint_or_null(f, "default_memory_limit_bytes", t->def_mem);
         json_uint_or_null(f, "default_compute_limit_percent", t->def_ceiling);
+        fprintf(f, ",\"priority\":\"%s\",\"weight\":%u", gs_priority_name(t->priority), t->weight);
         fprintf(f, ",\"devices\":[");
         for (d = 0; d < t->ndev; d++) {
             const struct tview_dev *x = &t->dev[d];

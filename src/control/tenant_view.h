@@ -44,6 +44,8 @@ struct tview {
                              tenant, when the daemon read its file */
     uint64_t def_mem;     /* a daemon tenant's limits on GPUs it has not used yet; 0: none */
     uint32_t def_ceiling; /* percent, 0 for none */
+    uint32_t priority;    /* GPUSLICE_PRIORITY_*, never UNSET: normal when not set */
+    uint32_t weight;      /* 1..GPUSLICE_WEIGHT_MAX */
 };
 
 struct tview_list {

@@ -186,6 +186,24 @@ static json_int_t count(uint64_t v)
     return v > (uint64_t)INT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
 }
 
+/* A tenant's class (never UNSET: normal) and weight (1..100), its file's read as hostile. */
+static void tenant_sched(const struct gd_tenant *t, uint32_t *prio, uint32_t *weight)
+{
+    uint32_t p = 0, w = 0;
+
+    if (t->managed) {
+        p = t->policy.priority;
+        w = t->policy.weight;
+    } else if (t->t) {
+        p = __atomic_load_n(&t->t->priority, __ATOMIC_RELAXED);
+        w = __atomic_load_n(&t->t->weight, __ATOMIC_RELAXED);
+    }
+    *prio = p >= GPUSLICE_PRIORITY_BACKGROUND && p <= GPUSLICE_PRIORITY_LATENCY
+                ? p
+                : GPUSLICE_PRIORITY_NORMAL;
+    *weight = w >= 1 && w <= GPUSLICE_WEIGHT_MAX ? w : 1;
+}
+
 static json_t *tenant_json(const struct gd_tenant *t)
 {
     json_t *devs = json_array(), *pids = json_array(), *o;
@@ -237,6 +255,13 @@ static json_t *tenant_json(const struct gd_tenant *t)
                                    : 0),
                   "limits", "memory", limit_map(t, 1), "compute", limit_map(t, 0), "processes",
                   nproc, "devices", devs);
+    {
+        uint32_t prio, weight;
+
+        tenant_sched(t, &prio, &weight);
+        json_object_set_new(o, "priority", json_string(gs_priority_name(prio)));
+        json_object_set_new(o, "weight", json_integer(weight));
+    }
     return o;
 }
 
@@ -432,6 +457,19 @@ static int body_limits(json_t *o, struct gd_limits_req *l, struct gd_response *r
             goto bad;
         l->has_comp = 1;
     }
+    if ((v = json_object_get(o, "priority")) != NULL &&
+        (!json_is_string(v) || gs_parse_priority(json_string_value(v), &l->priority) < 0)) {
+        snprintf(err, sizeof(err), "priority: give \"latency\", \"normal\" or \"background\"");
+        goto bad;
+    }
+    if ((v = json_object_get(o, "weight")) != NULL &&
+        (!json_is_integer(v) || json_integer_value(v) < 1 ||
+         json_integer_value(v) > GPUSLICE_WEIGHT_MAX)) {
+        snprintf(err, sizeof(err), "weight: give an integer from 1 to %u", GPUSLICE_WEIGHT_MAX);
+        goto bad;
+    }
+    if (v)
+        l->weight = (uint32_t)json_integer_value(v);
     return 0;
 bad:
     gd_api_error(resp, 400, "bad_value", "%s", err);
@@ -483,6 +521,20 @@ static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, 
                              want ? "" : "no limit ", (unsigned long long)want);
                 return 1;
             }
+        }
+    }
+    {
+        uint32_t prio, weight;
+
+        tenant_sched(t, &prio, &weight);
+        if (l->priority && l->priority > prio) {
+            gs_set_error(err, errlen, "the priority class from %s to %s", gs_priority_name(prio),
+                         gs_priority_name(l->priority));
+            return 1;
+        }
+        if (l->weight && l->weight > weight) {
+            gs_set_error(err, errlen, "the weight from %u to %u", weight, l->weight);
+            return 1;
         }
     }
     /* A tenant with a default for GPUs it has no entry for: that default must not rise either. */
@@ -616,7 +668,8 @@ static int good_name(const char *s)
 
 static void h_create(struct gd_request *req, struct gd_response *resp)
 {
-    static const char *const fields[] = { "name", "memory", "compute", "owner", NULL };
+    static const char *const fields[] = { "name",     "memory", "compute", "owner",
+                                          "priority", "weight", NULL };
     struct gd_limits_req l;
     struct gd_tenant *t;
     json_t *o, *name, *owner;
@@ -651,7 +704,14 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
         }
     }
     pthread_mutex_lock(&gd.mu);
-    if (body_limits(o, &l, resp) == 0) {
+    if (body_limits(o, &l, resp) == 0 && !req->peer.admin &&
+        (l.priority == GPUSLICE_PRIORITY_LATENCY || l.weight > 1)) {
+        gd_api_error(resp, 403, "forbidden",
+                     "%s: only an admin (root, group %s) may make a tenant above the defaults "
+                     "(class normal, weight 1)",
+                     l.priority == GPUSLICE_PRIORITY_LATENCY ? "priority latency" : "weight",
+                     gd_opt.admin_group);
+    } else if (resp->status == 0) {
         if ((r = gd_tenant_create(json_string_value(name), uid, &l, &t, err, sizeof(err))) < 0)
             gd_api_error(resp,
                          r == -EEXIST   ? 409
@@ -668,7 +728,7 @@ out:
 
 static void h_patch(struct gd_request *req, struct gd_response *resp)
 {
-    static const char *const fields[] = { "memory", "compute", NULL };
+    static const char *const fields[] = { "memory", "compute", "priority", "weight", NULL };
     struct gd_limits_req l;
     struct gd_tenant *t;
     char err[512];
@@ -683,8 +743,9 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
     }
     pthread_mutex_lock(&gd.mu);
     if ((t = tenant_of(req, resp)) != NULL && body_limits(o, &l, resp) == 0) {
-        if (!l.has_mem && !l.has_comp)
-            gd_api_error(resp, 400, "bad_value", "give \"memory\", \"compute\" or both");
+        if (!l.has_mem && !l.has_comp && !l.priority && !l.weight)
+            gd_api_error(resp, 400, "bad_value",
+                         "give \"memory\", \"compute\", \"priority\" or \"weight\"");
         else if (!req->peer.admin && raises_any(t, &l, err, sizeof(err)))
             gd_api_error(resp, 403, "forbidden",
                          "only an admin (root, group %s) may raise a limit: this would raise %s",

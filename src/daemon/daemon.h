@@ -158,6 +158,7 @@ struct gd_tenant *gd_tenant_find(const char *key);
 struct gd_limits_req {
     int has_mem, has_comp;
     struct gs_limits mem, comp; /* keys resolved to UUIDs, or the default */
+    uint32_t priority, weight;  /* GPUSLICE_PRIORITY_*, 1..100; 0 = not given */
 };
 
 /*

@@ -77,11 +77,12 @@ static void save_definitions(void)
         gs_node_read_tenant(gd.node, i, &p);
         if (p.id == 0)
             continue;
-        json_array_append_new(arr,
-                              json_pack("{s:i, s:s, s:i, s:I, s:o, s:o}", "id", (json_int_t)p.id,
-                                        "name", p.name, "owner", (json_int_t)p.owner_uid,
-                                        "created_unix_ns", (json_int_t)p.created_unix_ns, "memory",
-                                        limits_json(&p, 1), "compute", limits_json(&p, 0)));
+        json_array_append_new(
+            arr, json_pack("{s:i, s:s, s:i, s:I, s:o, s:o, s:i, s:i}", "id", (json_int_t)p.id,
+                           "name", p.name, "owner", (json_int_t)p.owner_uid, "created_unix_ns",
+                           (json_int_t)p.created_unix_ns, "memory", limits_json(&p, 1), "compute",
+                           limits_json(&p, 0), "priority", (json_int_t)p.priority, "weight",
+                           (json_int_t)p.weight));
     }
     snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
     snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
@@ -139,6 +140,8 @@ static void mirror_limits(const char *path, const struct gpuslice_node_tenant *p
     }
     any = (p->flags & GPUSLICE_NODE_COMPUTE_ANY) ? 1 : 0;
     pwrite_word(fd, &any, sizeof(any), offsetof(struct gpuslice_tenant, compute_any));
+    pwrite_word(fd, &p->priority, sizeof(p->priority), offsetof(struct gpuslice_tenant, priority));
+    pwrite_word(fd, &p->weight, sizeof(p->weight), offsetof(struct gpuslice_tenant, weight));
     close(fd);
 }
 
@@ -149,7 +152,8 @@ static void policy_flags(struct gpuslice_node_tenant *p)
     int d;
 
     p->flags &= ~GPUSLICE_NODE_COMPUTE_ANY;
-    if (p->compute_default)
+    /* A class or a weight governs launches as a ceiling does. */
+    if (p->compute_default || p->priority || p->weight)
         p->flags |= GPUSLICE_NODE_COMPUTE_ANY;
     for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
         if (p->dev[d].compute_limit)
@@ -230,6 +234,16 @@ static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *
     return 0;
 }
 
+/* A class and a weight given in l replace p's. */
+static void apply_sched(struct gpuslice_node_tenant *p, const struct gd_limits_req *l)
+{
+    if (l->priority)
+        p->priority = l->priority;
+    if (l->weight)
+        p->weight = l->weight;
+    policy_flags(p);
+}
+
 int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *l,
                      struct gd_tenant **out, char *err, size_t errlen)
 {
@@ -258,6 +272,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
         (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
         return r;
+    apply_sched(&p, l);
     if ((r = gs_tenant_create(gd.tenant_dir, name, path, sizeof(path), &t)) < 0) {
         gs_set_error(err, errlen, "cannot create its state file in %s: %s", gd.tenant_dir,
                      gs_strerror(r));
@@ -277,6 +292,8 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     t->limits_fixed = 1;
     t->owner_uid = (uint32_t)owner;
     t->compute_any = (p.flags & GPUSLICE_NODE_COMPUTE_ANY) ? 1 : 0;
+    t->priority = p.priority; /* mirrored for tools; the node segment's is enforced */
+    t->weight = p.weight;
     __atomic_store_n(&t->node_tenant, p.id, __ATOMIC_RELEASE);
     gs_tenant_close(t);
     /* Its processes, the owner's, write their usage into it. */
@@ -333,6 +350,8 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
             r = gs_tenant_set(m, GS_SET_MEMORY, &l->mem, err, errlen);
         if (r == 0 && l->has_comp)
             r = gs_tenant_set(m, GS_SET_COMPUTE, &l->comp, err, errlen);
+        if (r == 0)
+            gs_tenant_set_sched(m, l->priority, l->weight);
         gs_tenant_close(m);
         if (r == 0)
             gd_event("tenant.changed", "\"tenant\":\"%s\"", t->id);
@@ -346,6 +365,7 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
     if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
         (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
         return r;
+    apply_sched(&p, l);
     write_entry(t->node_idx, &p);
     t->policy = p;
     mirror_limits(t->path, &p);
@@ -859,6 +879,17 @@ static void restore_definitions(void)
                 l.has_mem = lim->n > 0;
             else
                 l.has_comp = lim->n > 0;
+        }
+        {
+            json_t *jp = json_object_get(it, "priority"), *jw = json_object_get(it, "weight");
+            json_int_t pv = json_is_integer(jp) ? json_integer_value(jp) : 0;
+            json_int_t wv = json_is_integer(jw) ? json_integer_value(jw) : 0;
+
+            /* A file of ours, but checked as any input: out of range is the default. */
+            l.priority = pv >= GPUSLICE_PRIORITY_BACKGROUND && pv <= GPUSLICE_PRIORITY_LATENCY
+                             ? (uint32_t)pv
+                             : 0;
+            l.weight = wv >= 1 && wv <= GPUSLICE_WEIGHT_MAX ? (uint32_t)wv : 0;
         }
         if (gd_tenant_create(json_string_value(name), (uid_t)json_integer_value(owner), &l, &t, err,
                              sizeof(err)) < 0)

@@ -156,3 +156,29 @@ uint32_t gs__compute_limit(int e)
     node_limits(e, &mem, &compute);
     return compute > 0 && compute < 100 ? compute : 0;
 }
+
+/* The priority class and weight now (the daemon's for a tenant it manages; tenant_abi.h). */
+void gs__sched(uint32_t *priority, uint32_t *weight)
+{
+    static uint32_t last_p, last_w;
+    uint32_t p, w;
+
+    if (gs__state.tenant == NULL) {
+        *priority = GPUSLICE_PRIORITY_UNSET;
+        *weight = 0;
+        return;
+    }
+    if (gs__state.node == NULL) {
+        p = __atomic_load_n(&gs__state.tenant->priority, __ATOMIC_RELAXED);
+        w = __atomic_load_n(&gs__state.tenant->weight, __ATOMIC_RELAXED);
+    } else if (gs_node_sched(gs__state.node, gs__state.node_idx, gs__state.node_id, &p, &w) == 0) {
+        __atomic_store_n(&last_p, p, __ATOMIC_RELAXED);
+        __atomic_store_n(&last_w, w, __ATOMIC_RELAXED);
+    } else {
+        p = __atomic_load_n(&last_p, __ATOMIC_RELAXED);
+        w = __atomic_load_n(&last_w, __ATOMIC_RELAXED);
+    }
+    /* The tenant's file is written by its owner: out of range reads as the default. */
+    *priority = p <= GPUSLICE_PRIORITY_LATENCY ? p : GPUSLICE_PRIORITY_UNSET;
+    *weight = w <= GPUSLICE_WEIGHT_MAX ? w : 0;
+}

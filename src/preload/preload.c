@@ -288,6 +288,9 @@ static void config_once_fn(void)
     r = gs_config_memory(environ, &st->mem_limits, st->config_msg, sizeof(st->config_msg));
     if (r == 0)
         r = gs_config_compute(environ, &st->compute_limits, st->config_msg, sizeof(st->config_msg));
+    if (r == 0)
+        r = gs_config_sched(environ, &st->priority, &st->weight, st->config_msg,
+                            sizeof(st->config_msg));
     if (r == 0 && getenv(GS_ENV_SMS))
         r = gs_parse_limit_list(getenv(GS_ENV_SMS), GS_VALUE_SMS, GS_ENV_SMS, &st->sm_limits,
                                 st->config_msg, sizeof(st->config_msg));
@@ -308,6 +311,7 @@ static void config_once_fn(void)
                                                                                         : "is");
         st->mem_limits.n = 0;
         st->compute_limits.n = 0;
+        st->priority = st->weight = 0;
     } else if (tenant && *tenant) {
         if ((r = gs_tenant_open(tenant, &st->tenant)) < 0) {
             char why[400];
@@ -337,9 +341,10 @@ static void config_once_fn(void)
                               st->compute_limits.n ? st->compute_limits.source : "");
                 st->mem_limits.n = 0;
                 st->compute_limits.n = 0;
+                st->priority = st->weight = 0;
             }
         }
-    } else if (st->mem_limits.n > 0 || st->compute_limits.n > 0) {
+    } else if (st->mem_limits.n > 0 || st->compute_limits.n > 0 || st->priority || st->weight) {
         if ((r = gs_tenant_anon(&st->tenant)) < 0) {
             snprintf(st->config_msg, sizeof(st->config_msg),
                      "cannot create the process's limit state: %s", gs_strerror(r));

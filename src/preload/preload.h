@@ -33,6 +33,7 @@ struct gs_state {
     struct gs_limits mem_limits;
     struct gs_limits compute_limits;
     struct gs_limits sm_limits; /* GPUSLICE_SMS: SM partitions */
+    uint32_t priority, weight;  /* GPUSLICE_PRIORITY, GPUSLICE_WEIGHT; 0 = not set */
     struct gpuslice_tenant *tenant;
     int shared_tenant; /* tenant from GPUSLICE_TENANT or the daemon (vs. private) */
     int debug;
@@ -74,6 +75,12 @@ int gs__device_entry(int ord);
  */
 uint64_t gs__mem_limit(int e);
 uint32_t gs__compute_limit(int e);
+
+/*
+ * The tenant's priority class (GPUSLICE_PRIORITY_*, UNSET = normal) and weight (1..100, 0 =
+ * not set: 1) now: the daemon's where it manages the tenant, else the tenant file's.
+ */
+void gs__sched(uint32_t *priority, uint32_t *weight);
 
 /* device.c: the raw UUID of tenant device entry e as this process's driver gave it, or NULL. */
 const uint8_t *gs__entry_uuid(int e);

@@ -99,6 +99,13 @@ PY
     want 400 "a compute of 101" POST /v1/tenants '{"name":"x","compute":101}'
     body_has "compute"
     want 400 "a compute as a string" POST /v1/tenants '{"name":"x","compute":"30"}'
+    want 400 "a priority that is no class" POST /v1/tenants '{"name":"x","priority":"urgent"}'
+    body_has 'priority: give'
+    want 400 "a priority as a number" POST /v1/tenants '{"name":"x","priority":3}'
+    for w in 0 101 '"2"' 1.5 null; do
+        want 400 "a weight of $w" POST /v1/tenants '{"name":"x","weight":'"$w"'}'
+    done
+    body_has 'weight: give an integer from 1 to 100'
     want 400 "a GPU the node lacks" POST /v1/tenants '{"name":"x","memory":{"7":"1G"}}'
     body_has "is not a GPU of this node"
     want 400 "an unknown field" POST /v1/tenants '{"name":"x","memroy":"1G"}'
@@ -217,7 +224,7 @@ assert len(runs) == 1 and runs[0]["creator_pid"] > 0, runs
 assert runs[0]["devices"][0]["memory_limit_bytes"] == 300 << 20, runs
 PYEOF
     expect 0 "gpuslice tenants (table) with a daemon" -- "$GS" tenants --interval 0
-    grep -E '^[0-9]+ +job +[^ ]+ +daemon +[0-9]+ +0 .* 768 MiB' "$T/out" >/dev/null && grep -E '^[0-9]+ +idle .* 20%$' "$T/out" >/dev/null && ok "the table shows job's 768 MiB and idle's 20%" || { bad "tenants table"; cat "$T/out"; }
+    grep -E '^[0-9]+ +job +[^ ]+ +daemon +[0-9]+ +normal +0 .* 768 MiB' "$T/out" >/dev/null && grep -E '^[0-9]+ +idle .* 20%$' "$T/out" >/dev/null && ok "the table shows job's 768 MiB and idle's 20%" || { bad "tenants table"; cat "$T/out"; }
     expect 0 "gpuslice info --json with a daemon" -- "$GS" info --json
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tenants_source"]=="gpusliced"; n=sorted(t["name"] for t in d["tenants"] if t["managed"]); assert n==["idle","job"], n' "$T/out" && ok "info lists the daemon's tenants" || { bad "info via the daemon"; cat "$T/out"; }
     expect 0 "gpuslice info with a daemon" -- "$GS" info
@@ -252,7 +259,7 @@ PYEOF
     touch "$T/go2"; wait $P3 ;;
 daemon_restart)
     start_daemon || exit 1
-    want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50}'
+    want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50,"priority":"latency","weight":3}'
     # The second program starts while no daemon runs: it finds the tenant through its parent.
     "$GS" run --tenant keep -- sh -c "\"$P\" alloc:512 mark:\"$T/up\" wait:\"$T/go\" alloc:400 alloc:200; \"$P\" alloc:512 alloc:400 alloc:200" >"$T/p1" 2>&1 &
     P1=$!
@@ -285,7 +292,7 @@ daemon_restart)
     rm -f "$T/drun/gpusliced.node"
     start_daemon || exit 1
     want 200 "after a reboot" GET /v1/tenants/keep
-    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50' && ok "restored from tenants.json" || bad "restore" ;;
+    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50 and d["priority"]=="latency" and d["weight"]==3, d' && ok "restored from tenants.json, class and weight too" || bad "restore" ;;
 daemon_metrics)
     start_daemon --metrics-labels prometheus || exit 1
     want 201 "tenant" POST /v1/tenants '{"name":"m","memory":"1G","compute":50}'
@@ -451,6 +458,19 @@ daemon_authz)
     n_want 403 "raises its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":80}' http://d/v1/tenants/theirs
     n_want 200 "lowers its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":40}' http://d/v1/tenants/theirs
     n_want 200 "lowers its memory" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"900M"}' http://d/v1/tenants/theirs
+    # Classes and weights: the owner may lower them, only an admin raise them.
+    want 201 "root makes a normal tenant of weight 2 for nobody" POST /v1/tenants '{"name":"prio","owner":65534,"priority":"normal","weight":2}'
+    n_want 403 "raises its class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/prio
+    grep -q "the priority class from normal to latency" "$T/nobody/body" && ok "the refusal names the class change" || { bad "class refusal"; cat "$T/nobody/body"; }
+    n_want 403 "raises its weight" -X PATCH -H 'Content-Type: application/json' -d '{"weight":3}' http://d/v1/tenants/prio
+    n_want 200 "lowers its class to background" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"background"}' http://d/v1/tenants/prio
+    n_want 200 "lowers its weight to 1" -X PATCH -H 'Content-Type: application/json' -d '{"weight":1}' http://d/v1/tenants/prio
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["priority"]=="background" and d["weight"]==1, d' "$T/nobody/body" && ok "the lowered class and weight" || bad "lowered"
+    n_want 403 "back up to normal" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"normal"}' http://d/v1/tenants/prio
+    n_want 403 "makes a latency tenant" -X POST -H 'Content-Type: application/json' -d '{"name":"fast","priority":"latency"}' http://d/v1/tenants
+    n_want 403 "makes a tenant of weight 2" -X POST -H 'Content-Type: application/json' -d '{"name":"heavy","weight":2}' http://d/v1/tenants
+    as_nobody "$GS" set prio --priority latency >"$T/out" 2>"$T/err"; rc=$?
+    [ $rc = 1 ] && grep -q "only an admin" "$T/err" && ok "gpuslice set --priority raising: refused (exit 1)" || { bad "set --priority raise: $rc"; cat "$T/err"; }
     n_want 403 "makes a tenant for root" -X POST -H 'Content-Type: application/json' -d '{"name":"x","owner":0}' http://d/v1/tenants
     n_want 403 "deletes root's tenant" -X DELETE http://d/v1/tenants/mine
     n_want 403 "joins root's tenant" -X POST http://d/v1/tenants/mine/processes

@@ -783,7 +783,7 @@ int sim_mps_client(void)
         if (!dir || !*dir)
             dir = "/tmp/nvidia-mps";
         snprintf(path, sizeof(path), "%s/control", dir);
-        known = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+        known = stat(path, &st) == 0 && (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode));
     }
     return known;
 }

@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "common/parse.h"
+#include "gpuslice/tenant_abi.h"
 
 struct size_case {
     const char *in;
@@ -638,6 +639,40 @@ static void test_share_table(void **state)
     }
 }
 
+static void test_priority_and_weight(void **state)
+{
+    static const char *const bad_prio[] = { "", "urgent", "latency ", " normal", "low", "3", NULL };
+    static const char *const bad_weight[] = { "",    "0",  "101", "-1",          "+2",
+                                              "1.5", "2x", " 2",  "99999999999", "0x10" };
+    uint32_t v;
+    size_t i;
+
+    (void)state;
+    assert_int_equal(gs_parse_priority("latency", &v), 0);
+    assert_int_equal(v, GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(gs_parse_priority("Normal", &v), 0);
+    assert_int_equal(v, GPUSLICE_PRIORITY_NORMAL);
+    assert_int_equal(gs_parse_priority("BACKGROUND", &v), 0);
+    assert_int_equal(v, GPUSLICE_PRIORITY_BACKGROUND);
+    for (i = 0; i < sizeof(bad_prio) / sizeof(bad_prio[0]); i++)
+        if (gs_parse_priority(bad_prio[i], &v) != -EINVAL)
+            fail_msg("priority \"%s\" accepted", bad_prio[i] ? bad_prio[i] : "(null)");
+    assert_string_equal(gs_priority_name(GPUSLICE_PRIORITY_UNSET), "normal");
+    assert_string_equal(gs_priority_name(GPUSLICE_PRIORITY_LATENCY), "latency");
+    assert_string_equal(gs_priority_name(GPUSLICE_PRIORITY_BACKGROUND), "background");
+    assert_null(gs_priority_name(4));
+    assert_int_equal(gs_parse_weight("1", &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(gs_parse_weight("100", &v), 0);
+    assert_int_equal(v, 100);
+    assert_int_equal(gs_parse_weight("007", &v), 0);
+    assert_int_equal(v, 7);
+    for (i = 0; i < sizeof(bad_weight) / sizeof(bad_weight[0]); i++)
+        if (gs_parse_weight(bad_weight[i], &v) != -EINVAL)
+            fail_msg("weight \"%s\" accepted", bad_weight[i]);
+    assert_int_equal(gs_parse_weight(NULL, &v), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_messages_show_examples_of_their_kind),
         cmocka_unit_test(test_duplicate_device_is_named),
         cmocka_unit_test(test_share_table),
+        cmocka_unit_test(test_priority_and_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

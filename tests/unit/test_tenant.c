@@ -605,6 +605,67 @@ static void test_a_changed_ceiling_starts_from_an_empty_budget(void **state)
     gs_tenant_close(t);
 }
 
+static void test_board_classes_and_the_longest_waiter(void **state)
+{
+    struct gpuslice_board *a, *b;
+    const uint64_t ms = 1000000ULL, grace = 5 * ms, t = 1000 * ms;
+
+    (void)state;
+    assert_int_equal(gs_board_open(dir, uuid1, &a, NULL, 0), 0);
+    assert_int_equal(gs_board_open(dir, uuid1, &b, NULL, 0), 0);
+    /* Nothing active: no class yields. */
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_BACKGROUND, t, grace), 0);
+    /* A latency tenant's work: every lower class yields, for grace after it was seen. */
+    gs_board_active(b, GPUSLICE_PRIORITY_LATENCY, t);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_BACKGROUND, t + ms, grace),
+                     GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_UNSET, t + ms, grace),
+                     GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_NORMAL, t + grace - 1, grace),
+                     GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_LATENCY, t + ms, grace), 0);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_NORMAL, t + grace, grace), 0);
+    /* Stamps closer than 50 us are one: the word is not written at every launch. */
+    gs_board_active(b, GPUSLICE_PRIORITY_LATENCY, t + 10000);
+    assert_true(a->active_ns[1] == t);
+    gs_board_active(b, GPUSLICE_PRIORITY_LATENCY, t + 60000);
+    assert_true(a->active_ns[1] == t + 60000);
+    /* Normal set explicitly: background yields to it, normal does not; unset stamps nothing. */
+    gs_board_active(b, GPUSLICE_PRIORITY_NORMAL, t + 10 * ms);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_BACKGROUND, t + 11 * ms, grace),
+                     GPUSLICE_PRIORITY_NORMAL);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_NORMAL, t + 11 * ms, grace), 0);
+    gs_board_active(b, GPUSLICE_PRIORITY_UNSET, t + 100 * ms);
+    gs_board_active(b, GPUSLICE_PRIORITY_BACKGROUND, t + 100 * ms);
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_BACKGROUND, t + 100 * ms, grace), 0);
+    /* A stamp from the future (written by anyone) holds for grace from now at most. */
+    a->active_ns[1] = t + 1000 * ms;
+    assert_int_equal(gs_board_above(a, GPUSLICE_PRIORITY_BACKGROUND, t + 200 * ms, grace), 0);
+    a->active_ns[1] = 0;
+
+    /* The longest waiter goes next; a newer one cannot take the device before it. */
+    assert_int_equal(gs_board_try_acquire(a, 1111, 1, t), 1);
+    gs_board_wait(b, 2222, t + ms, 1, t + ms);         /* waits since t + 1 ms */
+    gs_board_wait(b, 3333, t + 2 * ms, 1, t + 2 * ms); /* since t + 2 ms: not first */
+    assert_int_equal(a->first_pid, 2222);
+    gs_board_wait(b, 3333, t + 2 * ms, 1, t + 3 * ms);
+    assert_int_equal(a->first_pid, 2222);
+    gs_board_release(a, 1111);
+    assert_int_equal(gs_board_try_acquire(b, 3333, 1, t + 3 * ms), 0);
+    assert_int_equal(gs_board_try_acquire(b, 1111, 1, t + 3 * ms), 0);
+    assert_int_equal(gs_board_try_acquire(b, 2222, 1, t + 3 * ms), 1);
+    assert_int_equal(a->first_pid, 0);
+    gs_board_release(b, 2222);
+    /* A first waiter that stopped renewing its wait (gone, or given up) holds no one back. */
+    gs_board_wait(b, 3333, t + 4 * ms, 1, t + 4 * ms);
+    assert_int_equal(a->first_pid, 3333);
+    assert_int_equal(gs_board_try_acquire(b, 2222, 1, t + 4 * ms + 1000), 0);
+    assert_int_equal(gs_board_try_acquire(b, 2222, 1, t + 10 * ms), 1);
+    gs_board_release(b, 2222);
+    gs_board_close(a);
+    gs_board_close(b);
+}
+
 static void test_board_turns_and_dead_holders(void **state)
 {
     struct gpuslice_board *a, *b;
@@ -775,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_a_changed_ceiling_starts_from_an_empty_budget),
         cmocka_unit_test(test_budget_refills_at_the_ceiling_up_to_the_cap),
         cmocka_unit_test(test_board_turns_and_dead_holders),
+        cmocka_unit_test(test_board_classes_and_the_longest_waiter),
         cmocka_unit_test(test_processes_in_another_pid_namespace),
         cmocka_unit_test(test_a_4_1_file_is_read_but_not_joined),
         cmocka_unit_test(test_charge_within_a_given_limit),

@@ -63,6 +63,20 @@ static void wait_until(uint64_t deadline, int spin)
 }
 
 /*
+ * Whether d has enough queued that a launch waits: about QUEUE_NS in two or
+ * more groups; while a higher class is active, YIELD_QUEUE_NS in one, so what
+ * runs beside the higher class, or holds SMs it wants, is about one kernel.
+ */
+static int queue_full(const struct gdev *d)
+{
+    int groups = d->outstanding + (d->unmarked > 0);
+
+    if (d->above)
+        return d->queued >= YIELD_QUEUE_NS && groups >= 1;
+    return d->queued >= QUEUE_NS && groups >= 2;
+}
+
+/*
  * Waits until a launch into (h, ptds) may go: budget left, short queue, the
  * device ours. Returns 1 with mu released when the launch is governed (call
  * leave() after it), 0 when it passes straight through.
@@ -74,6 +88,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     uint64_t now;
     int waited = 0, refreshed = 0, wake;
     uint64_t turn_since = 0;
+    uint32_t pct, prio = GPUSLICE_PRIORITY_UNSET, weight = 1;
 
     if (__atomic_load_n(&captures, __ATOMIC_RELAXED) > 0) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -93,11 +108,25 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         pthread_mutex_unlock(&mu);
         return 0;
     }
-    /* The common case: budget left, a short queue, the device ours. No clock needed. */
-    if (ceiling_of(d) == 0 ||
-        (!d->starved && __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE) > 0 &&
-         !(d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2) &&
-         nmarks < MAX_MARKS - 8 && !d->yielding && (!d->board || d->holding)))
+    a->route = NULL;
+    pct = ceiling_of(d);
+    if (pct == 0)
+        goto admitted;
+    gs__sched(&prio, &weight);
+    d->above = 0;
+    if (d->board && (prio != GPUSLICE_PRIORITY_UNSET ||
+                     __atomic_load_n(&d->board->active_ns[0], __ATOMIC_RELAXED) ||
+                     __atomic_load_n(&d->board->active_ns[1], __ATOMIC_RELAXED))) {
+        /* Say this class is busy here, and see whether a higher one is. */
+        now = now_ns();
+        gs_board_active(d->board, prio, now);
+        d->above = gs_board_above(d->board, prio, now, ABOVE_GRACE_NS);
+    }
+    /* The common case: budget left, a short queue, the device ours. */
+    if (!d->starved &&
+        (pct >= 100 || __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE) > 0) &&
+        !queue_full(d) && nmarks < MAX_MARKS - 8 && !d->yielding &&
+        (!d->board || d->holding || prio == GPUSLICE_PRIORITY_LATENCY))
         goto admitted;
     d->waiting++;
     /* About to wait: put a marker behind this stream's work now, so its end is seen at once. */
@@ -109,15 +138,20 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     gov_wake(); /* not under mu: the governor would wake only to find it taken */
     pthread_mutex_lock(&mu);
     for (;;) {
-        uint32_t pct = ceiling_of(d);
         int64_t tok;
 
+        pct = ceiling_of(d);
         if (pct == 0 || is_stopping())
             break;
         now = now_ns();
+        gs__sched(&prio, &weight);
+        if (d->board)
+            d->above = gs_board_above(d->board, prio, now, ABOVE_GRACE_NS);
         /* The governor refills while work is in flight; refill here only when it matters. */
         tok = __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE);
-        if (tok <= 0 || d->starved)
+        if (pct >= 100)
+            tok = 1, d->starved = 0; /* a class or weight alone: no budget */
+        else if (tok <= 0 || d->starved)
             tok = gs_budget_refill_at(entry_of(d), now, budget_cap(pct), pct);
         if (d->starved && tok >= resume_level(pct))
             d->starved = 0;
@@ -154,8 +188,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                                __ATOMIC_RELAXED);
             continue;
         }
-        if (d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2 && !refreshed &&
-            __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0) {
+        if (queue_full(d) && !refreshed && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0) {
             /* The governor reads markers lazily: see what is really still queued first. */
             int i;
             for (i = nmarks - 1; i >= 0; i--)
@@ -164,18 +197,21 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
             refreshed = 1;
             continue;
         }
-        if ((d->queued >= QUEUE_NS && d->outstanding + (d->unmarked > 0) >= 2) ||
-            nmarks >= MAX_MARKS - 8 || d->yielding) {
+        if (queue_full(d) || nmarks >= MAX_MARKS - 8 || d->yielding) {
             refreshed = 0;
-            if (!waited)
+            if (!waited) {
                 stats.queue_waits++;
+                if (d->above)
+                    stats.above_waits++;
+            }
             waited = 1;
             if (gov_idle)
                 gov_wake();
             wait_until(now + 1000000, WAIT_SLEEP);
             continue;
         }
-        if (d->board && !d->holding) {
+        /* A latency tenant takes no turns: the others yield to it (queue_full, route). */
+        if (d->board && !d->holding && prio != GPUSLICE_PRIORITY_LATENCY) {
             struct gpuslice_board *b = d->board;
             if (now < d->yield_until && __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == 0 &&
                 gs_board_waiting(b, now)) {
@@ -187,6 +223,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 d->holding = 1;
                 d->hold_since = now;
                 d->yield_until = 0;
+                d->wait_since = 0;
             } else if ((turn_since && now - turn_since >= (uint64_t)TURN_PATIENCE_NS) ||
                        (d->stuck_pid &&
                         __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == d->stuck_pid &&
@@ -199,14 +236,20 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 d->stuck_pid = __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE);
                 d->stuck_since = __atomic_load_n(&b->acquired_ns, __ATOMIC_ACQUIRE);
                 stats.overlaps++;
+                /* Still wanting a turn: a holder that missed us yields to us then. */
+                if (!d->wait_since)
+                    d->wait_since = now;
+                gs_board_note_waiting(b, self(), d->wait_since, now);
             } else {
                 if (!waited)
                     stats.board_waits++;
                 waited = 1;
                 if (!turn_since)
                     turn_since = now;
+                if (!d->wait_since)
+                    d->wait_since = now;
                 pthread_mutex_unlock(&mu);
-                gs_board_wait(b, 1000000, now);
+                gs_board_wait(b, self(), d->wait_since, 1000000, now);
                 pthread_mutex_lock(&mu);
                 stats.wait_ns += now_ns() - now;
                 continue;
@@ -264,8 +307,12 @@ admitted:
     d->unmarked++;
     d->queued += a->est;
     stats.launches++;
-    a->mark = captures == 0 &&
-              (a->graph_idx >= 0 || s->unmarked_est >= MARK_NS || s->kind == STREAM_PER_THREAD);
+    /* Yielding: each launch is followed, so the short queue holds one kernel or so. */
+    a->mark = captures == 0 && (a->graph_idx >= 0 || s->unmarked_est >= MARK_NS ||
+                                s->kind == STREAM_PER_THREAD || d->above);
+    if (d->above && a->routable && a->graph_idx < 0 && captures == 0 &&
+        s->kind != STREAM_PER_THREAD && __atomic_load_n(&s->launching, __ATOMIC_RELAXED) == 1)
+        route_stream(d, s, a);
     wake = gov_idle;
     gov_idle = 0; /* one wake-up is enough */
     pthread_mutex_unlock(&mu);

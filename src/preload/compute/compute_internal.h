@@ -78,6 +78,24 @@
 #define DEBT_FLOOR_NS 1000000000LL /* the budget never owes more than this */
 #endif
 
+#ifndef ABOVE_GRACE_NS
+#define ABOVE_GRACE_NS                                                                             \
+    5000000LL /* a higher class counts as active this long after its work was last seen */
+#endif
+
+#ifndef YIELD_QUEUE_NS
+#define YIELD_QUEUE_NS 200000LL /* while a higher class is active, keep at most this queued */
+#endif
+
+#ifndef HOLD_IDLE_NS
+#define HOLD_IDLE_NS                                                                               \
+    300000LL /* a holder whose work ended keeps the device this long for its next launch */
+#endif
+
+#ifndef QUANTUM_MAX_NS
+#define QUANTUM_MAX_NS 200000000LL /* a weight's quantum (QUANTUM_NS x weight) at most */
+#endif
+
 #ifndef TURN_PATIENCE_NS
 #define TURN_PATIENCE_NS 100000000LL /* a launch waits this long for its turn, then overlaps */
 #endif
@@ -131,6 +149,17 @@ struct gdev {
     int waiting;          /* launches waiting for admission */
     int64_t queued;       /* estimated ns of work not known to be complete */
     uint64_t busy_since;  /* charged up to here; 0 = idle */
+    uint64_t idle_since;  /* when its work last ended */
+    uint64_t wait_since;  /* when a launch began waiting for its turn on the board; 0 = none */
+    /*
+     * Yielding to a higher class (admission.c): the class it yields to, or 0; the SMs its
+     * launches move to meanwhile (a green context of about half the device, made at the first
+     * need, under MPS only): 0 not tried, 1 ready, -1 cannot be made.
+     */
+    int above;
+    int route;
+    CUgreenCtx green;
+    CUcontext primary;
 };
 
 struct gstream {
@@ -147,6 +176,8 @@ struct gstream {
     uint64_t last_launch_ns;
     uint64_t last_done_ns; /* when its last marker was seen complete */
     int64_t cost;          /* estimated ns per launch, 0 = unknown */
+    CUstream shadow;       /* its twin on the device's yield partition, NULL = none yet */
+    CUevent ev_in, ev_out; /* the order between the two: stream -> twin -> stream */
     int launching;         /* last: a reused slot keeps it (see stream_drop) */
 };
 
@@ -186,13 +217,22 @@ struct capture {
 /* What GPUSLICE_DEBUG=1 reports at exit. */
 struct compute_stats {
     unsigned long launches, marks, budget_waits, queue_waits, board_waits, yields, capture_passes,
-        polls, queries, settles, overlaps, stale, tail_queries;
+        polls, queries, settles, overlaps, stale, tail_queries, above_waits, routed, turns;
+    uint64_t held_ns; /* the device board held, over all turns */
+    /* Governor polls that found the board held here with work running, and of those, someone
+       waiting; the longest a turn had lasted at such a poll. */
+    unsigned long holding_polls, waited_polls;
+    uint64_t longest_hold_ns;
     uint64_t wait_ns;
     unsigned long gov_naps; /* timed sleeps of the governor, and their length in all */
     uint64_t gov_nap_ns;
 };
 
 struct admit {
+    int routable;   /* in: a kernel launch that may move to the yield partition */
+    CUstream route; /* out: the twin stream it goes to instead, or NULL */
+    CUstream orig;  /* ... the program's stream, and the events ordering the two */
+    CUevent ev_in, ev_out;
     struct gstream *s;
     int graph_idx;
     int mark;    /* record a marker behind this launch */
@@ -248,5 +288,9 @@ void stop_at_exit(void);
 int governor_start(void);
 int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a);
 void leave(struct admit *a, CUresult r);
+int route_stream(struct gdev *d, struct gstream *s, struct admit *a);
+int route_before(struct admit *a);
+void route_after(struct admit *a, CUresult r);
+void route_drop(struct gstream *s);
 
 #endif

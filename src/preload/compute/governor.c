@@ -43,6 +43,8 @@ static void release_board(struct gdev *d, uint64_t now)
         return;
     gs_board_release(d->board, self());
     d->holding = 0;
+    stats.turns++;
+    stats.held_ns += now - d->hold_since;
     if (d->yielding) {
         d->yielding = 0;
         d->yield_until = now + YIELD_GRACE_NS;
@@ -82,7 +84,7 @@ static int query_due(uint64_t now)
 
 static int64_t govern(uint64_t now)
 {
-    int i, busy = 0, hurry = 0, changed = 0, draining = 0;
+    int i, busy = 0, hurry = 0, changed = 0, draining = 0, holding = 0;
 
     stats.polls++;
     if (captures > 0) {
@@ -138,24 +140,54 @@ static int64_t govern(uint64_t now)
             continue;
         gs_budget_refill_at(entry_of(d), now, budget_cap(ceiling_of(d)), ceiling_of(d));
         if (dev_busy(d)) {
+            uint32_t prio, weight;
+            int64_t quantum, q;
+
             charge(d, now);
             busy = 1;
             if (d->waiting)
                 hurry = 1;
             if (d->unmarked == 0)
                 draining = 1; /* its end is near: see it soon */
-            if (d->holding && !d->yielding && now - d->hold_since >= (uint64_t)QUANTUM_NS &&
-                gs_board_waiting(d->board, now)) {
-                d->yielding = 1;
-                stats.yields++;
-                hurry = 1;
+            gs__sched(&prio, &weight);
+            if (d->board)
+                gs_board_active(d->board, prio, now); /* its work still runs */
+            /* Turns by weight: a holder keeps the device QUANTUM_NS per unit of weight. */
+            quantum = QUANTUM_NS * (int64_t)(weight ? weight : 1);
+            if (quantum > QUANTUM_MAX_NS)
+                quantum = QUANTUM_MAX_NS;
+            /*
+             * ... its queued work counted in (at most QUEUE_NS of it, never less than none:
+             * the estimate is of the work, not the work), so the turn ends when that drains.
+             */
+            q = d->queued < 0 ? 0 : d->queued > QUEUE_NS ? QUEUE_NS : d->queued;
+            if (d->holding && !d->yielding) {
+                uint64_t held = now - d->hold_since;
+
+                stats.holding_polls++;
+                if (held > stats.longest_hold_ns)
+                    stats.longest_hold_ns = held;
+                if (gs_board_waiting(d->board, now)) {
+                    stats.waited_polls++;
+                    if ((int64_t)held + q >= quantum) {
+                        d->yielding = 1;
+                        stats.yields++;
+                        hurry = 1;
+                    }
+                }
             }
         } else {
             if (d->busy_since) {
                 charge(d, now);
                 d->busy_since = 0;
+                d->idle_since = now;
             }
-            if (d->holding) {
+            /*
+             * Released when idle, but not in the gap of a synchronisation (the next launch
+             * comes within microseconds): a weight's longer turn would end at each one.
+             */
+            if (d->holding &&
+                (d->yielding || d->starved || now - d->idle_since >= (uint64_t)HOLD_IDLE_NS)) {
                 release_board(d, now);
                 changed = 1;
             }
@@ -163,9 +195,16 @@ static int64_t govern(uint64_t now)
     }
     if (changed)
         pthread_cond_broadcast(&launch_cv);
+    for (i = 0; i < MAX_ORD; i++)
+        holding |= gdevs[i].state > 0 && gdevs[i].holding;
     if (!busy)
-        /* Idle now, but launching lately: stay on a timer rather than make the next launch wake us. */
-        return now - __atomic_load_n(&last_admit_ns, __ATOMIC_RELAXED) < (uint64_t)LINGER_NS
+        /*
+         * Idle now, but launching lately: stay on a timer rather than make the next launch wake
+         * us. Never asleep with the board held: it would stay held (HOLD_IDLE_NS lets a holder
+         * keep it over a short gap), and a waiter would give up and run beside us.
+         */
+        return holding ||
+                       now - __atomic_load_n(&last_admit_ns, __ATOMIC_RELAXED) < (uint64_t)LINGER_NS
                    ? POLL_NS
                    : 0;
     return hurry || draining ? POLL_FAST_NS : POLL_NS;

@@ -21,7 +21,12 @@
 #include "preload/preload.h"
 #include "preload/compute/compute_internal.h"
 
-#define GS_LAUNCH_BODY(sym, stream, ptds, graph, args)                                             \
+/*
+ * A governed launch: enter() admits it (waiting if it must), the driver runs
+ * it, leave() follows it. routable: a kernel launch that may move to the
+ * yield partition (route.c), where rargs calls it with the stream a.route.
+ */
+#define GS_LAUNCH_BODY(sym, stream, ptds, graph, routable_, args, rargs)                           \
     do {                                                                                           \
         struct admit a;                                                                            \
         CUresult r;                                                                                \
@@ -31,12 +36,19 @@
         if (!armed())                                                                              \
             return gs__real.sym args;                                                              \
         saved = errno;                                                                             \
+        a.routable = (routable_);                                                                  \
         if (!enter(stream, ptds, graph, &a)) {                                                     \
             errno = saved;                                                                         \
             return gs__real.sym args;                                                              \
         }                                                                                          \
-        errno = saved;                                                                             \
-        r = gs__real.sym args;                                                                     \
+        if (a.route && route_before(&a)) {                                                         \
+            errno = saved;                                                                         \
+            r = gs__real.sym rargs;                                                                \
+            route_after(&a, r);                                                                    \
+        } else {                                                                                   \
+            errno = saved;                                                                         \
+            r = gs__real.sym args;                                                                 \
+        }                                                                                          \
         saved = errno;                                                                             \
         leave(&a, r);                                                                              \
         errno = saved;                                                                             \
@@ -50,49 +62,83 @@
 #define LAUNCH_ARGS                                                                                \
     f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,     \
         kernelParams
+#define ROUTED_ARGS                                                                                \
+    f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, a.route,     \
+        kernelParams
+
+/* cuLaunchKernelEx's configuration, on the yield partition's stream. */
+static const CUlaunchConfig *routed_config(const CUlaunchConfig *config, CUlaunchConfig *copy,
+                                           CUstream h)
+{
+    *copy = *config;
+    copy->hStream = h;
+    return copy;
+}
+
+/* A cooperative launch sized for the whole device may not fit a partition: it never moves. */
+static int routable_ex(const CUlaunchConfig *config)
+{
+    unsigned i;
+
+    if (config == NULL)
+        return 0;
+    for (i = 0; i < config->numAttrs; i++)
+        if (config->attrs && config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
+            config->attrs[i].value.cooperative)
+            return 0;
+    return 1;
+}
 
 GS_EXPORT CUresult cuLaunchKernel(LAUNCH_PARAMS, void **extra)
 {
-    GS_LAUNCH_BODY(cuLaunchKernel, hStream, 0, NULL, (LAUNCH_ARGS, extra));
+    GS_LAUNCH_BODY(cuLaunchKernel, hStream, 0, NULL, 1, (LAUNCH_ARGS, extra), (ROUTED_ARGS, extra));
 }
 
 GS_EXPORT CUresult cuLaunchKernel_ptsz(LAUNCH_PARAMS, void **extra)
 {
-    GS_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, 1, NULL, (LAUNCH_ARGS, extra));
+    GS_LAUNCH_BODY(cuLaunchKernel_ptsz, hStream, 1, NULL, 1, (LAUNCH_ARGS, extra),
+                   (ROUTED_ARGS, extra));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel(LAUNCH_PARAMS)
 {
-    GS_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, 0, NULL, (LAUNCH_ARGS));
+    GS_LAUNCH_BODY(cuLaunchCooperativeKernel, hStream, 0, NULL, 0, (LAUNCH_ARGS), (LAUNCH_ARGS));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_PARAMS)
 {
-    GS_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, 1, NULL, (LAUNCH_ARGS));
+    GS_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, hStream, 1, NULL, 0, (LAUNCH_ARGS),
+                   (LAUNCH_ARGS));
 }
 
 GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                     void **extra)
 {
-    GS_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, 0, NULL,
-                   (config, f, kernelParams, extra));
+    CUlaunchConfig copy;
+    GS_LAUNCH_BODY(cuLaunchKernelEx, config ? config->hStream : NULL, 0, NULL, routable_ex(config),
+                   (config, f, kernelParams, extra),
+                   (routed_config(config, &copy, a.route), f, kernelParams, extra));
 }
 
 GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                          void **kernelParams, void **extra)
 {
+    CUlaunchConfig copy;
     GS_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config ? config->hStream : NULL, 1, NULL,
-                   (config, f, kernelParams, extra));
+                   routable_ex(config), (config, f, kernelParams, extra),
+                   (routed_config(config, &copy, a.route), f, kernelParams, extra));
 }
 
 GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    GS_LAUNCH_BODY(cuGraphLaunch, hStream, 0, hGraphExec, (hGraphExec, hStream));
+    GS_LAUNCH_BODY(cuGraphLaunch, hStream, 0, hGraphExec, 0, (hGraphExec, hStream),
+                   (hGraphExec, hStream));
 }
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    GS_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, 1, hGraphExec, (hGraphExec, hStream));
+    GS_LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, 1, hGraphExec, 0, (hGraphExec, hStream),
+                   (hGraphExec, hStream));
 }
 
 /*
@@ -128,6 +174,7 @@ static void settle(CUcontext ctx, int one_stream, enum stream_kind kind, CUstrea
         if (d->state > 0 && !dev_busy(d) && d->busy_since) {
             charge(d, now);
             d->busy_since = 0;
+            d->idle_since = now;
         }
     }
     pthread_cond_broadcast(&launch_cv);
@@ -198,6 +245,7 @@ static void stream_drop(struct gstream *s)
     int j;
 
     drop_unmarked(s);
+    route_drop(s);
     for (j = 0; j < nmarks; j++)
         if (marks[j].stream == (int)(s - streams))
             marks[j].stream = -1;
@@ -266,6 +314,12 @@ void gs__compute_ctx_gone(CUcontext ctx)
         if (s->used == 1 && s->ctx == ctx)
             stream_drop(s);
     }
+    /* A yield partition made from it went with it: made again at the next need. */
+    for (i = 0; i < MAX_ORD; i++)
+        if (gdevs[i].route > 0 && gdevs[i].primary == ctx) {
+            gdevs[i].route = 0;
+            gdevs[i].green = NULL;
+        }
     pthread_cond_broadcast(&launch_cv);
     pthread_mutex_unlock(&mu);
 }

@@ -136,7 +136,13 @@ struct gpuslice_tenant_device *entry_of(const struct gdev *d)
 
 uint32_t ceiling_of(const struct gdev *d)
 {
-    return gs__compute_limit(d->entry);
+    uint32_t c = gs__compute_limit(d->entry), p, w;
+
+    if (c)
+        return c;
+    /* A class or a weight is governed too, under a ceiling that never binds. */
+    gs__sched(&p, &w);
+    return p != GPUSLICE_PRIORITY_UNSET || w != 0 ? 100 : 0;
 }
 
 /* The budget's cap and the level at which a starved tenant resumes. */
@@ -155,6 +161,13 @@ void gs__compute_config(void)
 {
     int i;
 
+    /* The environment's class and weight are the tenant's (where its limits are not fixed). */
+    if (gs__state.priority)
+        __atomic_store_n(&gs__state.tenant->priority, gs__state.priority, __ATOMIC_RELEASE);
+    if (gs__state.weight)
+        __atomic_store_n(&gs__state.tenant->weight, gs__state.weight, __ATOMIC_RELEASE);
+    if (gs__state.priority || gs__state.weight)
+        __atomic_store_n(&gs__state.tenant->compute_any, 1, __ATOMIC_RELEASE);
     /* A ceiling from the environment arms the launch hooks before any device is seen. */
     for (i = 0; i < gs__state.compute_limits.n; i++)
         if (gs__state.compute_limits.e[i].value > 0 && gs__state.compute_limits.e[i].value < 100)

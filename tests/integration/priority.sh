@@ -1,0 +1,186 @@
+# Priority classes and weights on the simulated GPU (sourced by run.sh: compute_priority,
+# compute_weights). compute_load prints its share of wall time in whole-device kernel time
+# ("share"), latency_probe the latency of requests of 5 x 40 us kernels every 2 ms.
+LPR="$B/tests/latency_probe"
+
+# shares_in FILE LO HI WHAT: compute_load's share in FILE lies in [LO, HI].
+shares_in() {
+    local v lo
+    lo=$(loose "$2")
+    v=$(awk '/^share/ {print $2}' "$1")
+    if [ -n "$v" ] && awk -v v="$v" -v lo="$lo" -v hi="$3" 'BEGIN { exit !(v >= lo && v <= hi) }'; then
+        ok "$4: share $v in [$lo, $3]"
+    else
+        bad "$4: share ${v:-none}, want [$lo, $3]"; cat "$1" "$1.err" 2>/dev/null
+    fi
+}
+p99() { awk '/^p50_us/ {print $4}' "$1"; }
+# p99_under FILE MAX WHAT: the probe's p99 in FILE is at most MAX us.
+p99_under() {
+    local v
+    v=$(p99 "$1")
+    if [ -n "$v" ] && [ "$v" -le "$2" ]; then ok "$3: p99 $v us <= $2"; else bad "$3: p99 ${v:-none} us, want <= $2"; cat "$1" "$1.err" 2>/dev/null; fi
+}
+
+case "$CASE" in
+compute_weights)
+    # Bad values are refused, naming the option and the accepted forms; nothing runs.
+    for w in 0 101 1.5 -1 '' x; do
+        expect 2 "run --weight '$w'" -- "$GS" run --weight "$w" -- true
+        stderr_has "is not a weight (use an integer from 1 to 100)"
+    done
+    expect 2 "set --weight 0" -- "$GS" set sometenant --weight 0
+    GPUSLICE_WEIGHT=7x expect 2 "GPUSLICE_WEIGHT=7x in run's environment" -- "$GS" run -- true
+    stderr_has "GPUSLICE_WEIGHT"
+    expect 1 "GPUSLICE_WEIGHT=0 in a process: CUDA fails" -- preload env GPUSLICE_WEIGHT=0 "$CL" stream 0.2 500
+    stderr_has "GPUSLICE_WEIGHT"
+    # Weights 1:3, both saturating: a quarter and three quarters (turns of 10 and 30 ms).
+    for attempt in 1 2; do
+        "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/w1" 2>"$T/w1.err" &
+        pa=$!
+        "$GS" run -q --weight 3 -- "$CL" stream 3 1000 >"$T/w3" 2>"$T/w3.err"
+        wait $pa
+        a=$(awk '/^share/ {print $2}' "$T/w1"); b=$(awk '/^share/ {print $2}' "$T/w3")
+        awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 0.22 && a <= 0.28 && b >= 0.72 && b <= 0.78) }' && break
+        echo "attempt $attempt: $a $b"
+    done
+    shares_in "$T/w1" 0.22 0.28 "weight 1 of 1:3"
+    shares_in "$T/w3" 0.72 0.78 "weight 3 of 1:3"
+    # Three tenants 1:1:2: 25/25/50.
+    for attempt in 1 2; do
+        "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/x1" 2>"$T/x1.err" &
+        pa=$!
+        "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/x2" 2>"$T/x2.err" &
+        pb=$!
+        "$GS" run -q --weight 2 -- "$CL" stream 3 1000 >"$T/x3" 2>"$T/x3.err"
+        wait $pa $pb
+        a=$(awk '/^share/ {print $2}' "$T/x1"); b=$(awk '/^share/ {print $2}' "$T/x2"); c=$(awk '/^share/ {print $2}' "$T/x3")
+        awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(a >= 0.22 && a <= 0.28 && b >= 0.22 && b <= 0.28 && c >= 0.46 && c <= 0.54) }' && break
+        echo "attempt $attempt: $a $b $c"
+    done
+    shares_in "$T/x1" 0.22 0.28 "first weight 1 of 1:1:2"
+    shares_in "$T/x2" 0.22 0.28 "second weight 1 of 1:1:2"
+    shares_in "$T/x3" 0.46 0.54 "weight 2 of 1:1:2"
+    # Work-conserving: the weight-1 tenant runs 3 s, the weight-3 one the first 1.5 s of them;
+    # alone afterwards, it gets the whole device: 0.25 x 1.5 + 1 x 1.5 = 0.625 of its 3 s.
+    "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/c1" 2>"$T/c1.err" &
+    pa=$!
+    "$GS" run -q --weight 3 -- "$CL" stream 1.5 1000 >"$T/c3" 2>"$T/c3.err"
+    wait $pa
+    shares_in "$T/c1" 0.57 0.68 "weight 1, alone for its last 1.5 s"
+    # A tenant that works in bursts and idles between them never keeps the board over an idle
+    # spell (its governor would sleep holding it: the other waited 100 ms, then ran beside it
+    # for good, 428 times in 2 s here, and got 0.73).
+    "$GS" run -q --weight 1 -- "$CL" idle 2 1000 >"$T/i1" 2>"$T/i1.err" &
+    pa=$!
+    GPUSLICE_DEBUG=1 "$GS" run -q --weight 1 -- "$CL" stream 2 1000 >"$T/i2" 2>"$T/i2.err"
+    wait $pa
+    shares_in "$T/i2" 0.88 1.0 "beside a tenant that idles between bursts"
+    grep -q "; 0 ran beside a holder" "$T/i2.err" && ok "it never had to run beside a holder" || { bad "ran beside a holder"; grep "launches governed" "$T/i2.err"; }
+    # A ceiling stays a hard bound on top of a weight.
+    "$GS" run -q --weight 3 --compute 40 -- "$CL" stream 2.5 1000 >"$T/k3" 2>"$T/k3.err" &
+    pa=$!
+    "$GS" run -q --weight 1 -- "$CL" stream 2.5 1000 >"$T/k1" 2>"$T/k1.err"
+    wait $pa
+    shares_in "$T/k3" 0.33 0.41 "weight 3 under --compute 40"
+    shares_in "$T/k1" 0.50 0.68 "weight 1 beside it gets what the ceiling leaves" ;;
+compute_priority)
+    for p in urgent '' LATENCY1 high; do
+        expect 2 "run --priority '$p'" -- "$GS" run --priority "$p" -- true
+        stderr_has "is not a priority class (use latency, normal or background)"
+    done
+    expect 2 "set --priority urgent" -- "$GS" set sometenant --priority urgent
+    expect 1 "GPUSLICE_PRIORITY=urgent in a process: CUDA fails" -- preload env GPUSLICE_PRIORITY=urgent "$CL" stream 0.2 500
+    stderr_has "GPUSLICE_PRIORITY"
+    expect 2 "--tenant with --priority" -- "$GS" run --tenant x --priority latency -- true
+    stderr_has "give --memory, --compute, --priority"
+    # Classes are shown and changed.
+    "$GS" run -q --name lat --priority latency -- "$LPR" 1.5 2000 40 5 >/dev/null 2>&1 &
+    pa=$!
+    sleep 0.4
+    expect 0 "tenants --json" -- "$GS" tenants --json --interval 0
+    json_ok "a latency tenant of weight 1" "
+t = [t for t in d['tenants'] if t['name'] == 'lat'][0]
+assert t['priority'] == 'latency' and t['weight'] == 1, t"
+    expect 0 "tenants (table)" -- "$GS" tenants --interval 0
+    grep -qE ' lat .* latency ' "$T/out" && ok "the table shows the class" || { bad "class column"; cat "$T/out"; }
+    expect 0 "set --priority background --weight 4" -- "$GS" set lat --priority background --weight 4
+    grep -q "priority background, weight 4" "$T/err" && ok "set reports the class and weight" || { bad "set report"; cat "$T/err"; }
+    expect 0 "tenants --json after set" -- "$GS" tenants --json --interval 0
+    json_ok "the new class and weight" "
+t = [t for t in d['tenants'] if t['name'] == 'lat'][0]
+assert t['priority'] == 'background' and t['weight'] == 4, t"
+    wait $pa
+
+    # The latency job alone, then beside a saturating background of 2 ms kernels.
+    "$LPR" 2 2000 40 5 >"$T/solo" 2>"$T/solo.err"
+    solo=$(p99 "$T/solo")
+    p99_under "$T/solo" 1500 "alone"
+    # No classes: the background's queue (it synchronises every 20 ms) is ahead of each request.
+    "$CL" stream 3 2000 >"$T/bg0" 2>"$T/bg0.err" &
+    pa=$!
+    sleep 0.3
+    "$LPR" 2 2000 40 5 >"$T/lat0" 2>"$T/lat0.err"
+    wait $pa
+    none=$(p99 "$T/lat0")
+    # Classes, time-sliced: the background keeps one kernel in flight while the latency job is
+    # active, so a request waits for about one background kernel (2 ms), not its queue (the
+    # bound allows a second: two processes' launching threads and governors share 2 CPUs).
+    GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg1" 2>"$T/bg1.err" &
+    pa=$!
+    sleep 0.3
+    "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat1" 2>"$T/lat1.err"
+    wait $pa
+    p99_under "$T/lat1" 5000 "time-sliced, background class"
+    v=$(p99 "$T/lat1")
+    if [ -n "$none" ] && [ -n "$v" ] && [ $((v * 3)) -le "$none" ]; then ok "time-sliced: p99 $v us with classes, $none without"; else bad "time-sliced: p99 $v with classes, $none without"; fi
+    shares_in "$T/bg1" 0.55 1.0 "time-sliced background beside the latency job"
+    grep -q "0 launches moved to the yield partition" "$T/bg1.err" && ok "no MPS: nothing moves to a partition" || { bad "moved without MPS"; cat "$T/bg1.err"; }
+
+    # Simulated MPS (a control pipe where the driver looks): the background moves to half the
+    # SMs while the latency job is active; the latency job's kernels find the other half free.
+    mkdir -p "$T/mps" && mkfifo "$T/mps/control"
+    export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
+    "$CL" stream 3 2000 >"$T/bg2" 2>"$T/bg2.err" &
+    pa=$!
+    sleep 0.3
+    "$LPR" 2 2000 40 5 >"$T/lat2" 2>"$T/lat2.err"
+    wait $pa
+    mpsnone=$(p99 "$T/lat2")
+    GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg3" 2>"$T/bg3.err" &
+    pa=$!
+    sleep 0.3
+    "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat3" 2>"$T/lat3.err"
+    wait $pa
+    p99_under "$T/lat3" 2500 "MPS, background class on half the SMs"
+    v=$(p99 "$T/lat3")
+    if [ -n "$mpsnone" ] && [ -n "$v" ] && [ $((v * 4)) -le "$mpsnone" ]; then ok "MPS: p99 $v us with classes, $mpsnone without"; else bad "MPS: p99 $v with classes, $mpsnone without"; fi
+    shares_in "$T/bg3" 0.42 0.80 "MPS background on half the SMs for 2 of its 3 s"
+    if grep -qE "[1-9][0-9]* launches moved to the yield partition" "$T/bg3.err"; then ok "MPS: launches moved to the partition"; else bad "nothing moved under MPS"; cat "$T/bg3.err"; fi
+    # Work-conserving: the latency job runs 1 s of the background's 3 s; the background gets
+    # the whole device back when it ends (stuck on half: 0.5 x 3 s + ...= 0.5..0.6).
+    "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg4" 2>"$T/bg4.err" &
+    pa=$!
+    sleep 0.3
+    "$GS" run -q --priority latency -- "$LPR" 1 2000 40 5 >"$T/lat4" 2>"$T/lat4.err"
+    wait $pa
+    shares_in "$T/bg4" 0.72 1.0 "MPS background, whole device again after the latency job"
+    # A latency tenant killed while active: the background has the whole device again 5 ms on.
+    "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg5" 2>"$T/bg5.err" &
+    pa=$!
+    sleep 0.3
+    env LD_PRELOAD="$LIB" GPUSLICE_PRIORITY=latency "$LPR" 10 2000 40 5 >"$T/lat5" 2>&1 &
+    pl=$!
+    sleep 0.7
+    kill -KILL $pl
+    wait $pl 2>/dev/null
+    wait $pa
+    shares_in "$T/bg5" 0.72 1.0 "MPS background after its latency tenant was killed"
+    # A latency job that never idles: the background keeps half the device, never starved.
+    "$GS" run -q --priority background -- "$CL" stream 2 2000 >"$T/bg6" 2>"$T/bg6.err" &
+    pa=$!
+    "$GS" run -q --priority latency -- "$CL" stream 2.5 200 >"$T/lat6" 2>"$T/lat6.err"
+    wait $pa
+    shares_in "$T/bg6" 0.35 0.60 "background beside a latency tenant that never idles"
+    unset CUDA_MPS_PIPE_DIRECTORY ;;
+esac
