@@ -3,8 +3,8 @@
  * PERIOD_US it sends a request of KERNELS spin kernels of KERNEL_US each on
  * its own stream and waits for them (cuStreamSynchronize); a request starts
  * when due, or when the one before ends if that is later. It prints the
- * latencies' median and 99th percentile and how many requests started late:
- * "p50_us 210 p99_us 380 requests 1000 late 3".
+ * latencies' median, 90th and 99th percentiles and how many requests started
+ * late: "p50_us 210 p99_us 380 requests 1000 late 3 p90_us 250".
  *
  * usage: latency_probe SECONDS PERIOD_US KERNEL_US KERNELS
  */
@@ -94,7 +94,7 @@ int main(int argc, char **argv)
             due = t1;
     }
     qsort(lat, (size_t)n, sizeof(*lat), cmp);
-    printf("p50_us %.0f p99_us %.0f requests %ld late %ld\n", n ? lat[n / 2] : 0.0,
-           n ? lat[(size_t)(n * 0.99)] : 0.0, n, late);
+    printf("p50_us %.0f p99_us %.0f requests %ld late %ld p90_us %.0f\n", n ? lat[n / 2] : 0.0,
+           n ? lat[(size_t)(n * 0.99)] : 0.0, n, late, n ? lat[(size_t)(n * 0.9)] : 0.0);
     return 0;
 }
