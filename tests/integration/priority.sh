@@ -79,6 +79,24 @@ compute_weights)
     wait $pa
     shares_in "$T/i2" 0.88 1.0 "beside a tenant that idles between bursts"
     grep -q "; 0 ran beside a holder" "$T/i2.err" && ok "it never had to run beside a holder" || { bad "ran beside a holder"; grep "launches governed" "$T/i2.err"; }
+    # A holder stopped for 0.3 s (SIGSTOP): the other runs beside it after 100 ms, and says it
+    # still waits, so the holder, once resumed, yields to it and turns resume (without that,
+    # the two ran side by side for the rest of the run: 865 launches beside a holder, against 3).
+    GPUSLICE_DEBUG=1 "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/s1" 2>"$T/s1.err" &
+    pa=$!
+    GPUSLICE_DEBUG=1 "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/s2" 2>"$T/s2.err" &
+    pb=$!
+    sleep 0.8
+    # Stop whichever holds the device board now (holder_pid, at offset 32).
+    h=$(python3 -c 'import struct, sys; print(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 32)[0])' \
+        "$XDG_RUNTIME_DIR/gpuslice-$(id -u)-gpu-5ac1ce00000040008000000000000000.board")
+    [ "$h" -gt 0 ] && kill -STOP "$h"
+    sleep 0.3
+    [ "$h" -gt 0 ] && kill -CONT "$h"
+    wait $pa $pb
+    # Both report: the one that was not stopped is the one that ran beside the other.
+    beside=$(grep -ho "[0-9]* ran beside a holder" "$T/s1.err" "$T/s2.err" | awk '{s += $1} END {print s + 0}')
+    if [ -n "$h" ] && [ "$h" -gt 0 ] && [ "$beside" -lt 300 ]; then ok "after the holder resumed, turns again ($beside launches ran beside it)"; else bad "ran beside the resumed holder (pid ${h:-?}): $beside launches"; grep -h "launches governed" "$T/s1.err" "$T/s2.err"; fi
     # A ceiling stays a hard bound on top of a weight.
     "$GS" run -q --weight 3 --compute 40 -- "$CL" stream 2.5 1000 >"$T/k3" 2>"$T/k3.err" &
     pa=$!
