@@ -51,7 +51,8 @@ struct gpuslice_board {
     uint32_t pad1;
     uint64_t first_since_ns;
     uint64_t first_seen_ns;
-    uint64_t reserved[2];
+    uint64_t holder_turn_ns; /* ABI 1.1: how long the holder's turn may last (its weight's) */
+    uint64_t reserved[1];
 };
 
 GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_board, GPUSLICE_BOARD_ABI_VERSION,

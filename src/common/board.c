@@ -207,10 +207,13 @@ int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, ui
 
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == (int32_t)pid)
         return 1;
-    /* Another has waited longer and still waits: its turn first. */
-    if (first != 0 && first != (int32_t)pid &&
-        now_ns < __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE) + WAITER_FRESH_NS)
-        return 0;
+    /* Another has waited longer and still waits (a renewal from the future counts not): first. */
+    if (first != 0 && first != (int32_t)pid) {
+        uint64_t seen = __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE);
+
+        if (now_ns < seen + WAITER_FRESH_NS && seen <= now_ns + WAITER_FRESH_NS)
+            return 0;
+    }
     if (!__atomic_compare_exchange_n(&b->holder_pid, &expected, (int32_t)pid, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         if (!clear_dead(b, expected, now_ns))
@@ -257,6 +260,7 @@ void gs_board_note_waiting(struct gpuslice_board *b, pid_t pid, uint64_t since_n
         __atomic_store_n(&b->first_seen_ns, now_ns, __ATOMIC_RELEASE);
     } else if (first == 0 ||
                now_ns >= __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE) + WAITER_FRESH_NS ||
+               __atomic_load_n(&b->first_seen_ns, __ATOMIC_ACQUIRE) > now_ns + WAITER_FRESH_NS ||
                __atomic_load_n(&b->first_since_ns, __ATOMIC_ACQUIRE) > since_ns) {
         if (__atomic_compare_exchange_n(&b->first_pid, &first, (int32_t)pid, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
@@ -284,7 +288,7 @@ void gs_board_wait(struct gpuslice_board *b, pid_t pid, uint64_t since_ns, uint6
 
 void gs_board_active(struct gpuslice_board *b, uint32_t priority, uint64_t now_ns)
 {
-    uint64_t *w;
+    uint64_t *w, was;
 
     if (priority == GPUSLICE_PRIORITY_LATENCY)
         w = &b->active_ns[1];
@@ -292,8 +296,11 @@ void gs_board_active(struct gpuslice_board *b, uint32_t priority, uint64_t now_n
         w = &b->active_ns[0];
     else
         return;
-    /* One store per 50 us at most: every launch of a busy tenant comes here. */
-    if (now_ns >= __atomic_load_n(w, __ATOMIC_RELAXED) + 50000)
+    was = __atomic_load_n(w, __ATOMIC_RELAXED);
+
+    /* One store per 50 us at most (every launch comes here); a stamp from the future is
+       another process's error or malice, and is replaced. */
+    if (now_ns >= was + 50000 || was > now_ns + 50000)
         __atomic_store_n(w, now_ns, __ATOMIC_RELEASE);
 }
 

@@ -281,7 +281,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 typedef enum CUlaunchAttributeID_enum {
     CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
     CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1,
-    CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+    CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 } CUlaunchAttributeID;
 
 typedef union CUlaunchAttributeValue_union {

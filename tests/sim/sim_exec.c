@@ -951,9 +951,9 @@ SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 }
 
 /*
- * The stream's later work waits for the event's work. An event never
- * recorded is complete; one made in another context is refused. Into a
- * capturing stream: an empty node (the simulator has no cross-stream capture).
+ * The stream's later work waits for the event's work, whatever context made
+ * the event. An event never recorded is complete. Into a capturing stream: an
+ * empty node (the simulator has no cross-stream capture).
  */
 SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
@@ -968,9 +968,8 @@ SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned
     } else if (Flags & ~1u) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if ((r = sim_stream_get(hStream, 0, &s)) == CUDA_SUCCESS) {
-        if (s->ctx != e->ctx)
-            r = CUDA_ERROR_INVALID_HANDLE;
-        else if (s->capture)
+        /* (An event of another context is waited on too, as the driver does.) */
+        if (s->capture)
             r = graph_add_node(s->capture, 0, NULL) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
         else if (e->recorded && e->ts_ns > s->tail_ns)
             s->tail_ns = e->ts_ns;

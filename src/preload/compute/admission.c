@@ -62,6 +62,29 @@ static void wait_until(uint64_t deadline, int spin)
     stats.wait_ns += now_ns() - t0;
 }
 
+/* A turn of weight w on the board (QUANTUM_NS x w, at most QUANTUM_MAX_NS). */
+int64_t turn_of(uint32_t w)
+{
+    int64_t q = QUANTUM_NS * (int64_t)(w ? w : 1);
+
+    return q > QUANTUM_MAX_NS ? QUANTUM_MAX_NS : q;
+}
+
+/*
+ * How long a launch waits for its turn before it runs beside the holder: longer than the
+ * holder's turn and its queue (a weight of 20 holds the device 200 ms), read from the
+ * board (another process's word: at most QUANTUM_MAX_NS).
+ */
+static uint64_t patience(const struct gpuslice_board *b)
+{
+    uint64_t turn = __atomic_load_n(&b->holder_turn_ns, __ATOMIC_ACQUIRE);
+
+    if (turn > (uint64_t)QUANTUM_MAX_NS)
+        turn = QUANTUM_MAX_NS;
+    turn += QUEUE_NS + TURN_PATIENCE_NS / 2;
+    return turn > (uint64_t)TURN_PATIENCE_NS ? turn : (uint64_t)TURN_PATIENCE_NS;
+}
+
 /*
  * Whether d has enough queued that a launch waits: about QUEUE_NS in two or
  * more groups; while a higher class is active, YIELD_QUEUE_NS in one, so what
@@ -71,7 +94,8 @@ static int queue_full(const struct gdev *d)
 {
     int groups = d->outstanding + (d->unmarked > 0);
 
-    if (d->above)
+    /* (Not while a capture is open: nothing marks the work then, see enter().) */
+    if (d->above && __atomic_load_n(&captures, __ATOMIC_RELAXED) == 0)
         return d->queued >= YIELD_QUEUE_NS && groups >= 1;
     return d->queued >= QUEUE_NS && groups >= 2;
 }
@@ -224,7 +248,8 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 d->hold_since = now;
                 d->yield_until = 0;
                 d->wait_since = 0;
-            } else if ((turn_since && now - turn_since >= (uint64_t)TURN_PATIENCE_NS) ||
+                __atomic_store_n(&b->holder_turn_ns, (uint64_t)turn_of(weight), __ATOMIC_RELEASE);
+            } else if ((turn_since && now - turn_since >= patience(b)) ||
                        (d->stuck_pid &&
                         __atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == d->stuck_pid &&
                         __atomic_load_n(&b->acquired_ns, __ATOMIC_ACQUIRE) == d->stuck_since)) {
@@ -240,6 +265,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 if (!d->wait_since)
                     d->wait_since = now;
                 gs_board_note_waiting(b, self(), d->wait_since, now);
+                gs_board_active(b, prio, now);
             } else {
                 if (!waited)
                     stats.board_waits++;
@@ -248,6 +274,8 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                     turn_since = now;
                 if (!d->wait_since)
                     d->wait_since = now;
+                /* Waiting is this class's work too: a lower-class holder yields to it. */
+                gs_board_active(b, prio, now);
                 pthread_mutex_unlock(&mu);
                 gs_board_wait(b, self(), d->wait_since, 1000000, now);
                 pthread_mutex_lock(&mu);

@@ -288,9 +288,10 @@ void stop_at_exit(void);
 int governor_start(void);
 int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a);
 void leave(struct admit *a, CUresult r);
+int64_t turn_of(uint32_t w);
 int route_stream(struct gdev *d, struct gstream *s, struct admit *a);
 int route_before(struct admit *a);
-void route_after(struct admit *a, CUresult r);
+void route_after(struct admit *a);
 void route_drop(struct gstream *s);
 
 #endif

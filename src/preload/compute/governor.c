@@ -152,10 +152,13 @@ static int64_t govern(uint64_t now)
             gs__sched(&prio, &weight);
             if (d->board)
                 gs_board_active(d->board, prio, now); /* its work still runs */
-            /* Turns by weight: a holder keeps the device QUANTUM_NS per unit of weight. */
-            quantum = QUANTUM_NS * (int64_t)(weight ? weight : 1);
-            if (quantum > QUANTUM_MAX_NS)
-                quantum = QUANTUM_MAX_NS;
+            /*
+             * Turns by weight: a holder keeps the device QUANTUM_NS per unit of weight; one of
+             * a lower class than a tenant waiting for it (active on the board) yields at once.
+             */
+            quantum = turn_of(weight);
+            if (d->board && gs_board_above(d->board, prio, now, ABOVE_GRACE_NS))
+                quantum = 0;
             /*
              * ... its queued work counted in (at most QUEUE_NS of it, never less than none:
              * the estimate is of the work, not the work), so the turn ends when that drains.
@@ -181,6 +184,8 @@ static int64_t govern(uint64_t now)
                 charge(d, now);
                 d->busy_since = 0;
                 d->idle_since = now;
+                if (!d->holding)
+                    d->wait_since = 0; /* a wait that ended: the next one starts afresh */
             }
             /*
              * Released when idle, but not in the gap of a synchronisation (the next launch

@@ -44,7 +44,11 @@
         if (a.route && route_before(&a)) {                                                         \
             errno = saved;                                                                         \
             r = gs__real.sym rargs;                                                                \
-            route_after(&a, r);                                                                    \
+            /* Refused on the partition (a cluster too large for it): where it was asked. */       \
+            if (r != CUDA_SUCCESS)                                                                 \
+                r = gs__real.sym args;                                                             \
+            else                                                                                   \
+                route_after(&a);                                                                   \
         } else {                                                                                   \
             errno = saved;                                                                         \
             r = gs__real.sym args;                                                                 \
@@ -75,7 +79,10 @@ static const CUlaunchConfig *routed_config(const CUlaunchConfig *config, CUlaunc
     return copy;
 }
 
-/* A cooperative launch sized for the whole device may not fit a partition: it never moves. */
+/*
+ * A cooperative launch sized for the whole device, or one of thread-block clusters (whose
+ * groups the partition's 2-SM split need not hold), may not fit a partition: it never moves.
+ */
 static int routable_ex(const CUlaunchConfig *config)
 {
     unsigned i;
@@ -83,8 +90,9 @@ static int routable_ex(const CUlaunchConfig *config)
     if (config == NULL)
         return 0;
     for (i = 0; i < config->numAttrs; i++)
-        if (config->attrs && config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
-            config->attrs[i].value.cooperative)
+        if (config->attrs && ((config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
+                               config->attrs[i].value.cooperative) ||
+                              config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION))
             return 0;
     return 1;
 }
@@ -314,9 +322,15 @@ void gs__compute_ctx_gone(CUcontext ctx)
         if (s->used == 1 && s->ctx == ctx)
             stream_drop(s);
     }
-    /* A yield partition made from it went with it: made again at the next need. */
+    /*
+     * A yield partition made from it goes with it (it holds a reference to the primary
+     * context, which would otherwise outlive the program's last release): made again at the
+     * next need.
+     */
     for (i = 0; i < MAX_ORD; i++)
         if (gdevs[i].route > 0 && gdevs[i].primary == ctx) {
+            if (gs__real.cuGreenCtxDestroy)
+                gs__real.cuGreenCtxDestroy(gdevs[i].green);
             gdevs[i].route = 0;
             gdevs[i].green = NULL;
         }

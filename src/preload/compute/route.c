@@ -120,15 +120,12 @@ int route_before(struct admit *a)
     return 1;
 }
 
-void route_after(struct admit *a, CUresult r)
+void route_after(struct admit *a)
 {
-    if (r != CUDA_SUCCESS)
-        return;
-    /* If these fail the order is lost: say so (it has not happened on a GPU). */
+    /* The order cannot be kept by events: keep it by waiting for the moved kernel. */
     if (gs__real.cuEventRecord(a->ev_out, a->route) != CUDA_SUCCESS ||
         gs__real.cuStreamWaitEvent(a->orig, a->ev_out, 0) != CUDA_SUCCESS)
-        gs__log("compute: a launch moved to the yield partition could not be ordered before "
-                "the stream's later work");
+        gs__real.cuStreamSynchronize(a->route);
     __atomic_add_fetch(&stats.routed, 1, __ATOMIC_RELAXED);
 }
 

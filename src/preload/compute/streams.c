@@ -156,6 +156,8 @@ struct gstream *stream_get(CUstream h, int ptds)
     s = &streams[victim];
     if (last_stream == s)
         last_stream = NULL;
+    if (s->used == 1)
+        route_drop(s); /* its twin and events, if it had them */
     memset(s, 0, offsetof(struct gstream, launching));
     s->used = 1;
     s->kind = kind;
