@@ -37,7 +37,7 @@ static void set_usage(void)
            "  -m, --memory SIZE      new memory limit: 8G, 512M, 1.5G, 1073741824, or\n"
            "                         per device (0:8G,1:4G); none removes the limit\n"
            "      --priority CLASS   new priority class: latency, normal or background\n"
-           "      --weight N         new weight, 1..100, within its class\n"
+           "      --weight N         new weight, 1..100: its turns on a shared GPU\n"
            "  -q, --quiet            do not print the new limits\n"
            "      --json             print the tenant as it now is on stdout, as gpuslice\n"
            "                         tenants --json lists it (usage not measured: null)\n"
@@ -409,15 +409,19 @@ static int set_by_daemon(const char *arg, const char *memory, const struct gs_li
         free(answer);
         return st == 400 ? GS_EXIT_USAGE : GS_EXIT_ERROR;
     }
-    if (json)
+    if (json) {
         printf("%s\n", answer);
-    else
+    } else {
+        char w[32] = "";
+
+        if (weight)
+            snprintf(w, sizeof(w), "%sweight %u", memory || compute || prio ? ", " : "", weight);
         gs_log_note("tenant %s: %s%s%s%s%s%s%s%s%s changed by the daemon", arg,
                     memory ? "memory " : "", memory ? memory : "", memory && compute ? ", " : "",
                     compute ? "compute " : "", compute ? compute : "",
                     (memory || compute) && prio ? ", " : "", prio ? "priority " : "",
-                    prio ? gs_priority_name(prio) : "",
-                    weight ? (memory || compute || prio ? ", weight" : "weight") : "");
+                    prio ? gs_priority_name(prio) : "", w);
+    }
     free(answer);
     return GS_EXIT_OK;
 }
