@@ -148,6 +148,27 @@ def rate_in(done, start, end):
     return (k2 - k1) / (t2 - t1) if t2 > t1 else None
 
 
+def finish(name, p, timeout, errors):
+    """Waits for job p (named name in errors); its output, or None if it failed (said in
+    errors). The interposer's own counts (GPUSLICE_DEBUG, at exit) are among the output."""
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        errors.append(f"{name}: did not finish")
+    text = out.decode(errors="replace")
+    if p.returncode != 0:
+        errors.append(f"{name}: exit {p.returncode}: {text[-600:]}")
+        return None
+    return text
+
+
+def counts(text):
+    """The interposer's summary lines in a job's output."""
+    return [ln for ln in text.splitlines() if "launches governed" in ln or "board held by" in ln]
+
+
 def recovery_ms(done, window):
     """How soon after the latency job's window ended the background ran at its rate from before
     the window again: the start of the first synchronisation interval (4 GEMMs, about 7 ms on an
@@ -277,19 +298,9 @@ class Runner:
                 p.kill()
         errors = []
         for name, p in procs:
-            try:
-                out, _ = p.communicate(timeout=bg_s + 60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-                errors.append(f"{name}: did not finish")
-            if p.returncode != 0:
-                errors.append(f"{name}: exit {p.returncode}: {out.decode(errors='replace')[-600:]}")
-            elif "priority" in cfg:
-                # The interposer's own count of what it did (GPUSLICE_DEBUG, at exit).
-                row.setdefault("interposer", {})[name] = [
-                    ln for ln in out.decode(errors="replace").splitlines()
-                    if "launches governed" in ln][-1:]
+            text = finish(name, p, bg_s + 60, errors)
+            if text is not None and "priority" in cfg:
+                row.setdefault("interposer", {})[name] = counts(text)[-2:]
         if not ok:
             errors.append("a job did not become ready in 90 s")
         if errors:
@@ -366,18 +377,9 @@ def shares_once(r, name, rep):
     for i, (_, _, p) in enumerate(jobs):
         if not ok:
             p.kill()
-        try:
-            out, _ = p.communicate(timeout=secs + 60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-            errors.append(f"job {i}: did not finish")
-        if p.returncode != 0:
-            errors.append(f"job {i}: exit {p.returncode}: {out.decode(errors='replace')[-400:]}")
-        else:
-            row.setdefault("interposer", []).append([
-                ln for ln in out.decode(errors="replace").splitlines()
-                if "launches governed" in ln or "board held by" in ln][-2:])
+        text = finish(f"job {i}", p, secs + 60, errors)
+        if text is not None:
+            row.setdefault("interposer", []).append(counts(text)[-2:])
     if not ok:
         errors.append("a job did not become ready in 90 s")
     if errors:
