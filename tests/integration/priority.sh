@@ -57,14 +57,15 @@ compute_weights)
         "$GS" run -q --weight 2 -- "$CL" stream 3 1000 >"$T/x3" 2>"$T/x3.err"
         wait $pa $pb
         a=$(awk '/^share/ {print $2}' "$T/x1"); b=$(awk '/^share/ {print $2}' "$T/x2"); c=$(awk '/^share/ {print $2}' "$T/x3")
-        awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(a >= 0.22 && a <= 0.28 && b >= 0.22 && b <= 0.28 && c >= 0.46 && c <= 0.54) }' && break
+        awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(a >= 0.21 && a <= 0.29 && b >= 0.21 && b <= 0.29 && c >= 0.44 && c <= 0.56) }' && break
         echo "attempt $attempt: $a $b $c"
     done
-    shares_in "$T/x1" 0.22 0.28 "first weight 1 of 1:1:2"
-    shares_in "$T/x2" 0.22 0.28 "second weight 1 of 1:1:2"
-    shares_in "$T/x3" 0.46 0.54 "weight 2 of 1:1:2"
+    shares_in "$T/x1" 0.21 0.29 "first weight 1 of 1:1:2"
+    shares_in "$T/x2" 0.21 0.29 "second weight 1 of 1:1:2"
+    shares_in "$T/x3" 0.44 0.56 "weight 2 of 1:1:2"
     # 1:8: the weight-8 tenant's turn (80 ms) is within the other's patience (it waits longer
-    # than the holder's turn before it runs beside it): 11/89.
+    # than the holder's turn before it runs beside it): 11/89. (1:20 reads 9/85 here: weights
+    # much above 8 do not hold to a few points.)
     "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/e1" 2>"$T/e1.err" &
     pa=$!
     "$GS" run -q --weight 8 -- "$CL" stream 3 1000 >"$T/e8" 2>"$T/e8.err"
