@@ -201,9 +201,7 @@ static int clear_dead(struct gpuslice_board *b, int32_t holder, uint64_t now_ns)
 
 int gs_board_try_acquire(struct gpuslice_board *b, pid_t pid, uint64_t start, uint64_t now_ns)
 {
-    int32_t expected = 0;
-
-    int32_t first = __atomic_load_n(&b->first_pid, __ATOMIC_ACQUIRE);
+    int32_t expected = 0, first = __atomic_load_n(&b->first_pid, __ATOMIC_ACQUIRE);
 
     if (__atomic_load_n(&b->holder_pid, __ATOMIC_ACQUIRE) == (int32_t)pid)
         return 1;

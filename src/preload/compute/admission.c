@@ -133,10 +133,9 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         return 0;
     }
     a->route = NULL;
-    pct = ceiling_of(d);
+    pct = governed(d, &prio, &weight);
     if (pct == 0)
         goto admitted;
-    gs__sched(&prio, &weight);
     d->above = 0;
     if (d->board && (prio != GPUSLICE_PRIORITY_UNSET ||
                      __atomic_load_n(&d->board->active_ns[0], __ATOMIC_RELAXED) ||
@@ -164,11 +163,10 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     for (;;) {
         int64_t tok;
 
-        pct = ceiling_of(d);
+        pct = governed(d, &prio, &weight);
         if (pct == 0 || is_stopping())
             break;
         now = now_ns();
-        gs__sched(&prio, &weight);
         if (d->board)
             d->above = gs_board_above(d->board, prio, now, ABOVE_GRACE_NS);
         /* The governor refills while work is in flight; refill here only when it matters. */

@@ -269,6 +269,8 @@ int governing(void);
 uint64_t now_ns(void);
 int armed(void);
 struct gpuslice_tenant_device *entry_of(const struct gdev *d);
+/* The ceiling that governs d (100: a class or weight alone, 0: none), and the class and weight. */
+uint32_t governed(const struct gdev *d, uint32_t *prio, uint32_t *weight);
 uint32_t ceiling_of(const struct gdev *d);
 int64_t budget_cap(uint32_t pct);
 int64_t resume_level(uint32_t pct);

@@ -85,6 +85,7 @@ static int query_due(uint64_t now)
 static int64_t govern(uint64_t now)
 {
     int i, busy = 0, hurry = 0, changed = 0, draining = 0, holding = 0;
+    uint32_t pct, prio, weight;
 
     stats.polls++;
     if (captures > 0) {
@@ -138,9 +139,9 @@ static int64_t govern(uint64_t now)
 
         if (d->state <= 0)
             continue;
-        gs_budget_refill_at(entry_of(d), now, budget_cap(ceiling_of(d)), ceiling_of(d));
+        pct = governed(d, &prio, &weight);
+        gs_budget_refill_at(entry_of(d), now, budget_cap(pct), pct);
         if (dev_busy(d)) {
-            uint32_t prio, weight;
             int64_t quantum, q;
 
             charge(d, now);
@@ -149,7 +150,6 @@ static int64_t govern(uint64_t now)
                 hurry = 1;
             if (d->unmarked == 0)
                 draining = 1; /* its end is near: see it soon */
-            gs__sched(&prio, &weight);
             if (d->board)
                 gs_board_active(d->board, prio, now); /* its work still runs */
             /*
@@ -197,11 +197,10 @@ static int64_t govern(uint64_t now)
                 changed = 1;
             }
         }
+        holding |= d->holding;
     }
     if (changed)
         pthread_cond_broadcast(&launch_cv);
-    for (i = 0; i < MAX_ORD; i++)
-        holding |= gdevs[i].state > 0 && gdevs[i].holding;
     if (!busy)
         /*
          * Idle now, but launching lately: stay on a timer rather than make the next launch wake

@@ -134,15 +134,22 @@ struct gpuslice_tenant_device *entry_of(const struct gdev *d)
     return &gs__state.tenant->dev[d->entry];
 }
 
-uint32_t ceiling_of(const struct gdev *d)
+uint32_t governed(const struct gdev *d, uint32_t *prio, uint32_t *weight)
 {
-    uint32_t c = gs__compute_limit(d->entry), p, w;
+    uint32_t c = gs__compute_limit(d->entry);
 
+    gs__sched(prio, weight);
     if (c)
         return c;
     /* A class or a weight is governed too, under a ceiling that never binds. */
-    gs__sched(&p, &w);
-    return p != GPUSLICE_PRIORITY_UNSET || w != 0 ? 100 : 0;
+    return *prio != GPUSLICE_PRIORITY_UNSET || *weight != 0 ? 100 : 0;
+}
+
+uint32_t ceiling_of(const struct gdev *d)
+{
+    uint32_t p, w;
+
+    return governed(d, &p, &w);
 }
 
 /* The budget's cap and the level at which a starved tenant resumes. */
