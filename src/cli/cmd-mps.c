@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "control/mps.h"
+#include "common/mps_pipe.h"
 #include "common/parse.h"
 
 #define ERR_LEN 1024
@@ -98,11 +99,7 @@ static void json_pids(const pid_t *v, int n)
 
 static int control_exists(const struct mps_gpu *g)
 {
-    char path[MPS_PATH_MAX + 16];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/control", g->pipe);
-    return stat(path, &st) == 0 && (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode));
+    return gs_mps_control_at(g->pipe);
 }
 
 /* Asks the daemon for its servers: 1 if it answered, 0 if it is not there, <0 on error. */

@@ -26,6 +26,7 @@
 #include "control/log.h"
 #include "common/cuda_api.h"
 #include "common/driver.h"
+#include "common/mps_pipe.h"
 
 extern char **environ;
 
@@ -631,13 +632,10 @@ double mps_now_s(void)
 static int daemon_answers(const char *bin, const struct mps_gpu *g, double timeout, char *err,
                           size_t errlen)
 {
-    char path[MPS_PATH_MAX + 16];
     struct mps_out out;
-    struct stat st;
     int r;
 
-    snprintf(path, sizeof(path), "%s/control", g->pipe);
-    if (stat(path, &st) < 0 || !(S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)))
+    if (!gs_mps_control_at(g->pipe))
         return 0;
     if ((r = mps_control(bin, g, NULL, "get_server_list\n", timeout, &out)) < 0) {
         snprintf(err, errlen, "cannot run %s: %s", bin, strerror(-r));

@@ -21,27 +21,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "common/env.h"
+#include "common/mps_pipe.h"
 #include "preload/preload.h"
 #include "preload/compute/compute_internal.h"
 
-/* Whether this process is an MPS client: the control daemon's endpoint (a socket; the tests' stand-in makes a FIFO) is where the driver looks. */
+/* Whether this process is an MPS client: a control daemon's endpoint is where the driver looks. */
 static int mps_client(void)
 {
     static int known = -1;
-    char path[4096];
     const char *dir;
-    struct stat st;
 
     if (known >= 0)
         return known;
     dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
     if (!dir || !*dir)
         dir = "/tmp/nvidia-mps";
-    snprintf(path, sizeof(path), "%s/control", dir);
-    known = stat(path, &st) == 0 && (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode));
-    gs__debug("compute: %s MPS client (%s): a lower class %s", known ? "an" : "not an", path,
+    known = gs_mps_control_at(dir);
+    gs__debug("compute: %s MPS client (pipe directory %s): a lower class %s",
+              known ? "an" : "not an", dir,
               known ? "moves to half the SMs while a higher one is active"
                     : "only keeps its queue short while a higher one is active");
     return known;
