@@ -97,9 +97,14 @@ compute_weights)
     GPUSLICE_DEBUG=1 "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/s2" 2>"$T/s2.err" &
     pb=$!
     sleep 0.8
-    # Stop whichever holds the device board now (holder_pid, at offset 32).
-    h=$(python3 -c 'import struct, sys; print(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 32)[0])' \
-        "$XDG_RUNTIME_DIR/gpuslice-$(id -u)-gpu-5ac1ce00000040008000000000000000.board")
+    # Stop whichever holds the device board now (holder_pid, at offset 32; between two turns, or
+    # slower to start under the sanitizers, nobody may: look again for up to 2 s).
+    for _ in $(seq 40); do
+        h=$(python3 -c 'import struct, sys; print(struct.unpack_from("<i", open(sys.argv[1], "rb").read(), 32)[0])' \
+            "$XDG_RUNTIME_DIR/gpuslice-$(id -u)-gpu-5ac1ce00000040008000000000000000.board" 2>/dev/null)
+        [ "${h:-0}" -gt 0 ] && break
+        sleep 0.05
+    done
     [ "$h" -gt 0 ] && kill -STOP "$h"
     sleep 0.3
     [ "$h" -gt 0 ] && kill -CONT "$h"
