@@ -37,10 +37,11 @@
  * GPUSLICE_ABI(4, 2): major 4 (a 32-bit lock word, 1024 slots, the reservation), minor 1
  * (pid_ns in a process entry's former padding; ctx_base and host_pid at the end), minor 2
  * (node_tenant in the former reserved words; the throttling and refusal counters at the end),
- * minor 3 (priority and weight in the former reserved words).
+ * minor 3 (priority and weight in the former reserved words), minor 4 (the class's
+ * activity per device entry at the end).
  * Written in decimal for bench/gpumeasure.py, checked below.
  */
-#define GPUSLICE_TENANT_ABI_VERSION 196612u
+#define GPUSLICE_TENANT_ABI_VERSION 262148u
 #define GPUSLICE_TENANT_ABI_MAJOR 4u
 #define GPUSLICE_MAX_DEVICES 16
 #define GPUSLICE_MAX_PROCS 1024
@@ -164,6 +165,14 @@ struct gpuslice_tenant {
      */
     uint64_t compute_throttled_ns[GPUSLICE_MAX_DEVICES];
     uint64_t mem_refused[GPUSLICE_MAX_DEVICES];
+    /*
+     * ABI 4.4, per device entry: CLOCK_MONOTONIC when work of this tenant's class (normal set
+     * explicitly, or latency) was last seen on the device, for tenants of other users, which
+     * share no board with it, to yield to. Written by its processes; read by others with
+     * pread() (the file is its owner's: a mapping of it could be cut short under them) and
+     * trusted only for the class the daemon gave the tenant (node_abi.h).
+     */
+    uint64_t active_ns[GPUSLICE_MAX_DEVICES];
 };
 
 _Static_assert(sizeof(struct gpuslice_tenant_device) == 88, "device entry layout");
@@ -186,11 +195,16 @@ _Static_assert(offsetof(struct gpuslice_tenant, compute_throttled_ns) ==
                    232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096,
                "counters offset");
 _Static_assert(sizeof(struct gpuslice_tenant) ==
-                   232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096 + 256,
+                   232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096 + 256 + 128,
                "tenant size");
 /* What a 4.1 file holds: readers that only read (the daemon, listings) accept one. */
 #define GPUSLICE_TENANT_SIZE_4_1 (232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096)
-_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 3)), "tenant ABI 4.3");
+/* What a 4.2 or 4.3 file holds: its processes still join it, without the activity words. */
+#define GPUSLICE_TENANT_SIZE_4_3 (GPUSLICE_TENANT_SIZE_4_1 + 256)
+_Static_assert(offsetof(struct gpuslice_tenant, active_ns) ==
+                   232 + 16 * 88 + 1024 * 144 + 664 + 128 + 4096 + 256,
+               "activity offset");
+_Static_assert((GPUSLICE_TENANT_ABI_VERSION == GPUSLICE_ABI(4, 4)), "tenant ABI 4.4");
 _Static_assert(offsetof(struct gpuslice_tenant, priority) == 208, "priority offset");
 
 #endif

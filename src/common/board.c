@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -325,4 +327,185 @@ int gs_board_waiting(const struct gpuslice_board *b, uint64_t now_ns)
     uint64_t seen = __atomic_load_n(&b->waiter_seen_ns, __ATOMIC_ACQUIRE);
 
     return seen != 0 && now_ns < seen + WAITER_FRESH_NS;
+}
+
+/* ---- the daemon's boards, shared by its tenants' processes across users ---- */
+
+int gs_board_make_shared(const uint8_t uuid[16])
+{
+    struct gpuslice_board *b;
+    int fd, r;
+
+    if ((fd = memfd_create("gpuslice-board", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0)
+        return -errno;
+    if (ftruncate(fd, sizeof(*b)) < 0 ||
+        (b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    memcpy(b->uuid, uuid, 16);
+    b->abi_version = GPUSLICE_BOARD_ABI_VERSION;
+    b->size = sizeof(*b);
+    __atomic_store_n(&b->magic, GPUSLICE_BOARD_MAGIC, __ATOMIC_RELEASE);
+    munmap(b, sizeof(*b));
+    /* Every holder of the descriptor may write it; none may cut it short (SIGBUS) or grow it. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+int gs_board_send(int conn, const int *fds, const uint8_t (*uuids)[16], int n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * GS_BOARDS_MAX)];
+        struct cmsghdr align;
+    } c;
+    uint8_t data[4 + 16 * GS_BOARDS_MAX];
+    struct iovec iov;
+    struct msghdr m;
+    struct cmsghdr *h;
+    uint32_t cnt = (uint32_t)n;
+
+    if (n < 0 || n > GS_BOARDS_MAX)
+        return -EINVAL;
+    memcpy(data, &cnt, 4);
+    memcpy(data + 4, uuids, 16 * (size_t)n);
+    memset(&m, 0, sizeof(m));
+    iov.iov_base = data;
+    iov.iov_len = 4 + 16 * (size_t)n;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (n > 0) {
+        memset(&c, 0, sizeof(c));
+        m.msg_control = c.buf;
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+        h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
+    }
+    /* Never waits for a peer that does not read: the whole answer fits a socket's buffer. */
+    return sendmsg(conn, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* Whether fd is a board the daemon made: sealed against shrinking, of the layout, of uuid. */
+static struct gpuslice_board *map_shared(int fd, const uint8_t uuid[16], char *note, size_t notelen)
+{
+    struct gpuslice_board *b;
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) < 0 ||
+        (size_t)st.st_size < sizeof(*b)) {
+        if (note && notelen)
+            snprintf(note, notelen, "the daemon's board is not sealed memory of %zu bytes",
+                     sizeof(*b));
+        return NULL;
+    }
+    b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (b == MAP_FAILED)
+        return NULL;
+    if (gs_shm_check((const struct gpuslice_shm_header *)b, (size_t)st.st_size,
+                     GPUSLICE_BOARD_MAGIC, GPUSLICE_BOARD_ABI_MAJOR, sizeof(*b), "board",
+                     "the daemon's board", note, notelen) < 0 ||
+        memcmp(b->uuid, uuid, 16) != 0) {
+        munmap(b, sizeof(*b));
+        return NULL;
+    }
+    return b;
+}
+
+int gs_board_open_shared(const char *dir, uint32_t daemon_uid, const uint8_t uuid[16],
+                         struct gpuslice_board **out, char *note, size_t notelen)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * GS_BOARDS_MAX)];
+        struct cmsghdr align;
+    } c;
+    uint8_t data[4 + 16 * GS_BOARDS_MAX + 1];
+    struct sockaddr_un sa;
+    struct timeval tv = { 1, 0 };
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    struct iovec iov;
+    struct msghdr m;
+    struct cmsghdr *h;
+    int fds[GS_BOARDS_MAX], nfd = 0, s, i, r = -ENOENT;
+    uint32_t cnt;
+    ssize_t got;
+
+    *out = NULL;
+    if (note && notelen)
+        note[0] = '\0';
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" GS_BOARDS_SOCKET, dir) >=
+        sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return -errno;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        r = -errno;
+        close(s);
+        return r;
+    }
+    /* Only the daemon's user serves its boards (a socket planted by another is not its). */
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != daemon_uid) {
+        if (note && notelen)
+            snprintf(note, notelen, "%s is served by uid %u, not the daemon's (%u)", sa.sun_path,
+                     (unsigned)cred.uid, (unsigned)daemon_uid);
+        close(s);
+        return -EPERM;
+    }
+    memset(&m, 0, sizeof(m));
+    iov.iov_base = data;
+    iov.iov_len = sizeof(data);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = c.buf;
+    m.msg_controllen = sizeof(c.buf);
+    do
+        got = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+    while (got < 0 && errno == EINTR);
+    r = got < 0 ? -errno : 0;
+    close(s);
+    for (h = got >= 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+            for (i = 0; i < k; i++) {
+                int fd;
+
+                memcpy(&fd, CMSG_DATA(h) + sizeof(int) * (size_t)i, sizeof(int));
+                if (nfd < GS_BOARDS_MAX)
+                    fds[nfd++] = fd;
+                else
+                    close(fd);
+            }
+        }
+    if (r == 0 && (got < 4 || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))))
+        r = -EPROTO;
+    if (r == 0) {
+        memcpy(&cnt, data, 4);
+        if (cnt != (uint32_t)nfd || (size_t)got != 4 + 16 * (size_t)cnt)
+            r = -EPROTO;
+    }
+    if (r == 0) {
+        r = -ENOENT; /* no board of this GPU: the daemon does not know it */
+        for (i = 0; i < nfd; i++)
+            if (memcmp(data + 4 + 16 * (size_t)i, uuid, 16) == 0) {
+                *out = map_shared(fds[i], uuid, note, notelen);
+                r = *out ? 0 : -EPROTO;
+                break;
+            }
+    }
+    for (i = 0; i < nfd; i++)
+        close(fds[i]);
+    return r;
 }

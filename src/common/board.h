@@ -78,4 +78,26 @@ int gs_board_above(const struct gpuslice_board *b, uint32_t priority, uint64_t n
  */
 int gs_board_waiting(const struct gpuslice_board *b, uint64_t now_ns);
 
+/*
+ * The daemon's boards: one per GPU, in sealed memory (memfd: no holder can cut
+ * it short), shared by the processes of all its tenants, of every user,
+ * which get them from the socket GS_BOARDS_SOCKET in its run directory.
+ */
+#define GS_BOARDS_SOCKET "gpusliced.boards"
+#define GS_BOARDS_MAX 16
+
+/* Makes a board of the GPU uuid: its descriptor, or a negative errno. */
+int gs_board_make_shared(const uint8_t uuid[16]);
+
+/* Sends the n boards fds, of the GPUs uuids, to the peer of conn, without waiting. */
+int gs_board_send(int conn, const int *fds, const uint8_t (*uuids)[16], int n);
+
+/*
+ * Maps the daemon's board of the GPU uuid, asking the socket in dir, which
+ * must be served by daemon_uid. -ENOENT when the daemon has no board of it;
+ * note (when not NULL) says what was wrong with one that was refused.
+ */
+int gs_board_open_shared(const char *dir, uint32_t daemon_uid, const uint8_t uuid[16],
+                         struct gpuslice_board **out, char *note, size_t notelen);
+
 #endif

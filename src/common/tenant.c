@@ -268,10 +268,12 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
     /*
      * A later minor version may be larger: only the part this build knows is read. A reader
      * that only reads also takes a 4.1 file (a daemon upgraded while its tenants run), whose
-     * missing counters read as 0.
+     * missing counters read as 0. A writer takes a 4.2 or 4.3 file (a tenant that ran before
+     * an upgrade), whose header's size says it has no activity words (classes.c).
      */
     if (!S_ISREG(st.st_mode) ||
-        (size_t)st.st_size < (writable ? sizeof(*t) : (size_t)GPUSLICE_TENANT_SIZE_4_1)) {
+        (size_t)st.st_size <
+            (writable ? (size_t)GPUSLICE_TENANT_SIZE_4_3 : (size_t)GPUSLICE_TENANT_SIZE_4_1)) {
         close(fd);
         return GS_EABI;
     }
@@ -291,8 +293,8 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
         return r;
     if (gs_shm_check((const struct gpuslice_shm_header *)t, (size_t)st.st_size,
                      GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
-                     writable ? sizeof(*t) : (size_t)GPUSLICE_TENANT_SIZE_4_1, "tenant", path, NULL,
-                     0) < 0 ||
+                     writable ? (size_t)GPUSLICE_TENANT_SIZE_4_3 : (size_t)GPUSLICE_TENANT_SIZE_4_1,
+                     "tenant", path, NULL, 0) < 0 ||
         (!writable && GPUSLICE_ABI_MINOR(t->abi_version) < 1)) {
         munmap(t, sizeof(*t));
         return GS_EABI;

@@ -259,6 +259,10 @@ void gd_api_error(struct gd_response *resp, int status, const char *code, const 
 int gd_http_start(char *err, size_t errlen);
 void gd_http_stop(void);
 
+/* ---- boards.c: the device boards shared by every tenant's processes ---- */
+int gd_boards_start(char *err, size_t errlen);
+void gd_boards_stop(void);
+
 /* The Prometheus text page (metrics.c), malloc'd, into *out; its length. Under gd.mu. */
 size_t gd_metrics_render(char **out);
 

@@ -93,7 +93,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
         gd_registry_start(err, sizeof(err)) < 0 || gd_devices_run(err, sizeof(err)) < 0 ||
-        gd_http_start(err, sizeof(err)) < 0) {
+        gd_boards_start(err, sizeof(err)) < 0 || gd_http_start(err, sizeof(err)) < 0) {
         gd_log("cannot start: %s", err);
         return 1;
     }
@@ -117,6 +117,7 @@ int main(int argc, char **argv)
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
     gd_http_stop();
+    gd_boards_stop();
     gd_devices_stop();
     gd_registry_stop();
     return 0;

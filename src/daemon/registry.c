@@ -304,6 +304,16 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
                      strerror(errno));
         return r;
     }
+    /*
+     * Readable by everyone: other users' tenants read its class's activity from it (pread,
+     * never a mapping), as they see its processes and memory in nvidia-smi.
+     */
+    if (chmod(path, 0644) < 0) {
+        r = -errno;
+        unlink(path);
+        gs_set_error(err, errlen, "cannot make its state file readable: %s", strerror(errno));
+        return r;
+    }
     write_entry(slot, &p);
     save_definitions();
     /* In the list at once: a GET right after the POST shows it. */

@@ -63,6 +63,8 @@ static int attach(const struct gpuslice_node *n, const char *dir, uint32_t id)
     st->node = n;
     st->node_id = id;
     st->node_idx = idx;
+    if ((size_t)snprintf(st->node_dir, sizeof(st->node_dir), "%s", dir) >= sizeof(st->node_dir))
+        st->node_dir[0] = '\0'; /* no board socket there then: boards of its own user */
     st->shared_tenant = 1;
     gs__debug("managed by the daemon (%s): tenant \"%s\" (%u), state %s", dir, t.name, id, path);
     return 1;

@@ -41,6 +41,7 @@ struct gs_state {
     const struct gpuslice_node *node;
     uint32_t node_id;
     int node_idx;
+    char node_dir[256]; /* where its node segment and the daemon's board socket are */
 };
 
 extern struct gs_state gs__state;

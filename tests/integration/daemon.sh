@@ -435,6 +435,91 @@ sys.exit(1 if bad else 0)
 PY
     wait $W1 $W2
     kill $PR 2>/dev/null; wait $PR 2>/dev/null ;;
+daemon_classes)
+    # Classes and weights across users: tenants of the daemon's, one root's and one nobody's,
+    # take turns on the daemon's board of the GPU (sealed memory, from its board socket) and
+    # yield to each other's classes, read from each tenant's own file for the class the
+    # daemon gave it.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    . "$SRC/tests/integration/priority.sh" # shares_in, p99, LPR
+    chmod 755 "$T"
+    mkdir -m 777 "$T/nobody"
+    # One simulated GPU for both users.
+    "$CL" stream 0.05 1000 >/dev/null 2>&1
+    chmod 666 "$GPUSLICE_SIM_STATE"
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" \
+        XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_RUN_DIR="$T/nobody" "$@"; }
+    start_daemon --socket-group nogroup || exit 1
+    stat -c %a "$T/drun/gpusliced.boards" | grep -q '^666$' && ok "board socket mode 0666" || bad "board socket mode $(stat -c %a "$T/drun/gpusliced.boards")"
+    want 201 "a root tenant of weight 1" POST /v1/tenants '{"name":"r1","owner":0,"weight":1}'
+    want 201 "a tenant of nobody's of weight 3" POST /v1/tenants '{"name":"n3","owner":65534,"weight":3}'
+    f=$(ls -l "$T/drun/tenants" | awk '$3 == "nobody" {print $1; exit}')
+    [ "$f" = "-rw-r--r--" ] && ok "a managed tenant's file: its owner's, readable by others" || { bad "state file mode $f"; ls -l "$T/drun/tenants"; }
+    # Weights 1:3 across the two users: a quarter and three quarters.
+    for attempt in 1 2; do
+        GPUSLICE_DEBUG=1 "$GS" run -q --tenant r1 -- "$CL" stream 3 1000 >"$T/w1" 2>"$T/w1.err" &
+        pa=$!
+        as_nobody "$GS" run -q --tenant n3 -- "$CL" stream 3 1000 >"$T/w3" 2>"$T/w3.err"
+        wait $pa
+        a=$(awk '/^share/ {print $2}' "$T/w1"); b=$(awk '/^share/ {print $2}' "$T/w3")
+        awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 0.22 && a <= 0.28 && b >= 0.72 && b <= 0.78) }' && break
+        echo "attempt $attempt: $a $b"
+    done
+    shares_in "$T/w1" 0.22 0.28 "root's weight 1 of 1:3"
+    shares_in "$T/w3" 0.72 0.78 "nobody's weight 3 of 1:3"
+    grep -q "the daemon's board" "$T/w1.err" && ok "the root tenant took turns on the daemon's board" || { bad "no shared board"; cat "$T/w1.err"; }
+    # A latency tenant of root's beside a background tenant of nobody's, time-sliced: the
+    # background keeps about one kernel in flight while the latency job is active.
+    want 201 "a latency tenant (admin)" POST /v1/tenants '{"name":"lat","owner":0,"priority":"latency"}'
+    want 201 "a background tenant of nobody's" POST /v1/tenants '{"name":"bg","owner":65534,"priority":"background"}'
+    as_nobody "$CL" stream 3 2000 >"$T/bg0" 2>"$T/bg0.err" &
+    pa=$!
+    sleep 0.3
+    "$LPR" 2 2000 40 5 >"$T/lat0" 2>"$T/lat0.err"
+    wait $pa
+    none=$(p99 "$T/lat0")
+    for attempt in 1 2; do
+        as_nobody GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 3 2000 >"$T/bg1" 2>"$T/bg1.err" &
+        pa=$!
+        sleep 0.3
+        "$GS" run -q --tenant lat -- "$LPR" 2 2000 40 5 >"$T/lat1" 2>"$T/lat1.err"
+        wait $pa
+        v=$(p99 "$T/lat1")
+        [ -n "$v" ] && [ "$v" -le 5500 ] && break
+        echo "attempt $attempt: p90 ${v:-none} us"
+    done
+    p99_under "$T/lat1" 5500 "root's latency tenant beside nobody's background"
+    if [ -n "$none" ] && [ -n "$v" ] && [ $((v * 3)) -le "$none" ]; then ok "across users: p90 $v us with classes, $none without"; else bad "across users: p90 $v with classes, $none without"; fi
+    shares_in "$T/bg1" 0.55 1.0 "nobody's background beside the latency job"
+    grep -qE " [1-9][0-9]* waits for a higher class" "$T/bg1.err" && ok "nobody's background waited for root's latency tenant" || { bad "no waits for the higher class"; cat "$T/bg1.err"; }
+    # Nobody cannot make root's tenants yield by writing the daemon's board: a process of
+    # its own stamps latency work there every 100 us while root's background tenant runs.
+    want 201 "a background tenant of root's" POST /v1/tenants '{"name":"rbg","owner":0,"priority":"background"}'
+    as_nobody python3 - "$T/drun/gpusliced.boards" 4 >"$T/forge" 2>&1 <<'PY' &
+import mmap, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+msg, fds, flags, addr = socket.recv_fds(s, 4096, 16)
+m = mmap.mmap(fds[0], 136)
+end = time.monotonic() + float(sys.argv[2])
+n = 0
+while time.monotonic() < end:
+    m[88:96] = struct.pack("<Q", time.monotonic_ns())  # active_ns[1]: latency
+    n += 1
+    time.sleep(0.0001)
+print("forged", n)
+PY
+    pf=$!
+    sleep 0.3
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant rbg -- "$CL" stream 2.5 2000 >"$T/rbg" 2>"$T/rbg.err"
+    wait $pf
+    grep -qE "^forged [0-9]{3,}" "$T/forge" && ok "nobody wrote latency stamps on the daemon's board" || { bad "the forger did not run"; cat "$T/forge"; }
+    shares_in "$T/rbg" 0.85 1.0 "root's background tenant beside forged stamps"
+    grep -q " 0 waits for a higher class" "$T/rbg.err" && ok "and it never waited for a higher class" || { bad "forged stamps believed"; cat "$T/rbg.err"; }
+    stop_daemon
+    [ ! -e "$T/drun/gpusliced.boards" ] && ok "the board socket is gone with the daemon" || bad "board socket left behind" ;;
 daemon_authz)
     if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
         echo "skip: needs root and setpriv to act as another user"; exit 77

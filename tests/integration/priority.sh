@@ -161,11 +161,19 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
     # Classes, time-sliced: the background keeps one kernel in flight while the latency job is
     # active, so a request waits for about one background kernel (2 ms), not its queue (the
     # bound allows a second: two processes' launching threads and governors share 2 CPUs).
-    GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg1" 2>"$T/bg1.err" &
-    pa=$!
-    sleep 0.3
-    "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat1" 2>"$T/lat1.err"
-    wait $pa
+    # A second attempt where the first read high: on a loaded 2-CPU VM a governor's thread can
+    # be off the CPU for milliseconds (one CI run: alone p90 690 us, this 6.6 ms). Code that
+    # does not yield reads the queue's 20 ms both times.
+    for attempt in 1 2; do
+        GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg1" 2>"$T/bg1.err" &
+        pa=$!
+        sleep 0.3
+        "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat1" 2>"$T/lat1.err"
+        wait $pa
+        v=$(p99 "$T/lat1")
+        [ -n "$v" ] && [ "$v" -le 5500 ] && break
+        echo "attempt $attempt: p90 ${v:-none} us"
+    done
     p99_under "$T/lat1" 5500 "time-sliced, background class"
     v=$(p99 "$T/lat1")
     if [ -n "$none" ] && [ -n "$v" ] && [ $((v * 3)) -le "$none" ]; then ok "time-sliced: p90 $v us with classes, $none without"; else bad "time-sliced: p90 $v with classes, $none without"; fi
@@ -194,11 +202,16 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
     "$LPR" 2 2000 40 5 >"$T/lat2" 2>"$T/lat2.err"
     wait $pa
     mpsnone=$(p99 "$T/lat2")
-    GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg3" 2>"$T/bg3.err" &
-    pa=$!
-    sleep 0.3
-    "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat3" 2>"$T/lat3.err"
-    wait $pa
+    for attempt in 1 2; do
+        GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 3 2000 >"$T/bg3" 2>"$T/bg3.err" &
+        pa=$!
+        sleep 0.3
+        "$GS" run -q --priority latency -- "$LPR" 2 2000 40 5 >"$T/lat3" 2>"$T/lat3.err"
+        wait $pa
+        v=$(p99 "$T/lat3")
+        [ -n "$v" ] && [ "$v" -le 2000 ] && break
+        echo "attempt $attempt: p90 ${v:-none} us"
+    done
     p99_under "$T/lat3" 2000 "MPS, background class on half the SMs"
     v=$(p99 "$T/lat3")
     if [ -n "$mpsnone" ] && [ -n "$v" ] && [ $((v * 4)) -le "$mpsnone" ]; then ok "MPS: p90 $v us with classes, $mpsnone without"; else bad "MPS: p90 $v with classes, $mpsnone without"; fi
@@ -231,13 +244,19 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
     shares_in "$T/bg6" 0.35 0.60 "background beside a latency tenant that never idles"
     # A latency tenant's long kernels (20 ms) count as its activity while they run, not only
     # their launches: the background yields the whole time (moves every launch).
-    "$GS" run -q --priority latency -- "$CL" stream 2.5 20000 >"$T/lat7" 2>"$T/lat7.err" &
-    pa=$!
-    sleep 0.3
-    GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 1.8 2000 >"$T/bg7" 2>"$T/bg7.err"
-    wait $pa
-    gov=$(grep -o "[0-9]* launches governed" "$T/bg7.err" | awk '{print $1}')
-    mov=$(grep -o "[0-9]* launches moved" "$T/bg7.err" | awk '{print $1}')
+    # (Its activity is stamped by its governor's poll: a second attempt where a loaded VM kept
+    # that thread off the CPU past the 5 ms grace; one CI run moved 32 of 61.)
+    for attempt in 1 2; do
+        "$GS" run -q --priority latency -- "$CL" stream 2.5 20000 >"$T/lat7" 2>"$T/lat7.err" &
+        pa=$!
+        sleep 0.3
+        GPUSLICE_DEBUG=1 "$GS" run -q --priority background -- "$CL" stream 1.8 2000 >"$T/bg7" 2>"$T/bg7.err"
+        wait $pa
+        gov=$(grep -o "[0-9]* launches governed" "$T/bg7.err" | awk '{print $1}')
+        mov=$(grep -o "[0-9]* launches moved" "$T/bg7.err" | awk '{print $1}')
+        [ -n "$gov" ] && [ -n "$mov" ] && [ "$gov" -gt 0 ] && [ $((mov * 10)) -ge $((gov * 8)) ] && break
+        echo "attempt $attempt: ${mov:-?} of ${gov:-?} moved"
+    done
     if [ -n "$gov" ] && [ -n "$mov" ] && [ "$gov" -gt 0 ] && [ $((mov * 10)) -ge $((gov * 8)) ]; then ok "long latency kernels: $mov of $gov background launches moved"; else bad "long latency kernels: ${mov:-?} of ${gov:-?} moved"; fi
     unset CUDA_MPS_PIPE_DIRECTORY ;;
 esac

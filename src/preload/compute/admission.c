@@ -137,13 +137,11 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     if (pct == 0)
         goto admitted;
     d->above = 0;
-    if (d->board && (prio != GPUSLICE_PRIORITY_UNSET ||
-                     __atomic_load_n(&d->board->active_ns[0], __ATOMIC_RELAXED) ||
-                     __atomic_load_n(&d->board->active_ns[1], __ATOMIC_RELAXED))) {
+    if (class_wanted(d, prio)) {
         /* Say this class is busy here, and see whether a higher one is. */
         now = now_ns();
-        gs_board_active(d->board, prio, now);
-        d->above = gs_board_above(d->board, prio, now, ABOVE_GRACE_NS);
+        class_note(d, prio, now);
+        d->above = class_above(d, prio, now, ABOVE_GRACE_NS);
     }
     /* The common case: budget left, a short queue, the device ours. */
     if (!d->starved &&
@@ -167,8 +165,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
         if (pct == 0 || is_stopping())
             break;
         now = now_ns();
-        if (d->board)
-            d->above = gs_board_above(d->board, prio, now, ABOVE_GRACE_NS);
+        d->above = class_above(d, prio, now, ABOVE_GRACE_NS);
         /* The governor refills while work is in flight; refill here only when it matters. */
         tok = __atomic_load_n(&entry_of(d)->compute_tokens, __ATOMIC_ACQUIRE);
         if (pct >= 100)
@@ -263,7 +260,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 if (!d->wait_since)
                     d->wait_since = now;
                 gs_board_note_waiting(b, self(), d->wait_since, now);
-                gs_board_active(b, prio, now);
+                class_note(d, prio, now);
             } else {
                 if (!waited)
                     stats.board_waits++;
@@ -273,7 +270,7 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
                 if (!d->wait_since)
                     d->wait_since = now;
                 /* Waiting is this class's work too: a lower-class holder yields to it. */
-                gs_board_active(b, prio, now);
+                class_note(d, prio, now);
                 pthread_mutex_unlock(&mu);
                 gs_board_wait(b, self(), d->wait_since, 1000000, now);
                 pthread_mutex_lock(&mu);

@@ -136,6 +136,7 @@ struct gdev {
     int state; /* 0 unresolved, 1 resolved, -1 cannot be governed */
     int entry; /* tenant device entry */
     struct gpuslice_board *board;
+    int shared_board; /* the daemon's, of every user's tenants: its class stamps are ignored */
     int holding;
     uint64_t hold_since;
     int yielding;         /* launches wait; the device is released once idle */
@@ -157,6 +158,9 @@ struct gdev {
      * need, under MPS only): 0 not tried, 1 ready, -1 cannot be made.
      */
     int above;
+    uint64_t peer_ns; /* classes.c: when the daemon's other tenants were last looked at here */
+    uint32_t peer_prio;
+    int peer_above;
     int route;
     CUgreenCtx green;
     CUcontext primary;
@@ -267,6 +271,11 @@ int is_stopping(void);
 pid_t self(void);
 int governing(void);
 uint64_t now_ns(void);
+
+/* classes.c: a class's work on a device, among one user's tenants and the daemon's. */
+int class_wanted(struct gdev *d, uint32_t prio);
+void class_note(struct gdev *d, uint32_t prio, uint64_t now);
+int class_above(struct gdev *d, uint32_t prio, uint64_t now, uint64_t grace);
 int armed(void);
 struct gpuslice_tenant_device *entry_of(const struct gdev *d);
 /* The ceiling that governs d (100: a class or weight alone, 0: none), and the class and weight. */

@@ -149,15 +149,14 @@ static int64_t govern(uint64_t now)
             if (d->waiting)
                 hurry = 1;
             if (d->unmarked == 0)
-                draining = 1; /* its end is near: see it soon */
-            if (d->board)
-                gs_board_active(d->board, prio, now); /* its work still runs */
+                draining = 1;         /* its end is near: see it soon */
+            class_note(d, prio, now); /* its work still runs */
             /*
              * Turns by weight: a holder keeps the device QUANTUM_NS per unit of weight; one of
              * a lower class than a tenant waiting for it (active on the board) yields at once.
              */
             quantum = turn_of(weight);
-            if (d->board && gs_board_above(d->board, prio, now, ABOVE_GRACE_NS))
+            if (d->board && class_above(d, prio, now, ABOVE_GRACE_NS))
                 quantum = 0;
             /*
              * ... its queued work counted in (at most QUEUE_NS of it, never less than none:

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/board.h"
+#include "common/proc.h"
 #include "common/tenant.h"
 #include "preload/preload.h"
 #include "preload/compute/compute_internal.h"
@@ -39,6 +40,31 @@ struct gdev *gdev_get(int ord)
     {
         char note[600];
 
+        /*
+         * A tenant of the daemon's takes turns with the daemon's other tenants, of every user,
+         * on its board of the GPU; where there is none (no daemon running, an older one), with
+         * the user's other tenants, as without a daemon.
+         */
+        d->shared_board = 0;
+        /*
+         * (Only in the daemon's PID namespace: a holder is known by its PID, and its death by
+         * that PID's start time, which another namespace's PIDs do not tell.)
+         */
+        if (gs__state.node && gs__state.node_dir[0] && gs__state.node->daemon_pid_ns != 0 &&
+            gs__state.node->daemon_pid_ns == gs_proc_self_ns()) {
+            r = gs_board_open_shared(gs__state.node_dir, gs__state.node->owner_uid,
+                                     gs__state.tenant->dev[e].uuid, &d->board, note, sizeof(note));
+            if (r == 0) {
+                d->shared_board = 1;
+                gs__debug("device %d: the daemon's board (%s/" GS_BOARDS_SOCKET ")", ord,
+                          gs__state.node_dir);
+                goto boarded;
+            }
+            if (r != -ENOENT && r != -ECONNREFUSED)
+                gs__log("device %d: the daemon's board in %s cannot be used (%s%s%s); this "
+                        "process takes turns only with your own tenants",
+                        ord, gs__state.node_dir, strerror(-r), note[0] ? ": " : "", note);
+        }
         if ((r = gs_board_open(gs_board_dir(), gs__state.tenant->dev[e].uuid, &d->board, note,
                                sizeof(note))) < 0) {
             d->board = NULL;
@@ -49,6 +75,7 @@ struct gdev *gdev_get(int ord)
             gs__log("device %d: %s; using the next board name", ord, note);
         }
     }
+boarded:
     d->state = 1;
     return d;
 }
