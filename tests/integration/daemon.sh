@@ -458,15 +458,12 @@ daemon_classes)
     f=$(ls -l "$T/drun/tenants" | awk '$3 == "nobody" {print $1; exit}')
     [ "$f" = "-rw-r--r--" ] && ok "a managed tenant's file: its owner's, readable by others" || { bad "state file mode $f"; ls -l "$T/drun/tenants"; }
     # Weights 1:3 across the two users: a quarter and three quarters.
-    for attempt in 1 2; do
-        GPUSLICE_DEBUG=1 "$GS" run -q --tenant r1 -- "$CL" stream 3 1000 >"$T/w1" 2>"$T/w1.err" &
-        pa=$!
-        as_nobody "$GS" run -q --tenant n3 -- "$CL" stream 3 1000 >"$T/w3" 2>"$T/w3.err"
-        wait $pa
-        a=$(awk '/^share/ {print $2}' "$T/w1"); b=$(awk '/^share/ {print $2}' "$T/w3")
-        awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 0.22 && a <= 0.28 && b >= 0.72 && b <= 0.78) }' && break
-        echo "attempt $attempt: $a $b"
-    done
+    # (Weight 1 is root's tenant r1, 3 nobody's n3.)
+    by_user() {
+        if [ "$1" = 1 ]; then GPUSLICE_DEBUG=1 "$GS" run -q --tenant r1 -- "$CL" stream 3 1000 >"$2" 2>"$2.err"
+        else as_nobody "$GS" run -q --tenant n3 -- "$CL" stream 3 1000 >"$2" 2>"$2.err"; fi
+    }
+    split_13 by_user
     shares_in "$T/w1" 0.22 0.28 "root's weight 1 of 1:3"
     shares_in "$T/w3" 0.72 0.78 "nobody's weight 3 of 1:3"
     grep -q "the daemon's board" "$T/w1.err" && ok "the root tenant took turns on the daemon's board" || { bad "no shared board"; cat "$T/w1.err"; }
@@ -480,16 +477,10 @@ daemon_classes)
     "$LPR" 2 2000 40 5 >"$T/lat0" 2>"$T/lat0.err"
     wait $pa
     none=$(p99 "$T/lat0")
-    for attempt in 1 2; do
-        as_nobody GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 3 2000 >"$T/bg1" 2>"$T/bg1.err" &
-        pa=$!
-        sleep 0.3
-        "$GS" run -q --tenant lat -- "$LPR" 2 2000 40 5 >"$T/lat1" 2>"$T/lat1.err"
-        wait $pa
-        v=$(p99 "$T/lat1")
-        [ -n "$v" ] && [ "$v" -le 5500 ] && break
-        echo "attempt $attempt: p90 ${v:-none} us"
-    done
+    bg_nobody() { as_nobody GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 3 2000 >"$1" 2>"$1.err"; }
+    lat_root() { "$GS" run -q --tenant lat -- "$LPR" 2 2000 40 5 >"$1" 2>"$1.err"; }
+    latency_try 5500 "$T/bg1" "$T/lat1" bg_nobody lat_root
+    v=$(p99 "$T/lat1")
     p99_under "$T/lat1" 5500 "root's latency tenant beside nobody's background"
     if [ -n "$none" ] && [ -n "$v" ] && [ $((v * 3)) -le "$none" ]; then ok "across users: p90 $v us with classes, $none without"; else bad "across users: p90 $v with classes, $none without"; fi
     shares_in "$T/bg1" 0.55 1.0 "nobody's background beside the latency job"
