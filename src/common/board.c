@@ -430,7 +430,7 @@ int gs_board_open_shared(const char *dir, uint32_t daemon_uid, const uint8_t uui
     uint8_t data[4 + 16 * GS_BOARDS_MAX + 1];
     struct sockaddr_un sa;
     struct timeval tv = { 1, 0 };
-    struct ucred cred;
+    struct ucred cred = { 0, 0, 0 };
     socklen_t cl = sizeof(cred);
     struct iovec iov;
     struct msghdr m;

@@ -117,6 +117,11 @@ void gd_boards_stop(void)
         unlink(sock_path);
         listen_fd = -1;
     }
+    for (i = 0; i < 2; i++)
+        if (stop_pipe[i] >= 0) {
+            close(stop_pipe[i]);
+            stop_pipe[i] = -1;
+        }
     for (i = 0; i < nboards; i++)
         close(board_fd[i]);
     nboards = 0;
