@@ -29,6 +29,13 @@ Configurations (--only picks some):
   mps-gs-priority both MPS clients of NVIDIA's MPS server, with the classes of gs-priority: the
                   background also moves its launches to half the SMs while the latency job is
                   active, and back when it idles
+  mps-gs-priority-yN  the same with GPUSLICE_YIELD_SMS=N: the background keeps N SMs (rounded
+                  down to whole co-scheduled groups, 8 on an H200) while the latency job is active
+
+With --faults it also runs two faults beside MPS clients with classes, as result rows: a
+latency tenant SIGKILLed with a request in flight (the background's rate before, while, in the
+100 ms after and after its death), and a latency tenant that never idles (what the background
+keeps: its partition bounds it below).
 
 With --shares it also runs the share experiments, saturating 8192^3 GEMM jobs side by side:
 by weight (--weight 1:1, 1:3, 1:1:2), by ceiling (--compute 25 and 75), and 1:3 where the
@@ -39,19 +46,22 @@ Prints a markdown table and writes contention.json, contention.md and contention
 latency CDF of each configuration) to --out. Per
 configuration: the latency job's p50 and p99 (the median over repeats of each repeat's
 percentile, with the range), p99 over solo p99, the background's rate and what it kept of its
-solo rate, and the issue's bar for the background: 75 % of the time the latency job leaves
+solo rate, the total work done in GPUs (the latency job's served requests at its solo busy
+share plus the background's kept share), and the issue's bar for the background: 75 % of the time the latency job leaves
 idle, 0.75 x (1 - solo busy share). A configuration whose processes fail is a row that says
 so, not a crash.
 
 usage: contention.py [--gpuslice BIN] [--repeats N] [--seconds S] [--period-ms P] [--only A,B]
-                     [--timeline] [--out DIR]
+                     [--timeline] [--shares] [--faults] [--out DIR]
        contention.py latency SECONDS PERIOD_MS OUT READY GO      (a job; started by the above)
        contention.py background SECONDS OUT READY GO
 """
 import argparse
 import json
 import os
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -81,7 +91,7 @@ def wait_file(path, timeout):
     return True
 
 
-def job_latency(seconds, period_ms, out, ready, go, delay=0.0):
+def job_latency(seconds, period_ms, out, ready, go, delay=0.0, die_after=0.0):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
@@ -111,6 +121,11 @@ def job_latency(seconds, period_ms, out, ready, go, delay=0.0):
         x = x0
         for _ in range(10):
             x = x @ w
+        if die_after and arrive >= t0 + die_after:
+            # A fault: killed with a request in flight (--faults, latency-dies).
+            json.dump({"latency_s": lat, "start": t0, "died": time.monotonic(), "period_s": period,
+                       "late": late, "requests": i}, open(out, "w"))
+            os.kill(os.getpid(), signal.SIGKILL)
         torch.cuda.synchronize()
         lat.append(time.monotonic() - start)
     json.dump({"latency_s": lat, "start": t0, "end": max(end, time.monotonic()),
@@ -148,9 +163,10 @@ def rate_in(done, start, end):
     return (k2 - k1) / (t2 - t1) if t2 > t1 else None
 
 
-def finish(name, p, timeout, errors):
+def finish(name, p, timeout, errors, expect=0):
     """Waits for job p (named name in errors); its output, or None if it failed (said in
-    errors). The interposer's own counts (GPUSLICE_DEBUG, at exit) are among the output."""
+    errors): an exit status other than expect. The interposer's own counts (GPUSLICE_DEBUG,
+    at exit) are among the output."""
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -158,7 +174,7 @@ def finish(name, p, timeout, errors):
         out, _ = p.communicate()
         errors.append(f"{name}: did not finish")
     text = out.decode(errors="replace")
-    if p.returncode != 0:
+    if p.returncode != expect:
         errors.append(f"{name}: exit {p.returncode}: {text[-600:]}")
         return None
     return text
@@ -236,8 +252,10 @@ class Runner:
                 bg[1]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = "50"
             if cfg == "mps-gs-sms66":
                 return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
-            if cfg == "mps-gs-priority":
+            if cfg == "mps-gs-priority" or cfg.startswith("mps-gs-priority-y"):
                 bg[1]["GPUSLICE_DEBUG"] = "1"
+                if cfg != "mps-gs-priority":
+                    bg[1]["GPUSLICE_YIELD_SMS"] = cfg[len("mps-gs-priority-y"):]
                 return (([self.gs, "run", "-q", "--priority", "latency", "--"], lat[1]),
                         ([self.gs, "run", "-q", "--priority", "background", "--"], bg[1]))
             return lat, bg
@@ -408,6 +426,108 @@ def shares_once(r, name, rep):
     return row
 
 
+FAULTS = ["latency-dies", "latency-stuck"]
+
+
+def faults_once(r, name, rep):
+    """A fault beside the chosen configuration (both tenants MPS clients with classes), as a
+    result row. latency-dies: the background runs 3 x --seconds; the latency tenant sends its
+    requests from --seconds on and is killed (SIGKILL, a request in flight) half a --seconds
+    later: the background's rate before, while it ran, in the 100 ms after its death and after
+    that, and how soon it ran at full speed again. latency-stuck: a latency tenant that never
+    idles (8192^3 GEMMs back to back, like the background) beside the background for
+    --seconds: what each kept of the solo rate (the background's partition bounds it below)."""
+    a, tmp = r.args, r.tmp
+    tag = f"fault-{name}-{rep}"
+    dies = name == "latency-dies"
+    row = {"experiment": name, "repeat": rep}
+    try:
+        d = r.mps_start()
+    except (OSError, subprocess.SubprocessError) as e:
+        row["error"] = f"cannot start MPS: {e}"
+        return row
+    env = gpumeasure.scrubbed_env({"CUDA_MPS_PIPE_DIRECTORY": d + "/pipe",
+                                   "CUDA_MPS_LOG_DIRECTORY": d + "/log", "GPUSLICE_DEBUG": "1"})
+    go = os.path.join(tmp, tag + ".go")
+    rl, rb, out_l, out_b = (os.path.join(tmp, f"{tag}.{x}") for x in ("rl", "rb", "l", "b"))
+    me = [sys.executable, os.path.abspath(__file__)]
+    bg_s = 3 * a.seconds if dies else a.seconds
+    lat_job = (["latency", str(a.seconds), str(a.period_ms), out_l, rl, go, str(a.seconds),
+                str(a.seconds / 2)] if dies else ["background", str(a.seconds), out_l, rl, go])
+    jobs = []
+    try:
+        for who, argv in (("background", ["background", str(bg_s), out_b, rb, go]),
+                          ("latency", lat_job)):
+            jobs.append((who, subprocess.Popen(
+                [r.gs, "run", "-q", "--priority", who, "--"] + me + argv, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+    except OSError as e:
+        for _, p in jobs:
+            p.kill()
+            p.wait()
+        row["error"] = f"cannot start a job: {e}"
+        return row
+    ok = wait_file(rb, 90) and wait_file(rl, 90)
+    if ok:
+        open(go, "w").close()
+    errors = []
+    for who, p in jobs:
+        if not ok:
+            p.kill()
+        # gpuslice run says a program killed by SIGKILL with 128 + 9.
+        text = finish(who, p, bg_s + 60, errors, expect=137 if dies and who == "latency" else 0)
+        if text is not None:
+            row.setdefault("interposer", {})[who] = counts(text)[-2:]
+    if not ok:
+        errors.append("a job did not become ready in 90 s")
+    if errors:
+        row["error"] = "; ".join(errors)
+        return row
+    B = json.load(open(out_b))["done"]
+    L = json.load(open(out_l))
+    if dies:
+        t0, died = L["start"], L["died"]
+        row["bg_before"] = rate_in(B, t0 - a.seconds + 0.3, t0 - 0.05)
+        row["bg_during"] = rate_in(B, t0 + 0.1, died - 0.05)
+        row["bg_after_100ms"] = rate_in(B, died, died + 0.1)
+        row["bg_after"] = rate_in(B, died + 0.1, B[-1][0] - 0.1)
+        row["recover_ms"] = recovery_ms(B, (t0, died))
+        row["served_before_death"] = len(L["latency_s"])
+    else:
+        t0 = max(B[0][0], L["done"][0][0]) + 0.2
+        t1 = min(B[-1][0], L["done"][-1][0]) - 0.1
+        row["bg_rate"] = rate_in(B, t0, t1)
+        row["latency_rate"] = rate_in(L["done"], t0, t1)
+    return row
+
+
+def faults_table(rows, solo_rate):
+    pct = lambda v: "" if v is None or not solo_rate else f"{100 * v / solo_rate:.1f} %"  # noqa: E731
+    med = lambda v: statistics.median(v) if v else None  # noqa: E731
+    lines = ["Faults beside MPS clients with classes (--faults); rates as % of the background's "
+             f"solo rate ({solo_rate and round(solo_rate, 1)} GEMM/s), median over repeats.", "",
+             "| fault | background before / while / first 100 ms after / after | full speed "
+             "again after | the latency tenant | runs failed |", "|---|---|---|---|---|"]
+    for name in FAULTS:
+        rs = [x for x in rows if x["experiment"] == name]
+        good = [x for x in rs if "error" not in x]
+        errs = [x["error"] for x in rs if "error" in x][:1]
+        m = {k: med([x[k] for x in good if x.get(k) is not None])
+             for k in ("bg_before", "bg_during", "bg_after_100ms", "bg_after", "recover_ms",
+                       "bg_rate", "latency_rate")}
+        if name == "latency-dies":
+            cells = " / ".join(pct(m[k]) or "?" for k in ("bg_before", "bg_during",
+                                                          "bg_after_100ms", "bg_after"))
+            rec = "never" if m["recover_ms"] is None else f"{m['recover_ms']:.1f} ms"
+            lat = "SIGKILLed with a request in flight"
+        else:
+            cells, rec = f"{pct(m['bg_rate']) or '?'} the whole time", ""
+            lat = f"never idles: {pct(m['latency_rate']) or '?'} of the solo rate"
+        lines.append(f"| {name} | {cells} | {rec} | {lat} | {len(rs) - len(good)}/{len(rs)}"
+                     f"{(': ' + errs[0][:160]) if errs else ''} |")
+    return "\n".join(lines) + "\n"
+
+
 def shares_summary(rows, solo_rate):
     out = {}
     for name in SHARES:
@@ -476,7 +596,10 @@ def summarize(rows, configs):
         good = [r for r in rs if "error" not in r]
         s = {"runs": len(rs), "failed": len(rs) - len(good),
              "errors": [r["error"] for r in rs if "error" in r][:2]}
-        for k in ("p50_ms", "p99_ms", "busy", "bg_rate", "late"):
+        for r in good:
+            if r.get("requests"):
+                r["served_share"] = r.get("served", 0) / r["requests"]
+        for k in ("p50_ms", "p99_ms", "busy", "bg_rate", "late", "served_share"):
             v = [r[k] for r in good if r.get(k) is not None]
             s[k] = med(v)
             s[k + "_range"] = (min(v), max(v)) if v else None
@@ -487,6 +610,11 @@ def summarize(rows, configs):
     for c, s in out.items():
         s["p99_over_solo"] = s["p99_ms"] / solo_p99 if s.get("p99_ms") and solo_p99 else None
         s["bg_kept"] = s["bg_rate"] / solo_rate if s.get("bg_rate") and solo_rate else None
+        # The work both jobs did, in GPUs: the latency job's requests served at its solo busy
+        # share, plus the background's rate over its solo rate.
+        lat = (solo_busy * s["served_share"] if s.get("served_share") is not None and
+               solo_busy is not None else 0.0)
+        s["total"] = lat + (s["bg_kept"] or 0.0) if (lat or s["bg_kept"]) else None
     bar = 0.75 * (1 - solo_busy) if solo_busy is not None else None
     return out, bar
 
@@ -499,13 +627,15 @@ def table(summary, bar, args):
              f"[min, max]. Bar for the background: {f(bar and 100 * bar, '%.1f')} % of its solo "
              f"rate (75 % of the time the latency job leaves idle).", "",
              "| configuration | p50 ms | p99 ms | p99 / solo p99 | background GEMM/s | "
-             "background kept | late requests | runs failed |", "|---|---|---|---|---|---|---|---|"]
+             "background kept | total | late requests | runs failed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c, s in summary.items():
         rng = lambda k: (f" [{s[k + '_range'][0]:.2f}, {s[k + '_range'][1]:.2f}]"  # noqa: E731
                          if s.get(k + "_range") else "")
         lines.append(f"| {c} | {f(s['p50_ms'], '%.3f')} | {f(s['p99_ms'], '%.3f')}{rng('p99_ms')} | "
                      f"{f(s['p99_over_solo'], '%.2f')} | {f(s['bg_rate'], '%.1f')} | "
                      f"{f(s['bg_kept'] and 100 * s['bg_kept'], '%.1f %%')} | "
+                     f"{f(s['total'] and 100 * s['total'], '%.1f %%')} | "
                      f"{f(s['late'], '%.0f')} | "
                      f"{s['failed']}/{s['runs']}{(': ' + s['errors'][0][:160]) if s['errors'] else ''} |")
     return "\n".join(lines) + "\n"
@@ -548,7 +678,8 @@ def timeline_picture(rows, path, a):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "latency":
         return job_latency(float(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:7],
-                           delay=float(sys.argv[7]) if len(sys.argv) > 7 else 0.0)
+                           delay=float(sys.argv[7]) if len(sys.argv) > 7 else 0.0,
+                           die_after=float(sys.argv[8]) if len(sys.argv) > 8 else 0.0)
     if len(sys.argv) > 1 and sys.argv[1] == "background":
         return job_background(float(sys.argv[2]), *sys.argv[3:6])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -561,13 +692,17 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--shares", action="store_true",
                     help="also run the share experiments (weights, ceilings) after the rest")
+    ap.add_argument("--faults", action="store_true",
+                    help="also run the faults beside MPS clients with classes: a latency tenant "
+                         "killed while active, and one that never idles")
     ap.add_argument("--timeline", action="store_true",
                     help="also run each non-solo configuration once with the background for 3 x "
                          "--seconds and the latency job in the middle third, and draw the "
                          "background's rate over time")
     a = ap.parse_args()
     configs = [c for c in a.only.split(",") if c]
-    unknown = [c for c in configs if c not in CONFIGS]
+    unknown = [c for c in configs if c not in CONFIGS and
+               not re.fullmatch(r"mps-gs-priority-y[1-9][0-9]*", c)]
     if unknown:
         ap.error(f"--only: unknown configuration {unknown[0]!r} (choose from {', '.join(CONFIGS)})")
     if a.repeats < 1 or a.seconds <= 0.5 or a.period_ms <= 0:
@@ -621,8 +756,22 @@ def main():
                           flush=True)
         finally:
             shutil.rmtree(r.tmp, ignore_errors=True)
+    fault_rows = []
+    if a.faults:
+        r = Runner(a, tempfile.mkdtemp(prefix="gs-contention-"))
+        try:
+            for rep in range(a.repeats):
+                for name in FAULTS:
+                    row = faults_once(r, name, rep)
+                    fault_rows.append(row)
+                    print(json.dumps(row), flush=True)
+        finally:
+            r.mps_stop()
+            shutil.rmtree(r.tmp, ignore_errors=True)
     summary, bar = summarize(rows, configs)
     md = table(summary, bar, a)
+    if fault_rows:
+        md += "\n" + faults_table(fault_rows, summary.get("solo-background", {}).get("bg_rate"))
     if timeline_rows:
         md += ("\nThe background over time (--timeline): how soon after the latency job's last "
                "request it ran at its earlier rate again (the start of the first 4-GEMM "
@@ -645,8 +794,8 @@ def main():
             shares_picture(share_rows, os.path.join(a.out, "contention-shares.svg"), a)
         except Exception as e:
             print(f"contention: no shares picture: {e!r}", file=sys.stderr)
-    json.dump({"rows": rows, "timeline": timeline_rows, "summary": summary, "background_bar": bar,
-               "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
+    json.dump({"rows": rows, "timeline": timeline_rows, "faults": fault_rows, "summary": summary,
+               "background_bar": bar, "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
     open(os.path.join(a.out, "contention.md"), "w").write(md)
     try:
         cdf_picture(rows, configs, os.path.join(a.out, "contention-cdf.svg"),

@@ -165,6 +165,7 @@ int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char
                     size_t errlen)
 {
     const char *v;
+    uint32_t n;
 
     *priority = GPUSLICE_PRIORITY_UNSET;
     *weight = 0;
@@ -178,6 +179,13 @@ int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char
     if ((v = gs_env_get(env, GS_ENV_WEIGHT)) != NULL && gs_parse_weight(v, weight) < 0) {
         snprintf(err, errlen, "%s: \"%s\" is not a weight (use an integer from 1 to %u)",
                  GS_ENV_WEIGHT, v, GPUSLICE_WEIGHT_MAX);
+        return -EINVAL;
+    }
+    if ((v = gs_env_get(env, GS_ENV_YIELD_SMS)) != NULL && gs_parse_yield_sms(v, &n) < 0) {
+        snprintf(err, errlen,
+                 "%s: \"%s\" is not a count of SMs (use an integer from 2 to %u: the SMs a "
+                 "lower class keeps while a higher one is active)",
+                 GS_ENV_YIELD_SMS, v, GS_YIELD_SMS_MAX);
         return -EINVAL;
     }
     return 0;

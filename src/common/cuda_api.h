@@ -42,6 +42,7 @@ typedef enum gs_cuda_result {
     CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+    CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
     CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
     CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
     CUDA_ERROR_UNKNOWN = 999
@@ -288,6 +289,11 @@ typedef enum CUlaunchAttributeID_enum {
 typedef union CUlaunchAttributeValue_union {
     char pad[64];
     int cooperative;
+    struct {
+        unsigned int x;
+        unsigned int y;
+        unsigned int z;
+    } clusterDim;
 } CUlaunchAttributeValue;
 
 typedef struct CUlaunchAttribute_st {

@@ -18,6 +18,7 @@
 #define GS_ENV_SMS "GPUSLICE_SMS"
 #define GS_ENV_PRIORITY "GPUSLICE_PRIORITY"
 #define GS_ENV_WEIGHT "GPUSLICE_WEIGHT"
+#define GS_ENV_YIELD_SMS "GPUSLICE_YIELD_SMS"
 #define GS_ENV_TENANT "GPUSLICE_TENANT"
 #define GS_ENV_DEBUG "GPUSLICE_DEBUG"
 #define GS_ENV_RUN_DIR "GPUSLICE_RUN_DIR"
@@ -46,6 +47,7 @@
     X(GS_ENV_SMS, GS_ENV_USER, "an SM partition per GPU, as run --sms")                            \
     X(GS_ENV_PRIORITY, GS_ENV_USER, "priority class: latency, normal or background")               \
     X(GS_ENV_WEIGHT, GS_ENV_USER, "share of a contended GPU within the class, 1..100")             \
+    X(GS_ENV_YIELD_SMS, GS_ENV_USER, "SMs a lower class keeps while a higher one is active (MPS)") \
     X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live (default /dev/shm)")                   \
     X(GS_ENV_DAEMON_DIR, GS_ENV_USER, "the daemon's run directory (default /run/gpuslice)")        \
     X(GS_ENV_DEBUG, GS_ENV_USER, "1: the interposer says what it does on stderr")                  \

@@ -157,6 +157,23 @@ int gs_parse_weight(const char *s, uint32_t *out)
     return 0;
 }
 
+int gs_parse_yield_sms(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+
+    if (s == NULL || *s == '\0')
+        return -EINVAL;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s) || v > GS_YIELD_SMS_MAX)
+            return -EINVAL;
+        v = v * 10 + (uint32_t)(*s - '0');
+    }
+    if (v < 2 || v > GS_YIELD_SMS_MAX)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
 static int ishex(int c)
 {
     return isxdigit((unsigned char)c);

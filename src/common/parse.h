@@ -103,6 +103,10 @@ const char *gs_priority_name(uint32_t p);
 /* Parses a weight, an integer 1..GPUSLICE_WEIGHT_MAX in decimal digits only: 0 or -EINVAL. */
 int gs_parse_weight(const char *s, uint32_t *out);
 
+/* GPUSLICE_YIELD_SMS: a count of SMs from 2 to GS_YIELD_SMS_MAX, digits only; 0 or -EINVAL. */
+#define GS_YIELD_SMS_MAX 1024
+int gs_parse_yield_sms(const char *s, uint32_t *out);
+
 /* Returns 1 and fills out (lower-case) if s is a GPU UUID string. */
 int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN]);
 

@@ -15,6 +15,8 @@
  *   idle), ptds-capture (another thread launches once on its per-thread stream
  *   while this one captures, then this one loads a stream); ex_ptsz, coop_ptsz,
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
+ *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
+ *   of N blocks (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).
  * Under gpuslice run it also prints what the tenant was billed while it ran
  * (compute_busy_ns in its shared state) beside the device time of its own
  * kernels and the wall time of the load: "billed_s B kernel_s K wall_s W".
@@ -121,6 +123,17 @@ static void *load(void *arg)
     cfg.blockDimX = 32;
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.hStream = s;
+    const char *cl = getenv("COMPUTE_LOAD_CLUSTER");
+    CUlaunchAttribute cat;
+    if (cl && atoi(cl) > 0) {
+        memset(&cat, 0, sizeof(cat));
+        cat.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        cat.value.clusterDim.x = (unsigned)atoi(cl);
+        cat.value.clusterDim.y = cat.value.clusterDim.z = 1;
+        cfg.gridDimX = cat.value.clusterDim.x;
+        cfg.attrs = &cat;
+        cfg.numAttrs = 1;
+    }
     end = now_s() + seconds;
     /* Like a real program, wait for the work now and then (every ~20 ms of it). */
     const char *se = getenv("COMPUTE_LOAD_SYNC_EVERY");

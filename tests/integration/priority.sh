@@ -68,6 +68,12 @@ compute_weights)
     stderr_has "GPUSLICE_WEIGHT"
     expect 1 "GPUSLICE_WEIGHT=0 in a process: CUDA fails" -- preload env GPUSLICE_WEIGHT=0 "$CL" stream 0.2 500
     stderr_has "GPUSLICE_WEIGHT"
+    for y in 1 1025 x 8x -8 ''; do
+        GPUSLICE_YIELD_SMS=$y expect 2 "GPUSLICE_YIELD_SMS='$y' in run's environment" -- "$GS" run -- true
+        stderr_has "GPUSLICE_YIELD_SMS: \"$y\" is not a count of SMs (use an integer from 2 to 1024"
+    done
+    expect 1 "GPUSLICE_YIELD_SMS=x in a process: CUDA fails" -- preload env GPUSLICE_YIELD_SMS=x "$CL" stream 0.2 500
+    stderr_has "GPUSLICE_YIELD_SMS"
     # Weights 1:3, both saturating: a quarter and three quarters (turns of 10 and 30 ms).
     by_weight() { "$GS" run -q --weight "$1" -- "$CL" stream 3 1000 >"$2" 2>"$2.err"; }
     split_13 by_weight
@@ -209,8 +215,10 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
 
     # Simulated MPS (a control pipe where the driver looks): the background moves to half the
     # SMs while the latency job is active; the latency job's kernels find the other half free.
+    # (Half, 64 SMs in groups of 8, where a background stuck on its partition is told apart
+    # from one on the whole device best; the default of 96 is checked with the clusters below.)
     mkdir -p "$T/mps" && mkfifo "$T/mps/control"
-    export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
+    export CUDA_MPS_PIPE_DIRECTORY="$T/mps" GPUSLICE_YIELD_SMS=66
     "$CL" stream 3 2000 >"$T/bg2" 2>"$T/bg2.err" &
     pa=$!
     sleep 0.3
@@ -264,5 +272,28 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
         echo "attempt $attempt: ${mov:-?} of ${gov:-?} moved"
     done
     if [ -n "$gov" ] && [ -n "$mov" ] && [ "$gov" -gt 0 ] && [ $((mov * 10)) -ge $((gov * 8)) ]; then ok "long latency kernels: $mov of $gov background launches moved"; else bad "long latency kernels: ${mov:-?} of ${gov:-?} moved"; fi
-    unset CUDA_MPS_PIPE_DIRECTORY ;;
+    # Thread-block clusters of 8 (as cuBLAS's Hopper GEMMs launch them, cuLaunchKernelEx): they
+    # move to a partition of co-scheduled groups of 8 (the default, 3/4 of the SMs); on one of the
+    # 2-SM split (GPUSLICE_YIELD_SMS=6, under a group), where the driver refuses them, they stay
+    # where they were asked and still run.
+    cluster_run() {
+        "$GS" run -q --priority latency -- "$CL" stream 2 20000 >"$T/lat8" 2>"$T/lat8.err" &
+        pa=$!
+        sleep 0.3
+        env COMPUTE_LOAD_CLUSTER=8 GPUSLICE_DEBUG=1 $1 "$GS" run -q --priority background -- "$CL" ex 1.2 2000 >"$T/$2" 2>"$T/$2.err"
+        wait $pa
+    }
+    unset GPUSLICE_YIELD_SMS
+    cluster_run "" bg8
+    if grep -qE "launches moved to the yield partition \([1-9][0-9]* in thread-block clusters; 0 clusters" "$T/bg8.err" &&
+       grep -q "yields to a higher class on 96 of 132 SMs (thread-block clusters of up to 8 blocks" "$T/bg8.err"; then
+        ok "clusters of 8 moved to 96 SMs in groups of 8"
+    else bad "clusters of 8 did not move"; cat "$T/bg8.err"; fi
+    cluster_run GPUSLICE_YIELD_SMS=6 bg9
+    if grep -qE " 0 launches moved to the yield partition \(0 in thread-block clusters; [1-9][0-9]* clusters larger" "$T/bg9.err" &&
+       grep -q "yields to a higher class on 6 of 132 SMs (thread-block clusters of up to 2 blocks" "$T/bg9.err"; then
+        ok "clusters of 8 stayed beside a partition of the 2-SM split"
+    else bad "clusters of 8 moved to 2-SM groups"; cat "$T/bg9.err"; fi
+    shares_in "$T/bg9" 0.01 1.0 "the clusters that stayed ran"
+    unset CUDA_MPS_PIPE_DIRECTORY GPUSLICE_YIELD_SMS ;;
 esac

@@ -51,6 +51,15 @@ struct CUgraphExec_st {
     struct CUgraphExec_st *next;
 };
 
+/*
+ * The largest thread-block cluster a resource holds, as the H200's driver 580 runs them
+ * (bench/green_cluster.cu): the whole device 8 (16 with the kernel's non-portable attribute,
+ * not modelled), a co-scheduled group its 8 SMs, the split ignoring co-scheduling 2; a larger
+ * cluster is refused at launch (CUDA_ERROR_INVALID_CLUSTER_SIZE). (A split's remainder is
+ * taken to hold what its groups do: not measured.)
+ */
+#define SIM_CLUSTER_DEVICE 8
+
 struct CUstream_st {
     struct CUctx_st *ctx;
     enum sim_stream_kind kind;
@@ -58,6 +67,7 @@ struct CUstream_st {
     int priority;
     uint64_t tail_ns; /* end of the last work queued on it */
     unsigned sms;     /* SMs its kernels run on: its green context's, 0 the whole device */
+    unsigned cluster; /* the largest thread-block cluster it runs; 0 the whole device's */
     struct CUgraph_st *capture; /* the graph being captured into, or NULL */
     CUstreamCaptureStatus capture_status;
     CUstreamCaptureMode capture_mode;
@@ -75,6 +85,7 @@ struct CUctx_st {
     int destroyed;         /* created contexts are never freed: other threads may hold them */
     struct CUctx_st *base; /* a green context's: the primary context it shares; else NULL */
     unsigned sms;          /* a green context's SMs; 0 the whole device */
+    unsigned cluster;      /* a green context's largest cluster; 0 the whole device's */
     struct CUstream_st legacy;
     struct CUctx_st *next;
 };
@@ -88,6 +99,7 @@ struct CUgreenCtx_st {
 struct CUdevResourceDesc_st {
     int dev;
     unsigned sms;
+    unsigned cluster; /* the largest cluster its groups hold */
     struct CUdevResourceDesc_st *next;
 };
 
@@ -263,6 +275,7 @@ static inline struct CUctx_st *sim_ctx_base(struct CUctx_st *c)
 }
 /* SMs kernels launched now on the calling thread's NULL stream run on (0: all). */
 SIM_HIDDEN unsigned sim_current_sms(void);
+SIM_HIDDEN unsigned sim_current_cluster(void);
 /* A kernel of dur_ns on the whole device, run on sms of its SMs (0: all). */
 SIM_HIDDEN uint64_t sim_scale_duration(uint64_t dur_ns, unsigned sms);
 /* The runtime's private way to a current primary context (sim_context.c). */

@@ -209,6 +209,7 @@ SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
       "operation not permitted on an event last recorded in a capturing stream")                   \
     X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,                                                      \
       "attempt to terminate a thread-local capture sequence from another thread")                  \
+    X(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size")                                     \
     X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                                   \
     X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")                 \
     X(CUDA_ERROR_UNKNOWN, "unknown error")

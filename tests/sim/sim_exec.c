@@ -30,6 +30,14 @@ static unsigned stream_sms(const struct CUstream_st *s)
     return s->kind == SIM_STREAM_USER ? s->sms : sim_current_sms();
 }
 
+/* The largest thread-block cluster a launch on s may have (sim_green.c). */
+static unsigned stream_cluster(const struct CUstream_st *s)
+{
+    unsigned c = s->kind == SIM_STREAM_USER ? s->cluster : sim_current_cluster();
+
+    return c ? c : SIM_CLUSTER_DEVICE;
+}
+
 /* This thread's default stream in c, made on first use. */
 static struct CUstream_st *ptds_stream(struct CUctx_st *c)
 {
@@ -131,6 +139,7 @@ CUresult sim_stream_new(struct CUctx_st *c, unsigned sms, unsigned flags, int pr
     s->ctx = c;
     s->kind = SIM_STREAM_USER;
     s->sms = sms;
+    s->cluster = sim_current_cluster(); /* a green context's stream: set by its maker */
     s->flags = flags;
     s->priority = priority;
     s->next = sim_drv.streams;
@@ -644,7 +653,8 @@ struct launch {
     CUstream stream;
     int ptds;
     int cooperative;
-    int both_params; /* kernelParams and extra both given */
+    uint64_t cluster; /* blocks in one thread-block cluster, 1 for none */
+    int both_params;  /* kernelParams and extra both given */
 };
 
 static CUresult launch(const struct launch *l)
@@ -670,7 +680,12 @@ static CUresult launch(const struct launch *l)
         /* Cooperative grids must be co-resident: at most what the SMs hold at once. */
         r = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     } else if ((r = sim_stream_get(l->stream, l->ptds, &s)) == CUDA_SUCCESS) {
-        r = s->ctx == c ? enqueue(s, f->dur_ns, stream_sms(s)) : CUDA_ERROR_INVALID_HANDLE;
+        if (s->ctx != c)
+            r = CUDA_ERROR_INVALID_HANDLE;
+        else if (l->cluster > 1 && l->cluster > stream_cluster(s))
+            r = CUDA_ERROR_INVALID_CLUSTER_SIZE; /* as the H200 refuses it, never a hang */
+        else
+            r = enqueue(s, f->dur_ns, stream_sms(s));
     }
     sim_leave();
     return r;
@@ -714,7 +729,7 @@ SIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS, void **kernelPar
     return launch(&l);
 }
 
-/* Attributes are accepted and ignored except COOPERATIVE, which the launch honours. */
+/* Attributes are accepted and ignored except COOPERATIVE and CLUSTER_DIMENSION. */
 static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                           void **extra, int ptds)
 {
@@ -734,10 +749,21 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
     l.stream = config->hStream;
     l.ptds = ptds;
     l.both_params = kernelParams && extra;
-    for (unsigned i = 0; i < config->numAttrs; i++)
-        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
-            config->attrs[i].value.cooperative)
+    l.cluster = 1;
+    for (unsigned i = 0; i < config->numAttrs; i++) {
+        const CUlaunchAttribute *at = &config->attrs[i];
+
+        if (at->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && at->value.cooperative)
             l.cooperative = 1;
+        if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            l.cluster =
+                (uint64_t)at->value.clusterDim.x * at->value.clusterDim.y * at->value.clusterDim.z;
+            /* The grid is whole clusters. */
+            if (l.cluster == 0 || l.grid[0] % at->value.clusterDim.x ||
+                l.grid[1] % at->value.clusterDim.y || l.grid[2] % at->value.clusterDim.z)
+                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        }
+    }
     return launch(&l);
 }
 

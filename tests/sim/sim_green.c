@@ -27,6 +27,7 @@ struct tag {
     uint32_t magic;
     uint32_t split; /* 0: a whole device's or context's resource, never split */
     int32_t dev;
+    uint32_t cluster; /* the largest thread-block cluster it holds */
 };
 
 _Static_assert(sizeof(struct tag) <= sizeof(((CUdevResource *)0)->internal_padding),
@@ -49,9 +50,9 @@ static unsigned group_size(unsigned fine)
     return g < sim_drv.cfg.sms ? g : sim_drv.cfg.sms;
 }
 
-static void fill(CUdevResource *r, int dev, unsigned sms, uint32_t split)
+static void fill(CUdevResource *r, int dev, unsigned sms, uint32_t split, unsigned cluster)
 {
-    struct tag t = { TAG_MAGIC, split, dev };
+    struct tag t = { TAG_MAGIC, split, dev, cluster };
 
     memset(r, 0, sizeof(*r));
     r->type = CU_DEV_RESOURCE_TYPE_SM;
@@ -72,6 +73,13 @@ unsigned sim_current_sms(void)
     const struct CUctx_st *c = sim_tls.depth > 0 ? sim_tls.stack[sim_tls.depth - 1] : NULL;
 
     return c && c->base ? c->sms : 0;
+}
+
+unsigned sim_current_cluster(void)
+{
+    const struct CUctx_st *c = sim_tls.depth > 0 ? sim_tls.stack[sim_tls.depth - 1] : NULL;
+
+    return c && c->base ? c->cluster : 0;
 }
 
 uint64_t sim_scale_duration(uint64_t dur_ns, unsigned sms)
@@ -110,7 +118,7 @@ SIM_EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resou
         else if (type != CU_DEV_RESOURCE_TYPE_SM)
             r = CUDA_ERROR_INVALID_RESOURCE_TYPE;
         else
-            fill(resource, device, sim_drv.cfg.sms, 0);
+            fill(resource, device, sim_drv.cfg.sms, 0, SIM_CLUSTER_DEVICE);
     }
     sim_leave();
     return r;
@@ -149,9 +157,9 @@ SIM_EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned 
         split = ++sim_drv.next_split;
         if (result)
             for (unsigned i = 0; i < n; i++)
-                fill(&result[i], t.dev, size, split);
+                fill(&result[i], t.dev, size, split, unit);
         if (remaining)
-            fill(remaining, t.dev, input->sm.smCount - n * size, split);
+            fill(remaining, t.dev, input->sm.smCount - n * size, split, unit);
         *nbGroups = n;
     }
     sim_leave();
@@ -163,7 +171,7 @@ SIM_EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevRe
 {
     struct CUdevResourceDesc_st *d;
     struct tag first, t;
-    unsigned sms = 0;
+    unsigned sms = 0, cluster = 0;
     CUresult r;
 
     if ((r = enter()) != CUDA_SUCCESS)
@@ -185,6 +193,8 @@ SIM_EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevRe
             goto out;
         }
         sms += resources[i].sm.smCount;
+        if (i == 0 || t.cluster < cluster)
+            cluster = t.cluster;
     }
     if (sms == 0 || !(d = calloc(1, sizeof(*d)))) {
         r = sms == 0 ? CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION : CUDA_ERROR_OUT_OF_MEMORY;
@@ -192,6 +202,7 @@ SIM_EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevRe
     }
     d->dev = first.dev;
     d->sms = sms;
+    d->cluster = cluster;
     d->next = sim_drv.descs;
     sim_drv.descs = d;
     *phDesc = d;
@@ -235,6 +246,7 @@ SIM_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, 
             g->ctx.active = 1;
             g->ctx.base = &sim_drv.primary[dev];
             g->ctx.sms = d->sms;
+            g->ctx.cluster = d->cluster;
             g->ctx.legacy.ctx = g->ctx.base;
             g->ctx.legacy.kind = SIM_STREAM_LEGACY;
             g->ctx.next = sim_drv.contexts;
@@ -268,6 +280,8 @@ SIM_EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenC
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else {
         r = sim_stream_new(g->ctx.base, g->ctx.sms, flags, priority, phStream);
+        if (r == CUDA_SUCCESS)
+            (*phStream)->cluster = g->ctx.cluster;
     }
     sim_leave();
     return r;
@@ -326,7 +340,7 @@ SIM_EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *res
     else if (type != CU_DEV_RESOURCE_TYPE_SM)
         r = CUDA_ERROR_INVALID_RESOURCE_TYPE;
     else
-        fill(resource, g->ctx.dev, g->ctx.sms, 0);
+        fill(resource, g->ctx.dev, g->ctx.sms, 0, g->ctx.cluster);
     sim_leave();
     return r;
 }
@@ -347,7 +361,8 @@ SIM_EXPORT CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource,
     else if (type != CU_DEV_RESOURCE_TYPE_SM)
         r = CUDA_ERROR_INVALID_RESOURCE_TYPE;
     else
-        fill(resource, c->dev, c->base ? c->sms : sim_drv.cfg.sms, 0);
+        fill(resource, c->dev, c->base ? c->sms : sim_drv.cfg.sms, 0,
+             c->base ? c->cluster : SIM_CLUSTER_DEVICE);
     sim_leave();
     return r;
 }

@@ -198,12 +198,73 @@ static void test_kernels_of_a_partition_take_the_time_of_its_share(void **state)
     assert_ok(cu.cuGreenCtxDestroy(g));
 }
 
+/* A launch of one cluster of n blocks (cuLaunchKernelEx) on s. */
+static CUresult cluster_launch(CUstream s, unsigned n, unsigned grid)
+{
+    CUlaunchAttribute at;
+    CUlaunchConfig cfg;
+
+    memset(&at, 0, sizeof(at));
+    memset(&cfg, 0, sizeof(cfg));
+    at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at.value.clusterDim.x = n;
+    at.value.clusterDim.y = at.value.clusterDim.z = 1;
+    cfg.gridDimX = grid;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = 128;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = s;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    return cu.cuLaunchKernelEx(&cfg, get_function(&cu, "noop"), NULL, NULL);
+}
+
+/*
+ * Thread-block clusters as the H200 runs them (bench/green_cluster.cu): up to 8 blocks on the
+ * whole device and on co-scheduled groups of 8, up to 2 on the split that ignores
+ * co-scheduling; larger ones are refused at launch, as is a grid that is not whole clusters.
+ */
+static void test_clusters_fit_the_groups_of_their_partition(void **state)
+{
+    CUgreenCtx coarse = make_green(8, 8, 0); /* 64 SMs */
+    CUgreenCtx fine = make_green(2, 33, CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
+    CUstream whole, sc, sf;
+    CUcontext c;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&whole, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuGreenCtxStreamCreate(&sc, coarse, CU_STREAM_NON_BLOCKING, 0));
+    assert_ok(cu.cuGreenCtxStreamCreate(&sf, fine, CU_STREAM_NON_BLOCKING, 0));
+    assert_ok(cluster_launch(whole, 8, 256));
+    assert_cu(cluster_launch(whole, 16, 256), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    assert_cu(cluster_launch(whole, 8, 12), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    assert_cu(cluster_launch(whole, 0, 8), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    assert_ok(cluster_launch(sc, 1, 256));
+    assert_ok(cluster_launch(sc, 8, 256));
+    assert_cu(cluster_launch(sc, 16, 256), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    assert_ok(cluster_launch(sf, 2, 256));
+    assert_cu(cluster_launch(sf, 4, 256), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    /* The NULL stream of a current green context: that context's groups. */
+    assert_ok(cu.cuCtxFromGreenCtx(&c, fine));
+    assert_ok(cu.cuCtxSetCurrent(c));
+    assert_cu(cluster_launch(NULL, 4, 256), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    assert_ok(cluster_launch(NULL, 2, 256));
+    assert_ok(cu.cuCtxSetCurrent(primary));
+    assert_ok(cu.cuCtxSynchronize());
+    assert_ok(cu.cuStreamDestroy_v2(whole));
+    assert_ok(cu.cuStreamDestroy_v2(sc));
+    assert_ok(cu.cuStreamDestroy_v2(sf));
+    assert_ok(cu.cuGreenCtxDestroy(coarse));
+    assert_ok(cu.cuGreenCtxDestroy(fine));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resource_and_splits_have_the_h200_granularity),
         cmocka_unit_test(test_green_context_shares_the_primary_and_reports_its_sms),
         cmocka_unit_test(test_kernels_of_a_partition_take_the_time_of_its_share),
+        cmocka_unit_test(test_clusters_fit_the_groups_of_their_partition),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -671,6 +671,20 @@ static void test_priority_and_weight(void **state)
         if (gs_parse_weight(bad_weight[i], &v) != -EINVAL)
             fail_msg("weight \"%s\" accepted", bad_weight[i]);
     assert_int_equal(gs_parse_weight(NULL, &v), -EINVAL);
+    assert_int_equal(gs_parse_yield_sms("2", &v), 0);
+    assert_int_equal(v, 2);
+    assert_int_equal(gs_parse_yield_sms("96", &v), 0);
+    assert_int_equal(v, 96);
+    assert_int_equal(gs_parse_yield_sms("1024", &v), 0);
+    assert_int_equal(v, 1024);
+    {
+        static const char *const bad_yield[] = { "",   "0",  "1",  "1025", "99999999999", "-8",
+                                                 "+8", " 8", "8 ", "8x",   "0x10",        "1.5" };
+        for (i = 0; i < sizeof(bad_yield) / sizeof(bad_yield[0]); i++)
+            if (gs_parse_yield_sms(bad_yield[i], &v) != -EINVAL)
+                fail_msg("yield SMs \"%s\" accepted", bad_yield[i]);
+    }
+    assert_int_equal(gs_parse_yield_sms(NULL, &v), -EINVAL);
 }
 
 int main(void)

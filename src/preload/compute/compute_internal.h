@@ -162,6 +162,7 @@ struct gdev {
     uint32_t peer_prio;
     int peer_above;
     int route;
+    unsigned route_cluster; /* the largest thread-block cluster the partition holds */
     CUgreenCtx green;
     CUcontext primary;
 };
@@ -221,7 +222,8 @@ struct capture {
 /* What GPUSLICE_DEBUG=1 reports at exit. */
 struct compute_stats {
     unsigned long launches, marks, budget_waits, queue_waits, board_waits, yields, capture_passes,
-        polls, queries, settles, overlaps, stale, tail_queries, above_waits, routed, turns;
+        polls, queries, settles, overlaps, stale, tail_queries, above_waits, routed, turns,
+        routed_clusters, cluster_stays;
     uint64_t held_ns; /* the device board held, over all turns */
     /* Governor polls that found the board held here with work running, and of those, someone
        waiting; the longest a turn had lasted at such a poll. */
@@ -233,7 +235,8 @@ struct compute_stats {
 };
 
 struct admit {
-    int routable;   /* in: a kernel launch that may move to the yield partition */
+    int routable;   /* in: a kernel launch that may move to the yield partition: 0 not, else
+                       the blocks in one of its clusters (1 for none) */
     CUstream route; /* out: the twin stream it goes to instead, or NULL */
     CUstream orig;  /* ... the program's stream, and the events ordering the two */
     CUevent ev_in, ev_out;

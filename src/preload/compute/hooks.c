@@ -44,7 +44,7 @@
         if (a.route && route_before(&a)) {                                                         \
             errno = saved;                                                                         \
             r = gs__real.sym rargs;                                                                \
-            /* Refused on the partition (a cluster too large for it): where it was asked. */       \
+            /* Refused on the partition: where it was asked. */                                    \
             if (r != CUDA_SUCCESS)                                                                 \
                 r = gs__real.sym args;                                                             \
             else                                                                                   \
@@ -80,21 +80,30 @@ static const CUlaunchConfig *routed_config(const CUlaunchConfig *config, CUlaunc
 }
 
 /*
- * A cooperative launch sized for the whole device, or one of thread-block clusters (whose
- * groups the partition's 2-SM split need not hold), may not fit a partition: it never moves.
+ * Whether a cuLaunchKernelEx may move to the yield partition: 0 for a cooperative launch
+ * sized for the whole device, else the blocks in one of its thread-block clusters (1 with
+ * none; route_stream() moves a cluster only where the partition's co-scheduled groups hold
+ * it).
  */
 static int routable_ex(const CUlaunchConfig *config)
 {
-    unsigned i;
+    unsigned i, blocks = 1;
 
     if (config == NULL)
         return 0;
-    for (i = 0; i < config->numAttrs; i++)
-        if (config->attrs && ((config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
-                               config->attrs[i].value.cooperative) ||
-                              config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION))
+    for (i = 0; i < config->numAttrs && config->attrs; i++) {
+        const CUlaunchAttribute *at = &config->attrs[i];
+
+        if (at->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && at->value.cooperative)
             return 0;
-    return 1;
+        if (at->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            uint64_t n =
+                (uint64_t)at->value.clusterDim.x * at->value.clusterDim.y * at->value.clusterDim.z;
+
+            blocks = n > 1024 ? 1024 : n ? (unsigned)n : 1;
+        }
+    }
+    return (int)blocks;
 }
 
 GS_EXPORT CUresult cuLaunchKernel(LAUNCH_PARAMS, void **extra)

@@ -71,14 +71,15 @@ void gs__compute_exit(void)
             "waits: %lu budget, %lu queue, %lu device (%.3f s in all; %lu ran beside a "
             "holder that did not let go), %lu yields, %lu turns on the board (%.2f ms on "
             "average), %lu waits for a higher class, %lu "
-            "launches moved to the yield partition, %lu "
-            "captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
+            "launches moved to the yield partition (%lu in thread-block clusters; %lu clusters "
+            "larger than its groups stayed), %lu captured launches passed, %lu polls (%lu asked the driver), %lu synchronisations "
             "settled; the governor napped %lu times, %.1f us on average, ",
             stats.launches, stats.marks, stats.tail_queries, stats.budget_waits, stats.queue_waits,
             stats.board_waits, stats.wait_ns / 1e9, stats.overlaps, stats.yields, stats.turns,
             stats.turns ? stats.held_ns / 1e6 / (double)stats.turns : 0.0, stats.above_waits,
-            stats.routed, stats.capture_passes, stats.polls, stats.queries, stats.settles,
-            stats.gov_naps, stats.gov_naps ? stats.gov_nap_ns / 1e3 / (double)stats.gov_naps : 0.0);
+            stats.routed, stats.routed_clusters, stats.cluster_stays, stats.capture_passes,
+            stats.polls, stats.queries, stats.settles, stats.gov_naps,
+            stats.gov_naps ? stats.gov_nap_ns / 1e3 / (double)stats.gov_naps : 0.0);
         for (i = 0; i < MAX_ORD; i++)
             if (gdevs[i].state > 0 && gdevs[i].board)
                 gs__log("debug: compute: device %d: board held by %d (this process %d, "
