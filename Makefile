@@ -30,19 +30,19 @@ $(ASAN_BUILD)/CMakeCache.txt:
 
 test: test-plain test-asan test-tsan test-fuzz
 
-test-plain: all
+test-plain: test-deps all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: $(ASAN_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# clang with libFuzzer, and ThreadSanitizer's runtime: installed (Debian) when missing.
+# clang with libFuzzer, ThreadSanitizer's runtime and kubectl: installed (Debian) when missing.
 test-deps:
 	@{ echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
 	   clang -x c -fsanitize=fuzzer -o /dev/null - && \
-	   echo 'int main(void) { return 0; }' | gcc -x c -fsanitize=thread -o /dev/null -; } \
-	   >/dev/null 2>&1 || scripts/install-deps
+	   echo 'int main(void) { return 0; }' | gcc -x c -fsanitize=thread -o /dev/null - && \
+	   command -v kubectl; } >/dev/null 2>&1 || scripts/install-deps
 
 $(TSAN_BUILD)/CMakeCache.txt:
 	@scripts/check-deps

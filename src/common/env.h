@@ -31,6 +31,13 @@
 #define GS_ENV_LANE "GPUSLICE_LANE"
 #define GS_ENV_LANE_BARRIER "GPUSLICE_LANE_BARRIER"
 #define GS_ENV_INFO_REEXEC "GPUSLICE_INFO_REEXEC"
+/* libgpuslice-addpath.so: vgpu.rs's TF_ names, and these after them. */
+#define GS_ENV_ADD_PATH "GPUSLICE_PATH"
+#define GS_ENV_ADD_LD_PRELOAD "GPUSLICE_LD_PRELOAD"
+#define GS_ENV_ADD_LD_LIBRARY_PATH "GPUSLICE_LD_LIBRARY_PATH"
+#define GS_ENV_PREPEND_PATH "GPUSLICE_PREPEND_PATH"
+#define GS_ENV_PREPEND_LD_PRELOAD "GPUSLICE_PREPEND_LD_PRELOAD"
+#define GS_ENV_PREPEND_LD_LIBRARY_PATH "GPUSLICE_PREPEND_LD_LIBRARY_PATH"
 
 /* Who sets a variable: a person (documented), or gpuslice for its own children. */
 #define GS_ENV_USER 1
@@ -58,6 +65,12 @@
     X(GS_ENV_MPS_TIMEOUT, GS_ENV_USER, "seconds mps waits for the control daemon")                 \
     X(GS_ENV_PYTHON_DIR, GS_ENV_USER, "where run --torch-priority finds its PyTorch hook")         \
     X(GS_ENV_LANE, GS_ENV_USER, "the lane of an SM partition a program of procs runs in")          \
+    X(GS_ENV_ADD_PATH, GS_ENV_USER, "addpath: appended to PATH")                                   \
+    X(GS_ENV_ADD_LD_PRELOAD, GS_ENV_USER, "addpath: appended to LD_PRELOAD")                       \
+    X(GS_ENV_ADD_LD_LIBRARY_PATH, GS_ENV_USER, "addpath: appended to LD_LIBRARY_PATH")             \
+    X(GS_ENV_PREPEND_PATH, GS_ENV_USER, "addpath: put in front of PATH")                           \
+    X(GS_ENV_PREPEND_LD_PRELOAD, GS_ENV_USER, "addpath: put in front of LD_PRELOAD")               \
+    X(GS_ENV_PREPEND_LD_LIBRARY_PATH, GS_ENV_USER, "addpath: put in front of LD_LIBRARY_PATH")     \
     X(GS_ENV_LANE_BARRIER, GS_ENV_INTERNAL, "procs: the file its programs start together at")      \
     X(GS_ENV_INFO_REEXEC, GS_ENV_INTERNAL, "info: run again without the interposer")
 

@@ -157,6 +157,59 @@ int gs_parse_weight(const char *s, uint32_t *out)
     return 0;
 }
 
+int gs_parse_quantity(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {
+        { "Ki", 1ULL << 10 },
+        { "Mi", 1ULL << 20 },
+        { "Gi", 1ULL << 30 },
+        { "Ti", 1ULL << 40 },
+        { "Pi", 1ULL << 50 },
+        { "Ei", 1ULL << 60 },
+        { "k", 1000ULL },
+        { "M", 1000000ULL },
+        { "G", 1000000000ULL },
+        { "T", 1000000000000ULL },
+        { "P", 1000000000000000ULL },
+        { "E", 1000000000000000000ULL },
+        { "", 1 },
+    };
+    unsigned __int128 whole = 0, frac = 0, scale = 1, v;
+    const char *p = s;
+    size_t i, digits = 0;
+
+    if (s == NULL)
+        return -EINVAL;
+    for (; isdigit((unsigned char)*p); p++, digits++) {
+        whole = whole * 10 + (unsigned)(*p - '0');
+        if (whole > UINT64_MAX)
+            return -ERANGE;
+    }
+    if (*p == '.') {
+        p++;
+        for (; isdigit((unsigned char)*p); p++, digits++)
+            if (scale < (unsigned __int128)1000000000000000000ULL * 10) { /* 19 digits kept */
+                frac = frac * 10 + (unsigned)(*p - '0');
+                scale *= 10;
+            }
+    }
+    if (digits == 0)
+        return -EINVAL;
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(p, units[i].suffix) == 0)
+            break;
+    if (i == sizeof(units) / sizeof(units[0]))
+        return -EINVAL;
+    v = whole * units[i].mult + frac * units[i].mult / scale;
+    if (v > UINT64_MAX)
+        return -ERANGE;
+    *out = (uint64_t)v;
+    return 0;
+}
+
 int gs_parse_yield_sms(const char *s, uint32_t *out)
 {
     uint32_t v = 0;

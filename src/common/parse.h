@@ -107,6 +107,14 @@ int gs_parse_weight(const char *s, uint32_t *out);
 #define GS_YIELD_SMS_MAX 1024
 int gs_parse_yield_sms(const char *s, uint32_t *out);
 
+/*
+ * Parses a Kubernetes quantity of bytes ("4Gi", "512Mi", "4G" = 4 x 10^9, "1.5Gi", "1073741824";
+ * suffixes k M G T P E decimal, Ki Mi Gi Ti Pi Ei binary): whole bytes, a fraction truncated.
+ * 0, -EINVAL (not a quantity of bytes) or -ERANGE (above 2^64 - 1).
+ */
+int gs_parse_quantity(const char *s, uint64_t *out);
+#define GS_QUANTITY_FORMS "a Kubernetes quantity, e.g. 4Gi, 512Mi, 4G or 1073741824"
+
 /* Returns 1 and fills out (lower-case) if s is a GPU UUID string. */
 int gs_parse_uuid(const char *s, size_t len, char out[GS_UUID_STRLEN]);
 

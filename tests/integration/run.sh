@@ -638,6 +638,10 @@ exports)
     else
         needed=$(readelf -d "$LIB" | awk '/NEEDED/ {print $NF}' | tr -d '[]')
         if [ "$needed" = "libc.so.6" ]; then ok "links only libc"; else bad "links $needed"; fi
+        needed=$(readelf -d "$(dirname "$LIB")/libgpuslice-addpath.so" | awk '/NEEDED/ {print $NF}' | tr -d '[]')
+        if [ "$needed" = "libc.so.6" ]; then ok "libgpuslice-addpath.so links only libc"; else bad "libgpuslice-addpath.so links $needed"; fi
+        syms=$(nm -D --defined-only "$(dirname "$LIB")/libgpuslice-addpath.so" | awk '$2 ~ /[TDBW]/ {print $3}' | grep -v '^_' | tr '\n' ' ')
+        if [ -z "$syms" ]; then ok "libgpuslice-addpath.so exports nothing"; else bad "libgpuslice-addpath.so exports $syms"; fi
     fi ;;
 compute_paths)
     # Every launch path is held to the ceiling; without one the load saturates the device.
