@@ -23,6 +23,7 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/kube.h"
 
 typedef void (*handler)(struct gd_request *req, struct gd_response *resp);
 
@@ -592,6 +593,13 @@ static void h_metrics(struct gd_request *req, struct gd_response *resp)
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
+/* The node's pods as the daemon follows them from the Kubernetes API (kube.c). */
+static void h_pods(struct gd_request *req, struct gd_response *resp)
+{
+    (void)req;
+    reply(resp, 200, gd_kube_pods_json());
+}
+
 static void h_devices(struct gd_request *req, struct gd_response *resp)
 {
     json_t *arr = json_array();
@@ -856,6 +864,7 @@ static const struct route routes[] = {
     { "GET", "/v1/tenants/{tenant}/processes", h_processes },
     { "POST", "/v1/tenants/{tenant}/processes", h_join },
     { "GET", "/v1/events", h_events },
+    { "GET", "/v1/pods", h_pods },
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -51,6 +51,10 @@ struct gd_options {
     long max_header;     /* bytes of a request's line and headers together */
     long max_sse;        /* event subscribers at once */
     long events_history; /* events kept for Last-Event-ID */
+    char kube_api[512];  /* the API server's https:// URL; empty: in-cluster; "off" */
+    char kube_token_file[PATH_MAX];
+    char kube_ca_file[PATH_MAX];
+    char node_name[256]; /* this node's name in the cluster; empty: $NODE_NAME */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;

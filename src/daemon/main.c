@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "daemon/kube.h"
 
 /* Into the background: the parent returns once the child is serving (or has failed). */
 static int background(void)
@@ -93,7 +94,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
         gd_registry_start(err, sizeof(err)) < 0 || gd_devices_run(err, sizeof(err)) < 0 ||
-        gd_boards_start(err, sizeof(err)) < 0 || gd_http_start(err, sizeof(err)) < 0) {
+        gd_boards_start(err, sizeof(err)) < 0 || gd_http_start(err, sizeof(err)) < 0 ||
+        gd_kube_start(err, sizeof(err)) < 0) {
         gd_log("cannot start: %s", err);
         return 1;
     }
@@ -116,6 +118,7 @@ int main(int argc, char **argv)
     gd_log("stopping (signal %d); tenants keep their limits", sig);
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
+    gd_kube_stop();
     gd_http_stop();
     gd_boards_stop();
     gd_devices_stop();

@@ -74,6 +74,16 @@ static const struct option_def defs[] = {
     NUM(max_header, "16384", 1024, 1048576, "largest request line and headers, bytes"),
     NUM(max_sse, "32", 0, 1000, "event subscribers at once"),
     NUM(events_history, "1024", 16, 1000000, "events kept for Last-Event-ID"),
+    STR(OPT_STRING, kube_api, "",
+        "the Kubernetes API server's https:// URL, to follow this node's pods; empty: in a "
+        "cluster (KUBERNETES_SERVICE_HOST) its own; off: never"),
+    STR(OPT_PATH, kube_token_file, "",
+        "the service account token for the API server (default "
+        "/var/run/secrets/kubernetes.io/serviceaccount/token)"),
+    STR(OPT_PATH, kube_ca_file, "",
+        "the CA the API server's certificate is checked against (default "
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt)"),
+    STR(OPT_STRING, node_name, "", "this node's name in the cluster (default $NODE_NAME)"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),

@@ -27,9 +27,9 @@ fi
 B=${1:?usage: run.sh BUILD_DIR SECONDS [JOBS]}
 S=${2:?usage: run.sh BUILD_DIR SECONDS [JOBS]}
 J=${3:-2}
-TARGETS="size limit_list limit_json config devlist share"
-# The daemon's, where it was built (GPUSLICE_DAEMON).
-[ -x "$B/fuzz/fuzz_api" ] && TARGETS="$TARGETS api json"
+# Every target built (the daemon's only where GPUSLICE_DAEMON was on).
+TARGETS=$(for f in "$B"/fuzz/fuzz_*; do [ -f "$f" ] && [ -x "$f" ] && basename "$f" | sed 's/^fuzz_//'; done)
+[ -n "$TARGETS" ] || { echo "fuzz: no targets in $B/fuzz" >&2; exit 1; }
 start=$(date +%s)
 printf '%s\n' $TARGETS | xargs -P "$J" -I{} "$0" --one "$B" "$S" {}
 rc=$?

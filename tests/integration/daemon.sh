@@ -559,5 +559,99 @@ daemon_authz)
     n_want 201 "nobody makes a tenant of its own" -X POST -H 'Content-Type: application/json' -d '{"name":"free"}' http://d/v1/tenants
     as_nobody "$GS" run --tenant theirs -- "$GS" run --tenant free -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"; rc=$?
     [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; } ;;
+daemon_pods)
+    # The daemon follows this node's pods from a Kubernetes API server (the stand-in, over TLS
+    # with its own CA and a token): pods added, changed and deleted; a bad annotation gets a
+    # Warning Event naming it; a relist after 410; a stream cut mid-line and a 403 survived;
+    # a pod that comes back under its name is a new one (its uid).
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/ca.crt" -days 1 -subj "/CN=test-ca" >/dev/null 2>&1 &&
+    openssl req -newkey rsa:2048 -nodes -keyout "$T/srv.key" -out "$T/srv.csr" -subj "/CN=kubernetes" >/dev/null 2>&1 &&
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$T/ext" &&
+    openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -CAcreateserial -out "$T/srv.crt" -days 1 -extfile "$T/ext" >/dev/null 2>&1 || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    python3 "$SRC/tests/k8s/apiserver.py" --port-file "$T/kport" --control-port-file "$T/kcport" --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 20 &
+    BG="$BG $!"
+    i=0; while { [ ! -s "$T/kport" ] || [ ! -s "$T/kcport" ]; } && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    KA="https://127.0.0.1:$(cat "$T/kport")"; KC="http://127.0.0.1:$(cat "$T/kcport")"
+    kctl() { curl -sS -H 'Content-Type: application/json' "$@"; }
+    kpod() { printf '{"metadata":{"name":"%s","namespace":"ns1","annotations":{"gpuslice.io/memory":"%s"}},"spec":{"nodeName":"%s","containers":[{"name":"c"}]}}' "$1" "$2" "$3"; }
+    # pods_until SECONDS PYTHON-CONDITION: /v1/pods until the condition on d holds.
+    pods_until() {
+        i=0; while [ $i -lt $(($1 * 10)) ]; do
+            api GET /v1/pods >/dev/null
+            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
+            sleep 0.1; i=$((i + 1))
+        done
+        cat "$T/body"; echo; return 1
+    }
+    names='sorted(p["name"] for p in d["pods"])'
+    kctl -d "$(kpod a 8G node1)" "$KC/pods" >/dev/null
+    kctl -d "$(kpod other 8G node2)" "$KC/pods" >/dev/null
+    # Bad configuration is refused at start, naming it.
+    expect 1 "kube-api http:// refused" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --kube-api "http://127.0.0.1:1" --node-name node1
+    stderr_has "is not an https:// URL"
+    expect 1 "no node name refused" -- env -u LD_LIBRARY_PATH -u NODE_NAME "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token"
+    stderr_has "the node's name is needed"
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    if pods_until 10 'd["synced"] and '"$names"' == ["a"]'; then ok "listed: node1's pod a only"; else bad "no list"; fi
+    jq_py 'p = d["pods"][0]; assert p["ok"] and p["limits"]["memory"] == [{"device": "all", "value": 8 << 30}] and p["from"]["memory"] == "gpuslice.io/memory", p' && ok "a's limit: 8 GiB from gpuslice.io/memory" || { bad "a's limits"; cat "$T/body"; }
+    uid_a=$(jq_py 'print(d["pods"][0]["uid"])')
+    # Added, changed, deleted, through the watch.
+    kctl -d "$(kpod b 4G node1)" "$KC/pods" >/dev/null
+    kctl -d "$(kpod a 6G node1)" "$KC/pods" >/dev/null
+    if pods_until 10 "$names"' == ["a", "b"] and [p for p in d["pods"] if p["name"] == "a"][0]["limits"]["memory"][0]["value"] == 6 << 30'; then ok "watched: b added, a changed to 6 GiB"; else bad "watch add/change"; fi
+    kctl -X DELETE "$KC/pods/ns1/b" >/dev/null
+    if pods_until 10 "$names"' == ["a"]'; then ok "watched: b deleted"; else bad "watch delete"; fi
+    # A bad annotation: the pod is shown refused, and a Warning Event names the annotation.
+    kctl -d "$(kpod bad lots node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "bad" and not p["ok"] and "gpuslice.io/memory" in p["error"]]'; then ok "a bad annotation: refused, named"; else bad "bad annotation"; fi
+    i=0; while [ $i -lt 50 ] && ! kctl "$KC/events" | grep -q InvalidGPULimits; do sleep 0.1; i=$((i + 1)); done
+    kctl "$KC/events" >"$T/events"
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); e=[x for x in e if x["involvedObject"]["name"]=="bad"]; assert len(e)==1 and e[0]["type"]=="Warning" and "gpuslice.io/memory" in e[0]["message"] and e[0]["involvedObject"]["kind"]=="Pod" and e[0]["metadata"]["namespace"]=="ns1", e' "$T/events" && ok "one Warning Event on pod bad naming gpuslice.io/memory" || { bad "event"; cat "$T/events"; }
+    # The same change again posts no second Event.
+    kctl -d "$(kpod bad lots node1)" "$KC/pods" >/dev/null
+    sleep 0.5
+    n=$(kctl "$KC/events" | python3 -c 'import json,sys; print(len([x for x in json.load(sys.stdin) if x["involvedObject"]["name"]=="bad"]))')
+    [ "$n" = 1 ] && ok "no second Event for the same refusal" || bad "$n Events for pod bad"
+    # A stream cut in the middle of a line: watched again from the last version; nothing lost.
+    kctl -X POST "$KC/drop" >/dev/null
+    kctl -d "$(kpod c 2G node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '"c" in '"$names"; then ok "after a cut stream: c seen"; else bad "cut stream"; fi
+    # 410: history compacted while pods change with the watch refused (403): relisted after.
+    kctl -d '{"verb":"watch","resource":"pods"}' "$KC/deny" >/dev/null
+    kctl -X POST "$KC/drop" >/dev/null
+    if pods_until 10 '"forbidden" in d["state"] or "403" in d["state"]'; then ok "a 403 is said: $(jq_py 'print(d["state"][:80])')"; else bad "403 not said"; fi
+    kctl -X DELETE "$KC/pods/ns1/c" >/dev/null
+    kctl -d "$(kpod e 1G node1)" "$KC/pods" >/dev/null
+    kctl -X POST "$KC/compact" >/dev/null
+    kctl -d '{"clear":true}' "$KC/deny" >/dev/null
+    if pods_until 40 "$names"' == ["a", "bad", "e"] and d["counts"]["relists"] >= 1'; then ok "after 410: relisted (c gone, e there)"; else bad "relist"; fi
+    # A server that sends every node's pods: the daemon keeps to its own node.
+    kctl -d '{"on":true}' "$KC/ignore-selector" >/dev/null
+    kctl -d "$(kpod elsewhere 1G node2)" "$KC/pods" >/dev/null
+    kctl -d "$(kpod e 2G node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "e" and p["limits"]["memory"][0]["value"] == 2 << 30]' &&
+       jq_py 'sys.exit(0 if "elsewhere" not in '"$names"' and "other" not in '"$names"' else 1)'; then ok "pods of node2 sent anyway: not followed"; else bad "another node's pod followed"; fi
+    kctl -d '{"on":false}' "$KC/ignore-selector" >/dev/null
+    # A pod that comes back under its name is a new pod (a new uid).
+    kctl -X DELETE "$KC/pods/ns1/a" >/dev/null
+    kctl -d "$(kpod a 3G node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "a" and p["uid"] != "'"$uid_a"'"]'; then ok "a again: a new uid"; else bad "recreated pod"; fi
+    # A restart rebuilds the view before anything else.
+    stop_daemon
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    if pods_until 10 'd["synced"] and '"$names"' == ["a", "bad", "e"]'; then ok "after a restart: the same pods"; else bad "restart view"; fi
+    # A wrong token: 401, said, and the watch keeps trying.
+    printf 'wrong\n' >"$T/token"
+    kctl -X POST "$KC/drop" >/dev/null
+    if pods_until 15 '"401" in d["state"]'; then ok "a wrong token: 401 said"; else bad "401 not said"; fi
+    printf 'tok-%s\n' "$$" >"$T/token"
+    kctl -d "$(kpod f 1G node1)" "$KC/pods" >/dev/null
+    if pods_until 40 '"f" in '"$names"; then ok "the token fixed: f seen"; else bad "after 401"; fi
+    # TLS checks the server: against another CA, nothing is read.
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca2.key" -out "$T/ca2.crt" -days 1 -subj "/CN=other-ca" >/dev/null 2>&1
+    stop_daemon
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca2.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    if pods_until 10 'not d["synced"] and not d["pods"] and "certificate" in d["state"].lower()'; then ok "another CA: refused ($(jq_py 'print(d["state"][:90])'))"; else bad "TLS not checked"; fi ;;
 esac
 stop_daemon

@@ -23,6 +23,7 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
   POST /bookmark             a BOOKMARK to every watch that asked for them
   POST /deny                 body: {"verb": "list"|"watch"|"get"|"create", "resource": "pods"|
                              "events"}: refused with 403 from now on; {"clear": true} ends it
+  POST /ignore-selector      body: {"on": true|false}: field selectors ignored (every pod sent)
   GET /events                the events written to it, as a JSON list
   GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV}
 
@@ -74,6 +75,7 @@ class Store:
         self.history = history
         self.events = []
         self.deny = set()       # (verb, resource)
+        self.ignore_selector = False
         self.drop_gen = 0
         self.bookmark_gen = 0
         self.lists = self.watches = self.open_watches = 0
@@ -188,6 +190,9 @@ def make_handler(store, args, control):
                 with store.cv:
                     store.bookmark_gen += 1
                     store.cv.notify_all()
+            elif path == "/ignore-selector":
+                with store.cv:
+                    store.ignore_selector = bool(b and b.get("on"))
             elif path == "/deny":
                 with store.cv:
                     if b.get("clear"):
@@ -262,6 +267,8 @@ def make_handler(store, args, control):
                 return
             try:
                 sel = parse_selector(q.get("fieldSelector"))
+                if store.ignore_selector:
+                    sel = []  # as a server or proxy that drops the selector would
             except ValueError as e:
                 return self.send_json(400, status(400, "BadRequest",
                                                   f'unable to parse requirement: "{e}"'))
