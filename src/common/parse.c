@@ -140,21 +140,27 @@ const char *gs_priority_name(uint32_t p)
     return p <= GPUSLICE_PRIORITY_LATENCY ? priority_names[p] : NULL;
 }
 
-int gs_parse_weight(const char *s, uint32_t *out)
+/* An integer from min to max in decimal digits only: 0 or -EINVAL. */
+static int parse_digits(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 {
     uint32_t v = 0;
 
     if (s == NULL || *s == '\0')
         return -EINVAL;
     for (; *s; s++) {
-        if (!isdigit((unsigned char)*s) || v > GPUSLICE_WEIGHT_MAX)
+        if (!isdigit((unsigned char)*s) || v > max)
             return -EINVAL;
         v = v * 10 + (uint32_t)(*s - '0');
     }
-    if (v < 1 || v > GPUSLICE_WEIGHT_MAX)
+    if (v < min || v > max)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+int gs_parse_weight(const char *s, uint32_t *out)
+{
+    return parse_digits(s, 1, GPUSLICE_WEIGHT_MAX, out);
 }
 
 int gs_parse_quantity(const char *s, uint64_t *out)
@@ -212,19 +218,7 @@ int gs_parse_quantity(const char *s, uint64_t *out)
 
 int gs_parse_yield_sms(const char *s, uint32_t *out)
 {
-    uint32_t v = 0;
-
-    if (s == NULL || *s == '\0')
-        return -EINVAL;
-    for (; *s; s++) {
-        if (!isdigit((unsigned char)*s) || v > GS_YIELD_SMS_MAX)
-            return -EINVAL;
-        v = v * 10 + (uint32_t)(*s - '0');
-    }
-    if (v < 2 || v > GS_YIELD_SMS_MAX)
-        return -EINVAL;
-    *out = v;
-    return 0;
+    return parse_digits(s, 2, GS_YIELD_SMS_MAX, out);
 }
 
 static int ishex(int c)

@@ -564,17 +564,11 @@ daemon_pods)
     # with its own CA and a token): pods added, changed and deleted; a bad annotation gets a
     # Warning Event naming it; a relist after 410; a stream cut mid-line and a 403 survived;
     # a pod that comes back under its name is a new one (its uid).
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/ca.crt" -days 1 -subj "/CN=test-ca" >/dev/null 2>&1 &&
-    openssl req -newkey rsa:2048 -nodes -keyout "$T/srv.key" -out "$T/srv.csr" -subj "/CN=kubernetes" >/dev/null 2>&1 &&
-    printf 'subjectAltName=IP:127.0.0.1\n' >"$T/ext" &&
-    openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -CAcreateserial -out "$T/srv.crt" -days 1 -extfile "$T/ext" >/dev/null 2>&1 || { bad "openssl"; exit 1; }
+    . "$SRC/tests/k8s/lib.sh" # (its ok and bad are run.sh's own: the same output)
+    make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
-    python3 "$SRC/tests/k8s/apiserver.py" --port-file "$T/kport" --control-port-file "$T/kcport" --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 20 &
-    BG="$BG $!"
-    i=0; while { [ ! -s "$T/kport" ] || [ ! -s "$T/kcport" ]; } && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    KA="https://127.0.0.1:$(cat "$T/kport")"; KC="http://127.0.0.1:$(cat "$T/kcport")"
-    kctl() { curl -sS -H 'Content-Type: application/json' "$@"; }
-    kpod() { printf '{"metadata":{"name":"%s","namespace":"ns1","annotations":{"gpuslice.io/memory":"%s"}},"spec":{"nodeName":"%s","containers":[{"name":"c"}]}}' "$1" "$2" "$3"; }
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 20 || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
     # pods_until SECONDS PYTHON-CONDITION: /v1/pods until the condition on d holds.
     pods_until() {
         i=0; while [ $i -lt $(($1 * 10)) ]; do
@@ -628,6 +622,7 @@ daemon_pods)
     if pods_until 40 "$names"' == ["a", "bad", "e"] and d["counts"]["relists"] >= 1'; then ok "after 410: relisted (c gone, e there)"; else bad "relist"; fi
     # A server that sends every node's pods: the daemon keeps to its own node.
     kctl -d '{"on":true}' "$KC/ignore-selector" >/dev/null
+    kctl -X POST "$KC/drop" >/dev/null # (the watch open now was selected when it began)
     kctl -d "$(kpod elsewhere 1G node2)" "$KC/pods" >/dev/null
     kctl -d "$(kpod e 2G node1)" "$KC/pods" >/dev/null
     if pods_until 10 '[p for p in d["pods"] if p["name"] == "e" and p["limits"]["memory"][0]["value"] == 2 << 30]' &&
@@ -649,7 +644,7 @@ daemon_pods)
     kctl -d "$(kpod f 1G node1)" "$KC/pods" >/dev/null
     if pods_until 40 '"f" in '"$names"; then ok "the token fixed: f seen"; else bad "after 401"; fi
     # TLS checks the server: against another CA, nothing is read.
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca2.key" -out "$T/ca2.crt" -days 1 -subj "/CN=other-ca" >/dev/null 2>&1
+    make_ca ca2
     stop_daemon
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca2.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
     if pods_until 10 'not d["synced"] and not d["pods"] and "certificate" in d["state"].lower()'; then ok "another CA: refused ($(jq_py 'print(d["state"][:90])'))"; else bad "TLS not checked"; fi ;;

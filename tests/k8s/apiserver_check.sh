@@ -7,31 +7,16 @@
 set -u
 SRC=$1
 T=$(mktemp -d)
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-trap 'kill $api $w1 $w2 2>/dev/null; rm -rf "$T"' EXIT
-w1= w2=
+. "$SRC/tests/k8s/lib.sh"
+APISERVER= w1= w2=
+trap 'kill $APISERVER $w1 $w2 2>/dev/null; rm -rf "$T"' EXIT
 
-# The tests' CA, and a server certificate for 127.0.0.1 signed by it.
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/ca.crt" -days 1 \
-    -subj "/CN=gpuslice-test-ca" >/dev/null 2>&1 &&
-openssl req -newkey rsa:2048 -nodes -keyout "$T/srv.key" -out "$T/srv.csr" \
-    -subj "/CN=kubernetes" >/dev/null 2>&1 &&
-printf 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\n' >"$T/ext" &&
-openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -CAcreateserial \
-    -out "$T/srv.crt" -days 1 -extfile "$T/ext" >/dev/null 2>&1 || { echo "FAIL: openssl"; exit 1; }
-
-python3 "$SRC/tests/k8s/apiserver.py" --port-file "$T/port" --control-port-file "$T/cport" \
-    --tls "$T/srv.crt" "$T/srv.key" --token sekrit --history 50 &
-api=$!
-i=0
-while { [ ! -s "$T/port" ] || [ ! -s "$T/cport" ]; } && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-A="https://127.0.0.1:$(cat "$T/port")"
-C="http://127.0.0.1:$(cat "$T/cport")"
+make_ca ca srv || { echo "FAIL: openssl"; exit 1; }
+start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token sekrit --history 50 || { echo "FAIL: the stand-in did not start"; exit 1; }
+A=$KA C=$KC
 k() { curl -sS --cacert "$T/ca.crt" -H "Authorization: Bearer sekrit" "$@"; }
-ctl() { curl -sS -H 'Content-Type: application/json' "$@"; }
-pod() { printf '{"metadata":{"name":"%s","namespace":"ns1","annotations":{"gpuslice.io/memory":"%s"}},"spec":{"nodeName":"%s","containers":[{"name":"c"}]}}' "$1" "$2" "$3"; }
+ctl() { kctl "$@"; }
+pod() { kpod "$@"; }
 jget() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 
 # TLS: refused without our CA; 401 without the token.

@@ -8,19 +8,15 @@
 set -u
 SRC=$1
 T=$(mktemp -d)
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-trap 'kill $api 2>/dev/null; rm -rf "$T"' EXIT
+. "$SRC/tests/k8s/lib.sh"
+APISERVER=
+trap 'kill $APISERVER 2>/dev/null; rm -rf "$T"' EXIT
 command -v kubectl >/dev/null || { echo "FAIL: kubectl is not installed (Debian: apt-get install kubectl; scripts/install-deps does)"; exit 1; }
 
 if kubectl kustomize "$SRC/deploy/kubernetes" >"$T/all.yaml" 2>"$T/err"; then ok "kubectl kustomize renders"; else bad "kustomize: $(cat "$T/err")"; fi
 
-python3 "$SRC/tests/k8s/apiserver.py" --port-file "$T/port" &
-api=$!
-i=0
-while [ ! -s "$T/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-S="--server=http://127.0.0.1:$(cat "$T/port") --request-timeout=10s"
+start_apiserver || bad "the stand-in API server did not start"
+S="--server=$KA --request-timeout=10s"
 # shellcheck disable=SC2086
 if kubectl $S apply --dry-run=client --validate=false -k "$SRC/deploy/kubernetes" >"$T/apply" 2>"$T/err" &&
    [ "$(grep -c 'created (dry run)' "$T/apply")" -eq 6 ]; then
