@@ -92,7 +92,8 @@ static int read_token(char *out, size_t len, char *err, size_t errlen)
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
         out[--n] = '\0';
     if (n == 0 || n == len - 1 || strpbrk(out, "\r\n")) {
-        snprintf(err, errlen, "the token %.300s is empty, too long or not one line", kube.token_file);
+        snprintf(err, errlen, "the token %.300s is empty, too long or not one line",
+                 kube.token_file);
         return -1;
     }
     return 0;
@@ -141,10 +142,16 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
 {
     struct xfer *x = arg;
     size_t k = sz * n;
+    char line[64];
     long code;
 
-    if (k > 9 && strncmp(p, "HTTP/", 5) == 0 && sscanf(p, "HTTP/%*s %ld", &code) == 1)
-        x->status = code;
+    /* (A header line is not NUL-terminated: a copy is.) */
+    if (k > 9 && strncmp(p, "HTTP/", 5) == 0) {
+        memcpy(line, p, k < sizeof(line) - 1 ? k : sizeof(line) - 1);
+        line[k < sizeof(line) - 1 ? k : sizeof(line) - 1] = '\0';
+        if (sscanf(line, "HTTP/%*s %ld", &code) == 1)
+            x->status = code;
+    }
     return k;
 }
 
@@ -208,7 +215,8 @@ static long request(const char *path, const char *body, struct xfer *x, long tim
         if (x->w && x->rc < 0)
             snprintf(err, errlen, "%.256s", x->w->err);
         else
-            snprintf(err, errlen, "%.200s: %.250s", kube.api, cerr[0] ? cerr : curl_easy_strerror(r));
+            snprintf(err, errlen, "%.200s: %.250s", kube.api,
+                     cerr[0] ? cerr : curl_easy_strerror(r));
         return -1;
     }
     return x->status;
@@ -280,15 +288,22 @@ static void drop(int i)
     kube.pods[i] = kube.pods[--kube.npods];
 }
 
-/* A name, namespace or uid of the API's: a string that fits, or NULL. */
+/*
+ * A name, namespace, uid or resourceVersion of the API's: a string that fits, of the
+ * characters Kubernetes allows in names (DNS subdomains; a uid or version has no others), so
+ * that it is safe in a URL's path and in the daemon's JSON; or NULL.
+ */
 static const char *field(const json_t *md, const char *key, size_t max)
 {
     const json_t *v = json_object_get(md, key);
+    const char *s = json_string_value(v);
+    size_t n = s ? json_string_length(v) : 0;
 
-    return json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) < max &&
-                   !memchr(json_string_value(v), '/', json_string_length(v))
-               ? json_string_value(v)
-               : NULL;
+    if (!s || n == 0 || n >= max ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyz"
+                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != n)
+        return NULL;
+    return s;
 }
 
 /*

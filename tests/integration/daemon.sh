@@ -628,6 +628,10 @@ daemon_pods)
     if pods_until 10 '[p for p in d["pods"] if p["name"] == "e" and p["limits"]["memory"][0]["value"] == 2 << 30]' &&
        jq_py 'sys.exit(0 if "elsewhere" not in '"$names"' and "other" not in '"$names"' else 1)'; then ok "pods of node2 sent anyway: not followed"; else bad "another node's pod followed"; fi
     kctl -d '{"on":false}' "$KC/ignore-selector" >/dev/null
+    # A name that Kubernetes would not allow (the stand-in does): not followed, nothing else lost.
+    kctl -d '{"metadata":{"name":"evil?x=1&y","namespace":"ns1"},"spec":{"nodeName":"node1"}}' "$KC/pods" >/dev/null
+    kctl -d "$(kpod e 3G node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "e" and p["limits"]["memory"][0]["value"] == 3 << 30] and not [p for p in d["pods"] if "evil" in p["name"]]'; then ok "a pod named against the rules: ignored"; else bad "bad pod name"; fi
     # A pod that comes back under its name is a new pod (a new uid).
     kctl -X DELETE "$KC/pods/ns1/a" >/dev/null
     kctl -d "$(kpod a 3G node1)" "$KC/pods" >/dev/null
