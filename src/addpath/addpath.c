@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "addpath/compose.h"
 #include "common/env.h"
@@ -55,6 +56,10 @@ __attribute__((constructor)) static void addpath_init(void)
 {
     size_t i, k;
 
+    /* A set-user-ID program (loaded through /etc/ld.so.preload): its loader's variables are
+       not for the user to compose. */
+    if (getauxval(AT_SECURE))
+        return;
     for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
         for (k = 0; k < 2; k++) {
             apply(&rules[i], rules[i].append[k], 0);

@@ -66,9 +66,10 @@ static int line(struct gd_watch *w, const char *s, size_t n)
     if (ev.type == GD_WATCH_ERROR) {
         json_t *code = json_object_get(obj, "code");
 
-        if (!json_is_integer(code)) {
+        if (!json_is_integer(code) || json_integer_value(code) < 0 ||
+            json_integer_value(code) > 999) {
             json_decref(root);
-            return fail(w, -EINVAL, "a watch ERROR whose Status has no code");
+            return fail(w, -EINVAL, "a watch ERROR whose Status has no code from 0 to 999");
         }
         ev.code = (int)json_integer_value(code);
     } else {

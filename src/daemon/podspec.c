@@ -56,7 +56,7 @@ static int container_sum(const json_t *pod, const char *name, uint64_t unit, uin
                      cname ? cname : "?", json_is_string(v) ? json_string_value(v) : "?", forms);
             return -EINVAL;
         }
-        if (*sum + q * unit > max) {
+        if (q * unit > max - *sum) {
             snprintf(err, errlen, "resource %s: the pod's containers ask for more than %llu in all",
                      name, (unsigned long long)(max / unit));
             return -EINVAL;

@@ -139,7 +139,7 @@ CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len);
 CUresult gs__sm_build(CUdevice dev, CUdevResource *all, unsigned count, unsigned first,
                       int fine_only, CUgreenCtx *green, CUcontext *ctx, unsigned *sms,
                       unsigned *group, char *msg, size_t len);
-unsigned gs__sm_group(CUdevResource *all);
+unsigned gs__sm_group(CUdevResource *all, unsigned *ngroups);
 
 /*
  * lanes.c: how many gpuslice_lanes_run partitions exist now, and 1 with the

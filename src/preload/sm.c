@@ -178,17 +178,21 @@ CUresult gs__sm_device(CUdevice dev, CUdevResource *all, char *msg, size_t len)
     return CUDA_SUCCESS;
 }
 
-/* The SMs in one of the device's co-scheduled groups (its split that keeps them), 0 if none. */
-unsigned gs__sm_group(CUdevResource *all)
+/*
+ * The SMs in one of the device's co-scheduled groups (its split that keeps them), 0 if none;
+ * *ngroups how many such groups it has.
+ */
+unsigned gs__sm_group(CUdevResource *all, unsigned *ngroups)
 {
     CUdevResource *groups, rest;
     unsigned n = all->sm.smCount, size = 0;
 
+    *ngroups = 0;
     if (n == 0 || !(groups = calloc(n, sizeof(*groups))))
         return 0;
     memset(&rest, 0, sizeof(rest));
     if (gs__real.cuDevSmResourceSplitByCount(groups, &n, all, &rest, 0, 1) == CUDA_SUCCESS && n > 0)
-        size = groups[0].sm.smCount;
+        size = groups[0].sm.smCount, *ngroups = n;
     free(groups);
     return size;
 }

@@ -2,8 +2,8 @@
  * gs_path_compose (libgpuslice-addpath.so) on any input: the variable's value,
  * the components to add and the flags, split from the fuzzer's bytes. Checked:
  * what was there is kept as it was, at the start (append) or the end (prepend);
- * every non-empty component to add is a component of the result; nothing added
- * was there before or is added twice; composing again changes nothing.
+ * every non-empty component to add is a component of the result; composing
+ * again changes nothing.
  */
 #include <string.h>
 

@@ -28,6 +28,8 @@ static int record(const struct gd_watch_event *ev, void *arg)
         k = snprintf(l->text + l->n, sizeof(l->text) - l->n, "%d:%s:%d;", (int)ev->type, ev->rv,
                      ev->code);
         l->n += k > 0 ? (size_t)k : 0;
+        if (l->n > sizeof(l->text) - 1)
+            l->n = sizeof(l->text) - 1;
     }
     if (gd_pod_spec(ev->object, &s, err, sizeof(err)) == 0) {
         FUZZ_CHECK(s.priority == GPUSLICE_PRIORITY_UNSET || s.priority <= GPUSLICE_PRIORITY_LATENCY,

@@ -295,5 +295,12 @@ assert t['priority'] == 'background' and t['weight'] == 4, t"
         ok "clusters of 8 stayed beside a partition of the 2-SM split"
     else bad "clusters of 8 moved to 2-SM groups"; cat "$T/bg9.err"; fi
     shares_in "$T/bg9" 0.01 1.0 "the clusters that stayed ran"
+    # More than the groups cover (the H200's 15 groups of 8 leave 12 SMs over): capped at 120,
+    # still in groups, so the clusters still move.
+    cluster_run GPUSLICE_YIELD_SMS=130 bg10
+    if grep -q "yields to a higher class on 120 of 132 SMs (thread-block clusters of up to 8 blocks" "$T/bg10.err" &&
+       grep -qE "launches moved to the yield partition \([1-9][0-9]* in thread-block clusters" "$T/bg10.err"; then
+        ok "GPUSLICE_YIELD_SMS=130: 120 SMs in groups, clusters moved"
+    else bad "GPUSLICE_YIELD_SMS=130"; cat "$T/bg10.err"; fi
     unset CUDA_MPS_PIPE_DIRECTORY GPUSLICE_YIELD_SMS ;;
 esac

@@ -342,10 +342,8 @@ def make_handler(store, args, control):
                             drop = True
                         else:
                             drop = False
-                        if store.oldest > rv and not [e for e in store.log if e[0] > rv]:
-                            expired = rv < store.rv
-                        else:
-                            expired = False
+                        # Behind what the history keeps: events were lost, so 410.
+                        expired = store.oldest > rv
                         new = [e for e in store.log if e[0] > rv]
                         bm = bookmarks and store.bookmark_gen != bm_gen
                         bm_gen = store.bookmark_gen

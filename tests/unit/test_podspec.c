@@ -201,6 +201,11 @@ static void test_bad_values_are_refused_and_named(void **state)
     refused(
         "{\"spec\":{\"containers\":[{\"name\":\"w\",\"resources\":{\"limits\":{\"nvidia.com/priority\":\"2\"}}}]}}",
         GD_HAMI_PRIORITY, "0 (high) or 1 (low)");
+    /* Sums that would wrap around 2^64 bytes. */
+    refused(
+        "{\"spec\":{\"containers\":[{\"name\":\"w\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"8796093022208\"}}},"
+        "{\"name\":\"v\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"8796093022208\"}}}]}}",
+        GD_HAMI_MEM, "in all");
     /* A bad lower form is refused even where a higher one counts. */
     refused(
         "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\",\"tensor-fusion.ai/vram-limit\":\"x\"}}}",

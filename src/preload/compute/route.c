@@ -76,7 +76,7 @@ static int route_ready(struct gdev *d, int ord)
     CUdevResource all;
     CUcontext gctx;
     CUdevice dev;
-    unsigned sms = 0, group = 0, keep, coarse;
+    unsigned sms = 0, group = 0, keep, coarse, ngroups = 0;
 
     if (d->route)
         return d->route;
@@ -98,7 +98,10 @@ static int route_ready(struct gdev *d, int ord)
      * never hangs; a launch refused there runs where it was asked (hooks.c).
      */
     keep = yield_sms(all.sm.smCount);
-    coarse = gs__sm_group(&all);
+    coarse = gs__sm_group(&all, &ngroups);
+    /* (At most what the groups cover: the H200's 15 groups of 8 leave 12 SMs over.) */
+    if (coarse >= 2 && keep > ngroups * coarse)
+        keep = ngroups * coarse;
     if (coarse >= 2 && keep >= coarse)
         keep = keep / coarse * coarse;
     else
