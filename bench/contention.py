@@ -55,6 +55,9 @@ usage: contention.py [--gpuslice BIN] [--repeats N] [--seconds S] [--period-ms P
                      [--timeline] [--shares] [--faults] [--out DIR]
        contention.py latency SECONDS PERIOD_MS OUT READY GO      (a job; started by the above)
        contention.py background SECONDS OUT READY GO
+       contention.py redraw DIR      (the pictures of an earlier run, again, from its JSON)
+
+The pictures are SVG, and PNG beside them where rsvg-convert (librsvg2-bin) is on PATH.
 """
 import argparse
 import json
@@ -573,18 +576,33 @@ def shares_table(summary, solo_rate, args):
     return "\n".join(lines) + "\n"
 
 
-def shares_picture(rows, path, a):
-    """Both jobs' rates over time in the w1:3-stop experiment (its first repeat)."""
+def whole_bins(points, lo, hi):
+    """The (time, rate) bins of a timeline that lie wholly inside [lo, hi] (a job's last bin
+    is partial and would read as a fall to nothing)."""
+    return [(x, y) for x, y in points[:-1] if lo <= x - 0.05 and x + 0.05 <= hi]
+
+
+def shares_picture(rows, summary, path, a):
+    """Shares by weight and by ceiling (median shares of each experiment, stacked bars), and
+    both jobs' rates over time in the w1:3-stop experiment (its first repeat)."""
     import svgplot
+    bars = []
+    for name, s in summary.items():
+        if name.endswith("-stop") or not s.get("shares"):
+            continue
+        parts = [(" ".join(o).replace("--weight ", "w").replace("--compute ", "c"), v)
+                 for o, v in zip(SHARES[name], s["shares"])]
+        bars.append((" : ".join(p for p, _ in parts), parts))
+    page = svgplot.Page(900, 820, "bench/contention.py --shares: saturating 8192^3 GEMM jobs "
+                        "side by side, share = rate over the solo rate")
+    page.bars(10, 40, 880, 300, "shares of the GPU (median over repeats)", bars)
     row = next((r for r in rows if r["experiment"] == "w1:3-stop" and "error" not in r), None)
-    if row is None:
-        return
-    series = [("--weight 1", row["timeline"][0]), ("--weight 3 (stops halfway)",
-                                                    row["timeline"][1])]
-    page = svgplot.Page(900, 520, "bench/contention.py --shares: two saturating GEMM jobs of "
-                        "weights 1 and 3; the weight-3 job stops halfway")
-    page.panel(10, 40, 880, 470, "GEMM/s (100 ms bins)", series, unit="short",
-               xlabel=lambda x: "%.1f s" % x, xmin=0, xmax=2 * a.seconds, ymin=0)
+    series = [] if row is None else [
+        ("--weight 1", whole_bins(row["timeline"][0], 0, 2 * a.seconds)),
+        ("--weight 3 (stops halfway)", whole_bins(row["timeline"][1], 0, 2 * a.seconds))]
+    page.panel(10, 350, 880, 460, "weights 1 and 3, the weight-3 job stopping halfway: GEMM/s "
+               "(100 ms bins)", series, unit="short", xlabel=lambda x: "%g s" % x,
+               xticks=[k * a.seconds / 2 for k in range(5)], xmin=0, xmax=2 * a.seconds, ymin=0)
     page.save(path)
 
 
@@ -624,8 +642,10 @@ def table(summary, bar, args):
     lines = [f"Latency job: 10 chained fp16 GEMMs 8x4096 by 4096x4096, one request every "
              f"{args.period_ms} ms, {args.seconds} s; background: 8192^3 fp16 GEMMs back to back. "
              f"{args.repeats} interleaved repeats; each cell the median over repeats "
-             f"[min, max]. Bar for the background: {f(bar and 100 * bar, '%.1f')} % of its solo "
-             f"rate (75 % of the time the latency job leaves idle).", "",
+             f"[min, max]. "
+             + (f"Bar for the background: {100 * bar:.1f} % of its solo rate (75 % of the "
+                f"time the latency job leaves idle)." if bar is not None else
+                "No bar for the background: solo-latency was not run."), "",
              "| configuration | p50 ms | p99 ms | p99 / solo p99 | background GEMM/s | "
              "background kept | total | late requests | runs failed |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -666,12 +686,13 @@ def cdf_picture(rows, configs, path, title):
 def timeline_picture(rows, path, a):
     """The background's rate over time while the latency job runs the middle third."""
     import svgplot
-    series = [(r["config"], list(r["timeline"])) for r in rows
+    series = [(r["config"], whole_bins(r["timeline"], -a.seconds, 2 * a.seconds)) for r in rows
               if "error" not in r and r.get("timeline")]
     page = svgplot.Page(900, 520, "bench/contention.py --timeline: the background's GEMM/s, "
                         f"the latency job running from 0 to {a.seconds:g} s")
     page.panel(10, 40, 880, 470, "background throughput (100 ms bins)", series, unit="short",
-               xlabel=lambda x: "%.1f s" % x, xmin=-a.seconds, xmax=2 * a.seconds, ymin=0)
+               xlabel=lambda x: "%g s" % x, xticks=[k * a.seconds for k in range(-1, 3)],
+               xmin=-a.seconds, xmax=2 * a.seconds, ymin=0)
     page.save(path)
 
 
@@ -682,6 +703,8 @@ def main():
                            die_after=float(sys.argv[8]) if len(sys.argv) > 8 else 0.0)
     if len(sys.argv) > 1 and sys.argv[1] == "background":
         return job_background(float(sys.argv[2]), *sys.argv[3:6])
+    if len(sys.argv) == 3 and sys.argv[1] == "redraw":
+        return redraw(sys.argv[2])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpuslice", default=os.path.join(os.path.dirname(HERE), "build", "bin",
                                                        "gpuslice"))
@@ -791,21 +814,60 @@ def main():
         json.dump({"rows": share_rows, "summary": ssum, "solo_rate": solo},
                   open(os.path.join(a.out, "shares.json"), "w"), indent=1)
         try:
-            shares_picture(share_rows, os.path.join(a.out, "contention-shares.svg"), a)
+            shares_picture(share_rows, ssum, os.path.join(a.out, "contention-shares.svg"), a)
         except Exception as e:
             print(f"contention: no shares picture: {e!r}", file=sys.stderr)
     json.dump({"rows": rows, "timeline": timeline_rows, "faults": fault_rows, "summary": summary,
                "background_bar": bar, "args": vars(a)}, open(os.path.join(a.out, "contention.json"), "w"), indent=1)
     open(os.path.join(a.out, "contention.md"), "w").write(md)
     try:
-        cdf_picture(rows, configs, os.path.join(a.out, "contention-cdf.svg"),
-                    f"bench/contention.py: a latency job beside an 8192^3 GEMM background, "
-                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-        if timeline_rows:
-            timeline_picture(timeline_rows, os.path.join(a.out, "contention-timeline.svg"), a)
+        draw(a.out, rows, configs, timeline_rows, a,
+             f"bench/contention.py: a latency job beside an 8192^3 GEMM background, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     except Exception as e:  # the numbers are written already: a picture is not worth them
         print(f"contention: no picture: {e!r}", file=sys.stderr)
         sys.exit(1)
+
+
+def draw(out, rows, configs, timeline_rows, a, title):
+    """The CDF and timeline pictures into out, as SVG, and as PNG beside them where
+    rsvg-convert (Debian's librsvg2-bin) is on PATH."""
+    made = [os.path.join(out, "contention-cdf.svg")]
+    cdf_picture(rows, configs, made[0], title)
+    if timeline_rows:
+        made.append(os.path.join(out, "contention-timeline.svg"))
+        timeline_picture(timeline_rows, made[-1], a)
+    shares = os.path.join(out, "contention-shares.svg")
+    if os.path.exists(shares):
+        made.append(shares)
+    to_png(made)
+
+
+def to_png(svgs):
+    rsvg = shutil.which("rsvg-convert")
+    if rsvg is None:
+        print("contention: no PNG pictures (rsvg-convert not found: apt-get install "
+              "librsvg2-bin); the SVG ones are written", file=sys.stderr)
+        return
+    for f in svgs:
+        subprocess.run([rsvg, "-o", f[:-4] + ".png", f], check=True)
+
+
+def redraw(d):
+    """Draws the pictures of an earlier run again from the JSON it wrote to d (contention.json
+    and, if there, shares.json), as SVG and PNG: e.g. on a machine with rsvg-convert, from a
+    GPU run's results."""
+    c = json.load(open(os.path.join(d, "contention.json")))
+    a = argparse.Namespace(**c["args"])
+    sp = os.path.join(d, "shares.json")
+    if os.path.exists(sp):
+        sj = json.load(open(sp))
+        shares_picture(sj["rows"], sj["summary"], os.path.join(d, "contention-shares.svg"), a)
+    configs = list(c["summary"])
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC",
+                          time.gmtime(os.path.getmtime(os.path.join(d, "contention.json"))))
+    draw(d, c["rows"], configs, c["timeline"], a,
+         f"bench/contention.py: a latency job beside an 8192^3 GEMM background, {stamp}")
 
 
 if __name__ == "__main__":

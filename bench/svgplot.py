@@ -5,6 +5,7 @@ ticks and a legend. Used by scripts/dashboard-picture and bench/contention.py.
     page = Page(width, height, title)
     page.panel(x, y, w, h, "title", [("name", [(x, y), ...]), ...], unit="bytes",
                xlabel=lambda v: "%ds" % v)
+    page.bars(x, y, w, h, "title", [("row", [("part", 25.0), ...]), ...])  # stacked, of 100
     page.save("out.svg")
 """
 from xml.sax.saxutils import escape
@@ -90,6 +91,46 @@ class Page:
             lx, ly = x0 + 12 + (i % 2) * (w // 2), py0 + ph + 30 + 16 * (i // 2)
             o.append('<rect x="%d" y="%d" width="10" height="3" fill="%s"/>' % (lx, ly - 5, c))
             o.append('<text x="%d" y="%d" fill="#c7d0d9">%s</text>' % (lx + 14, ly, escape(name)))
+
+    def bars(self, x0, y0, w, h, title, rows, total=100.0):
+        """Stacked horizontal bars at (x0, y0) of w by h pixels, one per row, each part's
+        width its value out of total, labelled with the value; rows: [(name, [(part, value)])].
+        A grid line every quarter of total."""
+        o = self.out
+        o.append('<rect x="%d" y="%d" width="%d" height="%d" fill="#212124" stroke="#333"/>'
+                 % (x0, y0, w, h))
+        o.append('<text x="%d" y="%d" fill="#d8d9da" font-size="13">%s</text>'
+                 % (x0 + 8, y0 + 18, escape(title)))
+        px0, py0, pw = x0 + 150, y0 + 30, w - 170
+        ph = h - 30 - 20
+        X = lambda v: px0 + pw * min(max(v, 0.0), total) / total  # noqa: E731
+        for k in range(5):
+            v = total * k / 4
+            o.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#2f2f32"/>'
+                     % (X(v), py0, X(v), py0 + ph))
+            o.append('<text x="%.1f" y="%d" fill="#8e8e8e" text-anchor="middle">%.0f%%</text>'
+                     % (X(v), py0 + ph + 14, 100 * v / total))
+        if not rows:
+            o.append('<text x="%d" y="%d" fill="#e24d42">no data</text>'
+                     % (px0 + pw / 2, py0 + ph / 2))
+            return
+        step = ph / len(rows)
+        for i, (name, parts) in enumerate(rows):
+            y = py0 + step * i + step * 0.2
+            bh = step * 0.6
+            o.append('<text x="%d" y="%.1f" fill="#c7d0d9" text-anchor="end">%s</text>'
+                     % (px0 - 8, y + bh / 2 + 4, escape(name)))
+            at = 0.0
+            for j, (part, v) in enumerate(parts):
+                if v is None or v <= 0:
+                    continue
+                c = COLORS[j % len(COLORS)]
+                o.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" '
+                         'stroke="#161719"/>' % (X(at), y, X(at + v) - X(at), bh, c))
+                o.append('<text x="%.1f" y="%.1f" fill="#161719" text-anchor="middle">%s</text>'
+                         % ((X(at) + X(at + v)) / 2, y + bh / 2 + 4,
+                            escape("%s %.1f%%" % (part, v))))
+                at += v
 
     def save(self, path):
         with open(path, "w") as f:
