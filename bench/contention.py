@@ -17,6 +17,9 @@ Configurations (--only picks some):
   mps             both as clients of one MPS server (NVIDIA's, started here)
   mps-priority    the same, the background at CUDA_MPS_CLIENT_PRIORITY=1 (below normal)
   mps-threads50   the same, the background at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50
+  streamprio      time-sliced, the latency job's work on a stream of the highest priority, the
+                  background's on one of the lowest (the most stream priority rewriting gives)
+  mps-streamprio  the same as MPS clients
   gs-compute50    time-sliced, the background under gpuslice run --compute 50
   gs-share50      the background under gpuslice run --gpu-share 50 --mps-priority below-normal,
                   the latency job under --gpu-share 100 (gpuslice's MPS daemon)
@@ -76,8 +79,8 @@ sys.path.insert(0, HERE)
 import gpumeasure  # noqa: E402  (percentile, scrubbed_env)
 
 CONFIGS = ["solo-latency", "solo-background", "time-sliced", "mps", "mps-priority",
-           "mps-threads50", "gs-compute50", "gs-share50", "gs-sms66", "mps-gs-sms66",
-           "gs-priority", "mps-gs-priority"]
+           "mps-threads50", "streamprio", "mps-streamprio", "gs-compute50", "gs-share50",
+           "gs-sms66", "mps-gs-sms66", "gs-priority", "mps-gs-priority"]
 SHARES = {"w1:1": [["--weight", "1"], ["--weight", "1"]],
           "w1:3": [["--weight", "1"], ["--weight", "3"]],
           "w1:1:2": [["--weight", "1"], ["--weight", "1"], ["--weight", "2"]],
@@ -94,12 +97,23 @@ def wait_file(path, timeout):
     return True
 
 
+def stream_priority(torch):
+    """With CONTENTION_STREAM_PRIORITY=N (the streamprio configurations) the job's work goes
+    to a stream of priority N (PyTorch maps it into the device's range; lower is higher),
+    made current for the rest of the job: the most that rewriting stream priorities could
+    give, done by the program itself."""
+    v = os.environ.get("CONTENTION_STREAM_PRIORITY")
+    if v is not None:
+        torch.cuda.set_stream(torch.cuda.Stream(priority=int(v)))
+
+
 def job_latency(seconds, period_ms, out, ready, go, delay=0.0, die_after=0.0):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
     w = torch.randn(4096, 4096, device=dev, dtype=torch.float16) / 64
     x0 = torch.randn(8, 4096, device=dev, dtype=torch.float16)
+    stream_priority(torch)
     for _ in range(200):  # warm-up: cuBLAS picks its kernels, clocks settle
         x = x0
         for _ in range(10):
@@ -140,6 +154,7 @@ def job_background(seconds, out, ready, go):
     dev = torch.device("cuda")
     a = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
     b = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+    stream_priority(torch)
     for _ in range(10):
         c = a @ b
     torch.cuda.synchronize()
@@ -253,6 +268,9 @@ class Runner:
                 bg[1]["CUDA_MPS_CLIENT_PRIORITY"] = "1"
             if cfg == "mps-threads50":
                 bg[1]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = "50"
+            if cfg == "mps-streamprio":
+                lat[1]["CONTENTION_STREAM_PRIORITY"] = "-100"
+                bg[1]["CONTENTION_STREAM_PRIORITY"] = "0"
             if cfg == "mps-gs-sms66":
                 return lat, ([self.gs, "run", "-q", "--sms", "66", "--"], bg[1])
             if cfg == "mps-gs-priority" or cfg.startswith("mps-gs-priority-y"):
@@ -261,6 +279,10 @@ class Runner:
                     bg[1]["GPUSLICE_YIELD_SMS"] = cfg[len("mps-gs-priority-y"):]
                 return (([self.gs, "run", "-q", "--priority", "latency", "--"], lat[1]),
                         ([self.gs, "run", "-q", "--priority", "background", "--"], bg[1]))
+            return lat, bg
+        if cfg == "streamprio":
+            lat[1]["CONTENTION_STREAM_PRIORITY"] = "-100"
+            bg[1]["CONTENTION_STREAM_PRIORITY"] = "0"
             return lat, bg
         if cfg == "gs-priority":
             bg[1]["GPUSLICE_DEBUG"] = "1"
