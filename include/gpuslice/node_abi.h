@@ -26,10 +26,11 @@
 
 #define GPUSLICE_NODE_MAGIC 0x45444f4e53504753ULL /* "GSPSNODE" */
 /*
- * GPUSLICE_ABI(1, 1), in decimal for bench/gpumeasure.py, checked below: minor 1 (a tenant's
- * priority and weight in its former reserved words).
+ * GPUSLICE_ABI(1, 2), in decimal for bench/gpumeasure.py, checked below: minor 1 (a tenant's
+ * priority and weight in its former reserved words), minor 2 (a pod's tenant: the flags
+ * GPUSLICE_NODE_POD and GPUSLICE_NODE_REFUSED, and limits keyed by a process's CUDA index).
  */
-#define GPUSLICE_NODE_ABI_VERSION 65537u
+#define GPUSLICE_NODE_ABI_VERSION 131073u
 #define GPUSLICE_NODE_ABI_MAJOR 1u
 #define GPUSLICE_NODE_MAX_TENANTS 256
 #define GPUSLICE_NODE_MAX_DEVICES 16
@@ -42,6 +43,24 @@
  * has a priority class or a weight (its launches are governed).
  */
 #define GPUSLICE_NODE_COMPUTE_ANY 1u
+/* ABI 1.2: the tenant of a Kubernetes pod, whose processes the daemon joins by their cgroup. */
+#define GPUSLICE_NODE_POD 2u
+/*
+ * ABI 1.2: the daemon refused the tenant's limits (a pod whose annotations are bad): its
+ * processes' CUDA calls fail, as with a bad configuration, and never run unlimited.
+ */
+#define GPUSLICE_NODE_REFUSED 4u
+
+/*
+ * ABI 1.2: a limit entry whose uuid is 15 bytes of 0xff and then an index is keyed by that
+ * CUDA index as each process numbers its own devices (a pod's "0:8G" is its container's
+ * device 0, whichever GPU of the node that is). An entry of the device's UUID comes first.
+ */
+#define GPUSLICE_NODE_INDEX_KEY_BYTE 0xffu
+#define GPUSLICE_NODE_INDEX_MAX 254
+
+/* The daemon's socket that joins a pod's processes to its tenant, in its run directory. */
+#define GPUSLICE_NODE_POD_SOCKET "gpusliced.pods"
 
 /* One device's limits for a tenant. */
 struct gpuslice_node_limit {
@@ -100,6 +119,6 @@ _Static_assert(sizeof(struct gpuslice_node_member) == 24, "node member layout");
 GPUSLICE_SHM_LAYOUT_CHECK(struct gpuslice_node, GPUSLICE_NODE_ABI_VERSION, GPUSLICE_NODE_ABI_MAJOR);
 _Static_assert(offsetof(struct gpuslice_node, tenant) == 368, "node tenant table offset");
 _Static_assert(sizeof(struct gpuslice_node) == 368 + 256 * 744 + 4096 * 24, "node size");
-_Static_assert((GPUSLICE_NODE_ABI_VERSION == GPUSLICE_ABI(1, 1)), "node ABI 1.1");
+_Static_assert((GPUSLICE_NODE_ABI_VERSION == GPUSLICE_ABI(1, 2)), "node ABI 1.2");
 
 #endif

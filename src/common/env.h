@@ -23,6 +23,7 @@
 #define GS_ENV_DEBUG "GPUSLICE_DEBUG"
 #define GS_ENV_RUN_DIR "GPUSLICE_RUN_DIR"
 #define GS_ENV_DAEMON_DIR "GPUSLICE_DAEMON_DIR"
+#define GS_ENV_POD "GPUSLICE_POD"
 #define GS_ENV_REAL_LIBCUDA "GPUSLICE_REAL_LIBCUDA"
 #define GS_ENV_REAL_LIBNVML "GPUSLICE_REAL_LIBNVML"
 #define GS_ENV_PRELOAD_LIB "GPUSLICE_PRELOAD_LIB"
@@ -57,6 +58,7 @@
     X(GS_ENV_YIELD_SMS, GS_ENV_USER, "SMs a lower class keeps while a higher one is active (MPS)") \
     X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live (default /dev/shm)")                   \
     X(GS_ENV_DAEMON_DIR, GS_ENV_USER, "the daemon's run directory (default /run/gpuslice)")        \
+    X(GS_ENV_POD, GS_ENV_USER, "1: a pod's process; CUDA fails unless the daemon joins its pod")   \
     X(GS_ENV_DEBUG, GS_ENV_USER, "1: the interposer says what it does on stderr")                  \
     X(GS_ENV_PRELOAD_LIB, GS_ENV_USER, "the libgpuslice.so run and exec preload")                  \
     X(GS_ENV_REAL_LIBCUDA, GS_ENV_USER, "the real CUDA driver library to load")                    \

@@ -267,28 +267,68 @@ static int holds(const struct gpuslice_node_limit *d, const uint64_t want[2])
  * Read on every launch of a managed tenant (its ceiling): only the words it needs, under the
  * sequence word as gs_node_read_tenant reads them, not a copy of the whole entry.
  */
+void gs_node_index_key(uint8_t out[16], int idx)
+{
+    memset(out, GPUSLICE_NODE_INDEX_KEY_BYTE, 15);
+    out[15] = (uint8_t)idx;
+}
+
+int gs_node_key_index(const uint8_t key[16])
+{
+    int k;
+
+    for (k = 0; k < 15; k++)
+        if (key[k] != GPUSLICE_NODE_INDEX_KEY_BYTE)
+            return -1;
+    return key[15] <= GPUSLICE_NODE_INDEX_MAX ? key[15] : -1;
+}
+
+uint32_t gs_node_flags(const struct gpuslice_node *n, int i, uint32_t id)
+{
+    uint32_t f;
+
+    if (i < 0 || i >= GPUSLICE_NODE_MAX_TENANTS)
+        return 0;
+    f = __atomic_load_n(&n->tenant[i].flags, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&n->tenant[i].id, __ATOMIC_ACQUIRE) == id ? f : 0;
+}
+
 int gs_node_limits(const struct gpuslice_node *n, int i, uint32_t id, const uint8_t uuid[16],
-                   uint64_t *mem, uint32_t *compute)
+                   int ord, uint64_t *mem, uint32_t *compute)
 {
     const struct gpuslice_node_tenant *t;
-    uint64_t want[2], m = 0;
+    uint64_t want[2], by_index[2], m = 0;
     uint32_t c = 0, s1, tid = 0;
-    int tries, d;
+    int tries, d, found;
+    uint8_t ik[16];
 
     if (i < 0 || i >= GPUSLICE_NODE_MAX_TENANTS)
         return -ESTALE;
     t = &n->tenant[i];
     memcpy(want, uuid, 16);
+    gs_node_index_key(ik, ord >= 0 && ord <= GPUSLICE_NODE_INDEX_MAX ? ord : 0);
+    memcpy(by_index, ik, 16);
     for (tries = 0; tries < 64; tries++) {
         s1 = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
         tid = __atomic_load_n(&t->id, __ATOMIC_ACQUIRE);
         m = __atomic_load_n(&t->mem_default, __ATOMIC_ACQUIRE);
         c = __atomic_load_n(&t->compute_default, __ATOMIC_ACQUIRE);
+        found = 0;
         for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
             if (holds(&t->dev[d], want)) {
                 m = __atomic_load_n(&t->dev[d].mem_limit, __ATOMIC_ACQUIRE);
                 c = __atomic_load_n(&t->dev[d].compute_limit, __ATOMIC_ACQUIRE);
+                found = 1;
                 break;
+            }
+        /* The process's own index next (a pod's keys), then the defaults. */
+        for (d = 0;
+             !found && ord >= 0 && ord <= GPUSLICE_NODE_INDEX_MAX && d < GPUSLICE_NODE_MAX_DEVICES;
+             d++)
+            if (holds(&t->dev[d], by_index)) {
+                m = __atomic_load_n(&t->dev[d].mem_limit, __ATOMIC_ACQUIRE);
+                c = __atomic_load_n(&t->dev[d].compute_limit, __ATOMIC_ACQUIRE);
+                found = 1;
             }
         if (!(s1 & 1) && __atomic_load_n(&t->seq, __ATOMIC_RELAXED) == s1)
             break;
@@ -365,13 +405,19 @@ uint32_t gs_node_lineage_tenant(const struct gpuslice_node *n)
      * Each ancestor is looked up by its start time too: a parent that exits and whose PID
      * is taken by another process ends the walk there.
      */
-    for (gen = 0; gen < 64 && pid > 1; gen++) {
+    /*
+     * PID 1 too: in a container's PID namespace it is the container's first process, which
+     * the daemon joins to its pod's tenant (the walk ends there).
+     */
+    for (gen = 0; gen < 64 && pid >= 1; gen++) {
         uint64_t start = gs_proc_start_time(pid);
 
         if (start == 0)
             break;
         if ((t = gs_node_member_tenant(n, ns, pid, start)) != 0)
             return t;
+        if (pid == 1)
+            break;
         pid = gs_proc_parent(pid);
     }
     return 0;

@@ -57,12 +57,22 @@ int gs_node_find_tenant(const struct gpuslice_node *n, uint32_t id);
 int gs_node_find_name(const struct gpuslice_node *n, const char *name);
 
 /*
- * The limits tenant entry i gives the device uuid: its own entry's, else the
- * tenant's defaults. Returns 0, or -ESTALE when the entry no longer holds
- * tenant id (the limits are then left as they were).
+ * The limits tenant entry i gives the device uuid, which the calling process numbers ord
+ * (its CUDA index; -1 when it has none): the UUID's own entry, else the entry of index ord
+ * (GPUSLICE_NODE_INDEX_KEY_BYTE), else the tenant's defaults. Returns 0, or -ESTALE when
+ * the entry no longer holds tenant id (the limits are then left as they were).
  */
 int gs_node_limits(const struct gpuslice_node *n, int i, uint32_t id, const uint8_t uuid[16],
-                   uint64_t *mem, uint32_t *compute);
+                   int ord, uint64_t *mem, uint32_t *compute);
+
+/* The key of CUDA index idx (0..GPUSLICE_NODE_INDEX_MAX) in a limit entry. */
+void gs_node_index_key(uint8_t out[16], int idx);
+
+/* The index a limit entry's key names, or -1 for a UUID's (or an unused) entry. */
+int gs_node_key_index(const uint8_t key[16]);
+
+/* Tenant entry i's flags (GPUSLICE_NODE_*) while it holds tenant id; 0 otherwise. */
+uint32_t gs_node_flags(const struct gpuslice_node *n, int i, uint32_t id);
 
 /* Whether tenant entry i has a compute ceiling anywhere (one word: read at every launch). */
 /*

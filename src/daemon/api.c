@@ -23,6 +23,7 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/pods.h"
 #include "daemon/kube.h"
 
 typedef void (*handler)(struct gd_request *req, struct gd_response *resp);
@@ -129,7 +130,11 @@ static json_t *limit_map(const struct gd_tenant *t, int mem)
 
             if (memcmp(p->dev[e].uuid, zero, 16) == 0)
                 continue;
-            tenant_list_uuid(p->dev[e].uuid, u);
+            /* A pod's key of its containers' own CUDA index. */
+            if (gs_node_key_index(p->dev[e].uuid) >= 0)
+                snprintf(u, sizeof(u), "cuda:%d", gs_node_key_index(p->dev[e].uuid));
+            else
+                tenant_list_uuid(p->dev[e].uuid, u);
             json_object_set_new(o, u, v ? json_integer((json_int_t)v) : json_null());
         }
         return o;
@@ -262,6 +267,11 @@ static json_t *tenant_json(const struct gd_tenant *t)
         tenant_sched(t, &prio, &weight);
         json_object_set_new(o, "priority", json_string(gs_priority_name(prio)));
         json_object_set_new(o, "weight", json_integer(weight));
+    }
+    {
+        json_t *pod = gd_pods_tenant_json(t);
+
+        json_object_set_new(o, "pod", pod ? pod : json_null());
     }
     return o;
 }
@@ -696,6 +706,11 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
                      "with a letter or digit, not all digits");
         goto out;
     }
+    if (strncmp(json_string_value(name), "pod-", 4) == 0) {
+        gd_api_error(resp, 400, "bad_value",
+                     "name: names starting with \"pod-\" are the daemon's, for Kubernetes pods");
+        goto out;
+    }
     if ((owner = json_object_get(o, "owner")) != NULL) {
         if (!json_is_integer(owner) || json_integer_value(owner) < 0 ||
             json_integer_value(owner) > 0x7fffffff) {
@@ -734,6 +749,18 @@ out:
     json_decref(o);
 }
 
+/* A pod's tenant is the pod object's: 409 (said in resp) for a change through the API. */
+static int pod_owned(const struct gd_tenant *t, struct gd_response *resp)
+{
+    if (!t->managed || !(t->policy.flags & GPUSLICE_NODE_POD))
+        return 0;
+    gd_api_error(resp, 409, "conflict",
+                 "tenant %s is a Kubernetes pod's: its limits come from the pod's annotations, it "
+                 "ends with the pod, and its processes join it by their cgroup",
+                 t->id);
+    return 1;
+}
+
 static void h_patch(struct gd_request *req, struct gd_response *resp)
 {
     static const char *const fields[] = { "memory", "compute", "priority", "weight", NULL };
@@ -750,7 +777,8 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
         return;
     }
     pthread_mutex_lock(&gd.mu);
-    if ((t = tenant_of(req, resp)) != NULL && body_limits(o, &l, resp) == 0) {
+    if ((t = tenant_of(req, resp)) != NULL && !pod_owned(t, resp) &&
+        body_limits(o, &l, resp) == 0) {
         if (!l.has_mem && !l.has_comp && !l.priority && !l.weight)
             gd_api_error(resp, 400, "bad_value",
                          "give \"memory\", \"compute\", \"priority\" or \"weight\"");
@@ -776,7 +804,7 @@ static void h_delete(struct gd_request *req, struct gd_response *resp)
     int r;
 
     pthread_mutex_lock(&gd.mu);
-    if ((t = tenant_of(req, resp)) != NULL) {
+    if ((t = tenant_of(req, resp)) != NULL && !pod_owned(t, resp)) {
         if ((r = gd_tenant_delete(t, err, sizeof(err))) < 0)
             gd_api_error(resp, r == -EBUSY ? 409 : 400, r == -EBUSY ? "conflict" : "bad_request",
                          "%s", err);
@@ -810,7 +838,7 @@ static void h_join(struct gd_request *req, struct gd_response *resp)
         return;
     }
     pthread_mutex_lock(&gd.mu);
-    if ((t = tenant_of(req, resp)) != NULL) {
+    if ((t = tenant_of(req, resp)) != NULL && !pod_owned(t, resp)) {
         if (req->peer.uid != t->owner && !req->peer.admin)
             gd_api_error(resp, 403, "forbidden", "tenant %s belongs to uid %d", t->id,
                          (int)t->owner);

@@ -163,6 +163,7 @@ struct gd_limits_req {
     int has_mem, has_comp;
     struct gs_limits mem, comp; /* keys resolved to UUIDs, or the default */
     uint32_t priority, weight;  /* GPUSLICE_PRIORITY_*, 1..100; 0 = not given */
+    uint32_t pod_flags;         /* GPUSLICE_NODE_POD, GPUSLICE_NODE_REFUSED (pods.c) */
 };
 
 /*
@@ -174,6 +175,22 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
 
 /* Applies l to t (under gd.mu); 0 or a negative errno with a message. */
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen);
+
+/*
+ * A pod's tenant named name (under gd.mu): made with l, or given exactly l (limits, class and
+ * flags; what l lacks is gone) if it exists. 0, or a negative errno with a message.
+ */
+int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd_tenant **out,
+                      char *err, size_t errlen);
+
+/*
+ * Ends managed tenant t even while processes of it live (a deleted pod's; under gd.mu):
+ * they keep the limits they last read. 0, or -EPERM for a gpuslice run's.
+ */
+int gd_tenant_end(struct gd_tenant *t);
+
+/* Makes uid the owner of managed tenant t and its state file (under gd.mu); 0 or -errno. */
+int gd_tenant_give(struct gd_tenant *t, uid_t uid, char *err, size_t errlen);
 
 /* Ends managed tenant t (under gd.mu); -EBUSY while processes of it live. */
 int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen);

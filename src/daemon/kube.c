@@ -22,6 +22,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/kube.h"
+#include "daemon/pods.h"
 #include "daemon/kubewatch.h"
 #include "daemon/podspec.h"
 #include "gpuslice/tenant_abi.h"
@@ -35,11 +36,9 @@
 #define BACKOFF_MAX_MS 30000
 
 struct pod {
-    char uid[64], ns[256], name[256], rv[GD_WATCH_RV_MAX];
+    struct gd_kube_pod p;
+    char rv[GD_WATCH_RV_MAX];
     uint64_t gen; /* the list that last saw it */
-    int ok;       /* its limits were read */
-    struct gd_pod_spec spec;
-    char err[512];
 };
 
 static struct {
@@ -277,7 +276,7 @@ static int find(const char *uid)
     int i;
 
     for (i = 0; i < kube.npods; i++)
-        if (strcmp(kube.pods[i]->uid, uid) == 0)
+        if (strcmp(kube.pods[i]->p.uid, uid) == 0)
             return i;
     return -1;
 }
@@ -304,6 +303,35 @@ static const char *field(const json_t *md, const char *key, size_t max)
                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != n)
         return NULL;
     return s;
+}
+
+/*
+ * The container IDs of the pod's status (containerStatuses and initContainerStatuses:
+ * "containerd://ID", "cri-o://ID", "docker://ID"), with their names, for labels.
+ */
+static void containers(const json_t *obj, struct gd_kube_pod *p)
+{
+    static const char *const lists[] = { "containerStatuses", "initContainerStatuses" };
+    const json_t *st = json_object_get(obj, "status"), *c;
+    size_t k, i;
+
+    p->ncont = 0;
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(st, lists[k]), i, c)
+        {
+            const char *name = json_string_value(json_object_get(c, "name"));
+            const char *id = json_string_value(json_object_get(c, "containerID"));
+            const char *sep = id ? strstr(id, "://") : NULL;
+
+            if (p->ncont == GD_POD_MAX_CONTAINERS || !name || !sep || strlen(name) >= 64 ||
+                strlen(sep + 3) == 0 || strlen(sep + 3) >= 65 ||
+                strspn(sep + 3, "0123456789abcdef") != strlen(sep + 3) ||
+                strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
+                continue;
+            snprintf(p->cont[p->ncont].name, sizeof(p->cont[0].name), "%s", name);
+            snprintf(p->cont[p->ncont].id, sizeof(p->cont[0].id), "%s", sep + 3);
+            p->ncont++;
+        }
 }
 
 /*
@@ -343,22 +371,23 @@ static void pod_put(const json_t *obj, uint64_t gen)
             return;
         }
         kube.pods[kube.npods++] = p;
-        snprintf(p->uid, sizeof(p->uid), "%s", uid);
-        snprintf(p->ns, sizeof(p->ns), "%s", ns);
-        snprintf(p->name, sizeof(p->name), "%s", name);
+        snprintf(p->p.uid, sizeof(p->p.uid), "%s", uid);
+        snprintf(p->p.ns, sizeof(p->p.ns), "%s", ns);
+        snprintf(p->p.name, sizeof(p->p.name), "%s", name);
     } else {
         p = kube.pods[i];
     }
-    if (!ok && (i < 0 || p->ok || strcmp(p->err, err) != 0)) {
+    if (!ok && (i < 0 || p->p.ok || strcmp(p->p.err, err) != 0)) {
         snprintf(evmsg, sizeof(evmsg), "%s", err);
         kube.refused++;
     }
     snprintf(p->rv, sizeof(p->rv), "%s", rv);
     if (gen)
         p->gen = gen;
-    p->ok = ok;
-    p->spec = ok ? spec : (struct gd_pod_spec){ .priority = GPUSLICE_PRIORITY_UNSET };
-    snprintf(p->err, sizeof(p->err), "%s", ok ? "" : err);
+    p->p.ok = ok;
+    p->p.spec = ok ? spec : (struct gd_pod_spec){ .priority = GPUSLICE_PRIORITY_UNSET };
+    snprintf(p->p.err, sizeof(p->p.err), "%s", ok ? "" : err);
+    containers(obj, &p->p);
     pthread_mutex_unlock(&kube.mu);
     if (evmsg[0]) {
         gd_log("kubernetes: pod %s/%s: %s", ns, name, evmsg);
@@ -457,6 +486,7 @@ static int list_pods(char *err, size_t errlen)
     snprintf(kube.rv, sizeof(kube.rv), "%s", rv);
     kube.synced = 1;
     pthread_mutex_unlock(&kube.mu);
+    gd_pods_reconcile();
     return 0;
 }
 
@@ -467,9 +497,11 @@ static int on_event(const struct gd_watch_event *ev, void *arg)
     case GD_WATCH_ADDED:
     case GD_WATCH_MODIFIED:
         pod_put(ev->object, 0);
+        gd_pods_reconcile();
         break;
     case GD_WATCH_DELETED:
         pod_delete(ev->object);
+        gd_pods_reconcile();
         break;
     case GD_WATCH_BOOKMARK:
         break;
@@ -680,24 +712,24 @@ json_t *gd_kube_pods_json(void)
 
     pthread_mutex_lock(&kube.mu);
     for (i = 0; i < kube.npods; i++) {
-        const struct pod *p = kube.pods[i];
+        const struct gd_kube_pod *p = &kube.pods[i]->p;
         const char *prio =
             p->spec.priority == GPUSLICE_PRIORITY_UNSET ? NULL : gs_priority_name(p->spec.priority);
 
         json_array_append_new(
             pods,
-            json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o, "
-                      "s:o}}",
-                      "namespace", p->ns, "name", p->name, "uid", p->uid, "resourceVersion", p->rv,
-                      "ok", p->ok, "error", p->ok ? json_null() : json_string(p->err), "limits",
-                      "memory", limits_json(&p->spec.memory, 0), "compute",
-                      limits_json(&p->spec.compute, 0), "sms", limits_json(&p->spec.sms, 1),
-                      "priority", prio ? json_string(prio) : json_null(), "from", "memory",
-                      p->spec.memory.n ? json_string(p->spec.memory.source) : json_null(),
-                      "compute",
-                      p->spec.compute.n ? json_string(p->spec.compute.source) : json_null(), "sms",
-                      p->spec.sms.n ? json_string(p->spec.sms.source) : json_null(), "priority",
-                      p->spec.priority_from ? json_string(p->spec.priority_from) : json_null()));
+            json_pack(
+                "{s:s, s:s, s:s, s:s, s:b, s:o, s:{s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o, "
+                "s:o}}",
+                "namespace", p->ns, "name", p->name, "uid", p->uid, "resourceVersion",
+                kube.pods[i]->rv, "ok", p->ok, "error", p->ok ? json_null() : json_string(p->err),
+                "limits", "memory", limits_json(&p->spec.memory, 0), "compute",
+                limits_json(&p->spec.compute, 0), "sms", limits_json(&p->spec.sms, 1), "priority",
+                prio ? json_string(prio) : json_null(), "from", "memory",
+                p->spec.memory.n ? json_string(p->spec.memory.source) : json_null(), "compute",
+                p->spec.compute.n ? json_string(p->spec.compute.source) : json_null(), "sms",
+                p->spec.sms.n ? json_string(p->spec.sms.source) : json_null(), "priority",
+                p->spec.priority_from ? json_string(p->spec.priority_from) : json_null()));
     }
     out = json_pack("{s:b, s:s, s:s, s:b, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I}, s:o}", "enabled",
                     kube.running, "node", kube.node, "api", kube.api, "synced", kube.synced,
@@ -707,4 +739,21 @@ json_t *gd_kube_pods_json(void)
                     (json_int_t)kube.refused, "pods", pods);
     pthread_mutex_unlock(&kube.mu);
     return out;
+}
+
+struct gd_kube_pod *gd_kube_snapshot(int *n, int *synced)
+{
+    struct gd_kube_pod *v = NULL;
+    int i;
+
+    pthread_mutex_lock(&kube.mu);
+    *n = 0;
+    *synced = kube.synced;
+    if (kube.npods > 0 && (v = malloc((size_t)kube.npods * sizeof(*v))) != NULL) {
+        for (i = 0; i < kube.npods; i++)
+            v[i] = kube.pods[i]->p;
+        *n = kube.npods;
+    }
+    pthread_mutex_unlock(&kube.mu);
+    return v;
 }

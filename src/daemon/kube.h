@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "daemon/podspec.h"
+
 #define GD_MAX_PODS 1024 /* pods followed at once (a kubelet's default is 110) */
 
 /*
@@ -18,7 +20,28 @@ int gd_kube_start(char *err, size_t errlen);
 void gd_kube_stop(void);
 int gd_kube_enabled(void);
 
+#define GD_POD_MAX_CONTAINERS 16 /* containers named in a pod's status that are kept */
+
+/* A pod as the daemon follows it. */
+struct gd_kube_pod {
+    char uid[64], ns[256], name[256];
+    int ok; /* its limits were read; else err says why */
+    struct gd_pod_spec spec;
+    char err[512];
+    int ncont; /* its containers' IDs from its status (containerd://ID and the like) */
+    struct {
+        char name[64], id[65];
+    } cont[GD_POD_MAX_CONTAINERS];
+};
+
 /* The pods as /v1/pods shows them (a new reference). */
 json_t *gd_kube_pods_json(void);
+
+/*
+ * A copy of the pods followed now (malloc'd, *n of them; NULL with *n 0 when none), and
+ * whether a whole list has been read since the daemon started (*synced): before that, a pod
+ * missing from the copy may only not have been seen yet.
+ */
+struct gd_kube_pod *gd_kube_snapshot(int *n, int *synced);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/kube.h"
+#include "daemon/pods.h"
 
 /* Into the background: the parent returns once the child is serving (or has failed). */
 static int background(void)
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
         gd_registry_start(err, sizeof(err)) < 0 || gd_devices_run(err, sizeof(err)) < 0 ||
         gd_boards_start(err, sizeof(err)) < 0 || gd_http_start(err, sizeof(err)) < 0 ||
-        gd_kube_start(err, sizeof(err)) < 0) {
+        gd_kube_start(err, sizeof(err)) < 0 ||
+        (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0)) {
         gd_log("cannot start: %s", err);
         return 1;
     }
@@ -119,6 +121,7 @@ int main(int argc, char **argv)
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
     gd_kube_stop();
+    gd_pods_stop();
     gd_http_stop();
     gd_boards_stop();
     gd_devices_stop();

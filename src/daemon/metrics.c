@@ -12,6 +12,8 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/kube.h"
+#include "daemon/pods.h"
 
 /* A label value with \, " and newlines escaped, as the format asks. */
 static void label(FILE *f, const char *s)
@@ -50,6 +52,7 @@ static void dev_labels(FILE *f, const struct gd_device *d)
 
 static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_device *d)
 {
+    const char *ns, *pod;
     char name[64];
 
     gd_tenant_name(t, name, sizeof(name));
@@ -57,6 +60,12 @@ static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_de
     label(f, t->id);
     fputs("\",tenant_name=\"", f);
     label(f, name);
+    if (gd_pods_labels(t, &ns, &pod)) {
+        fputs("\",namespace=\"", f);
+        label(f, ns);
+        fputs("\",pod=\"", f);
+        label(f, pod);
+    }
     fprintf(f, "\",gpu=\"%d\",%s=\"", d->index, dcgm() ? "UUID" : "uuid");
     label(f, d->uuid);
     fprintf(f, "\",%s=\"", dcgm() ? "Hostname" : "hostname");
@@ -250,6 +259,8 @@ size_t gd_metrics_render(char **out)
         fprintf(f, "gpuslice_tenants{kind=\"managed\"} %d\ngpuslice_tenants{kind=\"run\"} %d\n",
                 managed, gd.ntenant - managed);
     }
+    if (gd_kube_enabled())
+        gd_pods_metrics(f, label);
     head(f, "gpuslice_daemon_simulated", "gauge", "1 when the daemon runs on the simulated GPU.");
     fprintf(f, "gpuslice_daemon_simulated %d\n", gd.simulated);
     head(f, "gpuslice_daemon_requests_total", "counter", "HTTP requests the daemon answered.");

@@ -171,8 +171,11 @@ int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t er
                       &has_mem, err, errlen) < 0 ||
         container_sum(pod, GD_HAMI_CORES, 1, 100, "a percentage from 1 to 100", &cores, &has_cores,
                       err, errlen) < 0 ||
-        hami_priority(pod, &p, &has_prio, err, errlen) < 0)
+        hami_priority(pod, &p, &has_prio, err, errlen) < 0 ||
+        container_sum(pod, GD_NVIDIA_GPU, 1, 1024, "a whole number of GPUs", &q, &share, err,
+                      errlen) < 0)
         return -EINVAL;
+    out->gpus = (uint32_t)q;
     if (has_mem)
         one_limit(&out->memory, mem, GD_HAMI_MEM);
     if (has_cores)

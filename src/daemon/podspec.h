@@ -21,11 +21,13 @@
 #define GD_HAMI_MEM "nvidia.com/gpumem"
 #define GD_HAMI_CORES "nvidia.com/gpucores"
 #define GD_HAMI_PRIORITY "nvidia.com/priority"
+#define GD_NVIDIA_GPU "nvidia.com/gpu"
 
 struct gd_pod_spec {
     struct gs_limits memory, compute, sms; /* n == 0: none; .source names where they came from */
     uint32_t priority;                     /* GPUSLICE_PRIORITY_*, UNSET for none */
     const char *priority_from;             /* the annotation or resource, NULL for none */
+    uint32_t gpus; /* nvidia.com/gpu summed over the containers' limits; 0 for none */
 };
 
 /*

@@ -56,7 +56,10 @@ static json_t *limits_json(const struct gpuslice_node_tenant *p, int mem)
 
         if (memcmp(p->dev[d].uuid, zero, 16) == 0)
             continue;
-        uuid_str(p->dev[d].uuid, u);
+        if (gs_node_key_index(p->dev[d].uuid) >= 0)
+            snprintf(u, sizeof(u), "cuda:%d", gs_node_key_index(p->dev[d].uuid));
+        else
+            uuid_str(p->dev[d].uuid, u);
         json_object_set_new(o, u,
                             json_integer(mem ? (json_int_t)p->dev[d].mem_limit
                                              : (json_int_t)p->dev[d].compute_limit));
@@ -78,11 +81,13 @@ static void save_definitions(void)
         if (p.id == 0)
             continue;
         json_array_append_new(
-            arr, json_pack("{s:i, s:s, s:i, s:I, s:o, s:o, s:i, s:i}", "id", (json_int_t)p.id,
-                           "name", p.name, "owner", (json_int_t)p.owner_uid, "created_unix_ns",
-                           (json_int_t)p.created_unix_ns, "memory", limits_json(&p, 1), "compute",
-                           limits_json(&p, 0), "priority", (json_int_t)p.priority, "weight",
-                           (json_int_t)p.weight));
+            arr,
+            json_pack("{s:i, s:s, s:i, s:I, s:o, s:o, s:i, s:i, s:b, s:b}", "id", (json_int_t)p.id,
+                      "name", p.name, "owner", (json_int_t)p.owner_uid, "created_unix_ns",
+                      (json_int_t)p.created_unix_ns, "memory", limits_json(&p, 1), "compute",
+                      limits_json(&p, 0), "priority", (json_int_t)p.priority, "weight",
+                      (json_int_t)p.weight, "pod", (p.flags & GPUSLICE_NODE_POD) != 0, "refused",
+                      (p.flags & GPUSLICE_NODE_REFUSED) != 0));
     }
     snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
     snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
@@ -201,8 +206,15 @@ static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *
                 p->compute_default = e->value >= 100 ? 0 : (uint32_t)e->value;
             continue;
         }
-        /* api.c resolved index keys to UUIDs. */
-        for (d = 0; d < 16; d++) {
+        if (e->key == GS_KEY_INDEX) {
+            /* A pod's: its processes' own CUDA index (api.c resolves the API's to UUIDs). */
+            if (e->index < 0 || e->index > GPUSLICE_NODE_INDEX_MAX)
+                return gs_set_error(err, errlen, "device index %d: at most %d", e->index,
+                                    GPUSLICE_NODE_INDEX_MAX),
+                       -EINVAL;
+            gs_node_index_key(raw, e->index);
+        }
+        for (d = 0; e->key != GS_KEY_INDEX && d < 16; d++) {
             unsigned b;
             if (sscanf(e->uuid + 4 + (d * 2) + (d >= 4) + (d >= 6) + (d >= 8) + (d >= 10), "%2x",
                        &b) != 1)
@@ -273,6 +285,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
         (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
         return r;
     apply_sched(&p, l);
+    p.flags |= l->pod_flags & (GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED);
     if ((r = gs_tenant_create(gd.tenant_dir, name, path, sizeof(path), &t)) < 0) {
         gs_set_error(err, errlen, "cannot create its state file in %s: %s", gd.tenant_dir,
                      gs_strerror(r));
@@ -430,6 +443,97 @@ int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen)
     return 0;
 }
 
+int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd_tenant **out,
+                      char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p, q;
+    struct gd_tenant *t = gd_tenant_find(name);
+    int r;
+
+    if (t == NULL)
+        return gd_tenant_create(name, 0, l, out, err, errlen);
+    if (!t->managed || !(t->policy.flags & GPUSLICE_NODE_POD)) {
+        gs_set_error(err, errlen, "a tenant named \"%s\" exists and is not a pod's", name);
+        return -EEXIST;
+    }
+    gs_node_read_tenant(gd.node, t->node_idx, &p);
+    if (p.id != t->node_id) {
+        gs_set_error(err, errlen, "the tenant ended");
+        return -ENOENT;
+    }
+    /* The pod's object says everything: what it no longer has is gone. */
+    q = p;
+    q.mem_default = 0;
+    q.compute_default = 0;
+    memset(q.dev, 0, sizeof(q.dev));
+    q.priority = l->priority;
+    q.weight = l->weight;
+    q.flags = (q.flags & ~(GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED)) |
+              (l->pod_flags & (GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED));
+    if ((l->has_mem && (r = apply_limits(&q, &l->mem, 1, err, errlen)) < 0) ||
+        (l->has_comp && (r = apply_limits(&q, &l->comp, 0, err, errlen)) < 0))
+        return r;
+    policy_flags(&q);
+    *out = t;
+    if (memcmp(&p, &q, sizeof(p)) == 0)
+        return 0;
+    write_entry(t->node_idx, &q);
+    t->policy = q;
+    mirror_limits(t->path, &q);
+    save_definitions();
+    gd_event("tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", q.id, q.name);
+    return 0;
+}
+
+int gd_tenant_end(struct gd_tenant *t)
+{
+    struct gpuslice_node_tenant p;
+    int i;
+
+    if (!t->managed)
+        return -EPERM;
+    /* Its live processes keep the limits they last read: nothing becomes unlimited. */
+    drop_members(t->node_id);
+    memset(&p, 0, sizeof(p));
+    write_entry(t->node_idx, &p);
+    unlink(t->path);
+    save_definitions();
+    gd_event("tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id, t->policy.name);
+    gs_tenant_close(t->t);
+    for (i = 0; i < gd.ntenant; i++)
+        if (&gd.tenant[i] == t) {
+            memmove(&gd.tenant[i], &gd.tenant[i + 1],
+                    (size_t)(gd.ntenant - i - 1) * sizeof(gd.tenant[0]));
+            gd.ntenant--;
+            break;
+        }
+    return 0;
+}
+
+int gd_tenant_give(struct gd_tenant *t, uid_t uid, char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p;
+
+    if (!t->managed)
+        return gs_set_error(err, errlen, "not the daemon's tenant"), -EPERM;
+    if (t->owner == uid)
+        return 0;
+    if (chown(t->path, uid, (gid_t)-1) < 0) {
+        gs_set_error(err, errlen, "cannot give the state file %s to uid %u: %s", t->path,
+                     (unsigned)uid, strerror(errno));
+        return -errno;
+    }
+    gs_node_read_tenant(gd.node, t->node_idx, &p);
+    if (p.id != t->node_id)
+        return gs_set_error(err, errlen, "the tenant ended"), -ENOENT;
+    p.owner_uid = (uint32_t)uid;
+    write_entry(t->node_idx, &p);
+    t->policy = p;
+    t->owner = uid;
+    save_definitions();
+    return 0;
+}
+
 /* Adds (ns, pid, start) as a member of tenant id; under gd.mu. */
 static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
 {
@@ -509,7 +613,7 @@ void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, ui
     *mem = 0;
     *compute = 0;
     if (t->managed) {
-        if (gs_node_limits(gd.node, t->node_idx, t->node_id, dev->raw, mem, compute) < 0)
+        if (gs_node_limits(gd.node, t->node_idx, t->node_id, dev->raw, -1, mem, compute) < 0)
             *mem = 0, *compute = 0;
         return;
     }
@@ -879,6 +983,10 @@ static void restore_definitions(void)
                 e->value = (uint64_t)json_integer_value(val);
                 if (strcmp(key, "default") == 0)
                     e->key = GS_KEY_ALL;
+                else if (strncmp(key, "cuda:", 5) == 0 && key[5] >= '0' && key[5] <= '9' &&
+                         strlen(key) <= 8 && strspn(key + 5, "0123456789") == strlen(key + 5) &&
+                         atoi(key + 5) <= GPUSLICE_NODE_INDEX_MAX)
+                    e->key = GS_KEY_INDEX, e->index = atoi(key + 5);
                 else if (gs_parse_uuid(key, strlen(key), e->uuid))
                     e->key = GS_KEY_UUID;
                 else
@@ -900,6 +1008,9 @@ static void restore_definitions(void)
                              ? (uint32_t)pv
                              : 0;
             l.weight = wv >= 1 && wv <= GPUSLICE_WEIGHT_MAX ? (uint32_t)wv : 0;
+            l.pod_flags =
+                (json_is_true(json_object_get(it, "pod")) ? GPUSLICE_NODE_POD : 0) |
+                (json_is_true(json_object_get(it, "refused")) ? GPUSLICE_NODE_REFUSED : 0);
         }
         if (gd_tenant_create(json_string_value(name), (uid_t)json_integer_value(owner), &l, &t, err,
                              sizeof(err)) < 0)

@@ -27,6 +27,7 @@ static struct device devices[MAX_ORDINALS];
 /* By tenant entry: the UUID this process's driver gave the entry's device (set before published). */
 static uint8_t entry_raw[GPUSLICE_MAX_DEVICES][16];
 static int entry_known[GPUSLICE_MAX_DEVICES];
+static int entry_ord[GPUSLICE_MAX_DEVICES]; /* the CUDA index this process gave it first */
 static pthread_mutex_t publish_mu = PTHREAD_MUTEX_INITIALIZER; /* a UUID is written once */
 
 const char *gs__device_uuid(int ord, uint8_t raw[16])
@@ -76,7 +77,7 @@ int gs__device_entry(int ord)
     ceiling = (uint32_t)gs_limits_lookup(&gs__state.compute_limits, ord, uuid);
     /* The daemon's limits, mirrored into a new entry (what is enforced is read from the node). */
     if (gs__state.node)
-        gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, raw, &limit,
+        gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, raw, ord, &limit,
                        &ceiling);
     /* gs_tenant_device finds an existing entry by UUID: racing threads get the same one. */
     if ((e = gs_tenant_device(gs__state.tenant, raw, ord, limit, ceiling)) == -ENOSPC) {
@@ -89,6 +90,7 @@ int gs__device_entry(int ord)
     if (e < GPUSLICE_MAX_DEVICES && !__atomic_load_n(&entry_known[e], __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&publish_mu);
         memcpy(entry_raw[e], raw, 16);
+        entry_ord[e] = ord;
         __atomic_store_n(&entry_known[e], 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&publish_mu);
     }
@@ -121,8 +123,8 @@ static void node_limits(int e, uint64_t *mem, uint32_t *compute)
         *compute = 0;
         return;
     }
-    if (gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, u ? u : none, mem,
-                       compute) == 0) {
+    if (gs_node_limits(gs__state.node, gs__state.node_idx, gs__state.node_id, u ? u : none,
+                       u ? entry_ord[e] : -1, mem, compute) == 0) {
         __atomic_store_n(&last_mem[e], *mem, __ATOMIC_RELAXED);
         __atomic_store_n(&last_comp[e], *compute, __ATOMIC_RELAXED);
     } else {

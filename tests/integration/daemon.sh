@@ -652,5 +652,125 @@ daemon_pods)
     stop_daemon
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca2.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
     if pods_until 10 'not d["synced"] and not d["pods"] and "certificate" in d["state"].lower()'; then ok "another CA: refused ($(jq_py 'print(d["state"][:90])'))"; else bad "TLS not checked"; fi ;;
+daemon_pod_tenants)
+    # Pods as tenants: the daemon makes one tenant per pod of its node from the stand-in API
+    # server, and a pod's processes (its "containers": processes in a pod's cgroup, each in
+    # its own PID and mount namespaces) join it through the daemon's socket by their cgroup.
+    . "$SRC/tests/k8s/lib.sh"
+    CGB=
+    for d in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
+        if [ -f "$d/cgroup.procs" ] && mkdir "$d/gs-probe-$$" 2>/dev/null; then
+            rmdir "$d/gs-probe-$$"; CGB=$d; break
+        fi
+    done
+    if [ -z "$CGB" ] || ! unshare --pid --fork --mount --mount-proc true 2>/dev/null; then
+        echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
+    fi
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    U1=11111111-2222-4333-8444-555555555555 U2=22222222-2222-4333-8444-555555555555
+    U3=33333333-2222-4333-8444-555555555555 U4=44444444-2222-4333-8444-555555555555
+    C1=$(printf 'c1%062d' 0) C2=$(printf 'c2%062d' 0)
+    # upod NAME UID ANNOTATIONS-JSON: a pod of ns1 on node1 with containers main (C1) and side (C2).
+    upod() { printf '{"metadata":{"name":"%s","namespace":"ns1","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"main"},{"name":"side"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://%s"},{"name":"side","containerID":"containerd://%s"}]}}' "$1" "$2" "$3" "$C1" "$C2"; }
+    CGS=
+    # cg UID CID: a pod container's cgroup as the kubelet's systemd driver names it (made here).
+    cg() {
+        d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
+        mkdir -p "$d" && CGS="$d $CGS" && echo "$d"
+    }
+    # in_pod UID CID ARGS...: runs ARGS in that container, in new PID and mount namespaces.
+    in_pod() {
+        d=$(cg "$1" "$2"); shift 2
+        sh -c 'echo $$ >"$0/cgroup.procs" && l=$1 && shift && exec unshare --pid --fork --mount --mount-proc env LD_PRELOAD="$l" "$@"' "$d" "$LIB" "$@"
+    }
+    cg_cleanup() { for d in $CGS; do rmdir "$d" "${d%/*}" 2>/dev/null; done; rmdir "$CGB/kubepods.slice/kubepods-burstable.slice" "$CGB/kubepods.slice" 2>/dev/null; }
+    trap 'cg_cleanup; cleanup' EXIT
+    kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
+    kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
+        i=0; while [ $i -lt $(($1 * 10)) ]; do
+            api GET /v1/tenants >/dev/null
+            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
+            sleep 0.1; i=$((i + 1))
+        done
+        cat "$T/body"; echo; return 1
+    }
+    podt='{t["name"]: t for t in d["tenants"] if t["name"].startswith("pod-")}'
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U1"'", "pod-'"$U2"'"]'; then ok "a tenant per pod: pod-<uid>"; else bad "pod tenants"; fi
+    jq_py 't = '"$podt"'["pod-'"$U1"'"]; assert t["managed"] and t["limits"]["memory"]["default"] == 1 << 30 and t["pod"]["namespace"] == "ns1" and t["pod"]["name"] == "web" and t["pod"]["uid"] == "'"$U1"'" and not t["pod"]["refused"], t' && ok "pod web's tenant: 1 GiB, its namespace and name" || bad "web's tenant"
+    jq_py 't = '"$podt"'["pod-'"$U2"'"]; assert t["pod"]["refused"] and "gpuslice.io/memory" in t["pod"]["error"], t' && ok "pod bad's tenant is refused, naming the annotation" || bad "bad's tenant"
+    # A container's process is held to its pod's limit, found by its cgroup.
+    expect 0 "a process of pod web's container main" -- in_pod "$U1" "$C1" "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 400 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the pod's 1G" || { bad "pod limit"; cat "$T/out" "$T/err"; }
+    # Its environment cannot lift it: a limit of its own, no GPUSLICE_POD.
+    expect 0 "the same with GPUSLICE_MEMORY_LIMIT=8G in its environment" -- in_pod "$U1" "$C1" env GPUSLICE_MEMORY_LIMIT=8G "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "still the pod's 1G" || { bad "env escaped the pod"; cat "$T/out"; }
+    # Two containers of the pod share its limit, each labelled with its container.
+    rm -f "$T/a" "$T/go"
+    in_pod "$U1" "$C1" "$P" alloc:600 mark:"$T/a" wait:"$T/go" >"$T/pa" 2>&1 &
+    PA=$!; BG="$BG $PA"
+    i=0; while [ ! -f "$T/a" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    expect 0 "container side of the same pod, while main holds 600M" -- in_pod "$U1" "$C2" "$P" alloc:300
+    grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the pod's containers share its 1G" || { bad "containers not one tenant"; cat "$T/out"; }
+    sleep 0.6 # a sweep
+    api GET /v1/tenants/pod-$U1 >/dev/null
+    jq_py 'p = d["pod"]["processes"]; assert [x["container"] for x in p] == ["main"] and p[0]["container_id"] == "'"$C1"'" and d["pod"]["memory_used_bytes_total"] >= 600 << 20, d["pod"]' && ok "the API shows the process in container main, 600M used" || { bad "pod processes"; cat "$T/body"; }
+    api GET /metrics >/dev/null
+    grep -q '^gpuslice_pod_memory_limit_bytes{namespace="ns1",pod="web",uid="'"$U1"'",tenant="[0-9]*"} 1073741824$' "$T/body" && ok "metrics: the pod's memory limit total" || { bad "pod limit metric"; grep gpuslice_pod "$T/body"; }
+    grep -q '^gpuslice_pod_memory_used_bytes{namespace="ns1",pod="web",.*} [1-9][0-9]*$' "$T/body" && ok "metrics: the pod's memory in use" || { bad "pod used metric"; grep gpuslice_pod "$T/body"; }
+    grep -q '^gpuslice_tenant_memory_used_bytes{tenant="[0-9]*",tenant_name="pod-'"$U1"'",namespace="ns1",pod="web",gpu="0"' "$T/body" && ok "metrics: the tenant's series carry namespace and pod" || { bad "tenant labels"; grep "pod-$U1" "$T/body" | head -3; }
+    grep -q '^gpuslice_pod_refused{namespace="ns1",pod="bad",.*} 1$' "$T/body" && ok "metrics: pod bad refused" || { bad "refused metric"; grep gpuslice_pod_refused "$T/body"; }
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$T/body" >"$T/prom" 2>&1
+        ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/prom" | grep -q . && ok "promtool: nothing but dcgm-exporter's camelCase" || { bad "promtool"; cat "$T/prom"; }
+    fi
+    touch "$T/go"; wait "$PA"
+    # A refused pod's process cannot use CUDA, and says why.
+    expect 1 "a process of pod bad" -- in_pod "$U2" "$C1" "$P" alloc:100
+    stderr_has "refused this pod's GPU limits"
+    stderr_has "gpuslice.io/memory"
+    # Not a pod's process: nothing changes for it, unless it says it is one.
+    expect 0 "a process in no pod's cgroup" -- preload "$P" alloc:2000
+    grep -q "alloc 2000 ok" "$T/out" && ok "not a pod's: no pod limit" || { bad "non-pod"; cat "$T/out"; }
+    expect 1 "GPUSLICE_POD=1 outside any pod" -- env GPUSLICE_POD=1 LD_PRELOAD="$LIB" "$P" alloc:100
+    stderr_has "no Kubernetes pod's cgroup"
+    expect 1 "GPUSLICE_POD=yes" -- env GPUSLICE_POD=yes LD_PRELOAD="$LIB" "$P" alloc:100
+    stderr_has "GPUSLICE_POD=\"yes\": give 1"
+    # A pod whose process starts before the daemon has seen it: it waits, then joins.
+    in_pod "$U3" "$C1" "$P" alloc:600 alloc:600 >"$T/p3" 2>&1 &
+    P3=$!; BG="$BG $P3"
+    sleep 0.5
+    kctl -d "$(upod late "$U3" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
+    wait "$P3"; rc=$?
+    [ $rc = 0 ] && grep -q "alloc 600 ok" "$T/p3" && grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/p3" && ok "a process that came first waited and got its pod's 1G" || { bad "late pod (exit $rc)"; cat "$T/p3"; }
+    # The API cannot change, end or join a pod's tenant, nor make one.
+    want 409 "PATCH a pod's tenant" PATCH /v1/tenants/pod-$U1 '{"memory":"8G"}'
+    want 409 "DELETE a pod's tenant" DELETE /v1/tenants/pod-$U1
+    want 400 "POST a tenant named pod-*" POST /v1/tenants '{"name":"pod-x","memory":"1G"}'
+    # The pod changes: new processes get the new limit. It is deleted: its tenant ends.
+    kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"0:2G"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 "$podt"'["pod-'"$U1"'"]["limits"]["memory"] == {"default": None, "cuda:0": 2 << 30}'; then ok "the pod's annotation changed to 0:2G: its containers' device 0, no default left"; else bad "change"; fi
+    expect 0 "a process after the change" -- in_pod "$U1" "$C1" "$P" alloc:1500 alloc:600
+    grep -q "alloc 1500 ok" "$T/out" && grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the new limit applies: the container's device 0 holds 2 GiB" || { bad "changed limit"; cat "$T/out" "$T/err"; }
+    kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"512M"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 'not '"$podt"'["pod-'"$U2"'"]["pod"]["refused"]'; then ok "pod bad fixed: no longer refused"; else bad "fix"; fi
+    expect 0 "a process of the fixed pod" -- in_pod "$U2" "$C1" "$P" alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to its 512M" || { bad "fixed pod"; cat "$T/out" "$T/err"; }
+    kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
+    if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
+    # Under its name again: a new uid, a new tenant.
+    kctl -d "$(upod web "$U4" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U3"'", "pod-'"$U4"'"]'; then ok "web again: tenant pod-<new uid>"; else bad "recreated"; fi
+    # A restart: the tenants come back from the daemon's state, and a pod deleted meanwhile ends.
+    stop_daemon
+    kctl -X DELETE "$KC/pods/ns1/late" >/dev/null
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U4"'"] and '"$podt"'["pod-'"$U4"'"]["pod"]["name"] == "web"'; then ok "after a restart: the pods' tenants, late's gone"; else bad "restart"; fi
+    expect 0 "a process after the restart" -- in_pod "$U4" "$C1" "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the pod's 1G after a restart" || { bad "after restart"; cat "$T/out" "$T/err"; } ;;
 esac
 stop_daemon

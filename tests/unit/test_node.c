@@ -90,18 +90,63 @@ static void test_limits_by_uuid_else_defaults(void **state)
     memset(other, 0x11, 16);
     assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
     put_tenant(n, 0, 9, "a");
-    assert_int_equal(gs_node_limits(n, 0, 9, u, &mem, &comp), 0);
+    assert_int_equal(gs_node_limits(n, 0, 9, u, -1, &mem, &comp), 0);
     assert_int_equal(mem, 2ULL << 30);
     assert_int_equal(comp, 25);
-    assert_int_equal(gs_node_limits(n, 0, 9, other, &mem, &comp), 0);
+    assert_int_equal(gs_node_limits(n, 0, 9, other, -1, &mem, &comp), 0);
     assert_int_equal(mem, 1ULL << 30);
     assert_int_equal(comp, 40);
     /* Another tenant in the entry now: the caller keeps what it had. */
     mem = 77;
-    assert_int_equal(gs_node_limits(n, 0, 10, u, &mem, &comp), -ESTALE);
+    assert_int_equal(gs_node_limits(n, 0, 10, u, -1, &mem, &comp), -ESTALE);
     assert_int_equal(mem, 77);
-    assert_int_equal(gs_node_limits(n, -1, 9, u, &mem, &comp), -ESTALE);
-    assert_int_equal(gs_node_limits(n, GPUSLICE_NODE_MAX_TENANTS, 9, u, &mem, &comp), -ESTALE);
+    assert_int_equal(gs_node_limits(n, -1, 9, u, -1, &mem, &comp), -ESTALE);
+    assert_int_equal(gs_node_limits(n, GPUSLICE_NODE_MAX_TENANTS, 9, u, -1, &mem, &comp), -ESTALE);
+    gs_node_close(n);
+}
+
+/* A pod's limits keyed by a process's own CUDA index: after the UUID's entry, before defaults. */
+static void test_limits_by_index_after_uuid(void **state)
+{
+    struct gpuslice_node *n;
+    uint8_t u[16], other[16], k[16];
+    uint64_t mem = 0;
+    uint32_t comp = 0;
+    int created;
+
+    (void)state;
+    memset(u, 0xab, 16);
+    memset(other, 0x11, 16);
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &n, &created), 0);
+    put_tenant(n, 0, 9, "pod-x");
+    gs_node_write_begin(n, 0);
+    gs_node_index_key(n->tenant[0].dev[1].uuid, 1);
+    n->tenant[0].dev[1].mem_limit = 3ULL << 30;
+    n->tenant[0].dev[1].compute_limit = 60;
+    n->tenant[0].flags = GPUSLICE_NODE_POD;
+    gs_node_write_end(n, 0);
+    assert_int_equal(gs_node_key_index(n->tenant[0].dev[1].uuid), 1);
+    assert_int_equal(gs_node_key_index(n->tenant[0].dev[0].uuid), -1);
+    gs_node_index_key(k, 254);
+    assert_int_equal(gs_node_key_index(k), 254);
+    k[15] = 255;
+    assert_int_equal(gs_node_key_index(k), -1);
+    /* Another GPU that this process numbers 1: the index entry. */
+    assert_int_equal(gs_node_limits(n, 0, 9, other, 1, &mem, &comp), 0);
+    assert_int_equal(mem, 3ULL << 30);
+    assert_int_equal(comp, 60);
+    /* Numbered 0, or unnumbered: the defaults. */
+    assert_int_equal(gs_node_limits(n, 0, 9, other, 0, &mem, &comp), 0);
+    assert_int_equal(mem, 1ULL << 30);
+    assert_int_equal(gs_node_limits(n, 0, 9, other, -1, &mem, &comp), 0);
+    assert_int_equal(mem, 1ULL << 30);
+    /* The UUID's own entry wins over the index. */
+    assert_int_equal(gs_node_limits(n, 0, 9, u, 1, &mem, &comp), 0);
+    assert_int_equal(mem, 2ULL << 30);
+    assert_int_equal(comp, 25);
+    assert_int_equal(gs_node_flags(n, 0, 9), GPUSLICE_NODE_POD);
+    assert_int_equal(gs_node_flags(n, 0, 10), 0);
+    assert_int_equal(gs_node_flags(n, -1, 9), 0);
     gs_node_close(n);
 }
 
@@ -211,6 +256,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_created_then_kept_with_its_tenants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits_by_uuid_else_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits_by_index_after_uuid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_entry_left_odd_by_a_killed_writer_is_still_read, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_member_and_lineage, setup, teardown),

@@ -127,6 +127,30 @@ static void test_hami_resources_sum_over_containers(void **state)
     assert_int_equal(s.priority, GPUSLICE_PRIORITY_LATENCY);
 }
 
+/* nvidia.com/gpu summed over the containers: how many devices the pod's totals cover. */
+static void test_gpus_counted(void **state)
+{
+    struct gd_pod_spec s;
+
+    (void)state;
+    assert_int_equal(
+        spec_of("{\"spec\":{\"containers\":["
+                "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}},"
+                "{\"name\":\"b\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}},"
+                "{\"name\":\"c\"}]}}",
+                &s),
+        0);
+    assert_int_equal(s.gpus, 3);
+    assert_int_equal(spec_of("{\"spec\":{\"containers\":[{\"name\":\"a\"}]}}", &s), 0);
+    assert_int_equal(s.gpus, 0);
+    assert_int_equal(
+        spec_of("{\"spec\":{\"containers\":["
+                "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"half\"}}}]}}",
+                &s),
+        -EINVAL);
+    assert_non_null(strstr(err, "nvidia.com/gpu"));
+}
+
 static void test_precedence_ours_then_tensor_fusion_then_hami(void **state)
 {
     struct gd_pod_spec s;
@@ -248,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_our_annotations),
         cmocka_unit_test(test_tensor_fusion_annotations),
         cmocka_unit_test(test_hami_resources_sum_over_containers),
+        cmocka_unit_test(test_gpus_counted),
         cmocka_unit_test(test_precedence_ours_then_tensor_fusion_then_hami),
         cmocka_unit_test(test_bad_values_are_refused_and_named),
         cmocka_unit_test(test_kubernetes_quantities),

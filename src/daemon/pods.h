@@ -1,0 +1,36 @@
+/*
+ * Kubernetes pods as the daemon's tenants, and the socket that joins their
+ * processes to them by cgroup (pods.c).
+ */
+#ifndef GPUSLICE_DAEMON_PODS_H
+#define GPUSLICE_DAEMON_PODS_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "daemon/daemon.h"
+
+/* Serves GPUSLICE_NODE_POD_SOCKET in the run directory; 0 or -1 with a message. */
+int gd_pods_start(char *err, size_t errlen);
+void gd_pods_stop(void);
+
+/*
+ * Brings the pods' tenants to what the pods followed now say (kube.c calls it after each
+ * list and watch event): made, changed, and, once a whole list has been read, ended for
+ * pods that are gone. Takes gd.mu.
+ */
+void gd_pods_reconcile(void);
+
+/* The pod of tenant t as the API shows it (a new reference), or NULL; under gd.mu. */
+json_t *gd_pods_tenant_json(const struct gd_tenant *t);
+
+/* Whether t is a pod's, and its namespace and name (valid under gd.mu). */
+int gd_pods_labels(const struct gd_tenant *t, const char **ns, const char **name);
+
+/* The pods' series of /metrics (per-pod totals); label escapes a label value. Under gd.mu. */
+void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *));
+
+/* Pods with a tenant; under gd.mu. */
+int gd_pods_count(void);
+
+#endif
