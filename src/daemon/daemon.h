@@ -54,7 +54,12 @@ struct gd_options {
     char kube_api[512];  /* the API server's https:// URL; empty: in-cluster; "off" */
     char kube_token_file[PATH_MAX];
     char kube_ca_file[PATH_MAX];
-    char node_name[256]; /* this node's name in the cluster; empty: $NODE_NAME */
+    char node_name[256];         /* this node's name in the cluster; empty: $NODE_NAME */
+    char webhook_listen[128];    /* ADDR:PORT of the admission webhook (TLS); empty: none */
+    char webhook_cert[PATH_MAX]; /* its certificate (PEM, the chain) and key */
+    char webhook_key[PATH_MAX];
+    char inject_lib_dir[PATH_MAX]; /* the node's libgpuslice.so and ld.so.preload, for pods */
+    char inject_run_dir[PATH_MAX]; /* the node's run directory pods mount; empty: run_dir */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "daemon/webhook.h"
 
 struct conn_state {
     char *body;
@@ -49,7 +50,8 @@ struct sse_state {
     int sent_gap;
 };
 
-static struct MHD_Daemon *unix_d, *tcp_d;
+static struct MHD_Daemon *unix_d, *tcp_d, *hook_d;
+static char *hook_cert, *hook_key; /* the webhook's PEM, kept while it serves */
 static int unix_fd = -1;
 static char token[512];
 static size_t token_len;
@@ -199,6 +201,48 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct gd_respons
     return ret;
 }
 
+/*
+ * The admission webhook's listener: POST /mutate with an AdmissionReview, GET /healthz. It
+ * reads no state and answers only about the pod it is sent, so it needs no token (the API
+ * server checks its certificate).
+ */
+static void webhook(const char *method, const char *url, const struct conn_state *cs,
+                    struct gd_response *resp)
+{
+    struct gd_webhook_conf conf = { gd_opt.inject_lib_dir, gd_opt.inject_run_dir[0]
+                                                               ? gd_opt.inject_run_dir
+                                                               : gd_opt.run_dir };
+    char err[512];
+    json_t *o;
+
+    if (strcmp(url, "/healthz") == 0 && strcmp(method, "GET") == 0) {
+        resp->status = 200;
+        resp->body = strdup("ok\n");
+        resp->len = resp->body ? 3 : 0;
+        resp->content_type = "text/plain";
+        return;
+    }
+    if (strcmp(url, "/mutate") != 0) {
+        gd_api_error(resp, 404, "not_found", "the webhook serves POST /mutate and GET /healthz");
+        return;
+    }
+    if (strcmp(method, "POST") != 0) {
+        gd_api_error(resp, 405, "method_not_allowed", "/mutate takes POST (an AdmissionReview)");
+        return;
+    }
+    if ((o = gd_webhook_review(cs->body ? cs->body : "", cs->len, &conf, err, sizeof(err))) ==
+        NULL) {
+        gd_api_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
+    __atomic_add_fetch(&gd.requests_total, 1, __ATOMIC_RELAXED);
+    resp->status = 200;
+    resp->body = json_dumps(o, JSON_COMPACT);
+    resp->len = resp->body ? strlen(resp->body) : 0;
+    resp->content_type = "application/json";
+    json_decref(o);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -207,7 +251,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct gd_request req;
     struct gd_response resp;
     enum MHD_Result ret;
-    int tcp = cls == &tcp_d;
+    int tcp = cls == &tcp_d || cls == &hook_d;
 
     (void)version;
     if (cs == NULL) {
@@ -219,7 +263,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cs->t0 = gd_mono_ns();
         *con_cls = cs;
         memset(&resp, 0, sizeof(resp));
-        if (tcp && !token_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))) {
+        if (tcp && cls != &hook_d &&
+            !token_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))) {
             gd_api_error(&resp, 401, "unauthorized",
                          "this request needs the header \"Authorization: Bearer TOKEN\" with the "
                          "daemon's token (token-file)");
@@ -251,6 +296,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     memset(&req, 0, sizeof(req));
     memset(&resp, 0, sizeof(resp));
+    if (cls == &hook_d) {
+        webhook(method, url, cs, &resp);
+        ret = send_response(c, &resp);
+        free(resp.body);
+        return ret;
+    }
     req.method = method;
     req.path = url;
     req.body = cs->body ? cs->body : "";
@@ -394,21 +445,22 @@ static int read_token(char *err, size_t errlen)
     return 0;
 }
 
-static int parse_listen(struct sockaddr_storage *ss, char *err, size_t errlen)
+static int parse_listen(const char *opt, const char *spec, struct sockaddr_storage *ss, char *err,
+                        size_t errlen)
 {
     char host[128], *colon;
     long port;
     char *end;
 
-    snprintf(host, sizeof(host), "%s", gd_opt.listen);
+    snprintf(host, sizeof(host), "%s", spec);
     if ((colon = strrchr(host, ':')) == NULL) {
-        snprintf(err, errlen, "--listen %s: give ADDR:PORT (e.g. 127.0.0.1:9400)", gd_opt.listen);
+        snprintf(err, errlen, "--%s %s: give ADDR:PORT (e.g. 127.0.0.1:9400)", opt, spec);
         return -1;
     }
     *colon = '\0';
     port = strtol(colon + 1, &end, 10);
     if (*end || port < 1 || port > 65535) {
-        snprintf(err, errlen, "--listen %s: the port must be 1..65535", gd_opt.listen);
+        snprintf(err, errlen, "--%s %s: the port must be 1..65535", opt, spec);
         return -1;
     }
     memset(ss, 0, sizeof(*ss));
@@ -428,7 +480,7 @@ static int parse_listen(struct sockaddr_storage *ss, char *err, size_t errlen)
         if (inet_pton(AF_INET, host, &a4->sin_addr) == 1)
             return 0;
     }
-    snprintf(err, errlen, "--listen %s: \"%s\" is not an IP address", gd_opt.listen, host);
+    snprintf(err, errlen, "--%s %s: \"%s\" is not an IP address", opt, spec, host);
     return -1;
 }
 
@@ -447,6 +499,67 @@ static struct MHD_Daemon *start(int fd, const struct sockaddr *sa, void *cls)
                             (size_t)(256 * 1024), MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
                             fd >= 0 ? (void *)(intptr_t)fd : (void *)sa, MHD_OPTION_END);
+}
+
+/* A PEM file's contents (malloc'd), or NULL with err; a key must be its owner's only. */
+static char *read_pem(const char *opt, const char *path, int secret, char *err, size_t errlen)
+{
+    struct stat st;
+    char *buf;
+    ssize_t n;
+    int fd;
+
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "--%s %s: %s", opt, path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (1 << 20) ||
+        (secret && (st.st_mode & 0077))) {
+        close(fd);
+        snprintf(err, errlen, "--%s %s must be a regular file of PEM, at most 1 MiB%s", opt, path,
+                 secret ? ", that only its owner can read (chmod 600)" : "");
+        return NULL;
+    }
+    if ((buf = calloc(1, (size_t)st.st_size + 1)) == NULL ||
+        (n = read(fd, buf, (size_t)st.st_size)) != st.st_size || !strstr(buf, "-----BEGIN ")) {
+        close(fd);
+        free(buf);
+        snprintf(err, errlen, "--%s %s: not a PEM file", opt, path);
+        return NULL;
+    }
+    close(fd);
+    return buf;
+}
+
+static int start_webhook(char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_TLS;
+
+    if (parse_listen("webhook-listen", gd_opt.webhook_listen, &ss, err, errlen) < 0 ||
+        (hook_cert = read_pem("webhook-cert", gd_opt.webhook_cert, 0, err, errlen)) == NULL ||
+        (hook_key = read_pem("webhook-key", gd_opt.webhook_key, 1, err, errlen)) == NULL)
+        return -1;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    hook_d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, &hook_d, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)gd_opt.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)gd_opt.timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)gd_opt.max_header, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)(256 * 1024), MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_HTTPS_MEM_CERT,
+        hook_cert, MHD_OPTION_HTTPS_MEM_KEY, hook_key, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_END);
+    if (hook_d == NULL) {
+        snprintf(err, errlen,
+                 "cannot serve the webhook on %s over TLS (the address in use or not this "
+                 "host's, or a certificate and key that do not load or match)",
+                 gd_opt.webhook_listen);
+        return -1;
+    }
+    gd_log("admission webhook on https://%s/mutate", gd_opt.webhook_listen);
+    return 0;
 }
 
 int gd_http_start(char *err, size_t errlen)
@@ -470,7 +583,8 @@ int gd_http_start(char *err, size_t errlen)
     if (gd_opt.listen[0]) {
         struct sockaddr_storage ss;
 
-        if (read_token(err, errlen) < 0 || parse_listen(&ss, err, errlen) < 0)
+        if (read_token(err, errlen) < 0 ||
+            parse_listen("listen", gd_opt.listen, &ss, err, errlen) < 0)
             return -1;
         if ((tcp_d = start(-1, (struct sockaddr *)&ss, &tcp_d)) == NULL) {
             snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)",
@@ -479,11 +593,19 @@ int gd_http_start(char *err, size_t errlen)
         }
         gd_log("listening on %s (bearer token from %s)", gd_opt.listen, gd_opt.token_file);
     }
+    if (gd_opt.webhook_listen[0] && start_webhook(err, errlen) < 0)
+        return -1;
     return 0;
 }
 
 void gd_http_stop(void)
 {
+    if (hook_d)
+        MHD_stop_daemon(hook_d);
+    hook_d = NULL;
+    free(hook_cert);
+    free(hook_key);
+    hook_cert = hook_key = NULL;
     if (tcp_d)
         MHD_stop_daemon(tcp_d);
     if (unix_d)

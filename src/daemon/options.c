@@ -84,6 +84,15 @@ static const struct option_def defs[] = {
         "the CA the API server's certificate is checked against (default "
         "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt)"),
     STR(OPT_STRING, node_name, "", "this node's name in the cluster (default $NODE_NAME)"),
+    STR(OPT_STRING, webhook_listen, "",
+        "serve the mutating admission webhook that injects the interposer into pods, over TLS "
+        "on ADDR:PORT (needs webhook-cert and webhook-key)"),
+    STR(OPT_PATH, webhook_cert, "", "the webhook's certificate chain (PEM)"),
+    STR(OPT_PATH, webhook_key, "", "the webhook's private key (PEM; only its owner may read it)"),
+    STR(OPT_PATH, inject_lib_dir, "/var/lib/gpuslice/lib",
+        "the node's directory of libgpuslice.so and ld.so.preload that injected pods mount"),
+    STR(OPT_PATH, inject_run_dir, "",
+        "the node's run directory that injected pods mount (default the run directory)"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),
@@ -379,6 +388,13 @@ int gd_options_load(int argc, char **argv)
                 "gpusliced: --listen %s needs --token-file: TCP clients are checked by a "
                 "bearer token, and there is none\n",
                 gd_opt.listen);
+        return 2;
+    }
+    if (gd_opt.webhook_listen[0] && (!gd_opt.webhook_cert[0] || !gd_opt.webhook_key[0])) {
+        fprintf(stderr,
+                "gpusliced: --webhook-listen %s needs --webhook-cert and --webhook-key: the API "
+                "server calls a webhook over TLS only\n",
+                gd_opt.webhook_listen);
         return 2;
     }
     if (print) {

@@ -771,6 +771,57 @@ daemon_pod_tenants)
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
     if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U4"'"] and '"$podt"'["pod-'"$U4"'"]["pod"]["name"] == "web"'; then ok "after a restart: the pods' tenants, late's gone"; else bad "restart"; fi
     expect 0 "a process after the restart" -- in_pod "$U4" "$C1" "$P" alloc:512 alloc:400 alloc:200
-    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the pod's 1G after a restart" || { bad "after restart"; cat "$T/out" "$T/err"; } ;;
+    grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the pod's 1G after a restart" || { bad "after restart"; cat "$T/out" "$T/err"; }
+    # The admission webhook: over TLS with the tests' CA, an AdmissionReview in, a JSON Patch out.
+    stop_daemon
+    cp "$T/srv.key" "$T/hook.key"; chmod 644 "$T/hook.key"
+    expect 2 "a webhook without its key" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --webhook-listen 127.0.0.1:1 --webhook-cert "$T/srv.crt"
+    stderr_has "needs --webhook-cert and --webhook-key"
+    expect 1 "a webhook key others may read" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --webhook-listen 127.0.0.1:1 --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key"
+    stderr_has "only its owner can read"
+    chmod 600 "$T/hook.key"
+    HP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 \
+        --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key" --inject-lib-dir /opt/gs/lib || exit 1
+    review() { printf '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"r-1","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":%s}}' "$1"; }
+    review "$(upod gpu "$U1" '{"gpuslice.io/memory":"1G"}')" >"$T/rev"
+    code=$(curl -s -o "$T/hook" -w '%{http_code}' --cacert "$T/ca.crt" -H 'Content-Type: application/json' --data-binary @"$T/rev" "https://127.0.0.1:$HP/mutate")
+    [ "$code" = 200 ] && ok "the webhook answers over TLS (200)" || { bad "webhook: HTTP $code"; cat "$T/hook"; }
+    python3 - "$T/rev" "$T/hook" "$T/drun" <<'PY' && ok "its patch, applied: both hostPath volumes, /etc/ld.so.preload and GPUSLICE_POD=1 in both containers, the annotation" || bad "webhook patch"
+import base64, json, sys
+pod = json.load(open(sys.argv[1]))["request"]["object"]
+r = json.load(open(sys.argv[2]))
+assert r["kind"] == "AdmissionReview" and r["response"]["uid"] == "r-1" and r["response"]["allowed"], r
+assert r["response"]["patchType"] == "JSONPatch", r
+for op in json.loads(base64.b64decode(r["response"]["patch"])):
+    assert op["op"] == "add", op
+    keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+    at = pod
+    for k in keys[:-1]:
+        at = at[int(k)] if isinstance(at, list) else at[k]
+    if isinstance(at, list):
+        assert keys[-1] == "-"; at.append(op["value"])
+    else:
+        assert keys[-1] not in at; at[keys[-1]] = op["value"]
+vols = {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"]}
+assert vols == {"gpuslice-lib": "/opt/gs/lib", "gpuslice-run": sys.argv[3]}, vols
+for c in pod["spec"]["containers"]:
+    m = {x["mountPath"]: x for x in c["volumeMounts"]}
+    assert m["/etc/ld.so.preload"]["subPath"] == "ld.so.preload" and m["/etc/ld.so.preload"]["readOnly"], m
+    assert "/run/gpuslice" in m and "/usr/local/gpuslice" in m, m
+    assert {"name": "GPUSLICE_POD", "value": "1"} in c["env"], c
+assert pod["metadata"]["annotations"]["gpuslice.io/injected"] == "true"
+PY
+    review '{"metadata":{"name":"o","annotations":{"gpuslice.io/inject":"false"}},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}' >"$T/rev"
+    curl -s --cacert "$T/ca.crt" --data-binary @"$T/rev" "https://127.0.0.1:$HP/mutate" >"$T/hook"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; assert r["allowed"] and "patch" not in r, r' "$T/hook" && ok "gpuslice.io/inject: false: allowed, untouched" || { bad "opt-out"; cat "$T/hook"; }
+    review '{"metadata":{"name":"o","annotations":{"gpuslice.io/inject":"nope"}},"spec":{"containers":[{"name":"c"}]}}' >"$T/rev"
+    curl -s --cacert "$T/ca.crt" --data-binary @"$T/rev" "https://127.0.0.1:$HP/mutate" >"$T/hook"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; assert not r["allowed"] and "gpuslice.io/inject" in r["status"]["message"], r' "$T/hook" && ok "a bad gpuslice.io/inject: refused, naming it" || { bad "bad opt-out value"; cat "$T/hook"; }
+    code=$(curl -s -o "$T/hook" -w '%{http_code}' --cacert "$T/ca.crt" --data-binary 'not json' "https://127.0.0.1:$HP/mutate")
+    [ "$code" = 400 ] && grep -q "not JSON" "$T/hook" && ok "a body that is not JSON: 400" || { bad "bad body: $code"; cat "$T/hook"; }
+    make_ca ca2
+    code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$T/ca2.crt" "https://127.0.0.1:$HP/healthz" 2>/dev/null)
+    [ "$code" = 000 ] && ok "another CA does not reach the webhook (TLS)" || bad "TLS: $code" ;;
 esac
 stop_daemon

@@ -4,7 +4,7 @@
 It speaks the parts of the real protocol that gpusliced and kubectl use, with objects in the
 real JSON format:
 - discovery (/api, /apis, the resource lists of core v1, apps/v1, rbac.authorization.k8s.io/v1,
-  events.k8s.io/v1), so that `kubectl apply --dry-run=client` maps the manifests offline;
+  events.k8s.io/v1, admissionregistration.k8s.io/v1), so that `kubectl apply --dry-run=client` maps the manifests offline;
 - pods: GET /api/v1/pods (a PodList with metadata.resourceVersion; fieldSelector
   spec.nodeName=X and metadata.name=X; limit and continue, in pages), GET
   /api/v1/namespaces/NS/pods/NAME, and watches (?watch=true): a chunked stream of one JSON
@@ -46,7 +46,9 @@ RESOURCES = {
            ("pods", "Pod", True, ["create", "delete", "get", "list", "patch", "watch"]),
            ("events", "Event", True, ["create", "get", "list", "patch", "watch"]),
            ("configmaps", "ConfigMap", True, ["create", "delete", "get", "list", "patch"]),
-           ("serviceaccounts", "ServiceAccount", True, ["create", "delete", "get", "list"])],
+           ("serviceaccounts", "ServiceAccount", True, ["create", "delete", "get", "list"]),
+           ("services", "Service", True, ["create", "delete", "get", "list", "patch"]),
+           ("secrets", "Secret", True, ["create", "delete", "get", "list", "patch"])],
     "apps/v1": [("daemonsets", "DaemonSet", True, ["create", "delete", "get", "list", "patch"])],
     "rbac.authorization.k8s.io/v1": [
         ("clusterroles", "ClusterRole", False, ["create", "delete", "get", "list", "patch"]),
@@ -55,6 +57,9 @@ RESOURCES = {
         ("roles", "Role", True, ["create", "delete", "get", "list", "patch"]),
         ("rolebindings", "RoleBinding", True, ["create", "delete", "get", "list", "patch"])],
     "events.k8s.io/v1": [("events", "Event", True, ["create", "get", "list", "patch"])],
+    "admissionregistration.k8s.io/v1": [
+        ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False,
+         ["create", "delete", "get", "list", "patch"])],
 }
 
 

@@ -73,9 +73,76 @@ for e in errs:
 sys.exit(1 if errs else 0)
 PY
 
+# The webhook overlay: its certificate made as the README says, in a copy of the tree.
+cp -r "$SRC/deploy/kubernetes" "$T/k8s"
+rm -rf "$T/k8s/webhook/certs"
+if sh "$T/k8s/webhook/make-cert.sh" >"$T/cert.out" 2>&1; then ok "make-cert.sh: a CA and the Service's certificate"; else bad "make-cert.sh: $(cat "$T/cert.out")"; fi
+expect_bad_days=$(sh "$T/k8s/webhook/make-cert.sh" 1x 2>&1); rc=$?
+[ $rc = 2 ] && echo "$expect_bad_days" | grep -q 'DAYS "1x"' && ok "make-cert.sh 1x: refused, naming it" || bad "make-cert.sh 1x: $rc $expect_bad_days"
+openssl verify -CAfile "$T/k8s/webhook/certs/ca.crt" -purpose sslserver "$T/k8s/webhook/certs/tls.crt" >/dev/null 2>&1 &&
+    openssl x509 -in "$T/k8s/webhook/certs/tls.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "DNS:gpuslice-webhook.gpuslice-system.svc" &&
+    ok "the certificate verifies for gpuslice-webhook.gpuslice-system.svc" || bad "the webhook certificate"
+if kubectl kustomize "$T/k8s/webhook" >"$T/hook.yaml" 2>"$T/err"; then ok "the webhook overlay renders"; else bad "webhook kustomize: $(cat "$T/err")"; fi
+# shellcheck disable=SC2086
+if kubectl $S apply --dry-run=client --validate=false -k "$T/k8s/webhook" >"$T/apply" 2>"$T/err" &&
+   [ "$(grep -c 'created (dry run)' "$T/apply")" -eq 9 ]; then
+    ok "kubectl apply --dry-run=client maps the overlay's 9 objects"
+else bad "overlay apply --dry-run=client: $(cat "$T/apply" "$T/err")"; fi
+# shellcheck disable=SC2086
+kubectl $S apply --dry-run=client --validate=false -o json -k "$T/k8s/webhook" >"$T/hook.json" 2>"$T/err" || bad "overlay -o json: $(cat "$T/err")"
+if python3 - "$T/hook.json" "$T/k8s/webhook/certs/ca.crt" <<'PY'; then ok "webhook: Service to the DaemonSet's port, TLS Secret at 0400, opt-in namespaces, failurePolicy Fail, the CA, the interposer where the patch mounts it"; else bad "the webhook overlay"; fi
+import base64, json, sys
+doc = json.load(open(sys.argv[1]))
+items = doc["items"] if doc.get("kind") == "List" else [doc]
+by = {(o["kind"], o["metadata"]["name"]): o for o in items}
+errs = []
+ds, svc = by[("DaemonSet", "gpusliced")], by[("Service", "gpuslice-webhook")]
+mwc = by[("MutatingWebhookConfiguration", "gpuslice-inject")]
+spec = ds["spec"]["template"]["spec"]
+c = spec["containers"][0]
+args = c["args"]
+opt = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--webhook") or args[i].startswith("--inject")}
+port = int(opt.get("--webhook-listen", ":0").rsplit(":", 1)[1])
+if not all(ds["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()):
+    errs.append("the Service does not select the DaemonSet's pods")
+if svc["spec"]["ports"][0]["targetPort"] != port or not any(p["containerPort"] == port for p in c.get("ports", [])):
+    errs.append(f"Service targetPort {svc['spec']['ports'][0]['targetPort']}, webhook port {port}")
+vols = {v["name"]: v for v in spec["volumes"]}
+mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+tls = [v for v in vols.values() if v.get("secret", {}).get("secretName") == "gpuslice-webhook-tls"]
+if not tls or tls[0]["secret"].get("defaultMode") != 0o400:
+    errs.append("the TLS Secret is not mounted at mode 0400 (gpusliced refuses a key others may read)")
+d = [p for p, n in mounts.items() if tls and n == tls[0]["name"]]
+if not d or opt.get("--webhook-cert") != d[0] + "/tls.crt" or opt.get("--webhook-key") != d[0] + "/tls.key":
+    errs.append(f"cert and key options {opt} not in the Secret's mount {d}")
+if ("Secret", "gpuslice-webhook-tls") not in by or by[("Secret", "gpuslice-webhook-tls")]["type"] != "kubernetes.io/tls":
+    errs.append("no TLS Secret gpuslice-webhook-tls")
+w = mwc["webhooks"][0]
+cc = w["clientConfig"]
+if cc["service"] != {"namespace": "gpuslice-system", "name": "gpuslice-webhook", "path": "/mutate", "port": 443}:
+    errs.append(f"clientConfig {cc['service']}")
+if base64.b64decode(cc["caBundle"]) != open(sys.argv[2], "rb").read():
+    errs.append("caBundle is not make-cert.sh's CA")
+if w["failurePolicy"] != "Fail" or w["sideEffects"] != "None" or w["admissionReviewVersions"] != ["v1"]:
+    errs.append("failurePolicy, sideEffects or versions")
+if w["namespaceSelector"] != {"matchLabels": {"gpuslice.io/inject": "enabled"}}:
+    errs.append(f"namespaceSelector {w['namespaceSelector']}")
+if w["rules"] != [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]:
+    errs.append(f"rules {w['rules']}")
+init = " ".join(spec["initContainers"][0]["command"])
+if opt.get("--inject-lib-dir") != "/var/lib/gpuslice/lib" or "/host/var/lib/gpuslice/lib/libgpuslice.so" not in init or \
+        "echo /usr/local/gpuslice/libgpuslice.so > /host/var/lib/gpuslice/lib/ld.so.preload" not in init:
+    errs.append("the init container does not install the interposer where --inject-lib-dir and the patch's mount say")
+if opt.get("--inject-run-dir") != "/run/gpuslice" or vols["run"]["hostPath"]["path"] != "/run/gpuslice":
+    errs.append("--inject-run-dir is not the daemon's host run directory")
+for e in errs:
+    print("  " + e)
+sys.exit(1 if errs else 0)
+PY
+
 # The check can fail: a kustomization naming a file that is not there.
 cp -r "$SRC/deploy/kubernetes" "$T/broken"
-sed -i 's/^resources:$/resources:\n  - missing.yaml/' "$T/broken/kustomization.yaml"
+sed -i 's/^resources:$/resources:\n  - missing.yaml/' "$T/broken/base/kustomization.yaml"
 if kubectl kustomize "$T/broken" >/dev/null 2>&1; then bad "a broken kustomization rendered"; else ok "a broken kustomization is refused"; fi
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]
