@@ -823,5 +823,86 @@ PY
     make_ca ca2
     code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$T/ca2.crt" "https://127.0.0.1:$HP/healthz" 2>/dev/null)
     [ "$code" = 000 ] && ok "another CA does not reach the webhook (TLS)" || bad "TLS: $code" ;;
+daemon_pod_soak)
+    # 500 pods made and deleted against the stand-in, each with a process of its "container"
+    # (in the pod's cgroup, its own PID and mount namespaces) allocating on the simulated GPU
+    # while its pod is deleted under it. Afterwards: no pod's tenant, state file, member,
+    # definition, series or device memory is left. Prints the time and daemon memory per pod.
+    . "$SRC/tests/k8s/lib.sh"
+    N=${GPUSLICE_SOAK_PODS:-500}
+    CGB=
+    for d in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
+        if [ -f "$d/cgroup.procs" ] && mkdir "$d/gs-probe-$$" 2>/dev/null; then
+            rmdir "$d/gs-probe-$$"; CGB=$d; break
+        fi
+    done
+    if [ -z "$CGB" ] || ! unshare --pid --fork --mount --mount-proc true 2>/dev/null; then
+        echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
+    fi
+    KP="$CGB/kubepods.slice/kubepods-besteffort.slice"
+    trap 'for d in "$KP"/*/*; do rmdir "$d" 2>/dev/null; done; for d in "$KP"/*; do rmdir "$d" 2>/dev/null; done; rmdir "$KP" "${KP%/*}" 2>/dev/null; cleanup' EXIT
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 4000 || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    # The event history at its smallest, so that what it keeps (bounded) is full at once.
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --events-history 16 || exit 1
+    api GET /v1/devices >/dev/null
+    used0=$(jq_py 'print(d["devices"][0]["memory_used_bytes"])')
+    rss() { awk '/^VmRSS/ {print $2}' "/proc/$DPID/status"; }
+    CID=$(printf 'ab%062d' 0)
+    SOAK_PIDS=
+    # One warm-up pod, so that what the first pod costs the daemon once is not counted per pod.
+    soak_pod() { # soak_pod I: pod I made, its process joined and allocating, the pod deleted
+        u=$(printf '%08x-0000-4000-8000-%012x' "$1" "$1")
+        kctl -d '{"metadata":{"name":"soak-'"$1"'","namespace":"soak","uid":"'"$u"'","annotations":{"gpuslice.io/memory":"256M"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$CID"'"}]}}' "$KC/pods" >/dev/null
+        d="$KP/kubepods-besteffort-pod$(echo "$u" | tr - _).slice/cri-containerd-$CID.scope"
+        mkdir -p "$d"
+        rm -f "$T/m"
+        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc env LD_PRELOAD="$1" "$2" alloc:64 alloc:300 mark:"$3" sleep:150' "$d" "$LIB" "$P" "$T/m" >>"$T/soak.out" 2>&1 &
+        SOAK_PIDS="$SOAK_PIDS $!"
+        j=0; while [ ! -e "$T/m" ] && [ $j -lt 200 ]; do sleep 0.02; j=$((j + 1)); done
+        [ -e "$T/m" ] || echo "pod $1: its process did not join in 4 s" >>"$T/soak.err"
+        kctl -X DELETE "$KC/pods/soak/soak-$1" >/dev/null
+    }
+    soak_pod 0
+    wait_pods() { i=0; while [ $i -lt 100 ]; do api GET /v1/tenants >/dev/null; jq_py 'sys.exit(0 if not [t for t in d["tenants"] if t["name"].startswith("pod-")] else 1)' && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
+    wait_pods; sleep 0.5
+    rss0=$(rss); t0=$(date +%s.%N)
+    i=1; while [ $i -le "$N" ]; do
+        soak_pod "$i"
+        if [ $((i % 16)) = 0 ]; then wait $SOAK_PIDS; SOAK_PIDS=; fi
+        [ "$i" = $((N / 2)) ] && rssh=$(rss)
+        i=$((i + 1))
+    done
+    t1=$(date +%s.%N)
+    wait $SOAK_PIDS
+    if wait_pods; then ok "$N pods made and deleted: no pod's tenant left"; else bad "pod tenants left"; cat "$T/body" | head -c 600; fi
+    [ ! -s "$T/soak.err" ] && ok "every pod's process joined its tenant" || { bad "$(wc -l <"$T/soak.err") processes did not join"; head -3 "$T/soak.err"; }
+    n_ok=$(grep -c "alloc 64 ok" "$T/soak.out"); n_oom=$(grep -c "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/soak.out")
+    [ "$n_ok" -ge "$N" ] && [ "$n_oom" -ge "$N" ] && ok "every process held to its pod's 256M ($n_oom refused 300M after 64M)" || { bad "limits: $n_ok ok, $n_oom refused"; grep -v "alloc 64 ok\|alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/soak.out" | sort | uniq -c | head; }
+    sleep 0.6
+    left=$(ls "$T/drun/tenants" 2>/dev/null | wc -l)
+    [ "$left" = 0 ] && ok "no tenant state file left" || { bad "$left state files left"; ls "$T/drun/tenants" | head -3; }
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not [t for t in d if t["name"].startswith("pod-")], d' "$T/drun/state/tenants.json" && ok "no pod in the daemon's definitions" || bad "definitions"
+    python3 - "$T/drun/gpusliced.node" <<'PY' && ok "the node segment: no tenant entry, no member left" || bad "node segment"
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+tenants = [struct.unpack_from("<I", b, 368 + i * 744 + 4)[0] for i in range(256)]
+members = [struct.unpack_from("<I", b, 368 + 256 * 744 + i * 24)[0] for i in range(4096)]
+live = [t for t in tenants if t]
+assert not live and not any(members), (live, sum(1 for m in members if m))
+PY
+    api GET /v1/devices >/dev/null
+    used1=$(jq_py 'print(d["devices"][0]["memory_used_bytes"])')
+    [ "$used1" = "$used0" ] && ok "the GPU's memory in use is what it was ($used0 bytes)" || bad "device memory $used0 -> $used1"
+    api GET /metrics >/dev/null
+    ! grep -q '^gpuslice_pod_memory\|^gpuslice_tenant_.*tenant_name="pod-' "$T/body" && ok "no pod's series in /metrics" || bad "pod series left"
+    grep -q "^gpuslice_pod_joins_total $((N + 1))$" "$T/body" && ok "$((N + 1)) joins counted" || { bad "joins"; grep pod_join "$T/body"; }
+    rss1=$(rss)
+    awk -v n="$N" -v a="$t0" -v b="$t1" -v r0="$rss0" -v rh="$rssh" -v r1="$rss1" 'BEGIN { printf "soak: %d pods in %.1f s: %.1f ms per pod (made, a process joined and allocating, deleted); daemon RSS %d -> %d -> %d KiB (start, half, end: %+.2f KiB per pod over the second half)\n", n, b - a, 1000 * (b - a) / n, r0, rh, r1, (r1 - rh) / (n - n / 2) }' | tee "$T/soak.line"
+    # Memory that keeps growing with the pods made is a leak: under 0.5 KiB per pod over the
+    # second half (the first warms the allocator's arenas and the connection threads' stacks).
+    awk -v n="$N" -v rh="$rssh" -v r1="$rss1" 'BEGIN { exit !((r1 - rh) / (n - n / 2) < 0.5) }' && ok "the daemon's memory does not grow with the pods" || bad "daemon RSS grew $((rss1 - rssh)) KiB over the last $((N - N / 2)) pods" ;;
 esac
 stop_daemon
