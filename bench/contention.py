@@ -41,7 +41,8 @@ latency tenant SIGKILLed with a request in flight (the background's rate before,
 keeps: its partition bounds it below).
 
 With --shares it also runs the share experiments, saturating 8192^3 GEMM jobs side by side:
-by weight (--weight 1:1, 1:3, 1:1:2), by ceiling (--compute 25 and 75), and 1:3 where the
+by weight (--weight 1:1, 1:3, 1:1:2), by ceiling (--compute 25 and 75), by SM partition (--sms
+32 and 96 as MPS clients), and 1:3 where the
 weight-3 job stops halfway (how soon the other has the whole GPU); each job's share is its rate
 over the solo rate, and shares.md, shares.json and contention-shares.svg are written too.
 
@@ -85,7 +86,11 @@ SHARES = {"w1:1": [["--weight", "1"], ["--weight", "1"]],
           "w1:3": [["--weight", "1"], ["--weight", "3"]],
           "w1:1:2": [["--weight", "1"], ["--weight", "1"], ["--weight", "2"]],
           "c25:75": [["--compute", "25"], ["--compute", "75"]],
-          "w1:3-stop": [["--weight", "1"], ["--weight", "3"]]}
+          "w1:3-stop": [["--weight", "1"], ["--weight", "3"]],
+          # SM partitions: a quarter and three quarters of the H200's 132 SMs in whole
+          # co-scheduled groups, as clients of NVIDIA's MPS server (time-sliced, partitions
+          # would only lengthen each context's turn).
+          "mps-sms32:96": [["--sms", "32"], ["--sms", "96"]]}
 
 
 def wait_file(path, timeout):
@@ -399,6 +404,16 @@ def shares_once(r, name, rep):
     jobs = []
     row = {"experiment": name, "repeat": rep, "options": SHARES[name]}
     env = gpumeasure.scrubbed_env({"GPUSLICE_DEBUG": "1"})  # the interposer's counts at exit
+    try:
+        if name.startswith("mps-"):
+            d = r.mps_start()
+            env["CUDA_MPS_PIPE_DIRECTORY"] = d + "/pipe"
+            env["CUDA_MPS_LOG_DIRECTORY"] = d + "/log"
+        else:
+            r.mps_stop()
+    except (OSError, subprocess.SubprocessError) as e:
+        row["error"] = f"cannot start MPS: {e}"
+        return row
     try:
         for i, opts in enumerate(SHARES[name]):
             s_i = a.seconds if stop and i == 1 else secs

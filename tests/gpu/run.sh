@@ -114,11 +114,12 @@ c_build() {
     local log=$GPU_SUITE_WORK/build.log rc p pids=() names=() stubs cudart i
     echo "cmake build into $BUILD"
     # shellcheck disable=SC2086 # GPU_CMAKE_ARGS is a list of options
-    # gpusliced needs libmicrohttpd and jansson: built where pkg-config finds them. The GPU
-    # image has neither: Debian's packages carried in .deb/ (apt-get download libmicrohttpd12
-    # libmicrohttpd-dev libjansson4 libjansson-dev) are unpacked into the work directory.
+    # gpusliced needs libmicrohttpd, jansson and libcurl: built where pkg-config finds them. The
+    # GPU image has none: Debian's packages carried in .deb/ (apt-get download libmicrohttpd12
+    # libmicrohttpd-dev libjansson4 libjansson-dev libcurl4 libcurl4-openssl-dev libssh2-1
+    # libpsl5 librtmp1 libnghttp2-14) are unpacked into the work directory.
     daemon=OFF
-    if ! pkg-config --exists libmicrohttpd jansson 2>/dev/null && ls "$ROOT"/.deb/*.deb >/dev/null 2>&1; then
+    if ! pkg-config --exists libmicrohttpd jansson libcurl 2>/dev/null && ls "$ROOT"/.deb/*.deb >/dev/null 2>&1; then
         local d=$GPU_SUITE_WORK/deps f
         for f in "$ROOT"/.deb/*.deb; do dpkg -x "$f" "$d"; done
         # libmicrohttpd.pc names gnutls (for static links only); the system's library is used.
@@ -127,7 +128,7 @@ c_build() {
         export PKG_CONFIG_PATH=$d/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$d
         export LD_LIBRARY_PATH=$d/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     fi
-    pkg-config --exists libmicrohttpd jansson 2>/dev/null && daemon=ON
+    pkg-config --exists libmicrohttpd jansson libcurl 2>/dev/null && daemon=ON
     cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DGPUSLICE_DAEMON=$daemon -DCMAKE_BUILD_TYPE=Release \
         ${GPU_CMAKE_ARGS--DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF} >"$log" 2>&1 &&
         cmake --build "$BUILD" -j"$(nproc)" >>"$log" 2>&1
@@ -433,6 +434,7 @@ c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"
 # gpusliced on the GPU: /v1/devices and /metrics against nvidia-smi, torch_limit under a tenant
 # made through the API, and a kill -9 and restart in the middle of a PyTorch run.
 c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" "$(tmpdir)"; }
+c_k8s_pod() { need "$BUILD/bin/gpusliced" "$LIB" && "$PY" "$HERE/k8s_pod.py" "$ROOT" "$BUILD/bin/gpusliced" "$LIB" "$(tmpdir)"; }
 
 # Compute ceilings judged by the share of the device's time each tenant held (gpuslice's
 # busy count and NVML outside), two tenants, gpuslice set, cut to the time this check was
@@ -542,6 +544,7 @@ CHECKS=(
     "cli_mps_share 150 c_cli_mps_share 35"
     "cli_filled 120 c_cli_filled 20"
     "daemon 150 c_daemon 40"
+    "k8s_pod 120 c_k8s_pod 30"
     "attach 120 c_attach 25"
     "bench_launch 120 c_bench_launch 65"
     "bench_launch_duty 90 c_bench_launch_duty 35"
