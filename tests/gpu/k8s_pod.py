@@ -63,6 +63,16 @@ def certs():
     return ca
 
 
+def daemon_env():
+    """The daemon's environment: the carried libraries' directory first (GPU_DEPS_LIB)."""
+    env = dict(os.environ)
+    deps = env.pop("GPU_DEPS_LIB", "")
+    if deps and os.path.isdir(deps):
+        env["LD_LIBRARY_PATH"] = deps + (":" + env["LD_LIBRARY_PATH"]
+                                         if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def wait_file(path, timeout=10):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -94,7 +104,7 @@ def in_pod(cg_base, uid, preload, argv, timeout=120):
     outer = ('echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc '
              'sh -c \'%s\' "$@"' % inner)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLICE_") and
-           k != "LD_PRELOAD"}
+           k not in ("LD_PRELOAD", "GPU_DEPS_LIB")}
     return subprocess.run(["sh", "-c", outer, d, preload] + argv, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -129,7 +139,7 @@ def main():
                                    run_dir, "--kube-api", ka, "--kube-ca-file", ca,
                                    "--kube-token-file", os.path.join(WORK, "token"),
                                    "--node-name", "gpu-node"], stdout=log,
-                                  stderr=subprocess.STDOUT)
+                                  stderr=subprocess.STDOUT, env=daemon_env())
         sock = os.path.join(run_dir, "gpusliced.sock")
         t0, st = time.monotonic(), None
         while time.monotonic() - t0 < 15:

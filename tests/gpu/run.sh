@@ -434,7 +434,13 @@ c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"
 # gpusliced on the GPU: /v1/devices and /metrics against nvidia-smi, torch_limit under a tenant
 # made through the API, and a kill -9 and restart in the middle of a PyTorch run.
 c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" "$(tmpdir)"; }
-c_k8s_pod() { need "$BUILD/bin/gpusliced" "$LIB" && "$PY" "$HERE/k8s_pod.py" "$ROOT" "$BUILD/bin/gpusliced" "$LIB" "$(tmpdir)"; }
+# The carried libraries' own dependencies (libcurl's) are not on gpusliced's RUNPATH: the
+# daemon alone gets them (GPU_DEPS_LIB), not the pod's programs.
+c_k8s_pod() {
+    need "$BUILD/bin/gpusliced" "$LIB" &&
+        GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/k8s_pod.py" "$ROOT" \
+            "$BUILD/bin/gpusliced" "$LIB" "$(tmpdir)"
+}
 
 # Compute ceilings judged by the share of the device's time each tenant held (gpuslice's
 # busy count and NVML outside), two tenants, gpuslice set, cut to the time this check was
