@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +274,12 @@ static void answer(pid_t pid, uid_t uid, const char *cg, size_t cglen, char *out
         return;
     }
     joins++;
+    /* Room for it: the processes that have exited leave the table first. */
+    for (k = 0; r->njoined == MAX_JOINED && k < r->njoined;)
+        if (kill(r->joined[k].pid, 0) < 0 && errno == ESRCH)
+            r->joined[k] = r->joined[--r->njoined];
+        else
+            k++;
     for (k = 0; k < r->njoined && r->joined[k].pid != pid; k++)
         ;
     if (k == r->njoined && r->njoined < MAX_JOINED)
@@ -491,9 +498,14 @@ json_t *gd_pods_tenant_json(const struct gd_tenant *t)
     for (i = 0; t->t && i < GPUSLICE_MAX_PROCS; i++)
         if (t->seen_pid[i] > 0) {
             const char *id, *name = pid_container(r, t->seen_pid[i], &id);
+            uint64_t mem = 0;
+            int e;
 
-            json_array_append_new(procs, json_pack("{s:i, s:s, s:s}", "pid", (int)t->seen_pid[i],
-                                                   "container", name, "container_id", id));
+            for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+                mem += t->t->proc[i].mem_used[e];
+            json_array_append_new(
+                procs, json_pack("{s:i, s:s, s:s, s:I}", "pid", (int)t->seen_pid[i], "container",
+                                 name, "container_id", id, "memory_used_bytes", (json_int_t)mem));
         }
     o = json_pack("{s:s, s:s, s:s, s:b, s:o, s:i, s:I, s:I, s:I, s:o}", "namespace", r->ns, "name",
                   r->name, "uid", r->uid, "refused", r->refused, "error",
@@ -556,6 +568,44 @@ void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *))
             fputs("\",uid=\"", f);
             label(f, r->uid);
             fprintf(f, "\",tenant=\"%u\"} %llu\n", t->node_id, (unsigned long long)v);
+        }
+    }
+    /* By container: what each container's live processes hold, summed over the GPUs. */
+    fprintf(f, "# HELP gpuslice_pod_container_memory_used_bytes GPU memory a container's live "
+               "processes hold, summed over its GPUs.\n# TYPE "
+               "gpuslice_pod_container_memory_used_bytes gauge\n");
+    for (i = 0; i < gd.ntenant; i++) {
+        const struct gd_tenant *t = &gd.tenant[i];
+        const struct podrec *r = pod_of(t);
+        int c;
+
+        for (c = 0; r && t->t && c < r->ncont; c++) {
+            uint64_t sum = 0;
+            int q, e, seen = 0;
+
+            for (q = 0; q < GPUSLICE_MAX_PROCS; q++) {
+                const char *id;
+
+                if (t->seen_pid[q] <= 0)
+                    continue;
+                pid_container(r, t->seen_pid[q], &id);
+                if (strcmp(id, r->cont[c].id) != 0)
+                    continue;
+                seen = 1;
+                for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+                    sum += t->t->proc[q].mem_used[e];
+            }
+            if (!seen)
+                continue;
+            fputs("gpuslice_pod_container_memory_used_bytes{namespace=\"", f);
+            label(f, r->ns);
+            fputs("\",pod=\"", f);
+            label(f, r->name);
+            fputs("\",container=\"", f);
+            label(f, r->cont[c].name);
+            fputs("\",uid=\"", f);
+            label(f, r->uid);
+            fprintf(f, "\",tenant=\"%u\"} %llu\n", t->node_id, (unsigned long long)sum);
         }
     }
     fprintf(f,

@@ -718,12 +718,13 @@ daemon_pod_tenants)
     grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the pod's containers share its 1G" || { bad "containers not one tenant"; cat "$T/out"; }
     sleep 0.6 # a sweep
     api GET /v1/tenants/pod-$U1 >/dev/null
-    jq_py 'p = d["pod"]["processes"]; assert [x["container"] for x in p] == ["main"] and p[0]["container_id"] == "'"$C1"'" and d["pod"]["memory_used_bytes_total"] >= 600 << 20, d["pod"]' && ok "the API shows the process in container main, 600M used" || { bad "pod processes"; cat "$T/body"; }
+    jq_py 'p = d["pod"]["processes"]; assert [x["container"] for x in p] == ["main"] and p[0]["container_id"] == "'"$C1"'" and p[0]["memory_used_bytes"] >= 600 << 20 and d["pod"]["memory_used_bytes_total"] >= 600 << 20, d["pod"]' && ok "the API shows the process in container main, 600M used" || { bad "pod processes"; cat "$T/body"; }
     api GET /metrics >/dev/null
     grep -q '^gpuslice_pod_memory_limit_bytes{namespace="ns1",pod="web",uid="'"$U1"'",tenant="[0-9]*"} 1073741824$' "$T/body" && ok "metrics: the pod's memory limit total" || { bad "pod limit metric"; grep gpuslice_pod "$T/body"; }
     grep -q '^gpuslice_pod_memory_used_bytes{namespace="ns1",pod="web",.*} [1-9][0-9]*$' "$T/body" && ok "metrics: the pod's memory in use" || { bad "pod used metric"; grep gpuslice_pod "$T/body"; }
     grep -q '^gpuslice_tenant_memory_used_bytes{tenant="[0-9]*",tenant_name="pod-'"$U1"'",namespace="ns1",pod="web",gpu="0"' "$T/body" && ok "metrics: the tenant's series carry namespace and pod" || { bad "tenant labels"; grep "pod-$U1" "$T/body" | head -3; }
     grep -q '^gpuslice_pod_refused{namespace="ns1",pod="bad",.*} 1$' "$T/body" && ok "metrics: pod bad refused" || { bad "refused metric"; grep gpuslice_pod_refused "$T/body"; }
+    awk '/^gpuslice_pod_container_memory_used_bytes\{namespace="ns1",pod="web",container="main",/ { if ($2 >= 600 * 1048576) f = 1 } END { exit !f }' "$T/body" && ok "metrics: container main's memory" || { bad "container metric"; grep container_memory "$T/body"; }
     if command -v promtool >/dev/null; then
         promtool check metrics <"$T/body" >"$T/prom" 2>&1
         ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/prom" | grep -q . && ok "promtool: nothing but dcgm-exporter's camelCase" || { bad "promtool"; cat "$T/prom"; }
