@@ -253,13 +253,21 @@ static int snapshot(int fd, struct gpuslice_tenant **out)
 
 int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gpuslice_tenant **out)
 {
-    struct gpuslice_tenant *t;
-    struct stat st;
-    int fd, r;
+    int fd;
 
     /* O_NONBLOCK: a FIFO planted under a tenant's name must not hang us. */
     if ((fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
         return -errno;
+    return gs_tenant_open_fd(fd, writable, path, owner, out);
+}
+
+int gs_tenant_open_fd(int fd, int writable, const char *what, uid_t *owner,
+                      struct gpuslice_tenant **out)
+{
+    struct gpuslice_tenant *t;
+    struct stat st;
+    int r;
+
     if (fstat(fd, &st) < 0) {
         r = -errno;
         close(fd);
@@ -294,7 +302,7 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner, struct gp
     if (gs_shm_check((const struct gpuslice_shm_header *)t, (size_t)st.st_size,
                      GPUSLICE_TENANT_MAGIC, GPUSLICE_TENANT_ABI_MAJOR,
                      writable ? (size_t)GPUSLICE_TENANT_SIZE_4_3 : (size_t)GPUSLICE_TENANT_SIZE_4_1,
-                     "tenant", path, NULL, 0) < 0 ||
+                     "tenant", what, NULL, 0) < 0 ||
         (!writable && GPUSLICE_ABI_MINOR(t->abi_version) < 1)) {
         munmap(t, sizeof(*t));
         return GS_EABI;

@@ -41,6 +41,14 @@ int gs_tenant_open(const char *path, struct gpuslice_tenant **out);
 int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
                          struct gpuslice_tenant **out);
 
+/*
+ * gs_tenant_open_owned() on an open descriptor fd (closed in all cases; what names it in
+ * messages): a pod's state file, which the daemon hands over (SCM_RIGHTS) and the pod
+ * cannot open itself on its read-only mount.
+ */
+int gs_tenant_open_fd(int fd, int writable, const char *what, uid_t *owner,
+                      struct gpuslice_tenant **out);
+
 /* gs_tenant_open_owned() without the owner. */
 int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out);
 

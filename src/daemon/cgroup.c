@@ -8,10 +8,12 @@
  *   systemd:  /kubepods.slice/kubepods-burstable.slice/
  *             kubepods-burstable-pod<uid, '-' as '_'>.slice/cri-containerd-<id>.scope
  *
- * (docker-<id>.scope and crio-<id>.scope as well). A process cannot move
- * itself into another pod's cgroup without write access to the cgroup tree,
- * which a pod's containers do not have: this, not its environment, says
- * which pod it belongs to.
+ * (docker-<id>.scope and crio-<id>.scope as well), from the root of the
+ * hierarchy (the daemon's cgroup namespace is the host's). A process cannot
+ * move itself into another pod's cgroup without write access to the kubelet's
+ * part of the tree, which neither a pod's containers nor a user with a
+ * delegated subtree of their own have: this, not its environment, says which
+ * pod it belongs to.
  */
 #include <string.h>
 
@@ -91,34 +93,63 @@ static int container_component(const char *c, size_t n, char cid[GD_CONTAINER_ID
     return 1;
 }
 
-/* One line's path (after "ID:CONTROLLERS:"): 1 with uid (and cid, maybe empty), or 0. */
+/* The next component of p at *i (n bytes in all): its start and length, *i past it; 0 at the end. */
+static int next_component(const char *p, size_t n, size_t *i, const char **c, size_t *len)
+{
+    size_t j;
+
+    while (*i < n && p[*i] == '/')
+        (*i)++;
+    for (j = *i; j < n && p[j] != '/'; j++)
+        ;
+    *c = p + *i;
+    *len = j - *i;
+    *i = j;
+    return *len > 0;
+}
+
+static int is(const char *c, size_t n, const char *s)
+{
+    return n == strlen(s) && memcmp(c, s, n) == 0;
+}
+
+/*
+ * One line's path (after "ID:CONTROLLERS:"): 1 with uid (and cid, maybe empty), or 0. The pod
+ * must be where the kubelet puts pods, from the hierarchy's root: kubepods (cgroupfs) or
+ * kubepods.slice (systemd), or kubelet.slice/kubelet-kubepods.slice (a kubelet run with
+ * --cgroup-root=/kubelet, as kind and k3s in containers do), then a QoS class or none, then
+ * the pod. A cgroup a user made in a tree delegated to them (user.slice/…) is not a pod's,
+ * whatever its name.
+ */
 static int from_path(const char *p, size_t n, char uid[GD_POD_UID_LEN],
                      char cid[GD_CONTAINER_ID_LEN])
 {
-    size_t i = 0;
+    const char *c;
+    size_t i = 0, len;
 
-    while (i < n) {
-        size_t j;
-
-        while (i < n && p[i] == '/')
-            i++;
-        for (j = i; j < n && p[j] != '/'; j++)
-            ;
-        if (j > i && pod_component(p + i, j - i, uid)) {
-            size_t a = j, b;
-
-            cid[0] = '\0';
-            while (a < n && p[a] == '/')
-                a++;
-            for (b = a; b < n && p[b] != '/'; b++)
-                ;
-            if (b > a && !container_component(p + a, b - a, cid))
-                cid[0] = '\0';
-            return 1;
-        }
-        i = j;
+    if (!next_component(p, n, &i, &c, &len))
+        return 0;
+    if (is(c, len, "kubelet.slice")) {
+        if (!next_component(p, n, &i, &c, &len) || !is(c, len, "kubelet-kubepods.slice"))
+            return 0;
+    } else if (!is(c, len, "kubepods") && !is(c, len, "kubepods.slice")) {
+        return 0;
     }
-    return 0;
+    if (!next_component(p, n, &i, &c, &len))
+        return 0;
+    if (is(c, len, "besteffort") || is(c, len, "burstable") ||
+        is(c, len, "kubepods-besteffort.slice") || is(c, len, "kubepods-burstable.slice") ||
+        is(c, len, "kubelet-kubepods-besteffort.slice") ||
+        is(c, len, "kubelet-kubepods-burstable.slice")) {
+        if (!next_component(p, n, &i, &c, &len))
+            return 0;
+    }
+    if (!pod_component(c, len, uid))
+        return 0;
+    cid[0] = '\0';
+    if (next_component(p, n, &i, &c, &len) && !container_component(c, len, cid))
+        cid[0] = '\0';
+    return 1;
 }
 
 int gd_cgroup_pod(const char *text, size_t len, char uid[GD_POD_UID_LEN],

@@ -194,9 +194,6 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
  */
 int gd_tenant_end(struct gd_tenant *t);
 
-/* Makes uid the owner of managed tenant t and its state file (under gd.mu); 0 or -errno. */
-int gd_tenant_give(struct gd_tenant *t, uid_t uid, char *err, size_t errlen);
-
 /* Ends managed tenant t (under gd.mu); -EBUSY while processes of it live. */
 int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen);
 

@@ -243,6 +243,16 @@ static void webhook(const char *method, const char *url, const struct conn_state
     json_decref(o);
 }
 
+/*
+ * The largest body a listener takes: max-body for the API; for the webhook 4 MiB, above the
+ * API server's own limit on an object (about 3 MiB), so that no pod is refused for its size.
+ */
+#define WEBHOOK_MAX_BODY ((size_t)4 << 20)
+static size_t body_cap(void *cls)
+{
+    return cls == &hook_d ? WEBHOOK_MAX_BODY : (size_t)gd_opt.max_body;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -270,16 +280,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                          "daemon's token (token-file)");
             return send_response(c, &resp);
         }
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)gd_opt.max_body) {
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)body_cap(cls)) {
             gd_api_error(&resp, 413, "body_too_large",
-                         "the request body is %s bytes; the daemon accepts at most %ld (max-body)",
-                         cl, gd_opt.max_body);
+                         "the request body is %s bytes; the daemon accepts at most %zu%s", cl,
+                         body_cap(cls), cls == &hook_d ? "" : " (max-body)");
             return send_response(c, &resp);
         }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (cs->len + *upload_size > (size_t)gd_opt.max_body)
+        if (cs->len + *upload_size > body_cap(cls))
             return MHD_NO; /* a chunked body past the cap: the connection is closed */
         {
             char *nb = realloc(cs->body, cs->len + *upload_size + 1);

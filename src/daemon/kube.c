@@ -388,6 +388,12 @@ static void pod_put(const json_t *obj, uint64_t gen)
     p->p.spec = ok ? spec : (struct gd_pod_spec){ .priority = GPUSLICE_PRIORITY_UNSET };
     snprintf(p->p.err, sizeof(p->p.err), "%s", ok ? "" : err);
     containers(obj, &p->p);
+    {
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
+
+        p->p.ended = phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+    }
     pthread_mutex_unlock(&kube.mu);
     if (evmsg[0]) {
         gd_log("kubernetes: pod %s/%s: %s", ns, name, evmsg);
@@ -753,6 +759,8 @@ struct gd_kube_pod *gd_kube_snapshot(int *n, int *synced)
         for (i = 0; i < kube.npods; i++)
             v[i] = kube.pods[i]->p;
         *n = kube.npods;
+    } else if (kube.npods > 0) {
+        *n = -1; /* not "no pods": that would end every pod's tenant */
     }
     pthread_mutex_unlock(&kube.mu);
     return v;

@@ -25,7 +25,8 @@ int gd_kube_enabled(void);
 /* A pod as the daemon follows it. */
 struct gd_kube_pod {
     char uid[64], ns[256], name[256];
-    int ok; /* its limits were read; else err says why */
+    int ok;    /* its limits were read; else err says why */
+    int ended; /* status.phase Succeeded or Failed: its containers have all stopped */
     struct gd_pod_spec spec;
     char err[512];
     int ncont; /* its containers' IDs from its status (containerd://ID and the like) */
@@ -40,7 +41,7 @@ json_t *gd_kube_pods_json(void);
 /*
  * A copy of the pods followed now (malloc'd, *n of them; NULL with *n 0 when none), and
  * whether a whole list has been read since the daemon started (*synced): before that, a pod
- * missing from the copy may only not have been seen yet.
+ * missing from the copy may only not have been seen yet. NULL with *n -1: no memory for it.
  */
 struct gd_kube_pod *gd_kube_snapshot(int *n, int *synced);
 

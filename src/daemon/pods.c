@@ -14,7 +14,8 @@
  * thing that decides its tenant: never its environment. The answer is one
  * line: "ok ID", "wait WHY" (a pod's cgroup, but a pod not known yet: ask
  * again), "refused WHY", "none WHY" (not a pod's process, or a daemon that
- * does not follow pods) or "error WHY".
+ * does not follow pods) or "error WHY". With "ok" comes the tenant's state file,
+ * open for writing (SCM_RIGHTS): the pod mounts the run directory read-only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +33,7 @@
 
 #include "common/error.h"
 #include "common/node.h"
+#include "common/proc.h"
 #include "control/tenants.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon.h"
@@ -132,10 +134,13 @@ static void put(const struct gd_kube_pod *k)
         l.pod_flags = GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED;
         refused = 1;
         if (gd_tenant_put_pod(name, &l, &t, err, sizeof(err)) < 0) {
-            gd_log("kubernetes: pod %s/%s has no tenant: %s", k->ns, k->name, err);
-            return;
+            /* No room (the node's table is full): said once, and to its processes. */
+            if (r == NULL || r->node_id != 0)
+                gd_log("kubernetes: pod %s/%s has no tenant: %s", k->ns, k->name, err);
+            t = NULL;
+        } else {
+            snprintf(err, sizeof(err), "%s", why);
         }
-        snprintf(err, sizeof(err), "%s", why);
     }
     if (r == NULL) {
         if (nrec == GD_MAX_PODS || (r = calloc(1, sizeof(*r))) == NULL)
@@ -145,21 +150,34 @@ static void put(const struct gd_kube_pod *k)
     }
     snprintf(r->ns, sizeof(r->ns), "%s", k->ns);
     snprintf(r->name, sizeof(r->name), "%s", k->name);
-    r->node_id = t->node_id;
+    r->node_id = t ? t->node_id : 0; /* 0: none (err says why) */
     r->refused = refused;
-    snprintf(r->err, sizeof(r->err), "%s", refused ? err : "");
+    snprintf(r->err, sizeof(r->err), "%s", refused || t == NULL ? err : "");
     r->spec = k->spec;
     r->ncont = k->ncont;
     memcpy(r->cont, k->cont, sizeof(r->cont));
 }
 
-/* Whether managed tenant t is the tenant of a pod the snapshot v (n pods) has. */
+/*
+ * Whether a pod is one for a tenant: it asks for GPUs in a form the daemon reads (or in one
+ * it refused), and its containers have not all stopped for good. Other pods cannot use a GPU
+ * the device plugin did not give them, and would fill the node's table of tenants.
+ */
+static int wants_gpus(const struct gd_kube_pod *k)
+{
+    return !k->ended &&
+           (!k->ok || k->spec.gpus > 0 || k->spec.memory.n > 0 || k->spec.compute.n > 0 ||
+            k->spec.sms.n > 0 || k->spec.priority != GPUSLICE_PRIORITY_UNSET);
+}
+
+/* Whether managed tenant t is the tenant of a pod the snapshot v (n pods) keeps. */
 static int in_snapshot(const struct gd_tenant *t, const struct gd_kube_pod *v, int n)
 {
     int i;
 
     for (i = 0; i < n; i++)
-        if (strncmp(t->policy.name, "pod-", 4) == 0 && strcmp(t->policy.name + 4, v[i].uid) == 0)
+        if (strncmp(t->policy.name, "pod-", 4) == 0 && strcmp(t->policy.name + 4, v[i].uid) == 0 &&
+            wants_gpus(&v[i]))
             return 1;
     return 0;
 }
@@ -170,9 +188,13 @@ void gd_pods_reconcile(void)
     int n, synced, i;
 
     v = gd_kube_snapshot(&n, &synced);
+    if (n < 0) {
+        gd_log("kubernetes: out of memory: the pods' tenants are brought up to date later");
+        return;
+    }
     pthread_mutex_lock(&gd.mu);
     for (i = 0; i < n; i++)
-        if (uuid_like(v[i].uid))
+        if (uuid_like(v[i].uid) && wants_gpus(&v[i]))
             put(&v[i]);
     /*
      * Before the first whole list (after a restart) a pod not in the copy may only not have
@@ -192,7 +214,7 @@ void gd_pods_reconcile(void)
             int k, have = 0;
 
             for (k = 0; k < n && !have; k++)
-                have = strcmp(v[k].uid, recs[i]->uid) == 0;
+                have = strcmp(v[k].uid, recs[i]->uid) == 0 && wants_gpus(&v[k]);
             if (!have)
                 rec_drop(i);
         }
@@ -216,7 +238,7 @@ static const struct podrec *pod_of(const struct gd_tenant *t)
 /* ---- joining: one answer per connection ---- */
 
 /* The answer for the process pid (the daemon's namespace) of user uid, into out; under gd.mu. */
-static void answer(pid_t pid, uid_t uid, const char *cg, size_t cglen, char *out, size_t len)
+static void answer(pid_t pid, const char *cg, size_t cglen, char *out, size_t len, int *state_fd)
 {
     char puid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN], name[64], err[512];
     struct podrec *r;
@@ -242,6 +264,10 @@ static void answer(pid_t pid, uid_t uid, const char *cg, size_t cglen, char *out
                  synced_once ? "" : " (it has not listed the node's pods since it started)");
         return;
     }
+    if (r->node_id == 0) {
+        snprintf(out, len, "error pod %.200s/%.200s has no tenant: %.500s", r->ns, r->name, r->err);
+        return;
+    }
     if (r->refused) {
         refusals++;
         snprintf(out, len, "refused pod %.200s/%.200s: %.500s", r->ns, r->name, r->err);
@@ -253,24 +279,19 @@ static void answer(pid_t pid, uid_t uid, const char *cg, size_t cglen, char *out
         return;
     }
     /*
-     * The tenant's state file is written by its processes: it is the first non-root user's
-     * that joins. Processes of another user cannot write it, and are refused, said so.
+     * Its state file, which the pod's processes write their usage into, goes with the answer
+     * (opened here: the pod mounts the run directory read-only, and its processes may run as
+     * any user). The file stays the daemon's, 0644.
      */
-    if (uid != 0 && t->owner != uid) {
-        if (t->owner != 0 && t->nlive > 0) {
-            snprintf(out, len,
-                     "error pod %s/%s: its processes run as uid %u, and this one as uid %u; "
-                     "gpuslice keeps a pod's accounting in a file of one user",
-                     r->ns, r->name, (unsigned)t->owner, (unsigned)uid);
-            return;
-        }
-        if (gd_tenant_give(t, uid, err, sizeof(err)) < 0) {
-            snprintf(out, len, "error pod %.200s/%.200s: %.500s", r->ns, r->name, err);
-            return;
-        }
+    if ((*state_fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
+        snprintf(out, len, "error pod %.200s/%.200s: its state file: %s", r->ns, r->name,
+                 strerror(errno));
+        return;
     }
-    if (gd_tenant_join(t, pid, 1, err, sizeof(err)) < 0) {
+    if (gd_tenant_join(t, pid, 0, err, sizeof(err)) < 0) {
         snprintf(out, len, "error pod %.200s/%.200s: %.500s", r->ns, r->name, err);
+        close(*state_fd);
+        *state_fd = -1;
         return;
     }
     joins++;
@@ -297,28 +318,59 @@ static void serve_one(int c)
     socklen_t cl = sizeof(cred);
     char path[64], cg[16384], out[1024];
     ssize_t got = -1;
-    int fd;
+    int fd, state_fd = -1;
 
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.pid <= 0) {
         snprintf(out, sizeof(out), "error the kernel does not name the connecting process\n");
     } else {
+        /* The same process before and after its cgroup is read (not a PID taken again). */
+        uint64_t start = gs_proc_start_time(cred.pid);
+
         snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)cred.pid);
         if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
             got = read(fd, cg, sizeof(cg) - 1);
             close(fd);
         }
-        if (got < 0) {
+        if (got >= 0 && (start == 0 || gs_proc_start_time(cred.pid) != start)) {
+            snprintf(out, sizeof(out), "error process %d exited while it asked\n", (int)cred.pid);
+        } else if (got < 0) {
             snprintf(out, sizeof(out), "error cannot read %s: %s\n", path, strerror(errno));
         } else {
             cg[got] = '\0';
             pthread_mutex_lock(&gd.mu);
-            answer(cred.pid, cred.uid, cg, (size_t)got, out, sizeof(out) - 1);
+            answer(cred.pid, cg, (size_t)got, out, sizeof(out) - 1, &state_fd);
             pthread_mutex_unlock(&gd.mu);
             strcat(out, "\n");
         }
     }
     /* Non-blocking: a peer that does not read loses its answer, and holds nothing up. */
-    (void)!send(c, out, strlen(out), MSG_NOSIGNAL | MSG_DONTWAIT);
+    {
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = { out, strlen(out) };
+        struct msghdr m;
+
+        memset(&m, 0, sizeof(m));
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        if (state_fd >= 0) {
+            struct cmsghdr *h;
+
+            memset(&u, 0, sizeof(u));
+            m.msg_control = u.buf;
+            m.msg_controllen = sizeof(u.buf);
+            h = CMSG_FIRSTHDR(&m);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &state_fd, sizeof(int));
+        }
+        (void)!sendmsg(c, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (state_fd >= 0)
+            close(state_fd);
+    }
 }
 
 static void *serve(void *arg)

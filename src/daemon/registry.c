@@ -461,18 +461,24 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
         gs_set_error(err, errlen, "the tenant ended");
         return -ENOENT;
     }
-    /* The pod's object says everything: what it no longer has is gone. */
     q = p;
-    q.mem_default = 0;
-    q.compute_default = 0;
-    memset(q.dev, 0, sizeof(q.dev));
-    q.priority = l->priority;
-    q.weight = l->weight;
     q.flags = (q.flags & ~(GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED)) |
               (l->pod_flags & (GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED));
-    if ((l->has_mem && (r = apply_limits(&q, &l->mem, 1, err, errlen)) < 0) ||
-        (l->has_comp && (r = apply_limits(&q, &l->comp, 0, err, errlen)) < 0))
-        return r;
+    /*
+     * The pod's object says everything: what it no longer has is gone. But a refusal keeps
+     * the limits the pod had: its processes that run on keep them (new ones get no CUDA),
+     * and nothing becomes unlimited because the pod's annotations went bad.
+     */
+    if (!(l->pod_flags & GPUSLICE_NODE_REFUSED)) {
+        q.mem_default = 0;
+        q.compute_default = 0;
+        memset(q.dev, 0, sizeof(q.dev));
+        q.priority = l->priority;
+        q.weight = l->weight;
+        if ((l->has_mem && (r = apply_limits(&q, &l->mem, 1, err, errlen)) < 0) ||
+            (l->has_comp && (r = apply_limits(&q, &l->comp, 0, err, errlen)) < 0))
+            return r;
+    }
     policy_flags(&q);
     *out = t;
     if (memcmp(&p, &q, sizeof(p)) == 0)
@@ -507,30 +513,6 @@ int gd_tenant_end(struct gd_tenant *t)
             gd.ntenant--;
             break;
         }
-    return 0;
-}
-
-int gd_tenant_give(struct gd_tenant *t, uid_t uid, char *err, size_t errlen)
-{
-    struct gpuslice_node_tenant p;
-
-    if (!t->managed)
-        return gs_set_error(err, errlen, "not the daemon's tenant"), -EPERM;
-    if (t->owner == uid)
-        return 0;
-    if (chown(t->path, uid, (gid_t)-1) < 0) {
-        gs_set_error(err, errlen, "cannot give the state file %s to uid %u: %s", t->path,
-                     (unsigned)uid, strerror(errno));
-        return -errno;
-    }
-    gs_node_read_tenant(gd.node, t->node_idx, &p);
-    if (p.id != t->node_id)
-        return gs_set_error(err, errlen, "the tenant ended"), -ENOENT;
-    p.owner_uid = (uint32_t)uid;
-    write_entry(t->node_idx, &p);
-    t->policy = p;
-    t->owner = uid;
-    save_definitions();
     return 0;
 }
 

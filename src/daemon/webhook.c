@@ -11,9 +11,11 @@
  *     /usr/local/gpuslice (read-only), its ld.so.preload at /etc/ld.so.preload
  *     (so every dynamically linked program of the image, nvidia-smi too,
  *     loads the interposer, whatever the image's own LD_PRELOAD), the run
- *     directory at /run/gpuslice, and GPUSLICE_POD=1 (CUDA fails unless the
+ *     directory at /run/gpuslice read-only, and GPUSLICE_POD=1 (CUDA fails unless the
  *     daemon joins the process to the pod's tenant, by its cgroup);
- *   - the annotation gpuslice.io/injected: "true" (a second call adds nothing).
+ *   - the annotation gpuslice.io/injected: "true", for people (a second call
+ *     adds only what a container lacks: it looks at the containers, not at
+ *     an annotation anyone can write).
  *
  * Everything here is input from whoever creates pods: a value of the opt-out
  * annotation other than "true" or "false", or a pod that already has a volume
@@ -76,25 +78,81 @@ static void op_add(json_t *patch, const char *path, json_t *value)
                           json_pack("{s:s, s:s, s:o}", "op", "add", "path", path, "value", value));
 }
 
-/* Whether array a (of objects) has one whose key is val. */
-static int has_named(const json_t *a, const char *key, const char *val)
+/* A volume of ours in the pod: 1 as we add it, 0 absent, -1 under our name but not ours. */
+static int our_volume(const json_t *spec, const char *name, const char *host_path)
 {
     const json_t *v;
     size_t i;
 
-    json_array_foreach(a, i, v)
+    json_array_foreach(json_object_get(spec, "volumes"), i, v)
     {
-        const char *s = json_string_value(json_object_get(v, key));
+        const char *n = json_string_value(json_object_get(v, "name"));
+        const char *hp = json_string_value(json_object_get(json_object_get(v, "hostPath"), "path"));
 
-        if (s && strcmp(s, val) == 0)
-            return 1;
+        if (n && strcmp(n, name) == 0)
+            return hp && strcmp(hp, host_path) == 0 ? 1 : -1;
     }
     return 0;
 }
 
+/* The mount of c at path: its volume's name and subPath (NULL for none); NULL if none. */
+static const json_t *mount_at(const json_t *c, const char *path)
+{
+    const json_t *m;
+    size_t i;
+
+    json_array_foreach(json_object_get(c, "volumeMounts"), i, m)
+    {
+        const char *p = json_string_value(json_object_get(m, "mountPath"));
+
+        if (p && strcmp(p, path) == 0)
+            return m;
+    }
+    return NULL;
+}
+
+static int mount_is(const json_t *m, const char *vol, const char *sub)
+{
+    const char *n = json_string_value(json_object_get(m, "name"));
+    const char *sp = json_string_value(json_object_get(m, "subPath"));
+
+    return m && n && strcmp(n, vol) == 0 && (sub ? sp && strcmp(sp, sub) == 0 : sp == NULL);
+}
+
+/*
+ * Container c: 1 it has all the injection gives it (a second call: nothing to add), 0 none
+ * of it, -1 some of it, or those paths or GPUSLICE_POD for something else (refused).
+ */
+static int container_state(const json_t *c)
+{
+    const json_t *lib = mount_at(c, MNT_LIB), *pre = mount_at(c, MNT_PRELOAD),
+                 *run = mount_at(c, MNT_RUN), *e;
+    const char *pod_env = NULL;
+    size_t i;
+
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+
+        if (n && strcmp(n, GS_ENV_POD) == 0)
+            pod_env = json_string_value(json_object_get(e, "value"))
+                          ? json_string_value(json_object_get(e, "value"))
+                          : "";
+    }
+    if (!lib && !pre && !run && !pod_env)
+        return 0;
+    if (mount_is(lib, VOL_LIB, NULL) && mount_is(pre, VOL_LIB, "ld.so.preload") &&
+        mount_is(run, VOL_RUN, NULL) && pod_env && strcmp(pod_env, "1") == 0)
+        return 1;
+    return -1;
+}
+
 /*
  * The patch for pod (a new array), NULL with nothing to do, or NULL with why set when the pod
- * must be refused.
+ * must be refused. What is there already is looked at, not an annotation anyone can write: a
+ * container that has all of the injection is left as it is, one that has none of it gets it
+ * (a sidecar another webhook added after our first call, on the reinvocation), one that has
+ * part of it, or those paths for something else, is refused.
  */
 static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, char *why,
                          size_t whylen)
@@ -105,6 +163,7 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
     json_t *patch;
     size_t i, k;
     char path[128];
+    int vlib, vrun, st;
 
     why[0] = '\0';
     if (opt && strcmp(opt, "true") != 0 && strcmp(opt, "false") != 0) {
@@ -114,33 +173,26 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
     }
     if ((opt && strcmp(opt, "false") == 0) || !wants_gpus(pod))
         return NULL;
-    if (json_is_string(json_object_get(
-            json_object_get(json_object_get(pod, "metadata"), "annotations"), GD_ANN_INJECTED)))
-        return NULL; /* a second call (reinvocation): done already */
     if (!json_is_object(spec) || !json_is_array(json_object_get(spec, "containers"))) {
         snprintf(why, whylen, "the pod has no spec.containers");
         return NULL;
     }
-    if (has_named(json_object_get(spec, "volumes"), "name", VOL_LIB) ||
-        has_named(json_object_get(spec, "volumes"), "name", VOL_RUN)) {
+    vlib = our_volume(spec, VOL_LIB, conf->lib_dir);
+    vrun = our_volume(spec, VOL_RUN, conf->run_dir);
+    if (vlib < 0 || vrun < 0) {
         snprintf(why, whylen,
-                 "the pod already has a volume named " VOL_LIB " or " VOL_RUN
-                 ", which gpuslice's injection adds (set " GD_ANN_INJECT ": \"false\" to opt out)");
+                 "the pod has a volume named " VOL_LIB " or " VOL_RUN
+                 " that is not gpuslice's (set " GD_ANN_INJECT ": \"false\" to opt out)");
         return NULL;
     }
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(spec, lists[k]), i, c)
         {
-            const json_t *m = json_object_get(c, "volumeMounts");
-
-            if (has_named(m, "mountPath", MNT_PRELOAD) || has_named(m, "mountPath", MNT_LIB) ||
-                has_named(m, "mountPath", MNT_RUN) ||
-                has_named(json_object_get(c, "env"), "name", GS_ENV_POD)) {
+            if (container_state(c) < 0) {
                 snprintf(why, whylen,
-                         "container %.64s already mounts " MNT_PRELOAD ", " MNT_LIB " or " MNT_RUN
-                         ", or sets " GS_ENV_POD
-                         ", which gpuslice's injection adds (set " GD_ANN_INJECT
-                         ": \"false\" to opt out)",
+                         "container %.64s mounts " MNT_PRELOAD ", " MNT_LIB " or " MNT_RUN
+                         ", or sets " GS_ENV_POD ", otherwise than gpuslice's injection does "
+                         "(set " GD_ANN_INJECT ": \"false\" to opt out)",
                          json_string_value(json_object_get(c, "name"))
                              ? json_string_value(json_object_get(c, "name"))
                              : "?");
@@ -150,15 +202,19 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
     patch = json_array();
     if (!json_is_array(json_object_get(spec, "volumes")))
         op_add(patch, "/spec/volumes", json_array());
-    op_add(patch, "/spec/volumes/-",
-           json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_LIB, "hostPath", "path", conf->lib_dir,
-                     "type", "Directory"));
-    op_add(patch, "/spec/volumes/-",
-           json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_RUN, "hostPath", "path", conf->run_dir,
-                     "type", "Directory"));
+    if (!vlib)
+        op_add(patch, "/spec/volumes/-",
+               json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_LIB, "hostPath", "path", conf->lib_dir,
+                         "type", "Directory"));
+    if (!vrun)
+        op_add(patch, "/spec/volumes/-",
+               json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_RUN, "hostPath", "path", conf->run_dir,
+                         "type", "Directory"));
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(spec, lists[k]), i, c)
         {
+            if ((st = container_state(c)) != 0)
+                continue; /* injected already */
             if (!json_is_array(json_object_get(c, "volumeMounts"))) {
                 snprintf(path, sizeof(path), "/spec/%s/%zu/volumeMounts", lists[k], i);
                 op_add(patch, path, json_array());
@@ -170,7 +226,14 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
             op_add(patch, path,
                    json_pack("{s:s, s:s, s:s, s:b}", "name", VOL_LIB, "mountPath", MNT_PRELOAD,
                              "subPath", "ld.so.preload", "readOnly", 1));
-            op_add(patch, path, json_pack("{s:s, s:s}", "name", VOL_RUN, "mountPath", MNT_RUN));
+            /*
+             * Read-only: a pod's root could otherwise rewrite the node segment (every tenant's
+             * limits) or plant files there; its processes get their tenant's state file from
+             * the daemon (gpusliced.pods, SCM_RIGHTS), and sockets connect on a read-only mount.
+             */
+            op_add(
+                patch, path,
+                json_pack("{s:s, s:s, s:b}", "name", VOL_RUN, "mountPath", MNT_RUN, "readOnly", 1));
             if (!json_is_array(json_object_get(c, "env"))) {
                 snprintf(path, sizeof(path), "/spec/%s/%zu/env", lists[k], i);
                 op_add(patch, path, json_array());
@@ -178,10 +241,19 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
             snprintf(path, sizeof(path), "/spec/%s/%zu/env/-", lists[k], i);
             op_add(patch, path, json_pack("{s:s, s:s}", "name", GS_ENV_POD, "value", "1"));
         }
-    if (!json_is_object(json_object_get(json_object_get(pod, "metadata"), "annotations")))
-        op_add(patch, "/metadata/annotations", json_object());
-    /* JSON Pointer: '/' in a key is written "~1". */
-    op_add(patch, "/metadata/annotations/gpuslice.io~1injected", json_string("true"));
+    if (!json_is_string(json_object_get(
+            json_object_get(json_object_get(pod, "metadata"), "annotations"), GD_ANN_INJECTED))) {
+        if (!json_is_object(json_object_get(json_object_get(pod, "metadata"), "annotations")))
+            op_add(patch, "/metadata/annotations", json_object());
+        /* JSON Pointer: '/' in a key is written "~1". (A record for people; never believed.) */
+        op_add(patch, "/metadata/annotations/gpuslice.io~1injected", json_string("true"));
+    }
+    /* Only the volumes' array made, or nothing: nothing to do. */
+    if (json_array_size(patch) == 0 ||
+        (json_array_size(patch) == 1 && !json_is_array(json_object_get(spec, "volumes")))) {
+        json_decref(patch);
+        return NULL;
+    }
     return patch;
 }
 

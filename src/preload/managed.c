@@ -31,16 +31,25 @@ static int plain_name(const char *name)
            strncmp(name, GS_TENANT_PREFIX, strlen(GS_TENANT_PREFIX)) == 0;
 }
 
-/* Attaches tenant id of node n; 1, or -1 with the message in gs__state.config_msg. */
-static int attach(const struct gpuslice_node *n, const char *dir, uint32_t id)
+/*
+ * Attaches tenant id of node n: its state file, or state_fd when the daemon handed it over
+ * (a pod's: taken, closed in all cases). 1, 0 when the tenant ended meanwhile, or -1 with
+ * the message in gs__state.config_msg.
+ */
+static int attach(const struct gpuslice_node *n, const char *dir, uint32_t id, int state_fd)
 {
+    uid_t owner;
+
     struct gs_state *st = &gs__state;
     struct gpuslice_node_tenant t;
     char tdir[sizeof(n->tenant_dir)], path[PATH_MAX];
     int idx, r;
 
-    if ((idx = gs_node_find_tenant(n, id)) < 0)
+    if ((idx = gs_node_find_tenant(n, id)) < 0) {
+        if (state_fd >= 0)
+            close(state_fd);
         return 0; /* ended between the two reads: a member no longer */
+    }
     gs_node_read_tenant(n, idx, &t);
     memcpy(tdir, n->tenant_dir, sizeof(tdir));
     tdir[sizeof(tdir) - 1] = '\0';
@@ -49,6 +58,8 @@ static int attach(const struct gpuslice_node *n, const char *dir, uint32_t id)
                  "this process belongs to the daemon's tenant \"%s\", whose limits the daemon "
                  "refused (a pod's bad GPU annotations: kubectl describe pod shows the Event)",
                  t.name);
+        if (state_fd >= 0)
+            close(state_fd);
         return -1;
     }
     if (t.id != id || !plain_name(t.state_file) || tdir[0] != '/' ||
@@ -57,9 +68,12 @@ static int attach(const struct gpuslice_node *n, const char *dir, uint32_t id)
                  "this process belongs to the daemon's tenant %u (%.200s/" GPUSLICE_NODE_FILE
                  "), whose entry names no usable state file",
                  id, dir);
+        if (state_fd >= 0)
+            close(state_fd);
         return -1;
     }
-    if ((r = gs_tenant_open(path, &st->tenant)) < 0) {
+    if ((r = state_fd >= 0 ? gs_tenant_open_fd(state_fd, 1, path, &owner, &st->tenant)
+                           : gs_tenant_open(path, &st->tenant)) < 0) {
         snprintf(st->config_msg, sizeof(st->config_msg),
                  "this process belongs to the daemon's tenant \"%s\", whose state file %.300s "
                  "cannot be attached: %s",
@@ -101,7 +115,7 @@ static uint64_t mono_ns(void)
  * answer's line into ans: 1 "ok", 2 "wait", 0 "none", -1 "refused" or "error"; -2 when the
  * socket cannot be asked (ans says why), -3 when there is no such socket.
  */
-static int ask_pod(const char *dir, uint32_t daemon_uid, char *ans, size_t len)
+static int ask_pod(const char *dir, uint32_t daemon_uid, char *ans, size_t len, int *state_fd)
 {
     struct sockaddr_un sa;
     struct timeval tv = { 2, 0 };
@@ -136,12 +150,35 @@ static int ask_pod(const char *dir, uint32_t daemon_uid, char *ans, size_t len)
         close(s);
         return -2;
     }
-    while (got + 1 < len && (k = read(s, ans + got, len - 1 - got)) != 0) {
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
+    /* The line, and with "ok" the tenant's state file (SCM_RIGHTS, with its first byte). */
+    while (got + 1 < len) {
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = { ans + got, len - 1 - got };
+        struct msghdr m;
+        struct cmsghdr *h;
+
+        memset(&m, 0, sizeof(m));
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = u.buf;
+        m.msg_controllen = sizeof(u.buf);
+        if ((k = recvmsg(s, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+            continue;
+        for (h = k >= 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
+            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+                h->cmsg_len == CMSG_LEN(sizeof(int))) {
+                int fd;
+
+                memcpy(&fd, CMSG_DATA(h), sizeof(int));
+                if (*state_fd >= 0)
+                    close(*state_fd);
+                *state_fd = fd;
+            }
+        if (k <= 0)
             break;
-        }
         got += (size_t)k;
     }
     close(s);
@@ -172,16 +209,21 @@ static int join_pod(struct gpuslice_node *n, const char *dir, int required)
     char ans[1024];
     uint64_t start = mono_ns();
     uint32_t id;
-    int r;
+    int r, state_fd = -1;
 
     for (;;) {
-        r = ask_pod(dir, n->owner_uid, ans, sizeof(ans));
+        if (state_fd >= 0)
+            close(state_fd);
+        state_fd = -1;
+        r = ask_pod(dir, n->owner_uid, ans, sizeof(ans), &state_fd);
         if (r != 2 || mono_ns() - start > POD_WAIT_NS)
             break;
         usleep(100 * 1000); /* a pod the daemon's watch has not brought yet */
     }
     if (r == 1 && (id = gs_node_lineage_tenant(n)) != 0)
-        return attach(n, dir, id);
+        return attach(n, dir, id, state_fd);
+    if (state_fd >= 0)
+        close(state_fd);
     if (r == 1)
         snprintf(ans, sizeof(ans),
                  "the daemon said it joined this process, but its node "
@@ -233,10 +275,15 @@ int gs__managed_attach(void)
 
         if (gs_node_open(dirs[i], &n) < 0)
             continue; /* no daemon there, or one whose file nobody should trust */
-        r = (id = gs_node_lineage_tenant(n)) != 0 ? attach(n, dirs[i], id) : 0;
-        /* Not a member yet: a pod's process is joined by the daemon, from its cgroup. */
-        if (r == 0 && id == 0)
+        id = gs_node_lineage_tenant(n);
+        /*
+         * Not a member yet, or a member of a pod's tenant (whose state file the pod cannot
+         * open on its read-only mount): the daemon joins it by its cgroup and hands the file.
+         */
+        if (id == 0 || (gs_node_flags(n, gs_node_find_tenant(n, id), id) & GPUSLICE_NODE_POD))
             r = join_pod(n, dirs[i], required);
+        else
+            r = attach(n, dirs[i], id, -1);
         if (r != 0) {
             if (r < 0)
                 gs_node_close(n);

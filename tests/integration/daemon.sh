@@ -684,12 +684,21 @@ daemon_pod_tenants)
     # in_pod UID CID ARGS...: runs ARGS in that container, in new PID and mount namespaces.
     in_pod() {
         d=$(cg "$1" "$2"); shift 2
-        sh -c 'echo $$ >"$0/cgroup.procs" && l=$1 && shift && exec unshare --pid --fork --mount --mount-proc env LD_PRELOAD="$l" "$@"' "$d" "$LIB" "$@"
+        # In the pod's mount namespace the run directory is read-only, as the webhook mounts it.
+        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
     }
+    # container.sh ARGS...: inside the pod's namespaces, the run directory made read-only, then
+    # ARGS with the interposer preloaded.
+    printf '%s\n' 'mount --bind "$RUNDIR" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" || exit 99' \
+        'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
+    export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     cg_cleanup() { for d in $CGS; do rmdir "$d" "${d%/*}" 2>/dev/null; done; rmdir "$CGB/kubepods.slice/kubepods-burstable.slice" "$CGB/kubepods.slice" 2>/dev/null; }
     trap 'cg_cleanup; cleanup' EXIT
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    # A pod that asks for no GPU is no tenant (nor is one whose containers all stopped).
+    kctl -d '{"metadata":{"name":"plain","namespace":"ns1","uid":"55555555-2222-4333-8444-555555555555"},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
+    kctl -d '{"metadata":{"name":"done","namespace":"ns1","uid":"66666666-2222-4333-8444-555555555555","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]},"status":{"phase":"Succeeded"}}' "$KC/pods" >/dev/null
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
     tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
         i=0; while [ $i -lt $(($1 * 10)) ]; do
@@ -709,6 +718,13 @@ daemon_pod_tenants)
     # Its environment cannot lift it: a limit of its own, no GPUSLICE_POD.
     expect 0 "the same with GPUSLICE_MEMORY_LIMIT=8G in its environment" -- in_pod "$U1" "$C1" env GPUSLICE_MEMORY_LIMIT=8G "$P" alloc:512 alloc:400 alloc:200
     grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "still the pod's 1G" || { bad "env escaped the pod"; cat "$T/out"; }
+    # The run directory is read-only in the pod: the node segment cannot be written there.
+    expect 2 "writing the node segment from the pod" -- in_pod "$U1" "$C1" sh -c "echo x >>'$T/drun/gpusliced.node'"
+    stderr_has "Read-only file system"
+    # A container that runs as another user (nobody) shares the pod's limit with root's.
+    chmod 755 "$T"; chmod 666 "$GPUSLICE_SIM_STATE" 2>/dev/null
+    expect 0 "a process of the pod as nobody" -- in_pod "$U1" "$C2" setpriv --reuid 65534 --regid 65534 --clear-groups "$P" alloc:512 alloc:400 alloc:200
+    grep -q "alloc 400 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "nobody's process held to the pod's 1G" || { bad "nobody in the pod"; cat "$T/out" "$T/err"; }
     # Two containers of the pod share its limit, each labelled with its container.
     rm -f "$T/a" "$T/go"
     in_pod "$U1" "$C1" "$P" alloc:600 mark:"$T/a" wait:"$T/go" >"$T/pa" 2>&1 &
@@ -752,6 +768,17 @@ daemon_pod_tenants)
     want 409 "PATCH a pod's tenant" PATCH /v1/tenants/pod-$U1 '{"memory":"8G"}'
     want 409 "DELETE a pod's tenant" DELETE /v1/tenants/pod-$U1
     want 400 "POST a tenant named pod-*" POST /v1/tenants '{"name":"pod-x","memory":"1G"}'
+    # A pod whose annotation goes bad while its process runs: the process keeps the pod's 1G
+    # (it is never unlimited), and a new process gets no CUDA.
+    rm -f "$T/a" "$T/go"
+    in_pod "$U1" "$C1" "$P" alloc:512 mark:"$T/a" wait:"$T/go" alloc:600 >"$T/pr" 2>&1 &
+    PR=$!; BG="$BG $PR"
+    i=0; while [ ! -f "$T/a" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 "$podt"'["pod-'"$U1"'"]["pod"]["refused"] and '"$podt"'["pod-'"$U1"'"]["limits"]["memory"]["default"] == 1 << 30'; then ok "web's annotation went bad: refused, its 1G kept"; else bad "refused keeps limits"; fi
+    touch "$T/go"; wait "$PR"
+    grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/pr" && ok "its running process is still held to 1G" || { bad "a refused pod's running process went unlimited"; cat "$T/pr"; }
+    expect 1 "a new process of the refused pod" -- in_pod "$U1" "$C1" "$P" alloc:100
     # The pod changes: new processes get the new limit. It is deleted: its tenant ends.
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"0:2G"}')" "$KC/pods" >/dev/null
     if tenants_until 10 "$podt"'["pod-'"$U1"'"]["limits"]["memory"] == {"default": None, "cuda:0": 2 << 30}'; then ok "the pod's annotation changed to 0:2G: its containers' device 0, no default left"; else bad "change"; fi

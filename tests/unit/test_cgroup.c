@@ -63,13 +63,22 @@ static void test_cgroupfs_driver_v1(void **state)
     /* A container component that is not an ID is not taken for one. */
     assert_int_equal(pod("0::/kubepods/pod" UID "/not-an-id\n", uid, cid), 1);
     assert_string_equal(cid, "");
-    /* Nested under a kubelet of its own (kind, k3s in a container). */
-    assert_int_equal(pod("0::/docker/abc/kubelet.slice/kubelet-kubepods.slice/"
+    /* A kubelet with --cgroup-root=/kubelet (kind, k3s in a container). */
+    assert_int_equal(pod("0::/kubelet.slice/kubelet-kubepods.slice/"
                          "kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod" UIDS
                          ".slice/cri-containerd-" CID ".scope",
                          uid, cid),
                      1);
     assert_string_equal(uid, UID);
+    /* Not from the hierarchy's root: a user's delegated subtree, or anywhere deeper. */
+    assert_int_equal(pod("0::/user.slice/user-1000.slice/user@1000.service/kubepods.slice/"
+                         "kubepods-pod" UIDS ".slice/cri-containerd-" CID ".scope",
+                         uid, cid),
+                     0);
+    assert_int_equal(pod("0::/docker/abc/kubepods/pod" UID "/" CID, uid, cid), 0);
+    assert_int_equal(pod("0::/user.slice/pod" UID "/" CID, uid, cid), 0);
+    /* The pod right under the QoS level, not deeper. */
+    assert_int_equal(pod("0::/kubepods/burstable/x/pod" UID "/" CID, uid, cid), 0);
 }
 
 static void test_not_a_pod(void **state)

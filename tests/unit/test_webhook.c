@@ -187,7 +187,63 @@ static void test_gpu_pod_gets_the_interposer(void **state)
         free(again);
         json_decref(r);
     }
+    /* A sidecar another webhook added after our first call: it alone gets the interposer. */
+    {
+        json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers"), *sc;
+        char *again;
+        size_t n;
+
+        json_array_append_new(cs, json_pack("{s:s, s:s}", "name", "sidecar", "image", "s"));
+        again = json_dumps(pod, JSON_COMPACT);
+        r = review(again);
+        p = patch_of(r);
+        assert_non_null(p);
+        n = json_array_size(p);
+        apply(pod, p);
+        sc = json_array_get(cs, 2);
+        assert_int_equal(json_array_size(json_object_get(sc, "volumeMounts")), 3);
+        assert_int_equal(
+            json_array_size(json_object_get(
+                json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0),
+                "volumeMounts")),
+            3);
+        assert_true(n == 6); /* mounts, env: two arrays and four entries, for it alone */
+        json_decref(p);
+        json_decref(r);
+        free(again);
+    }
     json_decref(pod);
+}
+
+/* An annotation anyone can write does not stop the injection; part of it is refused. */
+static void test_marker_not_believed(void **state)
+{
+    json_t *r, *p, *m, *x;
+    size_t i;
+    int ro = 0;
+
+    (void)state;
+    r = review("{\"metadata\":{\"annotations\":{\"gpuslice.io/injected\":\"true\"}},\"spec\":{"
+               "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":"
+               "\"1\"}}}]}}");
+    p = patch_of(r);
+    assert_non_null(p);
+    /* The run directory is mounted read-only. */
+    json_array_foreach(p, i, x)
+    {
+        m = json_object_get(x, "value");
+        if (json_is_object(m) && json_string_value(json_object_get(m, "mountPath")) &&
+            strcmp(json_string_value(json_object_get(m, "mountPath")), "/run/gpuslice") == 0)
+            ro = json_is_true(json_object_get(m, "readOnly"));
+    }
+    assert_true(ro);
+    json_decref(p);
+    json_decref(r);
+    r = review("{\"spec\":{\"containers\":[{\"name\":\"half\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}},\"env\":[{\"name\":\"GPUSLICE_POD\",\"value\":"
+               "\"0\"}]}]}}");
+    assert_true(json_is_false(json_object_get(json_object_get(r, "response"), "allowed")));
+    json_decref(r);
 }
 
 static void test_which_pods(void **state)
@@ -259,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_pod_gets_the_interposer),
         cmocka_unit_test(test_which_pods),
+        cmocka_unit_test(test_marker_not_believed),
         cmocka_unit_test(test_refusals),
     };
 
