@@ -100,11 +100,15 @@ def in_pod(cg_base, uid, preload, argv, timeout=120):
                      "kubepods-burstable-pod%s.slice" % uid.replace("-", "_"),
                      "cri-containerd-%s.scope" % CID)
     os.makedirs(d, exist_ok=True)
-    inner = 'mount --bind "$0" /etc/ld.so.preload && exec env GPUSLICE_POD=1 "$@"'
+    # As the webhook mounts them: ld.so.preload over /etc/ld.so.preload, the run directory
+    # read-only.
+    inner = ('mount --bind "$0" /etc/ld.so.preload && mount --bind "$RUN" "$RUN" && '
+             'mount -o remount,bind,ro "$RUN" && exec env GPUSLICE_POD=1 "$@"')
     outer = ('echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc '
              'sh -c \'%s\' "$@"' % inner)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLICE_") and
            k not in ("LD_PRELOAD", "GPU_DEPS_LIB")}
+    env["RUN"] = os.path.join(WORK, "drun")
     return subprocess.run(["sh", "-c", outer, d, preload] + argv, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
