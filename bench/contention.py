@@ -571,6 +571,8 @@ def faults_table(rows, solo_rate):
 def shares_summary(rows, solo_rate):
     out = {}
     for name in SHARES:
+        if not any(r["experiment"] == name for r in rows):
+            continue  # not run (--shares NAMES)
         good = [r for r in rows if r["experiment"] == name and "error" not in r]
         s = {"runs": len([r for r in rows if r["experiment"] == name]), "failed": 0,
              "errors": [r["error"] for r in rows if r["experiment"] == name and "error" in r][:1]}
@@ -750,8 +752,10 @@ def main():
     ap.add_argument("--period-ms", type=float, default=2.0)
     ap.add_argument("--only", default=",".join(CONFIGS))
     ap.add_argument("--out", default=".")
-    ap.add_argument("--shares", action="store_true",
-                    help="also run the share experiments (weights, ceilings) after the rest")
+    ap.add_argument("--shares", nargs="?", const="all", default=None, metavar="NAMES",
+                    help="also run the share experiments (weights, ceilings, SM partitions) "
+                         "after the rest: all of them, or those named (comma-separated: "
+                         + ", ".join(SHARES) + ")")
     ap.add_argument("--faults", action="store_true",
                     help="also run the faults beside MPS clients with classes: a latency tenant "
                          "killed while active, and one that never idles")
@@ -765,6 +769,8 @@ def main():
                not re.fullmatch(r"mps-gs-priority-y[1-9][0-9]*", c)]
     if unknown:
         ap.error(f"--only: unknown configuration {unknown[0]!r} (choose from {', '.join(CONFIGS)})")
+    if a.shares and a.shares != "all" and not set(a.shares.split(",")) <= set(SHARES):
+        ap.error("--shares %s: give experiments of %s" % (a.shares, ", ".join(SHARES)))
     if a.repeats < 1 or a.seconds <= 0.5 or a.period_ms <= 0:
         ap.error("--repeats must be at least 1, --seconds over 0.5, --period-ms over 0")
     if not gpumeasure.outside_interposer():
@@ -808,7 +814,7 @@ def main():
         r = Runner(a, tempfile.mkdtemp(prefix="gs-contention-"))
         try:
             for rep in range(a.repeats):
-                names = list(SHARES)
+                names = list(SHARES) if a.shares == "all" else a.shares.split(",")
                 for name in names[rep % len(names):] + names[:rep % len(names)]:
                     row = shares_once(r, name, rep)
                     share_rows.append(row)
