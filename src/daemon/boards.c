@@ -20,48 +20,20 @@
 #include "common/board.h"
 #include "common/error.h"
 #include "daemon/daemon.h"
+#include "daemon/usock.h"
 
 static int board_fd[GS_BOARDS_MAX];
 static uint8_t board_uuid[GS_BOARDS_MAX][16];
 static int nboards;
-static int listen_fd = -1;
-static int stop_pipe[2] = { -1, -1 };
-static pthread_t thread;
-static int started;
-static char sock_path[PATH_MAX];
+static struct gd_usock sock = { .fd = -1, .stop = { -1, -1 } };
 
-static void *serve(void *arg)
+static void answer(int c)
 {
-    struct pollfd p[2];
-
-    (void)arg;
-    p[0].fd = listen_fd;
-    p[0].events = POLLIN;
-    p[1].fd = stop_pipe[0];
-    p[1].events = POLLIN;
-    for (;;) {
-        int c;
-
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[1].revents)
-            break;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        if ((c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
-            continue;
-        gs_board_send(c, board_fd, (const uint8_t(*)[16])board_uuid, nboards);
-        close(c);
-    }
-    return NULL;
+    gs_board_send(c, board_fd, (const uint8_t(*)[16])board_uuid, nboards);
 }
 
 int gd_boards_start(char *err, size_t errlen)
 {
-    struct sockaddr_un sa;
     int i, r;
 
     pthread_mutex_lock(&gd.mu);
@@ -76,52 +48,14 @@ int gd_boards_start(char *err, size_t errlen)
         nboards++;
     }
     pthread_mutex_unlock(&gd.mu);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    if ((size_t)snprintf(sock_path, sizeof(sock_path), "%s/" GS_BOARDS_SOCKET, gd_opt.run_dir) >=
-        sizeof(sa.sun_path)) {
-        snprintf(err, errlen, "%s/" GS_BOARDS_SOCKET ": the path is too long for a socket",
-                 gd_opt.run_dir);
-        return -1;
-    }
-    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-    unlink(sock_path);
-    if ((listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-        bind(listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        /* Every tenant's processes connect, whoever they run as. */
-        chmod(sock_path, 0666) < 0 || listen(listen_fd, 128) < 0 ||
-        pipe2(stop_pipe, O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "cannot serve the device boards on %s: %s", sock_path,
-                 strerror(errno));
-        return -1;
-    }
-    if ((r = pthread_create(&thread, NULL, serve, NULL)) != 0) {
-        snprintf(err, errlen, "cannot start the board thread: %s", strerror(r));
-        return -1;
-    }
-    started = 1;
-    return 0;
+    return gd_usock_start(&sock, GS_BOARDS_SOCKET, answer, "the device boards", err, errlen);
 }
 
 void gd_boards_stop(void)
 {
     int i;
 
-    if (started) {
-        (void)!write(stop_pipe[1], "x", 1);
-        pthread_join(thread, NULL);
-        started = 0;
-    }
-    if (listen_fd >= 0) {
-        close(listen_fd);
-        unlink(sock_path);
-        listen_fd = -1;
-    }
-    for (i = 0; i < 2; i++)
-        if (stop_pipe[i] >= 0) {
-            close(stop_pipe[i]);
-            stop_pipe[i] = -1;
-        }
+    gd_usock_stop(&sock);
     for (i = 0; i < nboards; i++)
         close(board_fd[i]);
     nboards = 0;

@@ -39,6 +39,7 @@
 #include "daemon/daemon.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
+#include "daemon/usock.h"
 
 #define MAX_JOINED 64 /* processes of a pod remembered with their container, for labels */
 
@@ -65,11 +66,7 @@ static int nrec;
 static int synced_once; /* a whole list has been read: a pod missing from it is gone */
 static unsigned long joins, waits, refusals;
 
-static int listen_fd = -1;
-static int stop_pipe[2] = { -1, -1 };
-static pthread_t thread;
-static int started;
-static char sock_path[PATH_MAX];
+static struct gd_usock sock = { .fd = -1, .stop = { -1, -1 } };
 
 static struct podrec *rec_find(const char *uid)
 {
@@ -373,85 +370,17 @@ static void serve_one(int c)
     }
 }
 
-static void *serve(void *arg)
-{
-    struct pollfd p[2];
-
-    (void)arg;
-    p[0].fd = listen_fd;
-    p[0].events = POLLIN;
-    p[1].fd = stop_pipe[0];
-    p[1].events = POLLIN;
-    for (;;) {
-        int c;
-
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[1].revents)
-            break;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        if ((c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
-            continue;
-        serve_one(c);
-        close(c);
-    }
-    return NULL;
-}
-
 int gd_pods_start(char *err, size_t errlen)
 {
-    struct sockaddr_un sa;
-    int r;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    if ((size_t)snprintf(sock_path, sizeof(sock_path), "%s/" GPUSLICE_NODE_POD_SOCKET,
-                         gd_opt.run_dir) >= sizeof(sa.sun_path)) {
-        snprintf(err, errlen, "%s/" GPUSLICE_NODE_POD_SOCKET ": the path is too long for a socket",
-                 gd_opt.run_dir);
-        return -1;
-    }
-    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-    unlink(sock_path);
-    if ((listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-        bind(listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        /* A pod's containers connect, whoever they run as. */
-        chmod(sock_path, 0666) < 0 || listen(listen_fd, 128) < 0 ||
-        pipe2(stop_pipe, O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "cannot serve pods' processes on %s: %s", sock_path, strerror(errno));
-        return -1;
-    }
-    if ((r = pthread_create(&thread, NULL, serve, NULL)) != 0) {
-        snprintf(err, errlen, "cannot start the pods' thread: %s", strerror(r));
-        return -1;
-    }
-    started = 1;
-    return 0;
+    return gd_usock_start(&sock, GPUSLICE_NODE_POD_SOCKET, serve_one, "pods' processes", err,
+                          errlen);
 }
 
 void gd_pods_stop(void)
 {
     int i;
 
-    if (started) {
-        (void)!write(stop_pipe[1], "x", 1);
-        pthread_join(thread, NULL);
-        started = 0;
-    }
-    if (listen_fd >= 0) {
-        close(listen_fd);
-        unlink(sock_path);
-        listen_fd = -1;
-    }
-    for (i = 0; i < 2; i++)
-        if (stop_pipe[i] >= 0) {
-            close(stop_pipe[i]);
-            stop_pipe[i] = -1;
-        }
+    gd_usock_stop(&sock);
     pthread_mutex_lock(&gd.mu);
     for (i = nrec - 1; i >= 0; i--)
         rec_drop(i);

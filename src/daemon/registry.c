@@ -408,10 +408,9 @@ static void drop_members(uint32_t id)
 
 int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen)
 {
-    struct gpuslice_node_tenant p;
     struct gpuslice_tenant *snap;
     uid_t o;
-    int live = 0, i;
+    int live = 0;
 
     if (!t->managed) {
         gs_set_error(err, errlen, "tenant %s belongs to its gpuslice run, which ends it", t->id);
@@ -426,21 +425,7 @@ int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen)
                      live == 1 ? "" : "es", t->policy.name, live == 1 ? "s" : "");
         return -EBUSY;
     }
-    drop_members(t->node_id);
-    memset(&p, 0, sizeof(p));
-    write_entry(t->node_idx, &p);
-    unlink(t->path);
-    save_definitions();
-    gd_event("tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id, t->policy.name);
-    gs_tenant_close(t->t);
-    for (i = 0; i < gd.ntenant; i++)
-        if (&gd.tenant[i] == t) {
-            memmove(&gd.tenant[i], &gd.tenant[i + 1],
-                    (size_t)(gd.ntenant - i - 1) * sizeof(gd.tenant[0]));
-            gd.ntenant--;
-            break;
-        }
-    return 0;
+    return gd_tenant_end(t);
 }
 
 int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd_tenant **out,
