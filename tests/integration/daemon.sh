@@ -55,6 +55,20 @@ err_code() { # the answer is an error object with this code
 }
 jq_py() { python3 -c "import json,sys; d=json.load(open('$T/body')); $1"; }
 
+# pod_cgroups: CGB, a cgroup hierarchy this case may make pods' cgroups in, and unshare that
+# makes PID and mount namespaces; else the case is skipped (77).
+pod_cgroups() {
+    CGB=
+    for d in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
+        if [ -f "$d/cgroup.procs" ] && mkdir "$d/gs-probe-$$" 2>/dev/null; then
+            rmdir "$d/gs-probe-$$"; CGB=$d; break
+        fi
+    done
+    if [ -z "$CGB" ] || ! unshare --pid --fork --mount --mount-proc true 2>/dev/null; then
+        echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
+    fi
+}
+
 case $CASE in
 daemon_api)
     start_daemon || exit 1
@@ -657,15 +671,7 @@ daemon_pod_tenants)
     # server, and a pod's processes (its "containers": processes in a pod's cgroup, each in
     # its own PID and mount namespaces) join it through the daemon's socket by their cgroup.
     . "$SRC/tests/k8s/lib.sh"
-    CGB=
-    for d in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
-        if [ -f "$d/cgroup.procs" ] && mkdir "$d/gs-probe-$$" 2>/dev/null; then
-            rmdir "$d/gs-probe-$$"; CGB=$d; break
-        fi
-    done
-    if [ -z "$CGB" ] || ! unshare --pid --fork --mount --mount-proc true 2>/dev/null; then
-        echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
-    fi
+    pod_cgroups # CGB
     make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
@@ -858,15 +864,7 @@ daemon_pod_soak)
     # definition, series or device memory is left. Prints the time and daemon memory per pod.
     . "$SRC/tests/k8s/lib.sh"
     N=${GPUSLICE_SOAK_PODS:-500}
-    CGB=
-    for d in /sys/fs/cgroup/unified /sys/fs/cgroup /sys/fs/cgroup/systemd; do
-        if [ -f "$d/cgroup.procs" ] && mkdir "$d/gs-probe-$$" 2>/dev/null; then
-            rmdir "$d/gs-probe-$$"; CGB=$d; break
-        fi
-    done
-    if [ -z "$CGB" ] || ! unshare --pid --fork --mount --mount-proc true 2>/dev/null; then
-        echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
-    fi
+    pod_cgroups # CGB
     KP="$CGB/kubepods.slice/kubepods-besteffort.slice"
     trap 'for d in "$KP"/*/*; do rmdir "$d" 2>/dev/null; done; for d in "$KP"/*; do rmdir "$d" 2>/dev/null; done; rmdir "$KP" "${KP%/*}" 2>/dev/null; cleanup' EXIT
     make_ca ca srv || { bad "openssl"; exit 1; }
