@@ -28,6 +28,7 @@ extern const struct gs_cmd gs_cmd_mps;
 extern const struct gs_cmd gs_cmd_reserve;
 extern const struct gs_cmd gs_cmd_procs;
 extern const struct gs_cmd gs_cmd_top;
+extern const struct gs_cmd gs_cmd_green;
 
 /*
  * For getopt_long's ':' (a missing value; the option string must start with

@@ -13,8 +13,8 @@
 #endif
 
 static const struct gs_cmd *commands[] = {
-    &gs_cmd_run,   &gs_cmd_exec,    &gs_cmd_info, &gs_cmd_reserve,
-    &gs_cmd_procs, &gs_cmd_tenants, &gs_cmd_set,  &gs_cmd_mps, &gs_cmd_top,
+    &gs_cmd_run,     &gs_cmd_exec, &gs_cmd_info, &gs_cmd_reserve, &gs_cmd_procs,
+    &gs_cmd_tenants, &gs_cmd_set,  &gs_cmd_mps,  &gs_cmd_top,     &gs_cmd_green,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -28,6 +28,8 @@
 #define GS_ENV_REAL_LIBNVML "GPUSLICE_REAL_LIBNVML"
 #define GS_ENV_PRELOAD_LIB "GPUSLICE_PRELOAD_LIB"
 #define GS_ENV_PYTHON_DIR "GPUSLICE_PYTHON_DIR"
+#define GS_ENV_LIB "GPUSLICE_LIB"
+#define GS_ENV_BIN "GPUSLICE_BIN"
 #define GS_ENV_MPS_TIMEOUT "GPUSLICE_MPS_TIMEOUT"
 #define GS_ENV_LANE "GPUSLICE_LANE"
 #define GS_ENV_LANE_BARRIER "GPUSLICE_LANE_BARRIER"
@@ -66,6 +68,8 @@
     X(GS_ENV_TENANT, GS_ENV_USER, "the tenant file a process joins (run and exec set it)")         \
     X(GS_ENV_MPS_TIMEOUT, GS_ENV_USER, "seconds mps waits for the control daemon")                 \
     X(GS_ENV_PYTHON_DIR, GS_ENV_USER, "where run --torch-priority finds its PyTorch hook")         \
+    X(GS_ENV_LIB, GS_ENV_USER, "the libgpuslice.so the Python package loads")                      \
+    X(GS_ENV_BIN, GS_ENV_USER, "the gpuslice program the Python package runs")                     \
     X(GS_ENV_LANE, GS_ENV_USER, "the lane of an SM partition a program of procs runs in")          \
     X(GS_ENV_ADD_PATH, GS_ENV_USER, "addpath: appended to PATH")                                   \
     X(GS_ENV_ADD_LD_PRELOAD, GS_ENV_USER, "addpath: appended to LD_PRELOAD")                       \

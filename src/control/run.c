@@ -70,7 +70,7 @@ static int find_preload(char *out, size_t len)
  * executable (installed, and in the build tree, where CMake copies it). On
  * failure out holds the path that was tried, for the message.
  */
-static int find_python_dir(char *out, size_t len)
+int gs_python_dir(char *out, size_t len)
 {
     const char *env = getenv(GS_ENV_PYTHON_DIR);
     char exe[PATH_MAX], want[PATH_MAX], *slash;
@@ -106,7 +106,7 @@ static int find_python_dir(char *out, size_t len)
 }
 
 /* PYTHONPATH with dir first, then what the user had; unchanged if dir is first already. */
-static int set_pythonpath(const char *dir)
+int gs_set_pythonpath(const char *dir)
 {
     const char *old = getenv("PYTHONPATH");
     size_t l = strlen(dir);
@@ -744,13 +744,13 @@ int run_program(const char *cmd, struct run_spec *spec)
      * says a default did not take effect.
      */
     if (!o.no_torch_priority) {
-        if ((r = find_python_dir(pydir, sizeof(pydir))) < 0)
+        if ((r = gs_python_dir(pydir, sizeof(pydir))) < 0)
             gs_log_error("warning: cannot find gpuslice's Python hook (%s: %s); PyTorch keeps "
                          "its default stream priority (set GPUSLICE_PYTHON_DIR to the "
                          "directory holding sitecustomize.py, or pass --no-torch-priority)",
                          pydir,
                          r == -EINVAL ? "a PYTHONPATH entry cannot contain ':'" : gs_strerror(r));
-        else if ((r = set_pythonpath(pydir)) < 0) {
+        else if ((r = gs_set_pythonpath(pydir)) < 0) {
             gs_log_error("cannot set PYTHONPATH: %s", gs_strerror(r));
             goto fail;
         }

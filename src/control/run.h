@@ -41,4 +41,14 @@ struct run_spec {
  */
 int run_program(const char *cmd, struct run_spec *spec);
 
+/*
+ * The directory of gpuslice's Python files (sitecustomize.py and the gpuslice package),
+ * absolute: $GPUSLICE_PYTHON_DIR, else bin/../share/gpuslice/python beside this executable.
+ * 0, or a negative errno with the path tried in out.
+ */
+int gs_python_dir(char *out, size_t len);
+
+/* PYTHONPATH with dir first, then what the user had (unchanged if dir is first): 0 or -errno. */
+int gs_set_pythonpath(const char *dir);
+
 #endif

@@ -936,5 +936,39 @@ PY
     else
         awk -v n="$N" -v rh="$rssh" -v r1="$rss1" 'BEGIN { exit !((r1 - rh) / (n - n / 2) < 0.5) }' && ok "the daemon's memory does not grow with the pods" || bad "daemon RSS grew $((rss1 - rssh)) KiB over the last $((N - N / 2)) pods"
     fi ;;
+daemon_python)
+    # The Python package's Tenant and events() against the daemon on the simulated GPU.
+    start_daemon || exit 1
+    GPUSLICE_DAEMON_DIR="$T/drun" PYTHONPATH="$SRC/python" python3 - <<'PY' && ok "Tenant.create/list/get/update/processes/delete and events() through the daemon; its errors as DaemonError with code and message" || bad "the Python daemon client"
+import gpuslice
+t = gpuslice.Tenant.create("py", memory="1G", priority="background")
+assert t.name == "py" and t.limits["memory"]["default"] == 1 << 30 and t.priority == "background", t.data
+assert "py" in [x.name for x in gpuslice.Tenant.list()]
+assert gpuslice.Tenant.get("py").id == t.id
+t.update(memory="512M")
+assert t.refresh().limits["memory"]["default"] == 512 << 20, t.data
+assert t.processes() == []
+try:
+    gpuslice.Tenant.create("py")
+    raise SystemExit("a second py")
+except gpuslice.DaemonError as e:
+    assert e.status == 409 and e.code == "conflict" and "py" in e.message, e
+try:
+    gpuslice.Tenant.create("bad name!")
+    raise SystemExit("a bad name")
+except gpuslice.DaemonError as e:
+    assert e.status == 400 and "name" in e.message, e
+t.delete()
+assert "py" not in [x.name for x in gpuslice.Tenant.list()]
+evs = [e for e in gpuslice.events(last_event_id=0, timeout=1.0)]
+kinds = [e.get("event") for e in evs]
+assert "tenant.created" in kinds and "tenant.ended" in kinds, kinds
+try:
+    gpuslice.Tenant.list(sock="/nonexistent/gpusliced.sock")
+    raise SystemExit("no daemon, no error")
+except gpuslice.GpusliceError as e:
+    assert "cannot be reached" in str(e), e
+PY
+    ;;
 esac
 stop_daemon

@@ -248,7 +248,7 @@ cli)
     expect 0 "help" -- "$GS" help; if grep -q "^usage: gpuslice " "$T/out"; then ok "help prints the usage"; else bad "help output"; fi
     expect 0 "help tenants" -- "$GS" help tenants; if grep -q "^usage: gpuslice tenants" "$T/out"; then ok "help tenants"; else bad "help tenants output"; fi
     expect 2 "help of an unknown command" -- "$GS" help nope
-    stderr_has 'help: unknown command "nope" (commands: run, exec, info, reserve, procs, tenants, set, mps, top)'
+    stderr_has 'help: unknown command "nope" (commands: run, exec, info, reserve, procs, tenants, set, mps, top, green-run)'
     if [ -s "$T/out" ]; then bad "help nope printed a usage"; cat "$T/out"; else ok "nothing on stdout"; fi
     expect 2 "help of two commands" -- "$GS" help run set; stderr_has "one command at a time"
     expect 0 "run --help" -- "$GS" run --help
@@ -1507,6 +1507,141 @@ PY
     stderr_has "lane 1 (sleep) did not make its partition within 1 s"
     pkill -f "sleep 30.432" 2>/dev/null
     "$GS" mps stop --force >/dev/null 2>&1 ;;
+python_green)
+    # The gpuslice Python package (ctypes over libgpuslice.so, no PyTorch) on the simulated
+    # GPU of 132 SMs: run_green_tasks with N tasks, what a lane's threads get, its errors, and
+    # gpuslice green-run's JSON and exit statuses.
+    export GPUSLICE_LIB="$LIB" PYTHONPATH="$SRC/python"
+    mkdir -p "$T/jobs"
+    cat >"$T/jobs/jobs.py" <<'PY'
+import ctypes, threading
+import gpuslice
+
+cu = ctypes.CDLL("libcuda.so.1")
+
+def sms():
+    """MULTIPROCESSOR_COUNT as the driver answers it on this thread."""
+    d, v = ctypes.c_int(), ctypes.c_int()
+    cu.cuInit(0); cu.cuDeviceGet(ctypes.byref(d), 0)
+    cu.cuDeviceGetAttribute(ctypes.byref(v), 16, d)
+    return v.value
+
+def ctx():
+    """The context current on this thread (the lane's green context on a lane's threads)."""
+    c = ctypes.c_void_p()
+    cu.cuCtxGetCurrent(ctypes.byref(c))
+    return c.value
+
+def lane(tag="x"):
+    seen = {}
+    t = threading.Thread(target=lambda: seen.update(child=sms(), lane=gpuslice.current_lane().sm_count, child_ctx=ctx()))
+    t.start(); t.join()
+    own = ctx()
+    return {"tag": tag, "told": gpuslice.current_lane().sm_count, "driver": sms(),
+            "child": seen["child"], "lane": seen["lane"], "same_ctx": own is not None and seen["child_ctx"] == own}
+
+def fails():
+    raise ValueError("planned")
+PY
+    cd "$T/jobs"
+    cat >"$T/jobs/green_check.py" <<'PY'
+
+import sys
+import gpuslice
+import jobs
+assert "torch" not in sys.modules
+r = gpuslice.run_green_tasks([jobs.lane, "jobs:lane"], shares=(25, 75), task_kwargs=[{"tag": "a"}, {}])
+d = r.to_dict()
+assert d["shares"] == [25.0, 75.0] and d["total_sm_count"] == 132, d
+assert [l["sm_count"] for l in d["lanes"]] == [32, 100], d
+# The driver's own answer is the lane's under the interposer (PRELOADED=1), the whole GPU's
+# without it (ctypes reaches the driver directly, as PyTorch does): the context is the lane's.
+want = (32, 100) if sys.argv[1:] == ["preloaded"] else (132, 132)
+assert r.results == [{"tag": "a", "told": 32, "driver": want[0], "child": want[0], "lane": 32, "same_ctx": True},
+                     {"tag": "x", "told": 100, "driver": want[1], "child": want[1], "lane": 100, "same_ctx": True}], r.results
+assert d["lanes"][1]["result"] == r.results[1] and d["lanes"][1]["first_sm"] == 32, d
+assert gpuslice.current_lane() is None and jobs.sms() == 132
+r = gpuslice.run_green_tasks([jobs.lane] * 3, shares=(20, 30, 50))
+assert sum(l.sm_count for l in r.lanes) <= 132 and r.lanes[0].sm_count < r.lanes[1].sm_count < r.lanes[2].sm_count, r
+assert [x["told"] for x in r.results] == [l.sm_count for l in r.lanes]
+try:
+    gpuslice.run_green_tasks([jobs.lane, jobs.fails])
+    raise SystemExit("no error")
+except gpuslice.GreenRunError as e:
+    assert e.errors[0] is None and isinstance(e.errors[1], ValueError) and "lane 1: ValueError: planned" in str(e), e
+    assert e.result.results[0]["told"] == 32 and e.result.lanes[1].sm_count == 100
+for bad, exc, text in [(dict(shares=(1,)), ValueError, "one per task"),
+                       (dict(shares=(1, -1)), ValueError, "above 0"),
+                       (dict(task_kwargs=[{}, 3]), TypeError, "task_kwargs[1]"),
+                       (dict(device=-1), ValueError, "device")]:
+    try:
+        gpuslice.run_green_tasks([jobs.lane, jobs.lane], **bad)
+        raise SystemExit(f"accepted {bad}")
+    except exc as e:
+        assert text in str(e), (bad, e)
+try:
+    gpuslice.run_green_tasks(["nomodule:f", jobs.lane])
+    raise SystemExit("accepted nomodule")
+except ImportError as e:
+    assert "nomodule" in str(e)
+PY
+    python3 "$T/jobs/green_check.py" && ok "run_green_tasks: 25/75 and 20/30/50, the SM counts told before the work, each lane's context on its threads and on threads it starts; errors by lane; bad arguments named" || bad "run_green_tasks"
+    preload python3 "$T/jobs/green_check.py" preloaded && ok "under the interposer the driver itself answers each lane's SM count on its threads" || bad "run_green_tasks under the interposer"
+    expect 0 "gpuslice green-run 25/75 --json" -- "$GS" green-run --shares 25,75 --task jobs:lane --task jobs:lane --task-kwargs '{"tag": "t"}' --task-kwargs '{}' --json
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert d["shares"]==[25.0,75.0] and [(l["index"],l["requested_share"],l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(0,25.0,32,32),(1,75.0,100,100)] and d["lanes"][0]["result"]["tag"]=="t", d' "$T/out" && ok "its JSON: the shares, then each lane's index, share, SM count and result" || { bad "green-run JSON"; cat "$T/out"; }
+    expect 0 "gpuslice green-run with three tasks" -- "$GS" green-run --shares 20,30,50 --task jobs:lane --task jobs:lane --task jobs:lane
+    grep -q "^lane 2: share 50.0 %" "$T/out" && ok "three lanes printed" || { bad "three lanes"; cat "$T/out"; }
+    expect 2 "--task-kwargs that is not JSON" -- "$GS" green-run --task jobs:lane --task jobs:lane --task-kwargs '{' --task-kwargs '{}'
+    stderr_has "task-kwargs #1 is not JSON"
+    expect 2 "--task-kwargs not an object" -- "$GS" green-run --task jobs:lane --task jobs:lane --task-kwargs '[1]' --task-kwargs '{}'
+    stderr_has "must be a JSON object"
+    expect 2 "a function the module lacks" -- "$GS" green-run --task jobs:lane --task jobs:nothing
+    stderr_has "task jobs:nothing"
+    expect 2 "a module that does not exist" -- "$GS" green-run --task nomodule:f --task jobs:lane
+    stderr_has "nomodule"
+    expect 2 "three --task for two shares" -- "$GS" green-run --shares 25,75 --task jobs:lane --task jobs:lane --task jobs:lane
+    stderr_has "give one share per --task"
+    expect 2 "--task-kwargs once for two tasks" -- "$GS" green-run --task jobs:lane --task jobs:lane --task-kwargs '{}'
+    stderr_has "once per --task"
+    expect 2 "a share of 0" -- "$GS" green-run --shares 0,1 --task jobs:lane --task jobs:lane
+    stderr_has "above 0"
+    expect 1 "a task that raises" -- "$GS" green-run --task jobs:lane --task jobs:fails --json
+    stderr_has "lane 1: ValueError: planned"
+    # info(), inject_priority and run_green_process_scripts (over procs, with the stand-in MPS).
+    mkdir -p "$T/bin" "$T/xdg"; chmod 700 "$T/xdg"
+    cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
+    FAKE_TORCH="$SRC/tests/integration/fake_torch" PATH="$T/bin:$B/bin:$PATH" XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3 python3 - "$B/tests/sm_probe" <<'PY' && ok "info() as objects; inject_priority's nice while the function runs, restored after; enable_torch_priority on the stand-in torch; run_green_process_scripts' exit status and refusals" || bad "info, inject_priority, enable_torch_priority, run_green_process_scripts"
+import os, sys
+import gpuslice
+i = gpuslice.info()
+assert i.gpus[0].sm_count == 132 and i.gpus[0].uuid.startswith("GPU-") and i.driver_version, i
+raw = gpuslice.info(raw=True)
+assert isinstance(raw, dict) and raw["gpus"][0]["sm_count"] == 132, raw
+base = os.nice(0)
+@gpuslice.inject_priority(nice_value=base + 5)
+def f(x):
+    return (x, os.nice(0))
+assert f(7) == (7, base + 5) and os.nice(0) in (base, base + 5), (f(7), os.nice(0))
+sp = sys.argv[1]
+assert gpuslice.run_green_process_scripts([sp, sp], shares=(1, 3), script_args=[["1"], ["1"]], quiet=True) == 0
+assert gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 3), quiet=True) != 0  # no CUDA: never released
+# enable_torch_priority: False without torch; with the stand-in torch, the stream of the
+# highest priority (its range is (0, -5)) once CUDA initialises, and idempotent.
+assert gpuslice.enable_torch_priority() is False
+sys.path.insert(0, os.environ["FAKE_TORCH"])
+import torch
+assert gpuslice.enable_torch_priority(torch) is True and gpuslice.enable_torch_priority(torch) is True
+torch.cuda._lazy_init()
+assert torch.cuda.current_stream().priority == -5, torch.cuda.calls
+assert [c for c in torch.cuda.calls if c[0] == "set_stream"] == [("set_stream", 0, -5)], torch.cuda.calls
+for bad in (dict(shares=(1,)), dict(shares=(1, 3), memory_shares=(0.5, 0.5))):
+    try:
+        gpuslice.run_green_process_scripts(["true", "true"], **bad)
+        raise SystemExit(f"accepted {bad}")
+    except ValueError:
+        pass
+PY
+    cd "$T" ;;
 lanes)
     # The in-process C API (gpuslice_lanes_run) on the simulated GPU: 132 SMs, a spin_2000us
     # kernel 2 ms on all of them.

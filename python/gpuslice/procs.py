@@ -1,0 +1,38 @@
+"""nVertake's run_green_process_scripts, over `gpuslice procs`: programs side by side, each
+in its own process on its own weighted share of one GPU's SMs, released together."""
+import math
+import subprocess
+from typing import Optional, Sequence
+
+from .info import gpuslice_program
+
+
+def run_green_process_scripts(scripts: Sequence[str], *, shares: Sequence[float],
+                              script_args: Optional[Sequence[Sequence[str]]] = None,
+                              device: int = 0, startup_timeout: float = 60.0,
+                              quiet: bool = False, memory_shares=None) -> int:
+    """Runs each script (a *.py file under Python, or any program) as a process of
+    `gpuslice procs --shares ...`, with script_args[i] after it; returns the exit status
+    (0 when every one exited 0, else the first failure's, the others being terminated; 1 when
+    the GPU cannot be partitioned; 2 for bad arguments). memory_shares is not supported (give
+    each program a limit with `gpuslice run --memory` inside its lane): ValueError."""
+    if memory_shares is not None:
+        raise ValueError("memory_shares: not supported by gpuslice procs; limit each program's "
+                         "memory with gpuslice run --memory in its command")
+    if isinstance(scripts, str) or not scripts:
+        raise TypeError("scripts: give a sequence of programs")
+    w = [float(s) for s in shares]
+    if len(w) != len(scripts) or not all(math.isfinite(x) and x > 0 for x in w):
+        raise ValueError(f"shares: one finite weight above 0 per script, not {list(shares)}")
+    if script_args is not None and len(script_args) != len(scripts):
+        raise ValueError("script_args: one list of arguments per script, or none")
+    if not (startup_timeout > 0):
+        raise ValueError(f"startup_timeout: give seconds above 0, not {startup_timeout}")
+    cmd = [gpuslice_program(), "procs", "--shares", ",".join("%g" % x for x in w), "-d",
+           str(device), "--timeout", "%g" % startup_timeout] + (["-q"] if quiet else []) + ["--"]
+    for i, s in enumerate(scripts):
+        if i:
+            cmd.append(":::")
+        cmd.append(str(s))
+        cmd += [str(a) for a in (script_args[i] if script_args else [])]
+    return subprocess.call(cmd)
