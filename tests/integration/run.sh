@@ -1607,6 +1607,10 @@ PY
     stderr_has "above 0"
     expect 1 "a task that raises" -- "$GS" green-run --task jobs:lane --task jobs:fails --json
     stderr_has "lane 1: ValueError: planned"
+    # The package where make install puts it (share/gpuslice/python), which gpuslice run puts
+    # on PYTHONPATH: a program it starts imports it without pip.
+    expect 0 "import gpuslice under gpuslice run, without PYTHONPATH" -- env -u PYTHONPATH "$GS" run -q -- python3 -c 'import gpuslice, sys; print(gpuslice.__file__); assert "torch" not in sys.modules'
+    grep -q "share/gpuslice/python/gpuslice/__init__.py" "$T/out" && ok "it is the installed layout's package" || { bad "import under run"; cat "$T/out" "$T/err"; }
     # info(), inject_priority and run_green_process_scripts (over procs, with the stand-in MPS).
     mkdir -p "$T/bin" "$T/xdg"; chmod 700 "$T/xdg"
     cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
