@@ -106,8 +106,8 @@ def parse_list(path):
         if not m.file or not m.bug or m.old is None or m.new is None:
             errors.append("%s:%d: mutant %s needs file:, bug:, '--- from', '--- to' and '--- end'"
                           % (path, m.line, m.id))
-        elif not m.file.startswith("src/"):
-            errors.append("%s:%d: mutant %s: %s is not product code (src/...)" % (path, m.line, m.id, m.file))
+        elif not m.file.startswith(("src/", "python/")):
+            errors.append("%s:%d: mutant %s: %s is not product code (src/..., python/...)" % (path, m.line, m.id, m.file))
         elif not m.old:
             errors.append("%s:%d: mutant %s: the snippet is empty" % (path, m.line, m.id))
         elif m.old == m.new:
