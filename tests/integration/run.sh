@@ -1614,7 +1614,7 @@ PY
     # info(), inject_priority and run_green_process_scripts (over procs, with the stand-in MPS).
     mkdir -p "$T/bin" "$T/xdg"; chmod 700 "$T/xdg"
     cp "$SRC/tests/integration/fake-mps-control" "$T/bin/nvidia-cuda-mps-control"
-    FAKE_TORCH="$SRC/tests/integration/fake_torch" PATH="$T/bin:$B/bin:$PATH" XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3 python3 - "$B/tests/sm_probe" <<'PY' && ok "info() as objects; inject_priority's nice while the function runs, restored after; enable_torch_priority on the stand-in torch; run_green_process_scripts' exit status and refusals" || bad "info, inject_priority, enable_torch_priority, run_green_process_scripts"
+    T="$T" FAKE_TORCH="$SRC/tests/integration/fake_torch" PATH="$T/bin:$B/bin:$PATH" XDG_RUNTIME_DIR="$T/xdg" GPUSLICE_MPS_TIMEOUT=3 python3 - "$B/tests/sm_probe" <<'PY' && ok "info() as objects; inject_priority's nice while the function runs, restored after; enable_torch_priority on the stand-in torch; run_green_process_scripts' exit status and refusals" || bad "info, inject_priority, enable_torch_priority, run_green_process_scripts"
 import os, sys
 import gpuslice
 i = gpuslice.info()
@@ -1638,12 +1638,18 @@ assert gpuslice.enable_torch_priority(torch) is True and gpuslice.enable_torch_p
 torch.cuda._lazy_init()
 assert torch.cuda.current_stream().priority == -5, torch.cuda.calls
 assert [c for c in torch.cuda.calls if c[0] == "set_stream"] == [("set_stream", 0, -5)], torch.cuda.calls
-for bad in (dict(shares=(1,)), dict(shares=(1, 3), memory_shares=(0.5, 0.5))):
+for bad in (dict(shares=(1,)), dict(shares=(1, 3), startup_timeout=0)):
     try:
         gpuslice.run_green_process_scripts(["true", "true"], **bad)
         raise SystemExit(f"accepted {bad}")
     except ValueError:
         pass
+# memory_shares: refused, saying what to do instead (procs has no per-lane memory limit yet).
+try:
+    gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 1), memory_shares=(0.25, 0.5))
+    raise SystemExit("memory_shares accepted")
+except ValueError as e:
+    assert "memory_shares" in str(e) and "gpuslice run --memory" in str(e), e
 PY
     cd "$T" ;;
 lanes)
