@@ -436,6 +436,7 @@ c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"
 c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" "$(tmpdir)"; }
 # The carried libraries' own dependencies (libcurl's) are not on gpusliced's RUNPATH: the
 # daemon alone gets them (GPU_DEPS_LIB), not the pod's programs.
+c_py_priority() { "$PY" "$HERE/py_priority.py" "$ROOT"; }
 c_k8s_pod() {
     need "$BUILD/bin/gpusliced" "$LIB" &&
         GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/k8s_pod.py" "$ROOT" \
@@ -550,7 +551,8 @@ CHECKS=(
     "cli_mps_share 150 c_cli_mps_share 35"
     "cli_filled 120 c_cli_filled 20"
     "daemon 150 c_daemon 40"
-    "k8s_pod 120 c_k8s_pod 30"
+    "k8s_pod 120 c_k8s_pod"
+    "py_priority 60 c_py_priority"
     "attach 120 c_attach 25"
     "bench_launch 120 c_bench_launch 65"
     "bench_launch_duty 90 c_bench_launch_duty 35"
