@@ -681,11 +681,10 @@ daemon_pod_tenants)
     C1=$(printf 'c1%062d' 0) C2=$(printf 'c2%062d' 0)
     # upod NAME UID ANNOTATIONS-JSON: a pod of ns1 on node1 with containers main (C1) and side (C2).
     upod() { printf '{"metadata":{"name":"%s","namespace":"ns1","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"main"},{"name":"side"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://%s"},{"name":"side","containerID":"containerd://%s"}]}}' "$1" "$2" "$3" "$C1" "$C2"; }
-    CGS=
     # cg UID CID: a pod container's cgroup as the kubelet's systemd driver names it (made here).
     cg() {
         d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
-        mkdir -p "$d" && CGS="$d $CGS" && echo "$d"
+        mkdir -p "$d" && echo "$d"
     }
     # in_pod UID CID ARGS...: runs ARGS in that container, in new PID and mount namespaces.
     in_pod() {
@@ -698,7 +697,9 @@ daemon_pod_tenants)
     printf '%s\n' 'mount --bind "$RUNDIR" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" || exit 99' \
         'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
     export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
-    cg_cleanup() { for d in $CGS; do rmdir "$d" "${d%/*}" 2>/dev/null; done; rmdir "$CGB/kubepods.slice/kubepods-burstable.slice" "$CGB/kubepods.slice" 2>/dev/null; }
+    # The pods' cgroups this case made (those still in use, by another case, stay: rmdir
+    # refuses them).
+    cg_cleanup() { find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; }
     trap 'cg_cleanup; cleanup' EXIT
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
@@ -866,7 +867,7 @@ daemon_pod_soak)
     N=${GPUSLICE_SOAK_PODS:-500}
     pod_cgroups # CGB
     KP="$CGB/kubepods.slice/kubepods-besteffort.slice"
-    trap 'for d in "$KP"/*/*; do rmdir "$d" 2>/dev/null; done; for d in "$KP"/*; do rmdir "$d" 2>/dev/null; done; rmdir "$KP" "${KP%/*}" 2>/dev/null; cleanup' EXIT
+    trap 'find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; cleanup' EXIT
     make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 4000 || { bad "the stand-in did not start"; exit 1; }
