@@ -390,6 +390,13 @@ int gd_options_load(int argc, char **argv)
                 gd_opt.listen);
         return 2;
     }
+    if (gd_opt.webhook_listen[0] && !gd_opt.inject_lib_dir[0]) {
+        fprintf(stderr,
+                "gpusliced: --webhook-listen %s needs --inject-lib-dir: the node's "
+                "directory of libgpuslice.so that injected pods mount\n",
+                gd_opt.webhook_listen);
+        return 2;
+    }
     if (gd_opt.webhook_listen[0] && (!gd_opt.webhook_cert[0] || !gd_opt.webhook_key[0])) {
         fprintf(stderr,
                 "gpusliced: --webhook-listen %s needs --webhook-cert and --webhook-key: the API "

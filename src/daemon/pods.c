@@ -20,15 +20,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -598,9 +595,4 @@ void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *))
             "# TYPE gpuslice_pod_join_refusals_total counter\n"
             "gpuslice_pod_join_refusals_total %lu\n",
             joins, waits, refusals);
-}
-
-int gd_pods_count(void)
-{
-    return nrec;
 }

@@ -30,7 +30,4 @@ int gd_pods_labels(const struct gd_tenant *t, const char **ns, const char **name
 /* The pods' series of /metrics (per-pod totals); label escapes a label value. Under gd.mu. */
 void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *));
 
-/* Pods with a tenant; under gd.mu. */
-int gd_pods_count(void);
-
 #endif

@@ -812,6 +812,10 @@ daemon_pod_tenants)
     cp "$T/srv.key" "$T/hook.key"; chmod 644 "$T/hook.key"
     expect 2 "a webhook without its key" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --webhook-listen 127.0.0.1:1 --webhook-cert "$T/srv.crt"
     stderr_has "needs --webhook-cert and --webhook-key"
+    expect 2 "a webhook with an empty --inject-lib-dir" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --webhook-listen 127.0.0.1:1 --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key" --inject-lib-dir ""
+    stderr_has "needs --inject-lib-dir"
+    expect 2 "a relative --inject-lib-dir" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --inject-lib-dir lib
+    stderr_has "not an absolute path"
     expect 1 "a webhook key others may read" -- env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" --webhook-listen 127.0.0.1:1 --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key"
     stderr_has "only its owner can read"
     chmod 600 "$T/hook.key"
