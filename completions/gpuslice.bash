@@ -3,7 +3,7 @@
 # Installed as share/bash-completion/completions/gpuslice; source it by hand
 # to try it: `. completions/gpuslice.bash`.
 
-_gpuslice_commands="run exec tenants set info reserve procs mps top"
+_gpuslice_commands="run exec tenants set info reserve procs green-run mps top"
 
 # Options per command (tests/integration/docs.sh checks them against --help);
 # those that take a value are listed again in _gpuslice_valued.
@@ -14,11 +14,12 @@ _gpuslice_opts_set="-c --compute -m --memory --priority --weight -q --quiet --js
 _gpuslice_opts_info="--json -q --quiet -h --help"
 _gpuslice_opts_reserve="-d --device --json -q --quiet -h --help"
 _gpuslice_opts_mps="-d --device --force --json -q --quiet -h --help"
-_gpuslice_opts_procs="--shares -d --device --dry-run --json --timeout -q --quiet -h --help"
+_gpuslice_opts_procs="--shares --memory -d --device --dry-run --json --timeout -q --quiet -h --help"
+_gpuslice_opts_green_run="--shares --task --task-kwargs -d --device --json -h --help"
 _gpuslice_opts_top="-i --interval --once --json -q --quiet -h --help"
 _gpuslice_mps_subcommands="start status stop"
 _gpuslice_opts_global="-q --quiet -V --version -h --help"
-_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --tenant -i --interval --gpu-share --mps-priority --sms --sm-share --shares --timeout --priority --weight "
+_gpuslice_valued=" -m --memory -c --compute -d --device -f --filled -n --nice --name --tenant -i --interval --gpu-share --mps-priority --sms --sm-share --shares --timeout --priority --weight --task --task-kwargs "
 
 # The commands the installed binary knows, from its --help (else the list above).
 _gpuslice_list_commands()
@@ -158,6 +159,8 @@ _gpuslice()
             COMPREPLY=($(compgen -c -- "$cur") ":::")
         fi
         ;;
+    green-run)
+        [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$_gpuslice_opts_green_run" -- "$cur")) ;;
     mps)
         # The subcommand first (start, status, stop), options before or after it.
         local sub=

@@ -37,8 +37,9 @@
 
 static void procs_usage(void)
 {
-    printf("usage: gpuslice procs --shares W1,W2,... [-d D] [--dry-run] [--json]\n"
-           "                      [--timeout SECONDS] [-q] -- CMD1 [ARGS] ::: CMD2 [ARGS] ...\n\n"
+    printf("usage: gpuslice procs --shares W1,W2,... [--memory M1,M2,...] [-d D] [--dry-run]\n"
+           "                      [--json] [--timeout SECONDS] [-q]\n"
+           "                      -- CMD1 [ARGS] ::: CMD2 [ARGS] ...\n\n"
            "Runs the programs side by side on one GPU, each on its own share of the\n"
            "GPU's SMs (a green context, for the whole process: every thread, the CUDA\n"
            "runtime, its graphs), concurrently through your MPS daemon for the GPU\n"
@@ -51,6 +52,10 @@ static void procs_usage(void)
            "partition: then all are released together.\n\n"
            "options:\n"
            "      --shares LIST     one positive weight per program: 20,30,50\n"
+           "      --memory LIST     one hard memory limit per program: a size (8G,\n"
+           "                        512M) or a share of the GPU's memory (25%%); together\n"
+           "                        at most the GPU's memory (default: none; memory is\n"
+           "                        shared)\n"
            "  -d, --device D        the GPU: a CUDA index (default 0) or a GPU UUID\n"
            "      --dry-run         print the plan as JSON and start nothing\n"
            "      --json            print the lanes (with their PIDs) as one JSON line on\n"
@@ -72,10 +77,15 @@ static void print_plan(const struct geom_query *q, int index, const struct lane 
 
     printf("{\"device\":{\"index\":%d,\"uuid\":\"%s\",\"name\":", index, q->uuid);
     gs_json_string(stdout, q->name, strlen(q->name));
-    printf(",\"sm_count\":%u,\"group_sms\":%u},\"lanes\":[", q->g.total, group);
+    printf(",\"sm_count\":%u,\"group_sms\":%u,\"memory_bytes\":%llu},\"lanes\":[", q->g.total,
+           group, (unsigned long long)q->memory);
     for (i = 0; i < n; i++) {
         printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u",
                i ? "," : "", i, l[i].sm.share, l[i].sm.count, l[i].sm.first);
+        if (l[i].memory)
+            printf(",\"memory_limit_bytes\":%llu", (unsigned long long)l[i].memory);
+        else
+            printf(",\"memory_limit_bytes\":null");
         if (with_pids)
             printf(",\"pid\":%d", (int)l[i].prog);
         printf("}");
@@ -124,23 +134,88 @@ static int split_commands(int argc, char **argv, int from, struct lane *l, int m
     return n;
 }
 
+/* A lane's memory limit as given: bytes, or a share of the GPU's memory in percent. */
+struct lane_memory {
+    uint64_t bytes;
+    double percent; /* > 0: a share, resolved once the GPU's memory is known */
+};
+
+/*
+ * Parses --memory's LIST: one size or percentage per lane, at most max. The count, or -1 with
+ * a message in err naming the entry and the accepted forms.
+ */
+static int parse_lane_memory(const char *arg, struct lane_memory *m, int max, char *err,
+                             size_t errlen)
+{
+    const char *p = arg;
+    int n = 0;
+
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char v[64], *end;
+
+        if (len == 0 || len >= sizeof(v)) {
+            snprintf(err, errlen,
+                     "--memory: \"%s\" has %s entry (give one limit per program: a size such "
+                     "as 8G or 512M, or a share of the GPU's memory such as 25%%)",
+                     arg, len ? "a too long" : "an empty");
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, errlen, "--memory: more than %d entries", max);
+            return -1;
+        }
+        memcpy(v, p, len);
+        v[len] = '\0';
+        m[n].bytes = 0;
+        m[n].percent = 0;
+        if (v[len - 1] == '%') {
+            errno = 0;
+            m[n].percent = strtod(v, &end);
+            if (errno || end != v + len - 1 || end == v || !(m[n].percent > 0) ||
+                m[n].percent > 100) {
+                snprintf(err, errlen,
+                         "--memory: \"%s\" is not a share of the GPU's memory (use a "
+                         "percentage above 0 and at most 100, e.g. 25%%)",
+                         v);
+                return -1;
+            }
+        } else if (gs_parse_size(v, &m[n].bytes) < 0 || m[n].bytes < GS_MIN_MEMORY_LIMIT) {
+            snprintf(err, errlen,
+                     "--memory: \"%s\" is not a memory limit (%s, at least 1M; or a share "
+                     "of the GPU's memory such as 25%%)",
+                     v, GS_SIZE_FORMS);
+            return -1;
+        }
+        n++;
+        if (p[len] == '\0')
+            return n;
+        p += len + 1;
+    }
+}
+
 static int procs_main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "shares", required_argument, NULL, 's' },  { "device", required_argument, NULL, 'd' },
-        { "dry-run", no_argument, NULL, 'n' },       { "json", no_argument, NULL, 'j' },
-        { "timeout", required_argument, NULL, 't' }, { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 }
-    };
+    static const struct option opts[] = { { "shares", required_argument, NULL, 's' },
+                                          { "device", required_argument, NULL, 'd' },
+                                          { "dry-run", no_argument, NULL, 'n' },
+                                          { "json", no_argument, NULL, 'j' },
+                                          { "timeout", required_argument, NULL, 't' },
+                                          { "quiet", no_argument, NULL, 'q' },
+                                          { "memory", required_argument, NULL, 'm' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
     static struct lane lanes[SMPLAN_MAX_LANES];
     double shares[SMPLAN_MAX_LANES], timeout = 120, mps_to;
-    const char *shares_arg = NULL, *device = "0";
+    const char *shares_arg = NULL, *memory_arg = NULL, *device = "0";
+    struct lane_memory mem[SMPLAN_MAX_LANES];
     char err[1024];
     struct geom_query q;
     struct sm_lane plan[SMPLAN_MAX_LANES];
     struct plan_print pr;
     unsigned group;
-    int c, n, nshares, dry = 0, json = 0, i, r;
+    int c, n, nshares, nmem = 0, dry = 0, json = 0, i, r;
+    uint64_t sum = 0;
     char *end;
 
     optind = 1;
@@ -152,6 +227,9 @@ static int procs_main(int argc, char **argv)
             break;
         case 'd':
             device = optarg;
+            break;
+        case 'm':
+            memory_arg = optarg;
             break;
         case 'n':
             dry = 1;
@@ -182,6 +260,11 @@ static int procs_main(int argc, char **argv)
         gs_log_error("%s", err);
         return GS_EXIT_USAGE;
     }
+    if (memory_arg &&
+        (nmem = parse_lane_memory(memory_arg, mem, SMPLAN_MAX_LANES, err, sizeof(err))) < 0) {
+        gs_log_error("%s", err);
+        return GS_EXIT_USAGE;
+    }
     if (optind >= argc) {
         gs_log_error("procs: no programs given (usage: gpuslice procs --shares 20,30,50 -- CMD1 "
                      "ARGS " SEP " CMD2 ARGS " SEP " CMD3 ARGS)");
@@ -192,6 +275,11 @@ static int procs_main(int argc, char **argv)
     if (n != nshares) {
         gs_log_error("procs: %d share%s for %d program%s: give one share per program", nshares,
                      nshares == 1 ? "" : "s", n, n == 1 ? "" : "s");
+        return GS_EXIT_USAGE;
+    }
+    if (memory_arg && nmem != n) {
+        gs_log_error("--memory: %d limit%s for %d program%s: give one limit per program", nmem,
+                     nmem == 1 ? "" : "s", n, n == 1 ? "" : "s");
         return GS_EXIT_USAGE;
     }
     if (!gs_parse_uuid(device, strlen(device), q.uuid)) {
@@ -217,8 +305,33 @@ static int procs_main(int argc, char **argv)
         gs_log_error("procs: GPU %s: %s", device, err);
         return GS_EXIT_ERROR;
     }
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         lanes[i].sm = plan[i];
+        lanes[i].memory = 0;
+        if (i < nmem) {
+            /* A share in whole MiB, rounded down. */
+            lanes[i].memory =
+                mem[i].percent > 0
+                    ? (uint64_t)((double)q.memory * mem[i].percent / 100) & ~((1ULL << 20) - 1)
+                    : mem[i].bytes;
+            if (lanes[i].memory < GS_MIN_MEMORY_LIMIT) {
+                gs_log_error("--memory: %g%% of GPU %s's memory is under 1 MiB", mem[i].percent,
+                             device);
+                return GS_EXIT_USAGE;
+            }
+            sum += lanes[i].memory;
+        }
+    }
+    if (sum > q.memory) {
+        char a[32], b[32];
+
+        gs_format_size(sum, a, sizeof(a));
+        gs_format_size(q.memory, b, sizeof(b));
+        gs_log_error("--memory: the limits add up to %s, more than GPU %s's %s (memory is "
+                     "shared by the lanes: give limits that fit together)",
+                     a, device, b);
+        return GS_EXIT_USAGE;
+    }
     if (dry) {
         print_plan(&q, q.index, lanes, n, group, 0);
         return GS_EXIT_OK;

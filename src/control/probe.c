@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -193,7 +194,8 @@ int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, s
     return 0;
 }
 
-/* In a child: the device's UUID, name and split, as "UUID TOTAL C NC F NF NAME". */
+/* In a child: the device's UUID, index, split, memory and name, as "UUID INDEX TOTAL C NC F NF
+ * MEMORY NAME". */
 static int query_geom(void *arg, char *buf, size_t len)
 {
     const struct geom_query *q = arg;
@@ -204,6 +206,7 @@ static int query_geom(void *arg, char *buf, size_t len)
     CUdevice dev = -1;
     CUresult r;
     CUuuid u;
+    size_t mem = 0;
     int i, nd = 0, index = 0;
 
     if (gs_driver_open_cuda(&d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
@@ -249,6 +252,12 @@ static int query_geom(void *arg, char *buf, size_t len)
     gs_format_uuid((const unsigned char *)u.bytes, uuid);
     memcpy(uuid, "GPU", 3);
     d.cuDeviceGetName(name, sizeof(name), dev);
+    if (!d.cuDeviceTotalMem_v2 || (r = d.cuDeviceTotalMem_v2(&mem, dev)) != CUDA_SUCCESS) {
+        snprintf(buf, len, "GPU %s does not say its memory: %s", q->device,
+                 d.cuDeviceTotalMem_v2 ? gs_driver_cu_name(&d, r, eb, sizeof(eb))
+                                       : "no cuDeviceTotalMem_v2");
+        return -1;
+    }
     memset(&all, 0, sizeof(all));
     if (!d.cuDeviceGetDevResource || !d.cuDevSmResourceSplitByCount) {
         snprintf(buf, len,
@@ -289,8 +298,8 @@ static int query_geom(void *arg, char *buf, size_t len)
                  q->device, total);
         return -1;
     }
-    snprintf(buf, len, "%s %d %u %u %u %u %u %s", uuid, (int)index, total, coarse, ncoarse, fine,
-             nfine, name);
+    snprintf(buf, len, "%s %d %u %u %u %u %u %zu %s", uuid, (int)index, total, coarse, ncoarse,
+             fine, nfine, mem, name);
     return 0;
 }
 
@@ -302,8 +311,8 @@ int probe_sm_geometry(struct geom_query *q, char *err, size_t errlen)
         snprintf(err, errlen, "%s", buf);
         return -1;
     }
-    if (sscanf(buf, "%40s %d %u %u %u %u %u %127[^\n]", q->uuid, &q->index, &q->g.total,
-               &q->g.coarse, &q->g.ncoarse, &q->g.fine, &q->g.nfine, q->name) < 7) {
+    if (sscanf(buf, "%40s %d %u %u %u %u %u %" SCNu64 " %127[^\n]", q->uuid, &q->index, &q->g.total,
+               &q->g.coarse, &q->g.ncoarse, &q->g.fine, &q->g.nfine, &q->memory, q->name) < 8) {
         snprintf(err, errlen, "the GPU query said \"%s\"", buf);
         return -1;
     }

@@ -44,12 +44,13 @@ struct geom_query {
     int index; /* the device's CUDA index */
     char uuid[GS_UUID_STRLEN];
     char name[128];
+    uint64_t memory; /* bytes */
     struct sm_geom g;
 };
 
 /*
  * Fills q (q->device: a CUDA index or a UUID) from a child: the GPU's index,
- * UUID, name and SM split. -1 with a message in err on failure.
+ * UUID, name, memory and SM split. -1 with a message in err on failure.
  */
 int probe_sm_geometry(struct geom_query *q, char *err, size_t errlen);
 

@@ -39,14 +39,17 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The lane's child: `gpuslice run -q --device UUID --gpu-share 100 --sms C@F -- ARGS`. */
+/*
+ * The lane's child: `gpuslice run -q --device UUID --gpu-share 100 --sms C@F [--memory BYTES]
+ * -- ARGS`.
+ */
 static void exec_lane(const struct lane *l, int index, const char *uuid, const char *dir,
                       int fine_split)
 {
-    char sms[48], idx[16], barrier[PATH_MAX + 16], **av;
+    char sms[48], idx[16], mem[24], barrier[PATH_MAX + 16], **av;
     int k = 0, i, null;
 
-    if (!(av = calloc((size_t)l->argc + 12, sizeof(*av))))
+    if (!(av = calloc((size_t)l->argc + 14, sizeof(*av))))
         _exit(GS_EXIT_ERROR);
     /* Every lane from the split the plan used: groups of two splits may not be the same SMs. */
     snprintf(sms, sizeof(sms), "%u@%u%s", l->sm.count, l->sm.first, fine_split ? "/fine" : "");
@@ -76,6 +79,11 @@ static void exec_lane(const struct lane *l, int index, const char *uuid, const c
     av[k++] = "100";
     av[k++] = "--sms";
     av[k++] = sms;
+    if (l->memory) {
+        snprintf(mem, sizeof(mem), "%llu", (unsigned long long)l->memory);
+        av[k++] = "--memory";
+        av[k++] = mem;
+    }
     av[k++] = "--";
     for (i = 0; i < l->argc; i++)
         av[k++] = l->argv[i];
@@ -233,9 +241,16 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, unsi
             struct lane *l = &lanes[i];
             if (!l->ready && read_ready(dir, i, l)) {
                 if (sscanf(l->line, "ready %d", &l->prog) == 1) {
+                    char mem[48] = "", size[32];
+
                     l->ready = 1;
-                    gs_log_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u): %s", i,
-                                (int)l->prog, l->sm.share, l->sm.count, l->sm.first, l->argv[0]);
+                    if (l->memory) {
+                        gs_format_size(l->memory, size, sizeof(size));
+                        snprintf(mem, sizeof(mem), ", memory limit %.24s", size);
+                    }
+                    gs_log_note("procs: lane %d: PID %d, share %g, %u SMs (from SM %u)%s: %s", i,
+                                (int)l->prog, l->sm.share, l->sm.count, l->sm.first, mem,
+                                l->argv[0]);
                 } else {
                     char *msg =
                         strncmp(l->line, "error ", 6) == 0 ? strchr(l->line + 6, ' ') : NULL;

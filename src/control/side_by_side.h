@@ -5,6 +5,7 @@
 #ifndef GPUSLICE_CONTROL_SIDE_BY_SIDE_H
 #define GPUSLICE_CONTROL_SIDE_BY_SIDE_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "control/probe.h"
@@ -18,8 +19,9 @@ struct lane {
     char **argv; /* the program and its arguments (into the caller's argv) */
     int argc;
     struct sm_lane sm;
-    pid_t pid;  /* the gpuslice run that starts it */
-    pid_t prog; /* the program, as its interposer said */
+    uint64_t memory; /* the lane's memory limit in bytes; 0: none */
+    pid_t pid;       /* the gpuslice run that starts it */
+    pid_t prog;      /* the program, as its interposer said */
     int ready, status, ended;
     char line[640];
 };

@@ -66,6 +66,7 @@ done
 for c in "" $cmds; do
     page="$SRC/man/gpuslice${c:+-$c}.1"
     var=_gpuslice_opts_${c:-global}
+    var=${var//-/_} # green-run: _gpuslice_opts_green_run
     [ -f "$page" ] || continue
     opts=$(long_opts $c)
     [ -n "$opts" ] || bad "no options parsed from gpuslice $c --help"

@@ -1451,13 +1451,28 @@ procs)
     expect 2 "no programs" -- "$GS" procs --shares 1; stderr_has "no programs given"
     expect 2 "--device banana" -- "$GS" procs --shares 1 -d banana -- true; stderr_has "--device"
     expect 2 "--timeout 0" -- "$GS" procs --shares 1 --timeout 0 -- true; stderr_has "--timeout"
+    for v in 4G 4G,,1G 0,1G 1K,1G abc,1G 0%,1G 101%,1G nan%,1G x%,1G 4G,; do
+        expect 2 "--memory '$v' for two programs" -- "$GS" procs --shares 1,1 --memory "$v" -- true ::: true; stderr_has "^gpuslice: --memory: "
+    done
+    stderr_has '"4G," has an empty entry'
+    expect 2 "--memory past the GPU's 16 GiB" -- "$GS" procs --shares 1,1 --memory 10G,40% --dry-run -- a ::: b
+    stderr_has "the limits add up to 16793 MiB, more than GPU 0's 16 GiB"
     expect 0 "procs --help" -- "$GS" procs --help
+    grep -q -- "--memory LIST" "$T/out" && ok "--help names --memory" || bad "--help without --memory"
     # The plan, from the driver's granularity.
     expect 0 "procs --dry-run 20,30,50" -- "$GS" procs --shares 20,30,50 --dry-run -- a ::: b ::: c
     json_ok "three lanes in groups of 8, the 4 left over to the last" '
 assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
 assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
     if [ ! -e "$XDG_RUNTIME_DIR/gpuslice-mps" ]; then ok "--dry-run starts nothing (no MPS directory)"; else bad "dry run made MPS state"; fi
+    expect 0 "procs --dry-run --memory 1G,25%,1.5G" -- "$GS" procs --shares 20,30,50 --memory 1G,25%,1.5G --dry-run -- a ::: b ::: c
+    json_ok "each lane's limit; a share of the GPU's 16 GiB in bytes" '
+assert d["device"]["memory_bytes"] == 16 << 30, d
+assert [l["memory_limit_bytes"] for l in d["lanes"]] == [1 << 30, 4 << 30, 3 << 29], d'
+    GPUSLICE_SIM_STATE="$T/m40.state" GPUSLICE_SIM_MEMORY=40G expect 0 "procs --dry-run --memory 12.5%,8G on a GPU of 40 GiB" -- "$GS" procs --shares 1,1 --memory 12.5%,8G --dry-run -- a ::: b
+    json_ok "12.5% of 40 GiB is 5 GiB" 'assert d["device"]["memory_bytes"] == 40 << 30 and [l["memory_limit_bytes"] for l in d["lanes"]] == [5 << 30, 8 << 30], d'
+    expect 0 "procs --dry-run without --memory" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
+    json_ok "no limits" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [None, None], d'
     expect 0 "procs --dry-run -d UUID" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5ac1ce00-0000-4000-8000-000000000000 -- a ::: b
     json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
     expect 0 "procs --dry-run with 17 lanes" -- "$GS" procs --shares 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --dry-run -- a ::: b ::: c ::: d ::: e ::: f ::: g ::: h ::: i ::: j ::: k ::: l ::: m ::: n ::: o ::: p ::: q
@@ -1478,6 +1493,17 @@ PY
     if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
     stderr_has "procs: lane 2: PID"; stderr_has "released together"
     grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
+    # Each lane's memory limit holds in it (its own tenant), whatever the others are given.
+    MP="$B/tests/mem_probe"
+    expect 0 "procs --memory 1G,12.5%" -- "$GS" procs --shares 1,1 --memory 1G,12.5% -- \
+        sh -c "'$MP' alloc:900 alloc:200 > '$T/m0'" ::: sh -c "'$MP' alloc:1900 alloc:200 > '$T/m1'"
+    if [ "$(tr '\n' ' ' <"$T/m0")" = "alloc 900 ok alloc 200 CUDA_ERROR_OUT_OF_MEMORY " ] &&
+        [ "$(tr '\n' ' ' <"$T/m1")" = "alloc 1900 ok alloc 200 CUDA_ERROR_OUT_OF_MEMORY " ]; then
+        ok "lane 0 held to 1 GiB, lane 1 to 2 GiB"
+    else
+        bad "lane memory limits"; cat "$T/m0" "$T/m1"
+    fi
+    stderr_has "procs: lane 1: PID [0-9]*, share 1, 68 SMs (from SM 64), memory limit 2 GiB: sh"
     # A lane whose CUDA process is a grandchild started with its descriptors closed (Python's
     # subprocess): it still reports, through the directory; the lanes read no terminal and
     # have SIGPIPE at its default.
@@ -1649,12 +1675,25 @@ for bad in (dict(shares=(1,)), dict(shares=(1, 3), startup_timeout=0)):
         raise SystemExit(f"accepted {bad}")
     except ValueError:
         pass
-# memory_shares: refused, saying what to do instead (procs has no per-lane memory limit yet).
-try:
-    gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 1), memory_shares=(0.25, 0.5))
-    raise SystemExit("memory_shares accepted")
-except ValueError as e:
-    assert "memory_shares" in str(e) and "gpuslice run --memory" in str(e), e
+# memory_shares: each script's hard limit, a fraction of the GPU's 16 GiB or a size.
+mp = os.path.join(os.path.dirname(sp), "mem_probe")
+t = os.environ["T"]
+sh = lambda out, *steps: ["-c", f"{mp} {' '.join(steps)} > {t}/{out}"]
+assert gpuslice.run_green_process_scripts(
+    ["sh", "sh"], shares=(1, 1), memory_shares=(0.0625, "2G"), quiet=True,
+    script_args=[sh("py0", "alloc:900", "alloc:200"), sh("py1", "alloc:1900", "alloc:200")]) == 0
+got = [open(f"{t}/py{i}").read().split("\n")[:2] for i in (0, 1)]
+assert got == [["alloc 900 ok", "alloc 200 CUDA_ERROR_OUT_OF_MEMORY"],
+               ["alloc 1900 ok", "alloc 200 CUDA_ERROR_OUT_OF_MEMORY"]], got
+for bad in ((0.25,), (0, 0.5), (0.5, 1.5), (True, 0.5), (0.5, float("nan")), "0.5,0.5", (0.5, "1G,2G"), (0.5, None)):
+    try:
+        gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 1), memory_shares=bad)
+        raise SystemExit(f"memory_shares {bad!r} accepted")
+    except ValueError as e:
+        assert "memory_shares" in str(e), e
+# A size gpuslice refuses, or limits past the GPU's memory: procs says so and exits 2.
+assert gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 1), memory_shares=("1K", 0.5), quiet=True) == 2
+assert gpuslice.run_green_process_scripts(["true", "true"], shares=(1, 1), memory_shares=(0.75, 0.5), quiet=True) == 2
 PY
     cd "$T" ;;
 lanes)
