@@ -31,7 +31,7 @@
 
 static void info_usage(void)
 {
-    printf("usage: gpuslice info [--json] [-q]\n\n"
+    printf("usage: gpuslice info [-d LIST] [--json] [-q]\n\n"
            "Describes this machine's NVIDIA GPUs and the tenants running on them. For\n"
            "each GPU (numbered by CUDA ordinal, as limits are): name, UUID, memory\n"
            "total/used/free (NVML), SM count and compute capability, the green-context\n"
@@ -42,10 +42,12 @@ static void info_usage(void)
            "/tmp/nvidia-mps); then every tenant you may read, with its limits and usage\n"
            "(from gpusliced when it runs, then the run directory's files).\n\n"
            "options:\n"
-           "      --json   one JSON object on stdout instead of text (sizes in bytes,\n"
-           "               null where the driver cannot tell, with a reason)\n"
-           "  -q, --quiet  no notes on stderr (such as NVML missing)\n"
-           "  -h, --help   this text\n\n"
+           "  -d, --device LIST  only these GPUs: CUDA indexes or GPU UUIDs,\n"
+           "                     comma-separated, or the option repeated (-d 1,3)\n"
+           "      --json         one JSON object on stdout instead of text (sizes in\n"
+           "                     bytes, null where the driver cannot tell, with a reason)\n"
+           "  -q, --quiet        no notes on stderr (such as NVML missing)\n"
+           "  -h, --help         this text\n\n"
            "The driver is loaded from libcuda.so.1 and libnvidia-ml.so.1, or from\n"
            "$GPUSLICE_REAL_LIBCUDA and $GPUSLICE_REAL_LIBNVML. Without a CUDA driver\n"
            "info fails (exit 1); without NVML the memory fields are empty.\n");
@@ -291,29 +293,93 @@ static void print_text(const struct gpuinfo *in, const struct tview_list *l)
     print_text_tenants(l);
 }
 
+/*
+ * Keeps the GPUs of in that the -d entries name (CUDA indexes or UUIDs, comma-separated), in
+ * CUDA order; 0, or -1 having said which entry names no GPU.
+ */
+static int select_gpus(struct gpuinfo *in, char **sel, int nsel)
+{
+    unsigned char *keep = calloc((size_t)in->ngpus + 1, 1);
+    int i, k, n = 0;
+
+    if (!keep) {
+        gs_log_error("info: %s", strerror(ENOMEM));
+        return -1;
+    }
+    for (k = 0; k < nsel; k++) {
+        const char *p = sel[k];
+        for (;;) {
+            size_t len = strcspn(p, ",");
+            char want[GS_UUID_STRLEN], *end;
+            long idx = -1;
+            int found = -1;
+
+            if (len > 0 && gs_parse_uuid(p, len, want)) {
+                for (i = 0; i < in->ngpus && found < 0; i++)
+                    if (strcasecmp(in->gpus[i].uuid, want) == 0)
+                        found = i;
+            } else if (len > 0 && len <= 4 && p[0] >= '0' && p[0] <= '9') {
+                idx = strtol(p, &end, 10);
+                if (end != p + len)
+                    idx = -2;
+                for (i = 0; i < in->ngpus && found < 0 && idx >= 0; i++)
+                    if (in->gpus[i].index == idx)
+                        found = i;
+            }
+            if (found < 0) {
+                gs_log_error("--device: \"%.*s\" is not one of the %d GPU%s here (use a CUDA "
+                             "index from 0 to %d, or a GPU UUID as gpuslice info prints it)",
+                             (int)(len > 64 ? 64 : len), p, in->ngpus, in->ngpus == 1 ? "" : "s",
+                             in->ngpus - 1);
+                free(keep);
+                return -1;
+            }
+            keep[found] = 1;
+            if (p[len] == '\0')
+                break;
+            p += len + 1;
+        }
+    }
+    for (i = 0; i < in->ngpus; i++)
+        if (keep[i])
+            in->gpus[n++] = in->gpus[i];
+    in->ngpus = n;
+    free(keep);
+    return 0;
+}
+
 static int run_info(int argc, char **argv)
 {
     static const struct option opts[] = { { "json", no_argument, NULL, 'j' },
+                                          { "device", required_argument, NULL, 'd' },
                                           { "quiet", no_argument, NULL, 'q' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
     struct tview_list l = { 0 };
     struct gs_driver d;
     struct gpuinfo in;
-    char err[1024];
-    int c, r, json = 0;
+    char err[1024], *sel[64];
+    int c, r, json = 0, nsel = 0;
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:d:qh", opts, NULL)) != -1) {
         switch (c) {
+        case 'd':
+            if (nsel == (int)(sizeof(sel) / sizeof(sel[0]))) {
+                gs_log_error("--device: given more than %d times", nsel);
+                return GS_EXIT_USAGE;
+            }
+            sel[nsel++] = optarg;
+            break;
         default:
             if ((r = gs_cli_common_option("info", c, argv, opts, info_usage, &json)) >= 0)
                 return r;
         }
     }
     if (optind < argc) {
-        gs_log_error("info: unexpected argument \"%s\" (usage: gpuslice info [--json] [-q])",
+        gs_log_error("info: unexpected argument \"%s\" (usage: gpuslice info [-d LIST] [--json] "
+                     "[-q])",
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
@@ -330,6 +396,10 @@ static int run_info(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     gpuinfo_unload_driver(&d);
+    if (nsel && select_gpus(&in, sel, nsel) < 0) {
+        free(in.gpus);
+        return GS_EXIT_USAGE;
+    }
     if ((r = tview_read(&l, 1, err, sizeof(err))) < 0) {
         gs_log_error("info: %s", err);
         free(in.gpus);

@@ -337,6 +337,46 @@ daemon_metrics)
         promtool check metrics <"$T/body" >"$T/lint" 2>&1
         [ -s "$T/lint" ] && ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/lint" | grep -q . && ok "promtool: only the camelCase of dcgm-exporter's names" || { bad "lint"; cat "$T/lint"; }
     fi ;;
+daemon_gpus)
+    # The daemon on 2 and 4 simulated GPUs: every GPU in /v1/devices and /metrics, and a
+    # tenant's per-device limits and use, each under its own GPU.
+    U=GPU-5ac1ce00-0000-4000-8000-00000000000
+    for N in 2 4; do
+        L=$((N - 1))
+        export GPUSLICE_SIM_DEVICES=$N GPUSLICE_SIM_STATE="$T/sim$N.state"
+        rm -rf "$T/drun"
+        start_daemon || exit 1
+        want 200 "devices on $N GPUs" GET /v1/devices
+        jq_py "g = d['devices']; assert [x['uuid'] for x in g] == ['$U%d' % i for i in range($N)] and all(x['memory_total_bytes'] == 16 << 30 for x in g), g" && ok "the $N GPUs, in order" || { bad "devices"; cat "$T/body"; }
+        want 200 "device $L by index" GET /v1/devices/$L
+        jq_py "assert d['uuid'] == '$U$L', d" && ok "GPU $L's own" || bad "device $L"
+        want 404 "no device $N" GET /v1/devices/$N
+        want 201 "a tenant limited on GPUs 0 and $L" POST /v1/tenants "{\"name\":\"md$N\",\"memory\":{\"0\":\"1G\",\"$U$L\":\"2G\"}}"
+        rm -f "$T/up" "$T/go"
+        "$GS" run --tenant md$N -- "$P" alloc:100 dev:$L alloc:700 alloc:1500 mark:"$T/up" wait:"$T/go" >"$T/md.out" 2>&1 &
+        W=$!
+        BG="$BG $W"
+        for i in $(seq 200); do [ -e "$T/up" ] && break; sleep 0.05; done
+        sleep 0.4
+        want 200 "metrics on $N GPUs" GET /metrics
+        for g in $(seq 0 $L); do
+            grep -q "^gpuslice_gpu_memory_total_bytes{gpu=\"$g\",UUID=\"$U$g\"" "$T/body" || bad "no series of GPU $g"
+        done
+        [ "$(grep -c '^gpuslice_gpu_memory_total_bytes{' "$T/body")" = $N ] && ok "/metrics: one device series per GPU ($N)" || { bad "device series"; grep '^gpuslice_gpu_memory_total' "$T/body"; }
+        grep -q "^gpuslice_tenant_memory_limit_bytes{tenant=\"[0-9]*\",tenant_name=\"md$N\",gpu=\"0\",.*} 1073741824$" "$T/body" &&
+            grep -q "^gpuslice_tenant_memory_limit_bytes{tenant=\"[0-9]*\",tenant_name=\"md$N\",gpu=\"$L\",.*} 2147483648$" "$T/body" &&
+            ok "the tenant's limits under GPU 0 and GPU $L" || { bad "per-GPU limit series"; grep "md$N" "$T/body" | grep limit; }
+        awk -v n="md$N" -v g="gpu=\"$L\"" 'index($0, "gpuslice_tenant_memory_used_bytes{") == 1 && index($0, "tenant_name=\"" n "\"") && index($0, g) { if ($2 >= 700 * 1048576 && $2 < 800 * 1048576) f = 1 } END { exit !f }' "$T/body" &&
+            ok "its 700 MiB on GPU $L, where they are" || { bad "use on GPU $L"; grep "md$N" "$T/body" | grep used; }
+        want 200 "the tenant" GET /v1/tenants/md$N
+        jq_py "
+u = {x['index']: x for x in d['devices']}
+assert u[0]['memory_limit_bytes'] == 1 << 30 and u[$L]['memory_limit_bytes'] == 2 << 30, u
+assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]['memory_used_bytes'] < 800 << 20, u" && ok "the API: limits and use per GPU" || { bad "tenant devices"; cat "$T/body"; }
+        touch "$T/go"; wait $W
+        grep -qx "alloc 1500 CUDA_ERROR_OUT_OF_MEMORY" "$T/md.out" && ok "GPU $L's 2 GiB held" || { bad "GPU $L limit"; cat "$T/md.out"; }
+        stop_daemon
+    done ;;
 daemon_events)
     start_daemon || exit 1
     curl -s -N --max-time 3 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &

@@ -1,12 +1,19 @@
 /*
  * A scripted allocator for memory tests on the simulated GPU: runs its
- * arguments in order, on device 0's primary context, and prints one line per
- * step:
+ * arguments in order, on device 0's primary context (device $MEM_PROBE_DEVICE's, as
+ * a torchrun worker starts on its LOCAL_RANK's), and prints one line per step:
  *   alloc:MIB    cuMemAlloc of MIB MiB      -> "alloc MIB ok" / "alloc MIB CUDA_ERROR_..."
  *   async:MIB    cuMemAllocAsync of MIB MiB from the device's default pool, then a
  *                stream synchronisation   -> "async MIB ok" / "async MIB CUDA_ERROR_..."
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
+ *   dev:N        makes device N's primary context current (this process's CUDA
+ *                numbering, after CUDA_VISIBLE_DEVICES) -> "dev N ok" / "dev N CUDA_ERROR_..."
+ *   total        the current device's total memory as cuMemGetInfo says -> "total BYTES"
+ *   uuid         the current device's UUID -> "uuid GPU-..."
+ *   vmm:D:MIB    cuMemCreate of MIB MiB on device D, mapped and made accessible to D and
+ *                to the current device (a peer's view, as NCCL maps a buffer of another
+ *                GPU) -> "vmm D MIB ok" / "vmm D MIB CUDA_ERROR_..."; kept until exit
  *   mark:PATH    creates the file PATH (a test waits for it)
  *   wait:PATH    waits (up to 60 s) until the file PATH exists
  *   sleep:MS     sleeps
@@ -51,7 +58,9 @@ int main(int argc, char **argv)
     int n = 0, i;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+    if (cuInit(0) != CUDA_SUCCESS ||
+        cuDeviceGet(&dev, getenv("MEM_PROBE_DEVICE") ? atoi(getenv("MEM_PROBE_DEVICE")) : 0) !=
+            CUDA_SUCCESS ||
         cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
         fprintf(stderr, "mem_probe: CUDA did not start\n");
@@ -85,6 +94,57 @@ int main(int argc, char **argv)
             if (n == 0)
                 return 2;
             printf("free %s\n", cuMemFree_v2(ptr[--n]) == CUDA_SUCCESS ? "ok" : "error");
+        } else if (strncmp(a, "dev:", 4) == 0) {
+            const char *name = NULL;
+            CUcontext c;
+            CUresult r;
+            if ((r = cuDeviceGet(&dev, atoi(a + 4))) == CUDA_SUCCESS &&
+                (r = cuDevicePrimaryCtxRetain(&c, dev)) == CUDA_SUCCESS)
+                r = cuCtxSetCurrent(c);
+            cuGetErrorName(r, &name);
+            printf("dev %d %s\n", atoi(a + 4), r == CUDA_SUCCESS ? "ok" : name ? name : "error");
+        } else if (strncmp(a, "vmm:", 4) == 0) {
+            int on = atoi(a + 4);
+            const char *colon = strchr(a + 4, ':'), *name = NULL;
+            long mib = colon ? atol(colon + 1) : 0;
+            CUmemAllocationProp prop = { 0 };
+            CUmemAccessDesc acc[2];
+            CUmemGenericAllocationHandle h;
+            CUdeviceptr va;
+            CUdevice cur = 0;
+            CUresult r;
+            if (mib <= 0 || mib % 2)
+                return 2;
+            prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+            prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            prop.location.id = on;
+            cuCtxGetDevice(&cur);
+            memset(acc, 0, sizeof(acc));
+            acc[0].location = prop.location;
+            acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            acc[1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            acc[1].location.id = (int)cur;
+            acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            if ((r = cuMemCreate(&h, (size_t)mib << 20, &prop, 0)) == CUDA_SUCCESS &&
+                (r = cuMemAddressReserve(&va, (size_t)mib << 20, 0, 0, 0)) == CUDA_SUCCESS &&
+                (r = cuMemMap(va, (size_t)mib << 20, 0, h, 0)) == CUDA_SUCCESS)
+                r = cuMemSetAccess(va, (size_t)mib << 20, acc, (int)cur == on ? 1 : 2);
+            cuGetErrorName(r, &name);
+            printf("vmm %d %ld %s\n", on, mib, r == CUDA_SUCCESS ? "ok" : name ? name : "error");
+        } else if (strcmp(a, "total") == 0) {
+            size_t f = 0, t = 0;
+            cuMemGetInfo_v2(&f, &t);
+            printf("total %zu\n", t);
+        } else if (strcmp(a, "uuid") == 0) {
+            CUuuid u;
+            const unsigned char *b = (const unsigned char *)u.bytes;
+            if (cuCtxGetDevice(&dev) != CUDA_SUCCESS || cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS)
+                printf("uuid error\n");
+            else
+                printf(
+                    "uuid GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n",
+                    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                    b[13], b[14], b[15]);
         } else if (strcmp(a, "used") == 0) {
             size_t f = 0, t = 0;
             cuMemGetInfo_v2(&f, &t);
@@ -133,6 +193,5 @@ int main(int argc, char **argv)
     }
     while (n > 0)
         cuMemFree_v2(ptr[--n]);
-    cuDevicePrimaryCtxRelease_v2(dev);
-    return 0;
+    return 0; /* the primary contexts retained go with the process */
 }

@@ -754,7 +754,12 @@ compute_devices)
     share_twice 0.14 0.23 "device 1 at 20% under 0:50,1:20" env COMPUTE_LOAD_DEVICE=1 "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
     share_twice 0.43 0.53 "device 0 at 50% under 0:50,1:20" env COMPUTE_LOAD_DEVICE=0 "$GS" run -q --compute 0:50,1:20 -- "$CL" stream 1.2 500
     COMPUTE_LOAD_DEVICE=1 expect 0 "device 1 under 0:50 (no ceiling there)" -- "$GS" run -q --compute 0:50 -- "$CL" stream 1 500
-    share_in 0.85 1.01 "device 1 without a ceiling" ;;
+    share_in 0.85 1.01 "device 1 without a ceiling"
+    # One job over both devices, a worker on each (as torchrun starts them): --compute 50 holds
+    # on each device with its own budget, not one budget shared (that would be 25% each).
+    "$GS" run -q --compute 50 -- sh -c "COMPUTE_LOAD_DEVICE=0 '$CL' stream 1.5 500 >'$T/a' & COMPUTE_LOAD_DEVICE=1 '$CL' stream 1.5 500 >'$T/b'; wait"
+    share_in 0.40 0.53 "worker on device 0 of a job at 50%" a
+    share_in 0.40 0.53 "worker on device 1 of a job at 50%" b ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
@@ -1652,6 +1657,12 @@ i = gpuslice.info()
 assert i.gpus[0].sm_count == 132 and i.gpus[0].uuid.startswith("GPU-") and i.driver_version, i
 raw = gpuslice.info(raw=True)
 assert isinstance(raw, dict) and raw["gpus"][0]["sm_count"] == 132, raw
+assert [g.index for g in gpuslice.info(device=0).gpus] == [0]
+try:
+    gpuslice.info(device=5)
+    raise SystemExit("info(device=5) answered")
+except gpuslice.GpusliceError as e:
+    assert "--device" in str(e), e
 base = os.nice(0)
 @gpuslice.inject_priority(nice_value=base + 5)
 def f(x):
@@ -1735,6 +1746,7 @@ PY
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
+multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"
