@@ -48,9 +48,9 @@ def api(sock, method, path, body=None):
         return status, rest.decode(errors="replace")
 
 
-def start_daemon(gsd, run_dir, log):
+def start_daemon(gsd, run_dir, log, env=None):
     p = subprocess.Popen([gsd, "--foreground", "--config", "/dev/null", "--run-dir", run_dir],
-                         stdout=log, stderr=subprocess.STDOUT)
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
     sock = os.path.join(run_dir, "gpusliced.sock")
     t0 = time.monotonic()
     while time.monotonic() - t0 < 10:

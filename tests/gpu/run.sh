@@ -437,6 +437,13 @@ c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" 
 # The carried libraries' own dependencies (libcurl's) are not on gpusliced's RUNPATH: the
 # daemon alone gets them (GPU_DEPS_LIB), not the pod's programs.
 c_py_priority() { "$PY" "$HERE/py_priority.py" "$ROOT"; }
+# Two or more GPUs (skipped on one): per-device limits, keys and reordering, a DDP job with NCCL
+# under --memory 16G and --compute 50, --sms and procs on GPU 1, --filled, info, the daemon.
+c_multi_gpu() {
+    need "$GS" || return 1
+    GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/multi_gpu.py" "$GS" \
+        "$BUILD/bin/gpusliced" "$(tmpdir)"
+}
 c_k8s_pod() {
     need "$BUILD/bin/gpusliced" "$LIB" &&
         GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/k8s_pod.py" "$ROOT" \
@@ -553,6 +560,7 @@ CHECKS=(
     "daemon 150 c_daemon 40"
     "k8s_pod 120 c_k8s_pod"
     "py_priority 60 c_py_priority"
+    "multi_gpu 300 c_multi_gpu"
     "attach 120 c_attach 25"
     "bench_launch 120 c_bench_launch 65"
     "bench_launch_duty 90 c_bench_launch_duty 35"
