@@ -759,7 +759,11 @@ compute_devices)
     # on each device with its own budget, not one budget shared (that would be 25% each).
     "$GS" run -q --compute 50 -- sh -c "COMPUTE_LOAD_DEVICE=0 '$CL' stream 1.5 500 >'$T/a' & COMPUTE_LOAD_DEVICE=1 '$CL' stream 1.5 500 >'$T/b'; wait"
     share_in 0.40 0.53 "worker on device 0 of a job at 50%" a
-    share_in 0.40 0.53 "worker on device 1 of a job at 50%" b ;;
+    share_in 0.40 0.53 "worker on device 1 of a job at 50%" b
+    # The same on four devices, a worker on each (a share over 0.3 is no budget shared by four).
+    GPUSLICE_SIM_DEVICES=4 GPUSLICE_SIM_STATE="$T/four.state" "$GS" run -q --compute 50 -- sh -c "
+        for d in 0 1 2 3; do COMPUTE_LOAD_DEVICE=\$d '$CL' stream 1.5 500 >'$T/w'\$d & done; wait"
+    for d in 0 1 2 3; do share_in 0.30 0.53 "worker on device $d of 4 at 50%" w$d; done ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
