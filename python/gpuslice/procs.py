@@ -1,6 +1,7 @@
 """nVertake's run_green_process_scripts, over `gpuslice procs`: programs side by side, each
 in its own process on its own weighted share of one GPU's SMs, released together."""
 import math
+import numbers
 import subprocess
 from typing import Optional, Sequence, Union
 
@@ -38,9 +39,12 @@ def run_green_process_scripts(scripts: Sequence[str], *, shares: Sequence[float]
         for m in memory_shares:
             if isinstance(m, str) and m and "," not in m:
                 parts.append(m)
-            elif (isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m)
-                  and 0 < m <= 1):
-                parts.append("%.10g%%" % (m * 100))
+            elif (isinstance(m, numbers.Real) and not isinstance(m, bool)
+                  and math.isfinite(float(m)) and 0 < float(m) <= 1
+                  and int(float(m) * 1e8) > 0):
+                # procs takes a percentage with at most 6 decimals: rounded down, never up.
+                micro = min(int(float(m) * 1e8), 100000000)
+                parts.append(f"{micro // 1000000}.{micro % 1000000:06d}%")
             else:
                 raise ValueError(f"memory_shares: {m!r} is not a limit (give a fraction of the "
                                  "GPU's memory above 0 and at most 1, or a size such as '8G')")

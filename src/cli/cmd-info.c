@@ -294,13 +294,65 @@ static void print_text(const struct gpuinfo *in, const struct tview_list *l)
 }
 
 /*
- * Keeps the GPUs of in that the -d entries name (CUDA indexes or UUIDs, comma-separated), in
- * CUDA order; 0, or -1 having said which entry names no GPU.
+ * One -d entry, [p, p + len): a GPU UUID (*uuid filled) or a CUDA index (*idx); -1 if it is
+ * neither.
+ */
+static int device_entry(const char *p, size_t len, char uuid[GS_UUID_STRLEN], long *idx)
+{
+    size_t i;
+
+    *idx = -1;
+    if (len > 0 && gs_parse_uuid(p, len, uuid))
+        return 0;
+    if (len == 0 || len > 4)
+        return -1;
+    for (i = 0; i < len; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+    *idx = strtol(p, NULL, 10);
+    return 0;
+}
+
+/* Checks the -d lists' form before the driver is asked: 0, or -1 having said which is wrong. */
+static int check_devices(char **sel, int nsel)
+{
+    char uuid[GS_UUID_STRLEN];
+    long idx;
+    int k;
+
+    for (k = 0; k < nsel; k++) {
+        const char *p = sel[k];
+        for (;;) {
+            size_t len = strcspn(p, ",");
+            if (device_entry(p, len, uuid, &idx) < 0) {
+                if (len == 0)
+                    gs_log_error("--device: \"%.64s\" has an empty entry (give CUDA indexes or "
+                                 "GPU UUIDs, comma-separated: -d 0,2)",
+                                 sel[k]);
+                else
+                    gs_log_error("--device: \"%.*s\" is not a GPU (use a CUDA index such as 1, "
+                                 "or a GPU UUID as gpuslice info prints it)",
+                                 (int)(len > 64 ? 64 : len), p);
+                return -1;
+            }
+            if (p[len] == '\0')
+                break;
+            p += len + 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Keeps the GPUs of in that the -d entries name (checked by check_devices), in CUDA order; 0,
+ * or -1 having said which entry names none of the GPUs described.
  */
 static int select_gpus(struct gpuinfo *in, char **sel, int nsel)
 {
     unsigned char *keep = calloc((size_t)in->ngpus + 1, 1);
+    char uuid[GS_UUID_STRLEN], have[160] = "";
     int i, k, n = 0;
+    long idx;
 
     if (!keep) {
         gs_log_error("info: %s", strerror(ENOMEM));
@@ -310,27 +362,21 @@ static int select_gpus(struct gpuinfo *in, char **sel, int nsel)
         const char *p = sel[k];
         for (;;) {
             size_t len = strcspn(p, ",");
-            char want[GS_UUID_STRLEN], *end;
-            long idx = -1;
             int found = -1;
 
-            if (len > 0 && gs_parse_uuid(p, len, want)) {
-                for (i = 0; i < in->ngpus && found < 0; i++)
-                    if (strcasecmp(in->gpus[i].uuid, want) == 0)
-                        found = i;
-            } else if (len > 0 && len <= 4 && p[0] >= '0' && p[0] <= '9') {
-                idx = strtol(p, &end, 10);
-                if (end != p + len)
-                    idx = -2;
-                for (i = 0; i < in->ngpus && found < 0 && idx >= 0; i++)
-                    if (in->gpus[i].index == idx)
-                        found = i;
-            }
+            device_entry(p, len, uuid, &idx);
+            for (i = 0; i < in->ngpus && found < 0; i++)
+                if (idx >= 0 ? in->gpus[i].index == idx : strcasecmp(in->gpus[i].uuid, uuid) == 0)
+                    found = i;
             if (found < 0) {
-                gs_log_error("--device: \"%.*s\" is not one of the %d GPU%s here (use a CUDA "
-                             "index from 0 to %d, or a GPU UUID as gpuslice info prints it)",
+                for (i = 0; i < in->ngpus; i++) {
+                    size_t used = strlen(have);
+                    snprintf(have + used, sizeof(have) - used, "%s%d", i ? ", " : "",
+                             in->gpus[i].index);
+                }
+                gs_log_error("--device: \"%.*s\" is none of the %d GPU%s described here (%s%s)",
                              (int)(len > 64 ? 64 : len), p, in->ngpus, in->ngpus == 1 ? "" : "s",
-                             in->ngpus - 1);
+                             in->ngpus ? "CUDA indexes " : "", in->ngpus ? have : "none");
                 free(keep);
                 return -1;
             }
@@ -383,6 +429,8 @@ static int run_info(int argc, char **argv)
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
+    if (check_devices(sel, nsel) < 0)
+        return GS_EXIT_USAGE;
     leave_interposer(argc, argv);
     if (gpuinfo_load_driver(&d, err, sizeof(err)) < 0) {
         gs_log_error("no NVIDIA driver found: %s", err);
@@ -415,7 +463,8 @@ static int run_info(int argc, char **argv)
         gs_log_error("info: cannot write the output: %s", strerror(errno));
         return GS_EXIT_ERROR;
     }
-    return in.failed ? GS_EXIT_ERROR : GS_EXIT_OK;
+    /* A GPU the driver would not describe (named on stderr) fails info, unless -d left it out. */
+    return in.failed && !nsel ? GS_EXIT_ERROR : GS_EXIT_OK;
 }
 
 const struct gs_cmd gs_cmd_info = { "info",

@@ -137,8 +137,35 @@ static int split_commands(int argc, char **argv, int from, struct lane *l, int m
 /* A lane's memory limit as given: bytes, or a share of the GPU's memory in percent. */
 struct lane_memory {
     uint64_t bytes;
-    double percent; /* > 0: a share, resolved once the GPU's memory is known */
+    uint64_t micro; /* > 0: a share in millionths of a percent, resolved once the GPU's memory
+                       is known */
 };
+
+/* "25", "12.5", "0.000001" (at most 6 decimals) in millionths, above 0 and at most 100; -1 if not. */
+static int parse_percent(const char *v, size_t len, uint64_t *out)
+{
+    uint64_t whole = 0, frac = 0;
+    size_t i = 0, digits = 0, decimals = 0;
+
+    for (; i < len && v[i] >= '0' && v[i] <= '9'; i++, digits++)
+        if ((whole = whole * 10 + (uint64_t)(v[i] - '0')) > 100)
+            return -1;
+    if (i < len && v[i] == '.') {
+        for (i++; i < len && v[i] >= '0' && v[i] <= '9'; i++, decimals++) {
+            if (decimals == 6)
+                return -1;
+            frac = frac * 10 + (uint64_t)(v[i] - '0');
+        }
+        if (decimals == 0)
+            return -1;
+    }
+    if (i != len || digits == 0)
+        return -1;
+    for (; decimals < 6; decimals++)
+        frac *= 10;
+    *out = whole * 1000000 + frac;
+    return *out > 0 && *out <= 100000000 ? 0 : -1;
+}
 
 /*
  * Parses --memory's LIST: one size or percentage per lane, at most max. The count, or -1 with
@@ -152,7 +179,7 @@ static int parse_lane_memory(const char *arg, struct lane_memory *m, int max, ch
 
     for (;;) {
         size_t len = strcspn(p, ",");
-        char v[64], *end;
+        char v[64];
 
         if (len == 0 || len >= sizeof(v)) {
             snprintf(err, errlen,
@@ -168,15 +195,13 @@ static int parse_lane_memory(const char *arg, struct lane_memory *m, int max, ch
         memcpy(v, p, len);
         v[len] = '\0';
         m[n].bytes = 0;
-        m[n].percent = 0;
+        m[n].micro = 0;
         if (v[len - 1] == '%') {
-            errno = 0;
-            m[n].percent = strtod(v, &end);
-            if (errno || end != v + len - 1 || end == v || !(m[n].percent > 0) ||
-                m[n].percent > 100) {
+            if (parse_percent(v, len - 1, &m[n].micro) < 0) {
                 snprintf(err, errlen,
                          "--memory: \"%s\" is not a share of the GPU's memory (use a "
-                         "percentage above 0 and at most 100, e.g. 25%%)",
+                         "percentage above 0 and at most 100, with at most 6 decimals, e.g. 25%% "
+                         "or 12.5%%)",
                          v);
                 return -1;
             }
@@ -311,15 +336,17 @@ static int procs_main(int argc, char **argv)
         if (i < nmem) {
             /* A share in whole MiB, rounded down. */
             lanes[i].memory =
-                mem[i].percent > 0
-                    ? (uint64_t)((double)q.memory * mem[i].percent / 100) & ~((1ULL << 20) - 1)
+                mem[i].micro > 0
+                    ? (uint64_t)((unsigned __int128)q.memory * mem[i].micro / 100000000) &
+                          ~((1ULL << 20) - 1)
                     : mem[i].bytes;
             if (lanes[i].memory < GS_MIN_MEMORY_LIMIT) {
-                gs_log_error("--memory: %g%% of GPU %s's memory is under 1 MiB", mem[i].percent,
-                             device);
+                gs_log_error("--memory: %.6g%% of GPU %s's memory is under 1 MiB",
+                             (double)mem[i].micro / 1e6, device);
                 return GS_EXIT_USAGE;
             }
-            sum += lanes[i].memory;
+            /* Saturating: limits near 2^64 must not wrap the sum under the GPU's memory. */
+            sum = lanes[i].memory > UINT64_MAX - sum ? UINT64_MAX : sum + lanes[i].memory;
         }
     }
     if (sum > q.memory) {

@@ -2,9 +2,9 @@
 fewer than two GPUs). What issue 18 asks of a torchrun host, with real PyTorch and NCCL:
 - `run --memory 0:8G,1:4G`: each GPU its own limit; a UUID key; `-d 1,0` reordering;
 - `run --memory 16G -- torchrun --nproc_per_node=2`: a DDP step with NCCL all-reduce runs, each
-  worker sees 16 GiB, the tenant's use on each GPU agrees with NVML's for its processes there
-  (memory NCCL maps from a peer is not charged again), and a worker past 16 GiB gets
-  torch.cuda.OutOfMemoryError, not a hang;
+  worker sees 16 GiB, the tenant's charge on each GPU is what that GPU holds more than before
+  the job, as NVML counts it (memory NCCL maps from a peer is not charged again), and a worker
+  past 16 GiB gets torch.cuda.OutOfMemoryError, not a hang;
 - `--compute 50` on the same job holds on each GPU (the tenant's busy share there);
 - `run -d 1 --sms 16` and `procs -d 1` on the second GPU; `--filled 0.5` on both;
 - `gpuslice info` and the daemon's /v1/devices and /metrics show every GPU.
@@ -13,6 +13,7 @@ Output follows gpucheck.py.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -100,12 +101,37 @@ dist.destroy_process_group()
 
 
 def torchrun(gs, work, phase, opts, n):
+    """gpuslice run ... -- torchrun, in a session of its own (kill_all ends it whole), its output
+    in WORK/ddp-PHASE.log."""
     script = os.path.join(work, "ddp.py")
     open(script, "w").write(DDP)
+    log = open(os.path.join(work, f"ddp-{phase}.log"), "a")
     return subprocess.Popen([gs, "-q", "run", "--name", f"ddp-{phase}", *opts, "--", PY, "-m",
                              "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-                             script, work, phase], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                             script, work, phase], env=ENV, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def finish(p, limit, what):
+    """Waits for p; past limit seconds, kills its whole session (torchrun and its workers, not
+    only gpuslice) and fails what. Its exit status, or None."""
+    try:
+        return p.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        gc.check(False, f"{what}: ended within {limit} s (a hang)")
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+    return None
+
+
+def smi_int(v):
+    try:
+        return int(v)
+    except ValueError:  # [N/A], [Not Supported]
+        return None
 
 
 def wait_files(paths, proc, limit):
@@ -166,43 +192,51 @@ def main():
     for f in os.listdir(work):
         if f.startswith("ddp."):
             os.unlink(os.path.join(work, f))
+    base = [smi_int(g[0]) for g in smi("memory.used")]
     p = torchrun(gs, work, "memory", ["--memory", "16G"], 2)
-    ready = wait_files([f"{work}/ddp.memory.{r}.json" for r in (0, 1)], p, 180)
-    gc.check(ready, "torchrun --nproc_per_node=2 under --memory 16G: both workers ran the DDP "
-                    "step and the all-reduce")
-    if ready:
-        w = [json.load(open(f"{work}/ddp.memory.{r}.json")) for r in (0, 1)]
-        gc.check(all(x["allreduce"] for x in w), "the NCCL all-reduce summed right")
-        gc.check(all(x["total"] == 16 * GiB for x in w),
-                 f"every worker sees 16 GiB ({[x['total'] // MiB for x in w]} MiB)")
-        time.sleep(1)
-        t = tenant(gs, "ddp-memory")
-        apps = smi("pid,gpu_uuid,used_memory", "compute-apps")
-        pids = set(t["pids"]) if t else set()
-        for r in (0, 1):
-            mine = [x for x in (t["devices"] if t else []) if x["uuid"].lower() == uuid[r].lower()]
-            used = mine[0]["memory_used_bytes"] if mine else -1
-            nv = sum(int(a[2]) * MiB for a in apps if a[1] == uuid[r] and int(a[0]) in pids)
-            gc.num(f"ddp_gpu{r}_tenant_MiB", round(used / MiB))
-            gc.num(f"ddp_gpu{r}_nvml_MiB", round(nv / MiB))
-            gc.num(f"ddp_gpu{r}_torch_reserved_MiB", round(w[r]["reserved"] / MiB))
-            gc.check(nv > 0 and abs(used - nv) <= max(128 * MiB, nv // 20),
-                     f"GPU {r}: the tenant is charged {used / MiB:.0f} MiB, NVML counts "
-                     f"{nv / MiB:.0f} MiB for its processes there (within 5%: peer mappings "
-                     "are not charged again)")
-        open(f"{work}/ddp.go", "w").close()
     try:
-        out, _ = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-        gc.check(False, "the workers ended within 120 s of the go (a hang)")
+        ready = wait_files([f"{work}/ddp.memory.{r}.json" for r in (0, 1)], p, 180)
+        gc.check(ready, "torchrun --nproc_per_node=2 under --memory 16G: both workers ran the "
+                        "DDP step and the all-reduce")
+        if ready:
+            w = [json.load(open(f"{work}/ddp.memory.{r}.json")) for r in (0, 1)]
+            gc.check(all(x["allreduce"] for x in w), "the NCCL all-reduce summed right")
+            gc.check(all(x["total"] == 16 * GiB for x in w),
+                     f"every worker sees 16 GiB ({[x['total'] // MiB for x in w]} MiB)")
+            time.sleep(1)
+            t = tenant(gs, "ddp-memory")
+            now = [smi_int(g[0]) for g in smi("memory.used")]
+            apps = smi("pid,gpu_uuid,used_memory", "compute-apps")
+            pids = set(t["pids"]) if t else set()
+            for r in (0, 1):
+                mine = [x for x in (t["devices"] if t else [])
+                        if x["uuid"].lower() == uuid[r].lower()]
+                used = mine[0]["memory_used_bytes"] if mine else -1
+                grew = (now[r] - base[r]) * MiB if now[r] is not None and base[r] is not None else None
+                procs = [smi_int(a[2]) for a in apps
+                         if len(a) == 3 and a[1] == uuid[r] and smi_int(a[0]) in pids]
+                gc.num(f"ddp_gpu{r}_tenant_MiB", round(used / MiB))
+                gc.num(f"ddp_gpu{r}_torch_reserved_MiB", round(w[r]["reserved"] / MiB))
+                if procs and None not in procs:
+                    gc.num(f"ddp_gpu{r}_nvml_processes_MiB", sum(procs))
+                else:
+                    gc.info(f"GPU {r}: NVML lists none of the tenant's PIDs with their memory "
+                            "(another PID namespace?)")
+                # The GPU's growth since before the job is what the job holds there, whoever
+                # NVML names: the tenant's charge must be that, not that plus its peer's.
+                gc.check(grew is not None and abs(used - grew) <= max(128 * MiB, grew // 20),
+                         f"GPU {r}: the tenant is charged {used / MiB:.0f} MiB, the GPU holds "
+                         f"{(grew or 0) / MiB:.0f} MiB more than before the job (within 5 %: "
+                         "peer mappings are not charged again)")
+    finally:
+        open(f"{work}/ddp.go", "w").close()
+    rc = finish(p, 120, "the DDP job after the go")
     oom = [open(f"{work}/ddp.oom.{r}").read() if os.path.exists(f"{work}/ddp.oom.{r}") else None
            for r in (0, 1)]
     gc.check(oom == ["oom", "oom"], f"each worker past its 16 GiB: torch.cuda.OutOfMemoryError "
-                                    f"({oom}); torchrun exit {p.returncode}")
-    if p.returncode:
-        print(out[-2000:], flush=True)
+                                    f"({oom}); torchrun exit {rc}")
+    if rc:
+        print(open(os.path.join(work, "ddp-memory.log")).read()[-2000:], flush=True)
 
     # --compute 50 on the same job: the busy share of each GPU, and throughput against none.
     tf = {}
@@ -224,10 +258,7 @@ def main():
                 gc.num(f"ddp_gpu{r}_compute_used_percent", u if u is not None else -1)
                 gc.check(u is not None and 40 <= u <= 53,
                          f"--compute 50: GPU {r} busy {u}% of a second for the tenant")
-        try:
-            p.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        finish(p, 180, f"the DDP job {' '.join(opts) or 'without a ceiling'}")
         for r in (0, 1):
             f = f"{work}/ddp.compute.{r}.json"
             tf[(tag, r)] = json.load(open(f))["tflops"] if os.path.exists(f) else None
@@ -263,11 +294,12 @@ def main():
     flag = os.path.join(work, "filled.go")
     p = subprocess.Popen([gs, "-q", "run", "--filled", "0.5", "--", PY, "-c",
                           f"import os, time, torch; torch.zeros(1, device='cuda')\n"
-                          f"while not os.path.exists({flag!r}): time.sleep(0.1)"], env=ENV)
+                          f"while not os.path.exists({flag!r}): time.sleep(0.1)"], env=ENV,
+                         start_new_session=True)
     time.sleep(8)
-    used = [int(g[0]) * MiB for g in smi("memory.used")]
+    used = [(smi_int(g[0]) or 0) * MiB for g in smi("memory.used")]
     open(flag, "w").close()
-    p.wait(timeout=60)
+    finish(p, 60, "run --filled 0.5")
     for r in range(n):
         gc.num(f"filled_gpu{r}_used_ratio", round(used[r] / native[r], 4))
     gc.check(all(abs(used[r] / native[r] - 0.5) <= 0.02 for r in range(n)),

@@ -40,7 +40,9 @@ assert all(g['memory_total_bytes'] == $GI and g['sm_count'] == 132 for g in d['g
     expect 0 "info -d $L -d gpu-5AC1CE00-…-0 (by UUID, any case)" -- "$GS" info -d $L -d gpu-5AC1CE00-0000-4000-8000-000000000000 --json
     json_ok "GPUs 0 and $L, in CUDA order" "assert [g['index'] for g in d['gpus']] == [0, $L], d"
     expect 2 "info -d $N (no such GPU)" -- "$GS" info -d $N
-    stderr_has "\"$N\" is not one of the $N GPUs here"
+    stderr_has "\"$N\" is none of the $N GPUs described here (CUDA indexes 0, 1"
+    expect 2 "info -d 1, (an empty entry)" -- "$GS" info -d 1,
+    stderr_has '"1," has an empty entry'
     # Per-device memory limits, by index: each device holds its own, the rest none.
     rest=16
     [ $N = 2 ] && rest=
@@ -73,7 +75,7 @@ assert all(g['memory_total_bytes'] == $GI and g['sm_count'] == 132 for g in d['g
             MEM_PROBE_DEVICE=$r "$2" dev:$r total alloc:15000 mark:"$3/w$r.up" wait:"$3/go" alloc:2000 >"$3/w$r.out" &
             r=$((r + 1))
         done
-        wait' sh $N "$MP" "$T" 2>"$T/err" &
+        wait' sh $N "$MP" "$T" 2>"$T/werr" &
     W=$!
     for r in $(seq 0 $L); do wait_for "$T/w$r.up"; done
     expect 0 "tenants --json while the $N workers hold 15000 MiB each" -- "$GS" tenants --json --interval 0
@@ -85,7 +87,7 @@ assert all(v['memory_limit_bytes'] == 16 << 30 for v in dv), dv
 assert all(15000 << 20 <= v['memory_used_bytes'] < 15200 << 20 for v in dv), dv"
     touch "$T/go"
     wait $W; rc=$?
-    if [ $rc = 0 ]; then ok "the workers ended (no hang)"; else bad "workers: exit $rc"; cat "$T/err"; fi
+    if [ $rc = 0 ]; then ok "the workers ended (no hang)"; else bad "workers: exit $rc"; cat "$T/werr"; fi
     for r in $(seq 0 $L); do
         lines_are "$T/w$r.out" "worker $r: 16 GiB on GPU $r, 15000 MiB held, 2000 more refused" \
             "dev $r ok" "total $GI" "alloc 15000 ok" "alloc 2000 CUDA_ERROR_OUT_OF_MEMORY"

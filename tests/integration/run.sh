@@ -1460,9 +1460,13 @@ procs)
     expect 2 "no programs" -- "$GS" procs --shares 1; stderr_has "no programs given"
     expect 2 "--device banana" -- "$GS" procs --shares 1 -d banana -- true; stderr_has "--device"
     expect 2 "--timeout 0" -- "$GS" procs --shares 1 --timeout 0 -- true; stderr_has "--timeout"
-    for v in 4G 4G,,1G 0,1G 1K,1G abc,1G 0%,1G 101%,1G nan%,1G x%,1G 4G,; do
-        expect 2 "--memory '$v' for two programs" -- "$GS" procs --shares 1,1 --memory "$v" -- true ::: true; stderr_has "^gpuslice: --memory: "
+    for v in 4G 4G,,1G 0,1G 1K,1G abc,1G 0%,1G 101%,1G nan%,1G x%,1G 4G, +25%,1G ' 25%,1G' 1e1%,1G 0x19%,1G 12.%,1G .5%,1G 0.0000001%,1G; do
+        expect 2 "--memory '$v' for two programs" -- "$GS" procs --shares 1,1 --memory "$v" --dry-run -- true ::: true; stderr_has "^gpuslice: --memory: "
     done
+    stderr_has '"0.0000001%" is not a share of the GPU'"'"'s memory'
+    expect 2 "--memory 8388608T,8388608T (2^63 each: the sum must not wrap)" -- "$GS" procs --shares 1,1 --memory 8388608T,8388608T --dry-run -- a ::: b
+    stderr_has "the limits add up to 16777216.00 TiB, more than GPU 0's 16 GiB"
+    expect 2 "--memory '4G,'" -- "$GS" procs --shares 1,1 --memory 4G, --dry-run -- a ::: b
     stderr_has '"4G," has an empty entry'
     expect 2 "--memory past the GPU's 16 GiB" -- "$GS" procs --shares 1,1 --memory 10G,40% --dry-run -- a ::: b
     stderr_has "the limits add up to 16793 MiB, more than GPU 0's 16 GiB"
@@ -1691,9 +1695,10 @@ for bad in (dict(shares=(1,)), dict(shares=(1, 3), startup_timeout=0)):
     except ValueError:
         pass
 # memory_shares: each script's hard limit, a fraction of the GPU's 16 GiB or a size.
+import shlex
 mp = os.path.join(os.path.dirname(sp), "mem_probe")
 t = os.environ["T"]
-sh = lambda out, *steps: ["-c", f"{mp} {' '.join(steps)} > {t}/{out}"]
+sh = lambda out, *steps: ["-c", f"{shlex.quote(mp)} {' '.join(steps)} > {shlex.quote(t + '/' + out)}"]
 assert gpuslice.run_green_process_scripts(
     ["sh", "sh"], shares=(1, 1), memory_shares=(0.0625, "2G"), quiet=True,
     script_args=[sh("py0", "alloc:900", "alloc:200"), sh("py1", "alloc:1900", "alloc:200")]) == 0
