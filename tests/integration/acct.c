@@ -488,8 +488,20 @@ static int run(const char *c)
         if (by_free) {
             CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "cuMemFree of the pool's allocation");
         } else {
-            CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
-                  "free, sync");
+            /*
+             * Behind a kernel of 300 ms: the driver frees in stream order, so the charge may go
+             * only once the stream has run the free (the interposer waits for it), never at
+             * the call.
+             */
+            CUmodule m;
+            CUfunction fn;
+            CHECK(cuModuleLoadData(&m, "simulated") == CUDA_SUCCESS &&
+                      cuModuleGetFunction(&fn, m, "spin_300000us") == CUDA_SUCCESS &&
+                      cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL) == CUDA_SUCCESS,
+                  "a 300 ms kernel on the stream");
+            CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS, "free behind it");
+            agree("at once after the stream-ordered free of the destroyed pool's last allocation");
+            CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
         }
         CHECK(tenant_free() == 128 * MiB,
               "the pool's memory is given back with its last "

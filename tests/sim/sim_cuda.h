@@ -232,6 +232,15 @@ struct sim_driver {
     CUmemGenericAllocationHandle vmm_next_id;
     struct sim_range *ranges; /* sorted by base */
     size_t nranges, cap;
+    /*
+     * Stream-ordered frees (cuMemFreeAsync) behind work still queued on their stream: the
+     * memory stays taken until the stream gets there (due), as the driver's does.
+     */
+    struct {
+        CUdeviceptr ptr;
+        uint64_t due;
+    } pending_frees[256];
+    unsigned npending;
 };
 
 #define SIM_CTX_STACK 64
@@ -304,6 +313,8 @@ SIM_HIDDEN CUresult sim_capture_check_unsafe(void);
 
 /* Pools of dev holding more than their release threshold give back what they may. */
 SIM_HIDDEN void sim_pools_settle(int dev);
+/* Does the stream-ordered frees whose stream has got to them by now. With the lock held. */
+SIM_HIDDEN void sim_frees_due(uint64_t now);
 SIM_HIDDEN void sim_mem_drop_ctx(struct CUctx_st *c);
 SIM_HIDDEN int sim_mem_init_pools(void);
 

@@ -27,6 +27,8 @@ CUresult sim_enter(void)
     if (!sim_ready())
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&sim_drv.lock);
+    if (sim_drv.npending)
+        sim_frees_due(sim_now_ns());
     return CUDA_SUCCESS;
 }
 

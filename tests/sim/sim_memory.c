@@ -645,11 +645,38 @@ static void range_free(struct sim_range *r)
 }
 
 /* Frees the allocation that starts at dptr: a whole range, or one in a shared page. */
+/* The index of dptr among the stream-ordered frees not done yet, or -1. */
+static int pending_free(CUdeviceptr dptr)
+{
+    unsigned i;
+
+    for (i = 0; i < sim_drv.npending; i++)
+        if (sim_drv.pending_frees[i].ptr == dptr)
+            return (int)i;
+    return -1;
+}
+
+/* Whether dptr is the start of a live allocation that cuMemFree may free. */
+static int freeable(CUdeviceptr dptr)
+{
+    struct sim_range *r = range_containing(dptr);
+    int at;
+
+    if (pending_free(dptr) >= 0)
+        return 0; /* already freed, in stream order */
+    if (r && r->kind == SIM_RANGE_PAGE)
+        return (at = page_alloc_at(r, dptr)) >= 0 &&
+               r->base + (CUdeviceptr)at * SIM_SMALL_ALIGN == dptr;
+    return r && r->base == dptr && r->kind != SIM_RANGE_VA;
+}
+
 static CUresult free_at(CUdeviceptr dptr)
 {
     struct sim_range *r = range_containing(dptr);
     int at;
 
+    if (pending_free(dptr) >= 0)
+        return CUDA_ERROR_INVALID_VALUE;
     if (r && r->kind == SIM_RANGE_PAGE) {
         if ((at = page_alloc_at(r, dptr)) < 0 ||
             r->base + (CUdeviceptr)at * SIM_SMALL_ALIGN != dptr)
@@ -724,15 +751,53 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
 }
 
 /* The bytes return to the pool at once; the pool gives back to the device at a sync. */
+void sim_frees_due(uint64_t now)
+{
+    unsigned i = 0;
+
+    while (i < sim_drv.npending) {
+        if (sim_drv.pending_frees[i].due <= now) {
+            CUdeviceptr p = sim_drv.pending_frees[i].ptr;
+
+            sim_drv.pending_frees[i] = sim_drv.pending_frees[--sim_drv.npending];
+            free_at(p); /* checked when it was queued */
+        } else {
+            i++;
+        }
+    }
+}
+
+/*
+ * In stream order: behind work still queued on the stream, the memory is taken until the
+ * stream gets there (a full list of such frees waits for its stream instead).
+ */
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptds)
 {
     struct CUstream_st *s;
+    uint64_t due;
     CUresult r;
 
     if ((r = sim_enter()) != CUDA_SUCCESS)
         return r;
-    if ((r = sim_stream_get(h, ptds, &s)) == CUDA_SUCCESS)
-        r = free_at(dptr);
+    if ((r = sim_stream_get(h, ptds, &s)) == CUDA_SUCCESS) {
+        due = sim_stream_wait_point(s);
+        if (s->capture || due <= sim_now_ns()) {
+            r = free_at(dptr);
+        } else if (!freeable(dptr)) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (sim_drv.npending ==
+                   sizeof(sim_drv.pending_frees) / sizeof(sim_drv.pending_frees[0])) {
+            sim_leave();
+            sim_sleep_until(due);
+            if ((r = sim_enter()) != CUDA_SUCCESS)
+                return r;
+            r = free_at(dptr);
+        } else {
+            sim_drv.pending_frees[sim_drv.npending].ptr = dptr;
+            sim_drv.pending_frees[sim_drv.npending].due = due;
+            sim_drv.npending++;
+        }
+    }
     sim_leave();
     return r;
 }
@@ -1619,7 +1684,16 @@ SIM_EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsig
 void sim_mem_drop_ctx(struct CUctx_st *c)
 {
     struct CUarray_st **pa = &sim_drv.arrays;
+    unsigned k = 0;
 
+    /* Its stream-ordered frees go with it: the addresses may be handed out again. */
+    while (k < sim_drv.npending) {
+        struct sim_range *r = range_containing(sim_drv.pending_frees[k].ptr);
+        if (!r || r->ctx == c)
+            sim_drv.pending_frees[k] = sim_drv.pending_frees[--sim_drv.npending];
+        else
+            k++;
+    }
     for (size_t i = sim_drv.nranges; i-- > 0;)
         if (sim_drv.ranges[i].ctx == c && sim_drv.ranges[i].kind != SIM_RANGE_VA)
             range_free(&sim_drv.ranges[i]);

@@ -385,6 +385,46 @@ static void test_pools_grow_in_32mib_chunks_as_measured(void **state)
     assert_ok(cu.cuStreamDestroy_v2(s));
 }
 
+/*
+ * cuMemFreeAsync frees in stream order: behind a kernel the memory stays taken until the
+ * stream gets there, a second free of it is refused, and a destroyed pool's last allocation
+ * goes back to the device only then.
+ */
+static void test_free_async_waits_for_its_stream(void **state)
+{
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    CUfunction f = get_function(&cu, "spin_100000us");
+    uint64_t base = used();
+    CUmemoryPool own;
+    CUdeviceptr a;
+    CUstream s;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuMemPoolCreate(&own, &props));
+    assert_ok(cu.cuMemAllocFromPoolAsync(&a, 40 * MiB, own, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_ok(cu.cuMemPoolDestroy(own)); /* lives on for its allocation */
+    assert_true(used() - base >= 40 * MiB);
+    assert_ok(launch1(&cu, f, s));
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_true(used() - base >= 40 * MiB); /* the stream has not got to the free */
+    assert_int_equal(cu.cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cu.cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cu.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(used(), base);
+    /* With the stream idle, at once. */
+    assert_ok(cu.cuMemAllocAsync(&a, 8 * MiB, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_int_equal(cu.cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(used(), base);
+    assert_ok(cu.cuStreamDestroy_v2(s));
+}
+
 /* A synchronisation gives back whole unused chunks, down to the release threshold. */
 static void test_pool_gives_back_whole_chunks_at_a_sync(void **state)
 {
@@ -874,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_address_range_and_copy_bounds),
         cmocka_unit_test(test_pools_grow_in_32mib_chunks_as_measured),
         cmocka_unit_test(test_pool_gives_back_whole_chunks_at_a_sync),
+        cmocka_unit_test(test_free_async_waits_for_its_stream),
         cmocka_unit_test(test_pool_attributes_and_high_water_marks),
         cmocka_unit_test(test_pool_growth_past_the_device_fails_and_changes_nothing),
         cmocka_unit_test(test_created_pools_and_device_current_pool),
