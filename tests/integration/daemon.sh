@@ -270,7 +270,21 @@ PYEOF
     i=0; while [ ! -e "$T/c" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
     expect 0 "gpuslice tenants --json without a daemon" -- "$GS" tenants --json --interval 0
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["source"]=="run-directory"; t=d["tenants"]; assert len(t)==1 and not t[0]["managed"] and t[0]["devices"][0]["memory_limit_bytes"]==300<<20, t' "$T/out" && ok "from the run directory, as before" || { bad "tenants without daemon"; cat "$T/out"; }
-    touch "$T/go2"; wait $P3 ;;
+    touch "$T/go2"; wait $P3
+    # An interval shorter than the daemon's sweep (600 ms): tenants reads again until the daemon
+    # has read the files anew, so compute use is still measured (twice: a reading that happened
+    # to straddle a sweep would pass without the re-read).
+    start_daemon --sweep-ms 600 || exit 1
+    "$GS" run --compute 50 -- "$B/tests/compute_load" stream 3 500 >/dev/null 2>&1 &
+    P4=$!
+    BG="$BG $P4"
+    sleep 0.8
+    for k in 1 2; do
+        expect 0 "tenants --json --interval 0.05 under a 600 ms sweep ($k)" -- "$GS" tenants --json --interval 0.05
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); u=[x["compute_used_percent"] for t in d["tenants"] for x in t["devices"] if x["compute_limit_percent"]==50]; assert d["source"]=="gpusliced" and len(u)==1 and u[0] is not None and 30<=u[0]<=65, d' "$T/out" && ok "compute use measured across the sweeps of the daemon" || { bad "no compute use under a long sweep"; cat "$T/out"; }
+    done
+    wait $P4
+    stop_daemon ;;
 daemon_restart)
     start_daemon || exit 1
     want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50,"priority":"latency","weight":3}'
