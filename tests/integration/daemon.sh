@@ -281,7 +281,7 @@ PYEOF
     sleep 0.8
     for k in 1 2; do
         expect 0 "tenants --json --interval 0.05 under a 600 ms sweep ($k)" -- "$GS" tenants --json --interval 0.05
-        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); u=[x["compute_used_percent"] for t in d["tenants"] for x in t["devices"] if x["compute_limit_percent"]==50]; assert d["source"]=="gpusliced" and len(u)==1 and u[0] is not None and 30<=u[0]<=65, d' "$T/out" && ok "compute use measured across the sweeps of the daemon" || { bad "no compute use under a long sweep"; cat "$T/out"; }
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); u=[x["compute_used_percent"] for t in d["tenants"] for x in t["devices"] if x["compute_limit_percent"]==50]; assert d["source"]=="gpusliced" and len(u)==1 and u[0] is not None and 10<=u[0]<=65, d' "$T/out" && ok "compute use measured across the sweeps of the daemon" || { bad "no compute use under a long sweep"; cat "$T/out"; }
     done
     wait $P4
     stop_daemon ;;
