@@ -21,6 +21,7 @@
 #include "control/tenant_view.h"
 #include "control/tenants.h"
 #include "common/cuda_api.h"
+#include "common/devlist.h"
 #include "common/driver.h"
 #include "common/error.h"
 #include "common/nvml_api.h"
@@ -294,8 +295,8 @@ static void print_text(const struct gpuinfo *in, const struct tview_list *l)
 }
 
 /*
- * One -d entry, [p, p + len): a GPU UUID (*uuid filled) or a CUDA index (*idx); -1 if it is
- * neither.
+ * One entry of a checked -d list, [p, p + len): a GPU UUID (*uuid filled) or a CUDA index
+ * (*idx); -1 for what no GPU of info's can be (a MIG UUID, a partial one).
  */
 static int device_entry(const char *p, size_t len, char uuid[GS_UUID_STRLEN], long *idx)
 {
@@ -313,78 +314,46 @@ static int device_entry(const char *p, size_t len, char uuid[GS_UUID_STRLEN], lo
     return 0;
 }
 
-/* Checks the -d lists' form before the driver is asked: 0, or -1 having said which is wrong. */
-static int check_devices(char **sel, int nsel)
-{
-    char uuid[GS_UUID_STRLEN];
-    long idx;
-    int k;
-
-    for (k = 0; k < nsel; k++) {
-        const char *p = sel[k];
-        for (;;) {
-            size_t len = strcspn(p, ",");
-            if (device_entry(p, len, uuid, &idx) < 0) {
-                if (len == 0)
-                    gs_log_error("--device: \"%.64s\" has an empty entry (give CUDA indexes or "
-                                 "GPU UUIDs, comma-separated: -d 0,2)",
-                                 sel[k]);
-                else
-                    gs_log_error("--device: \"%.*s\" is not a GPU (use a CUDA index such as 1, "
-                                 "or a GPU UUID as gpuslice info prints it)",
-                                 (int)(len > 64 ? 64 : len), p);
-                return -1;
-            }
-            if (p[len] == '\0')
-                break;
-            p += len + 1;
-        }
-    }
-    return 0;
-}
-
 /*
- * Keeps the GPUs of in that the -d entries name (checked by check_devices), in CUDA order; 0,
- * or -1 having said which entry names none of the GPUs described.
+ * Keeps the GPUs of in that list names (the -d values as gs_device_list checked and joined
+ * them), in CUDA order; 0, or -1 having said which entry names none of the GPUs described.
  */
-static int select_gpus(struct gpuinfo *in, char **sel, int nsel)
+static int select_gpus(struct gpuinfo *in, const char *list)
 {
     unsigned char *keep = calloc((size_t)in->ngpus + 1, 1);
     char uuid[GS_UUID_STRLEN], have[160] = "";
-    int i, k, n = 0;
+    const char *p = list;
+    int i, n = 0;
     long idx;
 
     if (!keep) {
         gs_log_error("info: %s", strerror(ENOMEM));
         return -1;
     }
-    for (k = 0; k < nsel; k++) {
-        const char *p = sel[k];
-        for (;;) {
-            size_t len = strcspn(p, ",");
-            int found = -1;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
 
-            device_entry(p, len, uuid, &idx);
+        if (device_entry(p, len, uuid, &idx) == 0)
             for (i = 0; i < in->ngpus && found < 0; i++)
                 if (idx >= 0 ? in->gpus[i].index == idx : strcasecmp(in->gpus[i].uuid, uuid) == 0)
                     found = i;
-            if (found < 0) {
-                for (i = 0; i < in->ngpus; i++) {
-                    size_t used = strlen(have);
-                    snprintf(have + used, sizeof(have) - used, "%s%d", i ? ", " : "",
-                             in->gpus[i].index);
-                }
-                gs_log_error("--device: \"%.*s\" is none of the %d GPU%s described here (%s%s)",
-                             (int)(len > 64 ? 64 : len), p, in->ngpus, in->ngpus == 1 ? "" : "s",
-                             in->ngpus ? "CUDA indexes " : "", in->ngpus ? have : "none");
-                free(keep);
-                return -1;
+        if (found < 0) {
+            for (i = 0; i < in->ngpus; i++) {
+                size_t used = strlen(have);
+                snprintf(have + used, sizeof(have) - used, "%s%d", i ? ", " : "",
+                         in->gpus[i].index);
             }
-            keep[found] = 1;
-            if (p[len] == '\0')
-                break;
-            p += len + 1;
+            gs_log_error("--device: \"%.*s\" is none of the %d GPU%s described here (%s%s)",
+                         (int)(len > 64 ? 64 : len), p, in->ngpus, in->ngpus == 1 ? "" : "s",
+                         in->ngpus ? "CUDA indexes " : "", in->ngpus ? have : "none");
+            free(keep);
+            return -1;
         }
+        keep[found] = 1;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
     }
     for (i = 0; i < in->ngpus; i++)
         if (keep[i])
@@ -404,7 +373,7 @@ static int run_info(int argc, char **argv)
     struct tview_list l = { 0 };
     struct gs_driver d;
     struct gpuinfo in;
-    char err[1024], *sel[64];
+    char err[1024], *sel[64], *list = NULL;
     int c, r, json = 0, nsel = 0;
 
     optind = 1;
@@ -429,22 +398,29 @@ static int run_info(int argc, char **argv)
                      argv[optind]);
         return GS_EXIT_USAGE;
     }
-    if (check_devices(sel, nsel) < 0)
+    /* The -d values as run's are checked, before the driver is asked. */
+    if (nsel && gs_device_list(sel, nsel, NULL, &list, err, sizeof(err)) < 0) {
+        gs_log_error("%s", err);
         return GS_EXIT_USAGE;
+    }
     leave_interposer(argc, argv);
     if (gpuinfo_load_driver(&d, err, sizeof(err)) < 0) {
         gs_log_error("no NVIDIA driver found: %s", err);
+        free(list);
         return GS_EXIT_ERROR;
     }
     if ((r = gpuinfo_gather(&d, &in)) < 0) {
         if (r == -ENOMEM)
             gs_log_error("info: %s", gs_strerror(r));
         free(in.gpus);
+        free(list);
         gpuinfo_unload_driver(&d);
         return GS_EXIT_ERROR;
     }
     gpuinfo_unload_driver(&d);
-    if (nsel && select_gpus(&in, sel, nsel) < 0) {
+    r = list ? select_gpus(&in, list) : 0;
+    free(list);
+    if (r < 0) {
         free(in.gpus);
         return GS_EXIT_USAGE;
     }
