@@ -240,11 +240,12 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
     char uuid[GS_UUID_STRLEN], used[512];
     const char *hint;
     size_t len = 0;
-    int i, d, found;
+    int i, j, d, found, at[GS_MAX_LIMIT_ENTRIES];
 
     for (i = 0; l && i < l->n; i++) {
         const struct gs_limit_entry *e = &l->e[i];
 
+        at[i] = -1;
         if (e->key == GS_KEY_ALL)
             continue;
         for (d = 0, found = 0; d < GPUSLICE_MAX_DEVICES && !found; d++) {
@@ -253,7 +254,17 @@ static int check_devices(const struct gpuslice_tenant *t, const struct gs_limits
             gs_format_uuid(t->dev[d].uuid, uuid); /* the parser's "gpu-…" form */
             found =
                 e->key == GS_KEY_INDEX ? t->dev[d].ordinal == e->index : strcmp(uuid, e->uuid) == 0;
+            if (found)
+                at[i] = d;
         }
+        /* An index and the UUID of one GPU: which one would win? */
+        for (j = 0; found && j < i; j++)
+            if (at[j] == at[i]) {
+                tenant_list_uuid(t->dev[at[i]].uuid, uuid);
+                gs_log_error("set: %s: two entries name GPU %d (%s): give each GPU once", l->source,
+                             (int)t->dev[at[i]].ordinal, uuid);
+                return -EINVAL;
+            }
         if (found)
             continue;
         used[0] = '\0';
@@ -551,10 +562,10 @@ static int run_set(int argc, char **argv)
         return GS_EXIT_ERROR;
     }
     describe(who, sizeof(who), id, t);
-    if (check_devices(t, memory ? &mem_l : NULL) < 0 ||
-        check_devices(t, compute ? &comp_l : NULL) < 0) {
+    if ((r = check_devices(t, memory ? &mem_l : NULL)) < 0 ||
+        (r = check_devices(t, compute ? &comp_l : NULL)) < 0) {
         gs_tenant_close(t);
-        return GS_EXIT_ERROR;
+        return r == -EINVAL ? GS_EXIT_USAGE : GS_EXIT_ERROR;
     }
     if ((memory && (r = gs_tenant_set(t, GS_SET_MEMORY, &mem_l, err, sizeof(err))) < 0) ||
         (compute && (r = gs_tenant_set(t, GS_SET_COMPUTE, &comp_l, err, sizeof(err))) < 0)) {

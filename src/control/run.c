@@ -29,6 +29,7 @@
 #include "control/probe.h"
 #include "control/reserver.h"
 #include "control/run.h"
+#include "control/tenants.h"
 #include "control/daemon_client.h"
 #include "common/config.h"
 #include "common/env.h"
@@ -445,10 +446,13 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
     describe_visible(v, seen, sizeof(seen));
     for (j = 0; j < 3; j++) {
         const struct gs_limits *l = lists[j];
+        int at[GS_MAX_LIMIT_ENTRIES], m;
 
         for (i = 0; i < l->n; i++) {
             const struct gs_limit_entry *e = &l->e[i];
             int found = 0;
+
+            at[i] = e->key == GS_KEY_INDEX ? e->index : -1;
 
             if (e->key == GS_KEY_INDEX && e->index >= GPUSLICE_MAX_DEVICES && e->index < v->n) {
                 gs_log_error("%s: device %d: a tenant keeps limits for its first %d GPUs only "
@@ -468,6 +472,8 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
                 char u[GS_UUID_STRLEN];
                 gs_format_uuid(v->uuid[k], u);
                 found = strcasecmp(u, e->uuid) == 0;
+                if (found)
+                    at[i] = k;
             }
             if (!found) {
                 gs_log_error("%s: GPU-%s is not a GPU %s would see%s%s%s", l->source, e->uuid + 4,
@@ -476,6 +482,18 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
                 return GS_EXIT_USAGE;
             }
         }
+        /* An index and the UUID of the same GPU: one would silently override the other. */
+        for (i = 0; i < l->n; i++)
+            for (m = 0; at[i] >= 0 && m < i; m++)
+                if (at[m] == at[i]) {
+                    char u[GS_UUID_STRLEN];
+
+                    tenant_list_uuid(v->uuid[at[i]], u);
+                    gs_log_error("%s: two entries name GPU %d (%s) as %s sees it: give each GPU "
+                                 "once",
+                                 l->source, at[i], u, o->what);
+                    return GS_EXIT_USAGE;
+                }
     }
     return -1;
 }

@@ -422,6 +422,9 @@ static int parse_limits(json_t *v, int mem, struct gs_limits *out, char *err, si
         out->e[0].key = GS_KEY_ALL;
         return limit_value(v, mem, field, NULL, &out->e[0].value, err, errlen);
     }
+    const char *keys[GS_MAX_LIMIT_ENTRIES];
+    int k;
+
     json_object_foreach(v, key, val)
     {
         struct gs_limit_entry *e = &out->e[out->n];
@@ -444,9 +447,18 @@ static int parse_limits(json_t *v, int mem, struct gs_limits *out, char *err, si
                          field, key, gd.ndev - 1);
             return -1;
         }
+        /* Two keys for one GPU ("0" and its UUID, or two spellings of it): which would win? */
+        for (k = 0; k < out->n; k++)
+            if (out->e[k].key == e->key &&
+                (e->key == GS_KEY_ALL || strcmp(out->e[k].uuid, e->uuid) == 0)) {
+                gs_set_error(err, errlen,
+                             "%s: \"%.64s\" and \"%.64s\" name the same GPU (give each GPU once)",
+                             field, keys[k], key);
+                return -1;
+            }
         if (limit_value(val, mem, field, key, &e->value, err, errlen) < 0)
             return -1;
-        out->n++;
+        keys[out->n++] = key;
     }
     return 0;
 }
@@ -508,11 +520,101 @@ static int raises(uint64_t now, uint64_t want)
     return now != 0 && (want == 0 || want > now);
 }
 
-/* Whether l raises any limit of t on any GPU of the node; names it in err. */
+/* The limit policy p gives the GPU raw (memory in bytes or compute in percent; 0: none). */
+static uint64_t policy_limit(const struct gpuslice_node_tenant *p, const uint8_t raw[16], int mem)
+{
+    int d;
+
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+        if (memcmp(p->dev[d].uuid, raw, 16) == 0)
+            return mem ? p->dev[d].mem_limit : p->dev[d].compute_limit;
+    return mem ? p->mem_default : p->compute_default;
+}
+
+/*
+ * Whether policy b gives any GPU a higher limit than a does, judged per GPU on the whole of
+ * both (every GPU of the node, every GPU either names, and the default for the others), or a
+ * higher class or weight; names it in err.
+ */
+static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpuslice_node_tenant *b,
+                         char *err, size_t errlen)
+{
+    static const uint8_t zero[16];
+    int k, mem;
+
+    for (mem = 1; mem >= 0; mem--) {
+        const char *what = mem ? "memory" : "compute";
+        uint64_t now = mem ? a->mem_default : a->compute_default,
+                 want = mem ? b->mem_default : b->compute_default;
+
+        if (raises(now, want)) {
+            gs_set_error(err, errlen, "the %s default from %llu to %s%llu", what,
+                         (unsigned long long)now, want ? "" : "no limit ",
+                         (unsigned long long)want);
+            return 1;
+        }
+        for (k = 0; k < gd.ndev + 2 * GPUSLICE_NODE_MAX_DEVICES; k++) {
+            const uint8_t *raw = k < gd.ndev ? gd.dev[k].raw
+                                 : k < gd.ndev + GPUSLICE_NODE_MAX_DEVICES
+                                     ? a->dev[k - gd.ndev].uuid
+                                     : b->dev[k - gd.ndev - GPUSLICE_NODE_MAX_DEVICES].uuid;
+            char u[GS_UUID_STRLEN];
+
+            if (memcmp(raw, zero, 16) == 0)
+                continue;
+            now = policy_limit(a, raw, mem);
+            want = policy_limit(b, raw, mem);
+            if (raises(now, want)) {
+                gs_format_uuid(raw, u);
+                if (k < gd.ndev)
+                    gs_set_error(err, errlen, "%s on GPU %d from %llu to %s%llu", what,
+                                 gd.dev[k].index, (unsigned long long)now, want ? "" : "no limit ",
+                                 (unsigned long long)want);
+                else
+                    gs_set_error(err, errlen, "%s on GPU-%s from %llu to %s%llu", what, u + 4,
+                                 (unsigned long long)now, want ? "" : "no limit ",
+                                 (unsigned long long)want);
+                return 1;
+            }
+        }
+    }
+    {
+        uint32_t pa = a->priority ? a->priority : GPUSLICE_PRIORITY_NORMAL,
+                 pb = b->priority ? b->priority : GPUSLICE_PRIORITY_NORMAL,
+                 wa = a->weight ? a->weight : 1, wb = b->weight ? b->weight : 1;
+
+        if (pb > pa) {
+            gs_set_error(err, errlen, "the priority class from %s to %s", gs_priority_name(pa),
+                         gs_priority_name(pb));
+            return 1;
+        }
+        if (wb > wa) {
+            gs_set_error(err, errlen, "the weight from %u to %u", wa, wb);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Whether l raises any limit of t on any GPU of the node; names it in err. A managed
+ * tenant's change is judged on its policy as it would be after the whole change (so no
+ * order of keys, and no key the check reads differently from the update, can raise a GPU
+ * unseen); a gpuslice run's, which its owner may write anyway, on each GPU's value.
+ */
 static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, char *err,
                       size_t errlen)
 {
     int k, mem;
+
+    if (t->managed) {
+        struct gpuslice_node_tenant before, after;
+
+        /* A change that cannot be made raises nothing: the update refuses it itself. */
+        if (gd_tenant_preview(t, l, &before, &after, err, errlen) < 0)
+            return 0;
+        return policy_raises(&before, &after, err, errlen);
+    }
 
     for (k = 0; k < gd.ndev; k++) {
         uint64_t m;
@@ -546,21 +648,6 @@ static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, 
         if (l->weight && l->weight > weight) {
             gs_set_error(err, errlen, "the weight from %u to %u", weight, l->weight);
             return 1;
-        }
-    }
-    /* A tenant with a default for GPUs it has no entry for: that default must not rise either. */
-    if (t->managed) {
-        for (mem = 1; mem >= 0; mem--) {
-            const struct gs_limits *lim = mem ? &l->mem : &l->comp;
-            uint64_t now = mem ? t->policy.mem_default : t->policy.compute_default;
-
-            if (!(mem ? l->has_mem : l->has_comp))
-                continue;
-            for (k = 0; k < lim->n; k++)
-                if (lim->e[k].key == GS_KEY_ALL && raises(now, lim->e[k].value)) {
-                    gs_set_error(err, errlen, "the %s default", mem ? "memory" : "compute");
-                    return 1;
-                }
         }
     }
     return 0;

@@ -178,6 +178,15 @@ struct gd_limits_req {
 int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *l,
                      struct gd_tenant **out, char *err, size_t errlen);
 
+/*
+ * What managed tenant t's policy would be after l (under gd.mu), written to nothing: the
+ * policy now into *before (unless NULL), after into *after. 0, or a negative errno with a
+ * message: -EINVAL (two keys for one GPU, a gpuslice run's tenant), -ENOSPC, -ENOENT.
+ */
+int gd_tenant_preview(const struct gd_tenant *t, const struct gd_limits_req *l,
+                      struct gpuslice_node_tenant *before, struct gpuslice_node_tenant *after,
+                      char *err, size_t errlen);
+
 /* Applies l to t (under gd.mu); 0 or a negative errno with a message. */
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen);
 

@@ -188,59 +188,115 @@ static void state_path(const struct gpuslice_node_tenant *p, char *out, size_t l
         out[0] = '\0';
 }
 
-/* Applies limits l on top of p (a default entry replaces the default; keys their device's). */
+/* The 16 raw bytes of entry e's device: its UUID, or a pod's index key. 0, or -EINVAL. */
+static int entry_raw(const struct gs_limit_entry *e, uint8_t raw[16], char *err, size_t errlen)
+{
+    int d;
+
+    if (e->key == GS_KEY_INDEX) {
+        /* A pod's: its processes' own CUDA index (api.c resolves the API's to UUIDs). */
+        if (e->index < 0 || e->index > GPUSLICE_NODE_INDEX_MAX)
+            return gs_set_error(err, errlen, "device index %d: at most %d", e->index,
+                                GPUSLICE_NODE_INDEX_MAX),
+                   -EINVAL;
+        gs_node_index_key(raw, e->index);
+        return 0;
+    }
+    for (d = 0; d < 16; d++) {
+        unsigned b;
+        if (sscanf(e->uuid + 4 + (d * 2) + (d >= 4) + (d >= 6) + (d >= 8) + (d >= 10), "%2x", &b) !=
+            1)
+            return gs_set_error(err, errlen, "bad UUID %s", e->uuid), -EINVAL;
+        raw[d] = (uint8_t)b;
+    }
+    return 0;
+}
+
+static void set_kind(struct gpuslice_node_limit *d, int mem, uint64_t v)
+{
+    if (mem)
+        d->mem_limit = v;
+    else
+        d->compute_limit = v >= 100 ? 0 : (uint32_t)v;
+}
+
+/*
+ * Applies limits l on top of p. A value for every GPU (a bare value, or "default") sets the
+ * default and every GPU's entry that l does not name itself, so that after a change each GPU
+ * has exactly what the change says (as `gpuslice set` does to a gpuslice run's tenant); a
+ * key sets its own GPU's entry. Two keys for one GPU are refused (-EINVAL): which one wins
+ * would depend on their order.
+ */
 static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *l, int mem,
                         char *err, size_t errlen)
 {
-    int k, d;
+    static const uint8_t zero[16];
+    uint8_t raw[GS_MAX_LIMIT_ENTRIES][16];
+    int named[GPUSLICE_NODE_MAX_DEVICES] = { 0 };
+    int k, j, d, r;
 
     for (k = 0; k < l->n; k++) {
-        const struct gs_limit_entry *e = &l->e[k];
-        uint8_t raw[16];
-        int free_d = -1;
-
-        if (e->key == GS_KEY_ALL) {
-            if (mem)
-                p->mem_default = e->value;
-            else
-                p->compute_default = e->value >= 100 ? 0 : (uint32_t)e->value;
+        if (l->e[k].key == GS_KEY_ALL) {
+            for (j = 0; j < k; j++)
+                if (l->e[j].key == GS_KEY_ALL)
+                    return gs_set_error(err, errlen, "%s: the value for every GPU is given twice",
+                                        mem ? "memory" : "compute"),
+                           -EINVAL;
             continue;
         }
-        if (e->key == GS_KEY_INDEX) {
-            /* A pod's: its processes' own CUDA index (api.c resolves the API's to UUIDs). */
-            if (e->index < 0 || e->index > GPUSLICE_NODE_INDEX_MAX)
-                return gs_set_error(err, errlen, "device index %d: at most %d", e->index,
-                                    GPUSLICE_NODE_INDEX_MAX),
+        if ((r = entry_raw(&l->e[k], raw[k], err, errlen)) < 0)
+            return r;
+        for (j = 0; j < k; j++)
+            if (l->e[j].key != GS_KEY_ALL && memcmp(raw[j], raw[k], 16) == 0)
+                return gs_set_error(err, errlen, "%s: one GPU is given twice (%s)",
+                                    mem ? "memory" : "compute",
+                                    l->e[k].key == GS_KEY_INDEX ? "an index" : l->e[k].uuid),
                        -EINVAL;
-            gs_node_index_key(raw, e->index);
+    }
+    /* Room for every new entry first: a refused change changes nothing. */
+    {
+        int need = 0, have = 0;
+
+        for (k = 0; k < l->n; k++) {
+            if (l->e[k].key == GS_KEY_ALL)
+                continue;
+            for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+                if (memcmp(p->dev[d].uuid, raw[k], 16) == 0)
+                    break;
+            need += d == GPUSLICE_NODE_MAX_DEVICES;
         }
-        for (d = 0; e->key != GS_KEY_INDEX && d < 16; d++) {
-            unsigned b;
-            if (sscanf(e->uuid + 4 + (d * 2) + (d >= 4) + (d >= 6) + (d >= 8) + (d >= 10), "%2x",
-                       &b) != 1)
-                return gs_set_error(err, errlen, "bad UUID %s", e->uuid), -EINVAL;
-            raw[d] = (uint8_t)b;
-        }
-        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++) {
-            static const uint8_t zero[16];
-            if (memcmp(p->dev[d].uuid, raw, 16) == 0)
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            have += memcmp(p->dev[d].uuid, zero, 16) == 0;
+        if (need > have)
+            return gs_set_error(err, errlen, "more than %d devices", GPUSLICE_NODE_MAX_DEVICES),
+                   -ENOSPC;
+    }
+    for (k = 0; k < l->n; k++) {
+        if (l->e[k].key == GS_KEY_ALL)
+            continue;
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            if (memcmp(p->dev[d].uuid, raw[k], 16) == 0)
                 break;
-            if (free_d < 0 && memcmp(p->dev[d].uuid, zero, 16) == 0)
-                free_d = d;
-        }
         if (d == GPUSLICE_NODE_MAX_DEVICES) {
-            if (free_d < 0)
-                return gs_set_error(err, errlen, "more than %d devices", GPUSLICE_NODE_MAX_DEVICES),
-                       -ENOSPC;
-            d = free_d;
-            memcpy(p->dev[d].uuid, raw, 16);
+            for (d = 0; memcmp(p->dev[d].uuid, zero, 16) != 0; d++)
+                ;
+            memcpy(p->dev[d].uuid, raw[k], 16);
             p->dev[d].mem_limit = p->mem_default;
             p->dev[d].compute_limit = p->compute_default;
         }
+        set_kind(&p->dev[d], mem, l->e[k].value);
+        named[d] = 1;
+    }
+    for (k = 0; k < l->n; k++) {
+        if (l->e[k].key != GS_KEY_ALL)
+            continue;
         if (mem)
-            p->dev[d].mem_limit = e->value;
+            p->mem_default = l->e[k].value;
         else
-            p->dev[d].compute_limit = e->value >= 100 ? 0 : (uint32_t)e->value;
+            p->compute_default = l->e[k].value >= 100 ? 0 : (uint32_t)l->e[k].value;
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            if (!named[d] && memcmp(p->dev[d].uuid, zero, 16) != 0)
+                set_kind(&p->dev[d], mem, l->e[k].value);
     }
     policy_flags(p);
     return 0;
@@ -353,6 +409,32 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     return 0;
 }
 
+int gd_tenant_preview(const struct gd_tenant *t, const struct gd_limits_req *l,
+                      struct gpuslice_node_tenant *before, struct gpuslice_node_tenant *after,
+                      char *err, size_t errlen)
+{
+    struct gpuslice_node_tenant p;
+    int r;
+
+    if (!t->managed) {
+        gs_set_error(err, errlen, "tenant %s is a gpuslice run's", t->id);
+        return -EINVAL;
+    }
+    gs_node_read_tenant(gd.node, t->node_idx, &p);
+    if (p.id != t->node_id) {
+        gs_set_error(err, errlen, "the tenant ended");
+        return -ENOENT;
+    }
+    if (before)
+        *before = p;
+    if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
+        (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
+        return r;
+    apply_sched(&p, l);
+    *after = p;
+    return 0;
+}
+
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen)
 {
     struct gpuslice_node_tenant p;
@@ -380,15 +462,8 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
             gd_event("tenant.changed", "\"tenant\":\"%s\"", t->id);
         return r;
     }
-    gs_node_read_tenant(gd.node, t->node_idx, &p);
-    if (p.id != t->node_id) {
-        gs_set_error(err, errlen, "the tenant ended");
-        return -ENOENT;
-    }
-    if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
-        (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
+    if ((r = gd_tenant_preview(t, l, NULL, &p, err, errlen)) < 0)
         return r;
-    apply_sched(&p, l);
     write_entry(t->node_idx, &p);
     t->policy = p;
     mirror_limits(t->path, &p);

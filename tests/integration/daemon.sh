@@ -602,6 +602,27 @@ daemon_authz)
     n_want 403 "raises its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":80}' http://d/v1/tenants/theirs
     n_want 200 "lowers its ceiling" -X PATCH -H 'Content-Type: application/json' -d '{"compute":40}' http://d/v1/tenants/theirs
     n_want 200 "lowers its memory" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"900M"}' http://d/v1/tenants/theirs
+    # Issue 28.2: one GPU under two keys, the second one lifting the limit the first sets.
+    U0=GPU-5ac1ce00-0000-4000-8000-000000000000
+    want 201 "root makes a tenant with GPU 0's own limits for nobody" POST /v1/tenants '{"name":"dup","owner":65534,"memory":{"default":"1G","0":"1G"},"compute":{"0":50}}'
+    n_want 400 "an index and the UUID of one GPU (memory)" -X PATCH -H 'Content-Type: application/json' -d '{"memory":{"0":"512M","'$U0'":null},"compute":{"0":10,"'$U0'":null}}' http://d/v1/tenants/dup
+    grep -q 'name the same GPU' "$T/nobody/body" && ok "the refusal names the two keys" || { bad "duplicate refusal"; cat "$T/nobody/body"; }
+    n_want 400 "two spellings of one UUID (compute)" -X PATCH -H 'Content-Type: application/json' -d '{"compute":{"'$U0'":10,"gpu-5AC1CE00-0000-4000-8000-000000000000":null}}' http://d/v1/tenants/dup
+    n_want 400 "an index and the UUID, as admin too" -X PATCH -H 'Content-Type: application/json' -d '{"memory":{"'$U0'":"2G","0":"512M"}}' http://d/v1/tenants/dup
+    want 400 "root: an index and the UUID of one GPU" PATCH /v1/tenants/dup '{"memory":{"0":"512M","'$U0'":"2G"}}'
+    # Judged on the whole change: the default for every GPU rises GPU 0's own entry.
+    n_want 403 "a bare memory value above GPU 0's entry" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"2G"}' http://d/v1/tenants/dup
+    n_want 403 "a default of none" -X PATCH -H 'Content-Type: application/json' -d '{"compute":{"default":null}}' http://d/v1/tenants/dup
+    n_want 403 "lower GPU 0, lift the default" -X PATCH -H 'Content-Type: application/json' -d '{"memory":{"0":"512M","default":null}}' http://d/v1/tenants/dup
+    want 200 "dup's limits" GET /v1/tenants/dup
+    jq_py 'l=d["limits"]; assert l["memory"]["'$U0'"]==1<<30 and l["memory"]["default"]==1<<30 and l["compute"]["'$U0'"]==50, l' && ok "nothing of the refused changes applied" || { bad "dup limits changed"; cat "$T/body"; }
+    n_want 200 "lowers GPU 0 by its UUID" -X PATCH -H 'Content-Type: application/json' -d '{"memory":{"'$U0'":"512M"}}' http://d/v1/tenants/dup
+    # Issue 28.18: a bare value sets every GPU, its own entries included.
+    want 200 "root: a bare memory value" PATCH /v1/tenants/dup '{"memory":"3G","compute":70}'
+    jq_py 'l=d["limits"]; assert l["memory"]["'$U0'"]==3<<30 and l["memory"]["default"]==3<<30 and l["compute"]["'$U0'"]==70 and l["compute"]["default"]==70, l' && ok "a bare value set GPU 0's entry and the default" || { bad "bare value"; cat "$T/body"; }
+    "$GS" set dup --memory none --compute none >"$T/out" 2>"$T/err" && ok "gpuslice set none (root)" || { bad "set none"; cat "$T/err"; }
+    want 200 "dup's limits after set none" GET /v1/tenants/dup
+    jq_py 'l=d["limits"]; assert l["memory"].get("'$U0'") is None and l["compute"].get("'$U0'") is None, l' && ok "set none removed GPU 0's limits too" || { bad "set none left GPU 0's"; cat "$T/body"; }
     # Classes and weights: the owner may lower them, only an admin raise them.
     want 201 "root makes a normal tenant of weight 2 for nobody" POST /v1/tenants '{"name":"prio","owner":65534,"priority":"normal","weight":2}'
     n_want 403 "raises its class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/prio

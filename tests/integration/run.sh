@@ -216,12 +216,20 @@ bad_config)
     done
     GPUSLICE_MEMORY_LIMIT=3:1G expect 4 "unknown device index: cuInit fails" -- preload "$IT" init; stderr_has "device 3 does not exist"
     GPUSLICE_MEMORY_LIMIT=GPU-00000000-1111-2222-3333-444444444444:1G expect 4 "unknown UUID: cuInit fails" -- preload "$IT" init; stderr_has "no GPU has UUID"
+    # Issue 28.2: an index and the UUID of one GPU would silently leave one of them unused.
+    GPUSLICE_MEMORY_LIMIT=0:8G,GPU-5ac1ce00-0000-4000-8000-000000000000:4G expect 4 "index and UUID of one GPU: cuInit fails" -- preload "$IT" init
+    stderr_has "two entries name CUDA device 0"
+    GPUSLICE_COMPUTE_LIMIT=GPU-5AC1CE00-0000-4000-8000-000000000000:30,0:90 expect 4 "UUID (upper case) and index of one GPU: cuInit fails" -- preload "$IT" init
+    stderr_has "two entries name CUDA device 0"
     GPUSLICE_MEMORY_LIMIT=banana expect 5 "allocations refused too, never unlimited" -- preload "$IT" try 1048576
     GPUSLICE_TENANT=$T/missing.tenant expect 4 "missing tenant state: cuInit fails" -- preload "$IT" init; stderr_has GPUSLICE_TENANT ;;
 cli)
     expect 2 "run --memory '8 GB' is bad usage" -- "$GS" run --memory "8 GB" -- true; stderr_has '"8 GB" is not a size'
     expect 2 "run --memory 0 is bad usage" -- "$GS" run --memory 0 -- true
     expect 2 "run --memory x:1G is bad usage" -- "$GS" run --memory x:1G -- true
+    expect 2 "run --memory with an index and the UUID of one GPU is bad usage" -- "$GS" run --memory 0:8G,GPU-5ac1ce00-0000-4000-8000-000000000000:4G -- true
+    stderr_has "two entries name GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000)"
+    expect 2 "run --compute with the UUID in two cases is bad usage" -- "$GS" run --compute GPU-5ac1ce00-0000-4000-8000-000000000000:30,GPU-5AC1CE00-0000-4000-8000-000000000000:90 -- true
     expect 2 "run without a command" -- "$GS" run --memory 1G
     expect 2 "run with an unknown option" -- "$GS" run --bogus -- true
     expect 2 "unknown command" -- "$GS" frobnicate; stderr_has 'unknown command "frobnicate" (commands: run, exec, '
@@ -486,6 +494,8 @@ assert v['compute_used_percent'] is None and v['memory_limit_bytes'] is None, v"
     look compute_limit_percent None
     expect 1 "a UUID not in use" -- "$GS" set itest-s --memory gpu-0000000A-1111-2222-3333-44444444444b:1G
     stderr_has "the tenant uses no device GPU-0000000a-1111-2222-3333-44444444444b (it uses 0 GPU-5ac1ce00-0000-4000-8000-000000000000)"
+    expect 2 "set with an index and the UUID of one GPU" -- "$GS" set itest-s --memory 0:1G,GPU-5ac1ce00-0000-4000-8000-000000000000:2G
+    stderr_has "two entries name GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000)"
     expect 0 "set prints UUIDs as GPU-…" -- "$GS" set itest-s --compute none
     stderr_has "GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit"
     expect 1 "no such tenant" -- "$GS" set no-such-tenant --memory 1G; stderr_has '"no-such-tenant"'

@@ -18,12 +18,13 @@
 /* Every index and UUID key of l names a device that exists; else -1 with a message. */
 static int validate_list(const struct gs_limits *l, int count, char *msg, size_t len)
 {
-    int i, j;
+    int i, j, at[GS_MAX_LIMIT_ENTRIES];
 
     for (i = 0; i < l->n; i++) {
         const struct gs_limit_entry *e = &l->e[i];
         int found = 0;
 
+        at[i] = e->key == GS_KEY_INDEX ? e->index : -1;
         if (e->key == GS_KEY_INDEX && e->index >= count) {
             snprintf(msg, len,
                      "%s: device %d does not exist: this process sees %d CUDA device%s "
@@ -39,6 +40,8 @@ static int validate_list(const struct gs_limits *l, int count, char *msg, size_t
             if (gs__real.cuDeviceGetUuid_v2(&u, j) == CUDA_SUCCESS) {
                 gs_format_uuid((const unsigned char *)u.bytes, s);
                 found = strcasecmp(s, e->uuid) == 0;
+                if (found)
+                    at[i] = j;
             }
         }
         if (!found && gs__load_nvml() == 0 && gs__real.nvmlDeviceGetHandleByUUID) {
@@ -57,6 +60,14 @@ static int validate_list(const struct gs_limits *l, int count, char *msg, size_t
             return -1;
         }
     }
+    /* An index and the UUID of one device: one would silently override the other. */
+    for (i = 0; i < l->n; i++)
+        for (j = 0; at[i] >= 0 && j < i; j++)
+            if (at[j] == at[i]) {
+                snprintf(msg, len, "%s: two entries name CUDA device %d: give each device once",
+                         l->source, at[i]);
+                return -1;
+            }
     return 0;
 }
 
