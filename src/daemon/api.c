@@ -23,6 +23,7 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 #include "daemon/pods.h"
 #include "daemon/kube.h"
 
@@ -239,10 +240,12 @@ static json_t *tenant_json(const struct gd_tenant *t)
             comp = tenant_list_ceiling(d);
         }
         json_array_append_new(
-            devs, json_pack("{s:s, s:o, s:o, s:I, s:o, s:f, s:f, s:I}", "uuid", u, "index",
-                            g ? json_integer(g->index) : json_null(), "memory_limit_bytes",
+            devs, json_pack("{s:s, s:o, s:o, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "uuid", u,
+                            "index", g ? json_integer(g->index) : json_null(), "memory_limit_bytes",
                             mem ? json_integer(count(mem)) : json_null(), "memory_used_bytes",
-                            count(gd_tenant_mem_used(t, e)), "compute_limit_percent",
+                            count(gd_tenant_mem_used(t, e)), "memory_charged_bytes",
+                            count(gd_tenant_mem_charged(t, e)), "memory_nvml_bytes",
+                            count(gd_tenant_mem_nvml(t, e)), "compute_limit_percent",
                             comp ? json_integer(comp) : json_null(), "gpu_time_seconds",
                             d->compute_busy_ns / 1e9, "throttled_seconds",
                             t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
@@ -273,6 +276,7 @@ static json_t *tenant_json(const struct gd_tenant *t)
 
         json_object_set_new(o, "pod", pod ? pod : json_null());
     }
+    json_object_set_new(o, "frozen", json_boolean(t->managed && gd_guard_frozen(t->node_id)));
     return o;
 }
 
@@ -890,9 +894,25 @@ static void h_delete(struct gd_request *req, struct gd_response *resp)
     char err[512];
     int r;
 
+    /* req->query: the value of the route's one query argument, force. */
+    int force = req->query && (strcmp(req->query, "true") == 0 || strcmp(req->query, "1") == 0);
+
+    if (req->query && !force && strcmp(req->query, "false") != 0 && strcmp(req->query, "0") != 0) {
+        gd_api_error(resp, 400, "bad_value",
+                     "force: \"%.64s\" is not true or false (true, for admins: kill the tenant's "
+                     "processes, then delete it)",
+                     req->query);
+        return;
+    }
+    if (force && !req->peer.admin) {
+        gd_api_error(resp, 403, "forbidden",
+                     "only an admin (root, group %s) may delete a tenant with force",
+                     gd_opt.admin_group);
+        return;
+    }
     pthread_mutex_lock(&gd.mu);
     if ((t = tenant_of(req, resp)) != NULL && !pod_owned(t, resp)) {
-        if ((r = gd_tenant_delete(t, err, sizeof(err))) < 0)
+        if ((r = gd_tenant_delete(t, force, err, sizeof(err))) < 0)
             gd_api_error(resp, r == -EBUSY ? 409 : 400, r == -EBUSY ? "conflict" : "bad_request",
                          "%s", err);
         else

@@ -60,6 +60,10 @@ struct gd_options {
     char webhook_key[PATH_MAX];
     char inject_lib_dir[PATH_MAX]; /* the node's libgpuslice.so and ld.so.preload, for pods */
     char inject_run_dir[PATH_MAX]; /* the node's run directory pods mount; empty: run_dir */
+    char guard_memory[16];         /* what the guard does to a tenant over its memory limit */
+    char guard_compute[16];        /* ... over its compute ceiling (guard/guard.h) */
+    long guard_grace_ms;           /* how long a tenant may be over before it acts */
+    long guard_compute_margin;     /* points of the GPU's time over a ceiling it lets pass */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;
@@ -75,7 +79,8 @@ int gd_options_load(int argc, char **argv);
 struct gd_devproc {
     pid_t pid; /* as NVML gives it: the daemon's PID namespace */
     uint64_t mem;
-    int sm_util; /* percent over NVML's last second, -1 unknown */
+    int sm_util;      /* percent over NVML's last second, its largest sample; -1 unknown */
+    int sm_util_mean; /* the same, the mean of its samples (the guard's); -1 unknown */
 };
 
 struct gd_device {
@@ -160,6 +165,13 @@ void gd_registry_stop(void);
 /* One sweep of the tenants (the sampler thread calls it every sweep_ms). */
 void gd_registry_sweep(void);
 
+/*
+ * The managed tenant process pid (the daemon's PID namespace) belongs to by its lineage: it
+ * or its nearest ancestor is a member the daemon recorded. 0 for none. Reads only the node
+ * segment: any thread, without gd.mu.
+ */
+uint32_t gd_tenant_lineage(pid_t pid);
+
 /* The tenant with this id, or managed name; NULL if none. Under gd.mu. */
 struct gd_tenant *gd_tenant_find(const char *key);
 
@@ -203,8 +215,11 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
  */
 int gd_tenant_end(struct gd_tenant *t);
 
-/* Ends managed tenant t (under gd.mu); -EBUSY while processes of it live. */
-int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen);
+/*
+ * Ends managed tenant t (under gd.mu); -EBUSY while any process of it lives (a member, or a
+ * process descending from one), unless force, which kills them first.
+ */
+int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen);
 
 /*
  * Makes the process (pid in the daemon's namespace) a member of managed
@@ -222,8 +237,15 @@ void gd_tenant_limits(const struct gd_tenant *t, const struct gd_device *dev, ui
 /* t's name as the API and metrics show it (UTF-8, at most len - 1 bytes). */
 void gd_tenant_name(const struct gd_tenant *t, char *out, size_t len);
 
-/* What t's live processes (as the sweep found them) hold on its device entry e. */
+/*
+ * What t's live processes (as the sweep found them) hold on its device entry e: the larger of
+ * what their interposers charged in its state file (gd_tenant_mem_charged), which a process
+ * that may write the file can forge, and what NVML says the processes the kernel counts as
+ * the tenant's hold (gd_tenant_mem_nvml: managed tenants; 0 where unknown).
+ */
 uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e);
+uint64_t gd_tenant_mem_charged(const struct gd_tenant *t, int e);
+uint64_t gd_tenant_mem_nvml(const struct gd_tenant *t, int e);
 
 /* The state file's device entry of t for UUID raw, or -1. */
 int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16]);

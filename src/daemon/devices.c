@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 
 static pthread_t sampler;
 static int sampler_started, stopping;
@@ -149,6 +150,7 @@ static int sample(struct gd_device *v)
                                      ? 0
                                      : info[k].usedGpuMemory;
                 g->proc[k].sm_util = -1;
+                g->proc[k].sm_util_mean = -1;
             }
             g->nproc = (int)k;
         }
@@ -156,15 +158,22 @@ static int sample(struct gd_device *v)
         if (g->nproc && d->nvmlDeviceGetProcessUtilization) {
             unsigned long long since = (unsigned long long)(gd_unix_ns() / 1000) - 1000000ULL;
 
+            int nsamp[GD_MAX_DEVPROCS] = { 0 }, sum[GD_MAX_DEVPROCS] = { 0 };
+
             if (d->nvmlDeviceGetProcessUtilization(h, us, &ucnt, since) == NVML_SUCCESS)
                 for (k = 0; k < ucnt && k < GD_MAX_DEVPROCS; k++)
                     for (j = 0; j < (unsigned)g->nproc; j++)
-                        if (g->proc[j].pid == (pid_t)us[k].pid &&
-                            (int)us[k].smUtil > g->proc[j].sm_util)
-                            g->proc[j].sm_util = (int)us[k].smUtil;
-            for (j = 0; j < (unsigned)g->nproc; j++)
+                        if (g->proc[j].pid == (pid_t)us[k].pid) {
+                            if ((int)us[k].smUtil > g->proc[j].sm_util)
+                                g->proc[j].sm_util = (int)us[k].smUtil;
+                            sum[j] += (int)us[k].smUtil;
+                            nsamp[j]++;
+                        }
+            for (j = 0; j < (unsigned)g->nproc; j++) {
                 if (g->proc[j].sm_util < 0)
                     g->proc[j].sm_util = 0; /* listed, no sample in the last second: idle */
+                g->proc[j].sm_util_mean = nsamp[j] ? sum[j] / nsamp[j] : 0;
+            }
         }
     }
     return (int)n;
@@ -188,6 +197,7 @@ static void *sampler_main(void *arg)
         if (gd.node)
             __atomic_store_n(&gd.node->heartbeat_ns, gd.sampled_ns, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&gd.mu);
+        gd_guard_pass(v, n, gd_mono_ns());
         now = gd_mono_ns();
         if (now >= next_sweep) {
             gd_registry_sweep();

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
 
@@ -94,9 +95,9 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
-        gd_registry_start(err, sizeof(err)) < 0 || gd_devices_run(err, sizeof(err)) < 0 ||
-        gd_boards_start(err, sizeof(err)) < 0 || gd_http_start(err, sizeof(err)) < 0 ||
-        gd_kube_start(err, sizeof(err)) < 0 ||
+        gd_registry_start(err, sizeof(err)) < 0 || gd_guard_start(err, sizeof(err)) < 0 ||
+        gd_devices_run(err, sizeof(err)) < 0 || gd_boards_start(err, sizeof(err)) < 0 ||
+        gd_http_start(err, sizeof(err)) < 0 || gd_kube_start(err, sizeof(err)) < 0 ||
         (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0)) {
         gd_log("cannot start: %s", err);
         return 1;
@@ -125,6 +126,7 @@ int main(int argc, char **argv)
     gd_http_stop();
     gd_boards_stop();
     gd_devices_stop();
+    gd_guard_stop();
     gd_registry_stop();
     return 0;
 }

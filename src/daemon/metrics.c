@@ -12,6 +12,7 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
 
@@ -50,7 +51,9 @@ static void dev_labels(FILE *f, const struct gd_device *d)
     fputs("\"}", f);
 }
 
-static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_device *d)
+/* A tenant's labels on device d; extra (",name=\"value\"...") goes last, before the brace. */
+static void tenant_labels_x(FILE *f, const struct gd_tenant *t, const struct gd_device *d,
+                            const char *extra)
 {
     const char *ns, *pod;
     char name[64];
@@ -70,7 +73,12 @@ static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_de
     label(f, d->uuid);
     fprintf(f, "\",%s=\"", dcgm() ? "Hostname" : "hostname");
     label(f, gd.hostname);
-    fputs("\"}", f);
+    fprintf(f, "\"%s}", extra);
+}
+
+static void tenant_labels(FILE *f, const struct gd_tenant *t, const struct gd_device *d)
+{
+    tenant_labels_x(f, t, d, "");
 }
 
 enum tmetric {
@@ -81,6 +89,8 @@ enum tmetric {
     T_THROTTLED,
     T_REFUSED,
     T_PROCS,
+    T_MEM_NVML,
+    T_GUARD,
 };
 
 static const struct {
@@ -100,6 +110,12 @@ static const struct {
                     "Allocations refused over the tenant's memory limit." },
     [T_PROCS] = { "gpuslice_tenant_processes", "gauge",
                   "Live processes of the tenant holding memory on the GPU." },
+    [T_MEM_NVML] = { "gpuslice_tenant_memory_nvml_bytes", "gauge",
+                     "GPU memory NVML shows the processes of a daemon's tenant holding (the "
+                     "guard's figure, whatever their interposers charged)." },
+    [T_GUARD] = { "gpuslice_tenant_guard_actions_total", "counter",
+                  "Times the guard found a daemon's tenant over a limit by NVML's figures "
+                  "(kind: memory, compute) and what it did (action: killed, frozen, reported)." },
 };
 
 /* Live processes of t with a charge on entry e. */
@@ -142,6 +158,36 @@ static void tenant_series(FILE *f, enum tmetric m)
                 tenant_labels(f, t, d);
                 fprintf(f, " %.2f\n", comp / 100.0);
                 break;
+            case T_MEM_NVML:
+            case T_GUARD: {
+                uint64_t use;
+                int kind, act, c;
+                static const char *const kinds[] = { "memory", "compute" }, *const acts[] = {
+                    "killed", "frozen", "reported"
+                };
+
+                if (!t->managed || gd_guard_use(t->node_id, d->raw, &use, &c) < 0)
+                    continue; /* the guard never saw it on this GPU */
+                if (m == T_MEM_NVML) {
+                    fputs(tmetrics[m].name, f);
+                    tenant_labels(f, t, d);
+                    fprintf(f, " %llu\n", (unsigned long long)use);
+                    break;
+                }
+                for (kind = 0; kind < 2; kind++)
+                    for (act = 0; act < 3; act++) {
+                        char x[64];
+
+                        snprintf(x, sizeof(x), ",kind=\"%s\",action=\"%s\"", kinds[kind],
+                                 acts[act]);
+                        fputs(tmetrics[m].name, f);
+                        tenant_labels_x(f, t, d, x);
+                        fprintf(
+                            f, " %llu\n",
+                            (unsigned long long)gd_guard_actions(t->node_id, d->raw, kind, act));
+                    }
+                break;
+            }
             default:
                 if (e < 0)
                     continue; /* the tenant has not used this GPU */

@@ -93,6 +93,20 @@ static const struct option_def defs[] = {
         "the node's directory of libgpuslice.so and ld.so.preload that injected pods mount"),
     STR(OPT_PATH, inject_run_dir, "",
         "the node's run directory that injected pods mount (default the run directory)"),
+    STR(OPT_STRING, guard_memory, "kill",
+        "what is done to a managed tenant whose processes hold more GPU memory than its limit "
+        "as NVML counts it (a corrupted or bypassed interposer): kill, freeze (until within its "
+        "limit) or report"),
+    STR(OPT_STRING, guard_compute, "freeze",
+        "what is done to a managed tenant using more of a GPU's time than its ceiling plus "
+        "guard-compute-margin as NVML measures it: freeze (until its average is back at its "
+        "ceiling), kill or report"),
+    NUM(guard_grace_ms, "200", 0, 60000,
+        "milliseconds a tenant may be over a limit (two NVML samples at least) before the guard "
+        "acts"),
+    NUM(guard_compute_margin, "10", 0, 100,
+        "points of a GPU's time above its ceiling that NVML's measure of a tenant may show before "
+        "the guard acts"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),

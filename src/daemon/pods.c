@@ -217,6 +217,13 @@ void gd_pods_reconcile(void)
     free(v);
 }
 
+uint32_t gd_pods_tenant_of(const char *uid)
+{
+    const struct podrec *r = rec_find(uid);
+
+    return r ? r->node_id : 0; /* a refused pod keeps the limits it had */
+}
+
 static const struct podrec *pod_of(const struct gd_tenant *t)
 {
     int i;

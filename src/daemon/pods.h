@@ -24,6 +24,9 @@ void gd_pods_reconcile(void);
 /* The pod of tenant t as the API shows it (a new reference), or NULL; under gd.mu. */
 json_t *gd_pods_tenant_json(const struct gd_tenant *t);
 
+/* The node segment's id of the tenant of the pod with this UID, or 0; under gd.mu. */
+uint32_t gd_pods_tenant_of(const char *uid);
+
 /* Whether t is a pod's, and its namespace and name (valid under gd.mu). */
 int gd_pods_labels(const struct gd_tenant *t, const char **ns, const char **name);
 

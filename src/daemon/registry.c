@@ -10,14 +10,17 @@
  * pwrite for the same reason.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -27,6 +30,7 @@
 #include "common/text.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 
 #define MAX_TENANTS (GD_MAX_RUN_TENANTS + GPUSLICE_NODE_MAX_TENANTS)
 
@@ -149,6 +153,9 @@ static void mirror_limits(const char *path, const struct gpuslice_node_tenant *p
     pwrite_word(fd, &p->weight, sizeof(p->weight), offsetof(struct gpuslice_tenant, weight));
     close(fd);
 }
+
+static uint32_t lineage_of(pid_t pid);
+static void prune_members(void);
 
 /* ---- the node segment's entries ---- */
 
@@ -481,25 +488,98 @@ static void drop_members(uint32_t id)
             __atomic_store_n(&gd.node->member[i].tenant, 0, __ATOMIC_RELEASE);
 }
 
-int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen)
+/*
+ * The live processes of managed tenant id as the daemon knows them: its members (the node
+ * segment, which only the daemon writes; a gpuslice run --tenant stays one for as long as
+ * its program runs, between its CUDA steps too) and every process whose lineage leads to
+ * one of them. Their PIDs (the daemon's namespace) into pids (at most n); how many in all.
+ */
+static int live_lineage(uint32_t id, pid_t *pids, int n)
 {
-    struct gpuslice_tenant *snap;
-    uid_t o;
-    int live = 0;
+    uint32_t self = gs_proc_self_ns();
+    int i, found = 0;
+    DIR *d;
+    struct dirent *e;
+
+    prune_members();
+    for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++) {
+        const struct gpuslice_node_member *m = &gd.node->member[i];
+
+        if (__atomic_load_n(&m->tenant, __ATOMIC_ACQUIRE) != id)
+            continue;
+        /* A member in another PID namespace: counted, its host PID looked for. */
+        if (found < n)
+            pids[found] =
+                m->pid_ns == self ? m->pid : gs_proc_find(m->pid_ns, m->pid, m->start_time, 0);
+        found++;
+    }
+    if ((d = opendir("/proc")) == NULL)
+        return found;
+    while ((e = readdir(d)) != NULL) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        int k, dup = 0;
+
+        if (pid <= 0 || lineage_of(pid) != id)
+            continue;
+        for (k = 0; k < found && k < n; k++)
+            dup |= pids[k] == pid;
+        if (dup)
+            continue;
+        if (found < n)
+            pids[found] = pid;
+        found++;
+    }
+    closedir(d);
+    return found;
+}
+
+int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen)
+{
+    pid_t pids[64];
+    int live, k;
 
     if (!t->managed) {
         gs_set_error(err, errlen, "tenant %s belongs to its gpuslice run, which ends it", t->id);
         return -EPERM;
     }
-    if (gs_tenant_open_owned(t->path, 0, &o, &snap) == 0) {
-        live = gs_tenant_live_procs(snap);
-        gs_tenant_close(snap);
-    }
-    if (live > 0) {
-        gs_set_error(err, errlen, "%d process%s of tenant \"%s\" still run%s", live,
-                     live == 1 ? "" : "es", t->policy.name, live == 1 ? "s" : "");
+    /*
+     * Not while anything of it runs: its processes would go on with no limit at all (a job
+     * between two CUDA steps has no process on the GPU, but its gpuslice run --tenant is a
+     * member until the job ends). Forced (an admin), they are killed first.
+     */
+    live = live_lineage(t->node_id, pids, 64);
+    if (live > 0 && !force) {
+        char list[256];
+        size_t len = 0;
+
+        list[0] = '\0';
+        for (k = 0; k < live && k < 8 && len < sizeof(list); k++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", k ? ", " : "",
+                                    (int)pids[k]);
+        gs_set_error(err, errlen,
+                     "%d process%s of tenant \"%s\" still run%s (%s%s): end %s first, or "
+                     "delete with ?force=true as an admin, which kills %s",
+                     live, live == 1 ? "" : "es", t->policy.name, live == 1 ? "s" : "", list,
+                     live > 8 ? ", ..." : "", live == 1 ? "it" : "them", live == 1 ? "it" : "them");
         return -EBUSY;
     }
+    for (k = 0; k < live && k < 64; k++) {
+        uint64_t start = pids[k] > 0 ? gs_proc_start_time(pids[k]) : 0;
+        int fd;
+
+        if (start && (fd = (int)syscall(SYS_pidfd_open, pids[k], 0)) >= 0) {
+            if (gs_proc_start_time(pids[k]) == start)
+                syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+            close(fd);
+        }
+    }
+    if (live > 64) {
+        gs_set_error(err, errlen, "tenant \"%s\" has %d processes; %d were killed, try again",
+                     t->policy.name, live, 64);
+        return -EBUSY;
+    }
+    if (live > 0)
+        gd_event("tenant.killed", "\"tenant\":\"%u\",\"processes\":%d", t->node_id, live);
     return gd_tenant_end(t);
 }
 
@@ -608,8 +688,6 @@ static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
     return 0;
 }
 
-static uint32_t lineage_of(pid_t pid);
-
 int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen)
 {
     uint64_t start = gs_proc_start_time(pid);
@@ -681,7 +759,7 @@ void gd_tenant_name(const struct gd_tenant *t, char *out, size_t len)
     gd_api_scrub(out); /* a run tenant's name is whatever its owner wrote */
 }
 
-uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e)
+uint64_t gd_tenant_mem_charged(const struct gd_tenant *t, int e)
 {
     uint64_t sum = 0;
     int i;
@@ -692,6 +770,24 @@ uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e)
         if (t->seen_pid[i] != 0)
             sum += t->t->proc[i].mem_used[e];
     return sum;
+}
+
+uint64_t gd_tenant_mem_nvml(const struct gd_tenant *t, int e)
+{
+    uint64_t mem = 0;
+    int compute;
+
+    if (!t->managed || t->t == NULL || e < 0 || e >= GPUSLICE_MAX_DEVICES ||
+        gd_guard_use(t->node_id, t->t->dev[e].uuid, &mem, &compute) < 0)
+        return 0;
+    return mem;
+}
+
+uint64_t gd_tenant_mem_used(const struct gd_tenant *t, int e)
+{
+    uint64_t charged = gd_tenant_mem_charged(t, e), nvml = gd_tenant_mem_nvml(t, e);
+
+    return nvml > charged ? nvml : charged;
 }
 
 int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16])
@@ -737,6 +833,11 @@ static uint32_t lineage_of(pid_t pid)
         pid = gs_proc_parent(pid);
     }
     return 0;
+}
+
+uint32_t gd_tenant_lineage(pid_t pid)
+{
+    return lineage_of(pid);
 }
 
 static int descends_from(pid_t pid, uint32_t id)

@@ -70,6 +70,7 @@ pod_cgroups() {
 }
 
 case $CASE in
+daemon_guard_*) . "$SRC/tests/integration/daemon_guard.sh" ;;
 daemon_api)
     start_daemon || exit 1
     head -1 "$T/dlog" | grep -q "simulated GPU" && ok "first log line says it runs on the simulated GPU" || { bad "first log line"; cat "$T/dlog"; }
@@ -638,6 +639,7 @@ daemon_authz)
     [ $rc = 1 ] && grep -q "only an admin" "$T/err" && ok "gpuslice set --priority raising: refused (exit 1)" || { bad "set --priority raise: $rc"; cat "$T/err"; }
     n_want 403 "makes a tenant for root" -X POST -H 'Content-Type: application/json' -d '{"name":"x","owner":0}' http://d/v1/tenants
     n_want 403 "deletes root's tenant" -X DELETE http://d/v1/tenants/mine
+    n_want 403 "deletes its own tenant with force (an admin's)" -X DELETE 'http://d/v1/tenants/theirs?force=true'
     n_want 403 "joins root's tenant" -X POST http://d/v1/tenants/mine/processes
     as_nobody "$GS" set theirs --memory 2G >"$T/out" 2>"$T/err"; rc=$?
     [ $rc = 1 ] && grep -q "only an admin" "$T/err" && ok "gpuslice set raising: refused (exit 1)" || { bad "set raise: $rc"; cat "$T/err"; }

@@ -22,11 +22,17 @@
  *   tamper       the escape a tenant's own process could try: maps its tenant's
  *                state file ($GPUSLICE_TENANT) and clears every limit in it
  *                (-> "tamper ok" / "tamper error")
+ *   zero:PATH    what a process that may write its tenant's state file PATH can do: zeroes
+ *                every usage word in it (the tenant's totals and every process's charges)
+ *                -> "zero ok" / "zero error"
+ *   budget:PATH  fills every device's compute budget in the state file PATH, and keeps it
+ *                full for the rest of the run (a thread) -> "budget ok" / "budget error"
  * Exit status: 0 when every step ran (a refused allocation is a result, not
  * an error), 1 when CUDA could not start, 2 for a bad step.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +47,22 @@
 #define DECL(ret, name, params) ret name params;
 GS_CUDA_FUNCS(DECL)
 #undef DECL
+
+static struct gpuslice_tenant *budget_of;
+
+/* Keeps every device's compute budget full, as a process that writes its tenant's file can. */
+static void *keep_budget(void *arg)
+{
+    int e;
+
+    (void)arg;
+    for (;;) {
+        for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+            __atomic_store_n(&budget_of->dev[e].compute_tokens, (int64_t)1 << 62, __ATOMIC_RELAXED);
+        usleep(1000);
+    }
+    return NULL;
+}
 
 static void sleep_ms(long ms)
 {
@@ -183,6 +205,33 @@ int main(int argc, char **argv)
             t->node_tenant = 0;
             munmap(t, sizeof(*t));
             printf("tamper ok\n");
+        } else if (strncmp(a, "zero:", 5) == 0 || strncmp(a, "budget:", 7) == 0) {
+            int zero = a[0] == 'z', fd = open(a + (zero ? 5 : 7), O_RDWR), e, p;
+            struct gpuslice_tenant *t = MAP_FAILED;
+
+            if (fd >= 0)
+                t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (fd >= 0)
+                close(fd);
+            if (t == MAP_FAILED) {
+                printf("%s error\n", zero ? "zero" : "budget");
+                continue;
+            }
+            if (zero) {
+                for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+                    __atomic_store_n(&t->dev[e].mem_used, 0, __ATOMIC_RELAXED);
+                for (p = 0; p < GPUSLICE_MAX_PROCS; p++)
+                    for (e = 0; e < GPUSLICE_MAX_DEVICES; e++)
+                        __atomic_store_n(&t->proc[p].mem_used[e], 0, __ATOMIC_RELAXED);
+                munmap(t, sizeof(*t));
+                printf("zero ok\n");
+            } else {
+                pthread_t th;
+
+                budget_of = t;
+                pthread_create(&th, NULL, keep_budget, NULL);
+                printf("budget ok\n");
+            }
         } else if (strcmp(a, "exit") == 0) {
             fflush(stdout);
             exit(0);

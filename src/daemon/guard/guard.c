@@ -1,0 +1,537 @@
+/*
+ * The guard: the daemon's own check of every managed tenant (API-made and pods) against the
+ * ground truth. The interposer enforces limits inside each process, where it is fast, but a
+ * process can write its tenant's state file (zero its usage words, fill its compute budget)
+ * or never load the interposer at all (a static binary, a cleared LD_PRELOAD, the driver
+ * called directly). So after every NVML sample the guard sums, per tenant and GPU, what NVML
+ * says the tenant's processes hold and how much of the GPU's time they used, for processes
+ * the kernel says are the tenant's (a pod's cgroup; the lineage of the tenant's members,
+ * which only the daemon records), and compares the sums with the limits in the node segment,
+ * which only the daemon writes. Nothing a tenant can write enters the decision.
+ *
+ * A tenant over a limit for guard-grace-ms is stopped by a rule the kernel enforces, by
+ * policy: killed (SIGKILL through a pidfd, so a PID reused meanwhile is never hit), frozen
+ * (SIGSTOP, renewed at every pass so that a sibling's SIGCONT does not undo it; a compute
+ * overdraft is frozen for as long as it takes the tenant's average back to its ceiling, a
+ * memory one until its use is under its limit again, as after an admin raises it), or only
+ * reported. Each action is an event (tenant.over_limit) and a metric. What it froze is
+ * written to RUN_DIR/gpusliced.frozen, so a daemon killed meanwhile lets it go at its next
+ * start instead of leaving processes stopped for good.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/node.h"
+#include "common/proc.h"
+#include "daemon/cgroup.h"
+#include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
+#include "daemon/pods.h"
+
+/* (tenant, GPU) pairs followed: every managed tenant on every GPU. */
+#define MAX_ACCOUNTS (GPUSLICE_NODE_MAX_TENANTS * GD_MAX_DEVICES)
+#define MAX_ATTR 4096                   /* processes whose tenant is known */
+#define MAX_PIDS 32                     /* a tenant's processes on one GPU acted on at once */
+#define RECHECK_NS 500000000ULL         /* a process in no tenant is looked at again after this */
+#define COMPUTE_WINDOW_NS 1000000000ULL /* NVML's utilization covers the last second */
+#define MAX_FREEZE_NS 10000000000ULL    /* one compute freeze at most */
+#define FROZEN_FILE "gpusliced.frozen"
+
+enum { KIND_MEMORY, KIND_COMPUTE, NKIND };
+
+/* One tenant on one GPU. Under mu. */
+struct account {
+    uint32_t id; /* 0: free */
+    uint8_t raw[16];
+    uint64_t seen_ns; /* the last pass that saw it */
+    uint64_t mem;     /* NVML's bytes, summed over its processes */
+    int compute;      /* percent of the GPU's time, -1 no sample */
+    uint64_t over_since[NKIND];
+    int over_passes[NKIND];
+    int frozen[NKIND];       /* held stopped for this kind */
+    uint64_t thaw_ns;        /* compute: when its freeze ends */
+    uint64_t quiet_until_ns; /* compute: no judgement until its window is past the freeze */
+    uint64_t actions[NKIND][3];
+    uint64_t mem_limit; /* its memory limit at the last pass (UINT64_MAX: none) */
+    int limit_seen;     /* mem_limit holds one */
+    uint64_t allow;     /* use it had when its limit went below it, shrinking as it frees */
+    int npid;
+    pid_t pid[MAX_PIDS];
+    uint64_t start[MAX_PIDS];
+};
+
+/* A process and the tenant the kernel says it is in. Under mu. */
+struct attr {
+    pid_t pid;
+    uint64_t start;
+    uint32_t tenant;
+    uint64_t checked_ns;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct account acc[MAX_ACCOUNTS];
+static struct attr attrs[MAX_ATTR];
+static enum gd_guard_action policy[NKIND];
+static int passes; /* since the daemon started */
+static const char *const kind_name[NKIND] = { "memory", "compute" };
+static const char *const action_name[3] = { "killed", "frozen", "reported" };
+
+int gd_guard_parse_action(const char *s, enum gd_guard_action *out)
+{
+    if (strcmp(s, "kill") == 0)
+        *out = GD_GUARD_KILL;
+    else if (strcmp(s, "freeze") == 0)
+        *out = GD_GUARD_FREEZE;
+    else if (strcmp(s, "report") == 0)
+        *out = GD_GUARD_REPORT;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+/* Sends sig to the process pid started at start, never to another that took its PID. */
+static int signal_proc(pid_t pid, uint64_t start, int sig)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0), r = 0;
+
+    if (fd < 0)
+        return -errno;
+    /* The pidfd holds the process it was opened on: checked after, it is still that one. */
+    if (gs_proc_start_time(pid) != start)
+        r = -ESRCH;
+    else if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
+/* ---- which tenant a process is in ---- */
+
+/* The managed tenant of pid by its pod's cgroup, or by its lineage; 0 for none. */
+static uint32_t attribute(pid_t pid)
+{
+    char path[64], cg[16384], uid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN];
+    ssize_t got = -1;
+    uint32_t id = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        got = read(fd, cg, sizeof(cg) - 1);
+        close(fd);
+    }
+    if (got > 0 && gd_cgroup_pod(cg, (size_t)got, uid, cid) == 1) {
+        pthread_mutex_lock(&gd.mu);
+        id = gd_pods_tenant_of(uid);
+        pthread_mutex_unlock(&gd.mu);
+        if (id)
+            return id;
+    }
+    return gd_tenant_lineage(pid);
+}
+
+/* The tenant of pid (started at start), from the table or looked up; under mu. */
+static uint32_t tenant_of(pid_t pid, uint64_t start, uint64_t now)
+{
+    struct attr *a = &attrs[(unsigned)pid % MAX_ATTR];
+
+    if (a->pid == pid && a->start == start && (a->tenant || now - a->checked_ns < RECHECK_NS))
+        return a->tenant;
+    a->pid = pid;
+    a->start = start;
+    a->tenant = attribute(pid);
+    a->checked_ns = now;
+    return a->tenant;
+}
+
+/* ---- accounts ---- */
+
+static struct account *account(uint32_t id, const uint8_t raw[16], int make)
+{
+    struct account *free_a = NULL;
+    int i;
+
+    for (i = 0; i < MAX_ACCOUNTS; i++) {
+        if (acc[i].id == id && memcmp(acc[i].raw, raw, 16) == 0)
+            return &acc[i];
+        if (!acc[i].id && !free_a)
+            free_a = &acc[i];
+    }
+    if (!make || !free_a)
+        return NULL;
+    memset(free_a, 0, sizeof(*free_a));
+    free_a->id = id;
+    memcpy(free_a->raw, raw, 16);
+    free_a->compute = -1;
+    return free_a;
+}
+
+/*
+ * The limits the node segment gives tenant id on the GPU raw: its entry for the GPU, else
+ * the largest a pod's index keys give (which of its containers' CUDA indexes this GPU is
+ * is not known here, so the loosest of them: the guard never stops a tenant within its
+ * limits), else the default. 0: none. -ENOENT: no such tenant.
+ */
+static int limits_of(uint32_t id, const uint8_t raw[16], uint64_t *mem, uint32_t *comp)
+{
+    struct gpuslice_node_tenant p;
+    int i = gs_node_find_tenant(gd.node, id), d, any = 0;
+    uint64_t m;
+    uint32_t c;
+
+    if (i < 0 || gs_node_limits(gd.node, i, id, raw, -1, &m, &c) < 0)
+        return -ENOENT;
+    gs_node_read_tenant(gd.node, i, &p);
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+        if (memcmp(p.dev[d].uuid, raw, 16) == 0)
+            break;
+    if (d == GPUSLICE_NODE_MAX_DEVICES) {
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++) {
+            if (gs_node_key_index(p.dev[d].uuid) < 0)
+                continue;
+            if (!any) {
+                any = 1;
+                m = p.mem_default, c = p.compute_default;
+            }
+            m = !m || !p.dev[d].mem_limit ? 0 : m > p.dev[d].mem_limit ? m : p.dev[d].mem_limit;
+            c = !c || !p.dev[d].compute_limit ? 0
+                : c > p.dev[d].compute_limit  ? c
+                                              : p.dev[d].compute_limit;
+        }
+    }
+    *mem = m;
+    *comp = c;
+    return 0;
+}
+
+/* ---- what it froze, kept across a daemon's restart ---- */
+
+/* RUN_DIR/gpusliced.frozen into out (PATH_MAX + 32 bytes). */
+static void frozen_path(char out[PATH_MAX + 32])
+{
+    snprintf(out, PATH_MAX + 32, "%s/%s", gd_opt.run_dir, FROZEN_FILE);
+}
+
+/* Rewrites the file of stopped processes (PID and start time per line); under mu. */
+static void save_frozen(void)
+{
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+    FILE *f;
+    int i, k, any = 0;
+
+    frozen_path(path);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    for (i = 0; i < MAX_ACCOUNTS && !any; i++)
+        any = acc[i].id && (acc[i].frozen[KIND_MEMORY] || acc[i].frozen[KIND_COMPUTE]);
+    if (!any) {
+        unlink(path);
+        return;
+    }
+    if ((f = fopen(tmp, "we")) == NULL) {
+        gd_log("guard: cannot write %s: %s (a daemon killed now would leave them stopped)", tmp,
+               strerror(errno));
+        return;
+    }
+    for (i = 0; i < MAX_ACCOUNTS; i++)
+        if (acc[i].id && (acc[i].frozen[KIND_MEMORY] || acc[i].frozen[KIND_COMPUTE]))
+            for (k = 0; k < acc[i].npid; k++)
+                fprintf(f, "%d %llu\n", (int)acc[i].pid[k], (unsigned long long)acc[i].start[k]);
+    if (fclose(f) != 0 || rename(tmp, path) < 0) {
+        gd_log("guard: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* Lets go what an earlier daemon left stopped (each still the process it stopped). */
+static void thaw_left_over(void)
+{
+    char path[PATH_MAX + 32];
+    FILE *f;
+    int pid;
+    unsigned long long start;
+    int n = 0;
+
+    frozen_path(path);
+    if ((f = fopen(path, "re")) == NULL)
+        return;
+    while (fscanf(f, "%d %llu", &pid, &start) == 2)
+        if (pid > 0 && signal_proc(pid, start, SIGCONT) == 0)
+            n++;
+    fclose(f);
+    unlink(path);
+    if (n)
+        gd_log("guard: let %d process%s go that an earlier daemon had stopped", n,
+               n == 1 ? "" : "es");
+}
+
+int gd_guard_start(char *err, size_t errlen)
+{
+    if (gd_guard_parse_action(gd_opt.guard_memory, &policy[KIND_MEMORY]) < 0) {
+        snprintf(err, errlen, "guard-memory: \"%s\" is not an action (kill, freeze or report)",
+                 gd_opt.guard_memory);
+        return -1;
+    }
+    if (gd_guard_parse_action(gd_opt.guard_compute, &policy[KIND_COMPUTE]) < 0) {
+        snprintf(err, errlen, "guard-compute: \"%s\" is not an action (kill, freeze or report)",
+                 gd_opt.guard_compute);
+        return -1;
+    }
+    thaw_left_over();
+    return 0;
+}
+
+/* ---- one pass ---- */
+
+static void pids_json(char *out, size_t len, const struct account *a)
+{
+    size_t n = 0;
+    int k;
+
+    out[0] = '\0';
+    for (k = 0; k < a->npid && n + 16 < len; k++)
+        n += (size_t)snprintf(out + n, len - n, "%s%d", k ? "," : "", (int)a->pid[k]);
+}
+
+/* Acts on a tenant over its limit of kind on the GPU: the policy's action, an event. */
+static void act(struct account *a, int kind, const struct gd_device *g, uint64_t used,
+                uint64_t limit, uint64_t now)
+{
+    enum gd_guard_action what = policy[kind];
+    char pids[1024], name[64];
+    int k, i = gs_node_find_tenant(gd.node, a->id);
+
+    if (i >= 0)
+        snprintf(name, sizeof(name), "%s", gd.node->tenant[i].name);
+    else
+        name[0] = '\0';
+    gd_api_scrub(name);
+    for (k = 0; k < a->npid; k++)
+        if (what != GD_GUARD_REPORT)
+            signal_proc(a->pid[k], a->start[k], what == GD_GUARD_KILL ? SIGKILL : SIGSTOP);
+    a->actions[kind][what]++;
+    if (what == GD_GUARD_FREEZE) {
+        a->frozen[kind] = 1;
+        if (kind == KIND_COMPUTE) {
+            /*
+             * Frozen until its average over the window and the freeze is its ceiling: it
+             * used `used` percent of a window where `limit` was its share.
+             */
+            uint64_t ns = COMPUTE_WINDOW_NS * (used - limit) / (limit ? limit : 1);
+
+            if (ns > MAX_FREEZE_NS)
+                ns = MAX_FREEZE_NS;
+            a->thaw_ns = now + ns;
+        }
+        save_frozen();
+    }
+    pids_json(pids, sizeof(pids), a);
+    gd_log("guard: tenant %u (%s) uses %llu %s on GPU %d, over its limit of %llu: %s "
+           "(processes %s)",
+           a->id, name, (unsigned long long)used, kind == KIND_MEMORY ? "bytes" : "%", g->index,
+           (unsigned long long)limit, action_name[what], pids);
+    {
+        char qname[2 * 64 + 8];
+
+        gd_json_quote(qname, sizeof(qname), name);
+        gd_event("tenant.over_limit",
+                 "\"tenant\":\"%u\",\"name\":%s,\"gpu\":%d,\"uuid\":\"%s\",\"kind\":\"%s\","
+                 "\"used\":%llu,\"limit\":%llu,\"action\":\"%s\",\"pids\":[%s]",
+                 a->id, qname, g->index, g->uuid, kind_name[kind], (unsigned long long)used,
+                 (unsigned long long)limit, action_name[what], pids);
+    }
+}
+
+/* Lets a's processes go once no kind holds them any more (kind: the one that ends, or -1). */
+static void thaw(struct account *a, int kind, const char *why)
+{
+    int k;
+
+    if (kind < 0)
+        a->frozen[KIND_MEMORY] = a->frozen[KIND_COMPUTE] = 0;
+    else
+        a->frozen[kind] = 0;
+    if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
+        return;
+    for (k = 0; k < a->npid; k++)
+        signal_proc(a->pid[k], a->start[k], SIGCONT);
+    gd_event("tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"", a->id,
+             kind < 0 ? "all" : kind_name[kind], why);
+    save_frozen();
+}
+
+/* Whether a is over its limit of kind now, counted over passes; 1 when it must be acted on. */
+static int judge(struct account *a, int kind, int over, uint64_t now)
+{
+    if (!over) {
+        a->over_since[kind] = 0;
+        a->over_passes[kind] = 0;
+        return 0;
+    }
+    if (a->over_passes[kind]++ == 0)
+        a->over_since[kind] = now;
+    /* Two samples at least, and the grace: a sample caught between a charge and a free. */
+    return a->over_passes[kind] >= 2 &&
+           now - a->over_since[kind] >= (uint64_t)gd_opt.guard_grace_ms * 1000000ULL;
+}
+
+void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
+{
+    int i, k, d;
+
+    if (gd.node == NULL)
+        return;
+    pthread_mutex_lock(&mu);
+    for (d = 0; d < ndev; d++) {
+        const struct gd_device *g = &dev[d];
+
+        for (i = 0; i < MAX_ACCOUNTS; i++)
+            if (acc[i].id && memcmp(acc[i].raw, g->raw, 16) == 0 && acc[i].seen_ns != now) {
+                acc[i].mem = 0;
+                acc[i].compute = -1;
+                acc[i].npid = 0;
+            }
+        for (k = 0; k < g->nproc; k++) {
+            const struct gd_devproc *p = &g->proc[k];
+            uint64_t start = gs_proc_start_time(p->pid);
+            uint32_t id;
+            struct account *a;
+
+            if (start == 0 || (id = tenant_of(p->pid, start, now)) == 0)
+                continue;
+            if ((a = account(id, g->raw, 1)) == NULL)
+                continue;
+            if (a->seen_ns != now) {
+                a->seen_ns = now;
+                a->mem = 0;
+                a->compute = -1;
+                a->npid = 0;
+            }
+            a->mem += p->mem;
+            if (p->sm_util_mean >= 0)
+                a->compute = (a->compute < 0 ? 0 : a->compute) + p->sm_util_mean;
+            if (a->npid < MAX_PIDS) {
+                a->pid[a->npid] = p->pid;
+                a->start[a->npid++] = start;
+            }
+        }
+        for (i = 0; i < MAX_ACCOUNTS; i++) {
+            struct account *a = &acc[i];
+            uint64_t mem_lim;
+            uint32_t comp_lim;
+
+            if (!a->id || memcmp(a->raw, g->raw, 16) != 0)
+                continue;
+            if (limits_of(a->id, g->raw, &mem_lim, &comp_lim) < 0) {
+                /* The tenant ended: nothing of it stays stopped, its counters go. */
+                if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
+                    thaw(a, -1, "the tenant ended");
+                a->id = 0;
+                continue;
+            }
+            if (a->seen_ns != now) { /* none of its processes is on the GPU now */
+                a->mem = 0;
+                a->compute = -1;
+            }
+            /*
+             * Memory. A limit set below what the tenant already holds takes nothing away (its
+             * interposers refuse new allocations; what it holds it keeps): that use, shrinking
+             * as it frees, is allowed, and so is what a tenant held when this daemon started
+             * (its limit may have been lowered under the one before). Never more.
+             */
+            if (mem_lim && a->mem > mem_lim &&
+                ((a->limit_seen && mem_lim < a->mem_limit) || passes == 0))
+                a->allow = a->mem;
+            a->allow = a->allow < a->mem ? a->allow : a->mem;
+            a->mem_limit = mem_lim ? mem_lim : UINT64_MAX;
+            a->limit_seen = 1;
+            if (a->frozen[KIND_MEMORY]) {
+                if (!mem_lim || a->mem <= mem_lim)
+                    thaw(a, KIND_MEMORY, "its memory is within its limit");
+            } else if (judge(a, KIND_MEMORY, mem_lim && a->mem > mem_lim && a->mem > a->allow,
+                             now)) {
+                act(a, KIND_MEMORY, g, a->mem, mem_lim, now);
+                a->over_passes[KIND_MEMORY] = 0;
+            }
+            /* Compute: the share NVML measured over its last second, with a margin. */
+            if (a->frozen[KIND_COMPUTE]) {
+                if (now >= a->thaw_ns || !comp_lim) {
+                    thaw(a, KIND_COMPUTE, "its compute debt is paid");
+                    a->quiet_until_ns = now + COMPUTE_WINDOW_NS;
+                }
+            } else if (now >= a->quiet_until_ns &&
+                       judge(a, KIND_COMPUTE,
+                             comp_lim && a->compute >= 0 &&
+                                 a->compute > (int)comp_lim + (int)gd_opt.guard_compute_margin,
+                             now)) {
+                act(a, KIND_COMPUTE, g, (uint64_t)a->compute, comp_lim, now);
+                a->over_passes[KIND_COMPUTE] = 0;
+                a->quiet_until_ns = now + COMPUTE_WINDOW_NS;
+            }
+            /* Held stopped: its processes, new ones included, stay so whoever sends SIGCONT. */
+            if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
+                for (k = 0; k < a->npid; k++)
+                    signal_proc(a->pid[k], a->start[k], SIGSTOP);
+        }
+    }
+    passes++;
+    pthread_mutex_unlock(&mu);
+}
+
+void gd_guard_stop(void)
+{
+    int i;
+
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < MAX_ACCOUNTS; i++)
+        if (acc[i].id && (acc[i].frozen[KIND_MEMORY] || acc[i].frozen[KIND_COMPUTE]))
+            thaw(&acc[i], -1, "the daemon stops");
+    pthread_mutex_unlock(&mu);
+}
+
+int gd_guard_use(uint32_t id, const uint8_t raw[16], uint64_t *mem, int *compute)
+{
+    struct account *a;
+    int r = -ENOENT;
+
+    pthread_mutex_lock(&mu);
+    if ((a = account(id, raw, 0)) != NULL) {
+        *mem = a->mem;
+        *compute = a->compute;
+        r = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int gd_guard_frozen(uint32_t id)
+{
+    int i, f = 0;
+
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < MAX_ACCOUNTS && !f; i++)
+        f = acc[i].id == id && (acc[i].frozen[KIND_MEMORY] || acc[i].frozen[KIND_COMPUTE]);
+    pthread_mutex_unlock(&mu);
+    return f;
+}
+
+uint64_t gd_guard_actions(uint32_t id, const uint8_t raw[16], int kind, int action)
+{
+    struct account *a;
+    uint64_t n = 0;
+
+    if (kind < 0 || kind >= NKIND || action < 0 || action > 2)
+        return 0;
+    pthread_mutex_lock(&mu);
+    if ((a = account(id, raw, 0)) != NULL)
+        n = a->actions[kind][action];
+    pthread_mutex_unlock(&mu);
+    return n;
+}

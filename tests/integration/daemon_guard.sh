@@ -1,0 +1,208 @@
+# The guard's cases (sourced by daemon.sh, which provides start_daemon, api, want, jq_py...):
+# managed tenants that get past their interposer, found from NVML's figures (the simulated
+# GPU's) and stopped, and well-behaved tenants beside them untouched.
+CL="$B/tests/compute_load"
+
+# events_of TYPE: the history's events of TYPE, one JSON object per line, into $T/ev.
+events_of() {
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
+    python3 - "$T/sse" "$1" >"$T/ev" <<'PY'
+import json, sys
+ev = None
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        ev = line[7:]
+    elif line.startswith("data: ") and ev == sys.argv[2]:
+        print(json.dumps(json.loads(line[6:])))
+PY
+}
+# state_file NAME: the state file of managed tenant NAME.
+state_file() {
+    python3 - "$T/drun/tenants" "$1" <<'PY'
+import os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    b = open(os.path.join(sys.argv[1], f), "rb").read(168)
+    if b[104:168].split(b"\0")[0].decode() == sys.argv[2]:   # the header's name[64]
+        print(os.path.join(sys.argv[1], f))
+PY
+}
+# gone PID MS: whether PID is gone (or a zombie) within MS milliseconds; prints how long it took.
+gone_within() {
+    i=0
+    while [ $i -le "$2" ]; do
+        if ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; then echo $i; return 0; fi
+        sleep 0.01; i=$((i + 10))
+    done
+    echo "$2+"; return 1
+}
+
+case $CASE in
+daemon_guard_memory)
+    start_daemon --sweep-ms 100 || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"cheat","memory":"1G"}'
+    want 201 "a well-behaved tenant of 2G beside it" POST /v1/tenants '{"name":"good","memory":"2G"}'
+    rm -f "$T/g.up" "$T/g.go"
+    "$GS" run --tenant good -- "$P" alloc:1800 mark:"$T/g.up" wait:"$T/g.go" >"$T/good.out" 2>&1 &
+    GOOD=$!; BG="$BG $GOOD"
+    for i in $(seq 200); do [ -e "$T/g.up" ] && break; sleep 0.05; done
+    F=$(state_file cheat)
+    [ -n "$F" ] && ok "cheat's state file is $F" || bad "no state file for cheat"
+    # The audit's reproduction: three holders of 900 MiB, each zeroing the tenant's usage
+    # words before the next allocates: every allocation passes its interposer.
+    rm -f "$T/h1" "$T/h2" "$T/h3" "$T/go"
+    "$GS" run --tenant cheat -- sh -c "
+        \"$P\" alloc:900 zero:$F mark:$T/h1 wait:$T/go >$T/h1.out 2>&1 &
+        while [ ! -e $T/h1 ]; do sleep 0.01; done
+        \"$P\" alloc:900 zero:$F mark:$T/h2 wait:$T/go >$T/h2.out 2>&1 &
+        while [ ! -e $T/h2 ]; do sleep 0.01; done
+        \"$P\" alloc:900 zero:$F mark:$T/h3 wait:$T/go >$T/h3.out 2>&1 &
+        wait" >"$T/cheat.out" 2>&1 &
+    CHEAT=$!; BG="$BG $CHEAT"
+    for i in $(seq 300); do [ -e "$T/h2" ] && break; sleep 0.01; done
+    [ -e "$T/h2" ] && ok "a second 900 MiB passed the interposer over 1G (its usage zeroed)" || { bad "the second holder did not allocate"; cat "$T"/h*.out; }
+    H1=$(pgrep -f "alloc:900 zero:$F mark:$T/h1" | head -1)
+    took=$(gone_within "$H1" 1000) && ok "the tenant over its limit was stopped within 1 s of it (${took} ms)" || { bad "still running ${took} ms after it went over 1G"; cat "$T/dlog" | tail -5; }
+    wait "$CHEAT" 2>/dev/null
+    grep -q "alloc 900 ok" "$T/h1.out" && ok "the first holder had its 900 MiB" || { bad "h1"; cat "$T/h1.out"; }
+    events_of tenant.over_limit
+    python3 - "$T/ev" <<'PY' && ok "event tenant.over_limit: memory, used > 1G, killed" || { bad "over_limit event"; cat "$T/ev"; cat "$T/sse" | tail -20; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert len(ev) == 1, ev
+e = ev[0]
+assert e["name"] == "cheat" and e["kind"] == "memory" and e["action"] == "killed", e
+assert e["limit"] == 1 << 30 and e["used"] > 1 << 30 and len(e["pids"]) >= 2, e
+PY
+    want 200 "metrics" GET /metrics
+    grep -q '^gpuslice_tenant_guard_actions_total{tenant="[0-9]*",tenant_name="cheat",gpu="0",.*kind="memory",action="killed"} 1$' "$T/body" &&
+        ok "metric gpuslice_tenant_guard_actions_total counts it" || { bad "guard metric"; grep guard "$T/body"; }
+    kill -0 "$GOOD" 2>/dev/null && ok "the well-behaved tenant beside it runs on" || bad "the good tenant was stopped"
+    touch "$T/g.go"; wait "$GOOD"
+    grep -q "alloc 1800 ok" "$T/good.out" && ok "and kept its 1800 MiB" || { bad "good"; cat "$T/good.out"; }
+    events_of tenant.over_limit
+    [ "$(wc -l <"$T/ev")" = 1 ] && ok "no event for the well-behaved tenant" || { bad "events"; cat "$T/ev"; }
+    # A process that never loads the interposer (LD_PRELOAD cleared): the driver's figure is
+    # all there is, and it is the tenant's by lineage.
+    rm -f "$T/b.up"
+    "$GS" run --tenant cheat -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/b.up" sleep:5000 >"$T/bypass.out" 2>&1 &
+    BYP=$!; BG="$BG $BYP"
+    for i in $(seq 300); do [ -e "$T/b.up" ] && break; sleep 0.01; done
+    grep -q "alloc 1500 ok" "$T/bypass.out" && ok "the bypass allocated 1500 MiB under 1G" || { bad "bypass"; cat "$T/bypass.out"; }
+    took=$(gone_within "$BYP" 1000) && ok "stopped within 1 s (${took} ms)" || bad "bypass still running after ${took} ms"
+    wait "$BYP" 2>/dev/null
+    # What the API says the tenant uses is the driver's figure, not what its file says (its
+    # usage words zeroed every 10 ms from outside while the daemon reads it).
+    rm -f "$T/z.up"
+    "$GS" run --tenant good -- "$P" alloc:700 mark:"$T/z.up" sleep:3000 >"$T/z.out" 2>&1 &
+    Z=$!; BG="$BG $Z"
+    for i in $(seq 300); do [ -e "$T/z.up" ] && break; sleep 0.01; done
+    python3 - "$(state_file good)" <<'PY' &
+import mmap, os, struct, sys, time
+f = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(f, 0)
+end = time.time() + 1.0
+while time.time() < end:
+    for e in range(16):          # dev[e].mem_used
+        m[232 + e * 88 + 24:232 + e * 88 + 32] = bytes(8)
+    for p in range(1024):        # proc[p].mem_used[0..15]
+        o = 232 + 16 * 88 + p * 144 + 16
+        m[o:o + 128] = bytes(128)
+    time.sleep(0.01)
+PY
+    ZP=$!
+    sleep 0.5
+    want 200 "good" GET /v1/tenants/good
+    jq_py 'v=d["devices"][0]; assert v["memory_used_bytes"] >= 700<<20 and v["memory_nvml_bytes"] >= 700<<20 and v["memory_charged_bytes"] < 100<<20, v' &&
+        ok "its use is NVML's ($(jq_py 'print(d["devices"][0]["memory_used_bytes"]>>20)') MiB), though its file says $(jq_py 'print(d["devices"][0]["memory_charged_bytes"]>>20)') MiB" || { bad "use"; cat "$T/body"; }
+    wait "$ZP"; kill "$Z" 2>/dev/null; wait "$Z" 2>/dev/null
+    # A limit lowered under what a tenant holds takes nothing away: not an escape.
+    rm -f "$T/l.up" "$T/l.go"
+    "$GS" run --tenant good -- "$P" alloc:700 alloc:800 mark:"$T/l.up" wait:"$T/l.go" free alloc:900 alloc:100 >"$T/l.out" 2>&1 &
+    L=$!; BG="$BG $L"
+    for i in $(seq 300); do [ -e "$T/l.up" ] && break; sleep 0.01; done
+    want 200 "its limit lowered to 1G under its 1564 MiB" PATCH /v1/tenants/good '{"memory":"1G"}'
+    sleep 0.8
+    kill -0 "$L" 2>/dev/null && ok "the tenant keeps what it held" || bad "killed for a limit lowered under it"
+    touch "$T/l.go"; wait "$L"
+    grep -q "alloc 900 CUDA_ERROR_OUT_OF_MEMORY" "$T/l.out" && grep -q "alloc 100 ok" "$T/l.out" && ok "after freeing, held to the new 1G" || { bad "lowered"; cat "$T/l.out"; }
+    events_of tenant.over_limit
+    ! grep -q '"good"' "$T/ev" && ok "no event for it" || { bad "good acted on"; cat "$T/ev"; }
+    # Grown past what it held when its limit was lowered: that is over.
+    want 200 "its limit back to 2G" PATCH /v1/tenants/good '{"memory":"2G"}'
+    rm -f "$T/l.up" "$T/l.go"
+    "$GS" run --tenant good -- "$P" alloc:1500 mark:"$T/l.up" wait:"$T/l.go" zero:"$(state_file good)" alloc:600 sleep:3000 >"$T/l.out" 2>&1 &
+    L=$!; BG="$BG $L"
+    for i in $(seq 300); do [ -e "$T/l.up" ] && break; sleep 0.01; done
+    want 200 "its limit lowered to 1G under its 1564 MiB" PATCH /v1/tenants/good '{"memory":"1G"}'
+    sleep 0.4
+    touch "$T/l.go"
+    took=$(gone_within "$L" 1500) && ok "it grew past what it held: stopped (${took} ms)" || { bad "grew and ran on"; cat "$T/l.out"; }
+    ;;
+daemon_guard_compute)
+    start_daemon --sweep-ms 100 || exit 1
+    want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog","compute":20}'
+    F=$(state_file hog)
+    # The audit's reproduction: a sibling keeps the tenant's budget full, so the governed load
+    # is never held back; then the guard, from NVML's share.
+    rm -f "$T/go"
+    "$GS" run --tenant hog -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog.out" 2>&1 &
+    HOG=$!; BG="$BG $HOG"
+    LOAD=
+    for i in $(seq 100); do LOAD=$(pgrep -f "$CL stream 6 2000" | head -1); [ -n "$LOAD" ] && break; sleep 0.05; done
+    # Sampled from outside, every 50 ms: stopped (T) at some point, and running again after.
+    stopped=0; ran_after=0
+    for i in $(seq 120); do
+        s=$(sed -n 's/^State:\t\(.\).*/\1/p' "/proc/$LOAD/status" 2>/dev/null)
+        [ "$s" = T ] && stopped=$((stopped + 1))
+        [ $stopped -gt 0 ] && [ "$s" = R -o "$s" = S ] && ran_after=1
+        sleep 0.05
+    done
+    touch "$T/go"
+    wait "$HOG"
+    [ $stopped -gt 0 ] && ok "the tenant over its ceiling was frozen (seen stopped $stopped times)" || { bad "never frozen"; tail "$T/dlog"; }
+    [ $ran_after = 1 ] && ok "and let go again" || bad "never thawed"
+    share=$(sed -n 's/^share \([0-9.]*\).*/\1/p' "$T/hog.out")
+    python3 -c "import sys; s=float(sys.argv[1]); assert s < 0.45, s" "$share" && ok "its share over the run: $share (ungoverned: about 1)" || { bad "share $share"; cat "$T/hog.out"; }
+    events_of tenant.over_limit
+    python3 - "$T/ev" <<'PY' && ok "event tenant.over_limit: compute, frozen" || { bad "compute event"; cat "$T/ev"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["name"] == "hog" and e["limit"] == 20 and e["used"] > 30 for e in ev), ev
+PY
+    events_of tenant.thawed
+    [ -s "$T/ev" ] && ok "event tenant.thawed" || bad "no thawed event"
+    # A well-behaved tenant at its ceiling is left alone.
+    want 201 "a tenant of 30%" POST /v1/tenants '{"name":"fair","compute":30}'
+    expect 0 "a governed load at 30%" -- "$GS" run --tenant fair -- "$CL" stream 3 2000
+    events_of tenant.over_limit
+    ! grep -q '"fair"' "$T/ev" && ok "no action on the tenant held to its ceiling" || { bad "fair was acted on"; cat "$T/ev"; }
+    ;;
+daemon_guard_delete)
+    # Issue 28.5: a tenant deleted between two CUDA steps of its job left the job unlimited.
+    start_daemon || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"steps","memory":"1G"}'
+    rm -f "$T/s1" "$T/go"
+    "$GS" run --tenant steps -- sh -c "\"$P\" alloc:512 >$T/step1.out 2>&1; touch $T/s1; while [ ! -e $T/go ]; do sleep 0.02; done; \"$P\" alloc:4000 >$T/step2.out 2>&1" >"$T/steps.out" 2>&1 &
+    J=$!; BG="$BG $J"
+    for i in $(seq 300); do [ -e "$T/s1" ] && break; sleep 0.02; done
+    want 409 "deleting it between its job's CUDA steps" DELETE /v1/tenants/steps
+    body_has "still run"
+    want 400 "a query that is not force" DELETE '/v1/tenants/steps?force=banana'
+    touch "$T/go"; wait "$J"
+    grep -q "alloc 4000 CUDA_ERROR_OUT_OF_MEMORY" "$T/step2.out" && ok "the second step is still held to 1G" || { bad "second step"; cat "$T/step2.out"; }
+    want 204 "deleted once its job is over" DELETE /v1/tenants/steps
+    # An admin may force it: the job's processes are killed, none runs on unlimited.
+    want 201 "the tenant again" POST /v1/tenants '{"name":"steps","memory":"1G"}'
+    rm -f "$T/s1"
+    "$GS" run --tenant steps -- sh -c "touch $T/s1; sleep 30; \"$P\" alloc:4000" >"$T/steps.out" 2>&1 &
+    J=$!; BG="$BG $J"
+    for i in $(seq 300); do [ -e "$T/s1" ] && break; sleep 0.02; done
+    want 204 "an admin deletes it with force=true" DELETE '/v1/tenants/steps?force=true'
+    took=$(gone_within "$J" 2000) && ok "its job was killed (${took} ms)" || bad "its job runs on after a forced delete"
+    wait "$J" 2>/dev/null
+    ! grep -q "alloc 4000 ok" "$T/steps.out" && ok "nothing of it allocated unlimited" || { bad "unlimited after delete"; cat "$T/steps.out"; }
+    events_of tenant.killed
+    [ -s "$T/ev" ] && ok "event tenant.killed" || bad "no tenant.killed event"
+    ;;
+esac
