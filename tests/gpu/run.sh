@@ -437,6 +437,13 @@ c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" 
 # The carried libraries' own dependencies (libcurl's) are not on gpusliced's RUNPATH: the
 # daemon alone gets them (GPU_DEPS_LIB), not the pod's programs.
 c_py_priority() { "$PY" "$HERE/py_priority.py" "$ROOT"; }
+# The guard: managed tenants past their interposer (zeroed usage words, LD_PRELOAD cleared, a
+# filled compute budget) stopped from NVML within a second, a well-behaved tenant beside them.
+c_guard() {
+    need "$GS" &&
+        GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/guard.py" "$GS" \
+            "$BUILD/bin/gpusliced" "$(tmpdir)"
+}
 # Two or more GPUs (skipped on one): per-device limits, keys and reordering, a DDP job with NCCL
 # under --memory 16G and --compute 50, --sms and procs on GPU 1, --filled, info, the daemon.
 c_multi_gpu() {
@@ -559,6 +566,7 @@ CHECKS=(
     "cli_filled 120 c_cli_filled 20"
     "daemon 150 c_daemon 40"
     "k8s_pod 120 c_k8s_pod"
+    "guard 150 c_guard 60"
     "py_priority 60 c_py_priority"
     "multi_gpu 300 c_multi_gpu"
     "attach 120 c_attach 25"
