@@ -118,7 +118,9 @@ def main():
     run_dir = os.path.join(work, "drun")
     env = dict(os.environ, GPUSLICE_DAEMON_DIR=run_dir)
     log = open(os.path.join(work, "gpusliced.log"), "w")
-    d, sock, ready = start_daemon(gsd, run_dir, log)
+    # The carried libraries' own dependencies (libcurl's) are the daemon's alone.
+    denv = dict(env, LD_LIBRARY_PATH=os.environ["GPU_DEPS_LIB"]) if os.environ.get("GPU_DEPS_LIB") else None
+    d, sock, ready = start_daemon(gsd, run_dir, log, env=denv)
     if d is None:
         gc.check(False, "gpusliced became ready")
         gc.done()
@@ -166,7 +168,7 @@ def main():
         st, before = api(sock, "GET", "/v1/tenants/gpu")
         d.send_signal(signal.SIGKILL)
         d.wait()
-        d, sock, ready = start_daemon(gsd, run_dir, log)
+        d, sock, ready = start_daemon(gsd, run_dir, log, env=denv)
         gc.check(d is not None and ready < 1.0,
                  f"restarted after kill -9, ready in {ready if ready else -1:.2f} s")
         st, after = api(sock, "GET", "/v1/tenants/gpu")

@@ -1,9 +1,9 @@
 """gpusliced's guard on a real GPU (run as `python3 guard.py GS GPUSLICED WORKDIR`): managed
 tenants that get past their interposer are found from NVML and stopped within 1 s, while a
 well-behaved tenant beside them loses nothing.
-- memory, zeroed usage words: a PyTorch process of a 2 GiB tenant holds 1.5 GiB, zeroes its
-  tenant's usage words in the state file (which its processes may write), and allocates 1.5 GiB
-  more: its interposer lets it through, NVML shows it over 2 GiB, the guard kills it;
+- memory, zeroed usage words: a PyTorch process of a 2 GiB tenant holds 1 GiB (and its context,
+  about 590 MiB on an H100), zeroes its tenant's usage words in the state file (which its
+  processes may write), and allocates 1 GiB more: its interposer lets it through, NVML shows it over 2 GiB, the guard kills it;
 - memory, bypass: a process of the same tenant run with LD_PRELOAD cleared (the interposer never
   loaded) allocates 3 GiB: killed;
 - compute, a filled budget: a GEMM loop of a tenant with a 20 % ceiling whose own thread keeps
@@ -53,10 +53,10 @@ def fill_budget(path):
         time.sleep(0.001)
 
 if mode == "zero":
-    a = torch.empty(int(1.5 * GiB), dtype=torch.uint8, device="cuda")
+    a = torch.empty(1 * GiB, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
     zero(state)
-    b = torch.empty(int(1.5 * GiB), dtype=torch.uint8, device="cuda")
+    b = torch.empty(1 * GiB, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
     print("over %.6f" % time.monotonic(), flush=True)
 elif mode == "bypass":
@@ -185,7 +185,7 @@ def main():
                               cheat_state or "-", "-"], env=env, stdout=subprocess.PIPE, text=True)
         procs.append(p)
         t_over = until_over(p)
-        gc.check(t_over is not None, "zeroed usage words: 1.5 GiB more passed the interposer of "
+        gc.check(t_over is not None, "zeroed usage words: 1 GiB more passed the interposer of "
                                      "a 2 GiB tenant")
         took = stopped_after(p, t_over) if t_over else None
         gc.key("guard_zero_stop_ms", round(took * 1000) if took else -1)

@@ -433,7 +433,11 @@ c_attach() {
 c_cli_filled() { need "$GS" && "$PY" "$HERE/filled.py" control "$GS" "$(tmpdir)"; }
 # gpusliced on the GPU: /v1/devices and /metrics against nvidia-smi, torch_limit under a tenant
 # made through the API, and a kill -9 and restart in the middle of a PyTorch run.
-c_daemon() { need "$GS" && "$PY" "$HERE/daemon.py" "$GS" "$BUILD/bin/gpusliced" "$(tmpdir)"; }
+c_daemon() {
+    need "$GS" &&
+        GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/daemon.py" "$GS" \
+            "$BUILD/bin/gpusliced" "$(tmpdir)"
+}
 # The carried libraries' own dependencies (libcurl's) are not on gpusliced's RUNPATH: the
 # daemon alone gets them (GPU_DEPS_LIB), not the pod's programs.
 c_py_priority() { "$PY" "$HERE/py_priority.py" "$ROOT"; }
