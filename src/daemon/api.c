@@ -825,6 +825,13 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
                      "(class normal, weight 1)",
                      l.priority == GPUSLICE_PRIORITY_LATENCY ? "priority latency" : "weight",
                      gd_opt.admin_group);
+    } else if (resp->status == 0 && !req->peer.admin &&
+               gd_tenants_of(uid) >= (int)gd_opt.tenants_per_user) {
+        /* One user may not fill the node's table: the others, and pods, need room too. */
+        gd_api_error(resp, 429, "quota",
+                     "uid %d has %d tenants of the daemon, the most a user may make "
+                     "(tenants-per-user); delete one first, or ask an admin",
+                     (int)uid, gd_tenants_of(uid));
     } else if (resp->status == 0) {
         if ((r = gd_tenant_create(json_string_value(name), uid, &l, &t, err, sizeof(err))) < 0)
             gd_api_error(resp,

@@ -64,6 +64,8 @@ struct gd_options {
     char guard_compute[16];        /* ... over its compute ceiling (guard/guard.h) */
     long guard_grace_ms;           /* how long a tenant may be over before it acts */
     long guard_compute_margin;     /* points of the GPU's time over a ceiling it lets pass */
+    long tenants_per_user;         /* managed tenants a user (not an admin) may make */
+    long pod_reserve;              /* places of the tenant table only pods may take */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;
@@ -171,6 +173,9 @@ void gd_registry_sweep(void);
  * segment: any thread, without gd.mu.
  */
 uint32_t gd_tenant_lineage(pid_t pid);
+
+/* How many managed tenants, pods' aside, owner has (under gd.mu). */
+int gd_tenants_of(uid_t owner);
 
 /* The tenant with this id, or managed name; NULL if none. Under gd.mu. */
 struct gd_tenant *gd_tenant_find(const char *key);

@@ -17,6 +17,8 @@
 #include "common/error.h"
 #include "daemon/daemon.h"
 #include "daemon/guard/guard.h"
+#include "daemon/kube.h"
+#include "daemon/pods.h"
 
 static pthread_t sampler;
 static int sampler_started, stopping;
@@ -201,6 +203,8 @@ static void *sampler_main(void *arg)
         now = gd_mono_ns();
         if (now >= next_sweep) {
             gd_registry_sweep();
+            if (gd_kube_enabled())
+                gd_pods_retry();
             next_sweep = now + (uint64_t)gd_opt.sweep_ms * 1000000ULL;
             if (!__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE)) {
                 int nt;

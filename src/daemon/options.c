@@ -107,6 +107,10 @@ static const struct option_def defs[] = {
     NUM(guard_compute_margin, "10", 0, 100,
         "points of a GPU's time above its ceiling that NVML's measure of a tenant may show before "
         "the guard acts"),
+    NUM(tenants_per_user, "16", 0, 256,
+        "managed tenants a user who is not an admin may have at once (API-made; pods aside)"),
+    NUM(pod_reserve, "64", 0, 255,
+        "places of the node's 256-tenant table kept for pods: other tenants may not take them"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),

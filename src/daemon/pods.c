@@ -217,6 +217,18 @@ void gd_pods_reconcile(void)
     free(v);
 }
 
+void gd_pods_retry(void)
+{
+    int i, need = 0;
+
+    pthread_mutex_lock(&gd.mu);
+    for (i = 0; i < nrec && !need; i++)
+        need = recs[i]->node_id == 0;
+    pthread_mutex_unlock(&gd.mu);
+    if (need)
+        gd_pods_reconcile();
+}
+
 uint32_t gd_pods_tenant_of(const char *uid)
 {
     const struct podrec *r = rec_find(uid);

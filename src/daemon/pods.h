@@ -24,6 +24,13 @@ void gd_pods_reconcile(void);
 /* The pod of tenant t as the API shows it (a new reference), or NULL; under gd.mu. */
 json_t *gd_pods_tenant_json(const struct gd_tenant *t);
 
+/*
+ * Tries again to make the tenants of pods that have none (the node's table was full when
+ * they came): the sampler calls it after each sweep, so that a place freed is taken at once,
+ * not at the pod's next change. Takes gd.mu.
+ */
+void gd_pods_retry(void);
+
 /* The node segment's id of the tenant of the pod with this UID, or 0; under gd.mu. */
 uint32_t gd_pods_tenant_of(const char *uid);
 

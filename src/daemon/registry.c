@@ -326,18 +326,29 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     struct gpuslice_tenant *t;
     char path[PATH_MAX];
     const char *base;
-    int i, slot = -1, r;
+    int i, slot = -1, r, free_n;
 
     if (gs_node_find_name(gd.node, name) >= 0) {
         gs_set_error(err, errlen, "a tenant named \"%s\" exists", name);
         return -EEXIST;
     }
-    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS && slot < 0; i++)
-        if (__atomic_load_n(&gd.node->tenant[i].id, __ATOMIC_RELAXED) == 0)
-            slot = i;
+    for (i = 0, free_n = 0; i < GPUSLICE_NODE_MAX_TENANTS; i++)
+        if (__atomic_load_n(&gd.node->tenant[i].id, __ATOMIC_RELAXED) == 0) {
+            if (slot < 0)
+                slot = i;
+            free_n++;
+        }
     if (slot < 0 || gd.ntenant >= MAX_TENANTS) {
         gs_set_error(err, errlen, "the daemon holds %d tenants, its most",
                      GPUSLICE_NODE_MAX_TENANTS);
+        return -ENOSPC;
+    }
+    /* The last pod-reserve entries are the pods': a GPU pod must never find the table full. */
+    if (!(l->pod_flags & GPUSLICE_NODE_POD) && free_n <= (int)gd_opt.pod_reserve) {
+        gs_set_error(err, errlen,
+                     "the daemon holds %d tenants; its last %ld places are kept for pods "
+                     "(pod-reserve)",
+                     GPUSLICE_NODE_MAX_TENANTS - free_n, gd_opt.pod_reserve);
         return -ENOSPC;
     }
     memset(&p, 0, sizeof(p));
@@ -800,6 +811,16 @@ int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16])
         if (tenant_list_dev_in_use(&t->t->dev[e]) && memcmp(t->t->dev[e].uuid, raw, 16) == 0)
             return e;
     return -1;
+}
+
+int gd_tenants_of(uid_t owner)
+{
+    int i, n = 0;
+
+    for (i = 0; i < gd.ntenant; i++)
+        n += gd.tenant[i].managed && !(gd.tenant[i].policy.flags & GPUSLICE_NODE_POD) &&
+             gd.tenant[i].policy.owner_uid == (uint32_t)owner;
+    return n;
 }
 
 struct gd_tenant *gd_tenant_find(const char *key)
