@@ -255,7 +255,7 @@ static int listed(const struct tview_list *l, const char *id)
 
 int tview_read(struct tview_list *l, int warn, char *err, size_t errlen)
 {
-    struct tenant_list files = { NULL, 0, 0 };
+    struct tenant_list files = { NULL, 0, 0, 0 };
     size_t i, ndaemon;
     char why[512];
     int r;

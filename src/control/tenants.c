@@ -174,17 +174,35 @@ static int by_age(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+/* How many files of owner uid were read so far (seen: n owners); -1 when the table is full. */
+static int owner_count(uid_t uid, uid_t *owners, int *counts, int *n, int max)
+{
+    int i;
+
+    for (i = 0; i < *n; i++)
+        if (owners[i] == uid)
+            return counts[i]++;
+    if (*n == max)
+        return -1;
+    owners[*n] = uid;
+    counts[(*n)++] = 1;
+    return 0;
+}
+
 int tenant_list_scan(struct tenant_list *l, int warn)
 {
     const char *dir = gs_tenant_dir();
     struct dirent *de;
     size_t cap = 0;
     DIR *d;
-    int r = 0;
+    int r = 0, nowners = 0, warned = 0, c;
+    uid_t owners[256];
+    int counts[256];
 
     l->v = NULL;
     l->n = 0;
     l->skipped = 0;
+    l->over_owner = 0;
     if ((d = opendir(dir)) == NULL)
         return errno == ENOENT ? 0 : -errno;
     for (;;) {
@@ -209,6 +227,20 @@ int tenant_list_scan(struct tenant_list *l, int warn)
         }
         if (!S_ISREG(st.st_mode))
             continue;
+        /*
+         * Bounded per owner before anything is read: one owner's files beyond
+         * TENANT_LIST_PER_OWNER (or owners beyond 256) are left unread, so what one user
+         * plants costs the reader that user's share only.
+         */
+        c = owner_count(st.st_uid, owners, counts, &nowners, 256);
+        if (c < 0 || c >= TENANT_LIST_PER_OWNER) {
+            l->over_owner++;
+            if (warn && !warned++)
+                gs_log_error("warning: %s holds more than %d tenant files of uid %u (or files of "
+                             "more than 256 users): the rest are not read",
+                             dir, TENANT_LIST_PER_OWNER, (unsigned)st.st_uid);
+            continue;
+        }
         r = open_one(e.path, &e.owner, &e.t);
         e.read_ns = mono_ns();
         if (r < 0) {

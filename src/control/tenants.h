@@ -28,10 +28,18 @@ struct tenant_entry {
     struct gpuslice_tenant *t; /* read-only; the content is another process's to change */
 };
 
+/*
+ * At most this many tenant files of one owner are read by a listing: the run directory is
+ * anyone's to write (/dev/shm), so what one user plants there may cost the daemon and other
+ * users' listings that user's share only, never hide another user's tenant.
+ */
+#define TENANT_LIST_PER_OWNER 64
+
 struct tenant_list {
     struct tenant_entry *v;
     size_t n;
-    size_t skipped; /* files left out as untrustworthy or of another ABI */
+    size_t skipped;    /* files left out as untrustworthy or of another ABI */
+    size_t over_owner; /* files left unread: their owner had TENANT_LIST_PER_OWNER already */
 };
 
 /*

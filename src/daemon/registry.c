@@ -37,6 +37,7 @@
 static struct gd_tenant lists[2][MAX_TENANTS];
 static int cur;                                              /* gd.tenant == lists[cur] */
 static pthread_mutex_t sweep_mu = PTHREAD_MUTEX_INITIALIZER; /* one sweep at a time */
+#define FAIR_SHARE 16 /* gpuslice run tenants of one owner listed before anyone's 17th */
 
 static void uuid_str(const uint8_t raw[16], char out[GS_UUID_STRLEN])
 {
@@ -1025,20 +1026,32 @@ void gd_registry_sweep(void)
         }
         n++;
     }
-    /* gpuslice run's. */
+    /*
+     * gpuslice run's: each owner's first FAIR_SHARE first (oldest first), then the rest, so
+     * that the users who fill the run directory cannot push another user's tenant out of
+     * the table.
+     */
     if (tenant_list_scan(&l, 0) == 0) {
-        for (j = 0; j < l.n && n < MAX_TENANTS; j++) {
+        for (j = 0; j < 2 * l.n && n < MAX_TENANTS; j++) {
             struct gd_tenant *t = &v[n];
+            size_t x = j % l.n, y;
+            int before = 0;
 
-            if (l.v[j].t->node_tenant != 0 || !plain_id(l.v[j].id))
+            if (l.v[x].t == NULL)
+                continue; /* taken in the first round */
+            for (y = 0; y < x && j < l.n; y++)
+                before += l.v[y].owner == l.v[x].owner;
+            if (j < l.n && before >= FAIR_SHARE)
+                continue;
+            if (l.v[x].t->node_tenant != 0 || !plain_id(l.v[x].id))
                 continue; /* a managed tenant's file copied there, or a name run never makes */
             memset(t, 0, sizeof(*t));
-            snprintf(t->id, sizeof(t->id), "%s", l.v[j].id);
-            snprintf(t->path, sizeof(t->path), "%s", l.v[j].path);
-            t->owner = l.v[j].owner;
-            t->t = l.v[j].t;
-            t->read_ns = l.v[j].read_ns;
-            l.v[j].t = NULL;
+            snprintf(t->id, sizeof(t->id), "%s", l.v[x].id);
+            snprintf(t->path, sizeof(t->path), "%s", l.v[x].path);
+            t->owner = l.v[x].owner;
+            t->t = l.v[x].t;
+            t->read_ns = l.v[x].read_ns;
+            l.v[x].t = NULL;
             n++;
         }
         tenant_list_done(&l);

@@ -70,4 +70,43 @@ daemon_trust_room)
         want 201 "an admin still makes one for nobody" POST /v1/tenants '{"name":"forn","owner":65534}'
     fi
     ;;
+daemon_trust_planted)
+    # Issue 28.12: another user plants 600 live-looking tenant files in the run directory
+    # (/dev/shm on a node): the daemon read them all (31 % CPU, 122 MB; 351 MB with 1500) and
+    # a real tenant went missing from the API and metrics.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    chmod 755 "$T"; chmod 1777 "$GPUSLICE_RUN_DIR"
+    mkdir -m 777 "$T/nobody"
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_SIM_STATE="$T/nobody/sim" "$@"; }
+    # nobody's own gpuslice run, alive: its file is live, and so is every copy of it.
+    as_nobody "$GS" run -q -- sleep 60 &
+    NB=$!; BG="$BG $NB"
+    for i in $(seq 100); do ls "$GPUSLICE_RUN_DIR"/gpuslice-65534-*.tenant >/dev/null 2>&1 && break; sleep 0.05; done
+    f=$(ls "$GPUSLICE_RUN_DIR"/gpuslice-65534-*.tenant | head -1)
+    [ -n "$f" ] && ok "nobody's live tenant file" || { bad "no file of nobody"; exit 1; }
+    as_nobody sh -c 'i=0; while [ $i -lt 600 ]; do cp "$0" "${0%.tenant}$i.tenant"; i=$((i + 1)); done' "$f"
+    [ "$(ls "$GPUSLICE_RUN_DIR" | grep -c '^gpuslice-65534-')" -ge 600 ] && ok "600 copies planted" || bad "planting"
+    # Root's real tenant, made after them (the newest: listed last by age).
+    rm -f "$T/r.up"
+    "$GS" run -q --name real --memory 1G -- "$P" alloc:100 mark:"$T/r.up" sleep:20000 >"$T/real.out" 2>&1 &
+    R=$!; BG="$BG $R"
+    for i in $(seq 200); do [ -e "$T/r.up" ] && break; sleep 0.05; done
+    start_daemon --sweep-ms 100 || exit 1
+    sleep 1
+    want 200 "tenants" GET /v1/tenants
+    jq_py 'assert "real" in [t["name"] for t in d["tenants"]], [t["name"] for t in d["tenants"]][:5]' && ok "root's real tenant is listed beside 600 planted files" || bad "the real tenant is hidden"
+    jq_py 'n=len([t for t in d["tenants"] if t["owner"]==65534]); assert n <= 64, n' && ok "at most 64 of nobody's files listed ($(jq_py 'print(len([t for t in d["tenants"] if t["owner"]==65534]))'))" || bad "nobody's files listed"
+    want 200 "metrics" GET /metrics
+    grep -q 'tenant_name="real"' "$T/body" && ok "and in /metrics" || bad "the real tenant is not in /metrics"
+    rss=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$DPID/status")
+    [ "$rss" -lt 81920 ] && ok "the daemon's RSS: $rss KiB (bound 80 MiB)" || bad "the daemon's RSS: $rss KiB"
+    t0=$(awk '{print $14 + $15}' "/proc/$DPID/stat"); sleep 2; t1=$(awk '{print $14 + $15}' "/proc/$DPID/stat")
+    cpu=$(( (t1 - t0) * 100 / ($(getconf CLK_TCK) * 2) ))
+    [ "$cpu" -le 25 ] && ok "its CPU over 2 s: $cpu % (bound 25; 43 % before, reading all 600)" || bad "its CPU over 2 s: $cpu %"
+    as_nobody "$GS" tenants --json >"$T/nb.json" 2>"$T/nb.err"
+    grep -q "more than 64 tenant files of uid 65534" "$T/nb.err" && ok "gpuslice tenants says it left files unread" || { bad "no warning"; cat "$T/nb.err"; }
+    kill "$R" "$NB" 2>/dev/null; wait "$R" "$NB" 2>/dev/null
+    ;;
 esac
