@@ -686,9 +686,8 @@ static void h_openapi(struct gd_request *req, struct gd_response *resp)
 
 static void h_metrics(struct gd_request *req, struct gd_response *resp)
 {
-    (void)req;
     pthread_mutex_lock(&gd.mu);
-    resp->len = gd_metrics_render(&resp->body);
+    resp->len = gd_metrics_render(&resp->body, req->peer.uid, req->peer.admin);
     pthread_mutex_unlock(&gd.mu);
     resp->status = resp->body ? 200 : 500;
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -697,8 +696,12 @@ static void h_metrics(struct gd_request *req, struct gd_response *resp)
 /* The node's pods as the daemon follows them from the Kubernetes API (kube.c). */
 static void h_pods(struct gd_request *req, struct gd_response *resp)
 {
-    (void)req;
-    reply(resp, 200, gd_kube_pods_json());
+    json_t *o = gd_kube_pods_json();
+
+    /* The cluster's pods are an admin's to see: a user gets the state, and no pod. */
+    if (o && !req->peer.admin)
+        json_object_set_new(o, "pods", json_array());
+    reply(resp, 200, o);
 }
 
 static void h_devices(struct gd_request *req, struct gd_response *resp)
@@ -989,6 +992,8 @@ static void h_events(struct gd_request *req, struct gd_response *resp)
     resp->status = 200;
     resp->sse = 1;
     resp->sse_from = from;
+    resp->sse_uid = req->peer.uid;
+    resp->sse_admin = req->peer.admin;
 }
 
 static const struct route routes[] = {

@@ -257,15 +257,21 @@ int gd_tenant_entry(const struct gd_tenant *t, const uint8_t raw[16]);
 
 /* ---- events.c: the recent history, and server-sent events ---- */
 
-/* Records an event (any thread; takes its own lock): type, and a JSON object's members. */
-void gd_event(const char *type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Records an event (any thread; takes its own lock) about a tenant of owner (who sees it,
+ * with the admins): type, and a JSON object's members.
+ */
+void gd_event(uid_t owner, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /*
- * Copies into buf the events after id after (at most len bytes, whole events in SSE form),
- * waiting up to wait_ms for one; returns the bytes written and the last id in *last.
- * *gap is set when events after `after` were already dropped from the history.
+ * Copies into buf the events after id after that viewer may see (admin: all; else those of
+ * its own tenants), at most len bytes, whole events in SSE form, waiting up to wait_ms for
+ * one; returns the bytes written and the last id passed in *last. *gap is set when events
+ * after `after` were already dropped from the history.
  */
-size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uint64_t *last, int *gap);
+size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uid_t viewer, int admin,
+                      uint64_t *last, int *gap);
 uint64_t gd_events_last(void);
 
 /* s as a JSON string, quotes included, into out (len bytes); "" when it does not fit. */
@@ -303,6 +309,8 @@ struct gd_response {
     const char *content_type;
     int sse; /* serve the event stream from sse_from */
     uint64_t sse_from;
+    uid_t sse_uid; /* to the events this viewer may see (sse_admin: all) */
+    int sse_admin;
 };
 
 /* Routes a request; fills resp (api.c). */
@@ -322,8 +330,11 @@ void gd_http_stop(void);
 int gd_boards_start(char *err, size_t errlen);
 void gd_boards_stop(void);
 
-/* The Prometheus text page (metrics.c), malloc'd, into *out; its length. Under gd.mu. */
-size_t gd_metrics_render(char **out);
+/*
+ * The Prometheus text page (metrics.c) as viewer may see it (admin: every tenant and pod; a
+ * user: the devices and its own tenants), malloc'd, into *out; its length. Under gd.mu.
+ */
+size_t gd_metrics_render(char **out, uid_t viewer, int admin);
 
 /* The OpenAPI document served at /v1/openapi.json (generated into the build from docs/). */
 extern const char gd_openapi_json[];

@@ -17,6 +17,7 @@
 
 struct event {
     uint64_t id;
+    int64_t owner; /* the uid whose tenant it is about (admins see every event); -1: anyone's */
     size_t len;
     char text[EVENT_MAX];
 };
@@ -42,16 +43,13 @@ int gd_events_init(void)
     return 0;
 }
 
-void gd_event(const char *type, const char *fmt, ...)
+static void record(int64_t owner, const char *type, const char *fmt, va_list ap)
 {
     char members[EVENT_MAX - 160];
     struct event *e;
-    va_list ap;
     int n;
 
-    va_start(ap, fmt);
     n = vsnprintf(members, sizeof(members), fmt, ap);
-    va_end(ap);
     if (n < 0 || (size_t)n >= sizeof(members))
         snprintf(members, sizeof(members), "\"truncated\":true");
     pthread_mutex_lock(&mu);
@@ -61,6 +59,7 @@ void gd_event(const char *type, const char *fmt, ...)
     }
     e = &ring[last_id % cap];
     e->id = ++last_id;
+    e->owner = owner;
     n = snprintf(e->text, sizeof(e->text),
                  "id: %llu\nevent: %s\ndata: {\"id\":%llu,\"type\":\"%s\",\"time_unix_ns\":%llu,%s}"
                  "\n\n",
@@ -71,6 +70,15 @@ void gd_event(const char *type, const char *fmt, ...)
     pthread_mutex_unlock(&mu);
     if (gd_opt.verbose)
         gd_log("event %s {%s}", type, members);
+}
+
+void gd_event(uid_t owner, const char *type, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    record((int64_t)owner, type, fmt, ap);
+    va_end(ap);
 }
 
 void gd_json_quote(char *out, size_t len, const char *s)
@@ -101,39 +109,54 @@ uint64_t gd_events_last(void)
     return v;
 }
 
-size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uint64_t *last, int *gap)
+size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uid_t viewer, int admin,
+                      uint64_t *last, int *gap)
 {
+    struct timespec ts;
     size_t got = 0;
 
     *gap = 0;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += wait_ms / 1000;
+    ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
     pthread_mutex_lock(&mu);
     if (after > last_id)
         after = last_id; /* an id from before a restart: from now on */
-    if (after == last_id && wait_ms > 0 && !stopping) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        while (after == last_id && !stopping && pthread_cond_timedwait(&cond, &mu, &ts) == 0)
+    for (;;) {
+        /* Until one the viewer may see comes, or the wait ends: others' pass by unseen. */
+        while (after == last_id && wait_ms > 0 && !stopping &&
+               pthread_cond_timedwait(&cond, &mu, &ts) == 0)
             ;
-    }
-    if (last_id - after > cap) {
-        *gap = 1;
-        after = last_id - cap;
-    }
-    while (after < last_id) {
-        const struct event *e = &ring[(after) % cap];
+        if (last_id - after > cap) {
+            *gap = 1;
+            after = last_id - cap;
+        }
+        while (after < last_id) {
+            const struct event *e = &ring[(after) % cap];
 
-        if (e->id != after + 1 || got + e->len > len)
+            if (e->id != after + 1)
+                break;
+            if (admin || e->owner < 0 || e->owner == (int64_t)viewer) {
+                if (got + e->len > len)
+                    break;
+                memcpy(buf + got, e->text, e->len);
+                got += e->len;
+            }
+            after++;
+        }
+        if (got > 0 || after != last_id || wait_ms <= 0 || stopping)
             break;
-        memcpy(buf + got, e->text, e->len);
-        got += e->len;
-        after++;
+        {
+            struct timespec now;
+
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > ts.tv_sec || (now.tv_sec == ts.tv_sec && now.tv_nsec >= ts.tv_nsec))
+                break;
+        }
     }
     *last = after;
     pthread_mutex_unlock(&mu);

@@ -48,6 +48,8 @@ static void record_latency(uint64_t ns)
 struct sse_state {
     uint64_t last;
     int sent_gap;
+    uid_t uid; /* the subscriber, who sees only its own tenants' events unless admin */
+    int admin;
 };
 
 static struct MHD_Daemon *unix_d, *tcp_d, *hook_d;
@@ -133,7 +135,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return 0;
     if (keep > 15)
         keep = 15;
-    n = gd_events_read(s->last, buf, max, (int)keep * 1000, &last, &gap);
+    n = gd_events_read(s->last, buf, max, (int)keep * 1000, s->uid, s->admin, &last, &gap);
     if (gap && !s->sent_gap) {
         /* Said once: the history no longer reaches back to the id asked for. */
         s->sent_gap = 1;
@@ -174,6 +176,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct gd_respons
             return send_response(c, r);
         }
         s->last = r->sse_from;
+        s->uid = r->sse_uid;
+        s->admin = r->sse_admin;
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, s, sse_free);
         if (resp == NULL) {
             sse_free(s);

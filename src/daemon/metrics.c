@@ -128,6 +128,15 @@ static int procs_on(const struct gd_tenant *t, int e)
     return n;
 }
 
+/* Who the page is rendered for: an admin sees every tenant, a user only its own. */
+static uid_t viewer;
+static int viewer_admin;
+
+static int visible(const struct gd_tenant *t)
+{
+    return viewer_admin || t->owner == viewer;
+}
+
 static void tenant_series(FILE *f, enum tmetric m)
 {
     int k, i;
@@ -136,6 +145,8 @@ static void tenant_series(FILE *f, enum tmetric m)
     for (k = 0; k < gd.ntenant; k++) {
         const struct gd_tenant *t = &gd.tenant[k];
 
+        if (!visible(t))
+            continue;
         for (i = 0; i < gd.ndev; i++) {
             const struct gd_device *d = &gd.dev[i];
             int e = gd_tenant_entry(t, d->raw);
@@ -234,13 +245,15 @@ static void latency(FILE *f)
     fprintf(f, "gpuslice_daemon_request_duration_seconds_count %llu\n", (unsigned long long)cum);
 }
 
-size_t gd_metrics_render(char **out)
+size_t gd_metrics_render(char **out, uid_t who, int admin)
 {
     size_t len = 0;
     FILE *f = open_memstream(out, &len);
     int i;
     size_t m;
 
+    viewer = who;
+    viewer_admin = admin;
     if (f == NULL) {
         *out = NULL;
         return 0;
@@ -298,14 +311,18 @@ size_t gd_metrics_render(char **out)
         tenant_series(f, (enum tmetric)m);
     head(f, "gpuslice_tenants", "gauge", "Tenants the daemon knows, by kind.");
     {
-        int managed = 0;
+        int managed = 0, run = 0;
 
         for (i = 0; i < gd.ntenant; i++)
-            managed += gd.tenant[i].managed;
+            if (visible(&gd.tenant[i])) {
+                managed += gd.tenant[i].managed;
+                run += !gd.tenant[i].managed;
+            }
         fprintf(f, "gpuslice_tenants{kind=\"managed\"} %d\ngpuslice_tenants{kind=\"run\"} %d\n",
-                managed, gd.ntenant - managed);
+                managed, run);
     }
-    if (gd_kube_enabled())
+    /* Pods are nobody's on this node but the cluster's: an admin's to see. */
+    if (gd_kube_enabled() && admin)
         gd_pods_metrics(f, label);
     head(f, "gpuslice_daemon_simulated", "gauge", "1 when the daemon runs on the simulated GPU.");
     fprintf(f, "gpuslice_daemon_simulated %d\n", gd.simulated);

@@ -190,6 +190,26 @@ static void write_entry(int i, const struct gpuslice_node_tenant *p)
     gs_node_write_end(gd.node, i);
 }
 
+/*
+ * A managed tenant's state file is its owner's alone (0600: its name, limits, usage and
+ * processes are not other users' to read), except where a class is given (normal or
+ * latency): then other users' tenants of lower classes must read its class's activity
+ * stamps from it (pread, never a mapping), and it is 0644.
+ */
+static mode_t file_mode(const struct gpuslice_node_tenant *p)
+{
+    return p->priority == GPUSLICE_PRIORITY_NORMAL || p->priority == GPUSLICE_PRIORITY_LATENCY
+               ? 0644
+               : 0600;
+}
+
+/* Brings t's file's mode to what policy p asks (its class may have changed). */
+static void set_file_mode(const char *path, const struct gpuslice_node_tenant *p)
+{
+    if (chmod(path, file_mode(p)) < 0 && errno != ENOENT)
+        gd_log("cannot set the mode of %s: %s", path, strerror(errno));
+}
+
 static void state_path(const struct gpuslice_node_tenant *p, char *out, size_t len)
 {
     if ((size_t)snprintf(out, len, "%s/%s", gd.tenant_dir, p->state_file) >= len)
@@ -392,11 +412,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
                      strerror(errno));
         return r;
     }
-    /*
-     * Readable by everyone: other users' tenants read its class's activity from it (pread,
-     * never a mapping), as they see its processes and memory in nvidia-smi.
-     */
-    if (chmod(path, 0644) < 0) {
+    if (chmod(path, file_mode(&p)) < 0) {
         r = -errno;
         unlink(path);
         gs_set_error(err, errlen, "cannot make its state file readable: %s", strerror(errno));
@@ -424,7 +440,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
         gd.ntenant++;
         *out = n;
     }
-    gd_event("tenant.created", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
+    gd_event(owner, "tenant.created", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
     return 0;
 }
 
@@ -478,7 +494,7 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
             gs_tenant_set_sched(m, l->priority, l->weight);
         gs_tenant_close(m);
         if (r == 0)
-            gd_event("tenant.changed", "\"tenant\":\"%s\"", t->id);
+            gd_event(t->owner, "tenant.changed", "\"tenant\":\"%s\"", t->id);
         return r;
     }
     if ((r = gd_tenant_preview(t, l, NULL, &p, err, errlen)) < 0)
@@ -486,8 +502,9 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
     write_entry(t->node_idx, &p);
     t->policy = p;
     mirror_limits(t->path, &p);
+    set_file_mode(t->path, &p);
     save_definitions();
-    gd_event("tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
+    gd_event(p.owner_uid, "tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
     return 0;
 }
 
@@ -591,7 +608,7 @@ int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen)
         return -EBUSY;
     }
     if (live > 0)
-        gd_event("tenant.killed", "\"tenant\":\"%u\",\"processes\":%d", t->node_id, live);
+        gd_event(t->owner, "tenant.killed", "\"tenant\":\"%u\",\"processes\":%d", t->node_id, live);
     return gd_tenant_end(t);
 }
 
@@ -638,8 +655,9 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
     write_entry(t->node_idx, &q);
     t->policy = q;
     mirror_limits(t->path, &q);
+    set_file_mode(t->path, &q);
     save_definitions();
-    gd_event("tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", q.id, q.name);
+    gd_event(q.owner_uid, "tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", q.id, q.name);
     return 0;
 }
 
@@ -656,7 +674,8 @@ int gd_tenant_end(struct gd_tenant *t)
     write_entry(t->node_idx, &p);
     unlink(t->path);
     save_definitions();
-    gd_event("tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id, t->policy.name);
+    gd_event(t->owner, "tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id,
+             t->policy.name);
     gs_tenant_close(t->t);
     for (i = 0; i < gd.ntenant; i++)
         if (&gd.tenant[i] == t) {
@@ -733,7 +752,7 @@ int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t 
                      GPUSLICE_NODE_MAX_MEMBERS);
         return r;
     }
-    gd_event("process.joined", "\"tenant\":\"%u\",\"pid\":%d", t->node_id, (int)pid);
+    gd_event(t->owner, "process.joined", "\"tenant\":\"%u\",\"pid\":%d", t->node_id, (int)pid);
     return 0;
 }
 
@@ -946,7 +965,7 @@ static void diff_events(struct gd_tenant *o, struct gd_tenant *n)
             continue;
         if (o && o->t && o->t->proc[i].pid == p->pid && o->t->proc[i].start_time == p->start_time)
             continue;
-        gd_event("process.started", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
+        gd_event(n->owner, "process.started", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
     }
     for (i = 0; o && o->t && i < GPUSLICE_MAX_PROCS; i++) {
         const struct gpuslice_tenant_proc *p = &o->t->proc[i];
@@ -954,7 +973,7 @@ static void diff_events(struct gd_tenant *o, struct gd_tenant *n)
         if (p->pid == 0 ||
             (n->t->proc[i].pid == p->pid && n->t->proc[i].start_time == p->start_time))
             continue;
-        gd_event("process.ended", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
+        gd_event(n->owner, "process.ended", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
     }
     for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
         char u[GS_UUID_STRLEN];
@@ -967,13 +986,14 @@ static void diff_events(struct gd_tenant *o, struct gd_tenant *n)
             continue;
         uuid_str(n->t->dev[e].uuid, u);
         if (o && refused > o->refused[e])
-            gd_event("allocation.refused", "\"tenant\":\"%s\",\"gpu\":\"%s\",\"count\":%llu", n->id,
-                     u, (unsigned long long)(refused - o->refused[e]));
+            gd_event(n->owner, "allocation.refused",
+                     "\"tenant\":\"%s\",\"gpu\":\"%s\",\"count\":%llu", n->id, u,
+                     (unsigned long long)(refused - o->refused[e]));
         j = o && thr > o->throttled[e];
         if (j && !n->throttling[e])
-            gd_event("throttle.started", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
+            gd_event(n->owner, "throttle.started", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
         else if (!j && n->throttling[e] && o)
-            gd_event("throttle.stopped", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
+            gd_event(n->owner, "throttle.stopped", "\"tenant\":\"%s\",\"gpu\":\"%s\"", n->id, u);
         n->throttling[e] = j;
     }
 }
@@ -1022,7 +1042,8 @@ void gd_registry_sweep(void)
             }
             mirror_limits(t->path, &t->policy);
             t->t->node_tenant = id;
-            gd_event("tenant.tampered", "\"tenant\":\"%u\",\"name\":\"%s\"", id, t->policy.name);
+            gd_event(t->owner, "tenant.tampered", "\"tenant\":\"%u\",\"name\":\"%s\"", id,
+                     t->policy.name);
         }
         n++;
     }
@@ -1096,13 +1117,14 @@ void gd_registry_sweep(void)
 
             gd_tenant_name(&v[i], name, sizeof(name));
             gd_json_quote(quoted, sizeof(quoted), name);
-            gd_event("tenant.created", "\"tenant\":\"%s\",\"name\":%s", v[i].id, quoted);
+            gd_event(v[i].owner, "tenant.created", "\"tenant\":\"%s\",\"name\":%s", v[i].id,
+                     quoted);
         }
         diff_events(k >= 0 ? &gd.tenant[k] : NULL, &v[i]);
     }
     for (k = 0; k < gd.ntenant; k++)
         if (!gd.tenant[k].managed && find_in(v, n, gd.tenant[k].id) < 0)
-            gd_event("tenant.ended", "\"tenant\":\"%s\"", gd.tenant[k].id);
+            gd_event(gd.tenant[k].owner, "tenant.ended", "\"tenant\":\"%s\"", gd.tenant[k].id);
     /* Swap in; the old copies are freed after the lock. */
     {
         struct gd_tenant *old = gd.tenant;

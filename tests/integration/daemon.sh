@@ -526,7 +526,7 @@ daemon_classes)
     want 201 "a root tenant of weight 1" POST /v1/tenants '{"name":"r1","owner":0,"weight":1}'
     want 201 "a tenant of nobody's of weight 3" POST /v1/tenants '{"name":"n3","owner":65534,"weight":3}'
     f=$(ls -l "$T/drun/tenants" | awk '$3 == "nobody" {print $1; exit}')
-    [ "$f" = "-rw-r--r--" ] && ok "a managed tenant's file: its owner's, readable by others" || { bad "state file mode $f"; ls -l "$T/drun/tenants"; }
+    [ "$f" = "-rw-------" ] && ok "a managed tenant's file with no class: its owner's alone" || { bad "state file mode $f"; ls -l "$T/drun/tenants"; }
     # Weights 1:3 across the two users: a quarter and three quarters.
     # (Weight 1 is root's tenant r1, 3 nobody's n3.)
     by_user() {
@@ -598,6 +598,15 @@ daemon_authz)
     n_want() { w=$1; what=$2; shift 2; got=$(n_api "$@"); if [ "$got" = "$w" ]; then ok "nobody: $what ($w)"; else bad "nobody: $what: $got, want $w"; cat "$T/nobody/body"; echo; fi; }
     n_want 200 "lists" http://d/v1/tenants
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [t["name"] for t in d["tenants"]]==["theirs"], d' "$T/nobody/body" && ok "nobody sees only its own tenant" || bad "listing"
+    # Issue 28.19: events, metrics and the state files show a user its own tenants only.
+    as_nobody curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/nobody/sse" 2>/dev/null
+    grep -q '"name":"theirs"' "$T/nobody/sse" && ! grep -q '"name":"mine"' "$T/nobody/sse" && ok "nobody's event stream: its tenant's events, not root's" || { bad "events not filtered"; cat "$T/nobody/sse"; }
+    n_want 200 "metrics" http://d/metrics
+    grep -q 'tenant_name="theirs"' "$T/nobody/body" && ! grep -q 'tenant_name="mine"' "$T/nobody/body" && grep -q '^gpuslice_gpu_memory_total_bytes' "$T/nobody/body" && ok "nobody's /metrics: the GPUs and its own tenant, not root's" || { bad "metrics not filtered"; grep tenant_name "$T/nobody/body" | head -5; }
+    want 200 "root's metrics" GET /metrics
+    grep -q 'tenant_name="mine"' "$T/body" && grep -q 'tenant_name="theirs"' "$T/body" && ok "root's /metrics: every tenant" || bad "root's metrics"
+    fm=$(stat -c %a "$T/drun/tenants/"* | sort -u | tr '\n' ' ')
+    [ "$fm" = "600 " ] && ok "managed state files are 0600 (no class given)" || bad "managed state files: $fm"
     n_want 403 "reads root's tenant" http://d/v1/tenants/mine
     n_want 403 "raises its memory" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"2G"}' http://d/v1/tenants/theirs
     n_want 403 "removes its memory limit" -X PATCH -H 'Content-Type: application/json' -d '{"memory":null}' http://d/v1/tenants/theirs
@@ -627,6 +636,7 @@ daemon_authz)
     jq_py 'l=d["limits"]; assert l["memory"].get("'$U0'") is None and l["compute"].get("'$U0'") is None, l' && ok "set none removed GPU 0's limits too" || { bad "set none left GPU 0's"; cat "$T/body"; }
     # Classes and weights: the owner may lower them, only an admin raise them.
     want 201 "root makes a normal tenant of weight 2 for nobody" POST /v1/tenants '{"name":"prio","owner":65534,"priority":"normal","weight":2}'
+    [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 1 ] && ok "a tenant with a class: its file 0644 (others read its activity)" || { bad "class file mode"; ls -l "$T/drun/tenants"; }
     n_want 403 "raises its class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/prio
     grep -q "the priority class from normal to latency" "$T/nobody/body" && ok "the refusal names the class change" || { bad "class refusal"; cat "$T/nobody/body"; }
     n_want 403 "raises its weight" -X PATCH -H 'Content-Type: application/json' -d '{"weight":3}' http://d/v1/tenants/prio

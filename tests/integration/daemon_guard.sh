@@ -97,20 +97,24 @@ PY
     "$GS" run --tenant good -- "$P" alloc:700 mark:"$T/z.up" sleep:3000 >"$T/z.out" 2>&1 &
     Z=$!; BG="$BG $Z"
     for i in $(seq 300); do [ -e "$T/z.up" ] && break; sleep 0.01; done
-    python3 - "$(state_file good)" <<'PY' &
+    rm -f "$T/zeroed"
+    python3 - "$(state_file good)" "$T/zeroed" <<'PY' &
 import mmap, os, struct, sys, time
 f = os.open(sys.argv[1], os.O_RDWR)
 m = mmap.mmap(f, 0)
-end = time.time() + 1.0
+end = time.time() + 3.0
 while time.time() < end:
     for e in range(16):          # dev[e].mem_used
         m[232 + e * 88 + 24:232 + e * 88 + 32] = bytes(8)
     for p in range(1024):        # proc[p].mem_used[0..15]
         o = 232 + 16 * 88 + p * 144 + 16
         m[o:o + 128] = bytes(128)
+    if not os.path.exists(sys.argv[2]):
+        open(sys.argv[2], "w").close()
     time.sleep(0.01)
 PY
     ZP=$!
+    for i in $(seq 200); do [ -e "$T/zeroed" ] && break; sleep 0.02; done
     sleep 0.5
     want 200 "good" GET /v1/tenants/good
     jq_py 'v=d["devices"][0]; assert v["memory_used_bytes"] >= 700<<20 and v["memory_nvml_bytes"] >= 700<<20 and v["memory_charged_bytes"] < 100<<20, v' &&

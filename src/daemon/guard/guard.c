@@ -341,12 +341,20 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
         char qname[2 * 64 + 8];
 
         gd_json_quote(qname, sizeof(qname), name);
-        gd_event("tenant.over_limit",
+        gd_event(i >= 0 ? (uid_t)gd.node->tenant[i].owner_uid : 0, "tenant.over_limit",
                  "\"tenant\":\"%u\",\"name\":%s,\"gpu\":%d,\"uuid\":\"%s\",\"kind\":\"%s\","
                  "\"used\":%llu,\"limit\":%llu,\"action\":\"%s\",\"pids\":[%s]",
                  a->id, qname, g->index, g->uuid, kind_name[kind], (unsigned long long)used,
                  (unsigned long long)limit, action_name[what], pids);
     }
+}
+
+/* The uid tenant id belongs to (0, root's, when it is gone: only admins see its events). */
+static uid_t owner_of(uint32_t id)
+{
+    int i = gs_node_find_tenant(gd.node, id);
+
+    return i >= 0 ? (uid_t)gd.node->tenant[i].owner_uid : 0;
 }
 
 /* Lets a's processes go once no kind holds them any more (kind: the one that ends, or -1). */
@@ -362,8 +370,8 @@ static void thaw(struct account *a, int kind, const char *why)
         return;
     for (k = 0; k < a->npid; k++)
         signal_proc(a->pid[k], a->start[k], SIGCONT);
-    gd_event("tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"", a->id,
-             kind < 0 ? "all" : kind_name[kind], why);
+    gd_event(owner_of(a->id), "tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"",
+             a->id, kind < 0 ? "all" : kind_name[kind], why);
     save_frozen();
 }
 
