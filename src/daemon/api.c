@@ -672,7 +672,9 @@ static void h_readyz(struct gd_request *req, struct gd_response *resp)
         gd_api_error(resp, 503, "not_ready", "the daemon has not read its GPUs and tenants yet");
         return;
     }
-    reply(resp, 200, json_pack("{s:s, s:b}", "status", "ready", "simulated", gd.simulated));
+    reply(resp, 200,
+          json_pack("{s:s, s:b, s:s}", "status", "ready", "simulated", gd.simulated, "memory_wall",
+                    gd_wall_state()));
 }
 
 static void h_openapi(struct gd_request *req, struct gd_response *resp)

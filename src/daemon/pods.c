@@ -34,6 +34,7 @@
 #include "control/tenants.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon.h"
+#include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
 #include "daemon/usock.h"
@@ -349,10 +350,15 @@ static void serve_one(int c)
         } else if (got < 0) {
             snprintf(out, sizeof(out), "error cannot read %s: %s\n", path, strerror(errno));
         } else {
+            unsigned id;
+
             cg[got] = '\0';
             pthread_mutex_lock(&gd.mu);
             answer(cred.pid, cg, (size_t)got, out, sizeof(out) - 1, &state_fd);
             pthread_mutex_unlock(&gd.mu);
+            /* Its container's cgroup gets the pod's limits in the driver (r615+) first. */
+            if (state_fd >= 0 && sscanf(out, "ok %u", &id) == 1)
+                gd_guard_wall_join(id, cg);
             strcat(out, "\n");
         }
     }

@@ -109,4 +109,56 @@ daemon_trust_planted)
     grep -q "more than 64 tenant files of uid 65534" "$T/nb.err" && ok "gpuslice tenants says it left files unread" || { bad "no warning"; cat "$T/nb.err"; }
     kill "$R" "$NB" 2>/dev/null; wait "$R" "$NB" 2>/dev/null
     ;;
+daemon_trust_wall)
+    # The second wall: where the driver holds per-cgroup memory limits (r615+; the simulated
+    # driver is one with GPUSLICE_SIM_DRIVER_VERSION=615.00-sim), a pod's limit is set on its
+    # container's cgroup, and a process that never loaded the interposer is refused by the
+    # driver itself; on 580 (ours) there is no such call and the guard stops it instead.
+    . "$SRC/tests/k8s/lib.sh"
+    pod_cgroups # CGB
+    case "$CGB" in */unified|/sys/fs/cgroup) ;; *) echo "skip: needs a cgroup v2 hierarchy"; exit 77 ;; esac
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    U1=77777777-2222-4333-8444-555555555555 C1=$(printf 'c7%062d' 0)
+    kctl -d '{"metadata":{"name":"walled","namespace":"ns1","uid":"'$U1'","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'$C1'"}]}}' "$KC/pods" >/dev/null
+    D1="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$U1" | tr - _).slice/cri-containerd-$C1.scope"
+    mkdir -p "$D1"
+    cg_cleanup() { find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; }
+    trap 'cg_cleanup; cleanup' EXIT
+    # in_container [env ...] ARGS: ARGS in the pod's container cgroup (the daemon's PID
+    # namespace: the simulated NVML names processes by the PIDs they see themselves).
+    in_container() { sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$D1" "$@"; }
+    for V in 615.00-sim 580.159.04-sim; do
+        rm -rf "$T/drun"; rm -f "$GPUSLICE_SIM_STATE.memlimits"
+        GPUSLICE_SIM_DRIVER_VERSION=$V start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --sweep-ms 100 || exit 1
+        i=0; while [ $i -lt 100 ] && [ "$(api GET "/v1/tenants/pod-$U1")" != 200 ]; do sleep 0.1; i=$((i + 1)); done
+        # A process of the container joins its pod (the interposer loaded).
+        rm -f "$T/j.up"
+        in_container env LD_PRELOAD="$LIB" "$P" alloc:100 mark:"$T/j.up" sleep:4000 >"$T/join.out" 2>&1 &
+        J=$!; BG="$BG $J"
+        for i in $(seq 200); do [ -e "$T/j.up" ] && break; sleep 0.02; done
+        grep -q "alloc 100 ok" "$T/join.out" && ok "$V: a process of the pod joined and allocated" || { bad "$V: join"; cat "$T/join.out" "$T/dlog" | tail; }
+        # One that never loads the interposer, in the same container.
+        in_container "$P" alloc:1500 sleep:3000 >"$T/bypass.out" 2>&1 &
+        BP=$!; BG="$BG $BP"
+        if [ "$V" = 615.00-sim ]; then
+            wait "$BP"
+            grep -q "alloc 1500 CUDA_ERROR_OUT_OF_MEMORY" "$T/bypass.out" && ok "615: the driver refused 1500 MiB over the pod's 1 GiB (second wall)" || { bad "615: not refused"; cat "$T/bypass.out"; }
+            grep -q "second wall: pods' memory limits are also set" "$T/dlog" && ok "615: the daemon says it uses the driver's limits" || bad "615: log"
+            want 200 "615: readyz" GET /readyz
+            jq_py 'assert d["memory_wall"] == "driver", d' && ok "615: readyz: memory_wall driver" || bad "615: readyz"
+            grep -q "^0 1073741824 0 $D1\$" "$GPUSLICE_SIM_STATE.memlimits" && ok "615: the limit is on the container's cgroup" || { bad "615: limits"; cat "$GPUSLICE_SIM_STATE.memlimits"; }
+        else
+            took=0; while kill -0 "$BP" 2>/dev/null && [ $took -lt 150 ]; do sleep 0.01; took=$((took + 1)); done
+            grep -q "alloc 1500 ok" "$T/bypass.out" && ! kill -0 "$BP" 2>/dev/null && ok "580: no wall in the driver; the guard stopped it" || { bad "580: bypass"; cat "$T/bypass.out"; }
+            grep -q "second wall: none: NVML has nvmlDeviceSetMemoryLimits_v1 but the driver is 580.159.04-sim" "$T/dlog" && ok "580: the daemon says there is no second wall, and why" || { bad "580: log"; grep wall "$T/dlog"; }
+            want 200 "580: readyz" GET /readyz
+            jq_py 'assert "r615" in d["memory_wall"], d' && ok "580: readyz says why there is no wall" || bad "580: readyz"
+        fi
+        kill "$J" 2>/dev/null; wait "$J" 2>/dev/null
+        stop_daemon
+    done
+    ;;
 esac

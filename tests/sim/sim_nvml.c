@@ -13,6 +13,7 @@
 #include "common/nvml_api.h"
 #include "sim_state.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,7 @@ SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int l
 {
     if (!ready())
         return NVML_ERROR_UNINITIALIZED;
-    return copy_string(version, length, SIM_NVML_DRIVER_VERSION);
+    return copy_string(version, length, sim_driver_version());
 }
 
 SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
@@ -559,5 +560,61 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev
         infos[k].computeInstanceId = 0xFFFFFFFFu;
     }
     *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+/*
+ * r615's per-cgroup memory limits (sim_memlimits.c). Before r615 the driver has no such call:
+ * NVML_ERROR_FUNCTION_NOT_FOUND, as a caller that found the symbol in a newer library would
+ * get from an older driver.
+ */
+struct sim_set_memory_limits {
+    const char *nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+};
+
+struct sim_get_memory_limits {
+    const char *nameSpace;
+    unsigned long long softLimit;
+    unsigned long long hardLimit;
+    unsigned long long currentUsed;
+};
+
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device,
+                                          struct sim_set_memory_limits *limits);
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device,
+                                          struct sim_get_memory_limits *limits);
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device,
+                                                     struct sim_set_memory_limits *limits)
+{
+    int i, r;
+
+    DEVICE_OR_RETURN(device, i);
+    if (sim_driver_major() < 615)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!limits || !limits->nameSpace || limits->softLimit > limits->hardLimit)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    r = sim_memlimit_set(i, limits->nameSpace, limits->softLimit, limits->hardLimit);
+    return r == 0         ? NVML_SUCCESS
+           : r == -ENOENT ? NVML_ERROR_NOT_FOUND
+           : r == -EPERM  ? NVML_ERROR_NO_PERMISSION
+           : r == -EINVAL ? NVML_ERROR_INVALID_ARGUMENT
+                          : NVML_ERROR_UNKNOWN;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t device,
+                                                     struct sim_get_memory_limits *limits)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (sim_driver_major() < 615)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!limits || !limits->nameSpace)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    sim_memlimit_get(i, limits->nameSpace, &limits->softLimit, &limits->hardLimit);
+    limits->currentUsed = 0;
     return NVML_SUCCESS;
 }

@@ -365,6 +365,7 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     st->slot = -1;
     st->exit_free_ms = cfg->exit_free_ms;
     st->pid = getpid();
+    sim_memlimit_init(cfg->state_path);
     if (sim_proc_start_time(st->pid, &st->start_time) < 0)
         st->start_time = 0;
 
@@ -613,6 +614,8 @@ static int charge_locked(struct sim_state *st, int dev, uint64_t bytes)
         return -ENOMEM;
     if (used > st->sh->memory || bytes > st->sh->memory - used)
         return -ENOMEM;
+    if (sim_memlimit_check(st->sh, st->pid, dev, bytes) < 0)
+        return -ENOMEM; /* its cgroup's limit in the driver (r615+) */
     me->held[dev] += bytes;
     return 0;
 }

@@ -216,4 +216,29 @@ uint64_t sim_realtime_us(void);
 /* Sleeps until CLOCK_MONOTONIC reaches t. */
 void sim_sleep_until(uint64_t t);
 
+/* ---- sim_memlimits.c: per-cgroup memory limits in the driver (r615 and later) ---- */
+
+/* The simulated driver's version (GPUSLICE_SIM_DRIVER_VERSION, else 580.159.04-sim). */
+const char *sim_driver_version(void);
+int sim_driver_major(void);
+
+/* Where the limits are kept: beside the state file at state_path. */
+void sim_memlimit_init(const char *state_path);
+
+/*
+ * Sets GPU dev's limits for the cgroup v2 directory at sysfs path (soft 0 and hard ~0:
+ * cleared). 0, or -EINVAL (not an absolute path), -ENOENT (no such cgroup), -EPERM (not
+ * root), -ENOSPC, or another negative errno.
+ */
+int sim_memlimit_set(int dev, const char *path, unsigned long long soft, unsigned long long hard);
+
+/* GPU dev's limits for the cgroup at path (none: soft 0, hard ~0); 0. */
+int sim_memlimit_get(int dev, const char *path, unsigned long long *soft, unsigned long long *hard);
+
+/*
+ * Whether process self may take bytes more on GPU dev under its cgroup's limit (sh locked):
+ * 0, or -ENOMEM. (Only a driver of r615 or later sets limits.)
+ */
+int sim_memlimit_check(const struct sim_shared *sh, pid_t self, int dev, uint64_t bytes);
+
 #endif /* GPUSLICE_SIM_STATE_H */

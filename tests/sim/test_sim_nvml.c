@@ -32,6 +32,55 @@ static int teardown(void **state)
     return 0;
 }
 
+/* r615's per-cgroup memory limits: absent before r615, checked arguments after. */
+struct set_limits {
+    const char *ns;
+    unsigned long long soft, hard;
+};
+struct get_limits {
+    const char *ns;
+    unsigned long long soft, hard, used;
+};
+
+static void test_memory_limits_need_r615(void **state)
+{
+    nvmlReturn_t (*set)(nvmlDevice_t, struct set_limits *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, struct set_limits *))dlsym(nv.handle,
+                                                                  "nvmlDeviceSetMemoryLimits_v1");
+    nvmlReturn_t (*get)(nvmlDevice_t, struct get_limits *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, struct get_limits *))dlsym(nv.handle,
+                                                                  "nvmlDeviceGetMemoryLimits_v1");
+    struct set_limits s = { "/nonexistent-cgroup", 0, 1ULL << 30 };
+    struct get_limits g = { "/nonexistent-cgroup", 1, 1, 1 };
+    char v[64];
+    nvmlDevice_t d;
+
+    (void)state;
+    assert_non_null(set);
+    assert_non_null(get);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetHandleByIndex_v2(0, &d), NVML_SUCCESS);
+    unsetenv("GPUSLICE_SIM_DRIVER_VERSION");
+    assert_int_equal(nv.nvmlSystemGetDriverVersion(v, sizeof(v)), NVML_SUCCESS);
+    assert_string_equal(v, "580.159.04-sim");
+    assert_int_equal(set(d, &s), NVML_ERROR_FUNCTION_NOT_FOUND);
+    assert_int_equal(get(d, &g), NVML_ERROR_FUNCTION_NOT_FOUND);
+    setenv("GPUSLICE_SIM_DRIVER_VERSION", "615.00-sim", 1);
+    assert_int_equal(nv.nvmlSystemGetDriverVersion(v, sizeof(v)), NVML_SUCCESS);
+    assert_string_equal(v, "615.00-sim");
+    assert_int_equal(set(d, &s), NVML_ERROR_NOT_FOUND); /* no such cgroup */
+    s.ns = "relative/path";
+    assert_int_equal(set(d, &s), NVML_ERROR_INVALID_ARGUMENT);
+    s.ns = "/";
+    s.soft = 2ULL << 30; /* soft above hard */
+    assert_int_equal(set(d, &s), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(set(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(get(d, &g), NVML_SUCCESS); /* none set: soft 0, hard at its max */
+    assert_true(g.soft == 0 && g.hard == ~0ULL);
+    unsetenv("GPUSLICE_SIM_DRIVER_VERSION");
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+}
+
 static void test_calls_before_init_are_uninitialized(void **state)
 {
     unsigned n;
@@ -358,6 +407,7 @@ static void test_cuda_visible_devices_remaps_the_driver_not_nvml(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory_limits_need_r615),
         cmocka_unit_test(test_calls_before_init_are_uninitialized),
         cmocka_unit_test(test_init_is_refcounted),
         cmocka_unit_test(test_versions),

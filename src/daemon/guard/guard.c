@@ -74,6 +74,7 @@ struct attr {
     uint64_t start;
     uint32_t tenant;
     uint64_t checked_ns;
+    char leaf[PATH_MAX]; /* a pod's process: its container's cgroup (the second wall's); "" */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -115,8 +116,11 @@ static int signal_proc(pid_t pid, uint64_t start, int sig)
 
 /* ---- which tenant a process is in ---- */
 
-/* The managed tenant of pid by its pod's cgroup, or by its lineage; 0 for none. */
-static uint32_t attribute(pid_t pid)
+/*
+ * The managed tenant of pid by its pod's cgroup (then its container's cgroup's sysfs path
+ * into leaf), or by its lineage; 0 for none.
+ */
+static uint32_t attribute(pid_t pid, char *leaf, size_t leaflen)
 {
     char path[64], cg[16384], uid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN];
     ssize_t got = -1;
@@ -132,6 +136,9 @@ static uint32_t attribute(pid_t pid)
         pthread_mutex_lock(&gd.mu);
         id = gd_pods_tenant_of(uid);
         pthread_mutex_unlock(&gd.mu);
+        cg[got] = '\0';
+        if (id && gd_wall_leaf(cg, leaf, leaflen) < 0)
+            leaf[0] = '\0';
         if (id)
             return id;
     }
@@ -139,17 +146,18 @@ static uint32_t attribute(pid_t pid)
 }
 
 /* The tenant of pid (started at start), from the table or looked up; under mu. */
-static uint32_t tenant_of(pid_t pid, uint64_t start, uint64_t now)
+static struct attr *tenant_of(pid_t pid, uint64_t start, uint64_t now)
 {
     struct attr *a = &attrs[(unsigned)pid % MAX_ATTR];
 
     if (a->pid == pid && a->start == start && (a->tenant || now - a->checked_ns < RECHECK_NS))
-        return a->tenant;
+        return a;
     a->pid = pid;
     a->start = start;
-    a->tenant = attribute(pid);
+    a->leaf[0] = '\0';
+    a->tenant = attribute(pid, a->leaf, sizeof(a->leaf));
     a->checked_ns = now;
-    return a->tenant;
+    return a;
 }
 
 /* ---- accounts ---- */
@@ -408,12 +416,17 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
             }
         for (k = 0; k < g->nproc; k++) {
             const struct gd_devproc *p = &g->proc[k];
-            uint64_t start = gs_proc_start_time(p->pid);
-            uint32_t id;
+            uint64_t start = gs_proc_start_time(p->pid), wall_mem;
+            uint32_t id, wall_comp;
             struct account *a;
+            struct attr *at;
 
-            if (start == 0 || (id = tenant_of(p->pid, start, now)) == 0)
+            if (start == 0 || (at = tenant_of(p->pid, start, now))->tenant == 0)
                 continue;
+            id = at->tenant;
+            /* A pod's container: its limit also in the driver, where the driver holds them. */
+            if (at->leaf[0] && limits_of(id, g->raw, &wall_mem, &wall_comp) == 0)
+                gd_wall_apply(g->index, at->leaf, wall_mem);
             if ((a = account(id, g->raw, 1)) == NULL)
                 continue;
             if (a->seen_ns != now) {
@@ -491,6 +504,29 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
     }
     passes++;
     pthread_mutex_unlock(&mu);
+}
+
+void gd_guard_wall_join(uint32_t id, const char *cg)
+{
+    char leaf[PATH_MAX];
+    uint8_t raw[GD_MAX_DEVICES][16];
+    int idx[GD_MAX_DEVICES], n, k;
+
+    if (gd_wall_leaf(cg, leaf, sizeof(leaf)) < 0)
+        return;
+    pthread_mutex_lock(&gd.mu);
+    for (n = 0; n < gd.ndev; n++) {
+        memcpy(raw[n], gd.dev[n].raw, 16);
+        idx[n] = gd.dev[n].index;
+    }
+    pthread_mutex_unlock(&gd.mu);
+    for (k = 0; k < n; k++) {
+        uint64_t mem;
+        uint32_t comp;
+
+        if (limits_of(id, raw[k], &mem, &comp) == 0)
+            gd_wall_apply(idx[k], leaf, mem);
+    }
 }
 
 void gd_guard_stop(void)

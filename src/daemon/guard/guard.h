@@ -27,6 +27,13 @@ int gd_guard_start(char *err, size_t errlen);
  */
 void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now_ns);
 
+/*
+ * A process of pod tenant id whose cgroup file reads cg has joined: its container's cgroup
+ * gets the pod's memory limits in the driver, where the driver holds such limits, before the
+ * process allocates anything (the guard sets them too, for processes that never join).
+ */
+void gd_guard_wall_join(uint32_t id, const char *cg);
+
 /* Thaws every process it froze (the daemon stops: nothing stays stopped without it). */
 void gd_guard_stop(void);
 
@@ -44,5 +51,28 @@ int gd_guard_frozen(uint32_t id);
  * a gd_guard_action. 0 when never.
  */
 uint64_t gd_guard_actions(uint32_t id, const uint8_t raw[16], int kind, int action);
+
+/* ---- wall.c: the driver's own per-cgroup memory limits, where it has them (r615+) ---- */
+
+/* Looks for nvmlDeviceSetMemoryLimits_v1 in the loaded NVML, and says what it found; 0. */
+int gd_wall_start(void);
+
+/* "driver" when the driver holds the limits, else why not (for /readyz and the log). */
+const char *gd_wall_state(void);
+
+/*
+ * The sysfs path of the cgroup v2 line of cg (the contents of /proc/PID/cgroup) into out (a
+ * container's leaf cgroup); 0, or -ENOENT where there is none this daemon can name.
+ */
+int gd_wall_leaf(const char *cg, char *out, size_t len);
+
+/*
+ * Sets hard bytes (0: nothing) as the limit of GPU dev (NVML index) for the cgroup at sysfs
+ * path, once per value; nothing where the driver has no such limits.
+ */
+void gd_wall_apply(int dev, const char *path, uint64_t hard);
+
+/* How many limits were set in the driver. */
+unsigned long gd_wall_count(void);
 
 #endif
