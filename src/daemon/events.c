@@ -43,7 +43,8 @@ int gd_events_init(void)
     return 0;
 }
 
-static void record(int64_t owner, const char *type, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void record(int64_t owner, const char *type,
+                                                         const char *fmt, va_list ap)
 {
     char members[EVENT_MAX - 160];
     struct event *e;

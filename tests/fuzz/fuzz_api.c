@@ -53,7 +53,7 @@ static void trim(void)
     if (gd.ntenant > 64)
         for (k = gd.ntenant - 1; k >= 0; k--)
             if (gd.tenant[k].managed)
-                gd_tenant_delete(&gd.tenant[k], err, sizeof(err));
+                gd_tenant_delete(&gd.tenant[k], 1, err, sizeof(err));
     pthread_mutex_unlock(&gd.mu);
 }
 
