@@ -65,6 +65,7 @@ struct gd_options {
     long guard_grace_ms;           /* how long a tenant may be over before it acts */
     long guard_compute_margin;     /* points of the GPU's time over a ceiling it lets pass */
     long tenants_per_user;         /* managed tenants a user (not an admin) may make */
+    char tenant_cgroup[PATH_MAX];  /* cgroup v2 directory of managed tenants' cgroups; "": none */
     long pod_reserve;              /* places of the tenant table only pods may take */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */

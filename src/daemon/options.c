@@ -107,6 +107,10 @@ static const struct option_def defs[] = {
     NUM(guard_compute_margin, "10", 0, 100,
         "points of a GPU's time above its ceiling that NVML's measure of a tenant may show before "
         "the guard acts"),
+    STR(OPT_PATH, tenant_cgroup, "",
+        "a cgroup v2 directory (e.g. /sys/fs/cgroup/gpuslice) under which each managed tenant "
+        "gets a cgroup its joining processes are moved into: the kernel then says which "
+        "processes are the tenant's (the guard's attribution and freezer); empty: by lineage"),
     NUM(tenants_per_user, "16", 0, 256,
         "managed tenants a user who is not an admin may have at once (API-made; pods aside)"),
     NUM(pod_reserve, "64", 0, 255,

@@ -418,6 +418,11 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
         gs_set_error(err, errlen, "cannot make its state file readable: %s", strerror(errno));
         return r;
     }
+    /* Its cgroup (tenant-cgroup), where its joining processes go; a pod has its own. */
+    if (!(p.flags & GPUSLICE_NODE_POD) && (r = gd_contain_make(p.id, err, errlen)) < 0) {
+        unlink(path);
+        return r;
+    }
     write_entry(slot, &p);
     save_definitions();
     /* In the list at once: a GET right after the POST shows it. */
@@ -531,16 +536,36 @@ static int live_lineage(uint32_t id, pid_t *pids, int n)
     struct dirent *e;
 
     prune_members();
+    /* Its cgroup's, which the kernel keeps (tenant-cgroup). */
+    {
+        pid_t in[64];
+        int c = gd_contain_procs(id, in, 64), k;
+
+        for (k = 0; k < c; k++) {
+            if (found < n)
+                pids[found] = k < 64 ? in[k] : 0;
+            found++;
+        }
+    }
     for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++) {
         const struct gpuslice_node_member *m = &gd.node->member[i];
 
         if (__atomic_load_n(&m->tenant, __ATOMIC_ACQUIRE) != id)
             continue;
         /* A member in another PID namespace: counted, its host PID looked for. */
-        if (found < n)
-            pids[found] =
+        {
+            pid_t pid =
                 m->pid_ns == self ? m->pid : gs_proc_find(m->pid_ns, m->pid, m->start_time, 0);
-        found++;
+            int k, dup = 0;
+
+            for (k = 0; k < found && k < n; k++)
+                dup |= pid > 0 && pids[k] == pid;
+            if (dup)
+                continue;
+            if (found < n)
+                pids[found] = pid;
+            found++;
+        }
     }
     if ((d = opendir("/proc")) == NULL)
         return found;
@@ -670,6 +695,8 @@ int gd_tenant_end(struct gd_tenant *t)
         return -EPERM;
     /* Its live processes keep the limits they last read: nothing becomes unlimited. */
     drop_members(t->node_id);
+    if (!(t->policy.flags & GPUSLICE_NODE_POD))
+        gd_contain_end(t->node_id);
     memset(&p, 0, sizeof(p));
     write_entry(t->node_idx, &p);
     unlink(t->path);
@@ -719,6 +746,26 @@ static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
     return 0;
 }
 
+/* The managed tenant whose cgroup (tenant-cgroup) process pid is in, or 0. */
+static uint32_t contained_in(pid_t pid)
+{
+    char path[64], cg[8192];
+    ssize_t got = -1;
+    int fd;
+
+    if (!gd_contain_enabled())
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        got = read(fd, cg, sizeof(cg) - 1);
+        close(fd);
+    }
+    if (got <= 0)
+        return 0;
+    cg[got] = '\0';
+    return gd_contain_of(cg);
+}
+
 int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen)
 {
     uint64_t start = gs_proc_start_time(pid);
@@ -738,7 +785,8 @@ int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t 
         return -ESRCH;
     }
     /* A process of a managed tenant may not leave it for another: that would lift its limits. */
-    if ((in = lineage_of(pid)) != 0 && in != t->node_id && !admin) {
+    if (((in = contained_in(pid)) != 0 || (in = lineage_of(pid)) != 0) && in != t->node_id &&
+        !admin) {
         int i = gs_node_find_tenant(gd.node, in);
 
         gs_set_error(err, errlen,
@@ -747,6 +795,10 @@ int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t 
                      (int)pid, i >= 0 ? gd.node->tenant[i].name : "?");
         return -EPERM;
     }
+    /* Into its cgroup first (tenant-cgroup): what it starts is then the tenant's for good. */
+    if (!(t->policy.flags & GPUSLICE_NODE_POD) &&
+        (r = gd_contain_join(t->node_id, pid, err, errlen)) < 0)
+        return r;
     if ((r = add_member(t->node_id, ns, inner, start)) < 0) {
         gs_set_error(err, errlen, "the member table is full (%d processes)",
                      GPUSLICE_NODE_MAX_MEMBERS);
@@ -1125,6 +1177,16 @@ void gd_registry_sweep(void)
     for (k = 0; k < gd.ntenant; k++)
         if (!gd.tenant[k].managed && find_in(v, n, gd.tenant[k].id) < 0)
             gd_event(gd.tenant[k].owner, "tenant.ended", "\"tenant\":\"%s\"", gd.tenant[k].id);
+    /* The cgroups of ended tenants go once their last process has. */
+    {
+        uint32_t live[MAX_TENANTS];
+        int nl = 0;
+
+        for (i = 0; i < n; i++)
+            if (v[i].managed)
+                live[nl++] = v[i].node_id;
+        gd_contain_sweep(live, nl);
+    }
     /* Swap in; the old copies are freed after the lock. */
     {
         struct gd_tenant *old = gd.tenant;

@@ -209,4 +209,48 @@ daemon_guard_delete)
     events_of tenant.killed
     [ -s "$T/ev" ] && ok "event tenant.killed" || bad "no tenant.killed event"
     ;;
+daemon_guard_escape)
+    # A program that kills its own gpuslice run --tenant (its user's to kill) is re-parented
+    # to init, out of every member's lineage. With tenant-cgroup the daemon moved the run into
+    # the tenant's cgroup at join, and everything it started stays there: the kernel says
+    # whose it is, and the guard still stops it; the freezer is the cgroup's, which none of
+    # the tenant's processes can undo.
+    pod_cgroups # CGB
+    [ -f "$CGB/cgroup.controllers" ] || { echo "skip: needs a cgroup v2 hierarchy"; exit 77; }
+    TC="$CGB/gs-tc-$$"
+    trap 'find "$TC" -depth -type d -exec rmdir {} \; 2>/dev/null; cleanup' EXIT
+    start_daemon --sweep-ms 100 --tenant-cgroup "$TC" || exit 1
+    grep -q "managed tenants each get a cgroup under $TC" "$T/dlog" && ok "the daemon makes tenants' cgroups under $TC" || bad "tenant-cgroup log"
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"cheat","memory":"1G"}'
+    id=$(jq_py 'print(d["id"])')
+    [ -d "$TC/t$id" ] && ok "its cgroup t$id" || bad "no cgroup for tenant $id"
+    rm -f "$T/e.up"
+    "$GS" run --tenant cheat -- sh -c "kill -9 \$PPID; sleep 0.2; exec env -u LD_PRELOAD \"$P\" alloc:1500 mark:$T/e.up sleep:5000" >"$T/esc.out" 2>&1 &
+    for i in $(seq 300); do [ -e "$T/e.up" ] && break; sleep 0.01; done
+    E=$(pgrep -f "alloc:1500 mark:$T/e.up" | head -1)
+    [ -n "$E" ] && [ "$(sed -n 's/^PPid:\t//p' /proc/$E/status 2>/dev/null)" != "$$" ] && ok "the program killed its gpuslice run and took 1500 MiB under 1G" || { bad "escape setup"; cat "$T/esc.out"; }
+    grep -q "0::.*/gs-tc-$$/t$id" "/proc/$E/cgroup" 2>/dev/null && ok "it is still in its tenant's cgroup" || bad "not in the tenant's cgroup: $(cat /proc/$E/cgroup 2>/dev/null | grep '^0::')"
+    took=$(gone_within "$E" 1000) && ok "stopped within 1 s (${took} ms)" || bad "the escaped program runs on"
+    # The freezer: a tenant over its ceiling frozen through its cgroup, its siblings with it.
+    want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog","compute":20}'
+    hid=$(jq_py 'print(d["id"])')
+    F=$(state_file hog)
+    rm -f "$T/go"
+    "$GS" run --tenant hog -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.01; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog.out" 2>&1 &
+    HOG=$!; BG="$BG $HOG"
+    frozen=0
+    for i in $(seq 120); do
+        grep -q '^frozen 1' "$TC/t$hid/cgroup.events" 2>/dev/null && frozen=$((frozen + 1))
+        sleep 0.05
+    done
+    touch "$T/go"
+    wait "$HOG"
+    [ $frozen -gt 0 ] && ok "frozen through its cgroup (seen $frozen times), a sibling sending SIGCONT every 10 ms" || { bad "never frozen by cgroup"; tail "$T/dlog"; }
+    share=$(sed -n 's/^share \([0-9.]*\).*/\1/p' "$T/hog.out")
+    python3 -c "import sys; s=float(sys.argv[1]); assert s < 0.45, s" "$share" && ok "its share over the run: $share" || { bad "share $share"; cat "$T/hog.out"; }
+    grep -q '^frozen 0' "$TC/t$hid/cgroup.events" && ok "thawed after" || bad "left frozen"
+    want 204 "cheat deleted" DELETE /v1/tenants/cheat
+    i=0; while [ -d "$TC/t$id" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    [ ! -d "$TC/t$id" ] && ok "its cgroup removed" || bad "cgroup t$id left"
+    ;;
 esac

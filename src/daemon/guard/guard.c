@@ -57,6 +57,7 @@ struct account {
     uint64_t over_since[NKIND];
     int over_passes[NKIND];
     int frozen[NKIND];       /* held stopped for this kind */
+    int cgroup_frozen;       /* through its cgroup's cgroup.freeze (tenant-cgroup), not SIGSTOP */
     uint64_t thaw_ns;        /* compute: when its freeze ends */
     uint64_t quiet_until_ns; /* compute: no judgement until its window is past the freeze */
     uint64_t actions[NKIND][3];
@@ -131,6 +132,12 @@ static uint32_t attribute(pid_t pid, char *leaf, size_t leaflen)
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
         got = read(fd, cg, sizeof(cg) - 1);
         close(fd);
+    }
+    if (got > 0) {
+        /* A managed tenant's cgroup (tenant-cgroup): the kernel's word, as a pod's. */
+        cg[got] = '\0';
+        if ((id = gd_contain_of(cg)) != 0)
+            return id;
     }
     if (got > 0 && gd_cgroup_pod(cg, (size_t)got, uid, cid) == 1) {
         pthread_mutex_lock(&gd.mu);
@@ -321,8 +328,11 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
     else
         name[0] = '\0';
     gd_api_scrub(name);
+    /* A tenant of its own cgroup is frozen there, where none of its processes can thaw it. */
+    if (what == GD_GUARD_FREEZE && gd_contain_freeze(a->id, 1) == 0)
+        a->cgroup_frozen = 1;
     for (k = 0; k < a->npid; k++)
-        if (what != GD_GUARD_REPORT)
+        if (what == GD_GUARD_KILL || (what == GD_GUARD_FREEZE && !a->cgroup_frozen))
             signal_proc(a->pid[k], a->start[k], what == GD_GUARD_KILL ? SIGKILL : SIGSTOP);
     a->actions[kind][what]++;
     if (what == GD_GUARD_FREEZE) {
@@ -376,8 +386,13 @@ static void thaw(struct account *a, int kind, const char *why)
         a->frozen[kind] = 0;
     if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
         return;
-    for (k = 0; k < a->npid; k++)
-        signal_proc(a->pid[k], a->start[k], SIGCONT);
+    if (a->cgroup_frozen) {
+        gd_contain_freeze(a->id, 0);
+        a->cgroup_frozen = 0;
+    } else {
+        for (k = 0; k < a->npid; k++)
+            signal_proc(a->pid[k], a->start[k], SIGCONT);
+    }
     gd_event(owner_of(a->id), "tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"",
              a->id, kind < 0 ? "all" : kind_name[kind], why);
     save_frozen();
@@ -497,7 +512,7 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
                 a->quiet_until_ns = now + COMPUTE_WINDOW_NS;
             }
             /* Held stopped: its processes, new ones included, stay so whoever sends SIGCONT. */
-            if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
+            if ((a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE]) && !a->cgroup_frozen)
                 for (k = 0; k < a->npid; k++)
                     signal_proc(a->pid[k], a->start[k], SIGSTOP);
         }

@@ -52,6 +52,33 @@ int gd_guard_frozen(uint32_t id);
  */
 uint64_t gd_guard_actions(uint32_t id, const uint8_t raw[16], int kind, int action);
 
+/* ---- contain.c: managed tenants' own cgroups (tenant-cgroup), where configured ---- */
+
+/* Checks and makes the tenant-cgroup directory; 0, or -1 with a message (the daemon stops). */
+int gd_contain_start(char *err, size_t errlen);
+int gd_contain_enabled(void);
+
+/* Makes tenant id's cgroup; 0 (also when off), or a negative errno with a message. */
+int gd_contain_make(uint32_t id, char *err, size_t errlen);
+
+/* Thaws and removes tenant id's cgroup (kept while processes of it live: gd_contain_sweep). */
+void gd_contain_end(uint32_t id);
+
+/* Removes the cgroups of tenants not among live (n ids) once they are empty. */
+void gd_contain_sweep(const uint32_t *live, int n);
+
+/* Moves process pid into tenant id's cgroup; 0 (also when off), or a negative errno. */
+int gd_contain_join(uint32_t id, pid_t pid, char *err, size_t errlen);
+
+/* The tenant whose cgroup the text of a /proc/PID/cgroup names, or 0. */
+uint32_t gd_contain_of(const char *cg);
+
+/* The processes in tenant id's cgroup (PIDs into pids, at most max); how many in all. */
+int gd_contain_procs(uint32_t id, pid_t *pids, int max);
+
+/* Freezes (on) or thaws tenant id's cgroup; 0, or a negative errno (-ENOENT when off). */
+int gd_contain_freeze(uint32_t id, int on);
+
 /* ---- wall.c: the driver's own per-cgroup memory limits, where it has them (r615+) ---- */
 
 /* Looks for nvmlDeviceSetMemoryLimits_v1 in the loaded NVML, and says what it found; 0. */
