@@ -22,12 +22,21 @@
  *   tamper       the escape a tenant's own process could try: maps its tenant's
  *                state file ($GPUSLICE_TENANT) and clears every limit in it
  *                (-> "tamper ok" / "tamper error")
+ *   lockstop     a process stopped inside its tenant's lock (SIGSTOP, a debugger, a
+ *                frozen cgroup): takes the lock of $GPUSLICE_TENANT as the interposer
+ *                takes it (its thread ID and PID namespace, by compare-and-swap),
+ *                prints "lockstop PID", stops itself with SIGSTOP, and once continued
+ *                lets the lock go (-> "lockstop released"; "lockstop error" if not had)
  * Exit status: 0 when every step ran (a refused allocation is a result, not
  * an error), 1 when CUDA could not start, 2 for a bad step.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +57,42 @@ static void sleep_ms(long ms)
 
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+/* Takes the tenant's lock as a process of the tenant does, stops, and lets it go once continued. */
+static void lockstop(void)
+{
+    const char *path = getenv("GPUSLICE_TENANT");
+    struct gpuslice_tenant *t = MAP_FAILED;
+    struct stat ns;
+    uint64_t me, v;
+    int fd = path ? open(path, O_RDWR) : -1, k;
+
+    if (fd >= 0)
+        t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (t == MAP_FAILED || stat("/proc/self/ns/pid", &ns) < 0) {
+        printf("lockstop error\n");
+        return;
+    }
+    me = (uint64_t)(uint32_t)ns.st_ino << 32 | (uint32_t)syscall(SYS_gettid);
+    for (k = 0, v = 0; !__atomic_compare_exchange_n(&t->lock.holder, &v, me, 0, __ATOMIC_ACQUIRE,
+                                                    __ATOMIC_RELAXED);
+         k++, v = 0) {
+        if (k == 2000) {
+            printf("lockstop error\n");
+            return;
+        }
+        sleep_ms(1);
+    }
+    printf("lockstop %d\n", (int)getpid());
+    fflush(stdout);
+    raise(SIGSTOP);
+    if (__atomic_exchange_n(&t->lock.holder, 0, __ATOMIC_RELEASE) & GPUSLICE_LOCK_WAITERS)
+        syscall(SYS_futex, &t->lock.word, FUTEX_WAKE, 1, NULL, NULL, 0);
+    munmap(t, sizeof(*t));
+    printf("lockstop released\n");
 }
 
 int main(int argc, char **argv)
@@ -183,6 +228,8 @@ int main(int argc, char **argv)
             t->node_tenant = 0;
             munmap(t, sizeof(*t));
             printf("tamper ok\n");
+        } else if (strcmp(a, "lockstop") == 0) {
+            lockstop();
         } else if (strcmp(a, "exit") == 0) {
             fflush(stdout);
             exit(0);

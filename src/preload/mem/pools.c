@@ -305,6 +305,7 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
 static CUresult alloc_async(struct async_args *a)
 {
     struct dev_state *d;
+    CUresult r;
     int ord = -1, i;
 
     if (a->pool) {
@@ -317,7 +318,11 @@ static CUresult alloc_async(struct async_args *a)
     }
     if (ord < 0)
         ord = current_ordinal();
-    if (exiting || ord < 0 || (d = dev_get(ord)) == NULL || a->bytesize == 0)
+    if (exiting || ord < 0)
+        return async_call(a);
+    if ((d = dev_for_alloc(ord, &r)) == NULL)
+        return r == CUDA_SUCCESS ? async_call(a) : r;
+    if (a->bytesize == 0)
         return async_call(a);
     {
         CUmemoryPool pool = a->pool;
