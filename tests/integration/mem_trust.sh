@@ -168,6 +168,15 @@ PY
         preload "$MP" alloc:2048
     stderr_has "device table has no room"
     touch "$T/end"; wait $BG; BG= ;;
+mem_pool_threads)
+    # Issue 28, item 20: 32 threads of stream-ordered allocations on their per-thread streams,
+    # from three pools, under 1 GiB: the device's use, sampled from outside the process, never
+    # passes the limit (acct.c; the pools fragment as the H200's did, tests/sim/README.md).
+    for run in 1 2 3; do
+        expect 0 "32 threads, per-thread streams, 3 pools: real use never over 1 GiB (run $run)" -- \
+            "$GS" run -q --memory 1G -- "$ACCT" pool_threads_ptsz
+        grep "held at most" "$T/out"
+    done ;;
 mem_lock_ns)
     # A holder in another PID namespace is alive there whatever kill(2) says here. Before issue
     # 28 a process in a container's namespace (a pod's) took a host process's live holder for
