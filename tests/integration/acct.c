@@ -843,6 +843,37 @@ static int run(const char *c)
         CHECK(tenant_free() == t0, "after the threads the tenant counts %llu free, %llu before",
               (unsigned long long)tenant_free(), (unsigned long long)t0);
         agree("after the threads");
+    } else if (strcmp(c, "pool_release_unseen") == 0) {
+        /*
+         * A pool gives its memory back at a synchronisation the interposer does not see
+         * (cuStreamSynchronize): NVML's figure drops while the pool's charge stays until the
+         * pool is read again. A re-read of the driver's overhead in between (a second context
+         * here; a memory view from another thread likewise) took the drop for less overhead,
+         * and the pool's own re-read then gave it back a second time: 128 MiB under-counted,
+         * and admitted over the limit.
+         */
+        CUstream st;
+        CUcontext c2;
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        admitted("128 MiB from the device's pool", cuMemAllocAsync(&p, 128 * MiB, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        agree("the pool holds 128 MiB");
+        CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS, "free");
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync: the pool gives its 128 MiB back");
+        CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "a second context");
+        {
+            CUmemoryPool def;
+            CHECK(cuDeviceGetMemPool(&def, 0) == CUDA_SUCCESS &&
+                      cuMemPoolTrimTo(def, 0) == CUDA_SUCCESS,
+                  "the pool read again");
+        }
+        /* (No memory view before: a view re-reads the overhead, which hides the error.) */
+        t0 = truth();
+        refused("2 MiB more than the limit leaves", cuMemAlloc_v2(&q, 1024 * MiB - t0 + 2 * MiB),
+                t0);
+        agree("after the pool's unseen release and a second context");
+        CHECK(cuCtxDestroy_v2(c2) == CUDA_SUCCESS, "destroy the second context");
     } else if (strcmp(c, "view") == 0) {
         /*
          * Run under a limit above the device's memory: the tenant is shown the device's

@@ -7,6 +7,9 @@
  *                stream synchronisation   -> "async MIB ok" / "async MIB CUDA_ERROR_..."
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
+ *   ctx          makes a context of its own on the current device (cuCtxCreate; its footprint
+ *                is the driver's), kept until exit; the primary stays current
+ *                -> "ctx ok" / "ctx CUDA_ERROR_..."
  *   dev:N        makes device N's primary context current (this process's CUDA
  *                numbering, after CUDA_VISIBLE_DEVICES) -> "dev N ok" / "dev N CUDA_ERROR_..."
  *   total        the current device's total memory as cuMemGetInfo says -> "total BYTES"
@@ -139,6 +142,16 @@ int main(int argc, char **argv)
             if (n == 0)
                 return 2;
             printf("free %s\n", cuMemFree_v2(ptr[--n]) == CUDA_SUCCESS ? "ok" : "error");
+        } else if (strcmp(a, "ctx") == 0) {
+            const char *name = NULL;
+            CUcontext c, prim = NULL;
+            CUresult r;
+            cuCtxGetCurrent(&prim);
+            if ((r = cuCtxGetDevice(&dev)) == CUDA_SUCCESS &&
+                (r = cuCtxCreate_v2(&c, 0, dev)) == CUDA_SUCCESS)
+                r = cuCtxSetCurrent(prim);
+            cuGetErrorName(r, &name);
+            printf("ctx %s\n", r == CUDA_SUCCESS ? "ok" : name ? name : "error");
         } else if (strncmp(a, "dev:", 4) == 0) {
             const char *name = NULL;
             CUcontext c;

@@ -499,7 +499,7 @@ void refresh_overhead(struct dev_state *d)
 {
     struct nvml_look l;
     int64_t device_used;
-    uint64_t want, base;
+    uint64_t want, base, mine;
 
     if (d->mode == OVERHEAD_FOOTPRINT || d->ctx_count == 0)
         return;
@@ -513,7 +513,14 @@ void refresh_overhead(struct dev_state *d)
     /* The device's use must not have moved while the list was read: its figures go with it. */
     if (device_used >= 0 && nvml_device_used(d) == device_used)
         hidden_from_look(d, base, device_used, &l);
-    want = (uint64_t)l.mine > d->charged ? (uint64_t)l.mine - d->charged : 0;
+    /*
+     * What pools gave back at a synchronisation not seen yet is still in d->charged but no
+     * longer in NVML's figure: without it the overhead would drop by it, and the pool's own
+     * re-read give it back a second time (a 128 MiB release, a second context, then 128 MiB
+     * admitted over the limit).
+     */
+    mine = (uint64_t)l.mine + pools_released_unseen((int)(d - devs));
+    want = mine > d->charged ? mine - d->charged : 0;
     /* And what each context takes beyond NVML's figure for the process (hidden_from_look). */
     want += (uint64_t)d->ctx_count *
             __atomic_load_n(&gs__state.tenant->dev[d->entry].ctx_hidden, __ATOMIC_RELAXED);
@@ -549,8 +556,8 @@ void pool_sync(struct pool_state *p)
         uncharge(d, p->accounted - reserved);
         d->charged -= p->accounted - reserved;
     }
+    p->accounted = reserved; /* with the charge, under mem_mu (pools_released_unseen) */
     pthread_mutex_unlock(&mem_mu);
-    p->accounted = reserved;
 }
 
 void sync_all_pools(void)

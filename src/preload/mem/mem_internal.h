@@ -190,6 +190,7 @@ int pool_ptr_take(CUdeviceptr ptr);
 void pool_ptr_untake(CUdeviceptr ptr, int slot);
 void pool_ptr_done(int slot, int ordered, CUstream stream, int ptsz);
 void pool_forget_device(int ord);
+uint64_t pools_released_unseen(int ord);
 int64_t used_before(struct dev_state *d);
 
 #endif

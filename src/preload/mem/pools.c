@@ -33,9 +33,12 @@ static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
     }
     if (!add || free_i < 0)
         return NULL;
+    /* Under mem_mu too: refresh_overhead reads the table holding mem_mu alone. */
+    pthread_mutex_lock(&mem_mu);
     memset(&pools[free_i], 0, sizeof(pools[free_i]));
     pools[free_i].pool = pool;
     pools[free_i].ord = ord;
+    pthread_mutex_unlock(&mem_mu);
     return &pools[free_i];
 }
 
@@ -104,9 +107,11 @@ static void pool_release(struct pool_state *p)
 {
     struct dev_state *d;
 
+    pthread_mutex_lock(&mem_mu);
     if ((d = dev_get(p->ord)) != NULL)
-        unadmit(d, p->accounted);
+        unadmit_locked(d, p->accounted);
     memset(p, 0, sizeof(*p));
+    pthread_mutex_unlock(&mem_mu);
 }
 
 /*
@@ -154,6 +159,28 @@ void pool_forget_device(int ord)
         if (pools[i].destroyed && pools[i].ord == ord)
             pool_release(&pools[i]);
     pthread_mutex_unlock(&pool_mu);
+}
+
+/*
+ * What the pools on ordinal ord gave back to the device and are still charged
+ * for: a pool gives memory back at a synchronisation the interposer does not
+ * see (cuStreamSynchronize), and its charge stays until it is read again
+ * (pool_sync), while NVML's figure for the process already lacks it. mem_mu
+ * held (which every change of the pool table's pool, ord and accounted holds).
+ */
+uint64_t pools_released_unseen(int ord)
+{
+    cuuint64_t now;
+    uint64_t sum = 0;
+    int i;
+
+    for (i = 0; i < MAX_POOLS && gs__real.cuMemPoolGetAttribute; i++)
+        if (pools[i].pool && pools[i].ord == ord &&
+            gs__real.cuMemPoolGetAttribute(pools[i].pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                           &now) == CUDA_SUCCESS &&
+            now < pools[i].accounted)
+            sum += pools[i].accounted - now;
+    return sum;
 }
 
 /* Measured on the H200: a pool that must grow takes whole steps of 32 MiB (4 KiB took 32 MiB). */
@@ -252,8 +279,8 @@ static int pool_past_admission(struct dev_state *d, struct pool_state *p, CUmemo
     if ((over = charge_taken(d, extra) < 0) == 0) {
         pthread_mutex_lock(&mem_mu);
         d->charged += extra;
-        pthread_mutex_unlock(&mem_mu);
         p->accounted += extra;
+        pthread_mutex_unlock(&mem_mu);
         limit = gs__mem_limit(d->entry);
         over = limit && __atomic_load_n(&td->mem_used, __ATOMIC_RELAXED) > limit;
     }
@@ -312,13 +339,17 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
             pthread_mutex_unlock(&pool_mu);
             return r;
         }
+        pthread_mutex_lock(&mem_mu);
         p->accounted += need;
+        pthread_mutex_unlock(&mem_mu);
         r = async_call(a);
         if (r != CUDA_ERROR_OUT_OF_MEMORY || tries++ >= RESERVE_TRIES)
             break;
         /* Refused by the driver: the reservation (run --filled) may give memory back. */
+        pthread_mutex_lock(&mem_mu);
         p->accounted -= need;
-        unadmit(d, need);
+        unadmit_locked(d, need);
+        pthread_mutex_unlock(&mem_mu);
         settle(d);
         pthread_mutex_unlock(&pool_mu);
         if (!give_back(d, need))
@@ -495,8 +526,10 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             gs__debug("a memory pool was destroyed with %llu allocations live: its %llu bytes "
                       "stay charged until they are freed",
                       (unsigned long long)p->live, (unsigned long long)p->accounted);
+            pthread_mutex_lock(&mem_mu);
             p->pool = NULL;
             p->destroyed = 1;
+            pthread_mutex_unlock(&mem_mu);
         } else {
             pool_release(p);
         }
