@@ -27,6 +27,25 @@
 
 static const uint8_t uuid0[16] = { 1, 2, 3 };
 
+/*
+ * A holder a test stopped: killed after the test, whether or not it passed (else it would stay
+ * stopped, and the test's output pipe with it).
+ */
+static pid_t stopped_child;
+
+static int kill_stopped_child(void **state)
+{
+    int st;
+
+    (void)state;
+    if (stopped_child > 0) {
+        kill(stopped_child, SIGKILL);
+        waitpid(stopped_child, &st, 0);
+    }
+    stopped_child = 0;
+    return 0;
+}
+
 static double since(const struct timespec *a)
 {
     struct timespec b;
@@ -99,6 +118,7 @@ static void test_stopped_holder_refuses_charges_until_it_goes(void **state)
         gs_tenant_unlock(t);
         _exit(0);
     }
+    stopped_child = pid;
     assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
     assert_true(WIFSTOPPED(st));
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -113,6 +133,7 @@ static void test_stopped_holder_refuses_charges_until_it_goes(void **state)
     assert_int_equal(ns, gs_proc_self_ns());
     kill(pid, SIGCONT);
     waitpid(pid, &st, 0);
+    stopped_child = 0;
     assert_int_equal(gs_tenant_charge(t, s, 0, 500, 0), 0);
     assert_int_equal(t->dev[0].mem_used, 600);
 
@@ -123,9 +144,11 @@ static void test_stopped_holder_refuses_charges_until_it_goes(void **state)
         raise(SIGSTOP);
         _exit(0);
     }
+    stopped_child = pid;
     waitpid(pid, &st, WUNTRACED);
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
+    stopped_child = 0;
     clock_gettime(CLOCK_MONOTONIC, &a);
     assert_int_equal(gs_tenant_charge(t, s, 0, 400, 0), 0);
     assert_true(since(&a) < 1);
@@ -183,7 +206,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_holder_names_its_namespace),
-        cmocka_unit_test(test_stopped_holder_refuses_charges_until_it_goes),
+        cmocka_unit_test_teardown(test_stopped_holder_refuses_charges_until_it_goes,
+                                  kill_stopped_child),
         cmocka_unit_test(test_holder_of_another_namespace_is_never_taken_for_dead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
