@@ -10,10 +10,13 @@
  * held, except reads of limits and totals for display, which may be stale
  * but never torn (aligned 32/64-bit atomic loads). The lock is one 32-bit
  * futex word holding the holder's thread ID (bit 31: someone waits), taken
- * by compare-and-swap: no pointers live in the file, so a tenant's owner who
- * rewrites it can make another user's process wait (every wait is bounded)
- * but never write elsewhere. A holder found dead is replaced, and the new
- * holder recomputes the totals from the per-process records. The compute
+ * by compare-and-swap of the 64-bit `lock.holder`, whose high half names the
+ * holder's PID namespace: no pointers live in the file, so a tenant's owner who
+ * rewrites it can make another user's process wait (every wait is bounded,
+ * and a wait that runs out refuses what it was for) but never write
+ * elsewhere. A holder found dead in its own PID namespace is replaced, and the
+ * new holder recomputes the totals from the per-process records; one of
+ * another namespace is never taken for dead (its TID means nothing here). The compute
  * budget fields (compute_*) are updated with atomic operations only, never
  * under the lock: they change on every poll of every process of the tenant.
  * So is the memory reservation (`reserve`, see common/reserve.h): its two
@@ -115,7 +118,13 @@ struct gpuslice_tenant {
     uint32_t abi_version;
     uint32_t size; /* sizeof(struct gpuslice_tenant) */
     union {
-        uint32_t word; /* 0 free, else holder TID | GPUSLICE_LOCK_WAITERS */
+        uint32_t word; /* 0 free, else holder TID | GPUSLICE_LOCK_WAITERS (the futex word) */
+        /*
+         * word in the low half (the layout is little-endian); in the high half the holder's
+         * PID namespace (the inode of /proc/TID/ns/pid), without which its TID names no
+         * thread: 0 where an older build took the lock (it wrote word alone), or unknown.
+         */
+        uint64_t holder;
         uint8_t raw[64];
         uint64_t align;
     } lock;

@@ -367,39 +367,73 @@ static int thread_alive(uint32_t tid)
     return tid != 0 && tid <= INT32_MAX && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
 }
 
+/* lock.word is the low half of lock.holder (tenant_abi.h). */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lock word is the holder's low half");
+
+#define HOLDER_TID(v) ((uint32_t)(v) & ~GPUSLICE_LOCK_WAITERS)
+#define HOLDER_NS(v) ((uint32_t)((v) >> 32))
+
+/* The holder (lock.holder) that made this thread's last wait for a tenant's lock run out. */
+static __thread uint64_t blocked_by;
+
+void gs_tenant_lock_blocker(uint32_t *tid, uint32_t *ns)
+{
+    *tid = HOLDER_TID(blocked_by);
+    *ns = HOLDER_NS(blocked_by);
+}
+
 /*
- * Takes t's lock within wait_ns: 0, or -ETIMEDOUT. The word is only ever
- * compared, exchanged and waited on: whatever another user wrote into it
- * costs at most the wait.
+ * Whether the holder in lock word v is gone: its thread no longer exists. A
+ * TID means a thread only in its own PID namespace; in another it names
+ * another thread or none, and taking a live holder for dead would let two
+ * processes change the totals at once. So only a reader of the holder's own
+ * namespace judges it; to any other reader (and to one that cannot read its own
+ * namespace) the holder is alive, waited for within the bound and then
+ * refused. A word with no namespace was written by an older build (or by
+ * hand) and is judged here, as those builds judged every holder.
+ */
+static int holder_gone(uint64_t v)
+{
+    uint32_t ns = HOLDER_NS(v), mine;
+
+    if (ns != 0 && ((mine = gs_proc_self_ns()) == 0 || ns != mine))
+        return 0;
+    return !thread_alive(HOLDER_TID(v));
+}
+
+/*
+ * Takes t's lock within wait_ns: 0, or -ETIMEDOUT (the holder is then told by
+ * gs_tenant_lock_blocker). The word is only ever compared, exchanged and
+ * waited on: whatever another user wrote into it costs at most the wait.
  */
 static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
 {
-    uint32_t *w = &t->lock.word, me = (uint32_t)syscall(SYS_gettid), v = 0;
-    uint64_t deadline;
+    uint64_t *h = &t->lock.holder, v = 0, deadline;
+    uint64_t me = (uint64_t)gs_proc_self_ns() << 32 | (uint32_t)syscall(SYS_gettid);
     int saved = errno;
 
-    if (__atomic_compare_exchange_n(w, &v, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    if (__atomic_compare_exchange_n(h, &v, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return 0;
     deadline = mono_ns() + wait_ns;
     for (;;) {
-        uint32_t holder = v & ~GPUSLICE_LOCK_WAITERS;
         struct timespec nap = { 0, LOCK_NAP_NS };
 
         /* Every path round the loop counts against the bound, whatever the word does. */
         if (mono_ns() >= deadline) {
+            blocked_by = v;
             errno = saved;
             return -ETIMEDOUT;
         }
-        if (v == 0) {
-            /* Free: take it, keeping the waiters bit (others may sleep on it). */
-            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+        if ((uint32_t)v == 0) {
+            /* Free (a high half left by hand is overwritten): take it, keeping the waiters bit. */
+            if (__atomic_compare_exchange_n(h, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
                                             __ATOMIC_RELAXED))
                 break;
             continue;
         }
-        if (!thread_alive(holder)) {
+        if (holder_gone(v)) {
             /* Its holder died mid-update: the per-process records are the truth. */
-            if (__atomic_compare_exchange_n(w, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+            if (__atomic_compare_exchange_n(h, &v, me | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
                                             __ATOMIC_RELAXED)) {
                 repair_totals(t);
                 break;
@@ -407,11 +441,12 @@ static int lock_within(struct gpuslice_tenant *t, uint64_t wait_ns)
             continue;
         }
         if (!(v & GPUSLICE_LOCK_WAITERS) &&
-            !__atomic_compare_exchange_n(w, &v, v | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
+            !__atomic_compare_exchange_n(h, &v, v | GPUSLICE_LOCK_WAITERS, 0, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
             continue;
-        syscall(SYS_futex, w, FUTEX_WAIT, v | GPUSLICE_LOCK_WAITERS, &nap, NULL, 0);
-        v = __atomic_load_n(w, __ATOMIC_RELAXED);
+        syscall(SYS_futex, &t->lock.word, FUTEX_WAIT, (uint32_t)v | GPUSLICE_LOCK_WAITERS, &nap,
+                NULL, 0);
+        v = __atomic_load_n(h, __ATOMIC_RELAXED);
     }
     errno = saved;
     return 0;
@@ -431,7 +466,7 @@ void gs_tenant_unlock(struct gpuslice_tenant *t)
 {
     int saved = errno;
 
-    if (__atomic_exchange_n(&t->lock.word, 0, __ATOMIC_RELEASE) & GPUSLICE_LOCK_WAITERS)
+    if (__atomic_exchange_n(&t->lock.holder, 0, __ATOMIC_RELEASE) & GPUSLICE_LOCK_WAITERS)
         syscall(SYS_futex, &t->lock.word, FUTEX_WAKE, 1, NULL, NULL, 0);
     errno = saved;
 }
@@ -698,8 +733,16 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
 
     /* Bounded: the lock lives in a file its owner controls, and root may be the caller. */
     if ((r = lock_timed(t, 2)) < 0) {
-        snprintf(err, errlen, "cannot lock the tenant's state: %s",
-                 r == -ETIMEDOUT ? "a process of the tenant has held it for 2 s" : strerror(-r));
+        uint32_t tid, ns;
+
+        gs_tenant_lock_blocker(&tid, &ns);
+        if (r == -ETIMEDOUT)
+            snprintf(err, errlen,
+                     "cannot lock the tenant's state: thread %u%s has held it for 2 s (a process "
+                     "of the tenant stopped inside it, or the lock word written by hand)",
+                     tid, ns && ns != gs_proc_self_ns() ? " of another PID namespace" : "");
+        else
+            snprintf(err, errlen, "cannot lock the tenant's state: %s", strerror(-r));
         return r;
     }
     /* Check every entry first: a refused command changes nothing. */

@@ -60,10 +60,18 @@ void gs_tenant_close(struct gpuslice_tenant *t);
 
 /*
  * The tenant's lock, waited for at most 2 s: 0, or -ETIMEDOUT. A holder that
- * died is replaced and the totals recomputed from the per-process records.
+ * died is replaced and the totals recomputed from the per-process records;
+ * only a process of the holder's own PID namespace can tell it died
+ * (tenant_abi.h). What the lock was for is then refused, never done unlocked.
  */
 int gs_tenant_lock(struct gpuslice_tenant *t);
 void gs_tenant_unlock(struct gpuslice_tenant *t);
+
+/*
+ * The holder whose lock the calling thread last waited for in vain: its TID and
+ * PID namespace (0: none, or not told), for a message naming who held it.
+ */
+void gs_tenant_lock_blocker(uint32_t *tid, uint32_t *ns);
 
 /* Takes a process slot for (pid, start); returns its index. */
 int gs_tenant_proc_register(struct gpuslice_tenant *t, pid_t pid, uint64_t start);

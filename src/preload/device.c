@@ -86,7 +86,7 @@ int gs__device_entry(int ord)
         return GS_DEVICE_NONE;
     }
     if (e < 0)
-        return GS_DEVICE_LATER; /* the tenant's lock was not had in time: asked again */
+        return GS_DEVICE_BUSY; /* the tenant's lock was not had in time: asked again */
     if (e < GPUSLICE_MAX_DEVICES && !__atomic_load_n(&entry_known[e], __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&publish_mu);
         memcpy(entry_raw[e], raw, 16);

@@ -58,6 +58,8 @@ void gs__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* device.c: the one device registry (ordinal -> UUID, tenant entry) */
 #define GS_DEVICE_LATER (-1) /* not known yet (the driver is not initialised): ask again */
 #define GS_DEVICE_NONE (-2)  /* never: no tenant, an ordinal out of range, or no room in it */
+#define GS_DEVICE_BUSY (-3)  /* the tenant's lock was not had in time: ask again (meanwhile */
+                             /* nothing may be allocated there: its memory could not be counted) */
 
 /*
  * Ordinal's UUID as "gpu-…" (the key of the limit lists; raw, when not NULL,

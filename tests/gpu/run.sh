@@ -161,6 +161,8 @@ c_build() {
     done
     compile rt_limit "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/rt_limit" "$HERE/rt_limit.cu"
     compile sm_threads "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/sm_threads" "$HERE/sm_threads.cu"
+    compile pool_race "$NVCC" -arch=sm_90 -O2 --default-stream per-thread -I"$HERE" \
+        -o "$GPUBIN/pool_race" "$HERE/pool_race.cu" -L"$stubs" -lcuda -lpthread -ldl
     compile rt_limit_shared "$NVCC" -arch=sm_90 -O2 -cudart shared -I"$HERE" \
         -Xlinker -rpath="$cudart" -o "$GPUBIN/rt_limit_shared" "$HERE/rt_limit.cu"
     compile lanes_api "$NVCC" -arch=sm_90 -O2 -I"$ROOT/include" -o "$GPUBIN/lanes_api" \
@@ -263,6 +265,10 @@ c_rt_debug() {
 }
 
 c_threads_race() { need "$GS" "$GPUBIN/threads_race" && "$GS" run --memory 1G -- "$GPUBIN/threads_race" "$GiB" 30; }
+
+# Issue 28, item 20: 32 threads of stream-ordered allocations (per-thread streams, three pools)
+# under 1 GiB, the real use sampled from NVML outside the process (the GPU otherwise idle).
+c_pool_race() { need "$GS" "$GPUBIN/pool_race" && "$GS" run --memory 1G -- "$GPUBIN/pool_race" "$GiB" 10; }
 
 c_nvidia_smi_view() {
     local smi t native limited rc real_ok=false
@@ -555,6 +561,7 @@ CHECKS=(
     "runtime_api_limit/shared 60 c_rt_shared"
     "runtime_api_limit/debug 60 c_rt_debug"
     "threads_race 90 c_threads_race"
+    "pool_race 60 c_pool_race"
     "nvidia_smi_view 60 c_nvidia_smi_view"
     "torch_limit/plain 120 c_torch_plain"
     "torch_limit/graphs 120 c_torch_graphs"

@@ -75,8 +75,9 @@ with open(sys.argv[1], "r+b") as f:
 PY
     # A total its dead holder left half-written, then the lock "held" by that dead thread: the
     # next locker (set, or the holder's own process) takes it over and rebuilds the totals.
+    # (Dead in this PID namespace, named in the word's high half: a TID of another means nothing.)
     poke "$f" $DEV_USED_OFF "<Q" $((5 << 30))
-    poke "$f" $LOCK_OFF "<I" $SLEEPER
+    poke "$f" $LOCK_OFF "<II" $SLEEPER "$(stat -L -c %i /proc/self/ns/pid)"
     expect 0 "defect 2: a lock whose holder is dead is taken over" -- "$GS" set -q lockt --memory 2G
     "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
     json_ok "defect 2: after the takeover the tenant lists its holder's memory and the new limit" \

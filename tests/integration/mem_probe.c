@@ -7,6 +7,9 @@
  *                stream synchronisation   -> "async MIB ok" / "async MIB CUDA_ERROR_..."
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
+ *   ctx          makes a context of its own on the current device (cuCtxCreate; its footprint
+ *                is the driver's), kept until exit; the primary stays current
+ *                -> "ctx ok" / "ctx CUDA_ERROR_..."
  *   dev:N        makes device N's primary context current (this process's CUDA
  *                numbering, after CUDA_VISIBLE_DEVICES) -> "dev N ok" / "dev N CUDA_ERROR_..."
  *   total        the current device's total memory as cuMemGetInfo says -> "total BYTES"
@@ -27,13 +30,22 @@
  *                -> "zero ok" / "zero error"
  *   budget:PATH  fills every device's compute budget in the state file PATH, and keeps it
  *                full for the rest of the run (a thread) -> "budget ok" / "budget error"
+ *   lockstop     a process stopped inside its tenant's lock (SIGSTOP, a debugger, a
+ *                frozen cgroup): takes the lock of $GPUSLICE_TENANT as the interposer
+ *                takes it (its thread ID and PID namespace, by compare-and-swap),
+ *                prints "lockstop PID", stops itself with SIGSTOP, and once continued
+ *                lets the lock go (-> "lockstop released"; "lockstop error" if not had)
  * Exit status: 0 when every step ran (a refused allocation is a result, not
  * an error), 1 when CUDA could not start, 2 for a bad step.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +82,42 @@ static void sleep_ms(long ms)
 
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+}
+
+/* Takes the tenant's lock as a process of the tenant does, stops, and lets it go once continued. */
+static void lockstop(void)
+{
+    const char *path = getenv("GPUSLICE_TENANT");
+    struct gpuslice_tenant *t = MAP_FAILED;
+    struct stat ns;
+    uint64_t me, v;
+    int fd = path ? open(path, O_RDWR) : -1, k;
+
+    if (fd >= 0)
+        t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (t == MAP_FAILED || stat("/proc/self/ns/pid", &ns) < 0) {
+        printf("lockstop error\n");
+        return;
+    }
+    me = (uint64_t)(uint32_t)ns.st_ino << 32 | (uint32_t)syscall(SYS_gettid);
+    for (k = 0, v = 0; !__atomic_compare_exchange_n(&t->lock.holder, &v, me, 0, __ATOMIC_ACQUIRE,
+                                                    __ATOMIC_RELAXED);
+         k++, v = 0) {
+        if (k == 2000) {
+            printf("lockstop error\n");
+            return;
+        }
+        sleep_ms(1);
+    }
+    printf("lockstop %d\n", (int)getpid());
+    fflush(stdout);
+    raise(SIGSTOP);
+    if (__atomic_exchange_n(&t->lock.holder, 0, __ATOMIC_RELEASE) & GPUSLICE_LOCK_WAITERS)
+        syscall(SYS_futex, &t->lock.word, FUTEX_WAKE, 1, NULL, NULL, 0);
+    munmap(t, sizeof(*t));
+    printf("lockstop released\n");
 }
 
 int main(int argc, char **argv)
@@ -116,6 +164,16 @@ int main(int argc, char **argv)
             if (n == 0)
                 return 2;
             printf("free %s\n", cuMemFree_v2(ptr[--n]) == CUDA_SUCCESS ? "ok" : "error");
+        } else if (strcmp(a, "ctx") == 0) {
+            const char *name = NULL;
+            CUcontext c, prim = NULL;
+            CUresult r;
+            cuCtxGetCurrent(&prim);
+            if ((r = cuCtxGetDevice(&dev)) == CUDA_SUCCESS &&
+                (r = cuCtxCreate_v2(&c, 0, dev)) == CUDA_SUCCESS)
+                r = cuCtxSetCurrent(prim);
+            cuGetErrorName(r, &name);
+            printf("ctx %s\n", r == CUDA_SUCCESS ? "ok" : name ? name : "error");
         } else if (strncmp(a, "dev:", 4) == 0) {
             const char *name = NULL;
             CUcontext c;
@@ -232,6 +290,8 @@ int main(int argc, char **argv)
                 pthread_create(&th, NULL, keep_budget, NULL);
                 printf("budget ok\n");
             }
+        } else if (strcmp(a, "lockstop") == 0) {
+            lockstop();
         } else if (strcmp(a, "exit") == 0) {
             fflush(stdout);
             exit(0);

@@ -1763,6 +1763,7 @@ PY
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
+mem_lock | mem_lock_ns | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;

@@ -133,6 +133,11 @@ struct CUarray_st {
     struct CUarray_st *next;
 };
 
+/* A live allocation's place in its pool: [off, off + len) of the pool's own address range. */
+struct sim_pool_block {
+    uint64_t off, len;
+};
+
 struct CUmemPoolHandle_st {
     int dev;
     int is_default;
@@ -141,6 +146,11 @@ struct CUmemPoolHandle_st {
     uint64_t threshold;
     uint64_t max_size; /* 0: the device's capacity */
     int reuse[3];
+    /* Where its allocations lie (sim_memory.c, "pools"): by offset, and which chunks are mapped. */
+    struct sim_pool_block *blocks;
+    unsigned nblocks, blocks_cap;
+    uint8_t *mapped; /* one per 32 MiB chunk of the pool's range */
+    uint64_t nchunks, nmapped;
     struct CUmemPoolHandle_st *next;
 };
 
@@ -194,7 +204,8 @@ struct sim_range {
     int dev;
     struct CUctx_st *ctx;
     struct CUmemPoolHandle_st *pool;
-    void *host; /* managed memory is backed by a host mapping */
+    uint64_t pool_off; /* SIM_RANGE_POOL: where it lies in its pool's range */
+    void *host;        /* managed memory is backed by a host mapping */
     struct sim_map *maps;
     struct sim_page *page; /* SIM_RANGE_PAGE */
 };

@@ -118,37 +118,55 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t esize, 
 }
 
 /*
- * Pools: what an allocation uses (its size, to 512 bytes: 4 KiB used 4 KiB);
- * past what is reserved the pool grows to its use rounded up to 32 MiB chunks
- * (4 KiB from empty -> 32 MiB, 33 MiB + 1 -> 64, 1 GiB + 1 -> 1056; held one
- * after another 4K, 4K, 1M, 20M, 8M -> 32 MiB, +4M -> 64, +40M -> 96, +1M ->
- * 96, +100M -> 192). Default and created pools alike.
+ * Pools: what an allocation uses (its size, to 512 bytes: 4 KiB used 4 KiB).
+ * A pool is one range of addresses, backed by 32 MiB chunks of device memory
+ * where something lies; an allocation takes the first hole of the range that
+ * holds it, else goes after the last, and the chunks it lies in that are not
+ * backed yet are taken from the device. So from empty or held one after
+ * another the pool grows to its use rounded up to 32 MiB (4 KiB from empty ->
+ * 32 MiB, 33 MiB + 1 -> 64, 1 GiB + 1 -> 1056; 4K, 4K, 1M, 20M, 8M -> 32 MiB,
+ * +4M -> 64, +40M -> 96, +1M -> 96, +100M -> 192), and a pool with room by
+ * count may still grow: 20 + 20 MiB held (64 reserved), the first freed and
+ * synchronised (64, 20 used), then 30 MiB: 96 (h200-driver-facts.txt, "pool
+ * frag": the hole of 20 and the 24 at the end do not hold it). Where in a
+ * hole an allocation goes was not measured (first fit here), nor alignment
+ * beyond 512 bytes. Default and created pools alike.
  */
 static uint64_t pool_use(uint64_t size)
 {
     return sim_round_up(size, SIM_SMALL_ALIGN);
 }
 
-static uint64_t pool_grown(uint64_t used)
+/* Where an allocation of len goes in p's range: the first hole that holds it, else the end. */
+static uint64_t pool_place(const struct CUmemPoolHandle_st *p, uint64_t len)
 {
-    return sim_round_up(used, SIM_POOL_CHUNK);
+    uint64_t at = 0;
+
+    for (unsigned i = 0; i < p->nblocks; i++) {
+        if (p->blocks[i].off - at >= len)
+            return at;
+        at = p->blocks[i].off + p->blocks[i].len;
+    }
+    return at;
 }
 
-/*
- * What a pool keeps when it gives back unused memory down to keep bytes (at
- * a synchronisation: keep = its release threshold; cuMemPoolTrimTo: the
- * bytes asked): whole unused chunks go, never what its allocations use
- * (two 8 MiB held, one freed, synchronised: 32 MiB stay; both freed: 0;
- * threshold UINT64_MAX: a freed 4 KiB leaves 32 MiB; trimmed to 0: 0).
- * Chunks are counted, not placed: allocations spread over more chunks than
- * their sum needs are not modelled (unknown).
- */
-static uint64_t pool_keeps(uint64_t reserved, uint64_t used, uint64_t keep)
+/* What p reserves with nmapped chunks backed (at most its maximum size, where it has one). */
+static uint64_t pool_reserve_of(const struct CUmemPoolHandle_st *p, uint64_t nmapped)
 {
-    uint64_t floor = sim_round_up(used, SIM_POOL_CHUNK), k = keep / SIM_POOL_CHUNK * SIM_POOL_CHUNK;
-    uint64_t t = floor > k ? floor : k;
+    uint64_t r = nmapped * SIM_POOL_CHUNK;
 
-    return t < reserved ? t : reserved;
+    return p->max_size && r > p->max_size ? p->max_size : r;
+}
+
+/* Whether a live allocation of p lies in chunk c. */
+static int pool_chunk_used(const struct CUmemPoolHandle_st *p, uint64_t c)
+{
+    uint64_t lo = c * SIM_POOL_CHUNK, hi = lo + SIM_POOL_CHUNK;
+
+    for (unsigned i = 0; i < p->nblocks && p->blocks[i].off < hi; i++)
+        if (p->blocks[i].off + p->blocks[i].len > lo)
+            return 1;
+    return 0;
 }
 
 /* ---- the address map -------------------------------------------------- */
@@ -515,6 +533,8 @@ static void pool_unlink(struct CUmemPoolHandle_st *p)
             break;
         }
     }
+    free(p->blocks);
+    free(p->mapped);
     free(p);
 }
 
@@ -537,14 +557,59 @@ static struct CUmemPoolHandle_st *pool_find(CUmemoryPool h)
     return NULL;
 }
 
-/* Gives back unused chunks down to keep bytes (never what is in use). */
+/*
+ * Gives back unused chunks, the last first, while the pool reserves more than
+ * the whole chunks in keep bytes (at a synchronisation: keep = its release
+ * threshold; cuMemPoolTrimTo: the bytes asked); never a chunk an allocation
+ * lies in (two 8 MiB held, one freed, synchronised: 32 MiB stay; both freed: 0;
+ * threshold UINT64_MAX: a freed 4 KiB leaves 32 MiB; trimmed to 0: 0).
+ */
 static void pool_shrink_to(struct CUmemPoolHandle_st *p, uint64_t keep)
 {
-    uint64_t target = pool_keeps(p->reserved, p->used, keep);
+    uint64_t k = keep / SIM_POOL_CHUNK, reserved;
 
-    if (p->reserved > target) {
-        sim_state_uncharge(&sim_drv.st, sim_phys(p->dev), p->reserved - target);
-        p->reserved = target;
+    for (uint64_t c = p->nchunks; c-- > 0 && p->nmapped > k;) {
+        if (p->mapped[c] && !pool_chunk_used(p, c)) {
+            p->mapped[c] = 0;
+            p->nmapped--;
+        }
+    }
+    reserved = pool_reserve_of(p, p->nmapped);
+    if (p->reserved > reserved) {
+        sim_state_uncharge(&sim_drv.st, sim_phys(p->dev), p->reserved - reserved);
+        p->reserved = reserved;
+    }
+}
+
+/* Records a live allocation [off, off + len) of p, kept in order of offset; 0 or -1. */
+static int pool_block_add(struct CUmemPoolHandle_st *p, uint64_t off, uint64_t len)
+{
+    unsigned i;
+
+    if (p->nblocks == p->blocks_cap) {
+        unsigned cap = p->blocks_cap ? p->blocks_cap * 2 : 16;
+        struct sim_pool_block *b = realloc(p->blocks, cap * sizeof(*b));
+        if (!b)
+            return -1;
+        p->blocks = b;
+        p->blocks_cap = cap;
+    }
+    for (i = p->nblocks; i > 0 && p->blocks[i - 1].off > off; i--)
+        p->blocks[i] = p->blocks[i - 1];
+    p->blocks[i].off = off;
+    p->blocks[i].len = len;
+    p->nblocks++;
+    return 0;
+}
+
+static void pool_block_remove(struct CUmemPoolHandle_st *p, uint64_t off)
+{
+    for (unsigned i = 0; i < p->nblocks; i++) {
+        if (p->blocks[i].off == off) {
+            memmove(&p->blocks[i], &p->blocks[i + 1], (p->nblocks - i - 1) * sizeof(p->blocks[0]));
+            p->nblocks--;
+            return;
+        }
     }
 }
 
@@ -566,8 +631,8 @@ void sim_sync_then_settle(uint64_t until, int dev)
 }
 
 /*
- * U grows by the allocation's use; past R the pool grows in chunks (see
- * pool_grown), taking the growth from the device, and an allocation the
+ * U grows by the allocation's use; the chunks it lies in that are not backed
+ * yet are taken from the device (see pool_place), and an allocation the
  * device or the pool's maximum size cannot hold changes nothing.
  */
 static CUresult pool_alloc(struct CUmemPoolHandle_st *p, struct CUctx_st *c, size_t size,
@@ -576,7 +641,7 @@ static CUresult pool_alloc(struct CUmemPoolHandle_st *p, struct CUctx_st *c, siz
     struct sim_range r = {
         .size = size, .kind = SIM_RANGE_POOL, .dev = p->dev, .ctx = c, .pool = p
     };
-    uint64_t used, reserved = p->reserved;
+    uint64_t used, reserved, first, last, grown = 0;
 
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -585,23 +650,37 @@ static CUresult pool_alloc(struct CUmemPoolHandle_st *p, struct CUctx_st *c, siz
     r.charged = pool_use(size);
     r.span = sim_round_up(size, SIM_PAGE);
     used = p->used + r.charged;
-    if (p->max_size && used > p->max_size)
+    r.pool_off = pool_place(p, r.charged);
+    /* Unmeasured: a capped pool grows to its cap, not a whole chunk past it. */
+    if (p->max_size && (used > p->max_size || r.pool_off + r.charged > p->max_size))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (used > reserved) {
-        reserved = pool_grown(used);
-        if (p->max_size && reserved > p->max_size)
-            reserved = p->max_size; /* unmeasured: a capped pool grows to its cap */
+    first = r.pool_off / SIM_POOL_CHUNK;
+    last = (r.pool_off + r.charged - 1) / SIM_POOL_CHUNK;
+    if (last >= p->nchunks) {
+        uint8_t *m = realloc(p->mapped, last + 1);
+        if (!m)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memset(m + p->nchunks, 0, last + 1 - p->nchunks);
+        p->mapped = m;
+        p->nchunks = last + 1;
     }
+    for (uint64_t k = first; k <= last; k++)
+        grown += !p->mapped[k];
+    reserved = pool_reserve_of(p, p->nmapped + grown);
     if (va_find(SIM_VA_LO, SIM_VA_HI, r.span, SIM_PAGE, 0, &r.base) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (reserved > p->reserved &&
         sim_state_charge(&sim_drv.st, sim_phys(p->dev), reserved - p->reserved) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (range_insert(&r) < 0) {
+    if (pool_block_add(p, r.pool_off, r.charged) < 0 || range_insert(&r) < 0) {
+        pool_block_remove(p, r.pool_off);
         if (reserved > p->reserved)
             sim_state_uncharge(&sim_drv.st, sim_phys(p->dev), reserved - p->reserved);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    for (uint64_t k = first; k <= last; k++)
+        p->mapped[k] = 1;
+    p->nmapped += grown;
     p->reserved = reserved;
     p->used = used;
     if (p->used > p->used_high)
@@ -620,6 +699,7 @@ static void range_free(struct sim_range *r)
     switch (r->kind) {
     case SIM_RANGE_POOL:
         p->used -= r->charged;
+        pool_block_remove(p, r->pool_off);
         range_remove(r);
         /* A destroyed pool goes once its last allocation does. */
         if (p->destroyed && p->used == 0) {

@@ -386,6 +386,53 @@ static void test_pools_grow_in_32mib_chunks_as_measured(void **state)
 }
 
 /*
+ * h200-driver-facts.txt, "pool frag" and "pool reuse": a pool with room by count still grows
+ * when no hole holds the request (20 + 20 MiB held, the first freed: a hole of 20 and 24 at the
+ * end; 30 MiB more grew the pool to 96), and a block freed in stream order is reused by the
+ * same stream before any sync.
+ */
+static void test_fragmented_pool_grows_with_room_by_count(void **state)
+{
+    uint64_t base = used();
+    CUmemoryPool def;
+    CUdeviceptr a, b, c;
+    CUstream s;
+
+    (void)state;
+    assert_ok(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    assert_ok(cu.cuDeviceGetDefaultMemPool(&def, 0));
+    assert_ok(cu.cuMemAllocAsync(&a, 20 * MiB, s));
+    assert_ok(cu.cuMemAllocAsync(&b, 20 * MiB, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 64 * MiB);
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 64 * MiB);
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 20 * MiB);
+    assert_ok(cu.cuMemAllocAsync(&c, 30 * MiB, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 96 * MiB);
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 50 * MiB);
+    assert_int_equal(used() - base, 96 * MiB);
+    /* A request the hole holds goes there: no growth. */
+    assert_ok(cu.cuMemAllocAsync(&a, 20 * MiB, s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 96 * MiB);
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuMemFreeAsync(b, s));
+    assert_ok(cu.cuMemFreeAsync(c, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_ok(cu.cuMemAllocAsync(&a, 30 * MiB, s));
+    assert_ok(cu.cuMemFreeAsync(a, s));
+    assert_ok(cu.cuMemAllocAsync(&b, 30 * MiB, s));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 32 * MiB);
+    assert_ok(cu.cuMemFreeAsync(b, s));
+    assert_ok(cu.cuStreamSynchronize(s));
+    assert_int_equal(used(), base);
+    assert_ok(cu.cuStreamDestroy_v2(s));
+}
+
+/*
  * cuMemFreeAsync frees in stream order: behind a kernel the memory stays taken until the
  * stream gets there, a second free of it is refused, and a destroyed pool's last allocation
  * goes back to the device only then.
@@ -523,7 +570,7 @@ static void test_pool_attributes_and_high_water_marks(void **state)
     assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * MiB + 512);
     assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuMemFreeAsync(a, s));
-    assert_ok(cu.cuMemAllocAsync(&a, 30 * MiB, s)); /* reuses the reserve */
+    assert_ok(cu.cuMemAllocAsync(&a, 20 * MiB, s)); /* reuses the reserve (after b, in its chunk) */
     assert_int_equal(used(), base + 32 * MiB);
     assert_ok(cu.cuMemFreeAsync(a, s));
     assert_ok(cu.cuStreamSynchronize(s)); /* b still in use: its chunk stays */
@@ -531,7 +578,7 @@ static void test_pool_attributes_and_high_water_marks(void **state)
     assert_ok(cu.cuMemFreeAsync_ptsz(b, NULL));
     assert_ok(cu.cuCtxSynchronize());
     assert_int_equal(used(), base);
-    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 30 * MiB + 512);
+    assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 20 * MiB + 512);
     assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 32 * MiB);
     {
         cuuint64_t zero = 0, one = 1;
@@ -914,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_address_range_and_copy_bounds),
         cmocka_unit_test(test_pools_grow_in_32mib_chunks_as_measured),
         cmocka_unit_test(test_pool_gives_back_whole_chunks_at_a_sync),
+        cmocka_unit_test(test_fragmented_pool_grows_with_room_by_count),
         cmocka_unit_test(test_free_async_waits_for_its_stream),
         cmocka_unit_test(test_pool_attributes_and_high_water_marks),
         cmocka_unit_test(test_pool_growth_past_the_device_fails_and_changes_nothing),

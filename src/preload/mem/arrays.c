@@ -64,8 +64,10 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t depth, CUarray_form
         CUresult r;                                                                                \
         int ord;                                                                                   \
         GS_PASS(sym, call);                                                                        \
-        if (pAllocateArray == NULL || (d = limited_current(&ord)) == NULL)                         \
+        if (pAllocateArray == NULL)                                                                \
             return gs__real.sym call;                                                              \
+        if ((d = limited_current(&ord, &r)) == NULL)                                               \
+            return r == CUDA_SUCCESS ? gs__real.sym call : r;                                      \
         charge = round_up((bytes), d->gran);                                                       \
         if ((r = admit(d, charge)) != CUDA_SUCCESS)                                                \
             return r;                                                                              \

@@ -48,6 +48,12 @@ CUcontext created[256];  /* contexts made by cuCtxCreate, for destroy */
 int created_ord[256];
 /* What could not be given back while the tenant's lock was held too long: given back later. */
 static uint64_t owed[GPUSLICE_MAX_DEVICES];
+/*
+ * What the driver reserved that could not be charged while the lock was held too long
+ * (its own overhead, a context's footprint): charged before this process's next
+ * admission, which is refused until it is (admit).
+ */
+static uint64_t unpaid[GPUSLICE_MAX_DEVICES];
 static int proc_slot = -1;
 static pid_t slot_pid;
 int exiting;
@@ -110,7 +116,9 @@ int slot(void)
     if (s >= 0) /* a refused registration is tried again at the next use */
         __atomic_store_n(&slot_pid, pid, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&slot_mu);
-    if (s < 0 && __atomic_exchange_n(&warned, pid, __ATOMIC_RELAXED) != pid)
+    if (s == -ETIMEDOUT)
+        lock_refused(-1);
+    else if (s < 0 && __atomic_exchange_n(&warned, pid, __ATOMIC_RELAXED) != pid)
         gs__log("%s (%d processes at most); this process's contexts and allocations are "
                 "refused",
                 s == GS_ENOSLOT ? "no free process slot in the tenant"
@@ -119,12 +127,38 @@ int slot(void)
     return s;
 }
 
+/*
+ * Something was refused because the tenant's lock was held past its bound (2 s)
+ * by a process of the tenant stopped inside it (SIGSTOP, a debugger, a frozen
+ * cgroup) or by a word written into the file: nothing is ever done unlocked,
+ * so the allocation or context is refused. Counted on device entry e when there
+ * is one (-1: none yet), and said once per process, naming the holder; called
+ * on the thread whose wait ran out.
+ */
+void lock_refused(int e)
+{
+    static pid_t said;
+    uint32_t tid, ns;
+    pid_t pid = getpid();
+
+    if (e >= 0 && e < GPUSLICE_MAX_DEVICES && gs__state.tenant)
+        __atomic_add_fetch(&gs__state.tenant->mem_refused[e], 1, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&said, pid, __ATOMIC_RELAXED) == pid)
+        return;
+    gs_tenant_lock_blocker(&tid, &ns);
+    gs__log("the tenant's accounting lock was held for more than 2 s by thread %u%s (a process "
+            "of the tenant stopped inside it, or the lock word written into its file); what "
+            "this process allocates meanwhile is refused, never admitted uncharged",
+            tid, ns && ns != gs_proc_self_ns() ? " of another PID namespace" : "");
+}
+
 void gs__mem_fork_child(void)
 {
     /* The child is a new process: it takes its own slot and starts with nothing. */
     proc_slot = -1;
     slot_pid = 0;
     memset(owed, 0, sizeof(owed));
+    memset(unpaid, 0, sizeof(unpaid));
     pthread_mutex_init(&slot_mu, NULL);
     pthread_mutex_init(&mem_mu, NULL);
     {
@@ -161,22 +195,57 @@ void gs__mem_exit(void)
     proc_slot = -1;
 }
 
-/* Ordinal's memory state: its UUID and tenant entry (device.c), and its granularity. */
-struct dev_state *dev_get(int ord)
+/* The tenant's entry for ordinal's device, found without the lock (for counting a refusal). */
+static int entry_unlocked(int ord)
 {
+    uint8_t raw[16];
+    int i;
+
+    if (gs__device_uuid(ord, raw) == NULL)
+        return -1;
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
+        if (memcmp(gs__state.tenant->dev[i].uuid, raw, 16) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * Ordinal's memory state: its UUID and tenant entry (device.c), and its
+ * granularity. NULL where nothing is accounted (no tenant, the driver not
+ * initialised), with *refuse set where the device's memory cannot be counted
+ * now (the tenant's lock held too long) or ever (no room for it in the
+ * tenant's device table): nothing may be allocated there then.
+ */
+static struct dev_state *dev_lookup(int ord, int *refuse)
+{
+    static int said_full;
     struct dev_state *d;
     int e;
 
+    *refuse = 0;
     if (ord < 0 || ord >= MAX_ORDINALS || gs__state.tenant == NULL)
         return NULL;
     d = &devs[ord];
-    if (d->resolved)
+    if (d->resolved) {
+        *refuse = d->resolved < 0;
         return d->resolved > 0 ? d : NULL;
+    }
     /* The device's UUID and tenant entry come from the one registry (device.c). */
     if ((e = gs__device_entry(ord)) == GS_DEVICE_LATER)
         return NULL; /* not initialised yet: try again later */
+    if (e == GS_DEVICE_BUSY) {
+        /* Asked again at the next use; meanwhile its memory could not be counted. */
+        lock_refused(entry_unlocked(ord));
+        *refuse = 1;
+        return NULL;
+    }
     if (e < 0) {
         d->resolved = -1;
+        *refuse = 1;
+        if (!__atomic_exchange_n(&said_full, 1, __ATOMIC_RELAXED))
+            gs__log("device %d: the tenant's device table has no room for it, so its memory "
+                    "cannot be counted; contexts and allocations there are refused",
+                    ord);
         return NULL;
     }
     memcpy(d->uuid, gs__device_uuid(ord, NULL), sizeof(d->uuid));
@@ -201,6 +270,22 @@ struct dev_state *dev_get(int ord)
     return d;
 }
 
+struct dev_state *dev_get(int ord)
+{
+    int refuse;
+
+    return dev_lookup(ord, &refuse);
+}
+
+struct dev_state *dev_for_alloc(int ord, CUresult *r)
+{
+    int refuse;
+    struct dev_state *d = dev_lookup(ord, &refuse);
+
+    *r = refuse ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    return d;
+}
+
 int current_ordinal(void)
 {
     CUdevice dev;
@@ -210,13 +295,41 @@ int current_ordinal(void)
     return (int)dev;
 }
 
-/* Charges without a limit check: the driver has already reserved it. */
-void force_charge(struct dev_state *d, uint64_t bytes)
+/*
+ * Charges without a limit check what the driver has already reserved: 0, or <0
+ * when the lock could not be had (nothing charged then: a caller that can take
+ * the memory back does so, before anyone can be admitted against it).
+ */
+int charge_taken(struct dev_state *d, uint64_t bytes)
 {
     int s = slot();
 
-    if (s >= 0 && bytes)
-        gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 1);
+    if (s < 0)
+        return s;
+    return bytes ? gs_tenant_charge(gs__state.tenant, s, d->entry, bytes, 1) : 0;
+}
+
+/*
+ * charge_taken() for what cannot be taken back (the driver's own overhead, a
+ * context's footprint): if the lock could not be had, the bytes are unpaid,
+ * charged before this process's next admission, which waits for it.
+ */
+void force_charge(struct dev_state *d, uint64_t bytes)
+{
+    if (charge_taken(d, bytes) < 0)
+        __atomic_add_fetch(&unpaid[d->entry], bytes, __ATOMIC_ACQ_REL);
+}
+
+/* Takes back up to bytes of what is unpaid on entry e; returns what was taken back. */
+static uint64_t cancel_unpaid(int e, uint64_t bytes)
+{
+    uint64_t u = __atomic_load_n(&unpaid[e], __ATOMIC_ACQUIRE), take;
+
+    do {
+        take = u < bytes ? u : bytes;
+    } while (take && !__atomic_compare_exchange_n(&unpaid[e], &u, u - take, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_ACQUIRE));
+    return take;
 }
 
 void uncharge(struct dev_state *d, uint64_t bytes)
@@ -225,9 +338,23 @@ void uncharge(struct dev_state *d, uint64_t bytes)
 
     if (s < 0)
         return;
+    /* A charge that never reached the tenant is given back by not making it. */
+    bytes -= cancel_unpaid(d->entry, bytes);
     bytes += __atomic_exchange_n(&owed[d->entry], 0, __ATOMIC_ACQ_REL);
     if (bytes && gs_tenant_uncharge(gs__state.tenant, s, d->entry, bytes) < 0)
         __atomic_add_fetch(&owed[d->entry], bytes, __ATOMIC_ACQ_REL);
+}
+
+/* Charges what is unpaid on d: 0, or <0 (the lock), when it stays unpaid. */
+static int pay_unpaid(struct dev_state *d, int s)
+{
+    uint64_t u = __atomic_exchange_n(&unpaid[d->entry], 0, __ATOMIC_ACQ_REL);
+    int r;
+
+    if (u == 0 || (r = gs_tenant_charge(gs__state.tenant, s, d->entry, u, 1)) == 0)
+        return 0;
+    __atomic_add_fetch(&unpaid[d->entry], u, __ATOMIC_ACQ_REL);
+    return r;
 }
 
 static void nvml_init_once(void)
@@ -372,7 +499,7 @@ void refresh_overhead(struct dev_state *d)
 {
     struct nvml_look l;
     int64_t device_used;
-    uint64_t want, base;
+    uint64_t want, base, mine;
 
     if (d->mode == OVERHEAD_FOOTPRINT || d->ctx_count == 0)
         return;
@@ -386,7 +513,14 @@ void refresh_overhead(struct dev_state *d)
     /* The device's use must not have moved while the list was read: its figures go with it. */
     if (device_used >= 0 && nvml_device_used(d) == device_used)
         hidden_from_look(d, base, device_used, &l);
-    want = (uint64_t)l.mine > d->charged ? (uint64_t)l.mine - d->charged : 0;
+    /*
+     * What pools gave back at a synchronisation not seen yet is still in d->charged but no
+     * longer in NVML's figure: without it the overhead would drop by it, and the pool's own
+     * re-read give it back a second time (a 128 MiB release, a second context, then 128 MiB
+     * admitted over the limit).
+     */
+    mine = (uint64_t)l.mine + pools_released_unseen((int)(d - devs));
+    want = mine > d->charged ? mine - d->charged : 0;
     /* And what each context takes beyond NVML's figure for the process (hidden_from_look). */
     want += (uint64_t)d->ctx_count *
             __atomic_load_n(&gs__state.tenant->dev[d->entry].ctx_hidden, __ATOMIC_RELAXED);
@@ -422,8 +556,8 @@ void pool_sync(struct pool_state *p)
         uncharge(d, p->accounted - reserved);
         d->charged -= p->accounted - reserved;
     }
+    p->accounted = reserved; /* with the charge, under mem_mu (pools_released_unseen) */
     pthread_mutex_unlock(&mem_mu);
-    p->accounted = reserved;
 }
 
 void sync_all_pools(void)
@@ -459,6 +593,13 @@ CUresult admit(struct dev_state *d, uint64_t bytes)
 
     if (s < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    /* What the driver took that the lock kept from being charged: charged first, or refused. */
+    if ((r = pay_unpaid(d, s)) < 0) {
+        errno = saved;
+        if (r == -ETIMEDOUT)
+            lock_refused(d->entry);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (__atomic_load_n(&owed[d->entry], __ATOMIC_RELAXED))
         uncharge(d, 0); /* a free the lock made wait: given back first */
     __atomic_add_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
@@ -479,6 +620,8 @@ CUresult admit(struct dev_state *d, uint64_t bytes)
         __atomic_sub_fetch(&d->inflight, 1, __ATOMIC_ACQ_REL);
         if (r == GS_EOVERLIMIT)
             __atomic_add_fetch(&gs__state.tenant->mem_refused[d->entry], 1, __ATOMIC_RELAXED);
+        else if (r == -ETIMEDOUT)
+            lock_refused(d->entry); /* never admitted without the lock */
         gs__debug("refused %llu bytes on %s: tenant uses %llu of %llu", (unsigned long long)bytes,
                   d->uuid,
                   (unsigned long long)__atomic_load_n(&gs__state.tenant->dev[d->entry].mem_used,
@@ -576,14 +719,17 @@ uint64_t current_ctx(void)
     return (uint64_t)(uintptr_t)c;
 }
 
-/* The state for the current context's device if a limit applies, else NULL. */
-struct dev_state *limited_current(int *ord)
+/*
+ * The state for the current context's device if a limit applies, else NULL
+ * with *r: CUDA_SUCCESS (nothing is accounted: the call passes) or the
+ * refusal (dev_for_alloc).
+ */
+struct dev_state *limited_current(int *ord, CUresult *r)
 {
-    struct dev_state *d;
-
-    if (exiting || (*ord = current_ordinal()) < 0 || (d = dev_get(*ord)) == NULL)
+    *r = CUDA_SUCCESS;
+    if (exiting || (*ord = current_ordinal()) < 0)
         return NULL;
-    return d;
+    return dev_for_alloc(*ord, r);
 }
 
 /*
@@ -771,7 +917,9 @@ static CUresult small_end(struct small *sm, CUresult r, uint64_t ptr)
         CUresult r;                                                                                \
         int ord;                                                                                   \
         GS_PASS(sym, call);                                                                        \
-        if ((d = limited_current(&ord)) == NULL || (bytes) == 0)                                   \
+        if ((d = limited_current(&ord, &r)) == NULL)                                               \
+            return r == CUDA_SUCCESS ? gs__real.sym call : r;                                      \
+        if ((bytes) == 0)                                                                          \
             return gs__real.sym call;                                                              \
         if ((pages_ok) && (uint64_t)(bytes) < d->gran && dptr) {                                   \
             struct small sm;                                                                       \
@@ -819,7 +967,9 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
         CUresult r;                                                                                \
         int ord;                                                                                   \
         GS_PASS(sym, call);                                                                        \
-        if ((d = limited_current(&ord)) == NULL || (width) == 0 || (height) == 0)                  \
+        if ((d = limited_current(&ord, &r)) == NULL)                                               \
+            return r == CUDA_SUCCESS ? gs__real.sym call : r;                                      \
+        if ((width) == 0 || (height) == 0)                                                         \
             return gs__real.sym call;                                                              \
         if ((uint64_t)(height) > UINT64_MAX / round_up((width), PITCH_ALIGN))                      \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
@@ -830,17 +980,18 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
             r = gs__real.sym call;                                                                 \
             if (r != CUDA_SUCCESS || (uint64_t) * (pPitch) * (uint64_t)(height) < d->gran)         \
                 return small_end(&sm, r, r == CUDA_SUCCESS ? (uint64_t) * (dptr) : 0);             \
-            /* Wider rows than measured: a large one after all; charged below. */                  \
-            if (sm.admitted)                                                                       \
+            /* Wider rows than measured: a large one after all, admitted as one or undone. */      \
+            if (sm.admitted) {                                                                     \
                 unadmit(d, d->gran);                                                               \
-            actual = alloc_charge(d, (uint64_t) * (pPitch) * (uint64_t)(height));                  \
-            pthread_mutex_lock(&mem_mu);                                                           \
-            force_charge(d, actual);                                                               \
-            d->charged += actual;                                                                  \
-            pthread_mutex_unlock(&mem_mu);                                                         \
-            track(&allocs, (uint64_t) * (dptr), actual, ord, current_ctx());                       \
-            if (sm.admitted)                                                                       \
                 settle(d);                                                                         \
+            }                                                                                      \
+            actual = alloc_charge(d, (uint64_t) * (pPitch) * (uint64_t)(height));                  \
+            if ((r = admit(d, actual)) != CUDA_SUCCESS) {                                          \
+                gs__real.cuMemFree_v2((CUdeviceptr) * (dptr));                                     \
+                return r;                                                                          \
+            }                                                                                      \
+            track(&allocs, (uint64_t) * (dptr), actual, ord, current_ctx());                       \
+            settle(d);                                                                             \
             return CUDA_SUCCESS;                                                                   \
         }                                                                                          \
         charge = alloc_charge(d, est);                                                             \
@@ -854,10 +1005,14 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
         }                                                                                          \
         actual = alloc_charge(d, (uint64_t) * (pPitch) * (uint64_t)(height));                      \
         if (actual > charge) {                                                                     \
-            pthread_mutex_lock(&mem_mu);                                                           \
-            force_charge(d, actual - charge);                                                      \
-            d->charged += actual - charge;                                                         \
-            pthread_mutex_unlock(&mem_mu);                                                         \
+            /* Wider rows than measured: the rest admitted too, or the allocation undone. */       \
+            if ((r = admit(d, actual - charge)) != CUDA_SUCCESS) {                                 \
+                gs__real.cuMemFree_v2((CUdeviceptr) * (dptr));                                     \
+                unadmit(d, charge);                                                                \
+                settle(d);                                                                         \
+                return r;                                                                          \
+            }                                                                                      \
+            settle(d);                                                                             \
         } else if (actual < charge) {                                                              \
             unadmit(d, charge - actual);                                                           \
         }                                                                                          \

@@ -188,9 +188,13 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult r;
 
     GS_PASS(cuDevicePrimaryCtxRetain, (pctx, dev));
-    d = exiting ? NULL : dev_get(dev);
-    /* A context whose memory could not be counted is not made (no process slot left). */
-    if (d && slot() < 0)
+    /*
+     * A context whose memory could not be counted is not made: no process slot left, no room
+     * for the device in the tenant, or the tenant's lock held too long (dev_for_alloc).
+     */
+    r = CUDA_SUCCESS;
+    d = exiting ? NULL : dev_for_alloc(dev, &r);
+    if (r != CUDA_SUCCESS || (d && slot() < 0))
         return CUDA_ERROR_OUT_OF_MEMORY;
     before = used_before(d);
     GS_RESERVED_CTX_CALL(r, d, before, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
@@ -273,8 +277,9 @@ static void remember_created(CUcontext ctx, int ord)
         int64_t before;                                                                            \
         CUresult r;                                                                                \
         GS_PASS(sym, call);                                                                        \
-        d = exiting ? NULL : dev_get(dev);                                                         \
-        if (d && slot() < 0)                                                                       \
+        r = CUDA_SUCCESS;                                                                          \
+        d = exiting ? NULL : dev_for_alloc(dev, &r);                                               \
+        if (r != CUDA_SUCCESS || (d && slot() < 0))                                                \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         before = used_before(d);                                                                   \
         GS_RESERVED_CTX_CALL(r, d, before, gs__real.sym call);                                     \

@@ -161,7 +161,10 @@ extern int exiting;
 uint64_t round_up(uint64_t v, uint64_t g);
 int slot(void);
 struct dev_state *dev_get(int ord);
+struct dev_state *dev_for_alloc(int ord, CUresult *r);
+void lock_refused(int e);
 int current_ordinal(void);
+int charge_taken(struct dev_state *d, uint64_t bytes);
 void force_charge(struct dev_state *d, uint64_t bytes);
 void uncharge(struct dev_state *d, uint64_t bytes);
 int nvml_look_processes(struct dev_state *d, struct nvml_look *l);
@@ -179,7 +182,7 @@ int track(struct gs_map *m, uint64_t key, uint64_t bytes, int ord, uint64_t aux)
 int untrack(struct gs_map *m, uint64_t key, struct gs_map_entry *out);
 void retrack(struct gs_map *m, const struct gs_map_entry *old);
 uint64_t current_ctx(void);
-struct dev_state *limited_current(int *ord);
+struct dev_state *limited_current(int *ord, CUresult *r);
 void release_entry(const struct gs_map_entry *e);
 int give_back(struct dev_state *d, uint64_t bytes);
 uint64_t reserved_for(const struct dev_state *d);
@@ -187,6 +190,7 @@ int pool_ptr_take(CUdeviceptr ptr);
 void pool_ptr_untake(CUdeviceptr ptr, int slot);
 void pool_ptr_done(int slot, int ordered, CUstream stream, int ptsz);
 void pool_forget_device(int ord);
+uint64_t pools_released_unseen(int ord);
 int64_t used_before(struct dev_state *d);
 
 #endif

@@ -33,9 +33,12 @@ static struct pool_state *pool_find(CUmemoryPool pool, int ord, int add)
     }
     if (!add || free_i < 0)
         return NULL;
+    /* Under mem_mu too: refresh_overhead reads the table holding mem_mu alone. */
+    pthread_mutex_lock(&mem_mu);
     memset(&pools[free_i], 0, sizeof(pools[free_i]));
     pools[free_i].pool = pool;
     pools[free_i].ord = ord;
+    pthread_mutex_unlock(&mem_mu);
     return &pools[free_i];
 }
 
@@ -104,9 +107,11 @@ static void pool_release(struct pool_state *p)
 {
     struct dev_state *d;
 
+    pthread_mutex_lock(&mem_mu);
     if ((d = dev_get(p->ord)) != NULL)
-        unadmit(d, p->accounted);
+        unadmit_locked(d, p->accounted);
     memset(p, 0, sizeof(*p));
+    pthread_mutex_unlock(&mem_mu);
 }
 
 /*
@@ -156,17 +161,50 @@ void pool_forget_device(int ord)
     pthread_mutex_unlock(&pool_mu);
 }
 
+/*
+ * What the pools on ordinal ord gave back to the device and are still charged
+ * for: a pool gives memory back at a synchronisation the interposer does not
+ * see (cuStreamSynchronize), and its charge stays until it is read again
+ * (pool_sync), while NVML's figure for the process already lacks it. mem_mu
+ * held (which every change of the pool table's pool, ord and accounted holds).
+ */
+uint64_t pools_released_unseen(int ord)
+{
+    cuuint64_t now;
+    uint64_t sum = 0;
+    int i;
+
+    for (i = 0; i < MAX_POOLS && gs__real.cuMemPoolGetAttribute; i++)
+        if (pools[i].pool && pools[i].ord == ord &&
+            gs__real.cuMemPoolGetAttribute(pools[i].pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                           &now) == CUDA_SUCCESS &&
+            now < pools[i].accounted)
+            sum += pools[i].accounted - now;
+    return sum;
+}
+
 /* Measured on the H200: a pool that must grow takes whole steps of 32 MiB (4 KiB took 32 MiB). */
 #define POOL_STEP (32ULL << 20)
 
-/* What the pool will grow by to serve bytes more: 0 when it has room. */
+/*
+ * The most the pool may grow by to serve bytes more. By count, what its use
+ * would lack (held one after another, 4K, 4K, 1M, 20M, 8M took 32 MiB, +4M
+ * 64); but a pool with room by count grows too where no hole holds the request
+ * (20 MiB free in a hole and 24 at the end, 30 MiB asked: grew 32), and with
+ * 32 threads on their own streams, and several pools, that was the common case:
+ * real use reached 1030-1056 MiB under 1 GiB. Every growth measured was at most
+ * the request rounded up to a step (1 GiB + 1 from empty: 1056 MiB), so that is
+ * what is charged before the driver is asked. UINT64_MAX for a request no pool
+ * grows by (refused).
+ */
 static uint64_t pool_growth(uint64_t reserved, uint64_t used, uint64_t bytes)
 {
+    uint64_t by_count;
+
     if (bytes > UINT64_MAX - POOL_STEP - used)
-        return UINT64_MAX; /* no pool grows by that: refused */
-    if (used + bytes <= reserved)
-        return 0;
-    return round_up(used + bytes, POOL_STEP) - reserved;
+        return UINT64_MAX;
+    by_count = used + bytes <= reserved ? 0 : round_up(used + bytes, POOL_STEP) - reserved;
+    return by_count > round_up(bytes, POOL_STEP) ? by_count : round_up(bytes, POOL_STEP);
 }
 
 struct async_args {
@@ -206,22 +244,80 @@ static void async_undo(struct async_args *a)
                       : gs__real.cuStreamSynchronize)(a->stream);
 }
 
+/* The pool's reserved and used bytes (both 0 when the driver does not tell). */
+static void pool_sizes(CUmemoryPool pool, cuuint64_t *reserved, cuuint64_t *used)
+{
+    if (!gs__real.cuMemPoolGetAttribute ||
+        gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, reserved) !=
+            CUDA_SUCCESS ||
+        gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, used) !=
+            CUDA_SUCCESS)
+        *reserved = *used = 0;
+}
+
+/*
+ * The allocation of a made the pool grow beyond the need admitted for it (from
+ * reserved): what it grew by past that is charged at once, whatever the limit,
+ * so that no one else is admitted against memory the driver holds; then, where
+ * that crossed the limit (or the lock could not be had), the allocation is
+ * undone and 1 returned. pool_mu held.
+ */
+static int pool_past_admission(struct dev_state *d, struct pool_state *p, CUmemoryPool pool,
+                               struct async_args *a, uint64_t reserved, uint64_t need)
+{
+    const struct gpuslice_tenant_device *td = &gs__state.tenant->dev[d->entry];
+    cuuint64_t now = 0;
+    uint64_t extra, limit;
+    int over;
+
+    if (!gs__real.cuMemPoolGetAttribute ||
+        gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now) !=
+            CUDA_SUCCESS ||
+        now <= reserved + need)
+        return 0;
+    extra = now - reserved - need;
+    if ((over = charge_taken(d, extra) < 0) == 0) {
+        pthread_mutex_lock(&mem_mu);
+        d->charged += extra;
+        p->accounted += extra;
+        pthread_mutex_unlock(&mem_mu);
+        limit = gs__mem_limit(d->entry);
+        over = limit && __atomic_load_n(&td->mem_used, __ATOMIC_RELAXED) > limit;
+    }
+    gs__debug("pool on %s grew %llu bytes, %llu past the %llu admitted%s", d->uuid,
+              (unsigned long long)(now - reserved), (unsigned long long)extra,
+              (unsigned long long)need, over ? "; the allocation is refused" : "");
+    if (!over)
+        return 0;
+    async_undo(a);
+    /*
+     * A pool that keeps its memory (a release threshold above its use, as PyTorch's
+     * cudaMallocAsync backend sets) would stay grown: give back what it grew by.
+     */
+    if (gs__real.cuMemPoolTrimTo)
+        gs__real.cuMemPoolTrimTo(pool, (size_t)reserved + 1);
+    return 1;
+}
+
 /*
  * A stream-ordered allocation from pool on d. Everything from reading the
  * pool to charging what it really reserved happens under pool_mu, so no other
- * allocation can take the room this one was admitted for; what the pool will
- * grow by is charged before the driver is asked. A pool only shrinks to its
- * whole steps in use, so a shrink by another thread's synchronisation meanwhile
- * can only make the growth smaller than admitted.
+ * allocation of this process can take the room this one was admitted for; the
+ * most the pool may grow by (pool_growth) is charged before the driver is
+ * asked, so that neither can another process's: the device never holds more
+ * than the limit. Where the limit has not that much room, the pool's unused
+ * chunks (charged as it reserves them) are given back first; if there is still
+ * not room it is refused, though a hole of the pool might have held it. A pool
+ * only shrinks to its whole steps in use, so a shrink by another thread's
+ * synchronisation meanwhile only leaves the charge above what it reserves.
  */
 static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, struct async_args *a)
 {
-    struct gpuslice_tenant_device *td = &gs__state.tenant->dev[d->entry];
     struct pool_state *p;
     cuuint64_t reserved = 0, used = 0;
     uint64_t need;
     CUresult r;
-    int tries;
+    int tries, trimmed = 0;
 
     pthread_mutex_lock(&pool_mu);
     if ((p = pool_find(pool, ord, 1)) == NULL) {
@@ -229,40 +325,34 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
         gs__log("more than %d memory pools in use; refusing to allocate untracked", MAX_POOLS);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    for (tries = 0;; tries++) {
+    for (tries = 0;;) {
         pool_sync(p); /* the charge is what the pool reserves now */
-        if (gs__real.cuMemPoolGetAttribute &&
-            gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
-                CUDA_SUCCESS &&
-            gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) ==
-                CUDA_SUCCESS)
-            need = pool_growth(reserved, used, a->bytesize);
-        else
-            need = pool_growth(0, 0, a->bytesize);
-        /*
-         * A pool with room by count may still be too fragmented for the request
-         * (measured: 20 MiB free in a hole and 24 at the end, 30 MiB asked, 32
-         * grown): admitted for a step more where the limit allows, else for
-         * what the count says, and then held to what it really grew by.
-         */
-        if (need == 0 && used < reserved && room_for(d, pool_growth(0, 0, a->bytesize)))
-            need = pool_growth(0, 0, a->bytesize);
-        if (need && (r = admit(d, need)) != CUDA_SUCCESS) {
+        pool_sizes(pool, &reserved, &used);
+        need = pool_growth(reserved, used, a->bytesize);
+        if (!trimmed && !room_for(d, need) && reserved > used && gs__real.cuMemPoolTrimTo) {
+            /* Its unused chunks first: what they hold is charged, and may make room. */
+            trimmed = 1;
+            gs__real.cuMemPoolTrimTo(pool, (size_t)used);
+            continue;
+        }
+        if ((r = admit(d, need)) != CUDA_SUCCESS) {
             pthread_mutex_unlock(&pool_mu);
             return r;
         }
+        pthread_mutex_lock(&mem_mu);
         p->accounted += need;
+        pthread_mutex_unlock(&mem_mu);
         r = async_call(a);
-        if (r != CUDA_ERROR_OUT_OF_MEMORY || tries >= RESERVE_TRIES)
+        if (r != CUDA_ERROR_OUT_OF_MEMORY || tries++ >= RESERVE_TRIES)
             break;
         /* Refused by the driver: the reservation (run --filled) may give memory back. */
-        if (need) {
-            p->accounted -= need;
-            unadmit(d, need);
-            settle(d);
-        }
+        pthread_mutex_lock(&mem_mu);
+        p->accounted -= need;
+        unadmit_locked(d, need);
+        pthread_mutex_unlock(&mem_mu);
+        settle(d);
         pthread_mutex_unlock(&pool_mu);
-        if (!give_back(d, need ? need : pool_growth(0, 0, a->bytesize)))
+        if (!give_back(d, need))
             return r;
         pthread_mutex_lock(&pool_mu);
         if ((p = pool_find(pool, ord, 0)) == NULL) {
@@ -270,41 +360,20 @@ static CUresult pool_alloc(struct dev_state *d, int ord, CUmemoryPool pool, stru
             return r; /* destroyed meanwhile */
         }
     }
-    {
-        uint64_t admitted = reserved + need;
-        cuuint64_t now = 0;
-
-        if (r == CUDA_SUCCESS && gs__real.cuMemPoolGetAttribute &&
-            gs__real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now) ==
-                CUDA_SUCCESS &&
-            now > admitted && gs__mem_limit(d->entry) &&
-            __atomic_load_n(&td->mem_used, __ATOMIC_RELAXED) + (now - admitted) >
-                gs__mem_limit(d->entry)) {
-            gs__debug("pool on %s grew %llu bytes beyond the %llu admitted; the allocation is "
-                      "refused",
-                      d->uuid, (unsigned long long)(now - reserved), (unsigned long long)need);
-            async_undo(a);
-            /*
-             * A pool that keeps its memory (a release threshold above its use, as PyTorch's
-             * cudaMallocAsync backend sets) would stay grown: give back what it grew by.
-             */
-            if (gs__real.cuMemPoolTrimTo)
-                gs__real.cuMemPoolTrimTo(pool, (size_t)reserved + 1);
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
+    if (r == CUDA_SUCCESS && pool_past_admission(d, p, pool, a, reserved, need))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
         pool_ptr_add(p, *a->dptr);
     pool_sync(p); /* the charge becomes what the pool really reserved */
     pthread_mutex_unlock(&pool_mu);
-    if (need)
-        settle(d);
+    settle(d);
     return r;
 }
 
 static CUresult alloc_async(struct async_args *a)
 {
     struct dev_state *d;
+    CUresult r;
     int ord = -1, i;
 
     if (a->pool) {
@@ -317,7 +386,11 @@ static CUresult alloc_async(struct async_args *a)
     }
     if (ord < 0)
         ord = current_ordinal();
-    if (exiting || ord < 0 || (d = dev_get(ord)) == NULL || a->bytesize == 0)
+    if (exiting || ord < 0)
+        return async_call(a);
+    if ((d = dev_for_alloc(ord, &r)) == NULL)
+        return r == CUDA_SUCCESS ? async_call(a) : r;
+    if (a->bytesize == 0)
         return async_call(a);
     {
         CUmemoryPool pool = a->pool;
@@ -453,8 +526,10 @@ GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             gs__debug("a memory pool was destroyed with %llu allocations live: its %llu bytes "
                       "stay charged until they are freed",
                       (unsigned long long)p->live, (unsigned long long)p->accounted);
+            pthread_mutex_lock(&mem_mu);
             p->pool = NULL;
             p->destroyed = 1;
+            pthread_mutex_unlock(&mem_mu);
         } else {
             pool_release(p);
         }

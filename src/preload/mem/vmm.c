@@ -71,8 +71,11 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     int ord, ok = 0;
 
     GS_PASS(cuMemCreate, (handle, size, prop, flags));
-    if (exiting || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        (d = dev_get(ord = prop->location.id)) == NULL || size == 0)
+    if (exiting || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return gs__real.cuMemCreate(handle, size, prop, flags);
+    if ((d = dev_for_alloc(ord = prop->location.id, &r)) == NULL)
+        return r == CUDA_SUCCESS ? gs__real.cuMemCreate(handle, size, prop, flags) : r;
+    if (size == 0)
         return gs__real.cuMemCreate(handle, size, prop, flags);
     if ((r = admit(d, size)) != CUDA_SUCCESS)
         return r;
