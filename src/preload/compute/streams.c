@@ -30,7 +30,13 @@ struct gdev *gdev_get(int ord)
     if (d->state)
         return d->state > 0 ? d : NULL;
     pthread_mutex_unlock(&mu);
-    e = gs__device_entry(ord);
+    /*
+     * The tenant's lock not had in time (a process of the tenant stopped inside it): the
+     * launch waits for it rather than run ungoverned, as an allocation is refused rather
+     * than admitted uncharged. Each try waits out the lock's own bound.
+     */
+    while ((e = gs__device_entry(ord)) == GS_DEVICE_BUSY && !is_stopping())
+        ;
     pthread_mutex_lock(&mu);
     if (d->state)
         return d->state > 0 ? d : NULL;
