@@ -58,8 +58,10 @@ struct gd_options {
     char webhook_listen[128];    /* ADDR:PORT of the admission webhook (TLS); empty: none */
     char webhook_cert[PATH_MAX]; /* its certificate (PEM, the chain) and key */
     char webhook_key[PATH_MAX];
-    char inject_lib_dir[PATH_MAX]; /* the node's libgpuslice.so and ld.so.preload, for pods */
-    char inject_run_dir[PATH_MAX]; /* the node's run directory pods mount; empty: run_dir */
+    char inject_lib_dir[PATH_MAX];     /* the node's libgpuslice.so and ld.so.preload, for pods */
+    char inject_run_dir[PATH_MAX];     /* the node's run directory pods mount; empty: run_dir */
+    char host_cgroup_root[PATH_MAX];   /* the hosts's cgroup hierarchies, to place pods' cgroups */
+    char pod_latency_namespaces[1024]; /* namespaces whose pods may be latency; "*": all */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;

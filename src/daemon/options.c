@@ -93,6 +93,12 @@ static const struct option_def defs[] = {
         "the node's directory of libgpuslice.so and ld.so.preload that injected pods mount"),
     STR(OPT_PATH, inject_run_dir, "",
         "the node's run directory that injected pods mount (default the run directory)"),
+    STR(OPT_PATH, host_cgroup_root, "/sys/fs/cgroup",
+        "the host's cgroup hierarchies, mounted from the root (pods' cgroups are placed in them "
+        "when the daemon has a cgroup namespace of its own)"),
+    STR(OPT_STRING, pod_latency_namespaces, "",
+        "namespaces whose pods may ask for the latency class, comma-separated (* for all; "
+        "default none: only an admin's tenants are latency)"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),

@@ -36,6 +36,7 @@
 #include "daemon/daemon.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
+#include "daemon/podspec.h"
 #include "daemon/usock.h"
 
 #define MAX_JOINED 64 /* processes of a pod remembered with their container, for labels */
@@ -153,15 +154,14 @@ static void put(const struct gd_kube_pod *k)
 }
 
 /*
- * Whether a pod is one for a tenant: it asks for GPUs in a form the daemon reads (or in one
- * it refused), and its containers have not all stopped for good. Other pods cannot use a GPU
- * the device plugin did not give them, and would fill the node's table of tenants.
+ * Whether a pod is one for a tenant: a GPU pod (gd_pod_wants_gpus, the webhook's definition
+ * too: a pod it injects is one the daemon joins), whose containers have not all stopped for
+ * good. Other pods cannot use a GPU the device plugin did not give them, and would fill the
+ * node's table of tenants.
  */
 static int wants_gpus(const struct gd_kube_pod *k)
 {
-    return !k->ended &&
-           (!k->ok || k->spec.gpus > 0 || k->spec.memory.n > 0 || k->spec.compute.n > 0 ||
-            k->spec.sms.n > 0 || k->spec.priority != GPUSLICE_PRIORITY_UNSET);
+    return !k->ended && k->gpu;
 }
 
 /* Whether managed tenant t is the tenant of a pod the snapshot v (n pods) keeps. */
@@ -369,6 +369,8 @@ static void serve_one(int c)
 
 int gd_pods_start(char *err, size_t errlen)
 {
+    if (gd_pod_ns_list_check(gd_opt.pod_latency_namespaces, err, errlen) < 0)
+        return -1;
     return gd_usock_start(&sock, GPUSLICE_NODE_POD_SOCKET, serve_one, "pods' processes", err,
                           errlen);
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/env.h"
+#include "daemon/podspec.h"
 #include "daemon/webhook.h"
 
 #define VOL_LIB "gpuslice-lib"
@@ -38,38 +39,6 @@ static const char *annotation(const json_t *pod, const char *name)
 {
     return json_string_value(
         json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), name));
-}
-
-/* Whether the pod asks for GPUs in any of the forms the daemon reads. */
-static int wants_gpus(const json_t *pod)
-{
-    static const char *const res[] = { "nvidia.com/gpu", "nvidia.com/gpumem",
-                                       "nvidia.com/gpucores" };
-    static const char *const ann[] = {
-        "gpuslice.io/memory",          "gpuslice.io/compute",
-        "gpuslice.io/priority",        "gpuslice.io/sms",
-        "tensor-fusion.ai/vram-limit", "tensor-fusion.ai/compute-percent-limit",
-        "tensor-fusion.ai/qos"
-    };
-    const json_t *anns = json_object_get(json_object_get(pod, "metadata"), "annotations");
-    const char *const lists[] = { "containers", "initContainers" };
-    size_t i, k, r;
-    const json_t *c;
-
-    for (k = 0; k < sizeof(ann) / sizeof(ann[0]); k++)
-        if (json_object_get(anns, ann[k]))
-            return 1;
-    for (k = 0; k < 2; k++)
-        json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[k]), i, c)
-        {
-            const json_t *res_ = json_object_get(c, "resources");
-
-            for (r = 0; r < sizeof(res) / sizeof(res[0]); r++)
-                if (json_object_get(json_object_get(res_, "limits"), res[r]) ||
-                    json_object_get(json_object_get(res_, "requests"), res[r]))
-                    return 1;
-        }
-    return 0;
 }
 
 static void op_add(json_t *patch, const char *path, json_t *value)
@@ -171,7 +140,7 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
                  opt);
         return NULL;
     }
-    if ((opt && strcmp(opt, "false") == 0) || !wants_gpus(pod))
+    if ((opt && strcmp(opt, "false") == 0) || !gd_pod_wants_gpus(pod))
         return NULL;
     if (!json_is_object(spec) || !json_is_array(json_object_get(spec, "containers"))) {
         snprintf(why, whylen, "the pod has no spec.containers");

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/podspec.h"
 #include "daemon/webhook.h"
 
 static const struct gd_webhook_conf conf = { "/var/lib/gpuslice/lib", "/run/gpuslice" };
@@ -279,6 +280,50 @@ static void test_which_pods(void **state)
     json_decref(r);
 }
 
+/*
+ * The webhook injects exactly the pods the daemon makes tenants of (gd_pod_wants_gpus, one
+ * definition): a pod whose only GPU is an init container's is injected, and is a GPU pod.
+ */
+static void test_injects_exactly_gpu_pods(void **state)
+{
+    static const char *const pods[] = {
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"initContainers\":[{\"name\":\"i\","
+        "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{"
+        "\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+        "\"nvidia.com/priority\":\"0\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"ephemeralContainers\":[{\"name\":\"e\","
+        "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/sms\":\"50%\"}},\"spec\":{\"containers\":"
+        "[{\"name\":\"c\"}]}}",
+        "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"high\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"true\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+        "\"amd.com/gpu\":\"1\"}}}]}}",
+    };
+    size_t i;
+    int gpu_pods = 0;
+
+    (void)state;
+    for (i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        json_t *pod = json_loads(pods[i], 0, NULL), *r = review(pods[i]);
+        int patched = json_object_get(json_object_get(r, "response"), "patch") != NULL;
+
+        assert_non_null(pod);
+        if (patched != gd_pod_wants_gpus(pod))
+            fail_msg("pod %zu (%s): patched %d, a GPU pod %d", i, pods[i], patched,
+                     gd_pod_wants_gpus(pod));
+        gpu_pods += patched;
+        json_decref(pod);
+        json_decref(r);
+    }
+    assert_int_equal(gpu_pods, 5); /* the init container's, requests, priority, sms, qos */
+}
+
 static void test_refusals(void **state)
 {
     char err[512];
@@ -315,6 +360,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_pod_gets_the_interposer),
         cmocka_unit_test(test_which_pods),
+        cmocka_unit_test(test_injects_exactly_gpu_pods),
         cmocka_unit_test(test_marker_not_believed),
         cmocka_unit_test(test_refusals),
     };
