@@ -206,6 +206,14 @@ int gd_tenant_delete(struct gd_tenant *t, char *err, size_t errlen);
 int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen);
 
 /*
+ * gd_tenant_join for the process known as inner in PID namespace ns, started at start, which
+ * the caller read while it knew pid to be that process (a pidfd): recorded as given, never
+ * read again from a PID that may have been recycled meanwhile.
+ */
+int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, uint64_t start,
+                      int admin, char *err, size_t errlen);
+
+/*
  * The limit t has on device dev (its policy or its state file): memory in
  * bytes, compute in percent; 0 for none.
  */
