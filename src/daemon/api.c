@@ -576,9 +576,16 @@ static void h_healthz(struct gd_request *req, struct gd_response *resp)
 
 static void h_readyz(struct gd_request *req, struct gd_response *resp)
 {
+    const char *why;
+
     (void)req;
     if (__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE) <= 0) {
         gd_api_error(resp, 503, "not_ready", "the daemon has not read its GPUs and tenants yet");
+        return;
+    }
+    if ((why = gd_pods_unplaced()) != NULL) {
+        gd_api_error(resp, 503, "not_ready",
+                     "pods' processes are refused: their cgroups cannot be placed (%s)", why);
         return;
     }
     reply(resp, 200, json_pack("{s:s, s:b}", "status", "ready", "simulated", gd.simulated));

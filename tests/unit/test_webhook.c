@@ -132,13 +132,26 @@ static void test_gpu_pod_gets_the_interposer(void **state)
     {
         const json_t *v = json_object_get(json_object_get(pod, "spec"), "volumes");
 
-        assert_int_equal(json_array_size(v), 3);
+        /*
+         * The run directory's pod/ and tenants/, never the run directory: its API socket made
+         * root in a container an admin of the node (issue 28).
+         */
+        assert_int_equal(json_array_size(v), 4);
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_array_get(v, 1), "hostPath"), "path")),
                             "/var/lib/gpuslice/lib");
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_array_get(v, 2), "hostPath"), "path")),
-                            "/run/gpuslice");
+                            "/run/gpuslice/pod");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(json_array_get(v, 3), "hostPath"), "path")),
+                            "/run/gpuslice/tenants");
+        for (i = 0; i < json_array_size(v); i++) {
+            const char *hp = json_string_value(
+                json_object_get(json_object_get(json_array_get(v, i), "hostPath"), "path"));
+
+            assert_true(hp == NULL || strcmp(hp, "/run/gpuslice") != 0);
+        }
     }
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[k]), i, c)
@@ -146,19 +159,24 @@ static void test_gpu_pod_gets_the_interposer(void **state)
             const json_t *m = json_object_get(c, "volumeMounts"), *e = json_object_get(c, "env"),
                          *x;
             size_t j;
-            int preload = 0, run = 0, lib = 0, pod_env = 0;
+            int preload = 0, run = 0, lib = 0, pod_env = 0, tenants = 0;
 
             json_array_foreach(m, j, x)
             {
                 const char *mp = json_string_value(json_object_get(x, "mountPath"));
+                const char *vol = json_string_value(json_object_get(x, "name"));
+                int ro = json_is_true(json_object_get(x, "readOnly"));
 
                 preload += strcmp(mp, "/etc/ld.so.preload") == 0 &&
                            strcmp(json_string_value(json_object_get(x, "subPath")),
                                   "ld.so.preload") == 0 &&
-                           json_is_true(json_object_get(x, "readOnly"));
-                run += strcmp(mp, "/run/gpuslice") == 0;
+                           ro;
+                run += strcmp(mp, "/run/gpuslice") == 0 && strcmp(vol, "gpuslice-run") == 0 && ro;
+                tenants += strcmp(mp, "/run/gpuslice/tenants") == 0 &&
+                           strcmp(vol, "gpuslice-tenants") == 0 && ro;
                 lib += strcmp(mp, "/usr/local/gpuslice") == 0;
             }
+            assert_int_equal(tenants, 1);
             json_array_foreach(e, j, x) pod_env +=
                 strcmp(json_string_value(json_object_get(x, "name")), "GPUSLICE_POD") == 0 &&
                 strcmp(json_string_value(json_object_get(x, "value")), "1") == 0;
@@ -202,13 +220,13 @@ static void test_gpu_pod_gets_the_interposer(void **state)
         n = json_array_size(p);
         apply(pod, p);
         sc = json_array_get(cs, 2);
-        assert_int_equal(json_array_size(json_object_get(sc, "volumeMounts")), 3);
+        assert_int_equal(json_array_size(json_object_get(sc, "volumeMounts")), 4);
         assert_int_equal(
             json_array_size(json_object_get(
                 json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0),
                 "volumeMounts")),
-            3);
-        assert_true(n == 6); /* mounts, env: two arrays and four entries, for it alone */
+            4);
+        assert_true(n == 7); /* mounts, env: two arrays and five entries, for it alone */
         json_decref(p);
         json_decref(r);
         free(again);
@@ -347,6 +365,24 @@ static void test_refusals(void **state)
     msg = json_string_value(
         json_object_get(json_object_get(json_object_get(r, "response"), "status"), "message"));
     assert_non_null(strstr(msg, "container own"));
+    json_decref(r);
+    /*
+     * A volume under our names that is not ours: the run directory itself (what the injection
+     * mounted before issue 28, and what would give the pod the API's socket), or another
+     * directory as the tenants' volume. Refused, never mounted.
+     */
+    r = review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}],\"volumes\":[{\"name\":\"gpuslice-run\","
+               "\"hostPath\":{\"path\":\"/run/gpuslice\"}}]}}");
+    assert_true(json_is_false(json_object_get(json_object_get(r, "response"), "allowed")));
+    msg = json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "response"), "status"), "message"));
+    assert_non_null(strstr(msg, "not gpuslice's"));
+    json_decref(r);
+    r = review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}],\"volumes\":[{\"name\":\"gpuslice-tenants\","
+               "\"hostPath\":{\"path\":\"/\"}}]}}");
+    assert_true(json_is_false(json_object_get(json_object_get(r, "response"), "allowed")));
     json_decref(r);
     /* Not an AdmissionReview: an error for a 400. */
     assert_null(gd_webhook_review("{}", 2, &conf, err, sizeof(err)));
