@@ -31,8 +31,20 @@ podns_setup() {
     # new namespace's root where the host had it (the runtime's /sys/fs/cgroup; the host's
     # mount taken off first: the kernel refuses a superblock on its own root). One PID
     # throughout (exec), the daemon's.
+    # With FAKECG set, a tree that is not the host's is made there first (fake.sh).
     printf '%s\n' 'cgd=$1 hostcg=$2; shift 2' 'echo $$ >"$cgd/cgroup.procs" || exit 97' \
-        'exec unshare --cgroup --mount sh -c '"'"'mount --rbind /sys/fs/cgroup "$0" && umount -l "$1" && mount -t cgroup2 none "$1" && shift && exec "$@"'"'"' "$hostcg" "$CGB" "$@"' >"$T/nsd.sh"
+        'exec unshare --cgroup --mount sh -c '"'"'mount --rbind /sys/fs/cgroup "$0" && umount -l "$1" && mount -t cgroup2 none "$1" && { [ -z "${FAKECG:-}" ] || sh "$FAKESH" "$FAKECG" $$; } && shift && exec "$@"'"'"' "$hostcg" "$CGB" "$@"' >"$T/nsd.sh"
+    # fake.sh DIR PID: a cgroup tree at DIR shaped as a host's, each hierarchy's root marked as
+    # the kernel marks it, PID listed in /fake/root of each (a copy, or a stale tree).
+    cat >"$T/fake.sh" <<'SH'
+while IFS=: read -r id ctrl path; do
+    if [ -z "$ctrl" ]; then r="$1/unified"; mkdir -p "$r"; : >"$r/cgroup.controllers"
+    else r="$1/${ctrl#name=}"; mkdir -p "$r"; : >"$r/release_agent"; fi
+    echo 1 >"$r/cgroup.procs"
+    mkdir -p "$r/fake/root$path" && echo "$2" >"$r/fake/root$path/cgroup.procs"
+done <"/proc/$2/cgroup"
+SH
+    export FAKESH="$T/fake.sh"
     export CGB
     mkdir -p "$T/hostcg"
     trap 'podns_cleanup; cleanup' EXIT
@@ -187,7 +199,13 @@ daemon_podns_cgroupns)
     expect 1 "a process of pod web" -- in_cg "$(cg_systemd besteffort "$U1" "$C1")" env GPUSLICE_POD=1 "$P" alloc:100
     stderr_has "cannot tell which pod"
     api GET /metrics >/dev/null
-    grep -q '^gpuslice_pod_join_unplaced_total [1-9]' "$T/body" && ok "counted as unplaced" || { bad "unplaced counter"; grep unplaced "$T/body"; } ;;
+    grep -q '^gpuslice_pod_join_unplaced_total [1-9]' "$T/body" && ok "counted as unplaced" || { bad "unplaced counter"; grep unplaced "$T/body"; }
+    stop_daemon
+    # A tree that lists the daemon's PID but is not the host's (a copy): kthreadd, a kernel
+    # thread at the root of every hierarchy, does not place at its roots. Refused.
+    FAKECG="$T/fakecg" ns_start "$DCG" alive $KUBE --host-cgroup-root "$T/fakecg" || exit 1
+    code=$(api GET /readyz)
+    [ "$code" = 503 ] && grep -q "kthreadd" "$T/body" && ok "a tree that is not the host's: /readyz 503 ($(jq_py 'print(d["error"]["message"][60:160])'))" || { bad "a copied tree believed: $code"; cat "$T/body"; } ;;
 daemon_podns_admin)
     # Item 7: a pod mounts the run directory's pod/ only (the webhook's patch): what a pod's
     # process needs, not the API's socket. And a process in a pod's cgroup that reaches the API
