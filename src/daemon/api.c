@@ -849,7 +849,8 @@ static void h_join(struct gd_request *req, struct gd_response *resp)
         if (req->peer.uid != t->owner && !req->peer.admin)
             gd_api_error(resp, 403, "forbidden", "tenant %s belongs to uid %d", t->id,
                          (int)t->owner);
-        else if ((r = gd_tenant_join(t, req->peer.pid, req->peer.admin, err, sizeof(err))) < 0)
+        else if ((r = gd_tenant_join_as(t, req->peer.pid, req->peer.pid_ns, req->peer.inner,
+                                        req->peer.start, req->peer.admin, err, sizeof(err))) < 0)
             gd_api_error(resp,
                          r == -ENOSPC  ? 507
                          : r == -EPERM ? 403

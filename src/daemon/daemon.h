@@ -255,6 +255,9 @@ struct gd_peer {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    uint32_t pid_ns; /* pid's namespace, PID there and start time, read while it was pid's */
+    pid_t inner;
+    uint64_t start;
     int admin; /* root, the daemon's user, a member of the admin group, or a TCP token */
 };
 

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "daemon/daemon.h"
 #include "daemon/pods.h"
 #include "daemon/usock.h"
@@ -132,7 +133,14 @@ static void peer_of(struct MHD_Connection *c, int tcp, struct gd_peer *p)
         got = read(fd, cg, sizeof(cg) - 1);
         close(fd);
     }
+    /* Who it is for a join (POST /v1/tenants/ID/processes): recorded as read here. */
+    p->pid_ns = gs_proc_pid_ns(id.pid);
+    p->inner = gs_proc_inner_pid(id.pid);
+    p->start = gs_proc_start_time(id.pid);
     if (!gd_peer_alive(&id)) {
+        p->pid_ns = 0;
+        p->inner = 0;
+        p->start = 0;
         gd_peer_close(&id);
         return; /* gone: nothing read of its PID is its own */
     }
