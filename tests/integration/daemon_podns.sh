@@ -276,9 +276,9 @@ daemon_podns_pidreuse)
     export CGX="$(cg_systemd besteffort "$UX" "$C1")" CGY="$(cg_systemd besteffort "$UY" "$C1")"
     cat >"$T/reuse.py" <<'PY'
 # reuse.py pods|api SOCKET DAEMON-PID: the daemon stopped, A (in pod x's cgroup; for api, as
-# nobody without groups, its request sent) connects and exits; C takes its PID (pod y's
-# cgroup; for api, nobody with the admin group); the daemon goes on. Prints "reuse A C", then
-# what the daemon answered A's connection.
+# nobody without groups, in no pod, its request sent) connects and exits; C takes its PID (in
+# pod y's cgroup; for api, nobody with the admin group, in no pod); the daemon goes on. Prints
+# "reuse A C", then what the daemon answered A's connection.
 import os, signal, socket, sys, time
 mode, path, dpid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 agid = int(os.environ["AGID"])
@@ -293,9 +293,11 @@ os.kill(dpid, signal.SIGSTOP)
 try:
     a = os.fork()
     if a == 0:
-        move(os.environ["CGX"])
+        # For the API, no pod's cgroup (a pod's process is no admin anyway): only the PID counts.
         if mode == "api":
             as_nobody([])
+        else:
+            move(os.environ["CGX"])
         s.connect(path)
         if mode == "api":
             body = b'{"memory":"8G"}'
@@ -306,9 +308,10 @@ try:
         f.write(str(a - 1))
     c = os.fork()
     if c == 0:
-        move(os.environ["CGY"])
         if mode == "api":
             as_nobody([agid])
+        else:
+            move(os.environ["CGY"])
         os.write(w, b"x")
         time.sleep(20)
         os._exit(0)
@@ -346,7 +349,7 @@ SH
     unshare --pid --fork --mount --mount-proc sh "$T/reuse.sh"
     for m in pods api; do
         set -- $(head -1 "$T/reuse.$m")
-        [ "${1:-}" = reuse ] && [ "$2" = "$3" ] && ok "$m: PID $2 of pod x's process taken by another ($3) before the daemon read it" || { bad "$m: no PID reused"; cat "$T/reuse.$m"; }
+        [ "${1:-}" = reuse ] && [ "$2" = "$3" ] && ok "$m: PID $2 of the connecting process taken by another ($3) before the daemon read it" || { bad "$m: no PID reused"; cat "$T/reuse.$m"; }
     done
     ans=$(sed -n 2p "$T/reuse.pods")
     case $ans in
