@@ -667,9 +667,16 @@ static void h_healthz(struct gd_request *req, struct gd_response *resp)
 
 static void h_readyz(struct gd_request *req, struct gd_response *resp)
 {
+    const char *why;
+
     (void)req;
     if (__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE) <= 0) {
         gd_api_error(resp, 503, "not_ready", "the daemon has not read its GPUs and tenants yet");
+        return;
+    }
+    if ((why = gd_pods_unplaced()) != NULL) {
+        gd_api_error(resp, 503, "not_ready",
+                     "pods' processes are refused: their cgroups cannot be placed (%s)", why);
         return;
     }
     reply(resp, 200,
@@ -961,7 +968,8 @@ static void h_join(struct gd_request *req, struct gd_response *resp)
         if (req->peer.uid != t->owner && !req->peer.admin)
             gd_api_error(resp, 403, "forbidden", "tenant %s belongs to uid %d", t->id,
                          (int)t->owner);
-        else if ((r = gd_tenant_join(t, req->peer.pid, req->peer.admin, err, sizeof(err))) < 0)
+        else if ((r = gd_tenant_join_as(t, req->peer.pid, req->peer.pid_ns, req->peer.inner,
+                                        req->peer.start, req->peer.admin, err, sizeof(err))) < 0)
             gd_api_error(resp,
                          r == -ENOSPC  ? 507
                          : r == -EPERM ? 403

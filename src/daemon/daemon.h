@@ -58,15 +58,17 @@ struct gd_options {
     char webhook_listen[128];    /* ADDR:PORT of the admission webhook (TLS); empty: none */
     char webhook_cert[PATH_MAX]; /* its certificate (PEM, the chain) and key */
     char webhook_key[PATH_MAX];
-    char inject_lib_dir[PATH_MAX]; /* the node's libgpuslice.so and ld.so.preload, for pods */
-    char inject_run_dir[PATH_MAX]; /* the node's run directory pods mount; empty: run_dir */
-    char guard_memory[16];         /* what the guard does to a tenant over its memory limit */
-    char guard_compute[16];        /* ... over its compute ceiling (guard/guard.h) */
-    long guard_grace_ms;           /* how long a tenant may be over before it acts */
-    long guard_compute_margin;     /* points of the GPU's time over a ceiling it lets pass */
-    long tenants_per_user;         /* managed tenants a user (not an admin) may make */
-    char tenant_cgroup[PATH_MAX];  /* cgroup v2 directory of managed tenants' cgroups; "": none */
-    long pod_reserve;              /* places of the tenant table only pods may take */
+    char inject_lib_dir[PATH_MAX];     /* the node's libgpuslice.so and ld.so.preload, for pods */
+    char inject_run_dir[PATH_MAX];     /* the node's run directory pods mount; empty: run_dir */
+    char host_cgroup_root[PATH_MAX];   /* the hosts's cgroup hierarchies, to place pods' cgroups */
+    char pod_latency_namespaces[1024]; /* namespaces whose pods may be latency; "*": all */
+    char guard_memory[16];             /* what the guard does to a tenant over its memory limit */
+    char guard_compute[16];            /* ... over its compute ceiling (guard/guard.h) */
+    long guard_grace_ms;               /* how long a tenant may be over before it acts */
+    long guard_compute_margin;         /* points of the GPU's time over a ceiling it lets pass */
+    long tenants_per_user;             /* managed tenants a user (not an admin) may make */
+    char tenant_cgroup[PATH_MAX]; /* cgroup v2 directory of managed tenants' cgroups; "": none */
+    long pod_reserve;             /* places of the tenant table only pods may take */
     int foreground;
     int simulated; /* use the simulated GPU even where a driver exists */
     int verbose;
@@ -234,6 +236,14 @@ int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen);
 int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen);
 
 /*
+ * gd_tenant_join for the process known as inner in PID namespace ns, started at start, which
+ * the caller read while it knew pid to be that process (a pidfd): recorded as given, never
+ * read again from a PID that may have been recycled meanwhile.
+ */
+int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, uint64_t start,
+                      int admin, char *err, size_t errlen);
+
+/*
  * The limit t has on device dev (its policy or its state file): memory in
  * bytes, compute in percent; 0 for none.
  */
@@ -288,6 +298,9 @@ struct gd_peer {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    uint32_t pid_ns; /* pid's namespace, PID there and start time, read while it was pid's */
+    pid_t inner;
+    uint64_t start;
     int admin; /* root, the daemon's user, a member of the admin group, or a TCP token */
 };
 

@@ -24,7 +24,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "daemon/daemon.h"
+#include "daemon/pods.h"
+#include "daemon/usock.h"
 #include "daemon/webhook.h"
 
 struct conn_state {
@@ -97,11 +100,22 @@ static int in_group(pid_t pid, gid_t primary, gid_t want)
     return found;
 }
 
+/*
+ * Who sent a request: over TCP the token's holder (an admin); over the unix socket, the
+ * process the kernel names (usock.c), an admin when it is root, the daemon's user or in the
+ * admin group. Its groups and cgroup are read from /proc/PID, and believed only if that
+ * process still lives after (else the PID may be another's now: its groups are not the
+ * peer's). A process in a pod's cgroup (not the daemon's own pod) is never an admin, whatever
+ * its uid: root in a container is no one's admin here; nor does it own anything (its uid
+ * is taken as no one's).
+ */
 static void peer_of(struct MHD_Connection *c, int tcp, struct gd_peer *p)
 {
     const union MHD_ConnectionInfo *ci;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
+    struct gd_peer_id id;
+    char path[64], cg[16384];
+    ssize_t got = -1;
+    int fd, admin;
 
     memset(p, 0, sizeof(*p));
     p->uid = (uid_t)-1;
@@ -112,14 +126,39 @@ static void peer_of(struct MHD_Connection *c, int tcp, struct gd_peer *p)
         return;
     }
     ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci == NULL || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+    if (ci == NULL || gd_peer_get(ci->connect_fd, &id) < 0)
         return;
+    admin = id.uid == 0 || id.uid == geteuid() ||
+            (gd.has_admin_gid && in_group(id.pid, id.gid, gd.admin_gid));
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)id.pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        got = read(fd, cg, sizeof(cg) - 1);
+        close(fd);
+    }
+    /* Who it is for a join (POST /v1/tenants/ID/processes): recorded as read here. */
+    p->pid_ns = gs_proc_pid_ns(id.pid);
+    p->inner = gs_proc_inner_pid(id.pid);
+    p->start = gs_proc_start_time(id.pid);
+    if (!gd_peer_alive(&id)) {
+        p->pid_ns = 0;
+        p->inner = 0;
+        p->start = 0;
+        gd_peer_close(&id);
+        return; /* gone: nothing read of its PID is its own */
+    }
+    gd_peer_close(&id);
     p->unix_peer = 1;
-    p->uid = cred.uid;
-    p->gid = cred.gid;
-    p->pid = cred.pid;
-    p->admin = cred.uid == 0 || cred.uid == geteuid() ||
-               (gd.has_admin_gid && in_group(cred.pid, cred.gid, gd.admin_gid));
+    p->pid = id.pid;
+    if (got >= 0) {
+        cg[got] = '\0';
+        if (gd_pods_peer_in_pod(cg, (size_t)got)) {
+            p->admin = 0;
+            return; /* uid and gid stay no one's */
+        }
+    }
+    p->uid = id.uid;
+    p->gid = id.gid;
+    p->admin = admin && got >= 0; /* an admin is known not to be a pod's */
 }
 
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)

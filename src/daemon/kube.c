@@ -355,7 +355,9 @@ static void pod_put(const json_t *obj, uint64_t gen)
         return;
     }
     err[0] = '\0';
-    ok = gd_pod_spec(obj, &spec, err, sizeof(err)) == 0;
+    /* A class above normal only where the node's admin allows it (never the pod's own say). */
+    ok = gd_pod_spec(obj, &spec, err, sizeof(err)) == 0 &&
+         gd_pod_class_allowed(&spec, ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) == 0;
     pthread_mutex_lock(&kube.mu);
     i = find(uid);
     if (!node || strcmp(node, kube.node) != 0) {
@@ -384,6 +386,7 @@ static void pod_put(const json_t *obj, uint64_t gen)
     snprintf(p->rv, sizeof(p->rv), "%s", rv);
     if (gen)
         p->gen = gen;
+    p->p.gpu = gd_pod_wants_gpus(obj);
     p->p.ok = ok;
     p->p.spec = ok ? spec : (struct gd_pod_spec){ .priority = GPUSLICE_PRIORITY_UNSET };
     snprintf(p->p.err, sizeof(p->p.err), "%s", ok ? "" : err);

@@ -25,6 +25,7 @@ int gd_kube_enabled(void);
 /* A pod as the daemon follows it. */
 struct gd_kube_pod {
     char uid[64], ns[256], name[256];
+    int gpu;   /* a GPU pod (gd_pod_wants_gpus): the webhook's definition, and the daemon's */
     int ok;    /* its limits were read; else err says why */
     int ended; /* status.phase Succeeded or Failed: its containers have all stopped */
     struct gd_pod_spec spec;

@@ -96,8 +96,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
         gd_contain_start(err, sizeof(err)) < 0 || gd_registry_start(err, sizeof(err)) < 0 ||
-        gd_guard_start(err, sizeof(err)) < 0 ||
-        gd_wall_start() < 0 ||
+        gd_guard_start(err, sizeof(err)) < 0 || gd_wall_start() < 0 ||
         gd_devices_run(err, sizeof(err)) < 0 || gd_boards_start(err, sizeof(err)) < 0 ||
         gd_http_start(err, sizeof(err)) < 0 || gd_kube_start(err, sizeof(err)) < 0 ||
         (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0)) {

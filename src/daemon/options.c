@@ -115,6 +115,12 @@ static const struct option_def defs[] = {
         "managed tenants a user who is not an admin may have at once (API-made; pods aside)"),
     NUM(pod_reserve, "64", 0, 255,
         "places of the node's 256-tenant table kept for pods: other tenants may not take them"),
+    STR(OPT_PATH, host_cgroup_root, "/sys/fs/cgroup",
+        "the host's cgroup hierarchies, mounted from the root (pods' cgroups are placed in them "
+        "when the daemon has a cgroup namespace of its own)"),
+    STR(OPT_STRING, pod_latency_namespaces, "",
+        "namespaces whose pods may ask for the latency class, comma-separated (* for all; "
+        "default none: only an admin's tenants are latency)"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),

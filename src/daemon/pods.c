@@ -15,7 +15,22 @@
  * line: "ok ID", "wait WHY" (a pod's cgroup, but a pod not known yet: ask
  * again), "refused WHY", "none WHY" (not a pod's process, or a daemon that
  * does not follow pods) or "error WHY". With "ok" comes the tenant's state file,
- * open for writing (SCM_RIGHTS): the pod mounts the run directory read-only.
+ * open for writing (SCM_RIGHTS): the pod mounts no tenant's file writable.
+ *
+ * The kernel's PID of the peer is the one it connected with; a process that
+ * connects and exits leaves its PID to be taken by another (another pod's),
+ * whose /proc would then be read. So the peer is held by a pidfd from the
+ * kernel (SO_PEERPIDFD) and everything read of /proc/PID counts only if that
+ * process still lives after the reads (usock.c). Its cgroup is placed from
+ * the hierarchies' roots even where the daemon has a cgroup namespace of its
+ * own (cgroup.c, gd_pods_cgroup).
+ *
+ * Pods mount RUN_DIR/pod only (the webhook's patch), never the run directory:
+ * it holds hard links of the node segment and of the pods' and boards'
+ * sockets, and an empty tenants/ for the run directory's tenants/ to be
+ * mounted on read-only (other tenants' class stamps). The API's socket is not
+ * there: a pod is never an admin (and http.c's peer_of says so of any process
+ * in a pod's cgroup that reaches it all the same).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/board.h"
 #include "common/error.h"
 #include "common/node.h"
 #include "common/proc.h"
@@ -37,7 +53,9 @@
 #include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
+#include "daemon/podspec.h"
 #include "daemon/usock.h"
+#include "daemon/webhook.h"
 
 #define MAX_JOINED 64 /* processes of a pod remembered with their container, for labels */
 
@@ -62,7 +80,7 @@ struct podrec {
 static struct podrec *recs[GD_MAX_PODS];
 static int nrec;
 static int synced_once; /* a whole list has been read: a pod missing from it is gone */
-static unsigned long joins, waits, refusals;
+static unsigned long joins, waits, refusals, unplaced;
 
 static struct gd_usock sock = { .fd = -1, .stop = { -1, -1 } };
 
@@ -154,15 +172,14 @@ static void put(const struct gd_kube_pod *k)
 }
 
 /*
- * Whether a pod is one for a tenant: it asks for GPUs in a form the daemon reads (or in one
- * it refused), and its containers have not all stopped for good. Other pods cannot use a GPU
- * the device plugin did not give them, and would fill the node's table of tenants.
+ * Whether a pod is one for a tenant: a GPU pod (gd_pod_wants_gpus, the webhook's definition
+ * too: a pod it injects is one the daemon joins), whose containers have not all stopped for
+ * good. Other pods cannot use a GPU the device plugin did not give them, and would fill the
+ * node's table of tenants.
  */
 static int wants_gpus(const struct gd_kube_pod *k)
 {
-    return !k->ended &&
-           (!k->ok || k->spec.gpus > 0 || k->spec.memory.n > 0 || k->spec.compute.n > 0 ||
-            k->spec.sms.n > 0 || k->spec.priority != GPUSLICE_PRIORITY_UNSET);
+    return !k->ended && k->gpu;
 }
 
 /* Whether managed tenant t is the tenant of a pod the snapshot v (n pods) keeps. */
@@ -249,16 +266,161 @@ static const struct podrec *pod_of(const struct gd_tenant *t)
     return NULL;
 }
 
+/* ---- where the daemon's cgroup namespace is rooted ---- */
+
+#define PF_KTHREAD_FLAG 0x00200000 /* /proc/PID/stat's flags: a kernel thread */
+
+static struct gd_cgroup_ns self_ns;
+static int ns_placed;                 /* 1: self_ns holds; 0: ns_why says why not */
+static char ns_why[512];              /* why pods' cgroups cannot be placed */
+static char self_pod[GD_POD_UID_LEN]; /* the daemon's own pod's UID ("" for none) */
+static pthread_once_t ns_once = PTHREAD_ONCE_INIT;
+
+/* path's contents into buf (NUL-terminated); the length, or -1. */
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+    ssize_t n, got = 0;
+    int fd;
+
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    while ((size_t)got < len - 1 && (n = read(fd, buf + got, len - 1 - (size_t)got)) > 0)
+        got += n;
+    close(fd);
+    buf[got] = '\0';
+    return got;
+}
+
+/*
+ * Whether /proc/2 is kthreadd, the kernel's thread maker: a kernel thread (PF_KTHREAD, which
+ * no process can give itself) named so. It sits in the root cgroup of every hierarchy, so the
+ * daemon (with the host's PIDs) can check where its namespace was found to be rooted.
+ */
+static int kthreadd(void)
+{
+    char buf[1024], *close_paren;
+    unsigned long flags = 0;
+    int f;
+
+    if (read_file("/proc/2/stat", buf, sizeof(buf)) <= 0 ||
+        strncmp(buf, "2 (kthreadd) ", 13) != 0 || (close_paren = strrchr(buf, ')')) == NULL)
+        return 0;
+    /* ") S ppid pgrp session tty tpgid flags": flags is the 9th field, the 7th after ')'. */
+    for (f = 0; f < 7 && close_paren; f++)
+        close_paren = strchr(close_paren + 1, ' ');
+    return close_paren && sscanf(close_paren + 1, "%lu", &flags) == 1 && (flags & PF_KTHREAD_FLAG);
+}
+
+static void ns_find(void)
+{
+    char self[16384], k[16384], cid[GD_CONTAINER_ID_LEN];
+    ssize_t n, kn;
+    int i, nested = -1;
+
+    if ((n = read_file("/proc/self/cgroup", self, sizeof(self))) <= 0) {
+        snprintf(ns_why, sizeof(ns_why), "cannot read /proc/self/cgroup: %s", strerror(errno));
+        goto out;
+    }
+    if (gd_cgroup_ns_find(gd_opt.host_cgroup_root, self, (size_t)n, getpid(), &self_ns, ns_why,
+                          sizeof(ns_why)) < 0)
+        goto out;
+    /* Under the host's PIDs, kthreadd must place at every hierarchy's root, or the tree is not the host's. */
+    if (kthreadd() && ((kn = read_file("/proc/2/cgroup", k, sizeof(k))) <= 0 ||
+                       !gd_cgroup_at_roots(&self_ns, k, (size_t)kn))) {
+        snprintf(ns_why, sizeof(ns_why),
+                 "kthreadd (PID 2) is not at the roots of the cgroup hierarchies found in %.300s: "
+                 "that is not the host's tree",
+                 gd_opt.host_cgroup_root);
+        goto out;
+    }
+    ns_placed = 1;
+    if (gd_cgroup_pod_in(&self_ns, self, (size_t)n, self_pod, cid) != 1)
+        self_pod[0] = '\0';
+    /* Said once where it is not the host's: cgroup v2's root first, else the first v1 one. */
+    for (i = 0; i < self_ns.n; i++)
+        if (self_ns.h[i].root[0] && (nested < 0 || self_ns.h[i].ctrl[0] == '\0'))
+            nested = i;
+    if (nested >= 0)
+        gd_log("cgroups: the daemon has a cgroup namespace of its own, rooted at %s (%s); "
+               "pods' cgroups are placed from the roots of %s",
+               self_ns.h[nested].root,
+               self_ns.h[nested].ctrl[0] ? self_ns.h[nested].ctrl : "cgroup v2",
+               gd_opt.host_cgroup_root);
+out:
+    if (!ns_placed && gd_kube_enabled())
+        gd_log("kubernetes: pods' processes cannot be told by their cgroup, and are refused: %s",
+               ns_why);
+}
+
+int gd_pods_cgroup(const char *cg, size_t len, char uid[GD_POD_UID_LEN],
+                   char cid[GD_CONTAINER_ID_LEN], char *why, size_t whylen)
+{
+    int r;
+
+    pthread_once(&ns_once, ns_find);
+    if (!ns_placed) {
+        uid[0] = cid[0] = '\0';
+        snprintf(why, whylen, "%s", ns_why);
+        return GD_CGROUP_UNPLACED;
+    }
+    if ((r = gd_cgroup_pod_in(&self_ns, cg, len, uid, cid)) == GD_CGROUP_UNPLACED)
+        snprintf(why, whylen,
+                 "its cgroup is in a hierarchy, or at a place, the daemon's cgroup "
+                 "namespace was not found in");
+    return r;
+}
+
+int gd_pods_peer_in_pod(const char *cg, size_t len)
+{
+    char uid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN], why[512];
+    int r = gd_pods_cgroup(cg, len, uid, cid, why, sizeof(why));
+
+    if (r == 1)
+        return strcmp(uid, self_pod) != 0; /* the daemon's own pod's are its admin's */
+    if (r == 0)
+        return 0;
+    if (r == GD_CGROUP_UNPLACED && !ns_placed)
+        /*
+         * Where the namespace is not known: a process of the daemon's own container (never
+         * climbing out of it) is not another pod's, unless it names one from the root.
+         */
+        return !gd_cgroup_inside(cg, len) || gd_cgroup_pod(cg, len, uid, cid) != 0;
+    return 1; /* two pods, or a cgroup that cannot be placed: taken for a pod's */
+}
+
+const char *gd_pods_unplaced(void)
+{
+    if (!gd_kube_enabled())
+        return NULL;
+    pthread_once(&ns_once, ns_find);
+    return ns_placed ? NULL : ns_why;
+}
+
 /* ---- joining: one answer per connection ---- */
 
-/* The answer for the process pid (the daemon's namespace) of user uid, into out; under gd.mu. */
-static void answer(pid_t pid, const char *cg, size_t cglen, char *out, size_t len, int *state_fd)
+/* A process as read from /proc while its pidfd said it was alive: the daemon's PID, and its own. */
+struct who {
+    pid_t pid, inner;
+    uint32_t ns;
+    uint64_t start;
+};
+
+/* The answer for process w (cg: its /proc/PID/cgroup), into out; under gd.mu. */
+static void answer(const struct who *w, const char *cg, size_t cglen, char *out, size_t len,
+                   int *state_fd)
 {
+    pid_t pid = w->pid;
     char puid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN], name[64], err[512];
     struct podrec *r;
     struct gd_tenant *t;
-    int c = gd_cgroup_pod(cg, cglen, puid, cid), k;
+    int c = gd_pods_cgroup(cg, cglen, puid, cid, err, sizeof(err)), k;
 
+    if (c == GD_CGROUP_UNPLACED) {
+        unplaced++;
+        snprintf(out, len, "error the daemon cannot tell which pod process %d is in: %.700s",
+                 (int)pid, err);
+        return;
+    }
     if (c < 0) {
         snprintf(out, len, "error process %d: its cgroups name more than one pod or container",
                  (int)pid);
@@ -302,7 +464,7 @@ static void answer(pid_t pid, const char *cg, size_t cglen, char *out, size_t le
                  strerror(errno));
         return;
     }
-    if (gd_tenant_join(t, pid, 0, err, sizeof(err)) < 0) {
+    if (gd_tenant_join_as(t, pid, w->ns, w->inner, w->start, 0, err, sizeof(err)) < 0) {
         snprintf(out, len, "error pod %.200s/%.200s: %.500s", r->ns, r->name, err);
         close(*state_fd);
         *state_fd = -1;
@@ -328,39 +490,54 @@ static void answer(pid_t pid, const char *cg, size_t cglen, char *out, size_t le
 
 static void serve_one(int c)
 {
-    struct ucred cred = { 0, 0, 0 };
-    socklen_t cl = sizeof(cred);
+    struct gd_peer_id peer;
+    struct who w;
     char path[64], cg[16384], out[1024];
     ssize_t got = -1;
-    int fd, state_fd = -1;
+    int fd, state_fd = -1, e = 0;
 
-    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.pid <= 0) {
-        snprintf(out, sizeof(out), "error the kernel does not name the connecting process\n");
+    if (gd_peer_get(c, &peer) < 0) {
+        snprintf(out, sizeof(out),
+                 "error the kernel does not name the connecting process (gone, or in a PID "
+                 "namespace the daemon does not see)\n");
     } else {
-        /* The same process before and after its cgroup is read (not a PID taken again). */
-        uint64_t start = gs_proc_start_time(cred.pid);
-
-        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)cred.pid);
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)peer.pid);
         if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
             got = read(fd, cg, sizeof(cg) - 1);
+            e = errno;
             close(fd);
+        } else {
+            e = errno;
         }
-        if (got >= 0 && (start == 0 || gs_proc_start_time(cred.pid) != start)) {
-            snprintf(out, sizeof(out), "error process %d exited while it asked\n", (int)cred.pid);
+        w.pid = peer.pid;
+        w.ns = gs_proc_pid_ns(peer.pid);
+        w.inner = gs_proc_inner_pid(peer.pid);
+        w.start = gs_proc_start_time(peer.pid);
+        /*
+         * Only now, after every read of /proc/PID: the process that connected is still alive,
+         * so PID was still its own and all that was read is its (a PID is not given to another
+         * while its holder lives). A process that connected and exited, its PID taken by one of
+         * another pod, would otherwise be answered with that pod's tenant.
+         */
+        if (!gd_peer_alive(&peer)) {
+            snprintf(out, sizeof(out), "error process %d exited while it asked\n", (int)peer.pid);
         } else if (got < 0) {
-            snprintf(out, sizeof(out), "error cannot read %s: %s\n", path, strerror(errno));
+            snprintf(out, sizeof(out), "error cannot read %s: %s\n", path, strerror(e));
+        } else if (w.start == 0 || w.ns == 0 || w.inner <= 0) {
+            snprintf(out, sizeof(out), "error process %d cannot be read in /proc\n", (int)peer.pid);
         } else {
             unsigned id;
 
             cg[got] = '\0';
             pthread_mutex_lock(&gd.mu);
-            answer(cred.pid, cg, (size_t)got, out, sizeof(out) - 1, &state_fd);
+            answer(&w, cg, (size_t)got, out, sizeof(out) - 1, &state_fd);
             pthread_mutex_unlock(&gd.mu);
             /* Its container's cgroup gets the pod's limits in the driver (r615+) first. */
             if (state_fd >= 0 && sscanf(out, "ok %u", &id) == 1)
                 gd_guard_wall_join(id, cg);
             strcat(out, "\n");
         }
+        gd_peer_close(&peer);
     }
     /* Non-blocking: a peer that does not read loses its answer, and holds nothing up. */
     {
@@ -392,17 +569,99 @@ static void serve_one(int c)
     }
 }
 
+/* ---- what pods mount: RUN_DIR/pod ---- */
+
+static const char *const pod_links[] = { GPUSLICE_NODE_FILE, GS_BOARDS_SOCKET,
+                                         GPUSLICE_NODE_POD_SOCKET };
+
+/* RUN_DIR/sub (sub "" for RUN_DIR/pod itself) into out; 0 or -ENAMETOOLONG. */
+static int pod_path(const char *sub, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s/" GD_POD_RUN_DIR "%s%s", gd_opt.run_dir, sub[0] ? "/" : "", sub);
+
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* A directory of the daemon's own that only it may write (mode mode), made if missing. */
+static int own_dir(const char *path, mode_t mode, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (mkdir(path, mode) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        snprintf(err, errlen, "%s is not a directory of the daemon's user writable by it alone",
+                 path);
+        return -1;
+    }
+    chmod(path, mode);
+    return 0;
+}
+
+/*
+ * RUN_DIR/pod/name made a hard link of RUN_DIR/name (a file or a socket: the same inode, so
+ * a process that opens or connects to either reaches the daemon's own), replaced atomically:
+ * the daemon makes its node segment and sockets anew at a start.
+ */
+static int pod_link(const char *name, char *err, size_t errlen)
+{
+    char from[PATH_MAX], to[PATH_MAX], tmp[PATH_MAX];
+
+    if ((size_t)snprintf(from, sizeof(from), "%s/%s", gd_opt.run_dir, name) >= sizeof(from) ||
+        pod_path(name, to, sizeof(to)) < 0 ||
+        (size_t)snprintf(tmp, sizeof(tmp), "%s.%d.tmp", to, (int)getpid()) >= sizeof(tmp)) {
+        snprintf(err, errlen, "%s/" GD_POD_RUN_DIR "/%s: the path is too long", gd_opt.run_dir,
+                 name);
+        return -1;
+    }
+    unlink(tmp);
+    if (link(from, tmp) < 0 || rename(tmp, to) < 0) {
+        snprintf(err, errlen, "cannot link %s to %s: %s", from, to, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int gd_pods_start(char *err, size_t errlen)
 {
-    return gd_usock_start(&sock, GPUSLICE_NODE_POD_SOCKET, serve_one, "pods' processes", err,
-                          errlen);
+    char dir[PATH_MAX], sub[PATH_MAX];
+    size_t i;
+
+    if (gd_pod_ns_list_check(gd_opt.pod_latency_namespaces, err, errlen) < 0)
+        return -1;
+    pthread_once(&ns_once, ns_find); /* said in the log now, not at the first pod's process */
+    if (pod_path("", dir, sizeof(dir)) < 0 || pod_path("tenants", sub, sizeof(sub)) < 0) {
+        snprintf(err, errlen, "%s: the path is too long", gd_opt.run_dir);
+        return -1;
+    }
+    if (own_dir(dir, 0755, err, errlen) < 0 || own_dir(sub, 0755, err, errlen) < 0 ||
+        gd_usock_start(&sock, GPUSLICE_NODE_POD_SOCKET, serve_one, "pods' processes", err, errlen) <
+            0)
+        return -1;
+    for (i = 0; i < sizeof(pod_links) / sizeof(pod_links[0]); i++)
+        if (pod_link(pod_links[i], err, errlen) < 0)
+            return -1;
+    return 0;
 }
 
 void gd_pods_stop(void)
 {
+    char path[PATH_MAX];
     int i;
 
     gd_usock_stop(&sock);
+    /*
+     * The sockets' links too (the boards' stops next): a pod's process then finds no socket,
+     * as on the host, not one nobody answers. The node segment stays, as its limits do.
+     */
+    if (pod_path(GPUSLICE_NODE_POD_SOCKET, path, sizeof(path)) == 0)
+        unlink(path);
+    if (pod_path(GS_BOARDS_SOCKET, path, sizeof(path)) == 0)
+        unlink(path);
     pthread_mutex_lock(&gd.mu);
     for (i = nrec - 1; i >= 0; i--)
         rec_drop(i);
@@ -618,6 +877,13 @@ void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *))
             "# TYPE gpuslice_pod_join_waits_total counter\ngpuslice_pod_join_waits_total %lu\n"
             "# HELP gpuslice_pod_join_refusals_total Joins refused (the pod's limits are bad).\n"
             "# TYPE gpuslice_pod_join_refusals_total counter\n"
-            "gpuslice_pod_join_refusals_total %lu\n",
-            joins, waits, refusals);
+            "gpuslice_pod_join_refusals_total %lu\n"
+            "# HELP gpuslice_pod_cgroups_placed 1 when the daemon can tell a process's pod by "
+            "its cgroup (0: pods' processes are refused; /readyz and the log say why).\n"
+            "# TYPE gpuslice_pod_cgroups_placed gauge\ngpuslice_pod_cgroups_placed %d\n"
+            "# HELP gpuslice_pod_join_unplaced_total Joins refused because the process's cgroup "
+            "could not be placed.\n"
+            "# TYPE gpuslice_pod_join_unplaced_total counter\n"
+            "gpuslice_pod_join_unplaced_total %lu\n",
+            joins, waits, refusals, ns_placed, unplaced);
 }

@@ -27,43 +27,84 @@ static int annotation(const json_t *pod, const char *name, const char **val, cha
     return 0;
 }
 
+/* The containers' lists of a pod's spec whose resources count (ephemeral ones have none). */
+static const char *const container_lists[] = { "containers", "initContainers" };
+
 /*
- * The sum over the pod's containers of resource limit name (a quantity, times unit), with
- * found set when any container has it; -EINVAL (err) for a bad one.
+ * What the pod asks of resource limit name (a quantity, times unit), as the scheduler counts
+ * a pod's request: the sum over its containers, or the most one init container asks when
+ * that is more (init containers run one at a time, before the others). found is set when any
+ * container has it; -EINVAL (err) for a bad one.
  */
 static int container_sum(const json_t *pod, const char *name, uint64_t unit, uint64_t max,
                          const char *forms, uint64_t *sum, int *found, char *err, size_t errlen)
 {
-    const json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers"), *c;
-    size_t i;
+    const json_t *c;
+    uint64_t init = 0;
+    size_t i, k;
 
     *sum = 0;
     *found = 0;
-    if (!json_is_array(cs))
-        return 0;
-    json_array_foreach(cs, i, c)
-    {
-        const json_t *v =
-            json_object_get(json_object_get(json_object_get(c, "resources"), "limits"), name);
-        const char *cname = json_string_value(json_object_get(c, "name"));
-        uint64_t q;
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(json_object_get(pod, "spec"), container_lists[k]), i, c)
+        {
+            const json_t *v =
+                json_object_get(json_object_get(json_object_get(c, "resources"), "limits"), name);
+            const char *cname = json_string_value(json_object_get(c, "name"));
+            uint64_t q;
 
-        if (!v)
-            continue;
-        if (!json_is_string(v) || gs_parse_quantity(json_string_value(v), &q) < 0 || q == 0 ||
-            q > max / unit) {
-            snprintf(err, errlen, "resource %s of container %s: \"%.64s\" is not %s", name,
-                     cname ? cname : "?", json_is_string(v) ? json_string_value(v) : "?", forms);
-            return -EINVAL;
+            if (!v)
+                continue;
+            if (!json_is_string(v) || gs_parse_quantity(json_string_value(v), &q) < 0 || q == 0 ||
+                q > max / unit) {
+                snprintf(err, errlen, "resource %s of %s %s: \"%.64s\" is not %s", name,
+                         k ? "init container" : "container", cname ? cname : "?",
+                         json_is_string(v) ? json_string_value(v) : "?", forms);
+                return -EINVAL;
+            }
+            *found = 1;
+            if (k == 1) {
+                init = q * unit > init ? q * unit : init;
+                continue;
+            }
+            if (q * unit > max - *sum) {
+                snprintf(err, errlen,
+                         "resource %s: the pod's containers ask for more than %llu in all", name,
+                         (unsigned long long)(max / unit));
+                return -EINVAL;
+            }
+            *sum += q * unit;
         }
-        if (q * unit > max - *sum) {
-            snprintf(err, errlen, "resource %s: the pod's containers ask for more than %llu in all",
-                     name, (unsigned long long)(max / unit));
-            return -EINVAL;
+    if (init > *sum)
+        *sum = init;
+    return 0;
+}
+
+/* The annotations and container resources that make a pod a GPU pod (gd_pod_wants_gpus). */
+static const char *const gpu_annotations[] = { GD_ANN_MEMORY, GD_ANN_COMPUTE, GD_ANN_PRIORITY,
+                                               GD_ANN_SMS,    GD_TF_VRAM,     GD_TF_COMPUTE,
+                                               GD_TF_QOS };
+static const char *const gpu_resources[] = { GD_NVIDIA_GPU, GD_HAMI_MEM, GD_HAMI_CORES,
+                                             GD_HAMI_PRIORITY };
+
+int gd_pod_wants_gpus(const json_t *pod)
+{
+    const json_t *anns = json_object_get(json_object_get(pod, "metadata"), "annotations"), *c;
+    size_t i, k, r;
+
+    for (k = 0; k < sizeof(gpu_annotations) / sizeof(gpu_annotations[0]); k++)
+        if (json_object_get(anns, gpu_annotations[k]))
+            return 1;
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(json_object_get(pod, "spec"), container_lists[k]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+
+            for (r = 0; r < sizeof(gpu_resources) / sizeof(gpu_resources[0]); r++)
+                if (json_object_get(json_object_get(res, "limits"), gpu_resources[r]) ||
+                    json_object_get(json_object_get(res, "requests"), gpu_resources[r]))
+                    return 1;
         }
-        *sum += q * unit;
-        *found = 1;
-    }
     return 0;
 }
 
@@ -102,31 +143,30 @@ static int qos_class(const char *s, uint32_t *out)
  */
 static int hami_priority(const json_t *pod, uint32_t *prio, int *found, char *err, size_t errlen)
 {
-    const json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers"), *c;
-    size_t i;
+    const json_t *c;
+    size_t i, k;
 
     *found = 0;
-    if (!json_is_array(cs))
-        return 0;
-    json_array_foreach(cs, i, c)
-    {
-        const json_t *v = json_object_get(
-            json_object_get(json_object_get(c, "resources"), "limits"), GD_HAMI_PRIORITY);
-        const char *cname = json_string_value(json_object_get(c, "name")), *sv;
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(json_object_get(pod, "spec"), container_lists[k]), i, c)
+        {
+            const json_t *v = json_object_get(
+                json_object_get(json_object_get(c, "resources"), "limits"), GD_HAMI_PRIORITY);
+            const char *cname = json_string_value(json_object_get(c, "name")), *sv;
 
-        if (!v)
-            continue;
-        sv = json_string_value(v);
-        if (!sv || (strcmp(sv, "0") != 0 && strcmp(sv, "1") != 0)) {
-            snprintf(err, errlen,
-                     "resource %s of container %s: \"%.64s\" is not 0 (high) or 1 (low)",
-                     GD_HAMI_PRIORITY, cname ? cname : "?", sv ? sv : "?");
-            return -EINVAL;
+            if (!v)
+                continue;
+            sv = json_string_value(v);
+            if (!sv || (strcmp(sv, "0") != 0 && strcmp(sv, "1") != 0)) {
+                snprintf(err, errlen,
+                         "resource %s of container %s: \"%.64s\" is not 0 (high) or 1 (low)",
+                         GD_HAMI_PRIORITY, cname ? cname : "?", sv ? sv : "?");
+                return -EINVAL;
+            }
+            if (!*found || sv[0] == '0')
+                *prio = sv[0] == '0' ? GPUSLICE_PRIORITY_LATENCY : GPUSLICE_PRIORITY_BACKGROUND;
+            *found = 1;
         }
-        if (!*found || sv[0] == '0')
-            *prio = sv[0] == '0' ? GPUSLICE_PRIORITY_LATENCY : GPUSLICE_PRIORITY_BACKGROUND;
-        *found = 1;
-    }
     return 0;
 }
 
@@ -235,6 +275,70 @@ int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t er
         }
         out->priority = p;
         out->priority_from = GD_ANN_PRIORITY;
+    }
+    return 0;
+}
+
+/* Whether namespace ns is one of list (gd_pod_ns_list_check's form). */
+static int ns_listed(const char *list, const char *ns)
+{
+    size_t n = strlen(ns);
+    const char *p = list;
+
+    if (strcmp(list, "*") == 0)
+        return 1;
+    while (*p) {
+        size_t k = strcspn(p, ",");
+
+        if (k == n && n > 0 && strncmp(p, ns, n) == 0)
+            return 1;
+        p += k;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+int gd_pod_class_allowed(const struct gd_pod_spec *s, const char *ns, const char *allowed,
+                         char *err, size_t errlen)
+{
+    if (s->priority != GPUSLICE_PRIORITY_LATENCY || ns_listed(allowed, ns))
+        return 0;
+    snprintf(err, errlen,
+             "%s %s asks for the latency class, which pods of namespace %.64s may not have "
+             "(they may be normal or background; the node's admin gives latency to the "
+             "namespaces listed in gpusliced's pod-latency-namespaces: %.300s)",
+             s->priority_from && strcmp(s->priority_from, GD_HAMI_PRIORITY) == 0 ? "resource"
+                                                                                 : "annotation",
+             s->priority_from ? s->priority_from : "?", ns, allowed[0] ? allowed : "none");
+    return -EPERM;
+}
+
+int gd_pod_ns_list_check(const char *list, char *err, size_t errlen)
+{
+    const char *p = list;
+
+    if (strcmp(list, "*") == 0 || list[0] == '\0')
+        return 0;
+    while (*p) {
+        size_t k = strcspn(p, ","), i;
+
+        for (i = 0; i < k; i++)
+            if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '-'))
+                break;
+        if (k == 0 || k > 63 || i < k) {
+            snprintf(err, errlen,
+                     "pod-latency-namespaces: \"%.200s\" is not a list of namespaces (give names "
+                     "of lower-case letters, digits and '-' separated by commas, * for every "
+                     "namespace, or nothing for none)",
+                     list);
+            return -EINVAL;
+        }
+        p += k;
+        if (*p == ',' && *++p == '\0') {
+            snprintf(err, errlen, "pod-latency-namespaces: \"%.200s\" ends with a comma", list);
+            return -EINVAL;
+        }
     }
     return 0;
 }

@@ -37,10 +37,39 @@ struct gd_pod_spec {
  * (tensor-fusion.ai/vram-limit, a quantity; compute-percent-limit, 1 to 100; qos, low,
  * medium, high or critical: background, normal, latency, latency); HAMi's container resource
  * limits, summed over the pod's containers (nvidia.com/gpumem in MiB, nvidia.com/gpucores in
- * percent, at most 100 in all; nvidia.com/priority 0, high: latency, or 1, low: background).
+ * percent, at most 100 in all; nvidia.com/priority 0, high: latency, or 1, low: background;
+ * an init container counts as the scheduler counts it: the pod asks for the most of the
+ * containers' sum and each init container's own).
  * A bad value in any of them is an error even where another form would count: 0, or -EINVAL
  * with a message naming the annotation or resource and the accepted forms in err.
  */
 int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t errlen);
+
+/*
+ * Whether pod (a Pod object) is a GPU pod: the one definition that the webhook (which injects
+ * the interposer into it) and the daemon (which makes it a tenant) both use. 1 when any of its
+ * containers or init containers has one of nvidia.com/gpu, nvidia.com/gpumem,
+ * nvidia.com/gpucores or nvidia.com/priority in its limits or requests, or the pod has one of
+ * the annotations gd_pod_spec reads (whatever their values: a bad one is refused, not
+ * ignored); else 0. Ephemeral containers cannot ask for resources (the API refuses them).
+ */
+int gd_pod_wants_gpus(const json_t *pod);
+
+/*
+ * Whether a pod of namespace ns may have the class its spec s asks for. A pod's annotations
+ * and resources are written by whoever creates it; a class above normal (latency) is the
+ * node admin's to give, as the API gives it to admins only: allowed lists the namespaces
+ * whose pods may have it (gpusliced's pod-latency-namespaces: names separated by commas, "*"
+ * for every namespace, empty for none). Pods cannot set a weight. 0, or -EPERM with a message
+ * in err naming the annotation or resource, the namespace and what is allowed.
+ */
+int gd_pod_class_allowed(const struct gd_pod_spec *s, const char *ns, const char *allowed,
+                         char *err, size_t errlen);
+
+/*
+ * Checks a list for gd_pod_class_allowed: "*", or namespace names (lower-case letters, digits
+ * and '-', at most 63) separated by commas. 0, or -EINVAL with a message in err.
+ */
+int gd_pod_ns_list_check(const char *list, char *err, size_t errlen);
 
 #endif

@@ -768,9 +768,14 @@ static uint32_t contained_in(pid_t pid)
 
 int gd_tenant_join(struct gd_tenant *t, pid_t pid, int admin, char *err, size_t errlen)
 {
-    uint64_t start = gs_proc_start_time(pid);
-    uint32_t ns = gs_proc_pid_ns(pid), in;
-    pid_t inner = gs_proc_inner_pid(pid);
+    return gd_tenant_join_as(t, pid, gs_proc_pid_ns(pid), gs_proc_inner_pid(pid),
+                             gs_proc_start_time(pid), admin, err, errlen);
+}
+
+int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, uint64_t start,
+                      int admin, char *err, size_t errlen)
+{
+    uint32_t in;
     int r;
 
     if (!t->managed) {

@@ -1,7 +1,8 @@
 /*
  * A unix socket of the run directory that answers each connection at once, on a thread of
  * its own (usock.h): the device boards' and the pods' sockets. Its handler must not wait on
- * the peer, so that no client can hold the thread up.
+ * the peer, so that no client can hold the thread up. And the identity of a unix socket's
+ * peer, for every place the daemon acts on a peer's PID (the pods' socket, the API's).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,9 +12,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "daemon/daemon.h"
 #include "daemon/usock.h"
 
@@ -98,4 +101,66 @@ void gd_usock_stop(struct gd_usock *u)
             close(u->stop[i]);
             u->stop[i] = -1;
         }
+}
+
+/* ---- who is at the other end ---- */
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+int gd_peer_get(int conn, struct gd_peer_id *p)
+{
+    struct ucred cred = { 0, 0, 0 };
+    socklen_t cl = sizeof(cred), fl = sizeof(int);
+
+    memset(p, 0, sizeof(*p));
+    p->pidfd = -1;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return -errno;
+    p->pid = cred.pid;
+    p->uid = cred.uid;
+    p->gid = cred.gid;
+    if (cred.pid <= 0)
+        return -ESRCH; /* in a PID namespace the daemon does not see */
+    /* The process that called connect(), even if its PID has been given to another since. */
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &p->pidfd, &fl) == 0 && p->pidfd >= 0)
+        return 0;
+    p->pidfd = -1;
+    /*
+     * Only a kernel without it falls back: any other refusal (EINVAL for a peer already
+     * reaped, on kernels that give no pidfd for one) means the process cannot be named.
+     */
+    if (errno != ENOPROTOOPT)
+        return -ESRCH;
+#ifdef SYS_pidfd_open
+    if ((p->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0)) >= 0)
+        return 0;
+    if (errno == ESRCH)
+        return -ESRCH;
+#endif
+    p->pidfd = -1;
+    return (p->start = gs_proc_start_time(cred.pid)) != 0 ? 0 : -ESRCH;
+}
+
+int gd_peer_alive(const struct gd_peer_id *p)
+{
+    struct pollfd pf;
+
+    if (p->pid <= 0)
+        return 0;
+    if (p->pidfd < 0)
+        return p->start != 0 && gs_proc_start_time(p->pid) == p->start;
+    /* A pidfd is readable once its process has exited (needs no right to signal it). */
+    pf.fd = p->pidfd;
+    pf.events = POLLIN;
+    pf.revents = 0;
+    return poll(&pf, 1, 0) == 0;
+}
+
+void gd_peer_close(struct gd_peer_id *p)
+{
+    if (p->pidfd >= 0)
+        close(p->pidfd);
+    p->pidfd = -1;
 }

@@ -1,18 +1,20 @@
 /*
  * The mutating admission webhook that puts the interposer into a pod without
- * changing its image. For a pod that asks for GPUs (nvidia.com/gpu, HAMi's
- * resources, or a gpuslice or TensorFusion GPU annotation), and has not opted
- * out with gpuslice.io/inject: "false", the answer is a JSON Patch that adds:
+ * changing its image. For a GPU pod (gd_pod_wants_gpus: the same definition
+ * the daemon makes tenants by) that has not opted out with
+ * gpuslice.io/inject: "false", the answer is a JSON Patch that adds:
  *
- *   - two hostPath volumes: the node's interposer directory (libgpuslice.so
- *     and an ld.so.preload naming it, which the DaemonSet installs) and the
- *     daemon's run directory (its node segment, sockets, tenants' files);
+ *   - three hostPath volumes: the node's interposer directory (libgpuslice.so
+ *     and an ld.so.preload naming it, which the DaemonSet installs), the
+ *     daemon's run directory's pod/ (GD_POD_RUN_DIR: the node segment and the
+ *     pods' and boards' sockets, never the API's socket) and its tenants/;
  *   - to every container and init container: the interposer directory at
  *     /usr/local/gpuslice (read-only), its ld.so.preload at /etc/ld.so.preload
  *     (so every dynamically linked program of the image, nvidia-smi too,
- *     loads the interposer, whatever the image's own LD_PRELOAD), the run
- *     directory at /run/gpuslice read-only, and GPUSLICE_POD=1 (CUDA fails unless the
- *     daemon joins the process to the pod's tenant, by its cgroup);
+ *     loads the interposer, whatever the image's own LD_PRELOAD), pod/ at
+ *     /run/gpuslice and tenants/ at /run/gpuslice/tenants, read-only, and
+ *     GPUSLICE_POD=1 (CUDA fails unless the daemon joins the process to the
+ *     pod's tenant, by its cgroup);
  *   - the annotation gpuslice.io/injected: "true", for people (a second call
  *     adds only what a container lacks: it looks at the containers, not at
  *     an annotation anyone can write).
@@ -26,50 +28,21 @@
 #include <string.h>
 
 #include "common/env.h"
+#include "daemon/podspec.h"
 #include "daemon/webhook.h"
 
 #define VOL_LIB "gpuslice-lib"
 #define VOL_RUN "gpuslice-run"
+#define VOL_TENANTS "gpuslice-tenants"
 #define MNT_LIB "/usr/local/gpuslice"
 #define MNT_RUN "/run/gpuslice"
+#define MNT_TENANTS MNT_RUN "/tenants"
 #define MNT_PRELOAD "/etc/ld.so.preload"
 
 static const char *annotation(const json_t *pod, const char *name)
 {
     return json_string_value(
         json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), name));
-}
-
-/* Whether the pod asks for GPUs in any of the forms the daemon reads. */
-static int wants_gpus(const json_t *pod)
-{
-    static const char *const res[] = { "nvidia.com/gpu", "nvidia.com/gpumem",
-                                       "nvidia.com/gpucores" };
-    static const char *const ann[] = {
-        "gpuslice.io/memory",          "gpuslice.io/compute",
-        "gpuslice.io/priority",        "gpuslice.io/sms",
-        "tensor-fusion.ai/vram-limit", "tensor-fusion.ai/compute-percent-limit",
-        "tensor-fusion.ai/qos"
-    };
-    const json_t *anns = json_object_get(json_object_get(pod, "metadata"), "annotations");
-    const char *const lists[] = { "containers", "initContainers" };
-    size_t i, k, r;
-    const json_t *c;
-
-    for (k = 0; k < sizeof(ann) / sizeof(ann[0]); k++)
-        if (json_object_get(anns, ann[k]))
-            return 1;
-    for (k = 0; k < 2; k++)
-        json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[k]), i, c)
-        {
-            const json_t *res_ = json_object_get(c, "resources");
-
-            for (r = 0; r < sizeof(res) / sizeof(res[0]); r++)
-                if (json_object_get(json_object_get(res_, "limits"), res[r]) ||
-                    json_object_get(json_object_get(res_, "requests"), res[r]))
-                    return 1;
-        }
-    return 0;
 }
 
 static void op_add(json_t *patch, const char *path, json_t *value)
@@ -126,7 +99,7 @@ static int mount_is(const json_t *m, const char *vol, const char *sub)
 static int container_state(const json_t *c)
 {
     const json_t *lib = mount_at(c, MNT_LIB), *pre = mount_at(c, MNT_PRELOAD),
-                 *run = mount_at(c, MNT_RUN), *e;
+                 *run = mount_at(c, MNT_RUN), *ten = mount_at(c, MNT_TENANTS), *e;
     const char *pod_env = NULL;
     size_t i;
 
@@ -139,10 +112,11 @@ static int container_state(const json_t *c)
                           ? json_string_value(json_object_get(e, "value"))
                           : "";
     }
-    if (!lib && !pre && !run && !pod_env)
+    if (!lib && !pre && !run && !ten && !pod_env)
         return 0;
     if (mount_is(lib, VOL_LIB, NULL) && mount_is(pre, VOL_LIB, "ld.so.preload") &&
-        mount_is(run, VOL_RUN, NULL) && pod_env && strcmp(pod_env, "1") == 0)
+        mount_is(run, VOL_RUN, NULL) && mount_is(ten, VOL_TENANTS, NULL) && pod_env &&
+        strcmp(pod_env, "1") == 0)
         return 1;
     return -1;
 }
@@ -163,7 +137,8 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
     json_t *patch;
     size_t i, k;
     char path[128];
-    int vlib, vrun, st;
+    char pod_dir[4200], tenants_dir[4200];
+    int vlib, vrun, vten, st;
 
     why[0] = '\0';
     if (opt && strcmp(opt, "true") != 0 && strcmp(opt, "false") != 0) {
@@ -171,17 +146,21 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
                  opt);
         return NULL;
     }
-    if ((opt && strcmp(opt, "false") == 0) || !wants_gpus(pod))
+    if ((opt && strcmp(opt, "false") == 0) || !gd_pod_wants_gpus(pod))
         return NULL;
     if (!json_is_object(spec) || !json_is_array(json_object_get(spec, "containers"))) {
         snprintf(why, whylen, "the pod has no spec.containers");
         return NULL;
     }
+    /* The run directory's pod/ only, never the run directory (its API socket makes admins). */
+    snprintf(pod_dir, sizeof(pod_dir), "%s/" GD_POD_RUN_DIR, conf->run_dir);
+    snprintf(tenants_dir, sizeof(tenants_dir), "%s/tenants", conf->run_dir);
     vlib = our_volume(spec, VOL_LIB, conf->lib_dir);
-    vrun = our_volume(spec, VOL_RUN, conf->run_dir);
-    if (vlib < 0 || vrun < 0) {
+    vrun = our_volume(spec, VOL_RUN, pod_dir);
+    vten = our_volume(spec, VOL_TENANTS, tenants_dir);
+    if (vlib < 0 || vrun < 0 || vten < 0) {
         snprintf(why, whylen,
-                 "the pod has a volume named " VOL_LIB " or " VOL_RUN
+                 "the pod has a volume named " VOL_LIB ", " VOL_RUN " or " VOL_TENANTS
                  " that is not gpuslice's (set " GD_ANN_INJECT ": \"false\" to opt out)");
         return NULL;
     }
@@ -190,8 +169,9 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
         {
             if (container_state(c) < 0) {
                 snprintf(why, whylen,
-                         "container %.64s mounts " MNT_PRELOAD ", " MNT_LIB " or " MNT_RUN
-                         ", or sets " GS_ENV_POD ", otherwise than gpuslice's injection does "
+                         "container %.64s mounts " MNT_PRELOAD ", " MNT_LIB ", " MNT_RUN
+                         " or " MNT_TENANTS ", or sets " GS_ENV_POD
+                         ", otherwise than gpuslice's injection does "
                          "(set " GD_ANN_INJECT ": \"false\" to opt out)",
                          json_string_value(json_object_get(c, "name"))
                              ? json_string_value(json_object_get(c, "name"))
@@ -208,8 +188,12 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
                          "type", "Directory"));
     if (!vrun)
         op_add(patch, "/spec/volumes/-",
-               json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_RUN, "hostPath", "path", conf->run_dir,
+               json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_RUN, "hostPath", "path", pod_dir,
                          "type", "Directory"));
+    if (!vten)
+        op_add(patch, "/spec/volumes/-",
+               json_pack("{s:s, s:{s:s, s:s}}", "name", VOL_TENANTS, "hostPath", "path",
+                         tenants_dir, "type", "Directory"));
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(spec, lists[k]), i, c)
         {
@@ -227,13 +211,20 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
                    json_pack("{s:s, s:s, s:s, s:b}", "name", VOL_LIB, "mountPath", MNT_PRELOAD,
                              "subPath", "ld.so.preload", "readOnly", 1));
             /*
-             * Read-only: a pod's root could otherwise rewrite the node segment (every tenant's
-             * limits) or plant files there; its processes get their tenant's state file from
-             * the daemon (gpusliced.pods, SCM_RIGHTS), and sockets connect on a read-only mount.
+             * Read-only, and the run directory's pod/ only: all a pod's process needs (the
+             * node segment, the pods' and boards' sockets), not the API's socket, through
+             * which root in a container was an admin. A pod's root can write neither the node
+             * segment (every tenant's limits) nor plant files; its processes get their
+             * tenant's state file from the daemon (gpusliced.pods, SCM_RIGHTS), and sockets
+             * connect on a read-only mount. The tenants' directory, read-only on pod/'s empty
+             * tenants/, holds the other tenants' class stamps that a process yields to.
              */
             op_add(
                 patch, path,
                 json_pack("{s:s, s:s, s:b}", "name", VOL_RUN, "mountPath", MNT_RUN, "readOnly", 1));
+            op_add(patch, path,
+                   json_pack("{s:s, s:s, s:b}", "name", VOL_TENANTS, "mountPath", MNT_TENANTS,
+                             "readOnly", 1));
             if (!json_is_array(json_object_get(c, "env"))) {
                 snprintf(path, sizeof(path), "/spec/%s/%zu/env", lists[k], i);
                 op_add(patch, path, json_array());

@@ -11,9 +11,17 @@
 #define GD_ANN_INJECT "gpuslice.io/inject"     /* "false": leave the pod as it is */
 #define GD_ANN_INJECTED "gpuslice.io/injected" /* set by the webhook */
 
+/*
+ * The directory of the run directory that pods mount (pods.c keeps it): all a pod's process
+ * needs of the daemon and nothing else (not the API's socket): the node segment, the pods'
+ * and the boards' sockets (hard links of the run directory's own), and an empty "tenants" that
+ * the run directory's tenants/ (read-only, for the classes of other tenants) is mounted on.
+ */
+#define GD_POD_RUN_DIR "pod"
+
 struct gd_webhook_conf {
     const char *lib_dir; /* the node's directory of libgpuslice.so and ld.so.preload */
-    const char *run_dir; /* the node's gpusliced run directory */
+    const char *run_dir; /* the node's gpusliced run directory (pods mount its GD_POD_RUN_DIR) */
 };
 
 /*

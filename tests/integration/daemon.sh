@@ -780,9 +780,10 @@ daemon_pod_tenants)
         # In the pod's mount namespace the run directory is read-only, as the webhook mounts it.
         sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
     }
-    # container.sh ARGS...: inside the pod's namespaces, the run directory made read-only, then
+    # container.sh ARGS...: inside the pod's namespaces, the run directory as the webhook's
+    # patch mounts it (its pod/ in its place, tenants/ on pod/tenants, both read-only), then
     # ARGS with the interposer preloaded.
-    printf '%s\n' 'mount --bind "$RUNDIR" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" || exit 99' \
+    printf '%s\n' 'mount --bind "$RUNDIR/tenants" "$RUNDIR/pod/tenants" && mount --rbind "$RUNDIR/pod" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR/tenants" || exit 99' \
         'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
     export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     # The pods' cgroups this case made (those still in use, by another case, stay: rmdir
@@ -914,7 +915,7 @@ daemon_pod_tenants)
     review "$(upod gpu "$U1" '{"gpuslice.io/memory":"1G"}')" >"$T/rev"
     code=$(curl -s -o "$T/hook" -w '%{http_code}' --cacert "$T/ca.crt" -H 'Content-Type: application/json' --data-binary @"$T/rev" "https://127.0.0.1:$HP/mutate")
     [ "$code" = 200 ] && ok "the webhook answers over TLS (200)" || { bad "webhook: HTTP $code"; cat "$T/hook"; }
-    python3 - "$T/rev" "$T/hook" "$T/drun" <<'PY' && ok "its patch, applied: both hostPath volumes, /etc/ld.so.preload and GPUSLICE_POD=1 in both containers, the annotation" || bad "webhook patch"
+    python3 - "$T/rev" "$T/hook" "$T/drun" <<'PY' && ok "its patch, applied: the hostPath volumes (the run directory's pod/ and tenants/, not itself), /etc/ld.so.preload and GPUSLICE_POD=1 in both containers, the annotation" || bad "webhook patch"
 import base64, json, sys
 pod = json.load(open(sys.argv[1]))["request"]["object"]
 r = json.load(open(sys.argv[2]))
@@ -931,11 +932,11 @@ for op in json.loads(base64.b64decode(r["response"]["patch"])):
     else:
         assert keys[-1] not in at; at[keys[-1]] = op["value"]
 vols = {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"]}
-assert vols == {"gpuslice-lib": "/opt/gs/lib", "gpuslice-run": sys.argv[3]}, vols
+assert vols == {"gpuslice-lib": "/opt/gs/lib", "gpuslice-run": sys.argv[3] + "/pod", "gpuslice-tenants": sys.argv[3] + "/tenants"}, vols
 for c in pod["spec"]["containers"]:
     m = {x["mountPath"]: x for x in c["volumeMounts"]}
     assert m["/etc/ld.so.preload"]["subPath"] == "ld.so.preload" and m["/etc/ld.so.preload"]["readOnly"], m
-    assert "/run/gpuslice" in m and "/usr/local/gpuslice" in m, m
+    assert "/run/gpuslice" in m and "/run/gpuslice/tenants" in m and "/usr/local/gpuslice" in m, m
     assert {"name": "GPUSLICE_POD", "value": "1"} in c["env"], c
 assert pod["metadata"]["annotations"]["gpuslice.io/injected"] == "true"
 PY
@@ -1029,6 +1030,7 @@ PY
     else
         awk -v n="$N" -v rh="$rssh" -v r1="$rss1" 'BEGIN { exit !((r1 - rh) / (n - n / 2) < 0.5) }' && ok "the daemon's memory does not grow with the pods" || bad "daemon RSS grew $((rss1 - rssh)) KiB over the last $((N - N / 2)) pods"
     fi ;;
+daemon_podns_*) . "$SRC/tests/integration/daemon_podns.sh" ;;
 daemon_python)
     # The Python package's Tenant and events() against the daemon on the simulated GPU.
     start_daemon || exit 1

@@ -56,8 +56,15 @@ else:
     if spec.get("serviceAccountName") != "gpusliced":
         errs.append("not the gpusliced service account")
     paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
-    if paths != ["/dev/shm", "/run/gpuslice", "/var/lib/gpuslice"]:
+    if paths != ["/dev/shm", "/run/gpuslice", "/sys/fs/cgroup", "/var/lib/gpuslice"]:
         errs.append(f"host paths {paths}")
+    # The host's cgroup tree, read-only, where host-cgroup-root names it (issue 28).
+    cg = [v["name"] for v in spec["volumes"] if v.get("hostPath", {}).get("path") == "/sys/fs/cgroup"]
+    m = [m for m in c.get("volumeMounts", []) if cg and m["name"] == cg[0]]
+    conf = by.get(("ConfigMap", "gpusliced-config"), {}).get("data", {}).get("gpusliced.conf", "")
+    if not m or not m[0].get("readOnly") or m[0]["mountPath"] != "/host/sys/fs/cgroup" or \
+            "host-cgroup-root = /host/sys/fs/cgroup" not in conf:
+        errs.append(f"the host's cgroup tree is not mounted read-only where host-cgroup-root says: {m}")
     sc = c.get("securityContext", {})
     if sc.get("privileged") or sc.get("allowPrivilegeEscalation", True):
         errs.append("privileged, or privilege escalation allowed")

@@ -151,6 +151,168 @@ static void test_gpus_counted(void **state)
     assert_non_null(strstr(err, "nvidia.com/gpu"));
 }
 
+/*
+ * Init containers count as the scheduler counts them: a pod asks for the most of its
+ * containers' sum and each init container's own (they run one at a time, before the others).
+ */
+static void test_init_containers_count_as_scheduled(void **state)
+{
+    struct gd_pod_spec s;
+
+    (void)state;
+    /* A GPU only on an init container: the pod's limit and GPU count are that container's. */
+    assert_int_equal(spec_of("{\"spec\":{\"containers\":[{\"name\":\"a\"}],\"initContainers\":["
+                             "{\"name\":\"i\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\","
+                             "\"nvidia.com/gpumem\":\"4096\",\"nvidia.com/gpucores\":\"40\"}}}]}}",
+                             &s),
+                     0);
+    assert_int_equal(s.gpus, 2);
+    assert_int_equal(gs_limits_lookup(&s.memory, 0, NULL), 4096 * MiB);
+    assert_int_equal(gs_limits_lookup(&s.compute, 0, NULL), 40);
+    /* The containers' sum when it is more than any init container's. */
+    assert_int_equal(
+        spec_of("{\"spec\":{\"containers\":["
+                "{\"name\":\"a\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"2048\"}}},"
+                "{\"name\":\"b\",\"resources\":{\"limits\":{\"nvidia.com/gpumem\":\"1024\"}}}],"
+                "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":{"
+                "\"nvidia.com/gpumem\":\"1024\"}}}]}}",
+                &s),
+        0);
+    assert_int_equal(gs_limits_lookup(&s.memory, 0, NULL), 3072 * MiB);
+    /* A bad value on an init container is refused, naming it. */
+    assert_int_equal(spec_of("{\"spec\":{\"containers\":[{\"name\":\"a\"}],\"initContainers\":["
+                             "{\"name\":\"setup\",\"resources\":{\"limits\":{"
+                             "\"nvidia.com/gpumem\":\"lots\"}}}]}}",
+                             &s),
+                     -EINVAL);
+    assert_non_null(strstr(err, "init container setup"));
+}
+
+/* Which pods are GPU pods: the one definition the webhook and the daemon both use. */
+static void test_which_pods_are_gpu_pods(void **state)
+{
+    static const struct {
+        const char *pod;
+        int gpu;
+    } cases[] = {
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}", 0 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"1\","
+          "\"memory\":\"1Gi\"}}}]}}",
+          0 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+          "\"amd.com/gpu\":\"1\"}}}]}}",
+          0 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+          "\"nvidia.com/gpu\":\"1\"}}}]}}",
+          1 },
+        /* Requests alone (the API server asks for limits too; counted all the same). */
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{"
+          "\"nvidia.com/gpu\":\"1\"}}}]}}",
+          1 },
+        /* Only an init container asks (issue 28: injected, but never a tenant). */
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"initContainers\":[{\"name\":\"i\","
+          "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+          1 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"initContainers\":[{\"name\":\"i\","
+          "\"resources\":{\"requests\":{\"nvidia.com/gpumem\":\"1024\"}}}]}}",
+          1 },
+        /* An ephemeral container cannot have resources: what it says does not count. */
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"ephemeralContainers\":[{\"name\":"
+          "\"e\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+          0 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+          "\"nvidia.com/gpucores\":\"30\"}}}]}}",
+          1 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+          "\"nvidia.com/priority\":\"1\"}}}]}}",
+          1 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/priority\":\"background\"}},\"spec\":{"
+          "\"containers\":[{\"name\":\"c\"}]}}",
+          1 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/sms\":\"50%\"}}}", 1 },
+        { "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"low\"}}}", 1 },
+        { "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/compute-percent-limit\":\"5\"}}}",
+          1 },
+        /* A bad value makes a GPU pod all the same: it is refused, not left alone. */
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"lots\"}}}", 1 },
+        /* The injection's own annotations ask for no GPU. */
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"true\","
+          "\"gpuslice.io/injected\":\"true\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+          0 },
+        { "{\"metadata\":{\"annotations\":{\"other.io/memory\":\"1G\"}}}", 0 },
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = json_loads(cases[i].pod, 0, NULL);
+
+        assert_non_null(pod);
+        if (gd_pod_wants_gpus(pod) != cases[i].gpu)
+            fail_msg("case %zu: %s: want %d", i, cases[i].pod, cases[i].gpu);
+        json_decref(pod);
+    }
+}
+
+/*
+ * The latency class is the node admin's to give (issue 28): a pod's own annotation or
+ * resource asks for it, and only namespaces gpusliced's pod-latency-namespaces lists get it.
+ */
+static void test_latency_class_only_where_allowed(void **state)
+{
+    static const char *const asks[] = {
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/priority\":\"latency\"}}}",
+        "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"critical\"}}}",
+        "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"high\"}}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+        "\"nvidia.com/priority\":\"0\"}}}]}}",
+    };
+    static const char *const names[] = { "annotation gpuslice.io/priority",
+                                         "annotation tensor-fusion.ai/qos",
+                                         "annotation tensor-fusion.ai/qos",
+                                         "resource nvidia.com/priority" };
+    struct gd_pod_spec s;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        assert_int_equal(spec_of(asks[i], &s), 0);
+        assert_int_equal(s.priority, GPUSLICE_PRIORITY_LATENCY);
+        /* None allowed (the default), or other namespaces only: refused, saying why. */
+        assert_int_equal(gd_pod_class_allowed(&s, "team-a", "", err, sizeof(err)), -EPERM);
+        assert_non_null(strstr(err, names[i]));
+        assert_non_null(strstr(err, "namespace team-a"));
+        assert_non_null(strstr(err, "pod-latency-namespaces: none"));
+        assert_int_equal(
+            gd_pod_class_allowed(&s, "team-a", "team-b,team-aa,team", err, sizeof(err)), -EPERM);
+        assert_non_null(strstr(err, "team-b,team-aa,team"));
+        /* Listed, or every namespace: allowed. */
+        assert_int_equal(gd_pod_class_allowed(&s, "team-a", "team-b,team-a", err, sizeof(err)), 0);
+        assert_int_equal(gd_pod_class_allowed(&s, "team-a", "team-a", err, sizeof(err)), 0);
+        assert_int_equal(gd_pod_class_allowed(&s, "team-a", "*", err, sizeof(err)), 0);
+    }
+    /* Normal and background are every pod's. */
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"gpuslice.io/priority\":\"background\"}}}", &s),
+        0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "", err, sizeof(err)), 0);
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"medium\"}}}", &s), 0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "", err, sizeof(err)), 0);
+    assert_int_equal(spec_of("{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}", &s), 0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "", err, sizeof(err)), 0);
+    /* The option's own form. */
+    assert_int_equal(gd_pod_ns_list_check("", err, sizeof(err)), 0);
+    assert_int_equal(gd_pod_ns_list_check("*", err, sizeof(err)), 0);
+    assert_int_equal(gd_pod_ns_list_check("a,b-2,c", err, sizeof(err)), 0);
+    assert_int_equal(gd_pod_ns_list_check("a, b", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "pod-latency-namespaces"));
+    assert_int_equal(gd_pod_ns_list_check("a,,b", err, sizeof(err)), -EINVAL);
+    assert_int_equal(gd_pod_ns_list_check("a,", err, sizeof(err)), -EINVAL);
+    assert_int_equal(gd_pod_ns_list_check("Team", err, sizeof(err)), -EINVAL);
+    assert_int_equal(gd_pod_ns_list_check("a,*", err, sizeof(err)), -EINVAL);
+}
+
 static void test_precedence_ours_then_tensor_fusion_then_hami(void **state)
 {
     struct gd_pod_spec s;
@@ -273,6 +435,9 @@ int main(void)
         cmocka_unit_test(test_tensor_fusion_annotations),
         cmocka_unit_test(test_hami_resources_sum_over_containers),
         cmocka_unit_test(test_gpus_counted),
+        cmocka_unit_test(test_init_containers_count_as_scheduled),
+        cmocka_unit_test(test_which_pods_are_gpu_pods),
+        cmocka_unit_test(test_latency_class_only_where_allowed),
         cmocka_unit_test(test_precedence_ours_then_tensor_fusion_then_hami),
         cmocka_unit_test(test_bad_values_are_refused_and_named),
         cmocka_unit_test(test_kubernetes_quantities),

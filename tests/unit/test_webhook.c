@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/podspec.h"
 #include "daemon/webhook.h"
 
 static const struct gd_webhook_conf conf = { "/var/lib/gpuslice/lib", "/run/gpuslice" };
@@ -131,13 +132,26 @@ static void test_gpu_pod_gets_the_interposer(void **state)
     {
         const json_t *v = json_object_get(json_object_get(pod, "spec"), "volumes");
 
-        assert_int_equal(json_array_size(v), 3);
+        /*
+         * The run directory's pod/ and tenants/, never the run directory: its API socket made
+         * root in a container an admin of the node (issue 28).
+         */
+        assert_int_equal(json_array_size(v), 4);
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_array_get(v, 1), "hostPath"), "path")),
                             "/var/lib/gpuslice/lib");
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_array_get(v, 2), "hostPath"), "path")),
-                            "/run/gpuslice");
+                            "/run/gpuslice/pod");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(json_array_get(v, 3), "hostPath"), "path")),
+                            "/run/gpuslice/tenants");
+        for (i = 0; i < json_array_size(v); i++) {
+            const char *hp = json_string_value(
+                json_object_get(json_object_get(json_array_get(v, i), "hostPath"), "path"));
+
+            assert_true(hp == NULL || strcmp(hp, "/run/gpuslice") != 0);
+        }
     }
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[k]), i, c)
@@ -145,19 +159,24 @@ static void test_gpu_pod_gets_the_interposer(void **state)
             const json_t *m = json_object_get(c, "volumeMounts"), *e = json_object_get(c, "env"),
                          *x;
             size_t j;
-            int preload = 0, run = 0, lib = 0, pod_env = 0;
+            int preload = 0, run = 0, lib = 0, pod_env = 0, tenants = 0;
 
             json_array_foreach(m, j, x)
             {
                 const char *mp = json_string_value(json_object_get(x, "mountPath"));
+                const char *vol = json_string_value(json_object_get(x, "name"));
+                int ro = json_is_true(json_object_get(x, "readOnly"));
 
                 preload += strcmp(mp, "/etc/ld.so.preload") == 0 &&
                            strcmp(json_string_value(json_object_get(x, "subPath")),
                                   "ld.so.preload") == 0 &&
-                           json_is_true(json_object_get(x, "readOnly"));
-                run += strcmp(mp, "/run/gpuslice") == 0;
+                           ro;
+                run += strcmp(mp, "/run/gpuslice") == 0 && strcmp(vol, "gpuslice-run") == 0 && ro;
+                tenants += strcmp(mp, "/run/gpuslice/tenants") == 0 &&
+                           strcmp(vol, "gpuslice-tenants") == 0 && ro;
                 lib += strcmp(mp, "/usr/local/gpuslice") == 0;
             }
+            assert_int_equal(tenants, 1);
             json_array_foreach(e, j, x) pod_env +=
                 strcmp(json_string_value(json_object_get(x, "name")), "GPUSLICE_POD") == 0 &&
                 strcmp(json_string_value(json_object_get(x, "value")), "1") == 0;
@@ -201,13 +220,13 @@ static void test_gpu_pod_gets_the_interposer(void **state)
         n = json_array_size(p);
         apply(pod, p);
         sc = json_array_get(cs, 2);
-        assert_int_equal(json_array_size(json_object_get(sc, "volumeMounts")), 3);
+        assert_int_equal(json_array_size(json_object_get(sc, "volumeMounts")), 4);
         assert_int_equal(
             json_array_size(json_object_get(
                 json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0),
                 "volumeMounts")),
-            3);
-        assert_true(n == 6); /* mounts, env: two arrays and four entries, for it alone */
+            4);
+        assert_true(n == 7); /* mounts, env: two arrays and five entries, for it alone */
         json_decref(p);
         json_decref(r);
         free(again);
@@ -279,6 +298,50 @@ static void test_which_pods(void **state)
     json_decref(r);
 }
 
+/*
+ * The webhook injects exactly the pods the daemon makes tenants of (gd_pod_wants_gpus, one
+ * definition): a pod whose only GPU is an init container's is injected, and is a GPU pod.
+ */
+static void test_injects_exactly_gpu_pods(void **state)
+{
+    static const char *const pods[] = {
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"initContainers\":[{\"name\":\"i\","
+        "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{"
+        "\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+        "\"nvidia.com/priority\":\"0\"}}}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}],\"ephemeralContainers\":[{\"name\":\"e\","
+        "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/sms\":\"50%\"}},\"spec\":{\"containers\":"
+        "[{\"name\":\"c\"}]}}",
+        "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"high\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"true\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+        "\"amd.com/gpu\":\"1\"}}}]}}",
+    };
+    size_t i;
+    int gpu_pods = 0;
+
+    (void)state;
+    for (i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        json_t *pod = json_loads(pods[i], 0, NULL), *r = review(pods[i]);
+        int patched = json_object_get(json_object_get(r, "response"), "patch") != NULL;
+
+        assert_non_null(pod);
+        if (patched != gd_pod_wants_gpus(pod))
+            fail_msg("pod %zu (%s): patched %d, a GPU pod %d", i, pods[i], patched,
+                     gd_pod_wants_gpus(pod));
+        gpu_pods += patched;
+        json_decref(pod);
+        json_decref(r);
+    }
+    assert_int_equal(gpu_pods, 5); /* the init container's, requests, priority, sms, qos */
+}
+
 static void test_refusals(void **state)
 {
     char err[512];
@@ -303,6 +366,24 @@ static void test_refusals(void **state)
         json_object_get(json_object_get(json_object_get(r, "response"), "status"), "message"));
     assert_non_null(strstr(msg, "container own"));
     json_decref(r);
+    /*
+     * A volume under our names that is not ours: the run directory itself (what the injection
+     * mounted before issue 28, and what would give the pod the API's socket), or another
+     * directory as the tenants' volume. Refused, never mounted.
+     */
+    r = review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}],\"volumes\":[{\"name\":\"gpuslice-run\","
+               "\"hostPath\":{\"path\":\"/run/gpuslice\"}}]}}");
+    assert_true(json_is_false(json_object_get(json_object_get(r, "response"), "allowed")));
+    msg = json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "response"), "status"), "message"));
+    assert_non_null(strstr(msg, "not gpuslice's"));
+    json_decref(r);
+    r = review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}],\"volumes\":[{\"name\":\"gpuslice-tenants\","
+               "\"hostPath\":{\"path\":\"/\"}}]}}");
+    assert_true(json_is_false(json_object_get(json_object_get(r, "response"), "allowed")));
+    json_decref(r);
     /* Not an AdmissionReview: an error for a 400. */
     assert_null(gd_webhook_review("{}", 2, &conf, err, sizeof(err)));
     assert_non_null(strstr(err, "AdmissionReview"));
@@ -315,6 +396,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_pod_gets_the_interposer),
         cmocka_unit_test(test_which_pods),
+        cmocka_unit_test(test_injects_exactly_gpu_pods),
         cmocka_unit_test(test_marker_not_believed),
         cmocka_unit_test(test_refusals),
     };

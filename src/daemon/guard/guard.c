@@ -123,7 +123,7 @@ static int signal_proc(pid_t pid, uint64_t start, int sig)
  */
 static uint32_t attribute(pid_t pid, char *leaf, size_t leaflen)
 {
-    char path[64], cg[16384], uid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN];
+    char path[64], cg[16384], uid[GD_POD_UID_LEN], cid[GD_CONTAINER_ID_LEN], why[256];
     ssize_t got = -1;
     uint32_t id = 0;
     int fd;
@@ -139,7 +139,8 @@ static uint32_t attribute(pid_t pid, char *leaf, size_t leaflen)
         if ((id = gd_contain_of(cg)) != 0)
             return id;
     }
-    if (got > 0 && gd_cgroup_pod(cg, (size_t)got, uid, cid) == 1) {
+    /* A pod's, its cgroup placed as the pods' socket places it (a cgroup namespace too). */
+    if (got > 0 && gd_pods_cgroup(cg, (size_t)got, uid, cid, why, sizeof(why)) == 1) {
         pthread_mutex_lock(&gd.mu);
         id = gd_pods_tenant_of(uid);
         pthread_mutex_unlock(&gd.mu);
