@@ -174,30 +174,62 @@ static int by_age(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-/* How many files of owner uid were read so far (seen: n owners); -1 when the table is full. */
-static int owner_count(uid_t uid, uid_t *owners, int *counts, int *n, int max)
-{
-    int i;
+/* A file of the run directory that may be read: its name, owner and when it changed. */
+struct candidate {
+    char name[256];
+    uid_t uid;
+    struct stat st;
+    int take;
+};
 
-    for (i = 0; i < *n; i++)
-        if (owners[i] == uid)
-            return counts[i]++;
-    if (*n == max)
-        return -1;
-    owners[*n] = uid;
-    counts[(*n)++] = 1;
-    return 0;
+/* Oldest first (by the inode's change, the file's making as far as a listing can tell). */
+static int by_ctime(const void *a, const void *b)
+{
+    const struct candidate *x = a, *y = b;
+
+    if (x->st.st_ctim.tv_sec != y->st.st_ctim.tv_sec)
+        return x->st.st_ctim.tv_sec < y->st.st_ctim.tv_sec ? -1 : 1;
+    if (x->st.st_ctim.tv_nsec != y->st.st_ctim.tv_nsec)
+        return x->st.st_ctim.tv_nsec < y->st.st_ctim.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/*
+ * Which of the n candidates are read: each owner's TENANT_LIST_FAIR oldest first, then the
+ * others oldest first, each owner at most TENANT_LIST_PER_OWNER, all at most TENANT_LIST_MAX.
+ * What anyone plants in the run directory so costs a reader a bounded amount of work, and no
+ * one's files push another user's first ones out. Returns how many are taken.
+ */
+static size_t choose(struct candidate *v, size_t n)
+{
+    size_t i, k, taken = 0;
+    int round;
+
+    qsort(v, n, sizeof(v[0]), by_ctime);
+    for (round = 0; round < 2; round++)
+        for (i = 0; i < n && taken < TENANT_LIST_MAX; i++) {
+            size_t before = 0;
+
+            if (v[i].take)
+                continue;
+            for (k = 0; k < i; k++)
+                before += v[k].uid == v[i].uid;
+            if (before >= (round ? TENANT_LIST_PER_OWNER : TENANT_LIST_FAIR))
+                continue;
+            v[i].take = 1;
+            taken++;
+        }
+    return taken;
 }
 
 int tenant_list_scan(struct tenant_list *l, int warn)
 {
     const char *dir = gs_tenant_dir();
     struct dirent *de;
-    size_t cap = 0;
+    struct candidate *cands = NULL;
+    size_t cap = 0, ncand = 0, candcap = 0, i, unread = 0;
     DIR *d;
-    int r = 0, nowners = 0, warned = 0, c;
-    uid_t owners[256];
-    int counts[256];
+    int r = 0;
 
     l->v = NULL;
     l->n = 0;
@@ -205,8 +237,9 @@ int tenant_list_scan(struct tenant_list *l, int warn)
     l->over_owner = 0;
     if ((d = opendir(dir)) == NULL)
         return errno == ENOENT ? 0 : -errno;
+    /* First the names and owners, reading nothing: anyone may put files here. */
     for (;;) {
-        struct tenant_entry e;
+        char id[sizeof(l->v[0].id)], path[PATH_MAX];
         struct stat st;
 
         errno = 0;
@@ -214,12 +247,12 @@ int tenant_list_scan(struct tenant_list *l, int warn)
             r = -errno; /* 0 at the end */
             break;
         }
-        if (tenant_list_id(de->d_name, e.id, sizeof(e.id)) < 0)
+        if (tenant_list_id(de->d_name, id, sizeof(id)) < 0 || strlen(de->d_name) >= 256)
             continue;
-        if ((size_t)snprintf(e.path, sizeof(e.path), "%s/%s", dir, de->d_name) >= sizeof(e.path))
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path))
             continue;
         /* Anyone may create files here: opening a FIFO would block. */
-        if (lstat(e.path, &st) < 0) {
+        if (lstat(path, &st) < 0) {
             if (errno == ENOENT)
                 continue; /* gone meanwhile */
             r = -errno;   /* the directory can be listed but not searched */
@@ -227,20 +260,46 @@ int tenant_list_scan(struct tenant_list *l, int warn)
         }
         if (!S_ISREG(st.st_mode))
             continue;
-        /*
-         * Bounded per owner before anything is read: one owner's files beyond
-         * TENANT_LIST_PER_OWNER (or owners beyond 256) are left unread, so what one user
-         * plants costs the reader that user's share only.
-         */
-        c = owner_count(st.st_uid, owners, counts, &nowners, 256);
-        if (c < 0 || c >= TENANT_LIST_PER_OWNER) {
-            l->over_owner++;
-            if (warn && !warned++)
-                gs_log_error("warning: %s holds more than %d tenant files of uid %u (or files of "
-                             "more than 256 users): the rest are not read",
-                             dir, TENANT_LIST_PER_OWNER, (unsigned)st.st_uid);
+        if (ncand == TENANT_LIST_NAMES) {
+            unread++; /* the names kept are bounded too */
             continue;
         }
+        if (ncand == candcap) {
+            size_t ncap = candcap ? candcap * 2 : 64;
+            struct candidate *nv = realloc(cands, ncap * sizeof(*nv));
+
+            if (nv == NULL) {
+                r = -ENOMEM;
+                break;
+            }
+            cands = nv;
+            candcap = ncap;
+        }
+        snprintf(cands[ncand].name, sizeof(cands[ncand].name), "%s", de->d_name);
+        cands[ncand].uid = st.st_uid;
+        cands[ncand].st = st;
+        cands[ncand].take = 0;
+        ncand++;
+    }
+    closedir(d);
+    if (r < 0) {
+        free(cands);
+        return r;
+    }
+    unread += ncand - choose(cands, ncand);
+    l->over_owner = unread;
+    if (unread && warn)
+        gs_log_error("warning: %s holds more tenant files than a listing reads (at most %d, %d "
+                     "of one owner): %zu left unread",
+                     dir, TENANT_LIST_MAX, TENANT_LIST_PER_OWNER, unread);
+    /* Then the files chosen. */
+    for (i = 0; i < ncand; i++) {
+        struct tenant_entry e;
+
+        if (!cands[i].take)
+            continue;
+        tenant_list_id(cands[i].name, e.id, sizeof(e.id));
+        snprintf(e.path, sizeof(e.path), "%s/%s", dir, cands[i].name);
         r = open_one(e.path, &e.owner, &e.t);
         e.read_ns = mono_ns();
         if (r < 0) {
@@ -249,7 +308,7 @@ int tenant_list_scan(struct tenant_list *l, int warn)
                 char why[256], shown[GS_TEXT_LEN(PATH_MAX)];
 
                 l->skipped++;
-                skip_reason(r, e.path, &st, why, sizeof(why));
+                skip_reason(r, e.path, &cands[i].st, why, sizeof(why));
                 gs_text_safe(shown, sizeof(shown), e.path, strlen(e.path));
                 if (warn)
                     gs_log_error("warning: skipping %s: %s", shown, why);
@@ -275,7 +334,7 @@ int tenant_list_scan(struct tenant_list *l, int warn)
         }
         l->v[l->n++] = e;
     }
-    closedir(d);
+    free(cands);
     if (r < 0) {
         tenant_list_done(l);
         return r;

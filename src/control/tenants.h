@@ -34,12 +34,15 @@ struct tenant_entry {
  * users' listings that user's share only, never hide another user's tenant.
  */
 #define TENANT_LIST_PER_OWNER 64
+#define TENANT_LIST_FAIR 16    /* each owner's oldest, read before anyone's 17th */
+#define TENANT_LIST_MAX 256    /* files read by one listing, in all */
+#define TENANT_LIST_NAMES 8192 /* names a listing keeps to choose from */
 
 struct tenant_list {
     struct tenant_entry *v;
     size_t n;
     size_t skipped;    /* files left out as untrustworthy or of another ABI */
-    size_t over_owner; /* files left unread: their owner had TENANT_LIST_PER_OWNER already */
+    size_t over_owner; /* files left unread: beyond TENANT_LIST_MAX, or an owner's share */
 };
 
 /*

@@ -37,7 +37,6 @@
 static struct gd_tenant lists[2][MAX_TENANTS];
 static int cur;                                              /* gd.tenant == lists[cur] */
 static pthread_mutex_t sweep_mu = PTHREAD_MUTEX_INITIALIZER; /* one sweep at a time */
-#define FAIR_SHARE 16 /* gpuslice run tenants of one owner listed before anyone's 17th */
 
 static void uuid_str(const uint8_t raw[16], char out[GS_UUID_STRLEN])
 {
@@ -1105,22 +1104,15 @@ void gd_registry_sweep(void)
         n++;
     }
     /*
-     * gpuslice run's: each owner's first FAIR_SHARE first (oldest first), then the rest, so
-     * that the users who fill the run directory cannot push another user's tenant out of
-     * the table.
+     * gpuslice run's: the listing reads at most TENANT_LIST_MAX (256) files, each owner's 16
+     * oldest first, so the users who fill the run directory cost the daemon a bounded amount
+     * and cannot push another user's tenant out of the table.
      */
     if (tenant_list_scan(&l, 0) == 0) {
-        for (j = 0; j < 2 * l.n && n < MAX_TENANTS; j++) {
+        for (j = 0; j < l.n && n < MAX_TENANTS; j++) {
             struct gd_tenant *t = &v[n];
-            size_t x = j % l.n, y;
-            int before = 0;
+            size_t x = j;
 
-            if (l.v[x].t == NULL)
-                continue; /* taken in the first round */
-            for (y = 0; y < x && j < l.n; y++)
-                before += l.v[y].owner == l.v[x].owner;
-            if (j < l.n && before >= FAIR_SHARE)
-                continue;
             if (l.v[x].t->node_tenant != 0 || !plain_id(l.v[x].id))
                 continue; /* a managed tenant's file copied there, or a name run never makes */
             memset(t, 0, sizeof(*t));
