@@ -1754,6 +1754,7 @@ PY
     grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
+daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
