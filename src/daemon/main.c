@@ -70,6 +70,27 @@ static void ready_signal(int fd)
 }
 
 /*
+ * Where the kernel groups tasks by session (autogroup: tasks of the root CPU cgroup, as under
+ * systemd with cgroup v1), a nice orders the threads of one group only, and each group weighs
+ * the same: 4 busy tenants in sessions of their own kept a p99 of 20-60 ms whatever the
+ * daemon's nice (bench/node_soak.py, docs/soak.md). The group takes the nice too, when the
+ * daemon leads its session (a systemd service, a container's first process, the daemon in the
+ * background): a foreground daemon leaves its shell's session as it is.
+ */
+static void autogroup_nice(long n)
+{
+    FILE *f;
+
+    if (getsid(0) != getpid() || (f = fopen("/proc/self/autogroup", "we")) == NULL)
+        return; /* not its session's, or no autogroup */
+    fprintf(f, "%ld", n);
+    if (fclose(f) != 0)
+        gd_log("warning: cannot give its session's group (autogroup) nice %ld (%s): tenants in "
+               "sessions of their own may slow the answers",
+               n, strerror(errno));
+}
+
+/*
  * The daemon's own CPU priority and descriptors, before its threads start (they inherit
  * both). Busy tenants at nice 0 otherwise delay its answers by their time slices (a p99 of
  * 206-335 ms at 1000 requests/s, issue 28); a daemon that may not raise its priority says so
@@ -98,6 +119,8 @@ static void own_resources(void)
         gd_log("warning: cannot run at nice %ld (%s): busy tenants may slow the answers; give "
                "the daemon CAP_SYS_NICE, or nice = 0 to stay as it is",
                gd_opt.nice, strerror(errno));
+    else if (gd_opt.nice != 0)
+        autogroup_nice(gd_opt.nice);
     /* A connection is a descriptor: room for every listener's. */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;

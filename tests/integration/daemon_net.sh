@@ -81,6 +81,12 @@ daemon_net_slow)
     TP=$(free_port)
     start_daemon --socket-group nogroup --listen "127.0.0.1:$TP" --token-file "$T/token" \
         --request-timeout-s 4 || exit 1
+    # The answers at nice -10 (the listeners' threads, and each connection's), the daemon's
+    # other threads 5 steps lower.
+    prios=$(for t in /proc/$DPID/task/*; do printf '%s=%s\n' "$(cat $t/comm)" "$(awk '{print $19}' $t/stat)"; done | sort | uniq -c | tr -s ' \n' '  ')
+    case "$prios" in *"MHD-listen=-10"*) mhd=1 ;; *) mhd=0 ;; esac
+    [ "$(awk '{print $19}' /proc/$DPID/stat)" = -5 ] && [ $mhd = 1 ] && ! echo "$prios" | grep -q "MHD-[a-z]*=-5" &&
+        ok "nice: the listeners at -10, the main thread at -5 ($prios)" || bad "nice: $prios"
     want 201 "a tenant of uid 65533's" POST /v1/tenants '{"name":"hers","owner":65533,"memory":"1G"}'
     as_uid 65534 "$SYSPY" "$NC" hold "$SOCK" 130 9 --out "$T/u65534/hold" 2>"$T/hold.err" &
     H=$!; BG="$BG $H"
@@ -184,6 +190,20 @@ PY
     ! grep -qi "nvml\|simulated GPU\|node segment" "$T/wlog" && ok "no GPU or node segment read: $(head -1 "$T/wlog")" || { bad "webhook-only log"; cat "$T/wlog"; }
     kill "$WP"; wait "$WP"; rc=$?
     [ $rc = 0 ] && ok "SIGTERM: exit 0" || { bad "webhook-only exit $rc"; cat "$T/wlog"; }
+    # Leading its session (as systemd or a container starts it), it gives its session's group
+    # its nice too, where the kernel groups tasks by session (autogroup).
+    if [ "$(id -u)" = 0 ] && [ -w /proc/self/autogroup ]; then
+        setsid $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key" \
+            --inject-run-dir /run/gpuslice --nice -7 >"$T/wlog" 2>&1 &
+        WP=$!; BG="$BG $WP"
+        i=0; while [ $i -lt 100 ] && ! curl -s --cacert "$T/ca.crt" "https://127.0.0.1:$HP/healthz" >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done
+        grep -q "nice -7$" /proc/$WP/autogroup && [ "$(awk '{print $19}' /proc/$WP/stat)" = -2 ] &&
+            ok "its session's group at nice -7 ($(cat /proc/$WP/autogroup)), its main thread 5 steps lower" ||
+            bad "autogroup: $(cat /proc/$WP/autogroup), nice $(awk '{print $19}' /proc/$WP/stat)"
+        kill "$WP"; wait "$WP"
+    else
+        echo "note: no autogroup here (or not root): its session's nice is not checked"
+    fi
     # Not root, as the Deployment runs it: its key is a Secret mounted with the pod's fsGroup,
     # 0440 in its own group, which it reads; in another group it is refused.
     net_needs_users
