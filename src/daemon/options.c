@@ -430,6 +430,20 @@ int gd_options_load(int argc, char **argv)
                 gd_opt.webhook_listen);
         return 2;
     }
+    /* A body takes four times its length of request-memory before it is read (http.c). */
+    if (gd_opt.request_memory < 4 * gd_opt.max_body + 256 ||
+        (gd_opt.webhook_listen[0] && gd_opt.request_memory < 4 * gd_opt.webhook_max_body + 256)) {
+        long body = gd_opt.webhook_listen[0] && gd_opt.webhook_max_body > gd_opt.max_body
+                        ? gd_opt.webhook_max_body
+                        : gd_opt.max_body;
+
+        fprintf(stderr,
+                "gpusliced: request-memory %ld is less than 4 times the largest body (%ld, %s): "
+                "such a body could never be read; give at least %ld\n",
+                gd_opt.request_memory, body,
+                body == gd_opt.max_body ? "max-body" : "webhook-max-body", 4 * body + 256);
+        return 2;
+    }
     if (gd_opt.webhook_only && !gd_opt.webhook_listen[0]) {
         fprintf(stderr, "gpusliced: --webhook-only needs --webhook-listen ADDR:PORT (with "
                         "--webhook-cert and --webhook-key): it serves the webhook alone\n");

@@ -169,6 +169,8 @@ daemon_net_webhook_only)
     stderr_has "needs --webhook-listen"
     expect 2 "--webhook-only without --inject-run-dir" -- $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key"
     stderr_has "needs --inject-run-dir"
+    expect 2 "a request-memory too small for the webhook's largest body" -- $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key" --inject-run-dir /run/gpuslice --request-memory 8388608
+    stderr_has "request-memory 8388608 is less than 4 times the largest body (4194304, webhook-max-body)"
     expect 2 "--webhook-only with --listen" -- $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/hook.key" --inject-run-dir /run/gpuslice --listen 127.0.0.1:1 --token-file "$T/hook.key"
     stderr_has "leave out --listen"
     # No NVML (an NVML that is not there) and a run directory it must not make.
