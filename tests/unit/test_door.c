@@ -118,15 +118,16 @@ static void test_the_privileged_have_room_of_their_own(void **state)
     gd_door_init(&d, 4, 2, 4, 10 * SEC, SEC);
     /* The privileged are not one peer: more than per_peer of them, within max + reserve. */
     for (i = 0; i < 4; i++)
-        assert_non_null(enter(&d, &cs, 0, 1, 0));
-    assert_int_equal(gd_door_check(&d, &u, 0, 0, &held), -EMFILE);
+        assert_non_null(enter(&d, &cs, 0, 1, 10 * SEC));
+    assert_int_equal(gd_door_check(&d, &u, 0, 10 * SEC, &held), -EMFILE);
     assert_int_equal(held, 4);
-    assert_int_equal(gd_door_check(&d, &root, 1, 0, &held), 0);
-    assert_non_null(enter(&d, &cs, 0, 1, 0));
-    assert_non_null(enter(&d, &cs, 0, 1, 0));
-    assert_int_equal(gd_door_check(&d, &root, 1, 0, &held), -EMFILE);
-    /* And a privileged one is never evicted, however long it waits. */
-    assert_int_equal(gd_door_check(&d, &u, 0, 100 * SEC, &held), -EMFILE);
+    assert_int_equal(gd_door_check(&d, &root, 1, 10 * SEC, &held), 0);
+    assert_non_null(enter(&d, &cs, 0, 1, 10 * SEC));
+    assert_non_null(enter(&d, &cs, 0, 1, 10 * SEC));
+    assert_int_equal(gd_door_check(&d, &root, 1, 10 * SEC, &held), -EMFILE);
+    /* And a privileged one is never evicted, however long its request has waited. */
+    assert_int_equal(gd_door_check(&d, &u, 0, 15 * SEC, &held), -EMFILE);
+    assert_int_equal(gd_door_check(&d, &root, 1, 15 * SEC, &held), -EMFILE);
     for (i = 0; i < cs.n; i++)
         assert_false(shut(cs.sv[i][1]));
     leave_all(&d, &cs);
