@@ -41,9 +41,11 @@ def request(conn, method, path, body=None):
 
 
 class Daemon:
-    """gpusliced --foreground --simulated in a temporary run directory, stopped on exit."""
+    """gpusliced --foreground --simulated in a temporary run directory, stopped on exit; with
+    session=True in a session of its own, as systemd or a container starts it (where the kernel
+    groups tasks by session, its nice then counts against other sessions' tasks)."""
 
-    def __init__(self, build, extra=()):
+    def __init__(self, build, extra=(), session=False):
         self.build = build
         self.dir = tempfile.mkdtemp(prefix="gs-bench-")
         self.run_dir = os.path.join(self.dir, "run")
@@ -59,7 +61,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [os.path.join(build, "bin", "gpusliced"), "--foreground", "--simulated", "--config",
              "/dev/null", "--run-dir", self.run_dir, *extra],
-            env=denv, stdout=self.log, stderr=subprocess.STDOUT)
+            env=denv, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=session)
         for _ in range(200):
             try:
                 c = UnixConnection(self.sock, timeout=1)

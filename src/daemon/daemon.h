@@ -45,13 +45,19 @@ struct gd_options {
     char metrics_labels[16];   /* "dcgm" (gpu, UUID, modelName, Hostname) or "prometheus" */
     long sample_ms;            /* how often NVML is read */
     long sweep_ms;             /* how often the tenants are read */
-    long max_connections;
-    long timeout_s;      /* an idle connection is closed after this */
-    long max_body;       /* bytes of a request body */
-    long max_header;     /* bytes of a request's line and headers together */
-    long max_sse;        /* event subscribers at once */
-    long events_history; /* events kept for Last-Event-ID */
-    char kube_api[512];  /* the API server's https:// URL; empty: in-cluster; "off" */
+    long max_connections;      /* connections at once on each listener */
+    long max_peer_connections; /* of one uid (unix socket) or address (TCP) */
+    long reserved_connections; /* more on the unix socket, for root and the daemon's user */
+    long timeout_s;            /* an idle connection is closed after this */
+    long request_timeout_s;    /* each request, whole, from its connection or last answer */
+    long request_memory;       /* bytes of request bodies and their JSON at once */
+    long webhook_max_body;     /* the webhook's largest AdmissionReview */
+    long nice;                 /* the daemon's CPU priority, where it may raise it */
+    long max_body;             /* bytes of a request body */
+    long max_header;           /* bytes of a request's line and headers together */
+    long max_sse;              /* event subscribers at once */
+    long events_history;       /* events kept for Last-Event-ID */
+    char kube_api[512];        /* the API server's https:// URL; empty: in-cluster; "off" */
     char kube_token_file[PATH_MAX];
     char kube_ca_file[PATH_MAX];
     char node_name[256];         /* this node's name in the cluster; empty: $NODE_NAME */
@@ -70,7 +76,8 @@ struct gd_options {
     char tenant_cgroup[PATH_MAX]; /* cgroup v2 directory of managed tenants' cgroups; "": none */
     long pod_reserve;             /* places of the tenant table only pods may take */
     int foreground;
-    int simulated; /* use the simulated GPU even where a driver exists */
+    int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */
+    int simulated;    /* use the simulated GPU even where a driver exists */
     int verbose;
 };
 
@@ -78,6 +85,9 @@ extern struct gd_options gd_opt;
 
 /* Parses argv after the config file; returns an exit status to exit with, or -1 to run. */
 int gd_options_load(int argc, char **argv);
+
+/* The priority of the daemon's threads that do not answer requests: 5 steps below nice. */
+long gd_nice_background(void);
 
 /* ---- devices.c: NVML, read by a thread of its own every sample_ms ---- */
 
@@ -337,7 +347,10 @@ void gd_api_scrub(char *s);
 void gd_api_error(struct gd_response *resp, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The API's listeners, and the webhook's where asked; 0 or -1 with a message. */
 int gd_http_start(char *err, size_t errlen);
+/* The webhook's listener alone (--webhook-only); 0 or -1 with a message. */
+int gd_http_start_webhook(char *err, size_t errlen);
 void gd_http_stop(void);
 
 /* ---- boards.c: the device boards shared by every tenant's processes ---- */

@@ -4,16 +4,18 @@
  * HTTP server; then it waits for SIGTERM or SIGINT and stops in the reverse
  * order. The node segment and the tenants' state files outlive it: their
  * processes keep their limits while no daemon runs, and the next one takes
- * them over.
+ * them over. With --webhook-only it serves the admission webhook alone.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -68,6 +70,81 @@ static void ready_signal(int fd)
     gd_log_syslog = 1;
 }
 
+/*
+ * Where the kernel groups tasks by session (autogroup: tasks of the root CPU cgroup, as under
+ * systemd with cgroup v1), a nice orders the threads of one group only, and each group weighs
+ * the same: 4 busy tenants in sessions of their own kept a p99 of 20-60 ms whatever the
+ * daemon's nice (bench/node_soak.py, docs/soak.md). The group takes the nice too, when the
+ * daemon leads its session (a systemd service, a container's first process, the daemon in the
+ * background): a foreground daemon leaves its shell's session as it is.
+ */
+static void autogroup_nice(long n)
+{
+    FILE *f;
+
+    if (getsid(0) != getpid() || (f = fopen("/proc/self/autogroup", "we")) == NULL)
+        return; /* not its session's, or no autogroup */
+    fprintf(f, "%ld", n);
+    if (fclose(f) != 0)
+        gd_log("warning: cannot give its session's group (autogroup) nice %ld (%s): tenants in "
+               "sessions of their own may slow the answers",
+               n, strerror(errno));
+}
+
+/*
+ * The daemon's own CPU priority and descriptors, before its threads start (they inherit
+ * both). Busy tenants at nice 0 otherwise delay its answers by their time slices (a p99 of
+ * 206-335 ms at 1000 requests/s, issue 28); a daemon that may not raise its priority says so
+ * and runs on.
+ */
+static void own_resources(void)
+{
+    struct rlimit rl;
+
+    /*
+     * Memory a request freed goes back to the system: a body or a text of some size is mapped
+     * on its own and unmapped when freed (glibc would otherwise raise that threshold after the
+     * first large free, and keep them), and a few arenas rather than 8 per CPU keep what each
+     * connection's thread freed (request-memory bounds what requests hold, not what malloc
+     * keeps).
+     */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+    mallopt(M_ARENA_MAX, 4);
+    /*
+     * The threads started from here on inherit this one's priority: the daemon's own work
+     * (sampling, sweeping, Kubernetes) runs 5 steps below its answers, which the listeners'
+     * threads give at nice itself (http.c), so that a long sweep does not delay them either.
+     */
+    if (gd_opt.nice != 0 && setpriority(PRIO_PROCESS, 0, (int)gd_nice_background()) < 0)
+        gd_log("warning: cannot run at nice %ld (%s): busy tenants may slow the answers; give "
+               "the daemon CAP_SYS_NICE, or nice = 0 to stay as it is",
+               gd_opt.nice, strerror(errno));
+    else if (gd_opt.nice != 0)
+        autogroup_nice(gd_opt.nice);
+    /* A connection is a descriptor: room for every listener's. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Waits for SIGTERM or SIGINT (SIGHUP is said to do nothing); returns the signal. */
+static int wait_stop(const sigset_t *set)
+{
+    int sig;
+
+    for (;;) {
+        if (sigwait(set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            gd_log("SIGHUP: the configuration is read at start only; restart to change it");
+            continue;
+        }
+        return sig;
+    }
+}
+
 int main(int argc, char **argv)
 {
     char err[1024];
@@ -94,6 +171,19 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    own_resources();
+    if (gd_opt.webhook_only) {
+        /* Apart from the node: its failure takes no enforcement down, and it needs none. */
+        if (gd_http_start_webhook(err, sizeof(err)) < 0) {
+            gd_log("cannot start: %s", err);
+            return 1;
+        }
+        ready_signal(notify);
+        sig = wait_stop(&set);
+        gd_log("stopping (signal %d)", sig);
+        gd_http_stop();
+        return 0;
+    }
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
         gd_contain_start(err, sizeof(err)) < 0 || gd_registry_start(err, sizeof(err)) < 0 ||
         gd_guard_start(err, sizeof(err)) < 0 || gd_wall_start() < 0 ||
@@ -110,15 +200,7 @@ int main(int argc, char **argv)
            ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
            gd_opt.state_dir);
     ready_signal(notify);
-    for (;;) {
-        if (sigwait(&set, &sig) != 0)
-            continue;
-        if (sig == SIGHUP) {
-            gd_log("SIGHUP: the configuration is read at start only; restart to change it");
-            continue;
-        }
-        break;
-    }
+    sig = wait_stop(&set);
     gd_log("stopping (signal %d); tenants keep their limits", sig);
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();

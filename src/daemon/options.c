@@ -68,8 +68,26 @@ static const struct option_def defs[] = {
         "prometheus (gpu, uuid, model_name, hostname: what promtool's lint asks)"),
     NUM(sample_ms, "100", 10, 60000, "milliseconds between NVML samples"),
     NUM(sweep_ms, "250", 10, 60000, "milliseconds between reads of the tenants"),
-    NUM(max_connections, "128", 1, 10000, "connections at once"),
+    NUM(max_connections, "128", 1, 10000, "connections at once on each listener"),
+    NUM(max_peer_connections, "32", 1, 10000,
+        "connections at once of one user (unix socket) or address (TCP, the webhook); root "
+        "and the daemon's user are not counted"),
+    NUM(reserved_connections, "8", 0, 1000,
+        "connections on the unix socket beyond max-connections, kept for root and the daemon's "
+        "user (the liveness probe)"),
     NUM(timeout_s, "10", 1, 3600, "seconds an idle connection is kept"),
+    NUM(request_timeout_s, "10", 1, 3600,
+        "seconds a request may take whole (TLS handshake, headers, body and answer), from its "
+        "connection or the previous answer"),
+    NUM(request_memory, "67108864", 1048576, 17179869184L,
+        "bytes of request bodies and their parsed JSON held at once (answered 503 past it)"),
+    NUM(webhook_max_body, "4194304", 65536, 67108864,
+        "the webhook's largest AdmissionReview, bytes (above the API server's 3 MiB of a "
+        "request, so that no pod is refused for its size)"),
+    NUM(nice, "-10", -20, 19,
+        "the CPU priority (nice) the daemon answers at, where it may set it (root or "
+        "CAP_SYS_NICE), so that busy tenants do not slow its answers; its other threads run 5 "
+        "steps lower; 0: as it is started"),
     NUM(max_body, "65536", 256, 16777216, "largest request body, bytes"),
     NUM(max_header, "16384", 1024, 1048576, "largest request line and headers, bytes"),
     NUM(max_sse, "32", 0, 1000, "event subscribers at once"),
@@ -122,11 +140,19 @@ static const struct option_def defs[] = {
         "namespaces whose pods may ask for the latency class, comma-separated (* for all; "
         "default none: only an admin's tenants are latency)"),
     FLAG(foreground, "stay in the foreground, logging to stderr"),
+    FLAG(webhook_only,
+         "serve only the admission webhook (webhook-listen), apart from the node daemon: no "
+         "GPUs, node segment, socket or run directory (needs inject-run-dir)"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),
 };
 
 #define NDEFS (sizeof(defs) / sizeof(defs[0]))
+
+long gd_nice_background(void)
+{
+    return gd_opt.nice + 5 < 19 ? gd_opt.nice + 5 : 19;
+}
 
 static void name_of(const struct option_def *d, char *out, size_t len)
 {
@@ -430,6 +456,38 @@ int gd_options_load(int argc, char **argv)
                 "gpusliced: --webhook-listen %s needs --webhook-cert and --webhook-key: the API "
                 "server calls a webhook over TLS only\n",
                 gd_opt.webhook_listen);
+        return 2;
+    }
+    /* A body takes four times its length of request-memory before it is read (http.c). */
+    if (gd_opt.request_memory < 4 * gd_opt.max_body + 256 ||
+        (gd_opt.webhook_listen[0] && gd_opt.request_memory < 4 * gd_opt.webhook_max_body + 256)) {
+        long body = gd_opt.webhook_listen[0] && gd_opt.webhook_max_body > gd_opt.max_body
+                        ? gd_opt.webhook_max_body
+                        : gd_opt.max_body;
+
+        fprintf(stderr,
+                "gpusliced: request-memory %ld is less than 4 times the largest body (%ld, %s): "
+                "such a body could never be read; give at least %ld\n",
+                gd_opt.request_memory, body,
+                body == gd_opt.max_body ? "max-body" : "webhook-max-body", 4 * body + 256);
+        return 2;
+    }
+    if (gd_opt.webhook_only && !gd_opt.webhook_listen[0]) {
+        fprintf(stderr, "gpusliced: --webhook-only needs --webhook-listen ADDR:PORT (with "
+                        "--webhook-cert and --webhook-key): it serves the webhook alone\n");
+        return 2;
+    }
+    if (gd_opt.webhook_only && !gd_opt.inject_run_dir[0]) {
+        fprintf(stderr, "gpusliced: --webhook-only needs --inject-run-dir: the nodes' run "
+                        "directory that injected pods mount (the DaemonSet's run-dir, "
+                        "/run/gpuslice), as it has none of its own\n");
+        return 2;
+    }
+    if (gd_opt.webhook_only && gd_opt.listen[0]) {
+        fprintf(stderr,
+                "gpusliced: --webhook-only serves the webhook alone: leave out --listen %s (the "
+                "API is the node daemon's)\n",
+                gd_opt.listen);
         return 2;
     }
     if (print) {

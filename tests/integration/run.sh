@@ -1765,6 +1765,7 @@ PY
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
 mem_lock | mem_lock_ns | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
+daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;

@@ -49,7 +49,8 @@ RESOURCES = {
            ("serviceaccounts", "ServiceAccount", True, ["create", "delete", "get", "list"]),
            ("services", "Service", True, ["create", "delete", "get", "list", "patch"]),
            ("secrets", "Secret", True, ["create", "delete", "get", "list", "patch"])],
-    "apps/v1": [("daemonsets", "DaemonSet", True, ["create", "delete", "get", "list", "patch"])],
+    "apps/v1": [("daemonsets", "DaemonSet", True, ["create", "delete", "get", "list", "patch"]),
+                ("deployments", "Deployment", True, ["create", "delete", "get", "list", "patch"])],
     "rbac.authorization.k8s.io/v1": [
         ("clusterroles", "ClusterRole", False, ["create", "delete", "get", "list", "patch"]),
         ("clusterrolebindings", "ClusterRoleBinding", False,

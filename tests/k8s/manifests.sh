@@ -92,28 +92,52 @@ openssl verify -CAfile "$T/k8s/webhook/certs/ca.crt" -purpose sslserver "$T/k8s/
 if kubectl kustomize "$T/k8s/webhook" >"$T/hook.yaml" 2>"$T/err"; then ok "the webhook overlay renders"; else bad "webhook kustomize: $(cat "$T/err")"; fi
 # shellcheck disable=SC2086
 if kubectl $S apply --dry-run=client --validate=false -k "$T/k8s/webhook" >"$T/apply" 2>"$T/err" &&
-   [ "$(grep -c 'created (dry run)' "$T/apply")" -eq 9 ]; then
-    ok "kubectl apply --dry-run=client maps the overlay's 9 objects"
+   [ "$(grep -c 'created (dry run)' "$T/apply")" -eq 10 ]; then
+    ok "kubectl apply --dry-run=client maps the overlay's 10 objects"
 else bad "overlay apply --dry-run=client: $(cat "$T/apply" "$T/err")"; fi
 # shellcheck disable=SC2086
 kubectl $S apply --dry-run=client --validate=false -o json -k "$T/k8s/webhook" >"$T/hook.json" 2>"$T/err" || bad "overlay -o json: $(cat "$T/err")"
-if python3 - "$T/hook.json" "$T/k8s/webhook/certs/ca.crt" <<'PY'; then ok "webhook: Service to the DaemonSet's port, TLS Secret at 0400, opt-in namespaces, failurePolicy Fail, the CA, the interposer where the patch mounts it"; else bad "the webhook overlay"; fi
+if python3 - "$T/hook.json" "$T/k8s/webhook/certs/ca.crt" <<'PY'; then ok "webhook: a Deployment of its own (--webhook-only, not root, no host path, no token), the Service to its port, TLS Secret at 0400, opt-in namespaces, failurePolicy Fail, the CA, the interposer and run directory where the DaemonSet puts them"; else bad "the webhook overlay"; fi
 import base64, json, sys
 doc = json.load(open(sys.argv[1]))
 items = doc["items"] if doc.get("kind") == "List" else [doc]
 by = {(o["kind"], o["metadata"]["name"]): o for o in items}
 errs = []
 ds, svc = by[("DaemonSet", "gpusliced")], by[("Service", "gpuslice-webhook")]
+dep = by.get(("Deployment", "gpuslice-webhook"))
 mwc = by[("MutatingWebhookConfiguration", "gpuslice-inject")]
-spec = ds["spec"]["template"]["spec"]
+dspec = ds["spec"]["template"]["spec"]
+if any(a.startswith("--webhook") for c in dspec["containers"] for a in c.get("args", [])):
+    errs.append("the DaemonSet serves the webhook: its failure would take the node daemon down")
+if dep is None:
+    errs.append("no Deployment gpuslice-webhook")
+    dep = {"spec": {"template": {"metadata": {"labels": {}}, "spec": {"containers": [{"args": []}], "volumes": []}}}}
+spec = dep["spec"]["template"]["spec"]
 c = spec["containers"][0]
 args = c["args"]
 opt = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--webhook") or args[i].startswith("--inject")}
+if "--webhook-only" not in args:
+    errs.append("the Deployment does not run --webhook-only")
+if dep["spec"].get("replicas", 1) < 2:
+    errs.append("one replica: a restart fails pod creation (failurePolicy Fail)")
+sc = dict(spec.get("securityContext", {}), **c.get("securityContext", {}))
+if not sc.get("runAsNonRoot") or not sc.get("runAsUser") or sc.get("fsGroup") != sc.get("runAsGroup"):
+    errs.append(f"the webhook runs as root, or without its fsGroup as its group: {sc}")
+if sc.get("allowPrivilegeEscalation", True) or sc.get("capabilities", {}).get("drop") != ["ALL"] or not sc.get("readOnlyRootFilesystem"):
+    errs.append(f"the webhook's privileges: {sc}")
+if spec.get("automountServiceAccountToken", True) or spec.get("hostPID") or any("hostPath" in v for v in spec["volumes"]):
+    errs.append("the webhook reaches the node or the API (a host path, hostPID, a token)")
+if "memory" not in c.get("resources", {}).get("limits", {}) or "--request-memory" not in args:
+    errs.append("the webhook's memory is not bounded (a limit and --request-memory)")
 port = int(opt.get("--webhook-listen", ":0").rsplit(":", 1)[1])
-if not all(ds["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()):
-    errs.append("the Service does not select the DaemonSet's pods")
+if not all(dep["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()) or \
+        all(dspec and ds["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()):
+    errs.append("the Service does not select the webhook Deployment's pods (only)")
 if svc["spec"]["ports"][0]["targetPort"] != port or not any(p["containerPort"] == port for p in c.get("ports", [])):
     errs.append(f"Service targetPort {svc['spec']['ports'][0]['targetPort']}, webhook port {port}")
+probes = [c.get(p, {}).get("httpGet", {}) for p in ("readinessProbe", "livenessProbe")]
+if any(p.get("port") != port or p.get("scheme") != "HTTPS" or p.get("path") != "/healthz" for p in probes):
+    errs.append(f"probes {probes}")
 vols = {v["name"]: v for v in spec["volumes"]}
 mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
 tls = [v for v in vols.values() if v.get("secret", {}).get("secretName") == "gpuslice-webhook-tls"]
@@ -136,11 +160,12 @@ if w["namespaceSelector"] != {"matchLabels": {"gpuslice.io/inject": "enabled"}}:
     errs.append(f"namespaceSelector {w['namespaceSelector']}")
 if w["rules"] != [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]:
     errs.append(f"rules {w['rules']}")
-init = " ".join(spec["initContainers"][0]["command"])
+init = " ".join(dspec["initContainers"][0]["command"])
 if opt.get("--inject-lib-dir") != "/var/lib/gpuslice/lib" or "/host/var/lib/gpuslice/lib/libgpuslice.so" not in init or \
         "echo /usr/local/gpuslice/libgpuslice.so > /host/var/lib/gpuslice/lib/ld.so.preload" not in init:
     errs.append("the init container does not install the interposer where --inject-lib-dir and the patch's mount say")
-if opt.get("--inject-run-dir") != "/run/gpuslice" or vols["run"]["hostPath"]["path"] != "/run/gpuslice":
+dvols = {v["name"]: v for v in dspec["volumes"]}
+if opt.get("--inject-run-dir") != "/run/gpuslice" or dvols["run"]["hostPath"]["path"] != "/run/gpuslice":
     errs.append("--inject-run-dir is not the daemon's host run directory")
 for e in errs:
     print("  " + e)
