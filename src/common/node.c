@@ -94,9 +94,11 @@ int gs_node_create(const char *dir, const char *tenant_dir, struct gpuslice_node
     unlink(tmp);
     if ((fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
         return -errno;
-    /* Readable by every user whose processes look their limits up in it; the umask may differ. */
-    if (fchmod(fd, 0644) < 0 || ftruncate(fd, sizeof(*n)) < 0) {
-        r = -errno;
+    /*
+     * Readable by every user whose processes look their limits up in it; the umask may differ.
+     * Its space before it is mapped: a full run directory is an error, not SIGBUS.
+     */
+    if ((r = fchmod(fd, 0644) < 0 ? -errno : gs_shm_allocate(fd, sizeof(*n))) < 0) {
         close(fd);
         unlink(tmp);
         return r;

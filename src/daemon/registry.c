@@ -382,8 +382,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     apply_sched(&p, l);
     p.flags |= l->pod_flags & (GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED);
     if ((r = gs_tenant_create(gd.tenant_dir, name, path, sizeof(path), &t)) < 0) {
-        gs_set_error(err, errlen, "cannot create its state file in %s: %s", gd.tenant_dir,
-                     gs_strerror(r));
+        gs_set_error(err, errlen, "cannot create its state file %s: %s", path, gs_strerror(r));
         return r;
     }
     base = strrchr(path, '/') + 1;
@@ -1252,8 +1251,8 @@ int gd_registry_start(char *err, size_t errlen)
         make_dir(gd.tenant_dir, 0755, err, errlen) < 0)
         return -1;
     if ((r = gs_node_create(gd_opt.run_dir, gd.tenant_dir, &gd.node, &created)) < 0) {
-        snprintf(err, errlen, "cannot create the node segment in %s: %s", gd_opt.run_dir,
-                 gs_strerror(r));
+        snprintf(err, errlen, "cannot create the node segment %s/" GPUSLICE_NODE_FILE ": %s",
+                 gd_opt.run_dir, gs_strerror(r));
         return -1;
     }
     __atomic_store_n(&gd.node->daemon_pid, 0, __ATOMIC_RELEASE);

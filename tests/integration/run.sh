@@ -1766,6 +1766,7 @@ accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
+faults_*) . "$SRC/tests/integration/faults.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"
