@@ -84,6 +84,45 @@ faults_full_rundir)
     want 404 "no half-made tenant" GET /v1/tenants/nofit
     [ -z "$(ls "$T/drun/tenants")" ] && ok "no state file left" || { bad "state files left"; ls -l "$T/drun/tenants"; }
     stop_daemon ;;
+faults_full_state)
+    # A full state directory: an answer says success only once the change is durable in
+    # STATE_DIR/tenants.json; otherwise it is 507 naming the file, nothing changes, and the
+    # daemon is not ready until the file can be written again. The audit saw a POST answered
+    # 201 and a PATCH 200, both gone after a reboot.
+    in_own_mounts
+    trap 'unmount_all; cleanup' EXIT
+    tiny "$T/state" 16k
+    start_daemon --state-dir "$T/state" || exit 1
+    want 201 "a tenant while there is room" POST /v1/tenants '{"name":"kept","memory":"1G","compute":40}'
+    fill "$T/state"
+    want 507 "a tenant while the state's filesystem is full" POST /v1/tenants '{"name":"lost","memory":"2G"}'
+    err_code state_not_written
+    body_has "$T/state/tenants.json"
+    body_has "no space left"
+    want 404 "it was not made" GET /v1/tenants/lost
+    want 503 "not ready while the state cannot be written" GET /readyz
+    body_has "$T/state/tenants.json"
+    want 507 "a change of limits" PATCH /v1/tenants/kept '{"memory":"512M"}'
+    want 200 "the tenant as it was" GET /v1/tenants/kept
+    jq_py 'assert d["limits"]["memory"]["default"] == 1 << 30 and d["limits"]["compute"]["default"] == 40, d["limits"]' && ok "its limits unchanged" || bad "a refused change applied"
+    want 507 "a delete" DELETE /v1/tenants/kept
+    want 200 "the tenant still there" GET /v1/tenants/kept
+    rm -f "$T/state/filler"
+    i=0; while [ "$(api GET /readyz)" != 200 ] && [ $i -lt 60 ]; do sleep 0.1; i=$((i + 1)); done
+    want 200 "ready again once it can be written (within 3 s)" GET /readyz
+    want 200 "the change, made again" PATCH /v1/tenants/kept '{"memory":"512M"}'
+    want 201 "a second tenant" POST /v1/tenants '{"name":"second","compute":20}'
+    want 201 "a third, to delete" POST /v1/tenants '{"name":"third"}'
+    want 204 "a third deleted" DELETE /v1/tenants/third
+    # A reboot: the run directory (a tmpfs on a node) is gone; what was answered comes back.
+    stop_daemon
+    rm -rf "$T/drun"
+    start_daemon --state-dir "$T/state" || exit 1
+    want 200 "after a reboot" GET /v1/tenants
+    jq_py 't = {x["name"]: x for x in d["tenants"]}; assert sorted(t) == ["kept", "second"], sorted(t); assert t["kept"]["limits"]["memory"]["default"] == 512 << 20 and t["kept"]["limits"]["compute"]["default"] == 40 and t["second"]["limits"]["compute"]["default"] == 20, t' && ok "exactly the acknowledged tenants and limits" || bad "after a reboot"
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/state/tenants.json" && ok "tenants.json is whole" || bad "tenants.json"
+    [ -z "$(ls "$T/state" | grep -v '^tenants.json$')" ] && ok "no temporary file left" || { bad "files left"; ls -l "$T/state"; }
+    stop_daemon ;;
 *) echo "faults.sh: no case $CASE"; exit 2 ;;
 esac
 stop_daemon
