@@ -501,7 +501,7 @@ static int parse_listen(const char *opt, const char *spec, struct sockaddr_stora
 static struct MHD_Daemon *start(int fd, const struct sockaddr *sa, void *cls)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG | MHD_USE_ITC;
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_POLL;
 
     if (sa && sa->sa_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -549,7 +549,7 @@ static int start_webhook(char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_TLS;
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_TLS | MHD_USE_POLL;
 
     if (parse_listen("webhook-listen", gd_opt.webhook_listen, &ss, err, errlen) < 0 ||
         (hook_cert = read_pem("webhook-cert", gd_opt.webhook_cert, 0, err, errlen)) == NULL ||
@@ -582,7 +582,7 @@ int gd_http_start(char *err, size_t errlen)
         return -1;
     /* MHD takes an int for MHD_OPTION_LISTEN_SOCKET. */
     unix_d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                  MHD_USE_ERROR_LOG | MHD_USE_ITC,
+                                  MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_POLL,
                               0, NULL, NULL, on_request, &unix_d, MHD_OPTION_NOTIFY_COMPLETED,
                               on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
                               (unsigned)gd_opt.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,

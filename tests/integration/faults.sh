@@ -123,6 +123,134 @@ faults_full_state)
     python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/state/tenants.json" && ok "tenants.json is whole" || bad "tenants.json"
     [ -z "$(ls "$T/state" | grep -v '^tenants.json$')" ] && ok "no temporary file left" || { bad "files left"; ls -l "$T/state"; }
     stop_daemon ;;
+faults_shutdown)
+    # A SIGTERM under load ends the daemon within its deadline (5 s), with exit 0. As on the
+    # H100, where a daemon once ignored SIGTERM for 12 minutes: a daemon killed (-9) while a
+    # process of its managed tenant holds memory, restarted; then a governed program of the
+    # tenant, a refused allocation, gpuslice top; and event streams open (readers, and ones
+    # that read nothing), slow clients that never finish their headers, a pod watch open on the
+    # stand-in API server.
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    kctl -d "$(kpod p1 1G node1)" "$KC/pods" >/dev/null
+    kube="--kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1"
+    # shellcheck disable=SC2086
+    start_daemon $kube || exit 1
+    want 201 "a managed tenant of 1G at 30 %" POST /v1/tenants '{"name":"shut","compute":30,"memory":"1G"}'
+    rm -f "$T/held" "$T/go"
+    "$GS" run -q --tenant shut -- "$P" alloc:600 mark:"$T/held" wait:"$T/go" >"$T/holder" 2>&1 &
+    HOLD=$!; BG="$BG $HOLD"
+    i=0; while [ ! -f "$T/held" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    # shellcheck disable=SC2086
+    # A node's idle connections may be kept long (timeout-s): a stop must not wait for them.
+    start_daemon $kube --events-history 100000 --timeout-s 600 || exit 1
+    "$GS" run -q --tenant shut -- "$CL" stream 30 500 >"$T/load.out" 2>&1 &
+    LOAD=$!; BG="$BG $LOAD"
+    expect 0 "an allocation past the tenant's 1G, refused" -- "$GS" run -q --tenant shut -- "$P" alloc:600
+    grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "refused beside the holder" || { bad "not refused"; cat "$T/out" "$T/err"; }
+    "$GS" top --interval 0.2 >/dev/null 2>&1 &
+    TOP=$!; BG="$BG $TOP"
+    for i in 1 2 3; do
+        curl -sN --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
+        BG="$BG $!"
+    done
+    # Events enough to fill a socket's buffer (2400, about 300 KB): tenants made and ended.
+    python3 - "$SOCK" 1200 <<'PY' || bad "tenants made and ended"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rb")
+def req(method, path, body=b""):
+    s.sendall(b"%s %s HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (method, path, len(body), body))
+    status, length = int(f.readline().split()[1]), 0
+    for line in iter(f.readline, b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    f.read(length)
+    return status
+for i in range(int(sys.argv[2])):
+    assert req(b"POST", b"/v1/tenants", json.dumps({"name": "churn%d" % i}).encode()) == 201
+    assert req(b"DELETE", b"/v1/tenants/churn%d" % i) == 204
+PY
+    python3 - "$SOCK" "$T/slow.ready" <<'PY' &
+import socket, sys, time
+keep = []
+for i in range(20):  # headers never finished
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(b"GET /v1/tenants HTTP/1.1\r\nHost: d\r\n")
+    keep.append(s)
+for i in range(3):  # every event since the first, read by nobody: the daemon's sends block
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: d\r\nLast-Event-ID: 0\r\n\r\n")
+    keep.append(s)
+open(sys.argv[2], "w").close()
+time.sleep(120)
+PY
+    SLOW=$!; BG="$BG $SLOW"
+    i=0; while [ ! -f "$T/slow.ready" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 1.5 # the program governed, top sampling, the watch open, the event streams stuck
+    want 200 "the daemon answers under load" GET /readyz
+    stop_timed "$DPID"; DPID=
+    # Its parts all stopped (exit 0), not the deadline's exit.
+    if [ "$RC" = 0 ] && awk -v t="$TOOK" 'BEGIN { exit !(t <= 3) }'; then
+        ok "SIGTERM under load: exit 0 in $TOOK s"
+    else
+        bad "SIGTERM under load: exit $RC after $TOOK s"; tail -20 "$T/dlog"
+    fi
+    grep -q "stopping (signal 15)" "$T/dlog" && ok "its log says it stops" || { bad "no stop in the log"; tail "$T/dlog"; }
+    touch "$T/go"
+    kill $LOAD $TOP $SLOW 2>/dev/null
+    wait $HOLD $LOAD $TOP $SLOW 2>/dev/null
+    # A part that never stops (an NVML call that does not return, as a hung driver's): the
+    # daemon still exits within the deadline, with status 1, naming what it waited for.
+    export GPUSLICE_SIM_NVML_HANG="$T/hang"
+    start_daemon || exit 1
+    touch "$T/hang"
+    sleep 0.5 # the sampler is in a call that does not return
+    want 200 "the API answers while NVML hangs" GET /readyz
+    stop_timed "$DPID"; DPID=
+    if [ "$RC" = 1 ] && awk -v t="$TOOK" 'BEGIN { exit !(t >= 4.5 && t <= 7) }'; then
+        ok "SIGTERM with NVML hung: exit 1 after the 5 s deadline ($TOOK s)"
+    else
+        bad "SIGTERM with NVML hung: exit $RC after $TOOK s, want 1 after 5 s"; tail "$T/dlog"
+    fi
+    grep -q "not stopped after 5 s: still waiting for the GPU sampler (an NVML call" "$T/dlog" &&
+        ok "its log names what it waited for" || { bad "the log does not say what it waited for"; tail -3 "$T/dlog"; }
+    # A second signal does not wait for the deadline.
+    rm -f "$T/hang"
+    start_daemon || exit 1
+    touch "$T/hang"
+    sleep 0.5
+    stop_timed "$DPID" TERM; DPID=
+    if [ "$RC" = 1 ] && awk -v t="$TOOK" 'BEGIN { exit !(t <= 2) }'; then
+        ok "a second SIGTERM: exit 1 at once ($TOOK s)"
+    else
+        bad "a second SIGTERM: exit $RC after $TOOK s"; tail "$T/dlog"
+    fi
+    grep -q "signal 15 while stopping: exiting now, not waiting for the GPU sampler" "$T/dlog" &&
+        ok "its log says so" || { bad "the second signal unsaid"; tail -3 "$T/dlog"; }
+    # A SIGTERM while it starts (its first NVML call hangs) ends it too: the signals were
+    # blocked until it served, and a daemon stuck in its start ignored SIGTERM.
+    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun" \
+        >>"$T/dlog" 2>&1 &
+    DPID=$!
+    sleep 0.5
+    stop_timed "$DPID"; DPID=
+    if [ "$RC" = 1 ] && awk -v t="$TOOK" 'BEGIN { exit !(t >= 4.5 && t <= 7) }'; then
+        ok "SIGTERM while it starts: exit 1 after the deadline ($TOOK s)"
+    else
+        bad "SIGTERM while it starts: exit $RC after $TOOK s"; tail "$T/dlog"
+    fi
+    grep -q "still waiting for its start" "$T/dlog" && ok "its log says it was starting" || { bad "start unsaid"; tail -3 "$T/dlog"; }
+    rm -f "$T/hang"
+    unset GPUSLICE_SIM_NVML_HANG ;;
 *) echo "faults.sh: no case $CASE"; exit 2 ;;
 esac
 stop_daemon
