@@ -123,6 +123,22 @@ faults_full_state)
     python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/state/tenants.json" && ok "tenants.json is whole" || bad "tenants.json"
     [ -z "$(ls "$T/state" | grep -v '^tenants.json$')" ] && ok "no temporary file left" || { bad "files left"; ls -l "$T/state"; }
     stop_daemon ;;
+faults_many_pids)
+    # Without a daemon, tenants --json lists every process of a tenant (up to its 1024 slots):
+    # it listed 64 at most.
+    rm -f "$T/go"
+    "$GS" run -q --name many -- sh -c 'for i in $(seq 80); do "$0" alloc:1 mark:"$1.$i" wait:"$2" & done; wait' \
+        "$P" "$T/m" "$T/go" >"$T/many.out" 2>&1 &
+    MANY=$!; BG="$BG $MANY"
+    i=0; while [ "$(ls "$T" | grep -c '^m\.')" -lt 80 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    [ "$(ls "$T" | grep -c '^m\.')" = 80 ] && ok "80 processes of one tenant hold memory" || { bad "the 80 processes"; cat "$T/many.out"; }
+    expect 0 "tenants --json" -- "$GS" tenants --json --interval 0
+    pgrep -f "$P alloc:1 mark:$T/m" | sort -n >"$T/want.pids"
+    json_ok "all 80 PIDs listed, each a process of the tenant" "t = [x for x in d['tenants'] if x['name'] == 'many'][0]; want = sorted(int(p) for p in open('$T/want.pids')); assert len(want) == 80 and sorted(t['pids']) == want, (len(t['pids']), len(want))"
+    expect 0 "tenants (the table)" -- "$GS" tenants --interval 0
+    grep -q '+76' "$T/out" && ok "the table shows 4 PIDs and +76" || { bad "the table's PID cell"; cat "$T/out"; }
+    touch "$T/go"
+    wait "$MANY" ;;
 faults_shutdown)
     # A SIGTERM under load ends the daemon within its deadline (5 s), with exit 0. As on the
     # H100, where a daemon once ignored SIGTERM for 12 minutes: a daemon killed (-9) while a
