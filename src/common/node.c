@@ -22,12 +22,16 @@
 int gs_node_dir(char *buf, size_t len)
 {
     const char *env = getenv(GS_ENV_DAEMON_DIR), *xdg = getenv("XDG_RUNTIME_DIR");
-    struct stat st;
     int r;
 
+    /*
+     * Not /run/gpuslice merely because it exists: a user's own daemon (in her runtime
+     * directory) would then be hidden from her by the system's, or by a directory one left.
+     * The interposer looks in /run/gpuslice always, and the CLI asks there too.
+     */
     if (env && *env)
         r = snprintf(buf, len, "%s", env);
-    else if (geteuid() == 0 || stat(GS_NODE_SYSTEM_DIR, &st) == 0)
+    else if (geteuid() == 0)
         r = snprintf(buf, len, "%s", GS_NODE_SYSTEM_DIR);
     else if (xdg && *xdg == '/')
         r = snprintf(buf, len, "%s/gpuslice", xdg);

@@ -661,8 +661,7 @@ static int join_daemon(const char *cmd, const struct run_spec *o, struct gpuslic
     }
     snprintf(url, sizeof(url), "/v1/tenants/%s/processes", o->tenant);
     if ((st = gs_daemon_request("POST", url, NULL, &body, err, sizeof(err))) < 0) {
-        gs_log_error("%s: --tenant %s: %s (start gpusliced, or run without --tenant)", cmd,
-                     o->tenant, err);
+        gs_log_error("%s: --tenant %s: %s; or run without --tenant", cmd, o->tenant, err);
         return GS_EXIT_ERROR;
     }
     if (st != 200) {
