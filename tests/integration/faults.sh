@@ -164,7 +164,7 @@ faults_shutdown)
     # shellcheck disable=SC2086
     # A node's idle connections may be kept long (timeout-s): a stop must not wait for them.
     start_daemon $kube --events-history 100000 --timeout-s 600 || exit 1
-    "$GS" run -q --tenant shut -- "$CL" stream 30 500 >"$T/load.out" 2>&1 &
+    "$GS" run -q --tenant shut -- "$CL" stream 15 500 >"$T/load.out" 2>&1 &
     LOAD=$!; BG="$BG $LOAD"
     expect 0 "an allocation past the tenant's 1G, refused" -- "$GS" run -q --tenant shut -- "$P" alloc:600
     grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "refused beside the holder" || { bad "not refused"; cat "$T/out" "$T/err"; }
