@@ -91,7 +91,13 @@ hermetic_discovery)
     grep -q "these tests run inside a gpuslice daemon's tenant" "$T/out" && ok "refused, saying so" || { bad "not refused"; cat "$T/out" "$T/err"; }
     [ "$(sys_api GET /v1/tenants/sys)" = 200 ] && jq_py 'assert d["limits"]["memory"]["default"] == 1 << 30 and d["processes"] == 0, d' &&
         ok "the system daemon's tenant unchanged" || bad "the system daemon's tenant changed"
-    kill "$SYSPID"; wait "$SYSPID" 2>/dev/null ;;
+    kill "$SYSPID"; wait "$SYSPID" 2>/dev/null
+    # A daemon whose pods' socket is left but refuses (it died) is never passed over for the
+    # next directory: a process that may be a pod's gets no CUDA rather than no limit.
+    python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.close()' \
+        /run/gpuslice/gpusliced.pods
+    expect 1 "a process beside a pods' socket that refuses" -- env LD_PRELOAD="$LIB" "$P" alloc:1
+    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods: Connection refused" ;;
 *) echo "hermetic.sh: no case $CASE"; exit 2 ;;
 esac
 stop_daemon
