@@ -23,7 +23,7 @@
 #include "common/env.h"
 #include "common/node.h"
 
-#define GD_CLIENT_SOCKET "gpusliced.sock" /* the daemon's API socket in its run directory */
+#define DAEMON_SOCKET "gpusliced.sock" /* the daemon's API socket in its run directory */
 
 #define MAX_ANSWER (16u << 20)
 
@@ -88,7 +88,7 @@ static int connect_daemon(char *err, size_t errlen)
         return n;
     }
     for (i = 0; i < n; i++) {
-        if ((size_t)snprintf(path[i], sizeof(path[i]), "%s/" GD_CLIENT_SOCKET, dirs[i]) >=
+        if ((size_t)snprintf(path[i], sizeof(path[i]), "%s/" DAEMON_SOCKET, dirs[i]) >=
             sizeof(path[i])) {
             why[i] = -ENAMETOOLONG;
             continue;
