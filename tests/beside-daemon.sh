@@ -65,9 +65,12 @@ if curl -s --max-time 2 --unix-socket "$SOCK" http://d/healthz >/dev/null 2>&1; 
     rm -rf "$W"
     exit 2
 fi
-made_run=0 made_state=0
+made_run=0 made_state=0 made_sim=0
 [ -e "$run_dir" ] || made_run=1
 [ -e "$state_dir" ] || made_state=1
+# On the simulated GPU, its state file (the daemon's and its member's) is one this check makes.
+sim_state=${GPUSLICE_SIM_STATE:-/dev/shm/gpuslice-sim-$(id -u)}
+[ -e "$sim_state" ] || made_sim=1
 DPID= MPID=
 finish() {
     touch "$W/release"
@@ -79,6 +82,7 @@ finish() {
     fi
     [ "$made_run" = 1 ] && rm -rf "$run_dir"
     [ "$made_state" = 1 ] && rm -rf "$state_dir"
+    [ "$made_sim" = 1 ] && rm -f "$sim_state"
     rm -rf "$W"
 }
 trap finish EXIT
