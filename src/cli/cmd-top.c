@@ -87,7 +87,7 @@ static int get(const char *path, struct gs_json **out, char **text)
     int st = gs_daemon_request("GET", path, NULL, text, err, sizeof(err));
 
     if (st < 0) {
-        gs_log_error("top: %s (start gpusliced: make start, or systemctl start gpusliced)", err);
+        gs_log_error("top: %s", err); /* err says why, and what to do (daemon_client.c) */
         return -1;
     }
     if (st != 200) {

@@ -151,8 +151,8 @@ int gs_board_open(const char *dir, const uint8_t uuid[16], struct gpuslice_board
                 continue; /* made meanwhile, by a sibling or not: look again */
             return -errno;
         }
-        if (ftruncate(fd, sizeof(*b)) < 0) {
-            r = -errno;
+        /* Its space before it is mapped: a full directory is an error, not SIGBUS. */
+        if ((r = gs_shm_allocate(fd, sizeof(*b))) < 0) {
             close(fd);
             unlink(path);
             return r;
@@ -338,8 +338,11 @@ int gs_board_make_shared(const uint8_t uuid[16])
 
     if ((fd = memfd_create("gpuslice-board", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0)
         return -errno;
-    if (ftruncate(fd, sizeof(*b)) < 0 ||
-        (b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+    if ((r = gs_shm_allocate(fd, sizeof(*b))) < 0) {
+        close(fd);
+        return r;
+    }
+    if ((b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         r = -errno;
         close(fd);
         return r;

@@ -22,12 +22,16 @@
 int gs_node_dir(char *buf, size_t len)
 {
     const char *env = getenv(GS_ENV_DAEMON_DIR), *xdg = getenv("XDG_RUNTIME_DIR");
-    struct stat st;
     int r;
 
+    /*
+     * Not /run/gpuslice merely because it exists: a user's own daemon (in her runtime
+     * directory) would then be hidden from her by the system's, or by a directory one left.
+     * The interposer looks in /run/gpuslice always, and the CLI asks there too.
+     */
     if (env && *env)
         r = snprintf(buf, len, "%s", env);
-    else if (geteuid() == 0 || stat(GS_NODE_SYSTEM_DIR, &st) == 0)
+    else if (geteuid() == 0)
         r = snprintf(buf, len, "%s", GS_NODE_SYSTEM_DIR);
     else if (xdg && *xdg == '/')
         r = snprintf(buf, len, "%s/gpuslice", xdg);
@@ -94,9 +98,11 @@ int gs_node_create(const char *dir, const char *tenant_dir, struct gpuslice_node
     unlink(tmp);
     if ((fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
         return -errno;
-    /* Readable by every user whose processes look their limits up in it; the umask may differ. */
-    if (fchmod(fd, 0644) < 0 || ftruncate(fd, sizeof(*n)) < 0) {
-        r = -errno;
+    /*
+     * Readable by every user whose processes look their limits up in it; the umask may differ.
+     * Its space before it is mapped: a full run directory is an error, not SIGBUS.
+     */
+    if ((r = fchmod(fd, 0644) < 0 ? -errno : gs_shm_allocate(fd, sizeof(*n))) < 0) {
         close(fd);
         unlink(tmp);
         return r;

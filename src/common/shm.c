@@ -1,8 +1,12 @@
-/* The common header of every shared-memory segment: magic, major and minor version, size. */
+/*
+ * The common header of every shared-memory segment (magic, major and minor version, size), and
+ * the space of a segment's file, allocated before the file is mapped.
+ */
 #include "common/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,4 +65,40 @@ int gs_shm_check_file(const char *path, uint64_t magic, uint32_t major, size_t k
         return GS_EABI;
     }
     return gs_shm_check(&h, (size_t)st.st_size, magic, major, known, what, path, err, errlen);
+}
+
+/* Writes zeros over [0, len) of fd: where the filesystem has no fallocate. */
+static int write_zeros(int fd, size_t len)
+{
+    static const char zero[4096];
+    size_t done = 0;
+
+    while (done < len) {
+        size_t n = len - done < sizeof(zero) ? len - done : sizeof(zero);
+        ssize_t w = pwrite(fd, zero, n, (off_t)done);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        if (w == 0)
+            return -ENOSPC; /* nothing written and no error: the filesystem took no more */
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int gs_shm_allocate(int fd, size_t len)
+{
+    int r;
+
+    if (len == 0 || len > (size_t)INT64_MAX)
+        return -EINVAL;
+    /* posix_fallocate answers an errno value itself (errno is left alone). */
+    do
+        r = posix_fallocate(fd, 0, (off_t)len);
+    while (r == EINTR);
+    if (r == EOPNOTSUPP || r == ENOSYS || r == EINVAL)
+        return write_zeros(fd, len);
+    return -r;
 }

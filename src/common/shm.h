@@ -28,4 +28,13 @@ int gs_shm_check(const struct gpuslice_shm_header *h, size_t file_size, uint64_t
 int gs_shm_check_file(const char *path, uint64_t magic, uint32_t major, size_t known,
                       const char *what, char *err, size_t errlen);
 
+/*
+ * Gives the new, empty file fd len bytes of real space, not a sparse hole: a
+ * page of a hole that a full filesystem cannot back kills whoever first writes
+ * it through a mapping (SIGBUS). Called before a file is mapped. 0, -ENOSPC
+ * (or -EDQUOT) when the filesystem is full, or another negative errno. Where the
+ * filesystem cannot allocate ahead, the file is written with zeros instead.
+ */
+int gs_shm_allocate(int fd, size_t len);
+
 #endif

@@ -180,8 +180,8 @@ int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathl
     }
     if (fd < 0)
         return -EEXIST;
-    if (ftruncate(fd, sizeof(*t)) < 0) {
-        r = -errno;
+    /* Its space first: a full filesystem is an error here, not SIGBUS at the first write. */
+    if ((r = gs_shm_allocate(fd, sizeof(*t))) < 0) {
         close(fd);
         unlink(path);
         return r;

@@ -20,7 +20,11 @@
 /* The directory tenant files live in: $GPUSLICE_RUN_DIR or /dev/shm. */
 const char *gs_tenant_dir(void);
 
-/* Creates a new tenant file (mode 0600) in dir; its path goes to path. */
+/*
+ * Creates a new tenant file (mode 0600) in dir, its space allocated before it is mapped (-ENOSPC
+ * when the filesystem is full, never SIGBUS later); its path goes to path, on failure too (the
+ * file that could not be made).
+ */
 int gs_tenant_create(const char *dir, const char *name, char *path, size_t pathlen,
                      struct gpuslice_tenant **out);
 

@@ -1,63 +1,129 @@
 /*
- * The CLI's side of the daemon's API: a blocking HTTP/1.1 request with
- * "Connection: close" over the unix socket, read to its end with a time-out.
+ * The CLI's side of the daemon's API: finding the daemon's socket (this
+ * user's own daemon, then the system's), a blocking HTTP/1.1 request with
+ * "Connection: close" over it, read to its end with a time-out, and why no
+ * daemon could be asked, in words a person can act on.
  */
 #define _GNU_SOURCE
 #include "control/daemon_client.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/node.h"
+
+#define DAEMON_SOCKET "gpusliced.sock" /* the daemon's API socket in its run directory */
 
 #define MAX_ANSWER (16u << 20)
 
-int gs_daemon_socket(char *buf, size_t len)
+/*
+ * Where to ask, in order: only $GPUSLICE_DAEMON_DIR when it is set (a test, or a user who
+ * named her daemon, reaches no other); else this user's own daemon's directory, then the
+ * system daemon's (the same for root). A user's own gpusliced is found even where
+ * /run/gpuslice exists. The count, or -ENAMETOOLONG.
+ */
+static int candidates(char dirs[2][PATH_MAX])
 {
-    char dir[256];
+    const char *env = getenv(GS_ENV_DAEMON_DIR);
     int r;
 
-    if ((r = gs_node_dir(dir, sizeof(dir))) < 0)
+    if ((r = gs_node_dir(dirs[0], PATH_MAX)) < 0)
         return r;
-    if ((size_t)snprintf(buf, len, "%s/gpusliced.sock", dir) >= len)
-        return -ENAMETOOLONG;
-    return 0;
+    if ((env && *env) || strcmp(dirs[0], GS_NODE_SYSTEM_DIR) == 0)
+        return 1;
+    snprintf(dirs[1], PATH_MAX, "%s", GS_NODE_SYSTEM_DIR);
+    return 2;
+}
+
+/* Why path cannot be asked, for a person: the cause and what to do about it. */
+static void explain(const char *path, int r, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (r == -EACCES) {
+        struct group g, *gr = NULL;
+        char buf[4096];
+
+        /* The socket's group is the one that may ask (gpuslice where it exists). */
+        if (stat(path, &st) == 0 && getgrgid_r(st.st_gid, &g, buf, sizeof(buf), &gr) == 0 && gr)
+            snprintf(err, errlen,
+                     "permission denied on %s: ask to be in group %s (the daemon's socket is "
+                     "that group's), or ask an admin of the node",
+                     path, gr->gr_name);
+        else
+            snprintf(err, errlen,
+                     "permission denied on %s: ask to be in the group of the daemon's socket "
+                     "(gpuslice), or ask an admin of the node",
+                     path);
+    } else if (r == -ECONNREFUSED) {
+        snprintf(err, errlen,
+                 "no gpuslice daemon answers on %s (a socket left by one that stopped): start "
+                 "gpusliced (make start, or systemctl start gpusliced)",
+                 path);
+    } else {
+        snprintf(err, errlen, "cannot reach the gpuslice daemon on %s: %s", path, strerror(-r));
+    }
 }
 
 static int connect_daemon(char *err, size_t errlen)
 {
     struct timeval tv = { 10, 0 };
     struct sockaddr_un a;
-    char path[sizeof(a.sun_path)];
-    int fd, r;
+    char dirs[2][PATH_MAX], path[2][sizeof(a.sun_path)];
+    int fd, i, n, r, why[2];
 
-    if ((r = gs_daemon_socket(path, sizeof(path))) < 0) {
-        snprintf(err, errlen, "no daemon socket path: %s", strerror(-r));
-        return r;
+    if ((n = candidates(dirs)) < 0) {
+        snprintf(err, errlen, "no daemon socket path: %s", strerror(-n));
+        return n;
     }
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return -errno;
-    }
-    memset(&a, 0, sizeof(a));
-    a.sun_family = AF_UNIX;
-    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        r = -errno;
-        snprintf(err, errlen, "no gpuslice daemon answers on %s (%s)", path, strerror(errno));
+    for (i = 0; i < n; i++) {
+        if ((size_t)snprintf(path[i], sizeof(path[i]), "%s/" DAEMON_SOCKET, dirs[i]) >=
+            sizeof(path[i])) {
+            why[i] = -ENAMETOOLONG;
+            continue;
+        }
+        if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            return -errno;
+        }
+        memset(&a, 0, sizeof(a));
+        a.sun_family = AF_UNIX;
+        memcpy(a.sun_path, path[i], strlen(path[i]) + 1);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+            return fd;
+        }
+        why[i] = errno == ENOENT || errno == ENOTDIR ? -ENOENT
+                 : errno == EACCES || errno == EPERM ? -EACCES
+                                                     : -ECONNREFUSED;
         close(fd);
-        return r == -ENOENT ? -ENOENT : r == -EACCES ? -EACCES : -ECONNREFUSED;
     }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    return fd;
+    /* The real cause first: a daemon this user may not ask, then one that stopped. */
+    for (r = -ENOENT, i = 0; i < n; i++)
+        if (why[i] == -EACCES || (why[i] == -ECONNREFUSED && r == -ENOENT))
+            r = why[i];
+    for (i = 0; i < n && why[i] != r; i++)
+        ;
+    if (r == -ENOENT || i == n)
+        snprintf(err, errlen,
+                 "no gpuslice daemon answers on %s%s%s (no such socket): start gpusliced (make "
+                 "start, or systemctl start gpusliced)",
+                 path[0], n > 1 ? " or " : "", n > 1 ? path[1] : "");
+    else
+        explain(path[i], r, err, errlen);
+    return r == -ENOENT || r == -EACCES ? r : -ECONNREFUSED;
 }
 
 static int send_all(int fd, const char *p, size_t n)

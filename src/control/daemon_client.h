@@ -1,22 +1,21 @@
 /*
  * Talking to gpusliced from the CLI: one HTTP/1.1 request at a time over
- * its unix socket (in gs_node_dir(), or $GPUSLICE_DAEMON_DIR), and the few
- * JSON fields the commands read back. The CLI links no HTTP or JSON library:
- * the daemon's answers are small and of a known form.
+ * its unix socket (only in $GPUSLICE_DAEMON_DIR when that is set; else in
+ * this user's own daemon's directory, gs_node_dir(), then in /run/gpuslice),
+ * and the few JSON fields the commands read back. The CLI links no HTTP or
+ * JSON library: the daemon's answers are small and of a known form.
  */
 #ifndef GPUSLICE_CONTROL_DAEMON_CLIENT_H
 #define GPUSLICE_CONTROL_DAEMON_CLIENT_H
 
 #include <stddef.h>
 
-/* The daemon's socket path into buf; 0 or a negative errno. */
-int gs_daemon_socket(char *buf, size_t len);
-
 /*
  * Sends METHOD PATH (with body as application/json when not NULL) and reads
  * the answer: returns its HTTP status, with the body (malloc'd, NUL-ended)
- * in *out; or -ECONNREFUSED/-ENOENT when no daemon answers, another negative
- * errno on failure (said in err).
+ * in *out; or -ENOENT (no daemon), -ECONNREFUSED (a socket no daemon serves),
+ * -EACCES (a daemon this user may not ask), another negative errno on failure;
+ * err then says why and what to do (the daemon's group to join, or start it).
  */
 int gs_daemon_request(const char *method, const char *path, const char *body, char **out, char *err,
                       size_t errlen);

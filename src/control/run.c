@@ -661,8 +661,7 @@ static int join_daemon(const char *cmd, const struct run_spec *o, struct gpuslic
     }
     snprintf(url, sizeof(url), "/v1/tenants/%s/processes", o->tenant);
     if ((st = gs_daemon_request("POST", url, NULL, &body, err, sizeof(err))) < 0) {
-        gs_log_error("%s: --tenant %s: %s (start gpusliced, or run without --tenant)", cmd,
-                     o->tenant, err);
+        gs_log_error("%s: --tenant %s: %s; or run without --tenant", cmd, o->tenant, err);
         return GS_EXIT_ERROR;
     }
     if (st != 200) {
@@ -722,9 +721,11 @@ int run_program(const char *cmd, struct run_spec *spec)
         gs_tenant_sweep(gs_tenant_dir());
         if ((r = gs_tenant_create(gs_tenant_dir(), o.name ? o.name : o.what, path, sizeof(path),
                                   &t)) < 0) {
-            gs_log_error("cannot create the tenant's state in %s: %s (set GPUSLICE_RUN_DIR to a "
-                         "writable directory)",
-                         gs_tenant_dir(), gs_strerror(r));
+            gs_log_error("cannot create the tenant's state file %s: %s (%s)", path, gs_strerror(r),
+                         r == -ENOSPC || r == -EDQUOT
+                             ? "its filesystem is full: free space there, or set " GS_ENV_RUN_DIR
+                               " to another directory"
+                             : "set " GS_ENV_RUN_DIR " to a writable directory");
             return GS_EXIT_ERROR;
         }
         /* Its limits belong to it from now on: no process of it can change them. */

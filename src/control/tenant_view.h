@@ -17,7 +17,7 @@
 #include "common/parse.h"
 #include "control/tenants.h"
 
-#define TVIEW_PIDS 64  /* host PIDs kept per tenant; npids counts them all */
+#define TVIEW_PIDS GPUSLICE_MAX_PROCS /* host PIDs kept per tenant: every slot's */
 #define TVIEW_NAME 160 /* room for a name: 64 bytes in a state file and in the daemon's answers */
 
 struct tview_dev {

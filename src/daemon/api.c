@@ -667,16 +667,26 @@ static void h_healthz(struct gd_request *req, struct gd_response *resp)
 
 static void h_readyz(struct gd_request *req, struct gd_response *resp)
 {
-    const char *why;
+    char why[sizeof(gd.state_error)];
+    const char *unplaced;
 
     (void)req;
     if (__atomic_load_n(&gd.ready, __ATOMIC_ACQUIRE) <= 0) {
         gd_api_error(resp, 503, "not_ready", "the daemon has not read its GPUs and tenants yet");
         return;
     }
-    if ((why = gd_pods_unplaced()) != NULL) {
+    if ((unplaced = gd_pods_unplaced()) != NULL) {
         gd_api_error(resp, 503, "not_ready",
-                     "pods' processes are refused: their cgroups cannot be placed (%s)", why);
+                     "pods' processes are refused: their cgroups cannot be placed (%s)", unplaced);
+        return;
+    }
+    /* Not ready while a change could not be made durable: it would be lost at a reboot. */
+    pthread_mutex_lock(&gd.mu);
+    memcpy(why, gd.state_error, sizeof(why));
+    pthread_mutex_unlock(&gd.mu);
+    if (why[0]) {
+        gd_api_error(resp, 503, "not_ready", "%s: changes to tenants are refused until it can be",
+                     why);
         return;
     }
     reply(resp, 200,
@@ -847,10 +857,14 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
     } else if (resp->status == 0) {
         if ((r = gd_tenant_create(json_string_value(name), uid, &l, &t, err, sizeof(err))) < 0)
             gd_api_error(resp,
-                         r == -EEXIST   ? 409
-                         : r == -ENOSPC ? 507
-                                        : 500,
-                         r == -EEXIST ? "conflict" : "cannot_create", "%s", err);
+                         gd_state_status(r) ? gd_state_status(r)
+                         : r == -EEXIST     ? 409
+                         : r == -ENOSPC     ? 507
+                                            : 500,
+                         gd_state_status(r) ? "state_not_written"
+                         : r == -EEXIST     ? "conflict"
+                                            : "cannot_create",
+                         "%s", err);
         else
             reply(resp, 201, tenant_json(t));
     }
@@ -897,7 +911,11 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
                          "only an admin (root, group %s) may raise a limit: this would raise %s",
                          gd_opt.admin_group, err);
         else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
-            gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
+            gd_api_error(resp,
+                         gd_state_status(r) ? gd_state_status(r)
+                         : r == -ENOENT     ? 404
+                                            : 400,
+                         gd_state_status(r) ? "state_not_written" : "bad_value", "%s", err);
         else if ((t = gd_tenant_find(req->params[0])) != NULL)
             reply(resp, 200, tenant_json(t));
         else
@@ -932,7 +950,13 @@ static void h_delete(struct gd_request *req, struct gd_response *resp)
     pthread_mutex_lock(&gd.mu);
     if ((t = tenant_of(req, resp)) != NULL && !pod_owned(t, resp)) {
         if ((r = gd_tenant_delete(t, force, err, sizeof(err))) < 0)
-            gd_api_error(resp, r == -EBUSY ? 409 : 400, r == -EBUSY ? "conflict" : "bad_request",
+            gd_api_error(resp,
+                         gd_state_status(r) ? gd_state_status(r)
+                         : r == -EBUSY      ? 409
+                                            : 400,
+                         gd_state_status(r) ? "state_not_written"
+                         : r == -EBUSY      ? "conflict"
+                                            : "bad_request",
                          "%s", err);
         else
             resp->status = 204;

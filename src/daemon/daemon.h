@@ -159,6 +159,11 @@ struct gd_state {
     uint64_t latency_sum_ns;
     gid_t admin_gid;
     int has_admin_gid;
+    /*
+     * Why STATE_DIR/tenants.json cannot be written now ("" while it can; under mu): /readyz
+     * says not ready with it, and the sweep writes it again every second until it can.
+     */
+    char state_error[512];
 };
 
 extern struct gd_state gd;
@@ -202,8 +207,24 @@ struct gd_limits_req {
 };
 
 /*
+ * A change to the managed tenants that could not be made durable in STATE_DIR/tenants.json
+ * (written, synced, renamed, its directory synced): the change was not made, and the message
+ * names the file and the cause. GD_ESTATE_FULL when its filesystem is full (ENOSPC, EDQUOT).
+ */
+#define GD_ESTATE_FULL (-4090)
+#define GD_ESTATE_IO (-4091)
+
+/* The HTTP status of such a failure (507 full, 500 any other), 0 when r is none. */
+static inline int gd_state_status(int r)
+{
+    return r == GD_ESTATE_FULL ? 507 : r == GD_ESTATE_IO ? 500 : 0;
+}
+
+/*
  * Creates a managed tenant (under gd.mu). 0, or a negative errno with a
- * message: -EEXIST (the name is taken), -ENOSPC (no room).
+ * message: -EEXIST (the name is taken), -ENOSPC (no room), GD_ESTATE_* (its
+ * definition could not be made durable: no tenant was made). A pod's tenant is
+ * made even then (its pod object is its record), and the daemon is not ready.
  */
 int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *l,
                      struct gd_tenant **out, char *err, size_t errlen);
@@ -217,7 +238,10 @@ int gd_tenant_preview(const struct gd_tenant *t, const struct gd_limits_req *l,
                       struct gpuslice_node_tenant *before, struct gpuslice_node_tenant *after,
                       char *err, size_t errlen);
 
-/* Applies l to t (under gd.mu); 0 or a negative errno with a message. */
+/*
+ * Applies l to t (under gd.mu); 0 or a negative errno with a message (GD_ESTATE_*: not made
+ * durable, so not applied).
+ */
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen);
 
 /*
@@ -235,7 +259,8 @@ int gd_tenant_end(struct gd_tenant *t);
 
 /*
  * Ends managed tenant t (under gd.mu); -EBUSY while any process of it lives (a member, or a
- * process descending from one), unless force, which kills them first.
+ * process descending from one), unless force, which kills them first; GD_ESTATE_* when its end
+ * could not be made durable (it goes on).
  */
 int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen);
 

@@ -936,8 +936,12 @@ static void *door_main(void *arg)
 
 static int start_servers(struct listener *l, char *err, size_t errlen)
 {
+    /*
+     * poll, not select: with select a connection thread waiting to write to an event stream
+     * nobody reads never saw its socket shut down, and stopping waited for timeout-s.
+     */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_POLL;
     long reserve = l->kind == L_UNIX ? gd_opt.reserved_connections : 0;
 
     if (l->kind == L_HOOK)

@@ -2,7 +2,7 @@
  * gpusliced's entry point: options, then the GPUs (its first log line says
  * whether they are real or simulated), the node segment and tenants, the
  * HTTP server; then it waits for SIGTERM or SIGINT and stops in the reverse
- * order. The node segment and the tenants' state files outlive it: their
+ * order, within a deadline. The node segment and the tenants' state files outlive it: their
  * processes keep their limits while no daemon runs, and the next one takes
  * them over. With --webhook-only it serves the admission webhook alone.
  */
@@ -129,9 +129,34 @@ static void own_resources(void)
     }
 }
 
-/* Waits for SIGTERM or SIGINT (SIGHUP is said to do nothing); returns the signal. */
-static int wait_stop(const sigset_t *set)
+/*
+ * Stopping is bounded: from the first SIGTERM or SIGINT, every part has STOP_DEADLINE_S to
+ * stop (its threads joined); past it, or at a second signal, the daemon says what it was
+ * still waiting for and exits with status 1 anyway. Nothing it leaves is unsafe: the node
+ * segment and the state files outlive it by design, and the next daemon takes them over.
+ */
+#define STOP_DEADLINE_S 5
+
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
+static int stop_sig; /* under stop_mu */
+static const char *waiting_for = "its start (the GPUs, the tenants, the servers)"; /* atomic */
+
+static void now_waiting_for(const char *what)
 {
+    __atomic_store_n(&waiting_for, what, __ATOMIC_RELEASE);
+}
+
+/*
+ * The one thread that takes the signals (every other thread blocks them): SIGHUP is said and
+ * ignored; the first SIGTERM or SIGINT wakes main to stop, even while it is still starting,
+ * then the deadline runs.
+ */
+static void *signals_main(void *arg)
+{
+    const sigset_t *set = arg;
+    struct timespec left;
+    uint64_t end;
     int sig;
 
     for (;;) {
@@ -141,14 +166,39 @@ static int wait_stop(const sigset_t *set)
             gd_log("SIGHUP: the configuration is read at start only; restart to change it");
             continue;
         }
-        return sig;
+        break;
     }
+    pthread_mutex_lock(&stop_mu);
+    stop_sig = sig;
+    pthread_cond_signal(&stop_cond);
+    pthread_mutex_unlock(&stop_mu);
+    end = gd_mono_ns() + STOP_DEADLINE_S * 1000000000ULL;
+    for (;;) {
+        uint64_t now = gd_mono_ns();
+
+        if (now >= end)
+            break;
+        left.tv_sec = (time_t)((end - now) / 1000000000ULL);
+        left.tv_nsec = (long)((end - now) % 1000000000ULL);
+        sig = sigtimedwait(set, NULL, &left);
+        if (sig == SIGTERM || sig == SIGINT) {
+            gd_log("signal %d while stopping: exiting now, not waiting for %s", sig,
+                   __atomic_load_n(&waiting_for, __ATOMIC_ACQUIRE));
+            _exit(1);
+        }
+        if (sig < 0 && errno == EAGAIN)
+            break;
+    }
+    gd_log("not stopped after %d s: still waiting for %s; exiting anyway", STOP_DEADLINE_S,
+           __atomic_load_n(&waiting_for, __ATOMIC_ACQUIRE));
+    _exit(1);
 }
 
 int main(int argc, char **argv)
 {
+    static sigset_t set;
     char err[1024];
-    sigset_t set;
+    pthread_t sig_th;
     int r, sig, ndev, notify = -1;
 
     if ((r = gd_options_load(argc, argv)) >= 0)
@@ -164,7 +214,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* Every thread started from here on leaves these signals to sigwait below. */
+    /* Every thread started from here on leaves these signals to signals_main. */
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
@@ -172,6 +222,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     own_resources();
+    if ((r = pthread_create(&sig_th, NULL, signals_main, &set)) != 0) {
+        gd_log("cannot start: a thread for the signals: %s", strerror(r));
+        return 1;
+    }
+    pthread_detach(sig_th);
     if (gd_opt.webhook_only) {
         /* Apart from the node: its failure takes no enforcement down, and it needs none. */
         if (gd_http_start_webhook(err, sizeof(err)) < 0) {
@@ -179,8 +234,14 @@ int main(int argc, char **argv)
             return 1;
         }
         ready_signal(notify);
-        sig = wait_stop(&set);
+        now_waiting_for("nothing");
+        pthread_mutex_lock(&stop_mu);
+        while (stop_sig == 0)
+            pthread_cond_wait(&stop_cond, &stop_mu);
+        sig = stop_sig;
+        pthread_mutex_unlock(&stop_mu);
         gd_log("stopping (signal %d)", sig);
+        now_waiting_for("the webhook's server (its connections)");
         gd_http_stop();
         return 0;
     }
@@ -200,16 +261,28 @@ int main(int argc, char **argv)
            ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
            gd_opt.state_dir);
     ready_signal(notify);
-    sig = wait_stop(&set);
+    now_waiting_for("nothing");
+    pthread_mutex_lock(&stop_mu);
+    while (stop_sig == 0)
+        pthread_cond_wait(&stop_cond, &stop_mu);
+    sig = stop_sig;
+    pthread_mutex_unlock(&stop_mu);
     gd_log("stopping (signal %d); tenants keep their limits", sig);
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
+    now_waiting_for("the Kubernetes pod watch (a request to the API server)");
     gd_kube_stop();
+    now_waiting_for("the pods' socket (its thread)");
     gd_pods_stop();
+    now_waiting_for("the HTTP server (its connections: clients, event streams)");
     gd_http_stop();
+    now_waiting_for("the device boards' socket (its thread)");
     gd_boards_stop();
+    now_waiting_for("the GPU sampler (an NVML call, or its sweep of the tenants)");
     gd_devices_stop();
+    now_waiting_for("the guard (its processes' freezes undone)");
     gd_guard_stop();
+    now_waiting_for("the tenants (the daemon's lock)");
     gd_registry_stop();
     return 0;
 }

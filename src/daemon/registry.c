@@ -71,17 +71,93 @@ static json_t *limits_json(const struct gpuslice_node_tenant *p, int mem)
     return o;
 }
 
-/* Writes every managed tenant's definition; under gd.mu. */
-static void save_definitions(void)
+/*
+ * Writes text to path durably: a temporary file beside it, written whole and synced, renamed
+ * over path, then the directory synced, so that after a crash or a power cut path holds either
+ * the old text or the new, whole. 0, or a negative errno with the step that failed in *step.
+ */
+static int write_durably(const char *path, const char *text, size_t len, const char **step)
 {
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 64];
-    json_t *arr = json_array();
-    int i;
+    char tmp[PATH_MAX + 64], dir[PATH_MAX + 32], *slash;
+    size_t done = 0;
+    int fd, r;
 
-    for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS; i++) {
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    *step = "creating its temporary file";
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+        return -errno;
+    *step = "writing it";
+    while (done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            r = w < 0 ? -errno : -ENOSPC;
+            goto fail;
+        }
+        done += (size_t)w;
+    }
+    /* A full disk or an I/O error may only show here (delayed allocation, NFS). */
+    *step = "syncing it";
+    if (fsync(fd) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    *step = "closing it";
+    r = close(fd) < 0 && errno != EINTR ? -errno : 0; /* closed either way */
+    fd = -1;
+    if (r < 0)
+        goto fail;
+    *step = "renaming it into place";
+    if (rename(tmp, path) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    /* The rename itself is durable once the directory is. */
+    *step = "syncing its directory";
+    snprintf(dir, sizeof(dir), "%s", path);
+    if ((slash = strrchr(dir, '/')) != NULL)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return -errno;
+    r = fsync(fd) < 0 && errno != EINVAL ? -errno : 0; /* EINVAL: it cannot be synced */
+    close(fd);
+    return r;
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return r;
+}
+
+static int restoring; /* restore_definitions runs: it writes the file once, at its end */
+
+/*
+ * Writes every managed tenant's definition durably, as it is in the node segment except entry
+ * slot, which is as *with says (slot -1: none): a change is written before it is made, and made
+ * only once it is durable. Under gd.mu. 0, or GD_ESTATE_FULL / GD_ESTATE_IO with the message in
+ * err (and in gd.state_error, which makes the daemon not ready until a write succeeds).
+ */
+static int save_definitions(int slot, const struct gpuslice_node_tenant *with, char *err,
+                            size_t errlen)
+{
+    char path[PATH_MAX + 32], *text;
+    json_t *arr;
+    const char *step = "building it";
+    int i, r;
+
+    if (restoring)
+        return 0;
+    snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
+    arr = json_array();
+    for (i = 0; arr && i < GPUSLICE_NODE_MAX_TENANTS; i++) {
         struct gpuslice_node_tenant p;
 
-        gs_node_read_tenant(gd.node, i, &p);
+        if (i == slot)
+            p = *with;
+        else
+            gs_node_read_tenant(gd.node, i, &p);
         if (p.id == 0)
             continue;
         json_array_append_new(
@@ -93,13 +169,45 @@ static void save_definitions(void)
                       (json_int_t)p.weight, "pod", (p.flags & GPUSLICE_NODE_POD) != 0, "refused",
                       (p.flags & GPUSLICE_NODE_REFUSED) != 0));
     }
-    snprintf(path, sizeof(path), "%s/tenants.json", gd_opt.state_dir);
-    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-    if (json_dump_file(arr, tmp, JSON_INDENT(2)) < 0 || rename(tmp, path) < 0) {
-        gd_log("warning: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-    }
+    text = arr ? json_dumps(arr, JSON_INDENT(2)) : NULL;
     json_decref(arr);
+    r = text ? write_durably(path, text, strlen(text), &step) : -ENOMEM;
+    free(text);
+    if (r == 0) {
+        if (gd.state_error[0])
+            gd_log("the state %s is written again: ready", path);
+        gd.state_error[0] = '\0';
+        return 0;
+    }
+    if (gd.state_error[0] == '\0')
+        gd_log("cannot write the state %s (%s: %s): not ready until it can be written", path, step,
+               strerror(-r));
+    snprintf(gd.state_error, sizeof(gd.state_error),
+             "cannot write the daemon's state %.360s (%s: %s)", path, step,
+             r == -ENOSPC || r == -EDQUOT ? "no space left on its filesystem" : strerror(-r));
+    gs_set_error(err, errlen, "%s; nothing was changed", gd.state_error);
+    return r == -ENOSPC || r == -EDQUOT ? GD_ESTATE_FULL : GD_ESTATE_IO;
+}
+
+/* After a change made whatever the disk says (a pod's: its pod object is its record). */
+static void save_anyway(void)
+{
+    (void)save_definitions(-1, NULL, NULL, 0);
+}
+
+/*
+ * While the state cannot be written, once a second (from the sweep; under gd.mu): the daemon
+ * is ready again as soon as it can, with the definitions as they are now.
+ */
+static void retry_state(void)
+{
+    static uint64_t next_ns;
+    uint64_t now = gd_mono_ns();
+
+    if (gd.state_error[0] == '\0' || now < next_ns)
+        return;
+    next_ns = now + 1000000000ULL;
+    save_anyway();
 }
 
 /* ---- the state file's mirror of a managed tenant's limits ---- */
@@ -381,8 +489,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     apply_sched(&p, l);
     p.flags |= l->pod_flags & (GPUSLICE_NODE_POD | GPUSLICE_NODE_REFUSED);
     if ((r = gs_tenant_create(gd.tenant_dir, name, path, sizeof(path), &t)) < 0) {
-        gs_set_error(err, errlen, "cannot create its state file in %s: %s", gd.tenant_dir,
-                     gs_strerror(r));
+        gs_set_error(err, errlen, "cannot create its state file %s: %s", path, gs_strerror(r));
         return r;
     }
     base = strrchr(path, '/') + 1;
@@ -422,8 +529,16 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
         unlink(path);
         return r;
     }
+    /*
+     * Durable before it exists: a tenant the answer acknowledges survives a reboot, and one that
+     * could not be written is not made. A pod's is made anyway (its pod object is its record).
+     */
+    if ((r = save_definitions(slot, &p, err, errlen)) < 0 && !(p.flags & GPUSLICE_NODE_POD)) {
+        gd_contain_end(p.id);
+        unlink(path);
+        return r;
+    }
     write_entry(slot, &p);
-    save_definitions();
     /* In the list at once: a GET right after the POST shows it. */
     {
         struct gd_tenant *n = &gd.tenant[gd.ntenant];
@@ -503,11 +618,13 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
     }
     if ((r = gd_tenant_preview(t, l, NULL, &p, err, errlen)) < 0)
         return r;
+    /* Durable before it applies: otherwise nothing changes. */
+    if ((r = save_definitions(t->node_idx, &p, err, errlen)) < 0)
+        return r;
     write_entry(t->node_idx, &p);
     t->policy = p;
     mirror_limits(t->path, &p);
     set_file_mode(t->path, &p);
-    save_definitions();
     gd_event(p.owner_uid, "tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", p.id, p.name);
     return 0;
 }
@@ -586,10 +703,13 @@ static int live_lineage(uint32_t id, pid_t *pids, int n)
     return found;
 }
 
+static void end_tenant(struct gd_tenant *t);
+
 int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen)
 {
+    struct gpuslice_node_tenant none;
     pid_t pids[64];
-    int live, k;
+    int live, k, r;
 
     if (!t->managed) {
         gs_set_error(err, errlen, "tenant %s belongs to its gpuslice run, which ends it", t->id);
@@ -633,7 +753,12 @@ int gd_tenant_delete(struct gd_tenant *t, int force, char *err, size_t errlen)
     }
     if (live > 0)
         gd_event(t->owner, "tenant.killed", "\"tenant\":\"%u\",\"processes\":%d", t->node_id, live);
-    return gd_tenant_end(t);
+    /* Its end durable first: a tenant the answer says is gone does not come back at a reboot. */
+    memset(&none, 0, sizeof(none));
+    if ((r = save_definitions(t->node_idx, &none, err, errlen)) < 0)
+        return r;
+    end_tenant(t);
+    return 0;
 }
 
 int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd_tenant **out,
@@ -680,18 +805,17 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
     t->policy = q;
     mirror_limits(t->path, &q);
     set_file_mode(t->path, &q);
-    save_definitions();
+    save_anyway(); /* the pod's object is its record: applied even when it cannot be written */
     gd_event(q.owner_uid, "tenant.changed", "\"tenant\":\"%u\",\"name\":\"%s\"", q.id, q.name);
     return 0;
 }
 
-int gd_tenant_end(struct gd_tenant *t)
+/* Ends managed tenant t, its end written or not. */
+static void end_tenant(struct gd_tenant *t)
 {
     struct gpuslice_node_tenant p;
     int i;
 
-    if (!t->managed)
-        return -EPERM;
     /* Its live processes keep the limits they last read: nothing becomes unlimited. */
     drop_members(t->node_id);
     if (!(t->policy.flags & GPUSLICE_NODE_POD))
@@ -699,7 +823,6 @@ int gd_tenant_end(struct gd_tenant *t)
     memset(&p, 0, sizeof(p));
     write_entry(t->node_idx, &p);
     unlink(t->path);
-    save_definitions();
     gd_event(t->owner, "tenant.ended", "\"tenant\":\"%u\",\"name\":\"%s\"", t->node_id,
              t->policy.name);
     gs_tenant_close(t->t);
@@ -710,6 +833,14 @@ int gd_tenant_end(struct gd_tenant *t)
             gd.ntenant--;
             break;
         }
+}
+
+int gd_tenant_end(struct gd_tenant *t)
+{
+    if (!t->managed)
+        return -EPERM;
+    end_tenant(t);
+    save_anyway(); /* a pod's end: its pod is gone whatever the disk says */
     return 0;
 }
 
@@ -1192,6 +1323,7 @@ void gd_registry_sweep(void)
         gd.tenant = v;
         gd.ntenant = n;
         cur = !cur;
+        retry_state();
         pthread_mutex_unlock(&gd.mu);
         for (k = 0; k < nold; k++)
             gs_tenant_close(old[k].t);
@@ -1214,6 +1346,8 @@ static void restore_definitions(void)
                    je.line);
         return;
     }
+    /* Written once at the end, not once per tenant: a crash midway leaves the file whole. */
+    restoring = 1;
     json_array_foreach(arr, k, it)
     {
         struct gd_limits_req l;
@@ -1276,6 +1410,8 @@ static void restore_definitions(void)
                    err);
     }
     json_decref(arr);
+    restoring = 0;
+    save_anyway(); /* the ids are new ones; a failure makes the daemon not ready */
 }
 
 static int make_dir(const char *path, mode_t mode, char *err, size_t errlen)
@@ -1311,8 +1447,8 @@ int gd_registry_start(char *err, size_t errlen)
         make_dir(gd.tenant_dir, 0755, err, errlen) < 0)
         return -1;
     if ((r = gs_node_create(gd_opt.run_dir, gd.tenant_dir, &gd.node, &created)) < 0) {
-        snprintf(err, errlen, "cannot create the node segment in %s: %s", gd_opt.run_dir,
-                 gs_strerror(r));
+        snprintf(err, errlen, "cannot create the node segment %s/" GPUSLICE_NODE_FILE ": %s",
+                 gd_opt.run_dir, gs_strerror(r));
         return -1;
     }
     __atomic_store_n(&gd.node->daemon_pid, 0, __ATOMIC_RELEASE);

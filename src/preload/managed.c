@@ -201,7 +201,8 @@ static int ask_pod(const char *dir, uint32_t daemon_uid, char *ans, size_t len, 
  * Joins this process to its pod's tenant through the daemon of dir (node n) when it has a
  * pods socket: 1 joined (and attached), 0 not a pod's process or no such socket, -1 with the
  * message in gs__state.config_msg. required: GPUSLICE_POD=1, so that anything but joining
- * is an error.
+ * is an error; then -2 when this daemon says the process is in none of its pods, -3 when it
+ * follows no pods (the message in config_msg in both): another daemon may have the pod.
  */
 static int join_pod(struct gpuslice_node *n, const char *dir, int required)
 {
@@ -237,6 +238,10 @@ static int join_pod(struct gpuslice_node *n, const char *dir, int required)
                  "%.900s/" GPUSLICE_NODE_POD_SOCKET " does not exist (the daemon "
                  "does not follow Kubernetes pods)",
                  dir);
+    if (r == -2)
+        r = -1; /* a daemon that cannot be asked is never passed over */
+    if (r == 0)
+        r = -2;
     snprintf(st->config_msg, sizeof(st->config_msg), "%s%s: %.420s",
              r == -1 && strncmp(ans, "refused ", 8) == 0
                  ? "the daemon refused this pod's GPU limits"
@@ -247,14 +252,14 @@ static int join_pod(struct gpuslice_node *n, const char *dir, int required)
              : strncmp(ans, "wait ", 5) == 0  ? ans + 5
              : strncmp(ans, "none ", 5) == 0  ? ans + 5
                                               : ans);
-    return -1;
+    return r == -2 || r == -3 ? r : -1;
 }
 
 int gs__managed_attach(void)
 {
-    char dirs[2][PATH_MAX];
+    char dirs[2][PATH_MAX], missed[sizeof(gs__state.config_msg)] = "";
     const char *pod = getenv(GS_ENV_POD);
-    int nd = 0, i, r, required = 0;
+    int nd = 0, i, r, required = 0, answered = 0;
 
     snprintf(dirs[nd++], sizeof(dirs[0]), "%s", GS_NODE_SYSTEM_DIR);
     if (gs_node_dir(dirs[nd], sizeof(dirs[1])) == 0 && strcmp(dirs[nd], dirs[0]) != 0)
@@ -284,12 +289,29 @@ int gs__managed_attach(void)
             r = join_pod(n, dirs[i], required);
         else
             r = attach(n, dirs[i], id, -1);
+        if (r == -2 || r == -3) {
+            /*
+             * Not this daemon's pod: the next directory's daemon may have it (the system
+             * daemon's directory is looked at first, so this opens no way out of a pod it
+             * has). Said if none joins it: a daemon's own answer before a missing socket.
+             */
+            if (missed[0] == '\0' || (r == -2 && !answered)) {
+                memcpy(missed, gs__state.config_msg, sizeof(missed));
+                answered = r == -2;
+            }
+            gs_node_close(n);
+            continue;
+        }
         if (r != 0) {
             if (r < 0)
                 gs_node_close(n);
             return r;
         }
         gs_node_close(n);
+    }
+    if (required && missed[0]) {
+        memcpy(gs__state.config_msg, missed, sizeof(missed));
+        return -1;
     }
     if (required) {
         snprintf(gs__state.config_msg, sizeof(gs__state.config_msg),

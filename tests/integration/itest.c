@@ -252,7 +252,8 @@ static int sc_try(unsigned long long bytes)
     return r == CUDA_ERROR_OUT_OF_MEMORY ? 3 : ri != CUDA_SUCCESS ? 5 : 1;
 }
 
-static int sc_hold(unsigned long long bytes, const char *file)
+/* Holds bytes until file exists, for at most seconds (30 when 0). */
+static int sc_hold(unsigned long long bytes, const char *file, int seconds)
 {
     CUdeviceptr p;
     CUresult r;
@@ -264,7 +265,7 @@ static int sc_hold(unsigned long long bytes, const char *file)
     fflush(stdout);
     if (r != CUDA_SUCCESS)
         return 3;
-    for (i = 0; i < 600 && access(file, F_OK) != 0; i++)
+    for (i = 0; i < (seconds > 0 ? seconds : 30) * 20 && access(file, F_OK) != 0; i++)
         usleep(50000);
     return 0;
 }
@@ -395,7 +396,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "try") == 0)
         return sc_try(n);
     if (strcmp(argv[1], "hold") == 0 && argc > 3)
-        return sc_hold(n, argv[3]);
+        return sc_hold(n, argv[3], argc > 4 ? atoi(argv[4]) : 0);
     if (strcmp(argv[1], "threads") == 0)
         return sc_threads(n);
     if (strcmp(argv[1], "ctx") == 0)

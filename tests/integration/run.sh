@@ -16,6 +16,11 @@ export LD_LIBRARY_PATH="$B/lib/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # /tmp/gpuslice-mps-UID, ~) are never seen; case mps_stray checks it with a stray daemon.
 export GPUSLICE_SIM_STATE="$T/sim.state"
 export GPUSLICE_RUN_DIR="$T/run"
+# The daemon's directory too: the CLI asks only the daemon there (the one a case starts, in
+# daemon.sh), never a real one in /run/gpuslice or the user's own (`make start` beside `make
+# test`: README). The interposer still looks in /run/gpuslice, where a test's processes are
+# members of no tenant (checked below).
+export GPUSLICE_DAEMON_DIR="$T/drun"
 export XDG_RUNTIME_DIR="$T/xdg" HOME="$T/home" TMPDIR="$T/tmp"
 export CUDA_MPS_PIPE_DIRECTORY="$T/nvidia-mps" CUDA_MPS_LOG_DIRECTORY="$T/nvidia-mps-log"
 mkdir -p "$GPUSLICE_RUN_DIR"
@@ -151,7 +156,25 @@ holder() { # holder NAME LIMIT BYTES: a tenant whose one process holds BYTES unt
     if grep -q "^hold $3 -> 0" "$T/holder.out"; then ok "tenant $1 holds $3 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
 }
 release() { touch "$T/release"; wait $HOLDER; rm -f "$T/release"; }
-tenant_id() { "$GS" tenants --json --interval 0 | python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["id"])'; }
+# tenant_id [NAME]: the id of the case's tenant named NAME (of its only tenant without NAME); none
+# when there is not exactly one.
+tenant_id() {
+    "$GS" tenants --json --interval 0 | python3 -c 'import json, sys
+t = [x for x in json.load(sys.stdin)["tenants"] if len(sys.argv) < 2 or x["name"] == sys.argv[1]]
+print(t[0]["id"] if len(t) == 1 else "")' "$@"
+}
+# A case talks to no daemon it did not start. The CLI cannot (GPUSLICE_DAEMON_DIR above), but
+# the interposer always finds a process's tenant in the system daemon's directory: tests run
+# from inside a daemon's tenant (gpuslice run --tenant NAME -- make test) would run every program
+# in it, charging its usage there. Refused here, saying so.
+if ! "$GS" run -q --memory 1G -- true 2>"$T/nested"; then
+    if grep -q "inside the daemon's tenant" "$T/nested"; then
+        echo "FAIL: these tests run inside a gpuslice daemon's tenant, whose limits would apply to"
+        echo "every program they start and whose usage they would change: run them outside it"
+        cat "$T/nested"
+        exit 1
+    fi
+fi
 
 case $CASE in
 # The limit_* cases: limits and allocations above 4 GiB, where a lookup that wrongly hands out a
@@ -461,7 +484,7 @@ assert 134217728 <= u < 268435456, u"
     expect 0 "tenants --help" -- "$GS" tenants --help ;;
 set)
     holder itest-s 1G 268435456
-    id=$(tenant_id)
+    id=$(tenant_id itest-s)
     f="$GPUSLICE_RUN_DIR/gpuslice-$id.tenant"
     dev0() { python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["devices"][0][sys.argv[1]])' "$1" <"$T/out"; }
     look() { # look KEY WANT: the device's KEY in tenants --json
@@ -559,7 +582,7 @@ tenants_trust)
         echo "note: not root (or no setpriv): the planted files are this user's own"
     fi
     holder victim 1G 268435456
-    id=$(tenant_id)
+    id=$(tenant_id victim)
     f="$GPUSLICE_RUN_DIR/gpuslice-$id.tenant"
     cp "$f" "$T/template"; chmod 644 "$T/template"
     # The planted content: the real tenant's file, named victim, its header claiming uid 0.
@@ -1768,6 +1791,8 @@ compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
+faults_*) . "$SRC/tests/integration/faults.sh" ;;
+hermetic_*) . "$SRC/tests/integration/hermetic.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "$CASE: $fails failed"

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 
@@ -215,9 +216,24 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t
     return NVML_ERROR_NOT_FOUND;
 }
 
+/*
+ * GPUSLICE_SIM_NVML_HANG=PATH: while the file PATH exists, every query of a device does not
+ * return, as a driver whose GPU fell off the bus may hang its callers (the daemon's stop must
+ * not wait for it).
+ */
+static void hang_while_asked(void)
+{
+    const char *path = getenv("GPUSLICE_SIM_NVML_HANG");
+    struct timespec ms = { 0, 10 * 1000 * 1000 };
+
+    while (path && *path && access(path, F_OK) == 0)
+        nanosleep(&ms, NULL);
+}
+
 /* The index of a valid handle, or -1. */
 static int device_index(nvmlDevice_t device)
 {
+    hang_while_asked();
     if (!ready())
         return -1;
     for (unsigned i = 0; i < nv.cfg.devices; i++)
