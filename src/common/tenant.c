@@ -221,22 +221,39 @@ int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant *
     return gs_tenant_open_owned(path, writable, &owner, out);
 }
 
+/* Whether the n bytes (at most a page) at p are all zero. */
+static int all_zero(const char *p, size_t n)
+{
+    static const char zero[4096];
+
+    return memcmp(p, zero, n) == 0;
+}
+
 /*
  * A copy of the file, in memory of our own: a reader that maps another user's file
  * dies of SIGBUS when its owner truncates it, and a listing of every tenant must not
  * be stopped by one user who keeps doing so. A file cut short reads as no tenant.
+ * Read a page at a time, and only the pages that hold something are written into the
+ * copy: the others stay the anonymous mapping's untouched zero pages, so a copy of a
+ * tenant with a few processes (most of its 1024 slots empty) holds a few pages, not 150
+ * KiB (the daemon keeps up to 256 of them, twice, while it sweeps).
  */
 static int snapshot(int fd, struct gpuslice_tenant **out)
 {
     struct gpuslice_tenant *t;
     size_t got = 0;
     ssize_t n;
+    char page[4096];
 
     t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED)
         return -errno;
     while (got < sizeof(*t)) {
-        n = pread(fd, (char *)t + got, sizeof(*t) - got, (off_t)got);
+        size_t want = sizeof(page) - got % sizeof(page);
+
+        if (want > sizeof(*t) - got)
+            want = sizeof(*t) - got;
+        n = pread(fd, page, want, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n == 0 && got >= (size_t)GPUSLICE_TENANT_SIZE_4_1)
@@ -245,6 +262,8 @@ static int snapshot(int fd, struct gpuslice_tenant **out)
             munmap(t, sizeof(*t));
             return n < 0 ? -errno : GS_EABI;
         }
+        if (!all_zero(page, (size_t)n))
+            memcpy((char *)t + got, page, (size_t)n);
         got += (size_t)n;
     }
     *out = t;
@@ -374,7 +393,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lock word is the 
 #define HOLDER_NS(v) ((uint32_t)((v) >> 32))
 
 /* The holder (lock.holder) that made this thread's last wait for a tenant's lock run out. */
-static __thread uint64_t blocked_by;
+static __thread __attribute__((tls_model("initial-exec"))) uint64_t blocked_by;
 
 void gs_tenant_lock_blocker(uint32_t *tid, uint32_t *ns)
 {
