@@ -57,6 +57,9 @@ class Daemon:
                         LD_LIBRARY_PATH=os.path.join(build, "lib", "sim"))
         os.makedirs(self.env["GPUSLICE_RUN_DIR"])
         denv = {k: v for k, v in self.env.items() if k != "LD_LIBRARY_PATH"}
+        # On a GPU machine the daemon's libraries may be carried ones (tests/gpu/README.md).
+        if os.environ.get("GPU_DEPS_LIB"):
+            denv["LD_LIBRARY_PATH"] = os.environ["GPU_DEPS_LIB"]
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.proc = subprocess.Popen(
             [os.path.join(build, "bin", "gpusliced"), "--foreground", "--simulated", "--config",
