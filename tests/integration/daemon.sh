@@ -55,6 +55,23 @@ err_code() { # the answer is an error object with this code
 }
 jq_py() { python3 -c "import json,sys; d=json.load(open('$T/body')); $1"; }
 
+# cg_cleanup_own PATTERN...: removes the pods' cgroups (and their containers') this case made,
+# those whose pod's name holds one of the patterns (its pods' UIDs, '-' or '_'), then the
+# kubelet's shared parents where they are empty. Never another case's: cases run side by side,
+# and one whose pod cgroup was removed before it moved a process in would fail or hang.
+cg_cleanup_own() {
+    for p in "$@"; do
+        u=$(echo "$p" | tr - _)
+        for d in "$CGB/kubepods.slice" "$CGB/kubepods"; do
+            [ -d "$d" ] && find "$d" -depth -type d \( -path "*pod$u*" -o -path "*pod$p*" \) -exec rmdir {} \; 2>/dev/null
+        done
+    done
+    for d in kubepods.slice/kubepods-besteffort.slice kubepods.slice/kubepods-burstable.slice \
+        kubepods.slice kubepods/besteffort kubepods/burstable kubepods; do
+        rmdir "$CGB/$d" 2>/dev/null
+    done
+    return 0
+}
 # pod_cgroups: CGB, a cgroup hierarchy this case may make pods' cgroups in, and unshare that
 # makes PID and mount namespaces; else the case is skipped (77).
 pod_cgroups() {
@@ -788,8 +805,7 @@ daemon_pod_tenants)
     export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     # The pods' cgroups this case made (those still in use, by another case, stay: rmdir
     # refuses them).
-    cg_cleanup() { find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; }
-    trap 'cg_cleanup; cleanup' EXIT
+    trap 'cg_cleanup_own $U1 $U2 $U3 $U4 55555555-2222 66666666-2222; cleanup' EXIT
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
     # A pod that asks for no GPU is no tenant (nor is one whose containers all stopped).
@@ -960,7 +976,7 @@ daemon_pod_soak)
     N=${GPUSLICE_SOAK_PODS:-500}
     pod_cgroups # CGB
     KP="$CGB/kubepods.slice/kubepods-besteffort.slice"
-    trap 'find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; cleanup' EXIT
+    trap 'cg_cleanup_own 0000-4000-8000; cleanup' EXIT
     make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 4000 || { bad "the stand-in did not start"; exit 1; }

@@ -51,9 +51,10 @@ SH
 }
 # The cgroups this case made (ones still in use stay: rmdir refuses them).
 podns_cleanup() {
-    for d in "$CGB/kubepods.slice" "$CGB/kubepods" "$CGB/user.slice/user-4242.slice"; do
-        [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
-    done
+    # Its pods' UIDs begin with a, b, c or d (no other case's do).
+    cg_cleanup_own a b c d
+    [ -d "$CGB/user.slice/user-4242.slice" ] &&
+        find "$CGB/user.slice/user-4242.slice" -depth -type d -exec rmdir {} \; 2>/dev/null
     [ -n "${MADE_USER_SLICE:-}" ] && rmdir "$CGB/user.slice" 2>/dev/null
     return 0
 }
@@ -309,14 +310,17 @@ try:
         f.write(str(a - 1))
     c = os.fork()
     if c == 0:
-        if mode == "api":
-            as_nobody([agid])
-        else:
-            move(os.environ["CGY"])
-        os.write(w, b"x")
+        try:
+            if mode == "api":
+                as_nobody([agid])
+            else:
+                move(os.environ["CGY"])
+        finally:
+            os.write(w, b"x") # said whatever happened: the daemon is stopped meanwhile
         time.sleep(20)
         os._exit(0)
-    os.read(r, 1)
+    import select
+    select.select([r], [], [], 10)
     print("reuse", a, c, flush=True)
 finally:
     os.kill(dpid, signal.SIGCONT)

@@ -136,8 +136,7 @@ daemon_trust_wall)
     kctl -d '{"metadata":{"name":"walled","namespace":"ns1","uid":"'$U1'","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'$C1'"}]}}' "$KC/pods" >/dev/null
     D1="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$U1" | tr - _).slice/cri-containerd-$C1.scope"
     mkdir -p "$D1"
-    cg_cleanup() { find "$CGB/kubepods.slice" -depth -type d -exec rmdir {} \; 2>/dev/null; }
-    trap 'cg_cleanup; cleanup' EXIT
+    trap 'cg_cleanup_own $U1; cleanup' EXIT
     # in_container [env ...] ARGS: ARGS in the pod's container cgroup (the daemon's PID
     # namespace: the simulated NVML names processes by the PIDs they see themselves).
     in_container() { sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$D1" "$@"; }
