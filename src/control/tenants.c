@@ -205,7 +205,8 @@ static size_t choose(struct candidate *v, size_t n)
     size_t i, k, taken = 0;
     int round;
 
-    qsort(v, n, sizeof(v[0]), by_ctime);
+    if (n > 1)
+        qsort(v, n, sizeof(v[0]), by_ctime);
     for (round = 0; round < 2; round++)
         for (i = 0; i < n && taken < TENANT_LIST_MAX; i++) {
             size_t before = 0;
