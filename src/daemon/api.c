@@ -251,6 +251,29 @@ static json_t *tenant_json(const struct gd_tenant *t)
                             t->t->compute_throttled_ns[e] / 1e9, "allocations_refused",
                             count(t->t->mem_refused[e])));
     }
+    /*
+     * A GPU the guard sees the tenant's processes on that its state file does not name (a
+     * process past the interposer): shown all the same, with NVML's figure.
+     */
+    for (e = 0; t->managed && e < gd.ndev; e++) {
+        const struct gd_device *g = &gd.dev[e];
+        uint64_t nv = 0, mem = 0;
+        uint32_t comp = 0;
+        int c;
+
+        if (gd_tenant_entry(t, g->raw) >= 0 || gd_guard_use(t->node_id, g->raw, &nv, &c) < 0 ||
+            nv == 0)
+            continue;
+        gd_tenant_limits(t, g, &mem, &comp);
+        json_array_append_new(
+            devs, json_pack("{s:s, s:i, s:o, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "uuid", g->uuid,
+                            "index", g->index, "memory_limit_bytes",
+                            mem ? json_integer(count(mem)) : json_null(), "memory_used_bytes",
+                            count(nv), "memory_charged_bytes", (json_int_t)0, "memory_nvml_bytes",
+                            count(nv), "compute_limit_percent",
+                            comp ? json_integer(comp) : json_null(), "gpu_time_seconds", 0.0,
+                            "throttled_seconds", 0.0, "allocations_refused", (json_int_t)0));
+    }
     for (e = 0; t->t && e < GPUSLICE_MAX_PROCS; e++)
         if (t->seen_pid[e] > 0)
             json_array_append_new(pids, json_integer(t->seen_pid[e]));
@@ -782,9 +805,14 @@ static void h_tenant(struct gd_request *req, struct gd_response *resp)
 static int good_name(const char *s)
 {
     size_t i, n = strlen(s);
-    int digits = 1;
+    int digits = 1, dashes = 0;
 
     if (n == 0 || n > 63)
+        return 0;
+    /* Nor the form of a gpuslice run's ID ("<uid>-<pid>-<hex>"), which names its tenant. */
+    for (i = 0; i < n; i++)
+        dashes += s[i] == '-';
+    if (dashes == 2 && strspn(s, "0123456789-abcdef") == n && s[0] >= '0' && s[0] <= '9')
         return 0;
     for (i = 0; i < n; i++) {
         char c = s[i];
@@ -816,7 +844,8 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
     if (!json_is_string(name) || !good_name(json_string_value(name))) {
         gd_api_error(resp, 400, "bad_value",
                      "name: give 1..63 characters of letters, digits, '.', '_' and '-', starting "
-                     "with a letter or digit, not all digits");
+                     "with a letter or digit, not all digits, nor of the form UID-PID-HEX (a "
+                     "gpuslice run's ID)");
         goto out;
     }
     if (strncmp(json_string_value(name), "pod-", 4) == 0) {
@@ -910,7 +939,27 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
             gd_api_error(resp, 403, "forbidden",
                          "only an admin (root, group %s) may raise a limit: this would raise %s",
                          gd_opt.admin_group, err);
-        else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
+        else if (!t->managed) {
+            /*
+             * A gpuslice run's: its file is changed without gd.mu, as it may wait up to 2 s for
+             * the tenant's lock, which its owner can hold (every other request, the sampler and
+             * the guard waited behind it).
+             */
+            char path[PATH_MAX], id[GD_ID_MAX];
+            uid_t owner = t->owner;
+
+            snprintf(path, sizeof(path), "%s", t->path);
+            snprintf(id, sizeof(id), "%s", t->id);
+            pthread_mutex_unlock(&gd.mu);
+            r = gd_run_tenant_set(path, owner, id, &l, err, sizeof(err));
+            pthread_mutex_lock(&gd.mu);
+            if (r < 0)
+                gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
+            else if ((t = gd_tenant_find(req->params[0])) != NULL)
+                reply(resp, 200, tenant_json(t));
+            else
+                reply(resp, 200, json_pack("{s:s}", "status", "changed"));
+        } else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
             gd_api_error(resp,
                          gd_state_status(r) ? gd_state_status(r)
                          : r == -ENOENT     ? 404
@@ -995,10 +1044,14 @@ static void h_join(struct gd_request *req, struct gd_response *resp)
         else if ((r = gd_tenant_join_as(t, req->peer.pid, req->peer.pid_ns, req->peer.inner,
                                         req->peer.start, req->peer.admin, err, sizeof(err))) < 0)
             gd_api_error(resp,
-                         r == -ENOSPC  ? 507
-                         : r == -EPERM ? 403
-                                       : 400,
-                         r == -EPERM ? "forbidden" : "cannot_join", "%s", err);
+                         r == -ENOSPC   ? 507
+                         : r == -EDQUOT ? 429
+                         : r == -EPERM  ? 403
+                                        : 400,
+                         r == -EPERM    ? "forbidden"
+                         : r == -EDQUOT ? "quota"
+                                        : "cannot_join",
+                         "%s", err);
         else
             reply(resp, 200,
                   json_pack("{s:s, s:i, s:s}", "tenant", t->id, "pid", (int)req->peer.pid,

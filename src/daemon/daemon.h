@@ -75,6 +75,8 @@ struct gd_options {
     long tenants_per_user;             /* managed tenants a user (not an admin) may make */
     char tenant_cgroup[PATH_MAX]; /* cgroup v2 directory of managed tenants' cgroups; "": none */
     long pod_reserve;             /* places of the tenant table only pods may take */
+    long members_per_user;        /* processes a user's tenants may have joined at once */
+    long pod_member_reserve;      /* places of the member table only pods' processes take */
     int foreground;
     int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */
     int simulated;    /* use the simulated GPU even where a driver exists */
@@ -195,7 +197,13 @@ uint32_t gd_tenant_lineage(pid_t pid);
 /* How many managed tenants, pods' aside, owner has (under gd.mu). */
 int gd_tenants_of(uid_t owner);
 
-/* The tenant with this id, or managed name; NULL if none. Under gd.mu. */
+/* The managed tenant with this id or name; NULL if none. Under gd.mu. */
+struct gd_tenant *gd_tenant_find_managed(const char *key);
+
+/*
+ * The tenant with this id, or managed name (a managed tenant first, then a gpuslice run's
+ * by its ID); NULL if none. Under gd.mu.
+ */
 struct gd_tenant *gd_tenant_find(const char *key);
 
 /* The limits a request asks for, parsed (api.c): memory and compute, each optional. */
@@ -236,6 +244,14 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
  */
 int gd_tenant_preview(const struct gd_tenant *t, const struct gd_limits_req *l,
                       struct gpuslice_node_tenant *before, struct gpuslice_node_tenant *after,
+                      char *err, size_t errlen);
+
+/*
+ * Applies l to the gpuslice run tenant id whose state file is path, owned by owner: without
+ * gd.mu (it may wait up to 2 s for the tenant's lock, a word its owner can hold). 0, or a
+ * negative errno with a message.
+ */
+int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struct gd_limits_req *l,
                       char *err, size_t errlen);
 
 /*

@@ -62,7 +62,7 @@ enum listener_kind { L_UNIX, L_TCP, L_HOOK };
  * that sends its request at once is done in milliseconds, so the one evicted is a slow or
  * idle one, however many addresses they come from.
  */
-#define EVICT_AFTER_NS 1000000000ULL
+#define EVICT_AFTER_NS 50000000ULL
 
 /* One listening socket: its door, the thread that accepts on it, its server. */
 struct listener {

@@ -131,6 +131,11 @@ static const struct option_def defs[] = {
         "processes are the tenant's (the guard's attribution and freezer); empty: by lineage"),
     NUM(tenants_per_user, "16", 0, 256,
         "managed tenants a user who is not an admin may have at once (API-made; pods aside)"),
+    NUM(members_per_user, "1024", 1, 4096,
+        "processes joined to the tenants of one user who is not an admin, at once (the node's "
+        "member table holds 4096)"),
+    NUM(pod_member_reserve, "512", 0, 4095,
+        "places of the node's member table kept for pods' processes"),
     NUM(pod_reserve, "64", 0, 255,
         "places of the node's 256-tenant table kept for pods: other tenants may not take them"),
     STR(OPT_PATH, host_cgroup_root, "/sys/fs/cgroup",

@@ -589,33 +589,47 @@ int gd_tenant_preview(const struct gd_tenant *t, const struct gd_limits_req *l,
     return 0;
 }
 
+int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struct gd_limits_req *l,
+                      char *err, size_t errlen)
+{
+    struct gpuslice_tenant *m;
+    uid_t o;
+    int r;
+
+    /*
+     * gpuslice run's tenant: its file holds its limits. Opened as the file it was listed as:
+     * its owner's still (a name in a directory anyone may write could have been replaced).
+     */
+    if ((r = gs_tenant_open_owned(path, 1, &o, &m)) < 0) {
+        gs_set_error(err, errlen, "cannot open its state file %s: %s", path, gs_strerror(r));
+        return r;
+    }
+    if (o != owner) {
+        gs_tenant_close(m);
+        gs_set_error(err, errlen, "its state file %s now belongs to uid %u, not %u", path,
+                     (unsigned)o, (unsigned)owner);
+        return -ENOENT;
+    }
+    r = 0;
+    if (l->has_mem)
+        r = gs_tenant_set(m, GS_SET_MEMORY, &l->mem, err, errlen);
+    if (r == 0 && l->has_comp)
+        r = gs_tenant_set(m, GS_SET_COMPUTE, &l->comp, err, errlen);
+    if (r == 0)
+        gs_tenant_set_sched(m, l->priority, l->weight);
+    gs_tenant_close(m);
+    if (r == 0)
+        gd_event(owner, "tenant.changed", "\"tenant\":\"%s\"", id);
+    return r;
+}
+
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen)
 {
     struct gpuslice_node_tenant p;
     int r;
 
-    if (!t->managed) {
-        int fd;
-        struct gpuslice_tenant *m;
-
-        /* gpuslice run's tenant: its file holds its limits (the daemon is root, or its owner). */
-        if ((fd = gs_tenant_open(t->path, &m)) < 0) {
-            gs_set_error(err, errlen, "cannot open its state file %s: %s", t->path,
-                         gs_strerror(fd));
-            return fd;
-        }
-        r = 0;
-        if (l->has_mem)
-            r = gs_tenant_set(m, GS_SET_MEMORY, &l->mem, err, errlen);
-        if (r == 0 && l->has_comp)
-            r = gs_tenant_set(m, GS_SET_COMPUTE, &l->comp, err, errlen);
-        if (r == 0)
-            gs_tenant_set_sched(m, l->priority, l->weight);
-        gs_tenant_close(m);
-        if (r == 0)
-            gd_event(t->owner, "tenant.changed", "\"tenant\":\"%s\"", t->id);
-        return r;
-    }
+    if (!t->managed)
+        return gd_run_tenant_set(t->path, t->owner, t->id, l, err, errlen);
     if ((r = gd_tenant_preview(t, l, NULL, &p, err, errlen)) < 0)
         return r;
     /* Durable before it applies: otherwise nothing changes. */
@@ -765,7 +779,7 @@ int gd_tenant_put_pod(const char *name, const struct gd_limits_req *l, struct gd
                       char *err, size_t errlen)
 {
     struct gpuslice_node_tenant p, q;
-    struct gd_tenant *t = gd_tenant_find(name);
+    struct gd_tenant *t = gd_tenant_find_managed(name);
     int r;
 
     if (t == NULL)
@@ -930,6 +944,41 @@ int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, 
                      (int)pid, i >= 0 ? gd.node->tenant[i].name : "?");
         return -EPERM;
     }
+    /*
+     * One user may not fill the member table (4096): at most members-per-user processes in
+     * that user's tenants, and the last pod-member-reserve places are pods' (the review filled
+     * it with 4096 sleeping joiners; every other user's, and pod's, join then failed).
+     */
+    if (!(t->policy.flags & GPUSLICE_NODE_POD)) {
+        int k, mine = 0, used = 0;
+
+        prune_members();
+        for (k = 0; k < GPUSLICE_NODE_MAX_MEMBERS; k++) {
+            uint32_t id = __atomic_load_n(&gd.node->member[k].tenant, __ATOMIC_RELAXED);
+            int i;
+
+            if (id == 0)
+                continue;
+            used++;
+            if ((i = gs_node_find_tenant(gd.node, id)) >= 0 &&
+                gd.node->tenant[i].owner_uid == (uint32_t)t->owner)
+                mine++;
+        }
+        if (!admin && mine >= (int)gd_opt.members_per_user) {
+            gs_set_error(err, errlen,
+                         "uid %u has %d processes in its tenants, the most a user may "
+                         "(members-per-user)",
+                         (unsigned)t->owner, mine);
+            return -EDQUOT;
+        }
+        if (GPUSLICE_NODE_MAX_MEMBERS - used <= (int)gd_opt.pod_member_reserve) {
+            gs_set_error(err, errlen,
+                         "the member table holds %d processes; its last %ld places are kept for "
+                         "pods (pod-member-reserve)",
+                         used, gd_opt.pod_member_reserve);
+            return -ENOSPC;
+        }
+    }
     /* Into its cgroup first (tenant-cgroup): what it starts is then the tenant's for good. */
     if (!(t->policy.flags & GPUSLICE_NODE_POD) &&
         (r = gd_contain_join(t->node_id, pid, err, errlen)) < 0)
@@ -1030,15 +1079,32 @@ int gd_tenants_of(uid_t owner)
     return n;
 }
 
-struct gd_tenant *gd_tenant_find(const char *key)
+struct gd_tenant *gd_tenant_find_managed(const char *key)
 {
     int i;
 
     for (i = 0; i < gd.ntenant; i++)
-        if (strcmp(gd.tenant[i].id, key) == 0)
+        if (gd.tenant[i].managed &&
+            (strcmp(gd.tenant[i].id, key) == 0 || strcmp(gd.tenant[i].policy.name, key) == 0))
             return &gd.tenant[i];
+    return NULL;
+}
+
+struct gd_tenant *gd_tenant_find(const char *key)
+{
+    int i;
+    struct gd_tenant *t;
+
+    /*
+     * The daemon's own tenants first: a gpuslice run's ID comes from a file name in a directory
+     * anyone may write, and must never stand in for a managed tenant's name or id (a file
+     * planted as gpuslice-pod-<uid>.tenant took a pod's tenant away; one named after a managed
+     * tenant turned an admin's change onto the planter's).
+     */
+    if ((t = gd_tenant_find_managed(key)) != NULL)
+        return t;
     for (i = 0; i < gd.ntenant; i++)
-        if (gd.tenant[i].managed && strcmp(gd.tenant[i].policy.name, key) == 0)
+        if (!gd.tenant[i].managed && strcmp(gd.tenant[i].id, key) == 0)
             return &gd.tenant[i];
     return NULL;
 }
@@ -1119,13 +1185,22 @@ static void adopt_members(const struct gd_tenant *t)
  */
 static int plain_id(const char *id)
 {
+    int part = 0, n = 0;
     const char *c;
 
-    for (c = id; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '-' || *c == '_' || *c == '.'))
+    /* "<uid>-<pid>-<hex>", as gs_tenant_create names its files, and nothing else. */
+    for (c = id; *c; c++) {
+        if (*c == '-') {
+            if (n == 0 || ++part > 2)
+                return 0;
+            n = 0;
+        } else if ((*c >= '0' && *c <= '9') || (part == 2 && *c >= 'a' && *c <= 'f')) {
+            n++;
+        } else {
             return 0;
-    return *id != '\0';
+        }
+    }
+    return part == 2 && n > 0;
 }
 
 static int find_in(struct gd_tenant *v, int n, const char *id)

@@ -142,6 +142,19 @@ PY
     sleep 0.4
     touch "$T/l.go"
     took=$(gone_within "$L" 1500) && ok "it grew past what it held: stopped (${took} ms)" || { bad "grew and ran on"; cat "$T/l.out"; }
+    # Over its limit, then lowering its own limit again and again (each lowering used to
+    # forgive what it held): what it held over its previous limit is never forgiven.
+    want 200 "its limit back to 1G" PATCH /v1/tenants/good '{"memory":"1G"}'
+    rm -f "$T/l.up"
+    "$GS" run --tenant good -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/l.up" sleep:6000 >"$T/l.out" 2>&1 &
+    L=$!; BG="$BG $L"
+    for i in $(seq 300); do [ -e "$T/l.up" ] && break; sleep 0.01; done
+    for m in 1023 1022 1021 1020 1019 1018 1017 1016 1015 1014 1013 1012 1011 1010; do
+        api PATCH /v1/tenants/good '{"memory":"'$m'M"}' >/dev/null
+        sleep 0.05
+    done
+    took=$(gone_within "$L" 1000) && ok "over its limit and lowering it every 50 ms: stopped" || { bad "forgiven by its own lowerings"; cat "$T/l.out"; }
+    want 200 "its limit back to 2G" PATCH /v1/tenants/good '{"memory":"2G"}'
     # What it was allowed shrinks as it frees: grown again within what it once held, but over
     # its limit, it is over.
     want 200 "its limit back to 2G" PATCH /v1/tenants/good '{"memory":"2G"}'
@@ -188,6 +201,19 @@ assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["name
 PY
     events_of tenant.thawed
     [ -s "$T/ev" ] && ok "event tenant.thawed" || bad "no thawed event"
+    # Frozen with SIGSTOP (no tenant-cgroup), a sibling of its sends SIGCONT every 5 ms: a freeze
+    # the tenant undid (at 0.988 of the GPU under 20 %, the review found): continued, killed.
+    want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog2","compute":20}'
+    F=$(state_file hog2)
+    rm -f "$T/go"
+    "$GS" run --tenant hog2 -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b2.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.005; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog2.out" 2>&1 &
+    HOG=$!; BG="$BG $HOG"
+    LOAD=
+    for i in $(seq 100); do LOAD=$(pgrep -f "$CL stream 6 2000" | head -1); [ -n "$LOAD" ] && break; sleep 0.05; done
+    took=$(gone_within "$LOAD" 4000) && ok "continued while frozen: killed (${took} ms after its start)" || { bad "the freeze was undone and it ran on"; cat "$T/hog2.out"; }
+    touch "$T/go"; wait "$HOG" 2>/dev/null
+    events_of tenant.over_limit
+    grep -q '"why": "continued while frozen"' "$T/ev" && ok "event: continued while frozen, killed" || { bad "no continued event"; cat "$T/ev"; }
     # A well-behaved tenant at its ceiling is left alone.
     want 201 "a tenant of 30%" POST /v1/tenants '{"name":"fair","compute":30}'
     expect 0 "a governed load at 30%" -- "$GS" run --tenant fair -- "$CL" stream 3 2000
@@ -264,5 +290,23 @@ daemon_guard_escape)
     want 204 "cheat deleted" DELETE /v1/tenants/cheat
     i=0; while [ -d "$TC/t$id" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     [ ! -d "$TC/t$id" ] && ok "its cgroup removed" || bad "cgroup t$id left"
+    ;;
+daemon_guard_report)
+    # guard-memory report: the tenant over its limit is said (an event, a counter), not
+    # stopped; and the API shows what NVML sees it use on a GPU its state file does not name
+    # (a process that never loaded the interposer: the file has no entry for it).
+    start_daemon --sweep-ms 100 --guard-memory report || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"over","memory":"1G"}'
+    rm -f "$T/r.up"
+    "$GS" run --tenant over -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/r.up" sleep:3000 >"$T/r.out" 2>&1 &
+    R=$!; BG="$BG $R"
+    for i in $(seq 300); do [ -e "$T/r.up" ] && break; sleep 0.01; done
+    sleep 0.8
+    kill -0 "$R" 2>/dev/null && ok "reported, not stopped: it runs on" || bad "stopped under report"
+    events_of tenant.over_limit
+    python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==1 and e[0]["action"]=="reported" and e[0]["name"]=="over", e' "$T/ev" && ok "one event, action reported" || { bad "report event"; cat "$T/ev"; }
+    want 200 "the tenant" GET /v1/tenants/over
+    jq_py 'v=d["devices"]; assert len(v)==1 and v[0]["memory_nvml_bytes"] > 1<<30 and v[0]["memory_used_bytes"] == v[0]["memory_nvml_bytes"] and v[0]["memory_limit_bytes"] == 1<<30, v' && ok "the API shows its GPU and NVML's $(jq_py 'print(d["devices"][0]["memory_nvml_bytes"]>>20)') MiB" || { bad "devices"; cat "$T/body"; }
+    kill "$R" 2>/dev/null; wait "$R" 2>/dev/null
     ;;
 esac

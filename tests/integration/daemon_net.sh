@@ -216,8 +216,9 @@ PY
     # 0440 in its own group, which it reads; in another group it is refused.
     net_needs_users
     cp "$T/srv.key" "$T/fs.key"; chown 0:65532 "$T/fs.key"; chmod 440 "$T/fs.key"; chmod 644 "$T/srv.crt"
-    as_fs() { setpriv --reuid 65532 --regid 65532 --clear-groups "$@"; }
-    as_fs $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/fs.key" \
+    # (Not through a shell function: "$!" would be the subshell's, and its daemon would outlive
+    # the kill.)
+    setpriv --reuid 65532 --regid 65532 --clear-groups $W --webhook-listen "127.0.0.1:$HP" --webhook-cert "$T/srv.crt" --webhook-key "$T/fs.key" \
         --inject-run-dir /run/gpuslice --nice 0 >"$T/wlog" 2>&1 &
     WP=$!; BG="$BG $WP"
     i=0; while [ $i -lt 100 ] && ! curl -s --cacert "$T/ca.crt" "https://127.0.0.1:$HP/healthz" >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done

@@ -176,4 +176,94 @@ daemon_trust_wall)
         stop_daemon
     done
     ;;
+daemon_trust_shadow)
+    # Review of issue 28: a gpuslice run's ID comes from a file name in a directory anyone may
+    # write. A file planted as gpuslice-pod-<uid>.tenant took a pod's tenant away (its processes
+    # got no CUDA; one past the interposer ran unlimited), and one named after a managed tenant
+    # turned an admin's change onto the planter's own tenant.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    chmod 755 "$T"; chmod 1777 "$GPUSLICE_RUN_DIR"; mkdir -m 777 "$T/nobody"
+    setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" "$GS" run -q -- sleep 60 &
+    BG="$BG $!"
+    for i in $(seq 100); do ls "$GPUSLICE_RUN_DIR"/gpuslice-65534-*.tenant >/dev/null 2>&1 && break; sleep 0.05; done
+    f=$(ls "$GPUSLICE_RUN_DIR"/gpuslice-65534-*.tenant | head -1)
+    UP=88888888-2222-4333-8444-555555555555
+    for n in "pod-$UP" train 1; do
+        setpriv --reuid 65534 --regid 65534 --clear-groups cp "$f" "$GPUSLICE_RUN_DIR/gpuslice-$n.tenant"
+    done
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --sweep-ms 100 || exit 1
+    want 201 "a managed tenant train for uid 1000" POST /v1/tenants '{"name":"train","owner":1000,"memory":"1G"}'
+    kctl -d '{"metadata":{"name":"victim","namespace":"ns1","uid":"'$UP'","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
+    i=0; while [ $i -lt 50 ]; do api GET "/v1/tenants/pod-$UP" >/dev/null; jq_py 'sys.exit(0 if d.get("managed") else 1)' 2>/dev/null && break; sleep 0.1; i=$((i + 1)); done
+    jq_py 'assert d["managed"] and d["pod"]["name"] == "victim", d' && ok "the pod's tenant is the pod's, a file planted under its name aside" || { bad "pod tenant shadowed"; cat "$T/body"; grep "has no tenant" "$T/dlog"; }
+    ! grep -q "has no tenant" "$T/dlog" && ok "no pod left without a tenant" || bad "a pod without a tenant"
+    want 200 "root changes train" PATCH /v1/tenants/train '{"memory":"2G"}'
+    jq_py 'assert d["managed"] and d["owner"] == 1000 and d["limits"]["memory"]["default"] == 2 << 30, d' && ok "the change went to the managed tenant, not the planted file's" || { bad "change went astray"; cat "$T/body"; }
+    want 200 "tenant 1 by its id" GET /v1/tenants/1
+    jq_py 'assert d["managed"], d' && ok "a managed id, not a file named 1" || bad "id shadowed"
+    want 400 "a managed name of a gpuslice run's ID's form" POST /v1/tenants '{"name":"1000-123-abc"}'
+    want 200 "the planted files are not listed under those names" GET /v1/tenants
+    jq_py 'ids=[t["id"] for t in d["tenants"] if not t["managed"]]; assert all(i.count("-") == 2 for i in ids), ids' && ok "gpuslice run IDs only of the form UID-PID-HEX" || { bad "odd IDs listed"; cat "$T/body"; }
+    ;;
+daemon_trust_lockstall)
+    # Review of issue 28: a user's PATCH of her own gpuslice run tenant waited up to 2 s for the
+    # tenant's lock, a word she can hold, with the daemon's one lock held: 16 of them stalled
+    # every other request, the sampler and the guard for 10 s.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    chmod 755 "$T"; chmod 1777 "$GPUSLICE_RUN_DIR"; mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup || exit 1
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_SIM_STATE="$T/nobody/sim" "$@"; }
+    as_nobody "$GS" run -q --memory 1G -- "$P" alloc:10 lockstop >"$T/nobody/ls.out" 2>&1 &
+    LS=$!; BG="$BG $LS"
+    for i in $(seq 200); do grep -q "^lockstop [0-9]" "$T/nobody/ls.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^lockstop [0-9]" "$T/nobody/ls.out" && ok "nobody's tenant's lock held by a stopped process" || { bad "lockstop"; cat "$T/nobody/ls.out"; }
+    sleep 0.5
+    api GET /v1/tenants >/dev/null
+    id=$(jq_py 'print([t["id"] for t in d["tenants"] if t["owner"] == 65534][0])')
+    for k in $(seq 8); do
+        as_nobody curl -s -o /dev/null --max-time 30 --unix-socket "$SOCK" -X PATCH -H 'Content-Type: application/json' -d '{"memory":"512M"}' "http://d/v1/tenants/$id" &
+        BG="$BG $!"
+    done
+    sleep 0.3
+    t0=$(date +%s%N)
+    api GET /v1/tenants >/dev/null
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $ms -lt 500 ] && ok "root's request answered in $ms ms while 8 PATCHes wait for the held lock" || bad "root's request took $ms ms behind the PATCHes"
+    kill -CONT "$(sed -n 's/^lockstop //p' "$T/nobody/ls.out")" 2>/dev/null
+    kill "$LS" 2>/dev/null; wait "$LS" 2>/dev/null
+    ;;
+daemon_trust_members)
+    # Review of issue 28: one user filled the node's member table (4096) with sleeping joiners,
+    # and every other user's join, and every pod's, failed.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    chmod 755 "$T"; mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup --members-per-user 6 --pod-member-reserve 4086 || exit 1
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_SIM_STATE="$T/nobody/sim" "$@"; }
+    as_nobody curl -s -o /dev/null --unix-socket "$SOCK" -H 'Content-Type: application/json' -d '{"name":"many"}' http://d/v1/tenants
+    for k in 1 2 3 4 5 6; do
+        as_nobody "$GS" run -q --tenant many -- sleep 8 &
+        BG="$BG $!"
+    done
+    sleep 1 # (each joined at its start)
+    as_nobody "$GS" run -q --tenant many -- true >"$T/out" 2>"$T/err"; rc=$?
+    [ $rc != 0 ] && grep -q "members-per-user" "$T/err" && ok "nobody's seventh joined process: refused, naming members-per-user" || { bad "seventh join: $rc"; cat "$T/err"; }
+    want 201 "root's own tenant" POST /v1/tenants '{"name":"rooty"}'
+    expect 0 "root still joins" -- "$GS" run -q --tenant rooty -- true
+    # The last places are kept for pods: with 4086 kept, 10 are left for every other tenant.
+    for k in 1 2 3 4; do "$GS" run -q --tenant rooty -- sleep 8 & BG="$BG $!"; done
+    sleep 1
+    "$GS" run -q --tenant rooty -- true >"$T/out" 2>"$T/err"; rc=$?
+    [ $rc != 0 ] && grep -q "pod-member-reserve" "$T/err" && ok "past the places kept for pods: refused, naming pod-member-reserve" || { bad "reserve: $rc"; cat "$T/err"; }
+    ;;
 esac

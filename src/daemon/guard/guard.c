@@ -44,6 +44,7 @@
 #define COMPUTE_WINDOW_NS 1000000000ULL /* NVML's utilization covers the last second */
 #define MAX_FREEZE_NS 10000000000ULL    /* one compute freeze at most */
 #define FROZEN_FILE "gpusliced.frozen"
+#define STOP_SETTLE_NS 50000000ULL /* a SIGSTOP sent is in effect by then */
 
 enum { KIND_MEMORY, KIND_COMPUTE, NKIND };
 
@@ -56,8 +57,13 @@ struct account {
     int compute;      /* percent of the GPU's time, -1 no sample */
     uint64_t over_since[NKIND];
     int over_passes[NKIND];
-    int frozen[NKIND];       /* held stopped for this kind */
+    int frozen[NKIND]; /* held stopped for this kind */
+    int nstopped;      /* the processes it stopped with SIGSTOP while frozen */
+    pid_t stopped_pid[MAX_PIDS];
+    uint64_t stopped_start[MAX_PIDS];
+    uint64_t stopped_ns[MAX_PIDS]; /* when it was first sent SIGSTOP */
     int cgroup_frozen;       /* through its cgroup's cgroup.freeze (tenant-cgroup), not SIGSTOP */
+    int reported[NKIND];     /* said once (guard-* report) for the time it stays over */
     uint64_t thaw_ns;        /* compute: when its freeze ends */
     uint64_t quiet_until_ns; /* compute: no judgement until its window is past the freeze */
     uint64_t actions[NKIND][3];
@@ -113,6 +119,71 @@ static int signal_proc(pid_t pid, uint64_t start, int sig)
         r = -errno;
     close(fd);
     return r;
+}
+
+/* The uid tenant id belongs to (0, root's, when it is gone: only admins see its events). */
+static uid_t owner_of(uint32_t id)
+{
+    int i = gs_node_find_tenant(gd.node, id);
+
+    return i >= 0 ? (uid_t)gd.node->tenant[i].owner_uid : 0;
+}
+
+/* Whether process pid (started at start) is stopped now (by a signal, or traced). */
+static int proc_stopped(pid_t pid, uint64_t start)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return 1; /* gone: nothing runs */
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0 || gs_proc_start_time(pid) != start)
+        return 1;
+    buf[n] = '\0';
+    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
+        return 1;
+    return p[2] == 'T' || p[2] == 't';
+}
+
+/*
+ * Stops a's processes again (a frozen tenant's new ones too). One it stopped before that runs
+ * again was continued by someone its user controls (SIGCONT from a sibling or the user's
+ * shell): a SIGSTOP freeze is the tenant's to undo, so it is killed; a freeze the tenant
+ * cannot undo is its cgroup's (tenant-cgroup).
+ */
+static void hold_stopped(struct account *a, int kind, uint64_t now)
+{
+    int k, j, seen, found;
+
+    for (k = 0; k < a->npid; k++) {
+        for (j = 0, found = -1; j < a->nstopped && found < 0; j++)
+            if (a->stopped_pid[j] == a->pid[k] && a->stopped_start[j] == a->start[k])
+                found = j;
+        seen = found >= 0;
+        /* (A stop is delivered a moment after it is sent: judged from the next pass on.) */
+        if (seen && now - a->stopped_ns[found] >= STOP_SETTLE_NS &&
+            !proc_stopped(a->pid[k], a->start[k])) {
+            signal_proc(a->pid[k], a->start[k], SIGKILL);
+            a->actions[kind][GD_GUARD_KILL]++;
+            gd_log("guard: tenant %u: process %d was continued while frozen: killed", a->id,
+                   (int)a->pid[k]);
+            gd_event(owner_of(a->id), "tenant.over_limit",
+                     "\"tenant\":\"%u\",\"kind\":\"%s\",\"action\":\"killed\","
+                     "\"why\":\"continued while frozen\",\"pids\":[%d]",
+                     a->id, kind_name[kind], (int)a->pid[k]);
+            continue;
+        }
+        signal_proc(a->pid[k], a->start[k], SIGSTOP);
+        if (!seen && a->nstopped < MAX_PIDS) {
+            a->stopped_pid[a->nstopped] = a->pid[k];
+            a->stopped_ns[a->nstopped] = now;
+            a->stopped_start[a->nstopped++] = a->start[k];
+        }
+    }
 }
 
 /* ---- which tenant a process is in ---- */
@@ -332,10 +403,17 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
     /* A tenant of its own cgroup is frozen there, where none of its processes can thaw it. */
     if (what == GD_GUARD_FREEZE && gd_contain_freeze(a->id, 1) == 0)
         a->cgroup_frozen = 1;
-    for (k = 0; k < a->npid; k++)
-        if (what == GD_GUARD_KILL || (what == GD_GUARD_FREEZE && !a->cgroup_frozen))
-            signal_proc(a->pid[k], a->start[k], what == GD_GUARD_KILL ? SIGKILL : SIGSTOP);
+    if (what == GD_GUARD_KILL)
+        for (k = 0; k < a->npid; k++)
+            signal_proc(a->pid[k], a->start[k], SIGKILL);
+    else if (what == GD_GUARD_FREEZE && !a->cgroup_frozen)
+        hold_stopped(a, kind, now);
     a->actions[kind][what]++;
+    if (what == GD_GUARD_REPORT)
+        a->reported[kind] = 1;
+    /* Found over what it was allowed: that allowance is spent (a new process gets none of it). */
+    if (kind == KIND_MEMORY)
+        a->allow = 0;
     if (what == GD_GUARD_FREEZE) {
         a->frozen[kind] = 1;
         if (kind == KIND_COMPUTE) {
@@ -368,14 +446,6 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
     }
 }
 
-/* The uid tenant id belongs to (0, root's, when it is gone: only admins see its events). */
-static uid_t owner_of(uint32_t id)
-{
-    int i = gs_node_find_tenant(gd.node, id);
-
-    return i >= 0 ? (uid_t)gd.node->tenant[i].owner_uid : 0;
-}
-
 /* Lets a's processes go once no kind holds them any more (kind: the one that ends, or -1). */
 static void thaw(struct account *a, int kind, const char *why)
 {
@@ -394,6 +464,7 @@ static void thaw(struct account *a, int kind, const char *why)
         for (k = 0; k < a->npid; k++)
             signal_proc(a->pid[k], a->start[k], SIGCONT);
     }
+    a->nstopped = 0;
     gd_event(owner_of(a->id), "tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"",
              a->id, kind < 0 ? "all" : kind_name[kind], why);
     save_frozen();
@@ -405,8 +476,11 @@ static int judge(struct account *a, int kind, int over, uint64_t now)
     if (!over) {
         a->over_since[kind] = 0;
         a->over_passes[kind] = 0;
+        a->reported[kind] = 0;
         return 0;
     }
+    if (a->reported[kind])
+        return 0; /* said already: once for as long as it stays over */
     if (a->over_passes[kind]++ == 0)
         a->over_since[kind] = now;
     /* Two samples at least, and the grace: a sample caught between a charge and a free. */
@@ -483,9 +557,18 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
              * as it frees, is allowed, and so is what a tenant held when this daemon started
              * (its limit may have been lowered under the one before). Never more.
              */
-            if (mem_lim && a->mem > mem_lim &&
-                ((a->limit_seen && mem_lim < a->mem_limit) || passes == 0))
+            if (mem_lim && a->mem > mem_lim && passes == 0)
                 a->allow = a->mem;
+            /*
+             * Lowered: what it held within its previous limit is allowed, never more (a tenant
+             * that went over and then lowered its own limit, again and again, was forgiven its
+             * excess each time and never stopped).
+             */
+            if (mem_lim && a->mem > mem_lim && a->limit_seen && mem_lim < a->mem_limit) {
+                uint64_t within = a->mem < a->mem_limit ? a->mem : a->mem_limit;
+
+                a->allow = a->allow > within ? a->allow : within;
+            }
             a->allow = a->allow < a->mem ? a->allow : a->mem;
             a->mem_limit = mem_lim ? mem_lim : UINT64_MAX;
             a->limit_seen = 1;
@@ -512,10 +595,9 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
                 a->over_passes[KIND_COMPUTE] = 0;
                 a->quiet_until_ns = now + COMPUTE_WINDOW_NS;
             }
-            /* Held stopped: its processes, new ones included, stay so whoever sends SIGCONT. */
+            /* Held stopped: its processes, new ones included; one continued is killed. */
             if ((a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE]) && !a->cgroup_frozen)
-                for (k = 0; k < a->npid; k++)
-                    signal_proc(a->pid[k], a->start[k], SIGSTOP);
+                hold_stopped(a, a->frozen[KIND_COMPUTE] ? KIND_COMPUTE : KIND_MEMORY, now);
         }
     }
     passes++;
