@@ -16,31 +16,13 @@
 
 #include "daemon/daemon.h"
 #include "fuzz.h"
+#include "fuzz_daemon.h"
 
 static void init(void)
 {
     static char dir[] = "/tmp/gs-fuzz-api-XXXXXX";
-    char *argv[] = { "fuzz", "--config", "/dev/null", "--run-dir", dir, "--simulated", NULL };
-    char err[512];
-    int i;
 
-    if (mkdtemp(dir) == NULL || gd_options_load(6, argv) != -1 || gd_events_init() < 0 ||
-        gd_registry_start(err, sizeof(err)) < 0)
-        abort();
-    gd.ndev = 2;
-    for (i = 0; i < 2; i++) {
-        struct gd_device *d = &gd.dev[i];
-
-        memset(d, 0, sizeof(*d));
-        d->index = i;
-        snprintf(d->uuid, sizeof(d->uuid), "GPU-5ac1ce00-0000-4000-8000-00000000000%d", i);
-        memcpy(d->raw, "\x5a\xc1\xce\x00\x00\x00\x40\x00\x80\x00\x00\x00\x00\x00\x00", 15);
-        d->raw[15] = (uint8_t)i;
-        snprintf(d->name, sizeof(d->name), "fuzz GPU");
-        d->mem_total = 16ULL << 30;
-        d->util = d->power_mw = d->sm_clock = d->temp_c = -1;
-    }
-    gd.ready = 1;
+    fuzz_daemon_init(dir);
 }
 
 /* Ends the managed tenants once there are many: the table has room for 256. */
