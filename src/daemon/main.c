@@ -194,6 +194,20 @@ static void *signals_main(void *arg)
     _exit(1);
 }
 
+/* Waits for the signal thread to report a signal that stops the daemon; returns the signal. */
+static int wait_for_stop(void)
+{
+    int sig;
+
+    now_waiting_for("nothing");
+    pthread_mutex_lock(&stop_mu);
+    while (stop_sig == 0)
+        pthread_cond_wait(&stop_cond, &stop_mu);
+    sig = stop_sig;
+    pthread_mutex_unlock(&stop_mu);
+    return sig;
+}
+
 int main(int argc, char **argv)
 {
     static sigset_t set;
@@ -234,12 +248,7 @@ int main(int argc, char **argv)
             return 1;
         }
         ready_signal(notify);
-        now_waiting_for("nothing");
-        pthread_mutex_lock(&stop_mu);
-        while (stop_sig == 0)
-            pthread_cond_wait(&stop_cond, &stop_mu);
-        sig = stop_sig;
-        pthread_mutex_unlock(&stop_mu);
+        sig = wait_for_stop();
         gd_log("stopping (signal %d)", sig);
         now_waiting_for("the webhook's server (its connections)");
         gd_http_stop();
@@ -261,12 +270,7 @@ int main(int argc, char **argv)
            ndev == 1 ? "" : "s", gd.simulated ? ", simulated" : "", gd_opt.run_dir,
            gd_opt.state_dir);
     ready_signal(notify);
-    now_waiting_for("nothing");
-    pthread_mutex_lock(&stop_mu);
-    while (stop_sig == 0)
-        pthread_cond_wait(&stop_cond, &stop_mu);
-    sig = stop_sig;
-    pthread_mutex_unlock(&stop_mu);
+    sig = wait_for_stop();
     gd_log("stopping (signal %d); tenants keep their limits", sig);
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
