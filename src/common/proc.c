@@ -21,20 +21,11 @@ void gs_proc_set_root(const char *root)
     __atomic_store_n(&self_ns, 0, __ATOMIC_RELAXED);
 }
 
-/*
- * Reads /proc/PID/NAME (PID 0, or this process's own: self, which is right
- * even where /proc is another namespace's) into buf; its length, or -1.
- */
-static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len)
+ssize_t gs_read_text(const char *path, char *buf, size_t len)
 {
-    char path[256];
     ssize_t n, got = 0;
     int fd;
 
-    if (pid > 0 && pid != getpid())
-        snprintf(path, sizeof(path), "%s/%d/%s", proc_root, (int)pid, name);
-    else
-        snprintf(path, sizeof(path), "%s/self/%s", proc_root, name);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return -1;
     while ((size_t)got < len - 1 && (n = read(fd, buf + got, len - 1 - (size_t)got)) > 0)
@@ -42,6 +33,21 @@ static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len)
     close(fd);
     buf[got] = '\0';
     return got;
+}
+
+/*
+ * Reads /proc/PID/NAME (PID 0, or this process's own: self, which is right
+ * even where /proc is another namespace's) into buf; its length, or -1.
+ */
+static ssize_t read_proc(pid_t pid, const char *name, char *buf, size_t len)
+{
+    char path[256];
+
+    if (pid > 0 && pid != getpid())
+        snprintf(path, sizeof(path), "%s/%d/%s", proc_root, (int)pid, name);
+    else
+        snprintf(path, sizeof(path), "%s/self/%s", proc_root, name);
+    return gs_read_text(path, buf, len);
 }
 
 uint64_t gs_proc_start_time(pid_t pid)

@@ -13,6 +13,9 @@
 /* The kernel's initial PID namespace (PROC_PID_INIT_INO): its readers see every process. */
 #define GS_PID_NS_INIT 0xEFFFFFFCu
 
+/* Reads the file at path into buf (at most len - 1 bytes, then a NUL); its length, or -1. */
+ssize_t gs_read_text(const char *path, char *buf, size_t len);
+
 /*
  * /proc/PID/stat start time (clock ticks since boot), or 0 if it does not
  * exist or is a zombie. This process's own is read through /proc/self.

@@ -276,21 +276,6 @@ static char ns_why[512];              /* why pods' cgroups cannot be placed */
 static char self_pod[GD_POD_UID_LEN]; /* the daemon's own pod's UID ("" for none) */
 static pthread_once_t ns_once = PTHREAD_ONCE_INIT;
 
-/* path's contents into buf (NUL-terminated); the length, or -1. */
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-    ssize_t n, got = 0;
-    int fd;
-
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -1;
-    while ((size_t)got < len - 1 && (n = read(fd, buf + got, len - 1 - (size_t)got)) > 0)
-        got += n;
-    close(fd);
-    buf[got] = '\0';
-    return got;
-}
-
 /*
  * Whether /proc/2 is kthreadd, the kernel's thread maker: a kernel thread (PF_KTHREAD, which
  * no process can give itself) named so. It sits in the root cgroup of every hierarchy, so the
@@ -302,7 +287,7 @@ static int kthreadd(void)
     unsigned long flags = 0;
     int f;
 
-    if (read_file("/proc/2/stat", buf, sizeof(buf)) <= 0 ||
+    if (gs_read_text("/proc/2/stat", buf, sizeof(buf)) <= 0 ||
         strncmp(buf, "2 (kthreadd) ", 13) != 0 || (close_paren = strrchr(buf, ')')) == NULL)
         return 0;
     /* ") S ppid pgrp session tty tpgid flags": flags is the 9th field, the 7th after ')'. */
@@ -317,7 +302,7 @@ static void ns_find(void)
     ssize_t n, kn;
     int i, nested = -1;
 
-    if ((n = read_file("/proc/self/cgroup", self, sizeof(self))) <= 0) {
+    if ((n = gs_read_text("/proc/self/cgroup", self, sizeof(self))) <= 0) {
         snprintf(ns_why, sizeof(ns_why), "cannot read /proc/self/cgroup: %s", strerror(errno));
         goto out;
     }
@@ -325,7 +310,7 @@ static void ns_find(void)
                           sizeof(ns_why)) < 0)
         goto out;
     /* Under the host's PIDs, kthreadd must place at every hierarchy's root, or the tree is not the host's. */
-    if (kthreadd() && ((kn = read_file("/proc/2/cgroup", k, sizeof(k))) <= 0 ||
+    if (kthreadd() && ((kn = gs_read_text("/proc/2/cgroup", k, sizeof(k))) <= 0 ||
                        !gd_cgroup_at_roots(&self_ns, k, (size_t)kn))) {
         snprintf(ns_why, sizeof(ns_why),
                  "kthreadd (PID 2) is not at the roots of the cgroup hierarchies found in %.300s: "
