@@ -182,6 +182,11 @@ const struct gd_device *gd_device_find(const char *key);
 
 /* Opens the node segment and rebuilds the tenants from it; 0 or -1 with a message. */
 int gd_registry_start(char *err, size_t errlen);
+/*
+ * path, a directory of the daemon's own, made with mode if missing; refused (-1, err says
+ * why) where it is not a directory owned by the daemon's user and writable by it alone.
+ */
+int gd_own_dir(const char *path, mode_t mode, char *err, size_t errlen);
 void gd_registry_stop(void);
 
 /* One sweep of the tenants (the sampler thread calls it every sweep_ms). */

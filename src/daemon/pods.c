@@ -567,25 +567,6 @@ static int pod_path(const char *sub, char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* A directory of the daemon's own that only it may write (mode mode), made if missing. */
-static int own_dir(const char *path, mode_t mode, char *err, size_t errlen)
-{
-    struct stat st;
-
-    if (mkdir(path, mode) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & (S_IWGRP | S_IWOTH))) {
-        snprintf(err, errlen, "%s is not a directory of the daemon's user writable by it alone",
-                 path);
-        return -1;
-    }
-    chmod(path, mode);
-    return 0;
-}
-
 /*
  * RUN_DIR/pod/name made a hard link of RUN_DIR/name (a file or a socket: the same inode, so
  * a process that opens or connects to either reaches the daemon's own), replaced atomically:
@@ -623,7 +604,7 @@ int gd_pods_start(char *err, size_t errlen)
         snprintf(err, errlen, "%s: the path is too long", gd_opt.run_dir);
         return -1;
     }
-    if (own_dir(dir, 0755, err, errlen) < 0 || own_dir(sub, 0755, err, errlen) < 0 ||
+    if (gd_own_dir(dir, 0755, err, errlen) < 0 || gd_own_dir(sub, 0755, err, errlen) < 0 ||
         gd_usock_start(&sock, GPUSLICE_NODE_POD_SOCKET, serve_one, "pods' processes", err, errlen) <
             0)
         return -1;

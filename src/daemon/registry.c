@@ -1489,7 +1489,7 @@ static void restore_definitions(void)
     save_anyway(); /* the ids are new ones; a failure makes the daemon not ready */
 }
 
-static int make_dir(const char *path, mode_t mode, char *err, size_t errlen)
+int gd_own_dir(const char *path, mode_t mode, char *err, size_t errlen)
 {
     struct stat st;
 
@@ -1514,12 +1514,12 @@ int gd_registry_start(char *err, size_t errlen)
     int created, i, kept = 0, r;
     struct group *g;
 
-    if (make_dir(gd_opt.run_dir, 0755, err, errlen) < 0 ||
-        make_dir(gd_opt.state_dir, 0700, err, errlen) < 0)
+    if (gd_own_dir(gd_opt.run_dir, 0755, err, errlen) < 0 ||
+        gd_own_dir(gd_opt.state_dir, 0700, err, errlen) < 0)
         return -1;
     if ((size_t)snprintf(gd.tenant_dir, sizeof(gd.tenant_dir), "%s/tenants", gd_opt.run_dir) >=
             sizeof(gd.tenant_dir) ||
-        make_dir(gd.tenant_dir, 0755, err, errlen) < 0)
+        gd_own_dir(gd.tenant_dir, 0755, err, errlen) < 0)
         return -1;
     if ((r = gs_node_create(gd_opt.run_dir, gd.tenant_dir, &gd.node, &created)) < 0) {
         snprintf(err, errlen, "cannot create the node segment %s/" GPUSLICE_NODE_FILE ": %s",
