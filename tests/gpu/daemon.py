@@ -64,6 +64,17 @@ def start_daemon(gsd, run_dir, log, env=None):
     return None, sock, None
 
 
+def stop_all(procs, d, log):
+    """Kills the test's processes left running, stops the daemon d (if started), closes its log."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    if d is not None and d.poll() is None:
+        d.terminate()
+        d.wait(10)
+    log.close()
+
+
 def smi():
     out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,utilization.gpu",
                           "--format=csv,noheader,nounits", "-i", "0"], capture_output=True,
@@ -187,13 +198,7 @@ def main():
         gc.check(rc == 0 and "refused beyond the limit" in text and "within the limit" in text,
                  f"the PyTorch run finished with its limit intact (exit {rc})")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        if d is not None and d.poll() is None:
-            d.terminate()
-            d.wait(10)
-        log.close()
+        stop_all(procs, d, log)
     gc.done()
 
 

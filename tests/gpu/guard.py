@@ -22,7 +22,7 @@ import sys
 import time
 
 import gpucheck as gc
-from daemon import api, start_daemon
+from daemon import api, start_daemon, stop_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
@@ -256,13 +256,7 @@ def main():
             gc.num("guard_good_gemm_rate_first", round(before[len(before) // 2], 1))
             gc.num("guard_good_gemm_rate_all", round(sorted(r for _, r in rates)[n // 2], 1))
     finally:
-        for q in procs:
-            if q.poll() is None:
-                q.kill()
-        if d is not None and d.poll() is None:
-            d.terminate()
-            d.wait(10)
-        log.close()
+        stop_all(procs, d, log)
     gc.done()
 
 
