@@ -355,6 +355,17 @@ static void set_kind(struct gpuslice_node_limit *d, int mem, uint64_t v)
         d->compute_limit = v >= 100 ? 0 : (uint32_t)v;
 }
 
+/* The entry of p's that holds the GPU raw; GPUSLICE_NODE_MAX_DEVICES where none does. */
+static int dev_slot(const struct gpuslice_node_tenant *p, const uint8_t raw[16])
+{
+    int d;
+
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+        if (memcmp(p->dev[d].uuid, raw, 16) == 0)
+            break;
+    return d;
+}
+
 /*
  * Applies limits l on top of p. A value for every GPU (a bare value, or "default") sets the
  * default and every GPU's entry that l does not name itself, so that after a change each GPU
@@ -395,10 +406,7 @@ static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *
         for (k = 0; k < l->n; k++) {
             if (l->e[k].key == GS_KEY_ALL)
                 continue;
-            for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
-                if (memcmp(p->dev[d].uuid, raw[k], 16) == 0)
-                    break;
-            need += d == GPUSLICE_NODE_MAX_DEVICES;
+            need += dev_slot(p, raw[k]) == GPUSLICE_NODE_MAX_DEVICES;
         }
         for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
             have += memcmp(p->dev[d].uuid, zero, 16) == 0;
@@ -409,10 +417,7 @@ static int apply_limits(struct gpuslice_node_tenant *p, const struct gs_limits *
     for (k = 0; k < l->n; k++) {
         if (l->e[k].key == GS_KEY_ALL)
             continue;
-        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
-            if (memcmp(p->dev[d].uuid, raw[k], 16) == 0)
-                break;
-        if (d == GPUSLICE_NODE_MAX_DEVICES) {
+        if ((d = dev_slot(p, raw[k])) == GPUSLICE_NODE_MAX_DEVICES) {
             for (d = 0; memcmp(p->dev[d].uuid, zero, 16) != 0; d++)
                 ;
             memcpy(p->dev[d].uuid, raw[k], 16);
