@@ -1,0 +1,137 @@
+/*
+ * gpusliced as the Kubernetes DRA driver gpu.gpuslice.io.
+ *
+ *   dra_doc.c  the documents, pure functions: the node's ResourceSlice, a ResourceClaim read
+ *              and judged (which of this node's GPUs, how much of each), its CDI spec, the
+ *              checkpoint of prepared claims.
+ *   dra_wire.c the kubelet's gRPC messages (pluginregistration v1; DRA v1 and v1beta1, whose
+ *              messages have one shape) decoded into and encoded from the plain structs below.
+ *   grpc.c     a unary gRPC server on a Unix socket (HTTP/2 by nghttp2).
+ *   dra.c      the driver: publishing, registration, Prepare and Unprepare, the tenants.
+ */
+#ifndef GPUSLICE_DAEMON_DRA_H
+#define GPUSLICE_DAEMON_DRA_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GD_DRA_DRIVER "gpu.gpuslice.io"
+#define GD_DRA_MEM_STEP (256ull << 20) /* memory is consumed in steps of 256 MiB */
+#define GD_DRA_MAX_CLAIMS 64           /* claims in one Prepare or Unprepare call */
+#define GD_DRA_MAX_DEVS 16             /* devices of one claim that are ours */
+#define GD_DRA_MAX_CDI 4               /* CDI device IDs answered per device */
+
+/* ---- the kubelet's messages (dra_wire.c) ---- */
+
+enum gd_dra_version { GD_DRA_V1 = 1, GD_DRA_V1BETA1 = 2 };
+
+/* A claim named in NodePrepareResourcesRequest / NodeUnprepareResourcesRequest. */
+struct gd_dra_ref {
+    char ns[254], uid[129], name[254];
+};
+
+/* One device of a prepared claim, as NodePrepareResourceResponse answers it. */
+struct gd_dra_dev_answer {
+    int nreq;
+    char request[4][64]; /* request_names */
+    char pool[254], device[129];
+    int ncdi;
+    char cdi[GD_DRA_MAX_CDI][512];
+};
+
+/* The answer for one claim: its devices, or error (non-empty) and no devices. */
+struct gd_dra_answer {
+    char uid[129];
+    char error[1024];
+    int ndev;
+    struct gd_dra_dev_answer dev[GD_DRA_MAX_DEVS];
+};
+
+/*
+ * The claims of a Prepare or Unprepare request (both messages: field 1, repeated Claim). 0 with
+ * *n of them in out (at most max), or -1 with err naming what is wrong (a bad message, more
+ * than max claims, a field too long or empty where the kubelet always fills it).
+ */
+int gd_dra_decode_claims(const uint8_t *msg, size_t len, struct gd_dra_ref *out, int max, int *n,
+                         char *err, size_t errlen);
+
+/* The responses, as bytes (malloc'd, *len); -1 only without memory. */
+int gd_dra_encode_prepare(const struct gd_dra_answer *a, int n, uint8_t **out, size_t *len);
+int gd_dra_encode_unprepare(const struct gd_dra_answer *a, int n, uint8_t **out, size_t *len);
+
+/* pluginregistration v1: PluginInfo for GetInfo (type "DRAPlugin"), and RegistrationStatus. */
+int gd_dra_encode_plugin_info(const char *name, const char *endpoint, const char *const *versions,
+                              int nversions, uint8_t **out, size_t *len);
+int gd_dra_decode_reg_status(const uint8_t *msg, size_t len, int *registered, char *error,
+                             size_t errorlen);
+
+/* ---- the documents (dra_doc.c) ---- */
+
+/* One GPU of the node as the driver publishes it. */
+struct gd_dra_gpu {
+    int index;
+    char uuid[96], product[96], driver_version[96], arch[32];
+    int sms;
+    uint64_t mem_total; /* bytes */
+};
+
+/*
+ * The node's ResourceSlice (resource.k8s.io/v1, a new reference): name, pool = node,
+ * generation, one device gpu-<index> per GPU with allowMultipleAllocations, the attributes and
+ * the consumable capacities memory (bytes; steps of GD_DRA_MEM_STEP, default all) and cores
+ * (100; step 1, default 0).
+ */
+json_t *gd_dra_slice_json(const char *node, int64_t generation, const struct gd_dra_gpu *gpu,
+                          int n);
+
+/* What a prepared claim holds on one of this node's GPUs. */
+struct gd_dra_hold {
+    char uuid[96];
+    char device[129];   /* gpu-<index> */
+    char request[64];   /* the claim's request it answers */
+    uint64_t mem_bytes; /* consumedCapacity.memory (0: not given: the whole GPU) */
+    int cores;          /* consumedCapacity.cores, 0..100; 0: no ceiling */
+};
+
+/* A claim judged for this node. */
+struct gd_dra_claim {
+    char ns[254], name[254], uid[129];
+    int nhold;
+    struct gd_dra_hold hold[GD_DRA_MAX_DEVS];
+    uint32_t priority; /* GPUSLICE_PRIORITY_*; 0: not given */
+    uint32_t weight;   /* 1..100; 0: not given */
+    int npod;          /* status.reservedFor's pods (their UIDs): who may join */
+    char pod_uid[8][129];
+};
+
+/*
+ * Reads a ResourceClaim object: it must be ref (namespace, name, UID), allocated, and every
+ * result of driver GD_DRA_DRIVER must be of pool node and name one of gpu (device gpu-<index>),
+ * within that GPU's capacity; results of other drivers are left out. The opaque configuration
+ * of driver GD_DRA_DRIVER (parameters {"priority": "latency"|"normal"|"background", "weight":
+ * 1..100}) applies to the requests it names (all when none). 0, or -1 with err naming the claim
+ * (namespace/name) and the field that is wrong.
+ */
+int gd_dra_claim_read(const json_t *claim, const struct gd_dra_ref *ref, const char *node,
+                      const struct gd_dra_gpu *gpu, int ngpu, struct gd_dra_claim *out, char *err,
+                      size_t errlen);
+
+/*
+ * The CDI spec of a claim (a new reference): kind gpuslice.io/claim, one device named by the
+ * claim's UID, whose container edits bring lib (the interposer) in read-only, an ld.so.preload
+ * naming it (preload_file, a file the driver wrote), the pods' directory pods_dir read-only at
+ * the same path, and GPUSLICE_POD=1. The caller writes it to cdi_dir/gpuslice.io-claim_<uid>.json.
+ */
+json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib, const char *preload_file,
+                        const char *pods_dir);
+
+/* The CDI device ID of that spec: gpuslice.io/claim=<uid>. */
+void gd_dra_cdi_id(const char *claim_uid, char *out, size_t len);
+
+/* The checkpoint: the prepared claims as JSON, and back (0, or -1 with err). */
+json_t *gd_dra_checkpoint_json(const struct gd_dra_claim *c, int n);
+int gd_dra_checkpoint_read(const json_t *j, struct gd_dra_claim *out, int max, int *n, char *err,
+                           size_t errlen);
+
+#endif
