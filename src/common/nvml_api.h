@@ -49,6 +49,19 @@ typedef struct nvmlMemory_v2_st {
 
 #define nvmlMemory_v2 (unsigned int)(sizeof(nvmlMemory_v2_t) | (2 << 24U))
 
+/* nvmlDeviceGetAttributes_v2's answer (nvml.h: nvmlDeviceAttributes_t). */
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 typedef struct nvmlUtilization_st {
     unsigned int gpu;
     unsigned int memory;

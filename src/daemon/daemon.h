@@ -77,6 +77,11 @@ struct gd_options {
     long pod_reserve;             /* places of the tenant table only pods may take */
     long members_per_user;        /* processes a user's tenants may have joined at once */
     long pod_member_reserve;      /* places of the member table only pods' processes take */
+    char kubelet_plugin_dir[PATH_MAX];   /* the DRA driver's socket's directory */
+    char kubelet_registry_dir[PATH_MAX]; /* the kubelet's plugins_registry */
+    char cdi_dir[PATH_MAX];              /* where claims' CDI specs are written */
+    char nvidia_cdi_dirs[1024];          /* where NVIDIA's CDI spec is looked for (':'-separated) */
+    int dra;                             /* serve as the DRA driver gpu.gpuslice.io */
     int foreground;
     int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */
     int simulated;    /* use the simulated GPU even where a driver exists */
@@ -105,6 +110,8 @@ struct gd_device {
     char uuid[GS_UUID_STRLEN]; /* "GPU-…", as nvidia-smi prints it */
     uint8_t raw[16];
     char name[96];
+    int sms;                /* multiprocessors (NVML's attributes); 0 unknown */
+    int cc_major, cc_minor; /* compute capability; 0.0 unknown */
     uint64_t mem_total, mem_used;
     uint64_t mem_reserved; /* the driver's own (NVML v2), not in mem_used */
     int util;              /* percent, -1 unknown */

@@ -118,6 +118,17 @@ static int sample(struct gd_device *v)
         if (d->nvmlDeviceGetName &&
             d->nvmlDeviceGetName(h, g->name, sizeof(g->name)) == NVML_SUCCESS)
             gd_api_scrub(g->name);
+        {
+            nvmlDeviceAttributes_t a;
+
+            if (d->nvmlDeviceGetAttributes_v2 &&
+                d->nvmlDeviceGetAttributes_v2(h, &a) == NVML_SUCCESS && a.multiprocessorCount < 4096)
+                g->sms = (int)a.multiprocessorCount;
+            if (d->nvmlDeviceGetCudaComputeCapability &&
+                d->nvmlDeviceGetCudaComputeCapability(h, &g->cc_major, &g->cc_minor) !=
+                    NVML_SUCCESS)
+                g->cc_major = g->cc_minor = 0;
+        }
         /*
          * The v2 figures, as nvidia-smi shows them: used without what the driver reserves for
          * itself (615 MiB on the H200), which the v1 call counts as used.

@@ -22,6 +22,37 @@
 #define GD_DRA_MAX_DEVS 16             /* devices of one claim that are ours */
 #define GD_DRA_MAX_CDI 4               /* CDI device IDs answered per device */
 
+/* The DRA services' gRPC names (method paths), and the versions PluginInfo lists for them. */
+#define GD_DRA_SERVICE_V1 "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
+#define GD_DRA_SERVICE_V1BETA1 "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
+#define GD_DRA_VERSION_V1 "v1.DRAPlugin"
+#define GD_DRA_VERSION_V1BETA1 "v1beta1.DRAPlugin"
+
+/* ---- the driver (dra.c) ---- */
+
+/*
+ * Starts the driver when the option dra is on (needs the pods' watch: kube-api): the claims
+ * of the checkpoint prepared again, the ResourceSlice published, the kubelet's sockets served.
+ * 0 (also when off), or -1 with a message.
+ */
+int gd_dra_start(char *err, size_t errlen);
+/* Stops it: the kubelet's sockets closed, then the node's ResourceSlice removed. */
+void gd_dra_stop(void);
+/* The same without removing the slice (a start that failed half-way). */
+void gd_dra_stop_keep(void);
+int gd_dra_enabled(void);
+
+/*
+ * The tenant the processes of pod pod_uid join: the tenant of the prepared claim reserved for
+ * it. 1 with its name, 0 for none, -1 with why (more than one). Any thread, gd.mu held or not.
+ */
+int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *why,
+                         size_t whylen);
+/* Whether a tenant's name is a claim's ("claim-<uid>"): the pods' reconciling leaves it. */
+int gd_dra_is_claim_tenant(const char *name);
+/* The driver's state for /v1/dra (a new reference). */
+json_t *gd_dra_status_json(void);
+
 /* ---- the kubelet's messages (dra_wire.c) ---- */
 
 enum gd_dra_version { GD_DRA_V1 = 1, GD_DRA_V1BETA1 = 2 };
@@ -118,13 +149,16 @@ int gd_dra_claim_read(const json_t *claim, const struct gd_dra_ref *ref, const c
                       size_t errlen);
 
 /*
- * The CDI spec of a claim (a new reference): kind gpuslice.io/claim, one device named by the
- * claim's UID, whose container edits bring lib (the interposer) in read-only, an ld.so.preload
- * naming it (preload_file, a file the driver wrote), the pods' directory pods_dir read-only at
- * the same path, and GPUSLICE_POD=1. The caller writes it to cdi_dir/gpuslice.io-claim_<uid>.json.
+ * The CDI spec of a claim (a new reference; NULL when the UID cannot name a CDI device): kind
+ * gpuslice.io/claim, one device named by the claim's UID, whose container edits bring, as the
+ * webhook does: lib_dir (the node's directory of the interposer) at /usr/local/gpuslice,
+ * preload_file (its ld.so.preload, naming /usr/local/gpuslice/libgpuslice.so) at
+ * /etc/ld.so.preload, the pods' directory pods_dir at /run/gpuslice
+ * and tenants_dir at /run/gpuslice/tenants, all read-only, and GPUSLICE_POD=1. The caller
+ * writes it to cdi-dir/gpuslice.io-claim_<uid>.json.
  */
-json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib, const char *preload_file,
-                        const char *pods_dir);
+json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib_dir, const char *preload_file,
+                        const char *pods_dir, const char *tenants_dir);
 
 /* The CDI device ID of that spec: gpuslice.io/claim=<uid>. */
 void gd_dra_cdi_id(const char *claim_uid, char *out, size_t len);

@@ -161,11 +161,12 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl
 }
 
 /*
- * One request: GET (body NULL) or POST of a JSON body. The HTTP status, or -1 with err for a
- * transfer that failed (the connection, TLS, a cut stream, the decoder's refusal).
+ * One request: method (NULL: GET without a body, POST with one) of path with a JSON body or
+ * none. The HTTP status, or -1 with err for a transfer that failed (the connection, TLS, a cut
+ * stream, the decoder's refusal).
  */
-static long request(const char *path, const char *body, struct xfer *x, long timeout_s, char *err,
-                    size_t errlen)
+static long request_m(const char *method, const char *path, const char *body, struct xfer *x,
+                      long timeout_s, char *err, size_t errlen)
 {
     char url[4096], token[16384], auth[16448], cerr[CURL_ERROR_SIZE];
     struct curl_slist *h = NULL;
@@ -203,6 +204,8 @@ static long request(const char *path, const char *body, struct xfer *x, long tim
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     if (body)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     r = curl_easy_perform(c);
     if (r == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
@@ -219,6 +222,45 @@ static long request(const char *path, const char *body, struct xfer *x, long tim
         return -1;
     }
     return x->status;
+}
+
+static void status_message(const struct xfer *x, long code, char *err, size_t errlen);
+
+static long request(const char *path, const char *body, struct xfer *x, long timeout_s, char *err,
+                    size_t errlen)
+{
+    return request_m(NULL, path, body, x, timeout_s, err, errlen);
+}
+
+long gd_kube_call(const char *method, const char *path, const json_t *body, json_t **out,
+                  long timeout_s, char *err, size_t errlen)
+{
+    struct xfer x = { .max = LIST_MAX_BODY };
+    char *b = NULL;
+    long code;
+
+    *out = NULL;
+    if (!kube.running) {
+        snprintf(err, errlen, "the daemon does not speak to a Kubernetes API server (kube-api)");
+        return -1;
+    }
+    if (body && !(b = json_dumps(body, JSON_COMPACT))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    code = request_m(method, path, b, &x, timeout_s, err, errlen);
+    free(b);
+    if (code > 0 && x.body)
+        *out = json_loads(x.body, 0, NULL);
+    if (code > 0 && (code < 200 || code > 299))
+        status_message(&x, code, err, errlen);
+    free(x.body);
+    return code;
+}
+
+const char *gd_kube_node(void)
+{
+    return kube.node;
 }
 
 /* A refusal's message: the Status's own, else the status code. */

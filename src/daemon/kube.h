@@ -36,6 +36,19 @@ struct gd_kube_pod {
     } cont[GD_POD_MAX_CONTAINERS];
 };
 
+/*
+ * One call of the API server from any thread: method (GET, POST, PUT, DELETE) of path (from
+ * "/api" or "/apis") with body (NULL: none). The HTTP status with the answer's JSON in *out (a
+ * new reference; NULL when it had none or it was not JSON), err set to the API server's message
+ * for a status outside 2xx; or -1 with err when no answer came (or the daemon follows no API
+ * server).
+ */
+long gd_kube_call(const char *method, const char *path, const json_t *body, json_t **out,
+                  long timeout_s, char *err, size_t errlen);
+
+/* This node's name in the cluster (valid once gd_kube_start has succeeded). */
+const char *gd_kube_node(void);
+
 /* The pods as /v1/pods shows them (a new reference). */
 json_t *gd_kube_pods_json(void);
 

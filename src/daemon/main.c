@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon.h"
+#include "daemon/dra.h"
 #include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
@@ -259,7 +260,8 @@ int main(int argc, char **argv)
         gd_guard_start(err, sizeof(err)) < 0 || gd_wall_start() < 0 ||
         gd_devices_run(err, sizeof(err)) < 0 || gd_boards_start(err, sizeof(err)) < 0 ||
         gd_http_start(err, sizeof(err)) < 0 || gd_kube_start(err, sizeof(err)) < 0 ||
-        (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0)) {
+        (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0) ||
+        gd_dra_start(err, sizeof(err)) < 0) {
         gd_log("cannot start: %s", err);
         return 1;
     }
@@ -274,6 +276,8 @@ int main(int argc, char **argv)
     gd_log("stopping (signal %d); tenants keep their limits", sig);
     __atomic_store_n(&gd.ready, -1, __ATOMIC_RELEASE);
     gd_events_stop();
+    now_waiting_for("the DRA driver (a Prepare in progress; its ResourceSlice removed)");
+    gd_dra_stop();
     now_waiting_for("the Kubernetes pod watch (a request to the API server)");
     gd_kube_stop();
     now_waiting_for("the pods' socket (its thread)");

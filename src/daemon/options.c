@@ -136,6 +136,18 @@ static const struct option_def defs[] = {
         "member table holds 4096)"),
     NUM(pod_member_reserve, "512", 0, 4095,
         "places of the node's member table kept for pods' processes"),
+    FLAG(dra, "serve as the Kubernetes DRA driver gpu.gpuslice.io (needs kube-api): publish "
+              "the node's GPUs as a ResourceSlice whose devices claims share by memory and "
+              "cores, and prepare each claim as a tenant held to what it was allocated"),
+    STR(OPT_PATH, kubelet_plugin_dir, "/var/lib/kubelet/plugins/gpu.gpuslice.io",
+        "directory of the DRA driver's socket (dra.sock), which the kubelet calls"),
+    STR(OPT_PATH, kubelet_registry_dir, "/var/lib/kubelet/plugins_registry",
+        "the kubelet's plugin registration directory"),
+    STR(OPT_PATH, cdi_dir, "/var/run/cdi",
+        "directory the DRA driver writes each prepared claim's CDI spec into"),
+    STR(OPT_STRING, nvidia_cdi_dirs, "/etc/cdi:/var/run/cdi",
+        "directories (':'-separated) where NVIDIA's CDI spec (nvidia.com/gpu=<UUID>, from "
+        "nvidia-ctk cdi generate) is looked for before a claim is prepared"),
     NUM(pod_reserve, "64", 0, 255,
         "places of the node's 256-tenant table kept for pods: other tenants may not take them"),
     STR(OPT_PATH, host_cgroup_root, "/sys/fs/cgroup",

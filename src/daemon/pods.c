@@ -50,6 +50,7 @@
 #include "control/tenants.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon.h"
+#include "daemon/dra.h"
 #include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
@@ -217,7 +218,9 @@ void gd_pods_reconcile(void)
         for (i = gd.ntenant - 1; i >= 0; i--) {
             struct gd_tenant *t = &gd.tenant[i];
 
-            if (t->managed && (t->policy.flags & GPUSLICE_NODE_POD) && !in_snapshot(t, v, n)) {
+            /* (A claim's tenant, also flagged a pod's, ends with its claim: dra.c.) */
+            if (t->managed && (t->policy.flags & GPUSLICE_NODE_POD) &&
+                !gd_dra_is_claim_tenant(t->policy.name) && !in_snapshot(t, v, n)) {
                 gd_log("kubernetes: tenant %s (%s) ended: its pod is gone", t->id, t->policy.name);
                 gd_tenant_end(t);
             }
@@ -390,6 +393,56 @@ struct who {
     uint64_t start;
 };
 
+/*
+ * Joins process w (in container cid) to tenant t, of pod record r (NULL for a claim's tenant),
+ * with the tenant's state file for the answer; under gd.mu.
+ */
+static void join(struct gd_tenant *t, const struct who *w, const char *cid, struct podrec *r,
+                 char *out, size_t len, int *state_fd)
+{
+    pid_t pid = w->pid;
+    char err[512];
+    int k;
+    const char *ns = r ? r->ns : "claim", *pname = r ? r->name : t->policy.name;
+
+    /*
+     * Its state file, which the pod's processes write their usage into, goes with the answer
+     * (opened here: the pod mounts the run directory read-only, and its processes may run as
+     * any user). The file stays the daemon's, 0644.
+     */
+    if ((*state_fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
+        snprintf(out, len, "error pod %.200s/%.200s: its state file: %s", ns, pname,
+                 strerror(errno));
+        return;
+    }
+    if (gd_tenant_join_as(t, pid, w->ns, w->inner, w->start, 0, err, sizeof(err)) < 0) {
+        snprintf(out, len, "error pod %.200s/%.200s: %.500s", ns, pname, err);
+        close(*state_fd);
+        *state_fd = -1;
+        return;
+    }
+    joins++;
+    if (!r) {
+        snprintf(out, len, "ok %u", t->node_id);
+        return;
+    }
+    /* Room for it: the processes that have exited leave the table first. */
+    for (k = 0; r->njoined == MAX_JOINED && k < r->njoined;)
+        if (kill(r->joined[k].pid, 0) < 0 && errno == ESRCH)
+            r->joined[k] = r->joined[--r->njoined];
+        else
+            k++;
+    for (k = 0; k < r->njoined && r->joined[k].pid != pid; k++)
+        ;
+    if (k == r->njoined && r->njoined < MAX_JOINED)
+        r->njoined++;
+    if (k < MAX_JOINED) {
+        r->joined[k].pid = pid;
+        snprintf(r->joined[k].cid, sizeof(r->joined[k].cid), "%s", cid);
+    }
+    snprintf(out, len, "ok %u", t->node_id);
+}
+
 /* The answer for process w (cg: its /proc/PID/cgroup), into out; under gd.mu. */
 static void answer(const struct who *w, const char *cg, size_t cglen, char *out, size_t len,
                    int *state_fd)
@@ -419,6 +472,21 @@ static void answer(const struct who *w, const char *cg, size_t cglen, char *out,
         snprintf(out, len, "none this daemon does not follow Kubernetes pods (--kube-api)");
         return;
     }
+    /* A pod with a claim of the DRA driver prepared for it joins the claim's tenant. */
+    k = gd_dra_tenant_of_pod(puid, name, sizeof(name), err, sizeof(err));
+    if (k < 0) {
+        refusals++;
+        snprintf(out, len, "refused %.700s", err);
+        return;
+    }
+    if (k > 0) {
+        if ((t = gd_tenant_find_managed(name)) == NULL) {
+            snprintf(out, len, "wait pod %s: its claim's tenant is being made", puid);
+            return;
+        }
+        join(t, w, cid, NULL, out, len, state_fd);
+        return;
+    }
     if ((r = rec_find(puid)) == NULL) {
         waits++;
         snprintf(out, len, "wait pod %s is not known to the daemon yet%s", puid,
@@ -439,38 +507,7 @@ static void answer(const struct who *w, const char *cg, size_t cglen, char *out,
         snprintf(out, len, "wait pod %s/%s: its tenant is being made", r->ns, r->name);
         return;
     }
-    /*
-     * Its state file, which the pod's processes write their usage into, goes with the answer
-     * (opened here: the pod mounts the run directory read-only, and its processes may run as
-     * any user). The file stays the daemon's, 0644.
-     */
-    if ((*state_fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
-        snprintf(out, len, "error pod %.200s/%.200s: its state file: %s", r->ns, r->name,
-                 strerror(errno));
-        return;
-    }
-    if (gd_tenant_join_as(t, pid, w->ns, w->inner, w->start, 0, err, sizeof(err)) < 0) {
-        snprintf(out, len, "error pod %.200s/%.200s: %.500s", r->ns, r->name, err);
-        close(*state_fd);
-        *state_fd = -1;
-        return;
-    }
-    joins++;
-    /* Room for it: the processes that have exited leave the table first. */
-    for (k = 0; r->njoined == MAX_JOINED && k < r->njoined;)
-        if (kill(r->joined[k].pid, 0) < 0 && errno == ESRCH)
-            r->joined[k] = r->joined[--r->njoined];
-        else
-            k++;
-    for (k = 0; k < r->njoined && r->joined[k].pid != pid; k++)
-        ;
-    if (k == r->njoined && r->njoined < MAX_JOINED)
-        r->njoined++;
-    if (k < MAX_JOINED) {
-        r->joined[k].pid = pid;
-        snprintf(r->joined[k].cid, sizeof(r->joined[k].cid), "%s", cid);
-    }
-    snprintf(out, len, "ok %u", t->node_id);
+    join(t, w, cid, r, out, len, state_fd);
 }
 
 static void serve_one(int c)

@@ -119,7 +119,9 @@ c_build() {
     # libmicrohttpd-dev libjansson4 libjansson-dev libcurl4 libcurl4-openssl-dev libssh2-1
     # libpsl5 librtmp1 libnghttp2-14) are unpacked into the work directory.
     daemon=OFF
-    if ! pkg-config --exists libmicrohttpd jansson libcurl 2>/dev/null && ls "$ROOT"/.deb/*.deb >/dev/null 2>&1; then
+    # The DRA driver's gRPC: libnghttp2-dev libprotobuf-c1 libprotobuf-c-dev, and protoc-c
+    # (protobuf-c-compiler libprotoc32 libprotobuf32) to generate its messages at build time.
+    if ! pkg-config --exists libmicrohttpd jansson libcurl libnghttp2 libprotobuf-c 2>/dev/null && ls "$ROOT"/.deb/*.deb >/dev/null 2>&1; then
         local d=$GPU_SUITE_WORK/deps f
         for f in "$ROOT"/.deb/*.deb; do dpkg -x "$f" "$d"; done
         # libmicrohttpd.pc names gnutls (for static links only); the system's library is used.
@@ -127,8 +129,9 @@ c_build() {
             >"$d/usr/lib/x86_64-linux-gnu/pkgconfig/gnutls.pc"
         export PKG_CONFIG_PATH=$d/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$d
         export LD_LIBRARY_PATH=$d/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export PATH=$d/usr/bin:$PATH
     fi
-    pkg-config --exists libmicrohttpd jansson libcurl 2>/dev/null && daemon=ON
+    pkg-config --exists libmicrohttpd jansson libcurl libnghttp2 libprotobuf-c 2>/dev/null && daemon=ON
     cmake -S "$ROOT" -B "$BUILD" -DGPUSLICE_TESTS=OFF -DGPUSLICE_DAEMON=$daemon -DCMAKE_BUILD_TYPE=Release \
         ${GPU_CMAKE_ARGS--DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF} >"$log" 2>&1 &&
         cmake --build "$BUILD" -j"$(nproc)" >>"$log" 2>&1
@@ -466,6 +469,11 @@ c_k8s_pod() {
         GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/k8s_pod.py" "$ROOT" \
             "$BUILD/bin/gpusliced" "$LIB" "$(tmpdir)"
 }
+c_dra() {
+    need "$BUILD/bin/gpusliced" "$LIB" &&
+        GPU_DEPS_LIB=$GPU_SUITE_WORK/deps/usr/lib/x86_64-linux-gnu "$PY" "$HERE/dra.py" "$ROOT" \
+            "$BUILD/bin/gpusliced" "$LIB" "$(tmpdir)"
+}
 
 # Compute ceilings judged by the share of the device's time each tenant held (gpuslice's
 # busy count and NVML outside), two tenants, gpuslice set, cut to the time this check was
@@ -577,6 +585,7 @@ CHECKS=(
     "cli_filled 120 c_cli_filled 20"
     "daemon 150 c_daemon 40"
     "k8s_pod 120 c_k8s_pod"
+    "dra 150 c_dra"
     "guard 150 c_guard 60"
     "py_priority 60 c_py_priority"
     "multi_gpu 300 c_multi_gpu"

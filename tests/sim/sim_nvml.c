@@ -279,6 +279,28 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsig
     return copy_string(uuid, length, s);
 }
 
+/* An H100's: its SMs (GPUSLICE_SIM_SMS), its memory in MiB; one engine of each kind. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                   nvmlDeviceAttributes_t *attributes)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!attributes)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(attributes, 0, sizeof(*attributes));
+    attributes->multiprocessorCount = nv.cfg.sms;
+    attributes->sharedCopyEngineCount = 1;
+    attributes->sharedDecoderCount = 1;
+    attributes->sharedEncoderCount = 1;
+    attributes->sharedJpegCount = 1;
+    attributes->sharedOfaCount = 1;
+    attributes->gpuInstanceSliceCount = 1;
+    attributes->computeInstanceSliceCount = 1;
+    attributes->memorySizeMB = nv.cfg.memory >> 20;
+    return NVML_SUCCESS;
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
                                                            int *minor)
 {

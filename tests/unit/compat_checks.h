@@ -76,6 +76,8 @@
     X("sizeof nvmlMemory_v2_t", sizeof(nvmlMemory_v2_t))                                           \
     X("off nvmlMemory_v2_t.used", offsetof(nvmlMemory_v2_t, used))                                 \
     X("nvmlMemory_v2", nvmlMemory_v2)                                                              \
+    X("sizeof nvmlDeviceAttributes_t", sizeof(nvmlDeviceAttributes_t))                             \
+    X("off nvmlDeviceAttributes_t.memorySizeMB", offsetof(nvmlDeviceAttributes_t, memorySizeMB))   \
     X("sizeof nvmlProcessInfo_t", sizeof(nvmlProcessInfo_t))                                       \
     X("sizeof nvmlProcessInfo_v1_t", sizeof(nvmlProcessInfo_v1_t))                                 \
     X("sizeof nvmlProcessUtilizationSample_t", sizeof(nvmlProcessUtilizationSample_t))             \

@@ -1,0 +1,1008 @@
+/*
+ * gpusliced as the DRA driver gpu.gpuslice.io: it publishes the node's GPUs as one
+ * ResourceSlice whose devices may be allocated to several claims, each consuming part of the
+ * device's memory and cores (KEP-5075), registers with the kubelet, and prepares each claim
+ * the scheduler allocated here as a tenant whose limits are the claim's consumed capacity.
+ *
+ * The scheduler packs by the slice; the daemon holds each claim to what it was given, and
+ * judges every claim again itself: a claim of another node, pool or driver, a device that is
+ * not one of ours, or claims that together would overfill a GPU (a scheduler that did not
+ * keep the sums) are refused by name, never prepared unlimited.
+ *
+ * A claim's tenant, "claim-<uid>", is joined by the processes of the pods the claim is
+ * reserved for, through the pods' socket (pods.c): the kernel names the process, its cgroup
+ * names the pod. The CDI spec written per claim brings the interposer, its ld.so.preload, the
+ * pods' directory (read-only) and GPUSLICE_POD=1 into the containers: nothing in the container
+ * decides its limits.
+ *
+ * Prepared claims are kept in STATE_DIR/dra-claims.json (written, synced, renamed before a
+ * Prepare answers), so that a daemon killed between Prepare and Unprepare answers both
+ * correctly when it comes back: the tenants are made again from it at start.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "daemon/daemon.h"
+#include "daemon/dra.h"
+#include "daemon/grpc.h"
+#include "daemon/kube.h"
+#include "daemon/podspec.h"
+#include "daemon/webhook.h"
+#include "gpuslice/node_abi.h"
+#include "gpuslice/tenant_abi.h"
+
+#define MAX_PREPARED 256 /* claims prepared on the node at once (the tenant table holds 256) */
+#define CHECKPOINT "dra-claims.json"
+#define REG_SOCKET GD_DRA_DRIVER "-reg.sock"
+#define DRA_SOCKET "dra.sock"
+#define PUBLISH_EVERY_S 10 /* how often the slice is compared with the GPUs */
+
+static struct {
+    pthread_mutex_t mu; /* Prepare, Unprepare and the checkpoint, one at a time */
+    struct gd_dra_claim *claim[MAX_PREPARED];
+    int n;
+    /* The pods' map: which pod may join which claim's tenant; under map_mu, taken last. */
+    pthread_mutex_t map_mu;
+    int running, registered;
+    char reg_error[512];
+    char node[256], dra_sock[4096], reg_sock[4096];
+    struct gd_grpc_server *reg_srv, *dra_srv;
+    pthread_t th;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    int stop;
+    int64_t generation;
+    char published[64]; /* the GPUs as last published: a digest of their UUIDs and sizes */
+    unsigned long prepares, unprepares, refusals;
+} dra = { .mu = PTHREAD_MUTEX_INITIALIZER,
+          .map_mu = PTHREAD_MUTEX_INITIALIZER,
+          .stop_mu = PTHREAD_MUTEX_INITIALIZER,
+          .stop_cv = PTHREAD_COND_INITIALIZER };
+
+int gd_dra_enabled(void)
+{
+    return dra.running;
+}
+
+/* ---- the node's GPUs ---- */
+
+static const char *arch_name(int major)
+{
+    switch (major) {
+    case 7: return "Volta/Turing";
+    case 8: return "Ampere/Ada";
+    case 9: return "Hopper";
+    case 10: return "Blackwell";
+    case 12: return "Blackwell";
+    default: return "";
+    }
+}
+
+/* The GPUs as NVML shows them now, into g (GD_MAX_DEVICES); their number. */
+static int gpus_now(struct gd_dra_gpu *g)
+{
+    int i, n;
+
+    pthread_mutex_lock(&gd.mu);
+    n = gd.ndev;
+    for (i = 0; i < n; i++) {
+        const struct gd_device *d = &gd.dev[i];
+
+        memset(&g[i], 0, sizeof(g[i]));
+        g[i].index = d->index;
+        snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
+        snprintf(g[i].product, sizeof(g[i].product), "%s", d->name);
+        snprintf(g[i].driver_version, sizeof(g[i].driver_version), "%s", gd.driver_version);
+        snprintf(g[i].arch, sizeof(g[i].arch), "%s", arch_name(d->cc_major));
+        g[i].sms = d->sms;
+        g[i].mem_total = d->mem_total;
+    }
+    pthread_mutex_unlock(&gd.mu);
+    return n;
+}
+
+/* ---- publishing ---- */
+
+static void slice_name(char *out, size_t len)
+{
+    json_t *s = gd_dra_slice_json(dra.node, 1, NULL, 0);
+    const char *name = json_string_value(json_object_get(json_object_get(s, "metadata"), "name"));
+
+    snprintf(out, len, "%s", name ? name : "");
+    json_decref(s);
+}
+
+/*
+ * The slice brought to the GPUs g (n): made, or replaced with the next generation where it
+ * differs. 0, or -1 with err.
+ */
+static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
+{
+    char path[1024], name[300];
+    json_t *cur = NULL, *want, *got = NULL;
+    long code;
+    int r = -1;
+
+    slice_name(name, sizeof(name));
+    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
+    code = gd_kube_call("GET", path, NULL, &cur, 30, err, errlen);
+    if (code == 404) {
+        want = gd_dra_slice_json(dra.node, dra.generation > 0 ? dra.generation : 1, g, n);
+        code = gd_kube_call("POST", "/apis/resource.k8s.io/v1/resourceslices", want, &got, 30,
+                            err, errlen);
+        if (code == 201 || code == 200) {
+            dra.generation = dra.generation > 0 ? dra.generation : 1;
+            r = 0;
+        }
+        json_decref(want);
+    } else if (code == 200) {
+        json_t *spec = json_object_get(cur, "spec");
+        json_int_t gen = json_integer_value(json_object_get(json_object_get(spec, "pool"),
+                                                            "generation"));
+        const char *rv = json_string_value(
+            json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
+        json_t *same = gd_dra_slice_json(dra.node, gen, g, n);
+
+        if (json_equal(json_object_get(same, "spec"), spec)) {
+            dra.generation = gen;
+            r = 0;
+        } else {
+            want = gd_dra_slice_json(dra.node, gen + 1, g, n);
+            if (rv)
+                json_object_set_new(json_object_get(want, "metadata"), "resourceVersion",
+                                    json_string(rv));
+            code = gd_kube_call("PUT", path, want, &got, 30, err, errlen);
+            if (code == 200) {
+                dra.generation = gen + 1;
+                r = 0;
+            }
+            json_decref(want);
+        }
+        json_decref(same);
+    }
+    if (r < 0 && code > 0 && code != 404)
+        ; /* err holds the API server's message */
+    json_decref(cur);
+    json_decref(got);
+    return r;
+}
+
+/* The slices of this node and driver deleted (the driver leaves); 0 or -1 with err. */
+static int unpublish(char *err, size_t errlen)
+{
+    char path[1024], name[300];
+    json_t *got = NULL;
+    long code;
+
+    slice_name(name, sizeof(name));
+    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
+    code = gd_kube_call("DELETE", path, NULL, &got, 10, err, errlen);
+    json_decref(got);
+    return code == 200 || code == 202 || code == 404 ? 0 : -1;
+}
+
+static void digest(const struct gd_dra_gpu *g, int n, char *out, size_t len)
+{
+    unsigned long long h = 1469598103934665603ull;
+    int i;
+    size_t k;
+
+    for (i = 0; i < n; i++) {
+        char line[256];
+
+        snprintf(line, sizeof(line), "%d %s %s %llu %d|", g[i].index, g[i].uuid, g[i].product,
+                 (unsigned long long)g[i].mem_total, g[i].sms);
+        for (k = 0; line[k]; k++)
+            h = (h ^ (unsigned char)line[k]) * 1099511628211ull;
+    }
+    snprintf(out, len, "%d-%016llx", n, h);
+}
+
+/* Waits up to s seconds or until the driver stops; 1 when it stops. */
+static int pause_s(int s)
+{
+    struct timespec ts;
+    int stop;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += s;
+    pthread_mutex_lock(&dra.stop_mu);
+    while (!dra.stop && pthread_cond_timedwait(&dra.stop_cv, &dra.stop_mu, &ts) == 0)
+        ;
+    stop = dra.stop;
+    pthread_mutex_unlock(&dra.stop_mu);
+    return stop;
+}
+
+static void *publisher(void *arg)
+{
+    struct gd_dra_gpu g[GD_MAX_DEVICES];
+    char err[1024], dig[64], last_err[1024] = "";
+    int n;
+
+    (void)arg;
+    do {
+        n = gpus_now(g);
+        digest(g, n, dig, sizeof(dig));
+        if (strcmp(dig, dra.published) != 0) {
+            if (publish(g, n, err, sizeof(err)) == 0) {
+                gd_log("dra: published %d GPU(s) of node %s (generation %lld)", n, dra.node,
+                       (long long)dra.generation);
+                snprintf(dra.published, sizeof(dra.published), "%s", dig);
+                last_err[0] = '\0';
+            } else if (strcmp(err, last_err) != 0) {
+                gd_log("dra: the node's ResourceSlice could not be published: %s", err);
+                snprintf(last_err, sizeof(last_err), "%s", err);
+            }
+        }
+    } while (!pause_s(dra.published[0] ? PUBLISH_EVERY_S : 2));
+    return NULL;
+}
+
+/* ---- the prepared claims, and their checkpoint ---- */
+
+static int find(const char *uid)
+{
+    int i;
+
+    for (i = 0; i < dra.n; i++)
+        if (strcmp(dra.claim[i]->uid, uid) == 0)
+            return i;
+    return -1;
+}
+
+/* STATE_DIR/dra-claims.json written durably from the table; 0 or -1 with err. */
+static int checkpoint_write(char *err, size_t errlen)
+{
+    struct gd_dra_claim *flat = calloc((size_t)(dra.n ? dra.n : 1), sizeof(*flat));
+    char path[PATH_MAX], tmp[PATH_MAX];
+    json_t *j;
+    char *text = NULL;
+    int fd = -1, i, r = -1;
+    size_t len, off;
+
+    if (!flat) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (i = 0; i < dra.n; i++)
+        flat[i] = *dra.claim[i];
+    j = gd_dra_checkpoint_json(flat, dra.n);
+    free(flat);
+    if (!j || !(text = json_dumps(j, JSON_INDENT(1)))) {
+        json_decref(j);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    json_decref(j);
+    snprintf(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    len = strlen(text);
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+        goto fail;
+    for (off = 0; off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto fail;
+        off += (size_t)w;
+    }
+    if (fsync(fd) < 0 || close(fd) < 0) {
+        fd = -1;
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0)
+        goto fail;
+    if ((fd = open(gd_opt.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    fd = -1;
+    r = 0;
+fail:
+    if (r < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+    }
+    free(text);
+    return r;
+}
+
+/* A claim's tenant name. */
+static void tenant_name(const char *uid, char *out, size_t len)
+{
+    snprintf(out, len, "claim-%s", uid);
+}
+
+/*
+ * The claim's tenant made or given exactly the claim's limits (under gd.mu): memory and cores
+ * per GPU UUID, its class and weight. 0, or -1 with err.
+ */
+static int tenant_put(const struct gd_dra_claim *c, char *err, size_t errlen)
+{
+    struct gd_limits_req l;
+    struct gd_tenant *t;
+    char name[64];
+    int i;
+
+    memset(&l, 0, sizeof(l));
+    for (i = 0; i < c->nhold; i++) {
+        const struct gd_dra_hold *h = &c->hold[i];
+        const struct gd_device *d = gd_device_find(h->uuid);
+        struct gs_limit_entry *e;
+
+        if (!d) {
+            snprintf(err, errlen, "claim %s/%s: GPU %s is no longer on this node", c->ns,
+                     c->name, h->uuid);
+            return -1;
+        }
+        if (h->mem_bytes > 0 && l.mem.n < GS_MAX_LIMIT_ENTRIES) {
+            e = &l.mem.e[l.mem.n++];
+            e->key = GS_KEY_UUID;
+            snprintf(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
+            for (char *p = e->uuid; *p; p++)
+                if (*p >= 'A' && *p <= 'F')
+                    *p = (char)(*p - 'A' + 'a');
+            e->value = h->mem_bytes;
+        }
+        if (h->cores > 0 && h->cores < 100 && l.comp.n < GS_MAX_LIMIT_ENTRIES) {
+            e = &l.comp.e[l.comp.n++];
+            e->key = GS_KEY_UUID;
+            snprintf(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
+            for (char *p = e->uuid; *p; p++)
+                if (*p >= 'A' && *p <= 'F')
+                    *p = (char)(*p - 'A' + 'a');
+            e->value = (uint64_t)h->cores;
+        }
+    }
+    l.has_mem = l.mem.n > 0;
+    l.has_comp = l.comp.n > 0;
+    l.priority = c->priority;
+    l.weight = c->weight;
+    l.pod_flags = GPUSLICE_NODE_POD;
+    tenant_name(c->uid, name, sizeof(name));
+    if (gd_tenant_put_pod(name, &l, &t, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+/*
+ * Whether claim c fits beside the claims prepared now (other than its own earlier preparation):
+ * per GPU, the memory of all at most the GPU's, their cores at most 100, and a claim of a
+ * whole GPU alone on it. 0, or -1 with err naming the claim and the GPU.
+ */
+static int fits(const struct gd_dra_claim *c, const struct gd_dra_gpu *g, int ng, char *err,
+                size_t errlen)
+{
+    int i, k, j, x;
+
+    for (i = 0; i < c->nhold; i++) {
+        const struct gd_dra_hold *h = &c->hold[i];
+        uint64_t total = 0, mem = 0;
+        int cores = 0, whole = h->mem_bytes == 0, others = 0;
+
+        for (x = 0; x < ng; x++)
+            if (strcmp(g[x].uuid, h->uuid) == 0)
+                total = g[x].mem_total;
+        mem = h->mem_bytes;
+        cores = h->cores;
+        for (k = 0; k < dra.n; k++) {
+            const struct gd_dra_claim *o = dra.claim[k];
+
+            if (strcmp(o->uid, c->uid) == 0)
+                continue;
+            for (j = 0; j < o->nhold; j++) {
+                if (strcmp(o->hold[j].uuid, h->uuid) != 0)
+                    continue;
+                others++;
+                whole |= o->hold[j].mem_bytes == 0;
+                mem += o->hold[j].mem_bytes;
+                cores += o->hold[j].cores;
+            }
+        }
+        if (whole && others > 0) {
+            snprintf(err, errlen,
+                     "claim %s/%s: %s (GPU %s) is held whole by a claim prepared here, or this "
+                     "claim asks it whole beside %d other(s): the scheduler's allocation "
+                     "overfills it",
+                     c->ns, c->name, h->device, h->uuid, others);
+            return -1;
+        }
+        if (mem > total) {
+            snprintf(err, errlen,
+                     "claim %s/%s: %s (GPU %s): the claims prepared here would hold %llu MiB of "
+                     "its %llu MiB: the scheduler's allocation overfills it",
+                     c->ns, c->name, h->device, h->uuid, (unsigned long long)(mem >> 20),
+                     (unsigned long long)(total >> 20));
+            return -1;
+        }
+        if (cores > 100) {
+            snprintf(err, errlen,
+                     "claim %s/%s: %s (GPU %s): the claims prepared here would hold %d of its "
+                     "100 cores: the scheduler's allocation overfills it",
+                     c->ns, c->name, h->device, h->uuid, cores);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- CDI ---- */
+
+static int cdi_path(const char *uid, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s/gpuslice.io-claim_%s.json", gd_opt.cdi_dir, uid);
+
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* The claim's CDI spec written atomically into cdi-dir; 0 or -1 with err. */
+static int cdi_write(const struct gd_dra_claim *c, char *err, size_t errlen)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 16], lib[PATH_MAX], pre[PATH_MAX], pods[PATH_MAX],
+        tenants[PATH_MAX];
+    const char *run = gd_opt.inject_run_dir[0] ? gd_opt.inject_run_dir : gd_opt.run_dir;
+    json_t *spec;
+    char *text;
+    int fd, r = -1;
+    size_t len, off;
+
+    snprintf(lib, sizeof(lib), "%s", gd_opt.inject_lib_dir);
+    snprintf(pre, sizeof(pre), "%s/ld.so.preload", gd_opt.inject_lib_dir);
+    snprintf(pods, sizeof(pods), "%s/" GD_POD_RUN_DIR, run);
+    snprintf(tenants, sizeof(tenants), "%s/tenants", run);
+    if (cdi_path(c->uid, path, sizeof(path)) < 0) {
+        snprintf(err, errlen, "cdi-dir %s: the path is too long", gd_opt.cdi_dir);
+        return -1;
+    }
+    if (!(spec = gd_dra_cdi_json(c->uid, lib, pre, pods, tenants))) {
+        snprintf(err, errlen, "claim %s/%s: its UID \"%s\" cannot name a CDI device", c->ns,
+                 c->name, c->uid);
+        return -1;
+    }
+    text = json_dumps(spec, JSON_INDENT(2));
+    json_decref(spec);
+    if (!text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    len = strlen(text);
+    /* Runtimes read every *.json of the directory: the temporary name is not one. */
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644)) >= 0) {
+        for (off = 0; off < len;) {
+            ssize_t w = write(fd, text + off, len - off);
+
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        if (off == len && fsync(fd) == 0 && close(fd) == 0) {
+            fd = -1;
+            if (rename(tmp, path) == 0)
+                r = 0;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "claim %s/%s: cannot write its CDI spec %s: %s", c->ns, c->name,
+                 path, strerror(errno));
+        unlink(tmp);
+    }
+    free(text);
+    return r;
+}
+
+/*
+ * Whether NVIDIA's CDI spec names GPU uuid (nvidia.com/gpu=<UUID>) in one of the directories
+ * nvidia-cdi-dirs lists: a spec of kind nvidia.com/gpu with a device of that name, JSON or
+ * YAML as nvidia-ctk writes them (YAML read line by line: "kind:" and "- name:" entries).
+ */
+static int nvidia_cdi_has(const char *uuid)
+{
+    char dirs[sizeof(gd_opt.nvidia_cdi_dirs)], *save = NULL, *d;
+    int found = 0;
+
+    snprintf(dirs, sizeof(dirs), "%s", gd_opt.nvidia_cdi_dirs);
+    for (d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        DIR *dir = opendir(d);
+        struct dirent *e;
+
+        if (!dir)
+            continue;
+        while (!found && (e = readdir(dir))) {
+            char path[PATH_MAX], line[1024];
+            size_t nl = strlen(e->d_name);
+            int nvidia = 0, yaml;
+            FILE *f;
+
+            yaml = nl > 5 && (strcmp(e->d_name + nl - 5, ".yaml") == 0 ||
+                              strcmp(e->d_name + nl - 4, ".yml") == 0);
+            if (!yaml && !(nl > 5 && strcmp(e->d_name + nl - 5, ".json") == 0))
+                continue;
+            if ((size_t)snprintf(path, sizeof(path), "%s/%s", d, e->d_name) >= sizeof(path))
+                continue;
+            if (!yaml) {
+                json_t *j = json_load_file(path, 0, NULL), *dev;
+                size_t i;
+
+                if (j && strcmp(json_string_value(json_object_get(j, "kind")) ?: "",
+                                "nvidia.com/gpu") == 0)
+                    json_array_foreach(json_object_get(j, "devices"), i, dev)
+                        if (strcasecmp(json_string_value(json_object_get(dev, "name")) ?: "",
+                                       uuid) == 0)
+                            found = 1;
+                json_decref(j);
+                continue;
+            }
+            if (!(f = fopen(path, "re")))
+                continue;
+            while (!found && fgets(line, sizeof(line), f)) {
+                char *p = line, *q;
+
+                while (*p == ' ' || *p == '\t' || *p == '-')
+                    p++;
+                if ((q = strpbrk(p, "\r\n#")))
+                    *q = '\0';
+                for (q = p + strlen(p); q > p && (q[-1] == ' ' || q[-1] == '\t'); q--)
+                    q[-1] = '\0';
+                if (strncmp(p, "kind:", 5) == 0) {
+                    for (q = p + 5; *q == ' ' || *q == '"' || *q == '\''; q++)
+                        ;
+                    nvidia = strncmp(q, "nvidia.com/gpu", 14) == 0 &&
+                             (q[14] == '\0' || q[14] == '"' || q[14] == '\'');
+                } else if (nvidia && strncmp(p, "name:", 5) == 0) {
+                    for (q = p + 5; *q == ' ' || *q == '"' || *q == '\''; q++)
+                        ;
+                    if (strncasecmp(q, uuid, strlen(uuid)) == 0 &&
+                        (q[strlen(uuid)] == '\0' || q[strlen(uuid)] == '"' ||
+                         q[strlen(uuid)] == '\''))
+                        found = 1;
+                }
+            }
+            fclose(f);
+        }
+        closedir(dir);
+    }
+    return found;
+}
+
+/* ---- Prepare and Unprepare ---- */
+
+/* Reads and judges claim ref, then prepares it; into a. Under dra.mu. */
+static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
+{
+    struct gd_dra_gpu g[GD_MAX_DEVICES];
+    struct gd_dra_claim c, *slot;
+    char path[1024], err[1024];
+    json_t *obj = NULL;
+    long code;
+    int ng, i, at;
+
+    memset(a, 0, sizeof(*a));
+    snprintf(a->uid, sizeof(a->uid), "%s", ref->uid);
+    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+             ref->ns, ref->name);
+    code = gd_kube_call("GET", path, NULL, &obj, 30, err, sizeof(err));
+    if (code != 200) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: cannot read it from the API server: %s",
+                 ref->ns, ref->name, err);
+        goto out;
+    }
+    ng = gpus_now(g);
+    if (gd_dra_claim_read(obj, ref, dra.node, g, ng, &c, err, sizeof(err)) < 0) {
+        snprintf(a->error, sizeof(a->error), "%s", err);
+        goto out;
+    }
+    /*
+     * A claim's configuration is written by whoever writes the claim, as a pod's annotations
+     * are: the latency class is the node admin's to give, to the namespaces it lists.
+     */
+    if (c.priority == GPUSLICE_PRIORITY_LATENCY) {
+        struct gd_pod_spec ps;
+
+        memset(&ps, 0, sizeof(ps));
+        ps.priority = c.priority;
+        if (gd_pod_class_allowed(&ps, c.ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) <
+            0) {
+            snprintf(a->error, sizeof(a->error),
+                     "claim %s/%s: its configuration (opaque parameters of " GD_DRA_DRIVER
+                     ") asks for priority latency, which claims of namespace %s may not have "
+                     "(normal or background may; the node's admin gives latency to the "
+                     "namespaces listed in gpusliced's pod-latency-namespaces: %.300s)",
+                     c.ns, c.name, c.ns,
+                     gd_opt.pod_latency_namespaces[0] ? gd_opt.pod_latency_namespaces : "none");
+            goto out;
+        }
+    }
+    if (fits(&c, g, ng, err, sizeof(err)) < 0) {
+        snprintf(a->error, sizeof(a->error), "%s", err);
+        goto out;
+    }
+    for (i = 0; i < c.nhold; i++)
+        if (!nvidia_cdi_has(c.hold[i].uuid)) {
+            snprintf(a->error, sizeof(a->error),
+                     "claim %s/%s: no CDI spec of NVIDIA's names GPU %s (nvidia.com/gpu=%s) in "
+                     "%s: generate it on the node with `nvidia-ctk cdi generate "
+                     "--device-name-strategy=uuid --output=/var/run/cdi/nvidia.yaml` (the NVIDIA "
+                     "Container Toolkit), or set nvidia-cdi-dirs",
+                     c.ns, c.name, c.hold[i].uuid, c.hold[i].uuid, gd_opt.nvidia_cdi_dirs);
+            goto out;
+        }
+    at = find(c.uid);
+    if (at < 0 && dra.n == MAX_PREPARED) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: %d claims are prepared on this node, "
+                 "the most it holds", c.ns, c.name, MAX_PREPARED);
+        goto out;
+    }
+    pthread_mutex_lock(&gd.mu);
+    i = tenant_put(&c, err, sizeof(err));
+    pthread_mutex_unlock(&gd.mu);
+    if (i < 0) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: its tenant: %s", c.ns, c.name, err);
+        goto out;
+    }
+    if (cdi_write(&c, err, sizeof(err)) < 0) {
+        snprintf(a->error, sizeof(a->error), "%s", err);
+        goto out;
+    }
+    if (!(slot = at >= 0 ? dra.claim[at] : malloc(sizeof(*slot)))) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: out of memory", c.ns, c.name);
+        goto out;
+    }
+    pthread_mutex_lock(&dra.map_mu);
+    *slot = c;
+    if (at < 0)
+        dra.claim[dra.n++] = slot;
+    pthread_mutex_unlock(&dra.map_mu);
+    if (checkpoint_write(err, sizeof(err)) < 0) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: not prepared: %s", c.ns, c.name, err);
+        goto out;
+    }
+    for (i = 0; i < c.nhold && i < GD_DRA_MAX_DEVS; i++) {
+        struct gd_dra_dev_answer *d = &a->dev[a->ndev++];
+
+        d->nreq = 1;
+        snprintf(d->request[0], sizeof(d->request[0]), "%s", c.hold[i].request);
+        snprintf(d->pool, sizeof(d->pool), "%s", dra.node);
+        snprintf(d->device, sizeof(d->device), "%s", c.hold[i].device);
+        d->ncdi = 2;
+        gd_dra_cdi_id(c.uid, d->cdi[0], sizeof(d->cdi[0]));
+        snprintf(d->cdi[1], sizeof(d->cdi[1]), "nvidia.com/gpu=%s", c.hold[i].uuid);
+    }
+    dra.prepares++;
+    gd_log("dra: claim %s/%s (%s) prepared: %d device(s)", c.ns, c.name, c.uid, c.nhold);
+out:
+    if (a->error[0]) {
+        dra.refusals++;
+        a->ndev = 0;
+        gd_log("dra: %s", a->error);
+    }
+    json_decref(obj);
+}
+
+/* Ends claim uid's preparation (none: nothing to do); into a. Under dra.mu. */
+static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
+{
+    struct gd_dra_claim *c;
+    struct gd_tenant *t;
+    char name[64], path[PATH_MAX], err[512];
+    int at = find(ref->uid);
+
+    memset(a, 0, sizeof(*a));
+    snprintf(a->uid, sizeof(a->uid), "%s", ref->uid);
+    tenant_name(ref->uid, name, sizeof(name));
+    pthread_mutex_lock(&gd.mu);
+    if ((t = gd_tenant_find_managed(name)) && (t->policy.flags & GPUSLICE_NODE_POD))
+        gd_tenant_end(t);
+    pthread_mutex_unlock(&gd.mu);
+    if (cdi_path(ref->uid, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: cannot remove its CDI spec %s: %s",
+                 ref->ns, ref->name, path, strerror(errno));
+        return;
+    }
+    if (at < 0)
+        return;
+    pthread_mutex_lock(&dra.map_mu);
+    c = dra.claim[at];
+    dra.claim[at] = dra.claim[--dra.n];
+    pthread_mutex_unlock(&dra.map_mu);
+    free(c);
+    if (checkpoint_write(err, sizeof(err)) < 0) {
+        snprintf(a->error, sizeof(a->error), "claim %s/%s: %s", ref->ns, ref->name, err);
+        return;
+    }
+    dra.unprepares++;
+    gd_log("dra: claim %s/%s (%s) unprepared", ref->ns, ref->name, ref->uid);
+}
+
+typedef void (*one_fn)(const struct gd_dra_ref *, struct gd_dra_answer *);
+
+static int serve(const uint8_t *req, size_t len, uint8_t **resp, size_t *resplen, char *msg,
+                 size_t msglen, one_fn one,
+                 int (*encode)(const struct gd_dra_answer *, int, uint8_t **, size_t *))
+{
+    struct gd_dra_ref ref[GD_DRA_MAX_CLAIMS];
+    struct gd_dra_answer *a;
+    int n, i;
+
+    if (gd_dra_decode_claims(req, len, ref, GD_DRA_MAX_CLAIMS, &n, msg, msglen) < 0)
+        return GD_GRPC_INVALID_ARGUMENT;
+    if (!(a = calloc((size_t)(n ? n : 1), sizeof(*a)))) {
+        snprintf(msg, msglen, "out of memory");
+        return GD_GRPC_RESOURCE_EXHAUSTED;
+    }
+    pthread_mutex_lock(&dra.mu);
+    for (i = 0; i < n; i++)
+        one(&ref[i], &a[i]);
+    pthread_mutex_unlock(&dra.mu);
+    i = encode(a, n, resp, resplen);
+    free(a);
+    if (i < 0) {
+        snprintf(msg, msglen, "out of memory");
+        return GD_GRPC_RESOURCE_EXHAUSTED;
+    }
+    return GD_GRPC_OK;
+}
+
+static int on_prepare(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resplen,
+                      char *msg, size_t msglen)
+{
+    (void)ctx;
+    return serve(req, len, resp, resplen, msg, msglen, prepare_one, gd_dra_encode_prepare);
+}
+
+static int on_unprepare(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
+                        size_t *resplen, char *msg, size_t msglen)
+{
+    (void)ctx;
+    return serve(req, len, resp, resplen, msg, msglen, unprepare_one, gd_dra_encode_unprepare);
+}
+
+/* ---- registration ---- */
+
+static const char *const versions[] = { GD_DRA_VERSION_V1, GD_DRA_VERSION_V1BETA1 };
+
+static int on_get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
+                       size_t *resplen, char *msg, size_t msglen)
+{
+    (void)ctx, (void)req, (void)len;
+    if (gd_dra_encode_plugin_info(GD_DRA_DRIVER, dra.dra_sock, versions, 2, resp, resplen) < 0) {
+        snprintf(msg, msglen, "out of memory");
+        return GD_GRPC_RESOURCE_EXHAUSTED;
+    }
+    return GD_GRPC_OK;
+}
+
+static int on_reg_status(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
+                         size_t *resplen, char *msg, size_t msglen)
+{
+    int ok = 0;
+    char why[512];
+
+    (void)ctx;
+    if (gd_dra_decode_reg_status(req, len, &ok, why, sizeof(why)) < 0) {
+        snprintf(msg, msglen, "RegistrationStatus: not a message this driver can read");
+        return GD_GRPC_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&dra.map_mu);
+    dra.registered = ok;
+    snprintf(dra.reg_error, sizeof(dra.reg_error), "%s", ok ? "" : why);
+    pthread_mutex_unlock(&dra.map_mu);
+    if (ok)
+        gd_log("dra: registered with the kubelet");
+    else
+        gd_log("dra: the kubelet refused the registration: %s", why);
+    *resp = NULL;
+    *resplen = 0;
+    return GD_GRPC_OK;
+}
+
+/* ---- what pods.c and the API ask ---- */
+
+int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *why,
+                         size_t whylen)
+{
+    int i, k, found = 0;
+
+    pthread_mutex_lock(&dra.map_mu);
+    for (i = 0; i < dra.n; i++)
+        for (k = 0; k < dra.claim[i]->npod; k++)
+            if (strcmp(dra.claim[i]->pod_uid[k], pod_uid) == 0) {
+                if (found++ == 0)
+                    tenant_name(dra.claim[i]->uid, name, namelen);
+                else
+                    snprintf(why, whylen,
+                             "pod %s has more than one claim of " GD_DRA_DRIVER " prepared: a "
+                             "pod takes its GPUs in one claim (of one or more devices)",
+                             pod_uid);
+            }
+    pthread_mutex_unlock(&dra.map_mu);
+    return found > 1 ? -1 : found;
+}
+
+int gd_dra_is_claim_tenant(const char *name)
+{
+    return strncmp(name, "claim-", 6) == 0;
+}
+
+json_t *gd_dra_status_json(void)
+{
+    json_t *o;
+
+    pthread_mutex_lock(&dra.map_mu);
+    o = json_pack("{s:b, s:s, s:b, s:s, s:i, s:I, s:I, s:I, s:I}", "enabled", dra.running,
+                  "driver", GD_DRA_DRIVER, "registered", dra.registered, "registration_error",
+                  dra.reg_error, "prepared_claims", dra.n, "prepares", (json_int_t)dra.prepares,
+                  "unprepares", (json_int_t)dra.unprepares, "refusals",
+                  (json_int_t)dra.refusals, "slice_generation", (json_int_t)dra.generation);
+    pthread_mutex_unlock(&dra.map_mu);
+    return o;
+}
+
+/* ---- start and stop ---- */
+
+/* The checkpoint read back, and each claim's tenant made again; 0 or -1 with err. */
+static int restore(char *err, size_t errlen)
+{
+    char path[PATH_MAX], why[1024];
+    struct gd_dra_claim *all;
+    json_error_t je;
+    json_t *j;
+    int n = 0, i;
+
+    snprintf(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
+    if (access(path, F_OK) != 0)
+        return 0;
+    if (!(j = json_load_file(path, 0, &je))) {
+        snprintf(err, errlen, "dra: %s is not JSON (line %d: %s): move it away to start afresh",
+                 path, je.line, je.text);
+        return -1;
+    }
+    if (!(all = calloc(MAX_PREPARED, sizeof(*all)))) {
+        json_decref(j);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (gd_dra_checkpoint_read(j, all, MAX_PREPARED, &n, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "dra: %s: %s: move it away to start afresh", path, why);
+        json_decref(j);
+        free(all);
+        return -1;
+    }
+    json_decref(j);
+    for (i = 0; i < n; i++) {
+        struct gd_dra_claim *c = malloc(sizeof(*c));
+
+        if (!c)
+            break;
+        *c = all[i];
+        dra.claim[dra.n++] = c;
+        pthread_mutex_lock(&gd.mu);
+        if (tenant_put(c, why, sizeof(why)) < 0)
+            gd_log("dra: claim %s/%s from the checkpoint: %s", c->ns, c->name, why);
+        pthread_mutex_unlock(&gd.mu);
+    }
+    free(all);
+    gd_log("dra: %d prepared claim(s) from %s", dra.n, path);
+    return 0;
+}
+
+int gd_dra_start(char *err, size_t errlen)
+{
+    static const struct gd_grpc_method reg[] = {
+        { "/pluginregistration.Registration/GetInfo", on_get_info, NULL },
+        { "/pluginregistration.Registration/NotifyRegistrationStatus", on_reg_status, NULL },
+    };
+    static const struct gd_grpc_method svc[] = {
+        { "/" GD_DRA_SERVICE_V1 "/NodePrepareResources", on_prepare, NULL },
+        { "/" GD_DRA_SERVICE_V1 "/NodeUnprepareResources", on_unprepare, NULL },
+        { "/" GD_DRA_SERVICE_V1BETA1 "/NodePrepareResources", on_prepare, NULL },
+        { "/" GD_DRA_SERVICE_V1BETA1 "/NodeUnprepareResources", on_unprepare, NULL },
+    };
+
+    if (!gd_opt.dra)
+        return 0;
+    if (!gd_kube_enabled()) {
+        snprintf(err, errlen, "dra: the DRA driver needs the Kubernetes API server (kube-api)");
+        return -1;
+    }
+    snprintf(dra.node, sizeof(dra.node), "%s", gd_kube_node());
+    if ((size_t)snprintf(dra.dra_sock, sizeof(dra.dra_sock), "%s/" DRA_SOCKET,
+                         gd_opt.kubelet_plugin_dir) >= sizeof(dra.dra_sock) ||
+        (size_t)snprintf(dra.reg_sock, sizeof(dra.reg_sock), "%s/" REG_SOCKET,
+                         gd_opt.kubelet_registry_dir) >= sizeof(dra.reg_sock)) {
+        snprintf(err, errlen, "dra: kubelet-plugin-dir or kubelet-registry-dir is too long");
+        return -1;
+    }
+    if (gd_own_dir(gd_opt.kubelet_plugin_dir, 0750, err, errlen) < 0)
+        return -1;
+    if (mkdir(gd_opt.cdi_dir, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "dra: cdi-dir %s: %s", gd_opt.cdi_dir, strerror(errno));
+        return -1;
+    }
+    if (access(gd_opt.cdi_dir, W_OK) != 0) {
+        snprintf(err, errlen, "dra: cdi-dir %s is not writable: %s", gd_opt.cdi_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (access(gd_opt.kubelet_registry_dir, W_OK) != 0) {
+        snprintf(err, errlen, "dra: kubelet-registry-dir %s: %s (the kubelet's "
+                 "plugins_registry, mounted from the node)", gd_opt.kubelet_registry_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (restore(err, errlen) < 0)
+        return -1;
+    dra.stop = 0;
+    if (pthread_create(&dra.th, NULL, publisher, NULL) != 0) {
+        snprintf(err, errlen, "dra: cannot start the publisher: %s", strerror(errno));
+        return -1;
+    }
+    dra.running = 1;
+    /* The driver's socket first: the kubelet calls the endpoint GetInfo names at once. */
+    if (!(dra.dra_srv = gd_grpc_start(dra.dra_sock, 0600, svc, 4, err, errlen)) ||
+        !(dra.reg_srv = gd_grpc_start(dra.reg_sock, 0600, reg, 2, err, errlen))) {
+        gd_dra_stop_keep();
+        return -1;
+    }
+    gd_log("dra: driver " GD_DRA_DRIVER " on %s, registered through %s", dra.dra_sock,
+           dra.reg_sock);
+    return 0;
+}
+
+static void stop_all(int unpub)
+{
+    char err[512];
+    int i;
+
+    if (!dra.running)
+        return;
+    /* The registration first: the kubelet then stops calling, before the driver goes. */
+    gd_grpc_stop(dra.reg_srv);
+    dra.reg_srv = NULL;
+    gd_grpc_stop(dra.dra_srv);
+    dra.dra_srv = NULL;
+    pthread_mutex_lock(&dra.stop_mu);
+    dra.stop = 1;
+    pthread_cond_broadcast(&dra.stop_cv);
+    pthread_mutex_unlock(&dra.stop_mu);
+    pthread_join(dra.th, NULL);
+    if (unpub && unpublish(err, sizeof(err)) < 0)
+        gd_log("dra: the node's ResourceSlice could not be removed: %s", err);
+    pthread_mutex_lock(&dra.map_mu);
+    for (i = 0; i < dra.n; i++)
+        free(dra.claim[i]);
+    dra.n = 0;
+    pthread_mutex_unlock(&dra.map_mu);
+    dra.published[0] = '\0';
+    dra.running = 0;
+}
+
+void gd_dra_stop_keep(void)
+{
+    stop_all(0);
+}
+
+void gd_dra_stop(void)
+{
+    stop_all(1);
+}
