@@ -475,8 +475,8 @@ static int read_results(struct ctx *c, const json_t *results, const char *node,
     {
         const json_t *drv = json_object_get(res, "driver");
         char at[64], request[64], dev[32];
-        uint64_t mem;
-        int g, cores, h;
+        uint64_t mem = 0;
+        int g = 0, cores = 0, h;
 
         snprintf(at, sizeof(at), "status.allocation.devices.results[%zu]", i);
         if (!json_is_object(res) || !json_is_string(drv))
@@ -842,8 +842,8 @@ static int read_hold(struct ctx *c, const json_t *o, const char *at, struct gd_d
 {
     static const char *const keys[] = { "uuid", "device", "requests", "memory", "cores", NULL };
     const json_t *reqs = json_object_get(o, "requests"), *r;
-    char path[128];
-    json_int_t v;
+    char path[256];
+    json_int_t v = 0;
     size_t i;
 
     if (only_keys(c, o, at, keys) < 0)
@@ -884,7 +884,7 @@ static int read_claim(struct ctx *c, const json_t *o, const char *at, struct gd_
                                         "weight",    "holds", "pods", NULL };
     const json_t *holds = json_object_get(o, "holds"), *pods = json_object_get(o, "pods"), *e;
     char path[128];
-    json_int_t v;
+    json_int_t v = 0;
     size_t i;
 
     if (only_keys(c, o, at, keys) < 0)
