@@ -422,6 +422,10 @@ static int read_result(struct ctx *c, const json_t *res, const char *at, const c
         } else if (strcmp(key, "cores") == 0) {
             if (get_consumed(c, v, path, CORES_MAX, "the cores' ceiling", " per cent", &q) < 0)
                 return -1;
+            /* The parser cuts a fraction, and 0.5 cut to 0 would read as "no ceiling". */
+            if (strchr(json_string_value(v), '.'))
+                return fail(c, "%s: \"%.64s\" is not a whole number of per cent", path,
+                            json_string_value(v));
             *cores = (int)q;
         } else {
             return fail(c, "%s: %s publishes no capacity \"%.32s\" (only memory and cores)", path,

@@ -270,6 +270,8 @@ static const struct bad bads[] = {
       "results[0].consumedCapacity.memory", "\"abc\"" },
     { "cores abc", META, RES("gpu", "gpu-0", CC("1Gi", "abc")), NULL, NULL,
       "results[0].consumedCapacity.cores", "\"abc\"" },
+    { "cores 0.5", META, RES("gpu", "gpu-0", CC("1Gi", "0.5")), NULL, NULL,
+      "results[0].consumedCapacity.cores", "whole number" },
     { "negative memory", META, RES("gpu", "gpu-0", CC("-1Gi", "1")), NULL, NULL,
       "results[0].consumedCapacity.memory", NULL },
     { "negative cores", META, RES("gpu", "gpu-0", CC("1Gi", "-5")), NULL, NULL,
