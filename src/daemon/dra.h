@@ -119,8 +119,10 @@ json_t *gd_dra_slice_json(const char *node, int64_t generation, const struct gd_
 /* What a prepared claim holds on one of this node's GPUs. */
 struct gd_dra_hold {
     char uuid[96];
-    char device[129];   /* gpu-<index> */
-    char request[64];   /* the claim's request it answers */
+    char device[129]; /* gpu-<index> */
+    /* The claim's requests it answers, 1..4: two results on one device are one hold. */
+    int nreq;
+    char request[4][64];
     uint64_t mem_bytes; /* consumedCapacity.memory (0: not given: the whole GPU) */
     int cores;          /* consumedCapacity.cores, 0..100; 0: no ceiling */
 };
@@ -139,10 +141,14 @@ struct gd_dra_claim {
 /*
  * Reads a ResourceClaim object: it must be ref (namespace, name, UID), allocated, and every
  * result of driver GD_DRA_DRIVER must be of pool node and name one of gpu (device gpu-<index>),
- * within that GPU's capacity; results of other drivers are left out. The opaque configuration
- * of driver GD_DRA_DRIVER (parameters {"priority": "latency"|"normal"|"background", "weight":
- * 1..100}) applies to the requests it names (all when none). 0, or -1 with err naming the claim
- * (namespace/name) and the field that is wrong.
+ * within that GPU's capacity; results of other drivers are left out, and a claim with none of
+ * ours is an error. Two results on one device are one hold, their consumption summed (within
+ * the GPU). The opaque configuration of driver GD_DRA_DRIVER (parameters {"priority":
+ * "latency"|"normal"|"background", "weight": 1..100}, and optionally "apiVersion":
+ * "gpu.gpuslice.io/v1alpha1", "kind": "ClaimConfig"; any other key is refused) applies to the
+ * requests it names (all when none; "req" covers "req/sub"), a later entry over an earlier one;
+ * two devices given different values are refused. status.reservedFor's pods give pod_uid.
+ * 0, or -1 with out cleared and err naming the claim (namespace/name) and the field's path.
  */
 int gd_dra_claim_read(const json_t *claim, const struct gd_dra_ref *ref, const char *node,
                       const struct gd_dra_gpu *gpu, int ngpu, struct gd_dra_claim *out, char *err,
@@ -160,10 +166,18 @@ int gd_dra_claim_read(const json_t *claim, const struct gd_dra_ref *ref, const c
 json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib_dir, const char *preload_file,
                         const char *pods_dir, const char *tenants_dir);
 
-/* The CDI device ID of that spec: gpuslice.io/claim=<uid>. */
+/*
+ * The CDI device ID of that spec: gpuslice.io/claim=<uid>; "" if uid is no CDI device name or
+ * the ID does not fit len (gd_dra_cdi_json is NULL for such a uid, or a path not absolute).
+ */
 void gd_dra_cdi_id(const char *claim_uid, char *out, size_t len);
 
-/* The checkpoint: the prepared claims as JSON, and back (0, or -1 with err). */
+/*
+ * The checkpoint: the prepared claims as JSON ({"version": 1, "claims": [...]}, NULL without
+ * memory), and back: strictly (every key known and present, every value in bounds, no UID
+ * twice, at most max claims); 0 with *n claims, or -1 with *n 0, out cleared and err naming the
+ * field.
+ */
 json_t *gd_dra_checkpoint_json(const struct gd_dra_claim *c, int n);
 int gd_dra_checkpoint_read(const json_t *j, struct gd_dra_claim *out, int max, int *n, char *err,
                            size_t errlen);
