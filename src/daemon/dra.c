@@ -680,8 +680,8 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     for (i = 0; i < c.nhold && i < GD_DRA_MAX_DEVS; i++) {
         struct gd_dra_dev_answer *d = &a->dev[a->ndev++];
 
-        d->nreq = 1;
-        snprintf(d->request[0], sizeof(d->request[0]), "%s", c.hold[i].request);
+        d->nreq = c.hold[i].nreq;
+        memcpy(d->request, c.hold[i].request, sizeof(d->request));
         snprintf(d->pool, sizeof(d->pool), "%s", dra.node);
         snprintf(d->device, sizeof(d->device), "%s", c.hold[i].device);
         d->ncdi = 2;

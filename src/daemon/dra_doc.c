@@ -727,16 +727,21 @@ static json_t *ro_bind(const char *host, const char *cont)
                      "options", "ro", "nosuid", "nodev", "bind");
 }
 
-json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib, const char *preload_file,
-                        const char *pods_dir)
+json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib_dir, const char *preload_file,
+                        const char *pods_dir, const char *tenants_dir)
 {
-    if (!is_cdi_name(claim_uid) || lib == NULL || preload_file == NULL || pods_dir == NULL ||
-        lib[0] != '/' || preload_file[0] != '/' || pods_dir[0] != '/')
+    if (!is_cdi_name(claim_uid) || lib_dir == NULL || preload_file == NULL || pods_dir == NULL ||
+        tenants_dir == NULL || lib_dir[0] != '/' || preload_file[0] != '/' || pods_dir[0] != '/' ||
+        tenants_dir[0] != '/')
         return NULL;
-    return json_pack("{s:s, s:s, s:[{s:s, s:{s:[s], s:[o, o, o]}}]}", "cdiVersion", CDI_VERSION,
-                     "kind", CDI_KIND, "devices", "name", claim_uid, "containerEdits", "env",
-                     "GPUSLICE_POD=1", "mounts", ro_bind(lib, lib),
-                     ro_bind(preload_file, "/etc/ld.so.preload"), ro_bind(pods_dir, pods_dir));
+    /* Where the webhook mounts the same (webhook.c): one layout in every pod. */
+    return json_pack("{s:s, s:s, s:[{s:s, s:{s:[s], s:[o, o, o, o]}}]}", "cdiVersion",
+                     CDI_VERSION, "kind", CDI_KIND, "devices", "name", claim_uid,
+                     "containerEdits", "env", "GPUSLICE_POD=1", "mounts",
+                     ro_bind(lib_dir, "/usr/local/gpuslice"),
+                     ro_bind(preload_file, "/etc/ld.so.preload"),
+                     ro_bind(pods_dir, "/run/gpuslice"),
+                     ro_bind(tenants_dir, "/run/gpuslice/tenants"));
 }
 
 void gd_dra_cdi_id(const char *claim_uid, char *out, size_t len)

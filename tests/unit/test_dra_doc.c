@@ -499,8 +499,9 @@ static void test_slice_name_of_a_long_node_fits(void **state)
 
 static void test_cdi_spec_round_trip(void **state)
 {
-    json_t *j = gd_dra_cdi_json(ref.uid, "/usr/lib/gpuslice/libgpuslice.so",
-                                "/run/gpuslice/dra/c1/ld.so.preload", "/run/gpuslice/pods"),
+    json_t *j = gd_dra_cdi_json(ref.uid, "/var/lib/gpuslice/lib",
+                                "/var/lib/gpuslice/lib/ld.so.preload", "/run/gpuslice/pod",
+                                "/run/gpuslice/tenants"),
            *back;
     char *text, id[256];
 
@@ -514,15 +515,19 @@ static void test_cdi_spec_round_trip(void **state)
     assert_string_equal(str_at(back, "devices.0.name"), ref.uid);
     assert_string_equal(str_at(back, "devices.0.containerEdits.env.0"), "GPUSLICE_POD=1");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.0.hostPath"),
-                        "/usr/lib/gpuslice/libgpuslice.so");
+                        "/var/lib/gpuslice/lib");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.0.containerPath"),
-                        "/usr/lib/gpuslice/libgpuslice.so");
+                        "/usr/local/gpuslice");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.1.containerPath"),
                         "/etc/ld.so.preload");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.2.hostPath"),
-                        "/run/gpuslice/pods");
+                        "/run/gpuslice/pod");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.2.containerPath"),
-                        "/run/gpuslice/pods");
+                        "/run/gpuslice");
+    assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.3.hostPath"),
+                        "/run/gpuslice/tenants");
+    assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.3.containerPath"),
+                        "/run/gpuslice/tenants");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.1.options.0"), "ro");
     assert_string_equal(str_at(back, "devices.0.containerEdits.mounts.1.options.3"), "bind");
     free(text);
@@ -531,11 +536,12 @@ static void test_cdi_spec_round_trip(void **state)
     gd_dra_cdi_id(ref.uid, id, sizeof(id));
     assert_string_equal(id, "gpuslice.io/claim=5c4c2d6e-1111-2222-3333-444455556666");
     /* not a CDI device name: no spec, no ID */
-    assert_null(gd_dra_cdi_json("../x", "/l", "/p", "/d"));
-    assert_null(gd_dra_cdi_json("-x", "/l", "/p", "/d"));
-    assert_null(gd_dra_cdi_json("x y", "/l", "/p", "/d"));
-    assert_null(gd_dra_cdi_json("", "/l", "/p", "/d"));
-    assert_null(gd_dra_cdi_json("x", "rel", "/p", "/d"));
+    assert_null(gd_dra_cdi_json("../x", "/l", "/p", "/d", "/t"));
+    assert_null(gd_dra_cdi_json("-x", "/l", "/p", "/d", "/t"));
+    assert_null(gd_dra_cdi_json("x y", "/l", "/p", "/d", "/t"));
+    assert_null(gd_dra_cdi_json("", "/l", "/p", "/d", "/t"));
+    assert_null(gd_dra_cdi_json("x", "rel", "/p", "/d", "/t"));
+    assert_null(gd_dra_cdi_json("x", "/l", "/p", "/d", "rel"));
     gd_dra_cdi_id("a/b", id, sizeof(id));
     assert_string_equal(id, "");
     gd_dra_cdi_id(ref.uid, id, 10); /* too small: nothing rather than a cut ID */
