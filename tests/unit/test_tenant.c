@@ -884,6 +884,47 @@ static void test_open_at_makes_the_file_once_and_then_joins_it(void **state)
     gs_tenant_close(a);
 }
 
+/*
+ * Eight processes making one file at the same moment: whoever loses the race to make it
+ * joins the winner's, so all eight are members of the one state at the path.
+ */
+static void test_open_at_racing_makers_share_one_state(void **state)
+{
+    struct gpuslice_tenant *t;
+    char path[256];
+    int go[2], i, n, made, status, members = 0;
+    pid_t kids[8];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/race.cache", dir);
+    assert_int_equal(pipe(go), 0);
+    for (n = 0; n < 8; n++) {
+        if ((kids[n] = fork()) == 0) {
+            char c;
+
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(3);
+            if (gs_tenant_open_at(path, "race", &t, &made) < 0)
+                _exit(1);
+            _exit(gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid())) < 0 ? 2 : 0);
+        }
+        assert_true(kids[n] > 0);
+    }
+    close(go[0]);
+    close(go[1]); /* all start at once */
+    for (i = 0; i < n; i++) {
+        assert_int_equal(waitpid(kids[i], &status, 0), kids[i]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    assert_int_equal(gs_tenant_open_at(path, "race", &t, &made), 0);
+    assert_int_equal(made, 0);
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
+        members += t->proc[i].pid > 0;
+    assert_int_equal(members, 8);
+    gs_tenant_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -911,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_a_4_1_file_is_read_but_not_joined),
         cmocka_unit_test(test_charge_within_a_given_limit),
         cmocka_unit_test(test_open_at_makes_the_file_once_and_then_joins_it),
+        cmocka_unit_test(test_open_at_racing_makers_share_one_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
