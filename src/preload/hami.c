@@ -45,7 +45,13 @@ static void refusal(const char *path, int r, char *why, size_t len)
         return;
     }
     if (lstat(path, &st) < 0) {
-        snprintf(why, len, "%s", gs_strerror(r));
+        if (r == -EACCES || r == -EROFS)
+            snprintf(why, len,
+                     "there is no such file, and this user (uid %u) cannot make one in "
+                     "its directory (%s)",
+                     (unsigned)geteuid(), gs_strerror(r));
+        else
+            snprintf(why, len, "%s", gs_strerror(r));
         return;
     }
     if (r == -EACCES) {

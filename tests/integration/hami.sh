@@ -102,6 +102,10 @@ hami)
             env LD_PRELOAD="$T/usr-local-vgpu/libvgpu-any.so" CUDA_DEVICE_MEMORY_SHARED_CACHE="$V/a.cache" \
             GPUSLICE_SIM_STATE="$T/nobody.state" "$IT" init
         stderr_has "permission denied: it is owned by uid 0 with mode 0600"
+        expect 4 "a new file in a directory this user cannot write is refused" -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env LD_PRELOAD="$T/usr-local-vgpu/libvgpu-any.so" CUDA_DEVICE_MEMORY_SHARED_CACHE="$V/new.cache" \
+            GPUSLICE_SIM_STATE="$T/nobody.state" "$IT" init
+        stderr_has "there is no such file, and this user (uid 65534) cannot make one in its directory"
     else echo "skip: another user's file (needs root and setpriv)"; fi ;;
 compute_hami)
     # HAMi's CUDA_DEVICE_SM_LIMIT through one file: the ceiling holds for the two together.
