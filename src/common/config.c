@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -159,6 +160,29 @@ int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t
 {
     return config_limits(env, GS_VALUE_PERCENT, GS_ENV_COMPUTE, GS_ENV_TF_COMPUTE,
                          GS_ENV_HAMI_COMPUTE, out, err, errlen);
+}
+
+int gs_config_shared_cache(char *const *env, const char **path, char *err, size_t errlen)
+{
+    const char *v = gs_env_get(env, GS_ENV_HAMI_SHARED_CACHE), *base;
+    size_t n;
+
+    *path = NULL;
+    if (v == NULL || *v == '\0')
+        return 0;
+    n = strlen(v);
+    base = strrchr(v, '/');
+    if (v[0] != '/' || n >= PATH_MAX || v[n - 1] == '/' || strcmp(base, "/.") == 0 ||
+        strcmp(base, "/..") == 0) {
+        gs_set_error(err, errlen,
+                     "%s: \"%.200s%s\" is not a file's absolute path (use one like "
+                     "/usr/local/vgpu/job.cache, the same for every process that is to share "
+                     "the limits)",
+                     GS_ENV_HAMI_SHARED_CACHE, v, n > 200 ? "..." : "");
+        return -EINVAL;
+    }
+    *path = v;
+    return 0;
 }
 
 int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char *err,

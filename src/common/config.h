@@ -41,6 +41,16 @@ int gs_config_compute(char *const *env, struct gs_limits *out, char *err, size_t
 int gs_config_sched(char *const *env, uint32_t *priority, uint32_t *weight, char *err,
                     size_t errlen);
 
+/*
+ * HAMi-core's shared file (CUDA_DEVICE_MEMORY_SHARED_CACHE) in env: *path
+ * points into env at its value, or is NULL when it is unset or empty (no
+ * file: each process keeps its own limits). Returns 0, or -EINVAL with a
+ * message in err for a value no two processes could be sure to mean alike:
+ * a relative path (it depends on each one's working directory), one that
+ * ends in '/' or names "." or "..", one longer than PATH_MAX.
+ */
+int gs_config_shared_cache(char *const *env, const char **path, char *err, size_t errlen);
+
 /* The value of name in env, or NULL. */
 const char *gs_env_get(char *const *env, const char *name);
 

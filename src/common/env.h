@@ -15,6 +15,7 @@
 #define GS_ENV_COMPUTE "GPUSLICE_COMPUTE_LIMIT"
 #define GS_ENV_TF_COMPUTE "TENSOR_FUSION_CUDA_UP_LIMIT"
 #define GS_ENV_HAMI_COMPUTE "CUDA_DEVICE_SM_LIMIT"
+#define GS_ENV_HAMI_SHARED_CACHE "CUDA_DEVICE_MEMORY_SHARED_CACHE"
 #define GS_ENV_SMS "GPUSLICE_SMS"
 #define GS_ENV_PRIORITY "GPUSLICE_PRIORITY"
 #define GS_ENV_WEIGHT "GPUSLICE_WEIGHT"
@@ -54,6 +55,7 @@
     X(GS_ENV_COMPUTE, GS_ENV_USER, "compute ceiling per GPU, as run --compute")                    \
     X(GS_ENV_TF_COMPUTE, GS_ENV_USER, "compute ceiling in vgpu.rs's JSON form")                    \
     X(GS_ENV_HAMI_COMPUTE, GS_ENV_USER, "compute ceiling in HAMi-core's form (and _<index>)")      \
+    X(GS_ENV_HAMI_SHARED_CACHE, GS_ENV_USER, "a file: processes naming one share limits (HAMi)")   \
     X(GS_ENV_SMS, GS_ENV_USER, "an SM partition per GPU, as run --sms")                            \
     X(GS_ENV_PRIORITY, GS_ENV_USER, "priority class: latency, normal or background")               \
     X(GS_ENV_WEIGHT, GS_ENV_USER, "share of a contended GPU within the class, 1..100")             \

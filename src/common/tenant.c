@@ -214,6 +214,38 @@ int gs_tenant_open(const char *path, struct gpuslice_tenant **out)
     return 0;
 }
 
+int gs_tenant_open_at(const char *path, const char *name, struct gpuslice_tenant **out,
+                      int *created)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX], tmp[PATH_MAX];
+    struct gpuslice_tenant *t;
+    int r, tries;
+
+    *created = 0;
+    if (slash == NULL || (size_t)(slash - path) >= sizeof(dir))
+        return -EINVAL;
+    snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    for (tries = 0; tries < 3; tries++) {
+        if ((r = gs_tenant_open(path, out)) != -ENOENT)
+            return r;
+        if ((r = gs_tenant_create(dir, name, tmp, sizeof(tmp), &t)) < 0)
+            return r;
+        /* link, unlike rename, never replaces: the first creator's file is the one. */
+        r = link(tmp, path) < 0 ? -errno : 0;
+        unlink(tmp);
+        if (r == 0) {
+            *out = t;
+            *created = 1;
+            return 0;
+        }
+        gs_tenant_close(t);
+        if (r != -EEXIST)
+            return r;
+    }
+    return -EAGAIN; /* made and removed by others three times over */
+}
+
 int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out)
 {
     uid_t owner = 0;

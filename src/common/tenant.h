@@ -53,6 +53,19 @@ int gs_tenant_open_owned(const char *path, int writable, uid_t *owner,
 int gs_tenant_open_fd(int fd, int writable, const char *what, uid_t *owner,
                       struct gpuslice_tenant **out);
 
+/*
+ * The tenant whose state file is path, made there if there is none (HAMi's
+ * CUDA_DEVICE_MEMORY_SHARED_CACHE: every process naming the path joins one
+ * tenant). An existing file is joined as by gs_tenant_open (same refusals; a
+ * symbolic link is -ELOOP, a directory -EISDIR). A missing one is made
+ * beside it under a name of gs_tenant_create's, complete, and then linked to
+ * path, so that a racing process finds either no file or a whole one; of two
+ * creators the second joins the first's. *created says whether this call made
+ * it. -ENOENT: the directory does not exist.
+ */
+int gs_tenant_open_at(const char *path, const char *name, struct gpuslice_tenant **out,
+                      int *created);
+
 /* gs_tenant_open_owned() without the owner. */
 int gs_tenant_open_mode(const char *path, int writable, struct gpuslice_tenant **out);
 

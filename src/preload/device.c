@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/node.h"
@@ -57,6 +58,28 @@ const char *gs__device_uuid(int ord, uint8_t raw[16])
     return d->uuid;
 }
 
+/*
+ * HAMi's shared file: a GPU's limits are those of the first process that used it through
+ * the file (HAMi-core, likewise, keeps its creator's and only logs a process that differs).
+ * A process whose own differ is told once per GPU, at its first use: not a hot path.
+ */
+static void note_file_limits(int ord, int e, uint64_t mem, uint32_t compute)
+{
+    const struct gpuslice_tenant_device *d = &gs__state.tenant->dev[e];
+    uint64_t fmem = __atomic_load_n(&d->mem_limit, __ATOMIC_RELAXED);
+    uint32_t fcomp = __atomic_load_n(&d->compute_limit, __ATOMIC_RELAXED);
+    char fc[8], oc[8];
+
+    if (fmem == mem && fcomp % 100 == compute % 100)
+        return;
+    snprintf(fc, sizeof(fc), fcomp % 100 ? "%u%%" : "none", fcomp % 100);
+    snprintf(oc, sizeof(oc), compute % 100 ? "%u%%" : "none", compute % 100);
+    gs__log("device %d: the limits recorded in %s apply (memory %llu bytes, compute %s), not "
+            "this process's own (memory %llu bytes, compute %s; 0 bytes: none): the first "
+            "process to use a GPU through the file sets them",
+            ord, gs__state.shared_cache, (unsigned long long)fmem, fc, (unsigned long long)mem, oc);
+}
+
 int gs__device_entry(int ord)
 {
     struct device *d;
@@ -87,6 +110,8 @@ int gs__device_entry(int ord)
     }
     if (e < 0)
         return GS_DEVICE_BUSY; /* the tenant's lock was not had in time: asked again */
+    if (gs__state.shared_cache[0] && e < GPUSLICE_MAX_DEVICES)
+        note_file_limits(ord, e, limit, ceiling);
     if (e < GPUSLICE_MAX_DEVICES && !__atomic_load_n(&entry_known[e], __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&publish_mu);
         memcpy(entry_raw[e], raw, 16);

@@ -277,11 +277,30 @@ int gs__load_nvml(void)
     return nvml_status;
 }
 
+/*
+ * A tenant whose limits came with it (gpuslice run): a process's own variables
+ * (unset, or raised in a child's environment) change nothing.
+ */
+static void drop_own_limits_if_fixed(struct gs_state *st)
+{
+    if (!__atomic_load_n(&st->tenant->limits_fixed, __ATOMIC_ACQUIRE))
+        return;
+    if (st->mem_limits.n || st->compute_limits.n)
+        gs__debug("the tenant's limits were fixed when it was made; %s%s%s in this "
+                  "process's environment is not used",
+                  st->mem_limits.n ? st->mem_limits.source : "",
+                  st->mem_limits.n && st->compute_limits.n ? " and " : "",
+                  st->compute_limits.n ? st->compute_limits.source : "");
+    st->mem_limits.n = 0;
+    st->compute_limits.n = 0;
+    st->priority = st->weight = 0;
+}
+
 static void config_once_fn(void)
 {
     extern char **environ;
     struct gs_state *st = &gs__state;
-    const char *dbg = getenv(GS_ENV_DEBUG), *tenant = getenv(GS_ENV_TENANT);
+    const char *dbg = getenv(GS_ENV_DEBUG), *tenant = getenv(GS_ENV_TENANT), *cache = NULL;
     int r;
 
     st->debug = dbg && *dbg && strcmp(dbg, "0") != 0;
@@ -291,6 +310,8 @@ static void config_once_fn(void)
     if (r == 0)
         r = gs_config_sched(environ, &st->priority, &st->weight, st->config_msg,
                             sizeof(st->config_msg));
+    if (r == 0)
+        r = gs_config_shared_cache(environ, &cache, st->config_msg, sizeof(st->config_msg));
     if (r == 0 && getenv(GS_ENV_SMS))
         r = gs_parse_limit_list(getenv(GS_ENV_SMS), GS_VALUE_SMS, GS_ENV_SMS, &st->sm_limits,
                                 st->config_msg, sizeof(st->config_msg));
@@ -313,6 +334,9 @@ static void config_once_fn(void)
         st->compute_limits.n = 0;
         st->priority = st->weight = 0;
     } else if (tenant && *tenant) {
+        if (cache)
+            gs__debug("%s names the tenant; %s is not used", GS_ENV_TENANT,
+                      GS_ENV_HAMI_SHARED_CACHE);
         if ((r = gs_tenant_open(tenant, &st->tenant)) < 0) {
             char why[400];
 
@@ -328,22 +352,14 @@ static void config_once_fn(void)
             st->config_error = 1;
         } else {
             st->shared_tenant = 1;
-            /*
-             * Limits that came with the tenant are its own: a process's variables
-             * (unset, or raised in a child's environment) change nothing.
-             */
-            if (__atomic_load_n(&st->tenant->limits_fixed, __ATOMIC_ACQUIRE)) {
-                if (st->mem_limits.n || st->compute_limits.n)
-                    gs__debug("the tenant's limits were fixed when it was made; %s%s%s in this "
-                              "process's environment is not used",
-                              st->mem_limits.n ? st->mem_limits.source : "",
-                              st->mem_limits.n && st->compute_limits.n ? " and " : "",
-                              st->compute_limits.n ? st->compute_limits.source : "");
-                st->mem_limits.n = 0;
-                st->compute_limits.n = 0;
-                st->priority = st->weight = 0;
-            }
+            drop_own_limits_if_fixed(st);
         }
+    } else if (cache) {
+        /* HAMi's shared file: whoever names it shares one tenant (hami.c). */
+        if (gs__hami_attach(cache) < 0)
+            st->config_error = 1;
+        else
+            drop_own_limits_if_fixed(st);
     } else if (st->mem_limits.n > 0 || st->compute_limits.n > 0 || st->priority || st->weight) {
         if ((r = gs_tenant_anon(&st->tenant)) < 0) {
             snprintf(st->config_msg, sizeof(st->config_msg),
@@ -365,10 +381,11 @@ static void config_once_fn(void)
               st->compute_limits.n == 1 ? "y" : "ies",
               st->compute_limits.source ? st->compute_limits.source : "nowhere", st->sm_limits.n,
               st->sm_limits.n == 1 ? "y" : "ies",
-              st->node            ? "the daemon's"
-              : st->shared_tenant ? tenant
-              : st->tenant        ? "private"
-                                  : "none");
+              st->node              ? "the daemon's"
+              : st->shared_cache[0] ? st->shared_cache
+              : st->shared_tenant   ? tenant
+              : st->tenant          ? "private"
+                                    : "none");
     __atomic_store_n(&config_done, 1, __ATOMIC_RELEASE);
 }
 

@@ -5,6 +5,7 @@
 #ifndef GPUSLICE_PRELOAD_H
 #define GPUSLICE_PRELOAD_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "common/driver.h"
@@ -35,7 +36,8 @@ struct gs_state {
     struct gs_limits sm_limits; /* GPUSLICE_SMS: SM partitions */
     uint32_t priority, weight;  /* GPUSLICE_PRIORITY, GPUSLICE_WEIGHT; 0 = not set */
     struct gpuslice_tenant *tenant;
-    int shared_tenant; /* tenant from GPUSLICE_TENANT or the daemon (vs. private) */
+    int shared_tenant;           /* tenant from GPUSLICE_TENANT, HAMi's shared file or the daemon */
+    char shared_cache[PATH_MAX]; /* CUDA_DEVICE_MEMORY_SHARED_CACHE's tenant file, or "" */
     int debug;
     /* A tenant of the daemon's (managed.c): its limits are in the node segment, read-only. */
     const struct gpuslice_node *node;
@@ -45,6 +47,13 @@ struct gs_state {
 };
 
 extern struct gs_state gs__state;
+
+/*
+ * hami.c: joins (or makes) the tenant whose state file is path, HAMi's
+ * CUDA_DEVICE_MEMORY_SHARED_CACHE; 0, or <0 with the message in
+ * gs__state.config_msg.
+ */
+int gs__hami_attach(const char *path);
 
 /* Reads the configuration once; returns gs__state.active. */
 int gs__config(void);

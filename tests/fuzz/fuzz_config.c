@@ -6,10 +6,13 @@
  * (the first source set is used alone and equals that variable parsed by
  * itself); every variable that is set is still validated; a name in
  * HAMi-core's namespace that is not BASE or BASE_<index> is refused; a HAMi
- * entry is what the first of its variables says, as getenv reads it.
+ * entry is what the first of its variables says, as getenv reads it. And
+ * gs_config_shared_cache: an absolute path of a file or nothing, else refused
+ * with a message.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 
 #include "common/config.h"
 #include "limits_check.h"
@@ -27,6 +30,7 @@ static const char *const prefixes[] = {
     "CUDA_DEVICE_SM_LIMIT_",
     "CUDA_DEVICE_MEMORY_LIMIT",
     "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_DEVICE_MEMORY_SHARED_CACHE=",
     "PATH=",
     "",
 };
@@ -141,6 +145,30 @@ static void check(char **env, enum gs_value_kind kind)
     check_entries(&l, kind, strcmp(l.source, hami) == 0 && !mem, "the environment");
 }
 
+/* HAMi's shared file: what gs_config_shared_cache uses is the first value, and a usable one. */
+static void check_shared_cache(char **env)
+{
+    const char *v = gs_env_get(env, GS_ENV_HAMI_SHARED_CACHE), *p = "unset", *base;
+    char err[512] = "";
+    size_t n;
+    int r = gs_config_shared_cache(env, &p, err, sizeof(err)), usable;
+
+    if (v == NULL || *v == '\0') {
+        FUZZ_CHECK(r == 0 && p == NULL, "unset or empty: %d %p", r, (const void *)p);
+        return;
+    }
+    n = strlen(v);
+    base = strrchr(v, '/');
+    usable = v[0] == '/' && n < PATH_MAX && v[n - 1] != '/' && strcmp(base, "/.") != 0 &&
+             strcmp(base, "/..") != 0;
+    if (usable) {
+        FUZZ_CHECK(r == 0 && p == v, "%s refused: %s", v, err);
+    } else {
+        FUZZ_CHECK(r == -EINVAL && p == NULL && strstr(err, GS_ENV_HAMI_SHARED_CACHE) == err,
+                   "%s: %d, \"%s\"", v, r, err);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *env[MAX_VARS + 1];
@@ -173,6 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     env[n] = NULL;
     check(env, GS_VALUE_SIZE);
     check(env, GS_VALUE_PERCENT);
+    check_shared_cache(env);
     while (n > 0)
         free(env[--n]);
     return 0;

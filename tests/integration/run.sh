@@ -26,6 +26,7 @@ export CUDA_MPS_PIPE_DIRECTORY="$T/nvidia-mps" CUDA_MPS_LOG_DIRECTORY="$T/nvidia
 mkdir -p "$GPUSLICE_RUN_DIR"
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME" "$TMPDIR"
 unset GPUSLICE_MEMORY_LIMIT TENSOR_FUSION_CUDA_MEM_LIMIT CUDA_DEVICE_MEMORY_LIMIT GPUSLICE_TENANT
+unset CUDA_DEVICE_MEMORY_SHARED_CACHE
 unset GPUSLICE_COMPUTE_LIMIT TENSOR_FUSION_CUDA_UP_LIMIT CUDA_DEVICE_SM_LIMIT
 # Nor does the caller's environment leak in: no GPU selection, preloading, simulator shape,
 # timeout or driver path of its own (HAMi's per-device variables included).
@@ -1791,6 +1792,7 @@ compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
+hami | compute_hami) . "$SRC/tests/integration/hami.sh" ;;
 faults_*) . "$SRC/tests/integration/faults.sh" ;;
 hermetic_*) . "$SRC/tests/integration/hermetic.sh" ;;
 *) echo "unknown case $CASE"; exit 2 ;;

@@ -172,6 +172,58 @@ for e in errs:
 sys.exit(1 if errs else 0)
 PY
 
+# The hami component (HAMi's contract): from an overlay as docs/kubernetes.md shows, the
+# DaemonSet also installs libgpuslice.so as the node's /usr/local/vgpu/libvgpu.so, in an init
+# container of its own (the daemon's image, whatever its tag), and nothing else changes.
+mkdir -p "$T/hami-overlay"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../k8s\ncomponents:\n  - ../k8s/hami\n' >"$T/hami-overlay/kustomization.yaml"
+if kubectl kustomize "$T/hami-overlay" >"$T/hami.yaml" 2>"$T/err"; then ok "the hami component renders"; else bad "hami kustomize: $(cat "$T/err")"; fi
+# shellcheck disable=SC2086
+kubectl $S apply --dry-run=client --validate=false -o json -k "$T/hami-overlay" >"$T/hami.json" 2>"$T/err" || bad "hami -o json: $(cat "$T/err")"
+if python3 - "$T/hami.json" "$T/all.json" <<'PY'; then ok "hami: libgpuslice.so installed as /usr/local/vgpu/libvgpu.so (by rename), ld.so.preload where missing, the daemon's image, nothing else changed"; else bad "the hami component"; fi
+import json, sys
+def load(p):
+    doc = json.load(open(p))
+    items = doc["items"] if doc.get("kind") == "List" else [doc]
+    return {(o["kind"], o["metadata"]["name"]): o for o in items}
+got, base = load(sys.argv[1]), load(sys.argv[2])
+errs = []
+if sorted(got) != sorted(base):
+    errs.append(f"objects {sorted(got)}, want the base's {sorted(base)}")
+ds, bds = got[("DaemonSet", "gpusliced")], base[("DaemonSet", "gpusliced")]
+spec, bspec = ds["spec"]["template"]["spec"], bds["spec"]["template"]["spec"]
+if spec["containers"] != bspec["containers"]:
+    errs.append("the daemon's container changed")
+inits = {c["name"]: c for c in spec["initContainers"]}
+if [c for c in spec["initContainers"] if c["name"] != "install-hami-libvgpu"] != bspec["initContainers"]:
+    errs.append("the base's init containers changed")
+c = inits.get("install-hami-libvgpu")
+vols = {v["name"]: v for v in spec["volumes"]}
+added = {n: v for n, v in vols.items() if n not in {v["name"] for v in bspec["volumes"]}}
+if c is None:
+    errs.append("no init container install-hami-libvgpu")
+else:
+    cmd = " ".join(c["command"])
+    for want in ("cp /usr/local/lib/libgpuslice.so /host/usr/local/vgpu/.libvgpu.so.gpuslice",
+                 "mv /host/usr/local/vgpu/.libvgpu.so.gpuslice /host/usr/local/vgpu/libvgpu.so",
+                 "[ -s /host/usr/local/vgpu/ld.so.preload ] || echo /usr/local/vgpu/libvgpu.so > /host/usr/local/vgpu/ld.so.preload"):
+        if want not in cmd:
+            errs.append(f"its command lacks: {want}")
+    if c["image"] != spec["containers"][0]["image"]:
+        errs.append(f"its image {c['image']}, the daemon's {spec['containers'][0]['image']}")
+    sc = c.get("securityContext", {})
+    if sc.get("privileged") or sc.get("allowPrivilegeEscalation", True) or sc.get("capabilities", {}).get("drop") != ["ALL"]:
+        errs.append(f"its privileges: {sc}")
+    m = c.get("volumeMounts", [])
+    if len(m) != 1 or m[0]["mountPath"] != "/host/usr/local/vgpu" or m[0]["name"] not in added:
+        errs.append(f"its mounts {m}")
+if [v.get("hostPath") for v in added.values()] != [{"path": "/usr/local/vgpu", "type": "DirectoryOrCreate"}]:
+    errs.append(f"added volumes {added}")
+for e in errs:
+    print("  " + e)
+sys.exit(1 if errs else 0)
+PY
+
 # The check can fail: a kustomization naming a file that is not there.
 cp -r "$SRC/deploy/kubernetes" "$T/broken"
 sed -i 's/^resources:$/resources:\n  - missing.yaml/' "$T/broken/base/kustomization.yaml"

@@ -1,5 +1,6 @@
 /* Parsers of outside input: sizes, limit lists, vgpu.rs JSON, HAMi variables. */
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -687,6 +688,60 @@ static void test_priority_and_weight(void **state)
     assert_int_equal(gs_parse_yield_sms(NULL, &v), -EINVAL);
 }
 
+/* HAMi's shared file: an absolute path of a file, or nothing; anything else is named. */
+static void test_shared_cache_path(void **state)
+{
+    static const struct {
+        const char *var; /* NULL: not set */
+        int ok;
+        const char *path; /* what is used when ok (NULL: none) */
+    } cases[] = {
+        { NULL, 1, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=", 1, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/a.cache", 1, "/usr/local/vgpu/a.cache" },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/x", 1, "/x" },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=a.cache", 0, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=./a.cache", 0, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/", 0, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/", 0, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/.", 0, NULL },
+        { "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/..", 0, NULL },
+    };
+    static char long_var[PATH_MAX + 64];
+    const char *p;
+    char err[512];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *env[] = { "PATH=/bin", (char *)cases[i].var, NULL };
+
+        err[0] = '\0';
+        p = "unchanged";
+        assert_int_equal(gs_config_shared_cache(env, &p, err, sizeof(err)),
+                         cases[i].ok ? 0 : -EINVAL);
+        if (cases[i].ok) {
+            if (cases[i].path)
+                assert_string_equal(p, cases[i].path);
+            else
+                assert_null(p);
+        } else {
+            assert_null(p);
+            assert_non_null(strstr(err, "CUDA_DEVICE_MEMORY_SHARED_CACHE: \""));
+            assert_non_null(strstr(err, "is not a file's absolute path (use one like /"));
+        }
+    }
+    /* One longer than a path can be. */
+    snprintf(long_var, sizeof(long_var), "CUDA_DEVICE_MEMORY_SHARED_CACHE=/");
+    memset(long_var + strlen(long_var), 'a', PATH_MAX);
+    {
+        char *env[] = { long_var, NULL };
+
+        assert_int_equal(gs_config_shared_cache(env, &p, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "...\" is not"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -712,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_device_is_named),
         cmocka_unit_test(test_share_table),
         cmocka_unit_test(test_priority_and_weight),
+        cmocka_unit_test(test_shared_cache_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

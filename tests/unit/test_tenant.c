@@ -841,6 +841,90 @@ static void test_processes_in_another_pid_namespace(void **state)
     gs_tenant_close(t);
 }
 
+/*
+ * HAMi's shared file: the first caller makes it at the very path (mode 0600, nothing left
+ * beside it), the next joins the same state; a link, a directory or a missing directory is
+ * refused, never followed or made.
+ */
+static void test_open_at_makes_the_file_once_and_then_joins_it(void **state)
+{
+    struct gpuslice_tenant *a, *b;
+    char path[256], other[256], cmd[320];
+    struct stat st;
+    int made;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/at/x.cache", dir);
+    assert_int_equal(gs_tenant_open_at(path, "hami:x.cache", &a, &made), -ENOENT);
+    snprintf(cmd, sizeof(cmd), "%s/at", dir);
+    assert_int_equal(mkdir(cmd, 0700), 0);
+    assert_int_equal(gs_tenant_open_at(path, "hami:x.cache", &a, &made), 0);
+    assert_int_equal(made, 1);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(st.st_uid, geteuid());
+    assert_int_equal(st.st_nlink, 1); /* the name it was made under is gone */
+    assert_string_equal(a->name, "hami:x.cache");
+    assert_int_equal(gs_tenant_open_at(path, "other", &b, &made), 0);
+    assert_int_equal(made, 0);
+    assert_int_equal(gs_tenant_device(a, uuid0, 0, 100, 0), 0);
+    assert_int_equal(b->dev[0].mem_limit, 100); /* one state, seen by both */
+    gs_tenant_close(b);
+    snprintf(other, sizeof(other), "%s/at/link.cache", dir);
+    assert_int_equal(symlink(path, other), 0);
+    assert_int_equal(gs_tenant_open_at(other, "x", &b, &made), -ELOOP);
+    snprintf(other, sizeof(other), "%s/at/dangling.cache", dir);
+    snprintf(cmd, sizeof(cmd), "%s/at/none.cache", dir);
+    assert_int_equal(symlink(cmd, other), 0);
+    assert_int_equal(gs_tenant_open_at(other, "x", &b, &made), -ELOOP);
+    assert_int_equal(access(cmd, F_OK), -1);
+    snprintf(other, sizeof(other), "%s/at", dir);
+    assert_int_equal(gs_tenant_open_at(other, "x", &b, &made), -EISDIR);
+    gs_tenant_close(a);
+}
+
+/*
+ * Eight processes making one file at the same moment: whoever loses the race to make it
+ * joins the winner's, so all eight are members of the one state at the path.
+ */
+static void test_open_at_racing_makers_share_one_state(void **state)
+{
+    struct gpuslice_tenant *t;
+    char path[256];
+    int go[2], i, n, made, status, members = 0;
+    pid_t kids[8];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/race.cache", dir);
+    assert_int_equal(pipe(go), 0);
+    for (n = 0; n < 8; n++) {
+        if ((kids[n] = fork()) == 0) {
+            char c;
+
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(3);
+            if (gs_tenant_open_at(path, "race", &t, &made) < 0)
+                _exit(1);
+            _exit(gs_tenant_proc_register(t, getpid(), gs_proc_start_time(getpid())) < 0 ? 2 : 0);
+        }
+        assert_true(kids[n] > 0);
+    }
+    close(go[0]);
+    close(go[1]); /* all start at once */
+    for (i = 0; i < n; i++) {
+        assert_int_equal(waitpid(kids[i], &status, 0), kids[i]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    assert_int_equal(gs_tenant_open_at(path, "race", &t, &made), 0);
+    assert_int_equal(made, 0);
+    for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
+        members += t->proc[i].pid > 0;
+    assert_int_equal(members, 8);
+    gs_tenant_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -867,6 +951,8 @@ int main(void)
         cmocka_unit_test(test_a_4_3_file_is_joined),
         cmocka_unit_test(test_a_4_1_file_is_read_but_not_joined),
         cmocka_unit_test(test_charge_within_a_given_limit),
+        cmocka_unit_test(test_open_at_makes_the_file_once_and_then_joins_it),
+        cmocka_unit_test(test_open_at_racing_makers_share_one_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
