@@ -35,7 +35,7 @@ The subset it understands (anything else is refused with exit 2, naming it):
 usage:
   allocator.py (--control URL | --api URL [--ca FILE] [--token T]) allocate --claim NS/NAME
                [--pod NAME/UID] [--node NODE] [--force [POOL/]DEVICE]
-  allocator.py (--control URL | --api URL ...) release --claim NS/NAME
+  allocator.py (--control URL | --api URL ...) release --claim NS/NAME [--claim NS/NAME...]
     --control  the stand-in's control listener (reads /objects/..., writes the claim there)
     --api      its API (or any API server): lists resourceslices, gets deviceclasses, lists
                resourceclaims, writes the claim through resourceclaims/NAME/status
@@ -44,6 +44,8 @@ usage:
     --force    the allocation written on that device without checking fit or policy: a broken
                scheduler, for the driver's tests
     release    status.allocation and status.reservedFor removed
+  What was written is printed, a line per result:
+    NS/NAME: REQUEST -> DRIVER POOL/DEVICE [share SHAREID] [CAPACITY=QUANTITY...]
 exit: 0 written; 1 the server failed or an object is missing; 2 a usage or a feature outside
 the subset; 3 no device fits (the message says why for each device looked at).
 """
@@ -440,13 +442,14 @@ def cmd_allocate(srv, a):
 
 
 def cmd_release(srv, a):
-    ns, _, name = a.claim.partition("/")
-    claim = srv.get("resourceclaims", ns, name)
-    if claim is None:
-        raise Refused(EXIT_FAIL, f"resourceclaim {a.claim} not found")
-    claim["status"] = {}
-    srv.write_claim(claim)
-    print(f"{a.claim}: released")
+    for ref in a.claim:
+        ns, _, name = ref.partition("/")
+        claim = srv.get("resourceclaims", ns, name)
+        if claim is None:
+            raise Refused(EXIT_FAIL, f"resourceclaim {ref} not found")
+        claim["status"] = {}
+        srv.write_claim(claim)
+        print(f"{ref}: released")
     return 0
 
 
@@ -464,10 +467,11 @@ def main():
     al.add_argument("--node")
     al.add_argument("--force", metavar="[POOL/]DEVICE")
     rel = sub.add_parser("release")
-    rel.add_argument("--claim", required=True, metavar="NS/NAME")
+    rel.add_argument("--claim", required=True, metavar="NS/NAME", action="append")
     a = ap.parse_args()
-    if "/" not in a.claim:
-        ap.error(f"--claim: {a.claim!r} is not NS/NAME")
+    for ref in a.claim if isinstance(a.claim, list) else [a.claim]:
+        if "/" not in ref:
+            ap.error(f"--claim: {ref!r} is not NS/NAME")
     try:
         return (cmd_allocate if a.cmd == "allocate" else cmd_release)(Server(a), a)
     except Refused as e:

@@ -20,10 +20,10 @@ real JSON format:
   generateName; 409 AlreadyExists; uid, resourceVersion, creationTimestamp, generation set; a
   claim's status dropped), update (PUT; 409 Conflict on a stale metadata.resourceVersion; the
   main resource keeps the status, /status changes only it; generation counts spec changes),
-  delete, and delete of a collection (with the list's selectors). ResourceSlices and
-  ResourceClaimTemplates are checked by schema.py (as the real server's validation does, and
-  the slice's driver, pool name and nodeName are immutable): 422 Invalid with a cause per
-  field. Watches of these are not served (405);
+  delete, and delete of a collection (with the list's selectors). Every object written is
+  checked by schema.py (ResourceSlices and ResourceClaimTemplates in full, claims' specs,
+  device classes' selectors and configs; the slice's driver, pool name and nodeName are
+  immutable), as the real server's validation does: 422 Invalid with a cause per field. Watches of these are not served (405);
 - a bearer token (401 without it), RBAC refusals (403, a Status naming the verb and
   resource), TLS with the tests' own CA (--tls CERT KEY).
 
@@ -100,8 +100,8 @@ RESOURCES = {
 DRA_GROUP = "resource.k8s.io"
 DRA_GV = DRA_GROUP + "/v1"
 DRA = {
-    "deviceclasses": ("DeviceClass", False, None, ()),
-    "resourceclaims": ("ResourceClaim", True, None, ()),
+    "deviceclasses": ("DeviceClass", False, schema.check_deviceclass, ()),
+    "resourceclaims": ("ResourceClaim", True, schema.check_claim, ()),
     "resourceclaimtemplates": ("ResourceClaimTemplate", True, schema.check_claimtemplate, ()),
     "resourceslices": ("ResourceSlice", False, schema.check_resourceslice,
                        ("spec.nodeName", "spec.driver", "spec.pool.name")),
@@ -714,13 +714,8 @@ def make_handler(store, args, control):
             return obj
 
         def check(self, res, kind, obj):
-            """The object's problems as schema.py finds them (every kind: the name)."""
-            fn = DRA[res][2]
-            if fn is not None:
-                return fn(obj)
-            c = schema.Checker()
-            c.metadata_name(obj["metadata"])
-            return c.problems
+            """The object's problems as schema.py finds them."""
+            return DRA[res][2](obj)
 
         def dra_create(self, res, ns):
             kind, namespaced = DRA[res][0], DRA[res][1]

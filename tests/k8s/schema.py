@@ -40,7 +40,8 @@ Each problem is (kind, field, message); kind is one of the field.Error types (Re
 TooLong, TooMany, Forbidden, Duplicate, NotSupported), which apiserver.py turns into the causes
 of a 422 Status.
 
-usage: schema.py resourceslice|claimtemplate|cdi FILE   (exit 0: valid; 1: every problem listed)
+usage: schema.py resourceslice|claimtemplate|cdi|claim|deviceclass FILE
+                                                       (exit 0: valid; 1: every problem listed)
        schema.py cases SAMPLE_DIR OUT_DIR   (the good samples and the table of bad ones,
                                              tests/k8s/schemas; each bad one written to OUT_DIR)
 """
@@ -501,6 +502,44 @@ def check_claimtemplate(doc):
     return c.problems
 
 
+def check_claim(doc):
+    """[V] ValidateResourceClaim: the name, then the spec as in a template (the status is
+    written by the scheduler through /status and is not checked here)."""
+    c = Checker()
+    if not isinstance(doc, dict):
+        c.invalid("", doc, "must be an object")
+        return c.problems
+    c.metadata_name(c.obj(doc, "metadata", "metadata", True))
+    spec = c.obj(doc, "spec", "spec", True)
+    if spec is not None:
+        check_claim_spec(c, spec, "spec")
+    return c.problems
+
+
+def check_deviceclass(doc):
+    """[V] ValidateDeviceClass / validateDeviceClassSpec: the name, the selectors (a CEL
+    expression each, at most 10Ki; at most 32), the configs (opaque; at most 32)."""
+    c = Checker()
+    if not isinstance(doc, dict):
+        c.invalid("", doc, "must be an object")
+        return c.problems
+    c.metadata_name(c.obj(doc, "metadata", "metadata", True))
+    spec = c.obj(doc, "spec", "spec") or {}
+    selectors = c.arr(spec, "selectors", "spec.selectors")
+    if c.max_items("spec.selectors", selectors, SELECTORS_MAX):
+        for i, sel in enumerate(selectors):
+            cel = c.obj(sel, "cel", f"spec.selectors[{i}].cel", True)
+            if cel is not None:
+                expr = c.string(cel, "expression", f"spec.selectors[{i}].cel.expression", required=True)
+                if expr and len(expr) > CEL_MAX:
+                    c.too_long(f"spec.selectors[{i}].cel.expression", CEL_MAX)
+    config = c.arr(spec, "config", "spec.config")
+    if c.max_items("spec.config", config, CONFIG_MAX):
+        for i, k in enumerate(config):
+            check_opaque(c, k, f"spec.config[{i}]")
+    return c.problems
+
+
 def check_claim_spec(c, spec, path):
     # [V] validateDeviceClaim, with the defaulting of [T] (allocationMode ExactCount, count 1)
     devices = c.obj(spec, "devices", path + ".devices") or {}
@@ -797,6 +836,8 @@ def check_cdi(doc):
 
 
 CHECKS = {"resourceslice": check_resourceslice, "claimtemplate": check_claimtemplate, "cdi": check_cdi}
+# Also used by apiserver.py (not sampled in schemas/): claims and device classes.
+MORE_CHECKS = {"claim": check_claim, "deviceclass": check_deviceclass}
 
 
 # ---- the table of bad samples (schemas/bad.json) ----
@@ -822,9 +863,9 @@ def apply_case(doc, sets):
 
 
 def run_cases(sample_dir, out_dir):
-    """Each bad sample checked here, and written to out_dir/NAME.json; a line per case: "ok NAME
-    KIND FIELD" or "FAIL NAME: ...". 0 when every case is refused naming its field and every
-    good sample passes."""
+    """Every good sample (KIND*.json) and each bad one checked here, the bad ones written to
+    out_dir/NAME.json; a line per case: "good FILE", "ok NAME KIND FIELD" or "FAIL NAME: ...".
+    0 when every good sample passes and every bad one is refused naming its field."""
     import os
     with open(os.path.join(sample_dir, "bad.json")) as f:
         cases = json.load(f)["cases"]
@@ -832,10 +873,17 @@ def run_cases(sample_dir, out_dir):
     for kind in CHECKS:
         with open(os.path.join(sample_dir, kind + ".json")) as f:
             good[kind] = json.load(f)
-        problems = CHECKS[kind](good[kind])
+    for name in sorted(os.listdir(sample_dir)):
+        kind = next((k for k in CHECKS if name.startswith(k) and name.endswith(".json")), None)
+        if kind is None:
+            continue
+        with open(os.path.join(sample_dir, name)) as f:
+            problems = CHECKS[kind](json.load(f))
         if problems:
             fails += 1
-            print(f"FAIL good {kind}: {problems}")
+            print(f"FAIL good {name}: {problems}")
+        else:
+            print(f"good {name}")
     for case in cases:
         doc = apply_case(good[case["kind"]], case["set"])
         with open(os.path.join(out_dir, case["name"] + ".json"), "w") as f:
@@ -852,8 +900,9 @@ def run_cases(sample_dir, out_dir):
 def main(argv):
     if len(argv) == 4 and argv[1] == "cases":
         return run_cases(argv[2], argv[3])
-    if len(argv) != 3 or argv[1] not in CHECKS:
-        sys.stderr.write("usage: schema.py resourceslice|claimtemplate|cdi FILE\n"
+    checks = dict(CHECKS, **MORE_CHECKS)
+    if len(argv) != 3 or argv[1] not in checks:
+        sys.stderr.write("usage: schema.py resourceslice|claimtemplate|cdi|claim|deviceclass FILE\n"
                          "       schema.py cases SAMPLE_DIR OUT_DIR\n")
         return 2
     try:
@@ -862,7 +911,7 @@ def main(argv):
     except (OSError, ValueError) as e:
         print(f"{argv[2]}: not a JSON document: {e}")
         return 1
-    problems = CHECKS[argv[1]](doc)
+    problems = checks[argv[1]](doc)
     for _, path, msg in problems:
         print(f"{argv[2]}: {path}: {msg}")
     return 1 if problems else 0
