@@ -5,14 +5,21 @@ capacity.
 
 What it follows (facts, not text):
   - KEP-5075 "DRA: Consumable Capacity", kubernetes/enhancements
-    keps/sig-scheduling/5075-dra-consumable-capacity/README.md: a device with
-    allowMultipleAllocations may go to many claims; each allocation of it gets a fresh shareID and
-    records consumedCapacity; the sum consumed must stay within each capacity's value.
+    keps/sig-scheduling/5075-dra-consumable-capacity/README.md at
+    05421c409c0204749bcf079cd9aff8adbbcb1f07 (https://www.kubernetes.dev/resources/keps/5075/):
+    a device with allowMultipleAllocations may go to many claims; the scheduler sums what the
+    allocated claims' results consumed, plus what this allocation already took, and a device is
+    eligible only when the rounded request still fits; each allocation of such a device gets a
+    fresh random shareID and records its consumedCapacity; a request naming no amount consumes
+    the default; a class may select on device.allowMultipleAllocations. (The KEP's design names
+    -- sharingPolicy, capacityRequests.minimum, chunkSize -- became requestPolicy,
+    capacity.requests and step in v1; the names here are v1's.)
   - resource.k8s.io/v1 types (kubernetes/api resource/v1/types.go at
     3e2530e16653153f11415a5e2527ce7b96a1f80d): CapacityRequestPolicy and its range (below min ->
     min; with a step, rounded up to min + n*step; over max -> the device is not eligible),
     validValues (the smallest one >= the request; over the largest -> not eligible), default
-    (what a request that names the capacity not consumes; without a policy, the whole value);
+    (what a request that does not name the capacity consumes; without a policy, the whole
+    value); shareID in the form of a UID (validation's validateUID: lower-case RFC 4122);
     CapacityRequirements (a request naming a capacity the device lacks -> not eligible);
     DeviceRequestAllocationResult (request, driver, pool, device, shareID, consumedCapacity);
     DeviceAllocationConfiguration (source FromClass / FromClaim); ExactDeviceRequest (count
@@ -26,7 +33,8 @@ What it follows (facts, not text):
 The subset it understands (anything else is refused with exit 2, naming it):
   - requests with `exactly` (not firstAvailable), allocationMode ExactCount (not All);
   - CEL selectors (the DeviceClass's and the request's) made of terms joined by `&&`, each
-    `device.driver == "NAME"` (or 'NAME') or `true`; i.e. a match on the driver's name;
+    `device.driver == "NAME"` (or 'NAME'), `device.allowMultipleAllocations == true|false` or
+    `true`; i.e. a match on the driver's name and on sharing;
   - no constraints, no tolerations or taints, no admin access; devices are taken greedily in
     the order of slice name and device order (no search for a better packing);
   - the claim's devices all come from one node: --node, or the first node (by name) where every
@@ -178,22 +186,25 @@ def fmt(q, binary=False):
 
 
 # ---- CEL, the subset ----
-CEL_TERM = re.compile(r"""^\s*(?:device\.driver\s*==\s*(?:"([^"]*)"|'([^']*)')|true)\s*$""")
+CEL_DRIVER = re.compile(r"""^device\.driver\s*==\s*(?:"([^"]*)"|'([^']*)')$""")
+CEL_MULTI = re.compile(r"^device\.allowMultipleAllocations\s*==\s*(true|false)$")
 
 
-def cel_driver(expr):
-    """The driver names a CEL selector demands (a set; empty: any), or Refused for other CEL."""
-    want = set()
-    for term in expr.split("&&"):
-        m = CEL_TERM.match(term)
-        if not m:
-            raise Refused(EXIT_USAGE, f'CEL selector {expr!r}: only device.driver == "NAME" (and '
-                          '"true"), joined by &&, is understood here')
-        if m.group(1) is not None or m.group(2) is not None:
-            want.add(m.group(1) if m.group(1) is not None else m.group(2))
-    if len(want) > 1:
-        return {None}  # two different drivers: nothing matches
-    return want
+def cel_terms(expr):
+    """A CEL selector of the subset as tests on a Device, or Refused for other CEL."""
+    tests = []
+    for term in (t.strip() for t in expr.split("&&")):
+        m, n = CEL_DRIVER.match(term), CEL_MULTI.match(term)
+        if m:
+            name = m.group(1) if m.group(1) is not None else m.group(2)
+            tests.append(lambda d, name=name: d.driver == name)
+        elif n:
+            tests.append(lambda d, want=n.group(1) == "true": d.multi == want)
+        elif term != "true":
+            raise Refused(EXIT_USAGE, f'CEL selector {expr!r}: only device.driver == "NAME", '
+                          "device.allowMultipleAllocations == true|false and true, joined by &&, "
+                          "are understood here")
+    return tests
 
 
 # ---- the devices ----
@@ -299,7 +310,7 @@ def result(req_name, d, got):
 
 # ---- allocation ----
 def read_requests(claim, classes):
-    """[(name, count, driver names wanted, capacity requests, class name)] of the claim."""
+    """[(name, count, the selectors' tests, capacity requests, the class)] of the claim."""
     out = []
     where = f"{claim['metadata'].get('namespace')}/{claim['metadata']['name']}"
     for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
@@ -314,11 +325,9 @@ def read_requests(claim, classes):
         if cls is None:
             raise Refused(EXIT_FAIL, f"{where}: request {name}: deviceclass "
                           f"{ex.get('deviceClassName')!r} not found")
-        want = set()
+        want = []
         for sel in ((cls.get("spec") or {}).get("selectors") or []) + (ex.get("selectors") or []):
-            want |= cel_driver(((sel or {}).get("cel") or {}).get("expression", ""))
-        if len(want) > 1:
-            want = {None}
+            want += cel_terms(((sel or {}).get("cel") or {}).get("expression", ""))
         caps = ((ex.get("capacity") or {}).get("requests")) or {}
         out.append((name, ex.get("count") or 1, want, caps, cls))
     if not out:
@@ -334,7 +343,7 @@ def allocate_on(node, reqs, devs, usage):
         picked = set()
         for _ in range(count):
             for d in devs:
-                if (d.node != node and not d.all_nodes) or want and d.driver not in want:
+                if (d.node != node and not d.all_nodes) or not all(t(d) for t in want):
                     continue
                 if d.key in picked or d.key in taken:
                     continue
@@ -350,8 +359,8 @@ def allocate_on(node, reqs, devs, usage):
                     taken.add(d.key)
                 break
             else:
-                return None, why or [f"no device of driver {'/'.join(sorted(map(str, want))) or 'any'} "
-                                     f"on {node or 'any node'} for {name}"]
+                return None, why or [f"no device the selectors of {name} accept on "
+                                     f"{node or 'any node'}"]
     return results, why
 
 

@@ -250,5 +250,16 @@ $ALLOC allocate --claim ns1/big --force node1/gpu-0 --pod pbig/uid-big >"$T/alf"
 stored=$(ctl "$C/objects/resourceclaims/ns1/big" | jget 'd["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] + " " + d["status"]["reservedFor"][0]["name"]')
 if [ "$rbig $rf:$(got "$T/alf") $stored" = "3 0:gpu-0 cores=0 memory=32Gi 32Gi pbig" ]; then ok "allocator: 32Gi does not fit, --force writes it anyway (memory 32Gi of 16Gi)"; else bad "force: $rbig $rf:$(got "$T/alf") $stored"; fi
 
+# The CEL subset: a driver's name and sharing are understood; other CEL is refused (exit 2).
+ctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"whole"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\" && device.allowMultipleAllocations == false"}}]}}' "$C/objects" >/dev/null
+ctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"attr"},"spec":{"selectors":[{"cel":{"expression":"device.attributes[\"gpu.gpuslice.io\"].index == 0"}}]}}' "$C/objects" >/dev/null
+ctl "$C/objects/resourceclaims/ns1/r1" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}
+for cls, name in (("whole", "w"), ("attr", "x")):
+    d["metadata"]["name"] = name; d["metadata"].pop("uid", None); d["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = cls; print(json.dumps(d))' >"$T/wx"
+head -1 "$T/wx" | ctl -d @- "$C/objects" >/dev/null; tail -1 "$T/wx" | ctl -d @- "$C/objects" >/dev/null
+$ALLOC allocate --claim ns1/w >"$T/alw" 2>&1; rw=$?
+$ALLOC allocate --claim ns1/x >"$T/alx" 2>&1; rx=$?
+if [ "$rw $rx" = "3 2" ] && grep -q "no device the selectors of gpu accept" "$T/alw" && grep -q "only device.driver" "$T/alx"; then ok "allocator: a class of unshared devices finds none (exit 3); CEL outside the subset: exit 2"; else bad "CEL: $rw $rx $(cat "$T/alw" "$T/alx")"; fi
+
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]
