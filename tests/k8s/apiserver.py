@@ -22,8 +22,8 @@ real JSON format:
   main resource keeps the status, /status changes only it; generation counts spec changes),
   delete, and delete of a collection (with the list's selectors). Every object written is
   checked by schema.py (ResourceSlices and ResourceClaimTemplates in full, claims' specs,
-  device classes' selectors and configs; the slice's driver, pool name and nodeName are
-  immutable), as the real server's validation does: 422 Invalid with a cause per field. Watches of these are not served (405);
+  device classes' selectors and configs; the slice's driver, pool name and nodeName and the
+  spec of claims and templates are immutable), as the real server's validation does: 422 Invalid with a cause per field. Watches of these are not served (405);
 - a bearer token (401 without it), RBAC refusals (403, a Status naming the verb and
   resource), TLS with the tests' own CA (--tls CERT KEY).
 
@@ -792,6 +792,8 @@ def make_handler(store, args, control):
                         md["namespace"] = key[1]
                     md["name"] = name
                     problems = self.check(res, kind, new)
+                    if res in ("resourceclaims", "resourceclaimtemplates") and new.get("spec") != old.get("spec"):
+                        problems.append(("Invalid", "spec", "Invalid value: ...: field is immutable"))
                     if res == "resourceslices":
                         for path in SLICE_IMMUTABLE:
                             a, b = field_value(new, ".".join(path)), field_value(old, ".".join(path))

@@ -194,10 +194,12 @@ k "$CL/s" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={"r
 c2=$(code -X PUT -d @"$T/cs" "$CL/s/status"); st2=$(jget 'd["status"]["reservedFor"][0]["uid"] + " " + str("x" in d["spec"])' <"$T/out")
 k "$CL/s" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}; d["metadata"]["labels"]={"a":"b"}; print(json.dumps(d))' >"$T/cm"
 c3=$(code -X PUT -d @"$T/cm" "$CL/s"); st3=$(jget 'd["status"]["reservedFor"][0]["uid"] + " " + d["metadata"]["labels"]["a"]' <"$T/out")
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"].pop("resourceVersion"); print(json.dumps(d))' "$T/cs" >"$T/cs2"
+c5=$(code -X PUT -d @"$T/cs2" "$CL/s"); f5=$(jget 'd["details"]["causes"][0]["field"]' <"$T/out")
 ctl -d '{"verb":"update","resource":"resourceclaims/status"}' "$C/deny" >/dev/null
 c4=$(code -X PUT -d @"$T/cs" "$CL/s/status")
 ctl -d '{"clear":true}' "$C/deny" >/dev/null
-if [ "$c1 $st1 $c2 $st2 $c3 $st3 $c4" = "201 False 200 u1 False 200 u1 b 403" ]; then ok "claims: no status on create, /status writes only it, the main resource keeps it, 403 when denied"; else bad "claims: '$c1 $st1 $c2 $st2 $c3 $st3 $c4'"; fi
+if [ "$c1 $st1 $c2 $st2 $c3 $st3 $c4 $c5 $f5" = "201 False 200 u1 False 200 u1 b 403 422 spec" ]; then ok "claims: no status on create, /status writes only it, the main resource keeps it (its spec immutable: 422), 403 when denied"; else bad "claims: '$c1 $st1 $c2 $st2 $c3 $st3 $c4 $c5 $f5'"; fi
 
 # The allocator, playing the scheduler: a 16 GiB device (memory in steps of 256Mi, cores 0..100).
 ALLOC="python3 $SRC/tests/k8s/allocator.py --control $C"
