@@ -23,7 +23,8 @@ real JSON format:
   delete, and delete of a collection (with the list's selectors). Every object written is
   checked by schema.py (ResourceSlices and ResourceClaimTemplates in full, claims' specs,
   device classes' selectors and configs; the slice's driver, pool name and nodeName and the
-  spec of claims and templates are immutable), as the real server's validation does: 422 Invalid with a cause per field. Watches of these are not served (405);
+  spec of claims and templates are immutable), as the real server's validation does: 422
+  Invalid with a cause per field. Watches of these are not served (405);
 - a bearer token (401 without it), RBAC refusals (403, a Status naming the verb and
   resource), TLS with the tests' own CA (--tls CERT KEY).
 
@@ -650,7 +651,7 @@ def make_handler(store, args, control):
                 return None
             return parts[0], ns, parts[1] if len(parts) > 1 else None, sub
 
-        def dra(self, method, path, q, body=None):
+        def dra(self, method, path, q):
             route = self.dra_route(path)
             if route is None:
                 return self.send_json(404, status(404, "NotFound", f"{path} not found"))
@@ -665,11 +666,10 @@ def make_handler(store, args, control):
                         return self.send_json(405, status(405, "MethodNotAllowed",
                                                           f"watch of {res} is not served by the stand-in"))
                     return self.dra_list(res, ns, q)
-                if namespaced and ns is None:
-                    pass  # across namespaces: a list only
-                elif method == "POST":
+                one_scope = ns is not None or not namespaced  # across namespaces: a list only
+                if method == "POST" and one_scope:
                     return self.dra_create(res, ns)
-                elif method == "DELETE":
+                if method == "DELETE" and one_scope:
                     return self.dra_list(res, ns, q, delete=True)
                 return self.send_json(405, status(405, "MethodNotAllowed", f"{method} {path}"))
             verb = {"GET": "get", "PUT": "update", "DELETE": "delete"}.get(method)
@@ -792,7 +792,8 @@ def make_handler(store, args, control):
                         md["namespace"] = key[1]
                     md["name"] = name
                     problems = self.check(res, kind, new)
-                    if res in ("resourceclaims", "resourceclaimtemplates") and new.get("spec") != old.get("spec"):
+                    spec_fixed = res in ("resourceclaims", "resourceclaimtemplates")
+                    if spec_fixed and new.get("spec") != old.get("spec"):
                         problems.append(("Invalid", "spec", "Invalid value: ...: field is immutable"))
                     if res == "resourceslices":
                         for path in SLICE_IMMUTABLE:

@@ -370,7 +370,8 @@ def check_device(c, d, path, per_device):
                       "`perDeviceNodeSelection` is set to true in the ResourceSlice spec")
             break
     if per_device:
-        set_ = [k for k in ("nodeName", "nodeSelector") if d.get(k)] + (["allNodes"] if d.get("allNodes") is True else [])
+        set_ = [k for k in ("nodeName", "nodeSelector") if d.get(k)]
+        set_ += ["allNodes"] if d.get("allNodes") is True else []
         if len(set_) != 1:
             c.invalid(path, set_, "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required "
                       "when `perDeviceNodeSelection` is set to true in the ResourceSlice spec")
@@ -438,7 +439,8 @@ def check_request_policy(c, capacity, policy, p):
                 c.invalid(f"{p}.validValues[{i}]", values[i], f"option is larger than capacity value: {capacity}")
         c.unique(p + ".validValues", qs, lambda q: q)
         if default not in qs:
-            c.invalid(p + ".validValues", policy["default"], "default value is not valid according to the requestPolicy")
+            c.invalid(p + ".validValues", policy["default"],
+                      "default value is not valid according to the requestPolicy")
         return
     if rng is None:
         return
@@ -474,7 +476,8 @@ def check_request_policy(c, capacity, policy, p):
         if lo + step > capacity:
             c.invalid(rp + ".step", rng["step"], f"one step {lo + step} is larger than capacity value: {capacity}")
         for what, v, raw in (("default", default, policy["default"]), ("max", hi, rng.get("max"))):
-            if v is not None and (quantity_value(raw) - quantity_value(rng["min"])) % quantity_value(rng["step"]) != 0:
+            off = quantity_value(raw) - quantity_value(rng["min"]) if v is not None else 0
+            if off % quantity_value(rng["step"]) != 0:
                 c.invalid(rp + ".step", raw, f"value is not a multiple of a given step ({rng['step']}) "
                           f"from ({rng['min']})")
 
@@ -560,7 +563,8 @@ def check_claim_spec(c, spec, path):
             if exactly is None and not first:
                 c.required(rp, "exactly one of `exactly` or `firstAvailable` is required")
             elif exactly is not None and first:
-                c.invalid(rp, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set")
+                c.invalid(rp, None, "exactly one of `exactly` or `firstAvailable` is required, "
+                          "but multiple fields are set")
             elif exactly is not None:
                 check_exact_request(c, exactly, rp + ".exactly")
             else:
@@ -572,7 +576,8 @@ def check_claim_spec(c, spec, path):
                             c.dns_label(sp + ".name", sname)
                             subs.add(sname)
                         check_exact_request(c, s, sp)
-                    c.unique(rp + ".firstAvailable", first, lambda s: s.get("name") if isinstance(s, dict) else None)
+                    c.unique(rp + ".firstAvailable", first,
+                             lambda s: s.get("name") if isinstance(s, dict) else None)
             if name:
                 names[name] = subs
         c.unique(dp + ".requests", requests, lambda r: r.get("name") if isinstance(r, dict) else None)
@@ -679,7 +684,8 @@ def cdi_vendor_or_class(c, path, what, name):
     if not name[0].isascii() or not name[0].isalpha():
         c.invalid(path, name, f"invalid {what}: should start with a letter")
     elif len(name) > 1 and not re.match(r"^[A-Za-z0-9_.-]*[A-Za-z0-9]$", name[1:]):
-        c.invalid(path, name, f"invalid {what}: only letters, digits, '_', '-', '.' and ending in a letter or digit")
+        c.invalid(path, name, f"invalid {what}: only letters, digits, '_', '-', '.' and ending in a "
+                  "letter or digit")
 
 
 def cdi_device_name(c, path, name):
@@ -775,7 +781,8 @@ def cdi_edits(c, e, path, needs):
     if e.get("intelRdt") is not None or e.get("additionalGids"):
         needs.append("0.7.0")
     rdt = e.get("intelRdt") or {}
-    if e.get("netDevices") or (isinstance(rdt, dict) and (rdt.get("schemata") is not None or rdt.get("enableMonitoring"))):
+    rdt_new = isinstance(rdt, dict) and (rdt.get("schemata") is not None or rdt.get("enableMonitoring"))
+    if e.get("netDevices") or rdt_new:
         needs.append("1.1.0")
     return not any(e.get(k) for k in CDI_EDIT_FIELDS)
 
@@ -825,7 +832,8 @@ def check_cdi(doc):
         if "containerEdits" not in d:
             c.required(p + ".containerEdits")
         elif cdi_edits(c, d["containerEdits"], p + ".containerEdits", needs):
-            c.invalid(p + ".containerEdits", d["containerEdits"], "a device's container edits must not be empty")
+            c.invalid(p + ".containerEdits", d["containerEdits"],
+                      "a device's container edits must not be empty")
     c.unique("devices", devices, lambda d: d.get("name") if isinstance(d, dict) else None)
     if version is not None and version.lstrip("v") in CDI_VERSIONS and needs:
         # [S] version.go: the spec's version must be at least what its features need.
