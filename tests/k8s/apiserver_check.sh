@@ -13,6 +13,8 @@ set -u
 SRC=$1
 T=$(mktemp -d)
 . "$SRC/tests/k8s/lib.sh"
+# The interpreter itself, found once: a version manager's shim (pyenv) costs 0.1 s a call.
+PY=$(python3 -c 'import sys; print(sys.executable)') || { echo "FAIL: python3"; exit 1; }
 APISERVER= w1= w2=
 trap 'kill $APISERVER $w1 $w2 2>/dev/null; rm -rf "$T"' EXIT
 
@@ -22,7 +24,7 @@ A=$KA C=$KC
 k() { curl -sS --cacert "$T/ca.crt" -H "Authorization: Bearer sekrit" "$@"; }
 ctl() { kctl "$@"; }
 pod() { kpod "$@"; }
-jget() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$@"; }
+jget() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$@"; }
 
 # TLS: refused without our CA; 401 without the token.
 curl -sS -o /dev/null "$A/api/v1/pods" 2>/dev/null; r=$?
@@ -39,7 +41,7 @@ n=$(jget 'len(d["items"])' <"$T/list"); rv=$(jget 'd["metadata"]["resourceVersio
 if [ "$n" = 2 ] && [ "$(jget 'd["kind"]' <"$T/list")" = PodList ] && [ "$rv" -gt 0 ]; then ok "list: 2 pods of node1 at resourceVersion $rv"; else bad "list: $n items, rv $rv"; fi
 k "$A/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1&limit=1" >"$T/p1"
 cont=$(jget 'd["metadata"].get("continue","")' <"$T/p1")
-k "$A/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1&limit=1&continue=$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1]))' "$cont")" >"$T/p2"
+k "$A/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1&limit=1&continue=$("$PY" -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1]))' "$cont")" >"$T/p2"
 if [ "$(jget 'd["items"][0]["metadata"]["name"]' <"$T/p1")" = a ] && [ "$(jget 'd["items"][0]["metadata"]["name"]' <"$T/p2")" = b ] && [ -z "$(jget 'd["metadata"].get("continue","")' <"$T/p2")" ]; then ok "pages: limit 1 and continue give a, then b, then no continue"; else bad "pages: $(cat "$T/p1" "$T/p2")"; fi
 code=$(k -o /dev/null -w '%{http_code}' "$A/api/v1/pods?fieldSelector=spec.nodeName%21%3Dx")
 [ "$code" = 400 ] && ok "an unsupported field selector: 400" || bad "selector !=: $code"
@@ -56,11 +58,11 @@ ctl -X POST "$C/bookmark" >/dev/null
 wait $w1; w1=
 if grep -qi '^transfer-encoding: chunked' "$T/wh"; then ok "the watch is a chunked stream"; else bad "not chunked: $(cat "$T/wh")"; fi
 k -N "$A/api/v1/pods?watch=true&allowWatchBookmarks=true&timeoutSeconds=1&fieldSelector=spec.nodeName%3Dnode1&resourceVersion=$rv" >"$T/w1"
-types=$(python3 -c '
+types=$("$PY" -c '
 import json, sys
 print(" ".join(json.loads(l)["type"] + ":" + json.loads(l)["object"]["metadata"].get("name", "-") for l in open(sys.argv[1]) if l.strip()))' "$T/w1")
 if [ "$types" = "MODIFIED:a ADDED:d DELETED:b" ]; then ok "watch from $rv replays: $types"; else bad "watch replay: '$types'"; fi
-raw=$(python3 -c '
+raw=$("$PY" -c '
 import sys
 d = open(sys.argv[1], "rb").read()
 # chunked framing: size line, data, CRLF; the data lines are JSON events
@@ -119,7 +121,7 @@ c2=$(code -d @"$SCH/resourceslice.json" "$R/resourceslices")
 r2=$(jget 'd["reason"]' <"$T/out")
 if [ "$c1" = 201 ] && [ -n "$(jget 'd["metadata"]["uid"] and d["metadata"]["resourceVersion"] and d["metadata"]["creationTimestamp"]' <"$T/s1")" ] &&
    [ "$c2" = 409 ] && [ "$r2" = AlreadyExists ]; then ok "slice created (201, uid and resourceVersion), again: 409 AlreadyExists"; else bad "slice create: $c1 $c2 $r2"; fi
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"]={"generateName":"node2-gpu.gpuslice.io-","labels":{"tier":"b"}}; d["spec"]["nodeName"]=d["spec"]["pool"]["name"]="node2"; print(json.dumps(d))' "$SCH/resourceslice.json" >"$T/s2.json"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"]={"generateName":"node2-gpu.gpuslice.io-","labels":{"tier":"b"}}; d["spec"]["nodeName"]=d["spec"]["pool"]["name"]="node2"; print(json.dumps(d))' "$SCH/resourceslice.json" >"$T/s2.json"
 c=$(code -d @"$T/s2.json" "$R/resourceslices"); gen=$(jget 'd["metadata"]["name"]' <"$T/out")
 case "$c $gen" in "201 node2-gpu.gpuslice.io-"?????) ok "generateName: $gen" ;; *) bad "generateName: $c $gen" ;; esac
 n1=$(k "$R/resourceslices?fieldSelector=spec.nodeName%3Dnode1" | jget '",".join(i["spec"]["nodeName"] for i in d["items"])')
@@ -131,10 +133,10 @@ c=$(code "$R/resourceslices?fieldSelector=spec.devices%3Dx")
 if [ "$n1 $n2 $n3 $n4" = "node1 2 node2 node1" ] && [ "$c" = 400 ]; then ok "lists: by node, driver and labels ($lrv); an unknown field: 400"; else bad "lists: '$n1 $n2 $n3 $n4' $c"; fi
 S1="$R/resourceslices/node1-gpu.gpuslice.io-x7k2p"
 k "$S1" >"$T/s1get"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["spec"]["pool"]["generation"]=2; print(json.dumps(d))' "$T/s1get" >"$T/s1new"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d["spec"]["pool"]["generation"]=2; print(json.dumps(d))' "$T/s1get" >"$T/s1new"
 c1=$(code -X PUT -d @"$T/s1new" "$S1"); g=$(jget 'str(d["metadata"]["generation"]) + " " + str(d["spec"]["pool"]["generation"])' <"$T/out")
 c2=$(code -X PUT -d @"$T/s1new" "$S1"); r2=$(jget 'd["reason"]' <"$T/out")
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"].pop("resourceVersion"); d["spec"]["driver"]="other.example.com"; print(json.dumps(d))' "$T/s1new" >"$T/s1drv"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"].pop("resourceVersion"); d["spec"]["driver"]="other.example.com"; print(json.dumps(d))' "$T/s1new" >"$T/s1drv"
 c3=$(code -X PUT -d @"$T/s1drv" "$S1"); f3=$(jget '" ".join(c["field"] for c in d["details"]["causes"])' <"$T/out")
 if [ "$c1 $g" = "200 2 2" ] && [ "$c2 $r2" = "409 Conflict" ] && [ "$c3 $f3" = "422 spec.driver" ]; then ok "update: 200 (generation 2), stale resourceVersion: 409 Conflict, a new driver: 422 naming spec.driver"; else bad "update: $c1 '$g' / $c2 $r2 / $c3 '$f3'"; fi
 c1=$(code -X DELETE "$R/resourceslices?labelSelector=tier%3Db"); d1=$(jget '" ".join(i["spec"]["nodeName"] for i in d["items"])' <"$T/out")
@@ -152,13 +154,13 @@ ctl -d '{"clear":true}' "$C/deny" >/dev/null
 # The documents: the good samples pass, and each bad one is refused naming its field, by
 # schema.py and by the stand-in (422 with a cause for that field).
 mkdir -p "$T/bad"
-python3 "$SRC/tests/k8s/schema.py" resourceslice "$SCH/resourceslice.json" >"$T/one"; r0=$?
-if python3 "$SRC/tests/k8s/schema.py" cases "$SCH" "$T/bad" >"$T/cases"; then r=0; else r=1; fi
-python3 "$SRC/tests/k8s/schema.py" resourceslice "$T/bad/slice-max-over-capacity.json" >"$T/one"; r1=$?
+"$PY" "$SRC/tests/k8s/schema.py" resourceslice "$SCH/resourceslice.json" >"$T/one"; r0=$?
+if "$PY" "$SRC/tests/k8s/schema.py" cases "$SCH" "$T/bad" >"$T/cases"; then r=0; else r=1; fi
+"$PY" "$SRC/tests/k8s/schema.py" resourceslice "$T/bad/slice-max-over-capacity.json" >"$T/one"; r1=$?
 n=$(grep -c '^ok ' "$T/cases"); ng=$(grep -c '^good ' "$T/cases")
 if [ $r0 = 0 ] && [ $r = 0 ] && [ $r1 = 1 ] && grep -q 'validRange.max: Invalid value: "32Gi"' "$T/one"; then ok "schema.py: $ng good samples pass, $n bad ones refused naming their field"; else bad "schema.py: good $r0, cases $r, one $r1: $(grep -v '^ok' "$T/cases") $(cat "$T/one")"; fi
 # (one process posts them all: a curl and a python per case would double the test's time)
-python3 - "$T/cases" "$T/bad" "$R" "$T/ca.crt" sekrit >"$T/api422" <<'PY'
+"$PY" - "$T/cases" "$T/bad" "$R" "$T/ca.crt" sekrit >"$T/api422" <<'EOF'
 import json, ssl, sys, urllib.error, urllib.request
 cases, bad, base, ca, token = sys.argv[1:]
 ctx = ssl.create_default_context(cafile=ca)
@@ -179,7 +181,7 @@ for line in open(cases):
         fields = [c["field"] for c in st.get("details", {}).get("causes", [])]
         ok = e.code == 422 and st["reason"] == "Invalid" and field in fields and field in st["message"]
         print(f"{'ok' if ok else 'FAIL'} {name}: {e.code} {st['message'][:200]}")
-PY
+EOF
 napi=$(grep -c '^ok ' "$T/api422")
 if [ "$napi" -gt 30 ] && ! grep -q '^FAIL' "$T/api422"; then ok "the stand-in refuses all $napi bad slices and templates with 422 naming the field"; else bad "the stand-in's 422s: $(grep -v '^ok' "$T/api422")"; fi
 c=$(code -d @"$SCH/claimtemplate.json" "$R/namespaces/ns1/resourceclaimtemplates")
@@ -190,11 +192,11 @@ n=$(k "$R/resourceclaimtemplates" | jget 'len(d["items"])')
 CL="$R/namespaces/ns1/resourceclaims"
 c1=$(code -d '{"metadata":{"name":"s"},"spec":{"devices":{"requests":[]}},"status":{"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}}' "$CL")
 st1=$(jget '"status" in d' <"$T/out")
-k "$CL/s" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={"reservedFor":[{"resource":"pods","name":"p","uid":"u1"}]}; d["spec"]["x"]=1; print(json.dumps(d))' >"$T/cs"
+k "$CL/s" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); d["status"]={"reservedFor":[{"resource":"pods","name":"p","uid":"u1"}]}; d["spec"]["x"]=1; print(json.dumps(d))' >"$T/cs"
 c2=$(code -X PUT -d @"$T/cs" "$CL/s/status"); st2=$(jget 'd["status"]["reservedFor"][0]["uid"] + " " + str("x" in d["spec"])' <"$T/out")
-k "$CL/s" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}; d["metadata"]["labels"]={"a":"b"}; print(json.dumps(d))' >"$T/cm"
+k "$CL/s" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}; d["metadata"]["labels"]={"a":"b"}; print(json.dumps(d))' >"$T/cm"
 c3=$(code -X PUT -d @"$T/cm" "$CL/s"); st3=$(jget 'd["status"]["reservedFor"][0]["uid"] + " " + d["metadata"]["labels"]["a"]' <"$T/out")
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"].pop("resourceVersion"); print(json.dumps(d))' "$T/cs" >"$T/cs2"
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); d["metadata"].pop("resourceVersion"); print(json.dumps(d))' "$T/cs" >"$T/cs2"
 c5=$(code -X PUT -d @"$T/cs2" "$CL/s"); f5=$(jget 'd["details"]["causes"][0]["field"]' <"$T/out")
 ctl -d '{"verb":"update","resource":"resourceclaims/status"}' "$C/deny" >/dev/null
 c4=$(code -X PUT -d @"$T/cs" "$CL/s/status")
@@ -202,14 +204,14 @@ ctl -d '{"clear":true}' "$C/deny" >/dev/null
 if [ "$c1 $st1 $c2 $st2 $c3 $st3 $c4 $c5 $f5" = "201 False 200 u1 False 200 u1 b 403 422 spec" ]; then ok "claims: no status on create, /status writes only it, the main resource keeps it (its spec immutable: 422), 403 when denied"; else bad "claims: '$c1 $st1 $c2 $st2 $c3 $st3 $c4 $c5 $f5'"; fi
 
 # The allocator, playing the scheduler: a 16 GiB device (memory in steps of 256Mi, cores 0..100).
-ALLOC="python3 $SRC/tests/k8s/allocator.py --control $C"
-ALLOC_API="python3 $SRC/tests/k8s/allocator.py --api $A --ca $T/ca.crt --token sekrit"
+ALLOC="$PY $SRC/tests/k8s/allocator.py --control $C"
+ALLOC_API="$PY $SRC/tests/k8s/allocator.py --api $A --ca $T/ca.crt --token sekrit"
 kj -d @"$SCH/resourceslice.json" "$R/resourceslices" >/dev/null
 ctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu.gpuslice.io"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\""}}]}}' "$C/objects" >/dev/null
 # dclaims NAME[:MEMORY[:CORES]]...: claims of ns1, each asking one device of the class with those
 # capacities (none: the defaults).
 dclaims() {
-    python3 - "$C/objects" "$@" <<'PY'
+    "$PY" - "$C/objects" "$@" <<'EOF'
 import json, sys, urllib.request
 for arg in sys.argv[2:]:
     name, *caps = arg.split(":")
@@ -222,7 +224,7 @@ for arg in sys.argv[2:]:
                  {"requests": ["gpu"], "opaque": {"driver": "gpu.gpuslice.io", "parameters": {"weight": 50}}}]}}}
     urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=json.dumps(claim).encode(),
                                                   headers={"Content-Type": "application/json"}))
-PY
+EOF
 }
 # got FILE: "DEVICE memory=M cores=C" from the allocator's line for the claim's first result
 got() { sed -n '1s/^[^>]*-> [^ ]* [^/]*\/\([^ ]*\) share [^ ]* \(.*\)$/\1 \2/p' "$1"; }
@@ -255,7 +257,7 @@ if [ "$rbig $rf:$(got "$T/alf") $stored" = "3 0:gpu-0 cores=0 memory=32Gi 32Gi p
 # The CEL subset: a driver's name and sharing are understood; other CEL is refused (exit 2).
 ctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"whole"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\" && device.allowMultipleAllocations == false"}}]}}' "$C/objects" >/dev/null
 ctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"attr"},"spec":{"selectors":[{"cel":{"expression":"device.attributes[\"gpu.gpuslice.io\"].index == 0"}}]}}' "$C/objects" >/dev/null
-ctl "$C/objects/resourceclaims/ns1/r1" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}
+ctl "$C/objects/resourceclaims/ns1/r1" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); d["status"]={}
 for cls, name in (("whole", "w"), ("attr", "x")):
     d["metadata"]["name"] = name; d["metadata"].pop("uid", None); d["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = cls; print(json.dumps(d))' >"$T/wx"
 head -1 "$T/wx" | ctl -d @- "$C/objects" >/dev/null; tail -1 "$T/wx" | ctl -d @- "$C/objects" >/dev/null
