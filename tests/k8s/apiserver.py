@@ -12,6 +12,19 @@ real JSON format:
   410 Expired Status when resourceVersion is older than the history kept), from
   resourceVersion on, ended after timeoutSeconds;
 - events: POST /api/v1/namespaces/NS/events (and events.k8s.io/v1), kept for the tests;
+- resource.k8s.io/v1 (DRA): discovery (/apis/resource.k8s.io, /apis/resource.k8s.io/v1) and
+  resourceslices and deviceclasses (cluster-scoped), resourceclaims (+ /status) and
+  resourceclaimtemplates (namespaced; listed across namespaces at /apis/resource.k8s.io/v1/RES):
+  list (labelSelector; fieldSelector metadata.name, metadata.namespace, and for resourceslices
+  spec.nodeName, spec.driver, spec.pool.name; the list's resourceVersion), get, create (POST;
+  generateName; 409 AlreadyExists; uid, resourceVersion, creationTimestamp, generation set; a
+  claim's status dropped), update (PUT; 409 Conflict on a stale metadata.resourceVersion; the
+  main resource keeps the status, /status changes only it; generation counts spec changes),
+  delete, and delete of a collection (with the list's selectors). Every object written is
+  checked by schema.py (ResourceSlices and ResourceClaimTemplates in full, claims' specs,
+  device classes' selectors and configs; the slice's driver, pool name and nodeName and the
+  spec of claims and templates are immutable), as the real server's validation does: 422
+  Invalid with a cause per field. Watches of these are not served (405);
 - a bearer token (401 without it), RBAC refusals (403, a Status naming the verb and
   resource), TLS with the tests' own CA (--tls CERT KEY).
 
@@ -21,8 +34,15 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
   POST /compact              the history so far dropped: a watch from before it gets 410
   POST /drop                 every open watch closed in the middle of an event's line
   POST /bookmark             a BOOKMARK to every watch that asked for them
-  POST /deny                 body: {"verb": "list"|"watch"|"get"|"create", "resource": "pods"|
-                             "events"}: refused with 403 from now on; {"clear": true} ends it
+  POST /objects              body: a resource.k8s.io/v1 object (ResourceSlice, DeviceClass,
+                             ResourceClaim with its status, ResourceClaimTemplate): added or
+                             replaced as it is, unchecked (uid kept or set, resourceVersion set)
+  GET /objects/RES           every object of RES (e.g. resourceslices), as a JSON list
+  GET|DELETE /objects/RES/[NS/]NAME   one object (NS for the namespaced ones)
+  POST /deny                 body: {"verb": "list"|"watch"|"get"|"create"|"update"|"delete"|
+                             "deletecollection", "resource": "pods"|"events"|"resourceslices"|
+                             "resourceclaims"|"resourceclaims/status"|...}: refused with 403
+                             from now on; {"clear": true} ends it
   POST /ignore-selector      body: {"on": true|false}: field selectors ignored (every pod sent)
   GET /events                the events written to it, as a JSON list
   GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV}
@@ -34,12 +54,19 @@ import argparse
 import copy
 import json
 import os
+import random
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schema  # noqa: E402  (tests/k8s/schema.py: the checks behind the 422s)
+
+DRA_VERBS = ["create", "delete", "deletecollection", "get", "list", "update"]
 
 RESOURCES = {
     "v1": [("namespaces", "Namespace", False, ["create", "delete", "get", "list", "watch"]),
@@ -61,12 +88,110 @@ RESOURCES = {
     "admissionregistration.k8s.io/v1": [
         ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False,
          ["create", "delete", "get", "list", "patch"])],
+    "resource.k8s.io/v1": [
+        ("deviceclasses", "DeviceClass", False, DRA_VERBS),
+        ("resourceclaims", "ResourceClaim", True, DRA_VERBS),
+        ("resourceclaims/status", "ResourceClaim", True, ["get", "update"]),
+        ("resourceclaimtemplates", "ResourceClaimTemplate", True, DRA_VERBS),
+        ("resourceslices", "ResourceSlice", False, DRA_VERBS)],
 }
 
+# resource.k8s.io/v1 as served here: resource -> (kind, namespaced, the check of a client's
+# object (schema.py), the field selectors it takes besides metadata.name/namespace).
+DRA_GROUP = "resource.k8s.io"
+DRA_GV = DRA_GROUP + "/v1"
+DRA = {
+    "deviceclasses": ("DeviceClass", False, schema.check_deviceclass, ()),
+    "resourceclaims": ("ResourceClaim", True, schema.check_claim, ()),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", True, schema.check_claimtemplate, ()),
+    "resourceslices": ("ResourceSlice", False, schema.check_resourceslice,
+                       ("spec.nodeName", "spec.driver", "spec.pool.name")),
+}
+DRA_KINDS = {v[0]: k for k, v in DRA.items()}
+# A ResourceSlice's fields an update may not change (validateResourceSliceSpec).
+SLICE_IMMUTABLE = (("spec", "driver"), ("spec", "pool", "name"), ("spec", "nodeName"))
 
-def status(code, reason, message):
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+
+def status(code, reason, message, details=None):
+    st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+          "message": message, "reason": reason, "code": code}
+    if details:
+        st["details"] = details
+    return st
+
+
+CAUSE = {"Required": "FieldValueRequired", "Invalid": "FieldValueInvalid",
+         "TooLong": "FieldValueTooLong", "TooMany": "FieldValueTooMany",
+         "Forbidden": "FieldValueForbidden", "Duplicate": "FieldValueDuplicate",
+         "NotSupported": "FieldValueNotSupported"}
+
+
+def invalid(kind, name, problems):
+    """422 Invalid as the real server words it: the kind, the name, each field's problem."""
+    lines = [f"{path}: {msg}" for _, path, msg in problems]
+    joined = lines[0] if len(lines) == 1 else "[" + ", ".join(lines) + "]"
+    return status(422, "Invalid", f'{kind}.{DRA_GROUP} "{name}" is invalid: {joined}', {
+        "name": name, "group": DRA_GROUP, "kind": kind,
+        "causes": [{"reason": CAUSE.get(k, "FieldValueInvalid"), "message": msg, "field": path}
+                   for k, path, msg in problems]})
+
+
+def parse_labels(s):
+    """A label selector (k=v, k==v, k!=v, k in (a,b), k notin (a,b), k, !k) as predicates."""
+    reqs, depth, cur = [], 0, ""
+    for ch in s or "":
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            reqs.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    reqs.append(cur)
+    out = []
+    for r in (r.strip() for r in reqs):
+        if not r:
+            continue
+        words = r.split(None, 1)
+        if len(words) == 2 and words[1].split(None, 1)[0] in ("in", "notin"):
+            op, rest = words[1].split(None, 1)
+            rest = rest.strip()
+            if not (rest.startswith("(") and rest.endswith(")")):
+                raise ValueError(r)
+            vals = {v.strip() for v in rest[1:-1].split(",")}
+            out.append((words[0], op, vals))
+        elif "!=" in r:
+            k, v = r.split("!=", 1)
+            out.append((k.strip(), "!=", v.strip()))
+        elif "=" in r:
+            k, v = r.split("=", 1)
+            out.append((k.strip(), "=", v.lstrip("=").strip()))
+        elif r.startswith("!"):
+            out.append((r[1:].strip(), "!", None))
+        else:
+            out.append((r, "exists", None))
+    return out
+
+
+def labels_match(obj, reqs):
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for k, op, v in reqs:
+        have = labels.get(k)
+        if (op == "=" and have != v or op == "!=" and have == v or
+                op == "in" and have not in v or op == "notin" and have in v or
+                op == "exists" and k not in labels or op == "!" and k in labels):
+            return False
+    return True
+
+
+def field_value(obj, path):
+    for k in path.split("."):
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Store:
@@ -85,6 +210,30 @@ class Store:
         self.drop_gen = 0
         self.bookmark_gen = 0
         self.lists = self.watches = self.open_watches = 0
+        self.objs = {}          # resource.k8s.io: (resource, ns or "", name) -> object
+
+    def put_obj(self, obj, keep_status=True):
+        """A resource.k8s.io object added or replaced as given (the tests' control listener):
+        uid kept or assigned, a new resourceVersion. The resource, or None for an unknown kind."""
+        res = DRA_KINDS.get(obj.get("kind"))
+        if res is None:
+            return None
+        with self.cv:
+            md = obj.setdefault("metadata", {})
+            if DRA[res][1]:
+                md.setdefault("namespace", "default")
+            else:
+                md.pop("namespace", None)
+            key = (res, md.get("namespace", ""), md["name"])
+            old = self.objs.get(key)
+            md["uid"] = md.get("uid") or (old["metadata"]["uid"] if old else str(uuid.uuid4()))
+            md.setdefault("creationTimestamp", now())
+            md.setdefault("generation", 1)
+            self.rv += 1
+            md["resourceVersion"] = str(self.rv)
+            obj.setdefault("apiVersion", DRA_GV)
+            self.objs[key] = obj
+            return obj
 
     def put(self, pod):
         with self.cv:
@@ -173,6 +322,8 @@ def make_handler(store, args, control):
 
         # ---- the tests' control listener ----
         def control_get(self, path):
+            if path.startswith("/objects/"):
+                return self.control_objects("GET", path.split("/")[2:])
             with store.cv:
                 if path == "/events":
                     return self.send_json(200, store.events)
@@ -186,6 +337,14 @@ def make_handler(store, args, control):
             b = self.body()
             if path == "/pods":
                 return self.send_json(201, store.put(b))
+            if path == "/objects":
+                if not isinstance(b, dict) or not (b.get("metadata") or {}).get("name"):
+                    return self.send_json(400, status(400, "BadRequest", "an object with metadata.name"))
+                obj = store.put_obj(b)
+                if obj is None:
+                    return self.send_json(400, status(400, "BadRequest", f"kind {b.get('kind')!r} is "
+                                                      f"not one of {sorted(DRA_KINDS)}"))
+                return self.send_json(201, obj)
             if path == "/compact":
                 store.compact()
             elif path == "/drop":
@@ -216,14 +375,16 @@ def make_handler(store, args, control):
                 return False
             return True
 
-        def denied(self, verb, resource):
+        def denied(self, verb, resource, ns=None, group=""):
             with store.cv:
                 if (verb, resource) in store.deny:
+                    scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+                    full = f"{resource}.{group}" if group else resource
                     self.send_json(403, status(
                         403, "Forbidden",
-                        f'{resource} is forbidden: User "system:serviceaccount:gpuslice-system:'
-                        f'gpusliced" cannot {verb} resource "{resource}" in API group "" at the '
-                        f'cluster scope'))
+                        f'{full} is forbidden: User "system:serviceaccount:gpuslice-system:'
+                        f'gpusliced" cannot {verb} resource "{resource}" in API group "{group}" '
+                        f'{scope}', {"group": group, "kind": resource}))
                     return True
             return False
 
@@ -246,6 +407,15 @@ def make_handler(store, args, control):
                         groups.append({"name": g, "versions": [ver], "preferredVersion": ver})
                 return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
                                             "groups": groups})
+            if path.startswith("/apis/") and path.count("/") == 2:
+                g = path[len("/apis/"):]
+                vers = [{"groupVersion": gv, "version": gv.split("/")[1]}
+                        for gv in RESOURCES if gv.startswith(g + "/")]
+                if vers:
+                    return self.send_json(200, {"kind": "APIGroup", "apiVersion": "v1", "name": g,
+                                                "versions": vers, "preferredVersion": vers[0]})
+            if path.startswith(f"/apis/{DRA_GV}/"):
+                return self.dra("GET", path, q)
             gv = "v1" if path == "/api/v1" else path[len("/apis/"):] if path.startswith("/apis/") else None
             if gv in RESOURCES:
                 return self.send_json(200, {
@@ -367,6 +537,8 @@ def make_handler(store, args, control):
                         if selected(pod, sel):
                             self.chunk(json.dumps({"type": typ, "object": pod}).encode() + b"\n")
                         rv = erv
+                    # Changes of other kinds advance the resourceVersion too: none missed.
+                    rv = max(rv, cur)
                     if bm:
                         self.chunk(json.dumps({"type": "BOOKMARK", "object": {
                             "kind": "Pod", "apiVersion": "v1",
@@ -392,6 +564,8 @@ def make_handler(store, args, control):
                 return self.control_post(path)
             if not self.authorized():
                 return
+            if path.startswith(f"/apis/{DRA_GV}/"):
+                return self.dra("POST", path, dict(urllib.parse.parse_qsl(u.query)))
             parts = path.split("/")
             core = len(parts) == 6 and parts[:4] == ["", "api", "v1", "namespaces"] and parts[5] == "events"
             new = (len(parts) == 7 and parts[:5] == ["", "apis", "events.k8s.io", "v1", "namespaces"]
@@ -417,12 +591,251 @@ def make_handler(store, args, control):
             self.send_json(404, status(404, "NotFound", f"{path} not found"))
 
         def do_DELETE(self):
-            path = urllib.parse.urlsplit(self.path).path.rstrip("/")
+            u = urllib.parse.urlsplit(self.path)
+            path = u.path.rstrip("/")
             if control and path.startswith("/pods/") and path.count("/") == 3:
                 _, _, ns, name = path.split("/")
                 pod = store.delete(ns, name)
                 return self.send_json(200 if pod else 404, pod or status(404, "NotFound", name))
+            if control and path.startswith("/objects/"):
+                return self.control_objects("DELETE", path.split("/")[2:])
+            if not control and path.startswith(f"/apis/{DRA_GV}/"):
+                if not self.authorized():
+                    return
+                return self.dra("DELETE", path, dict(urllib.parse.parse_qsl(u.query)))
             self.send_json(405, status(405, "MethodNotAllowed", "DELETE is not served here"))
+
+        def do_PUT(self):
+            u = urllib.parse.urlsplit(self.path)
+            path = u.path.rstrip("/")
+            if not control and path.startswith(f"/apis/{DRA_GV}/"):
+                if not self.authorized():
+                    return
+                return self.dra("PUT", path, dict(urllib.parse.parse_qsl(u.query)))
+            self.send_json(405, status(405, "MethodNotAllowed", "PUT is not served here"))
+
+        # ---- resource.k8s.io/v1 ----
+        def control_objects(self, method, parts):
+            """GET /objects/RES (every one, a JSON list), GET or DELETE /objects/RES/[NS/]NAME."""
+            if not parts or parts[0] not in DRA:
+                return self.send_json(404, status(404, "NotFound", f"resources: {sorted(DRA)}"))
+            res, ns_ok = parts[0], DRA[parts[0]][1]
+            with store.cv:
+                if len(parts) == 1 and method == "GET":
+                    items = [o for (r, _, _), o in sorted(store.objs.items()) if r == res]
+                    return self.send_json(200, items)
+                if len(parts) != (3 if ns_ok else 2):
+                    return self.send_json(404, status(404, "NotFound", "/objects/RES/[NS/]NAME"))
+                key = (res, parts[1] if ns_ok else "", parts[-1])
+                obj = store.objs.pop(key, None) if method == "DELETE" else store.objs.get(key)
+                if obj is not None and method == "DELETE":
+                    store.rv += 1
+            if obj is None:
+                return self.send_json(404, status(404, "NotFound", f'{res} "{parts[-1]}" not found'))
+            self.send_json(200, obj)
+
+        def dra_route(self, path):
+            """(resource, namespace or None, name or None, subresource or None) of a path under
+            /apis/resource.k8s.io/v1, or None."""
+            parts = path[len(f"/apis/{DRA_GV}/"):].split("/")
+            ns = None
+            if parts[0] == "namespaces" and len(parts) >= 3:
+                ns, parts = parts[1], parts[2:]
+            if parts[0] not in DRA or len(parts) > 3:
+                return None
+            namespaced = DRA[parts[0]][1]
+            if ns is not None and not namespaced or ns is None and namespaced and len(parts) > 1:
+                return None
+            sub = parts[2] if len(parts) == 3 else None
+            if sub is not None and (sub != "status" or parts[0] != "resourceclaims"):
+                return None
+            return parts[0], ns, parts[1] if len(parts) > 1 else None, sub
+
+        def dra(self, method, path, q):
+            route = self.dra_route(path)
+            if route is None:
+                return self.send_json(404, status(404, "NotFound", f"{path} not found"))
+            res, ns, name, sub = route
+            kind, namespaced = DRA[res][0], DRA[res][1]
+            rname = res + ("/" + sub if sub else "")
+            if name is None:
+                if method == "GET":
+                    if q.get("watch") in ("true", "1"):
+                        if self.denied("watch", res, ns, DRA_GROUP):
+                            return
+                        return self.send_json(405, status(405, "MethodNotAllowed",
+                                                          f"watch of {res} is not served by the stand-in"))
+                    return self.dra_list(res, ns, q)
+                one_scope = ns is not None or not namespaced  # across namespaces: a list only
+                if method == "POST" and one_scope:
+                    return self.dra_create(res, ns)
+                if method == "DELETE" and one_scope:
+                    return self.dra_list(res, ns, q, delete=True)
+                return self.send_json(405, status(405, "MethodNotAllowed", f"{method} {path}"))
+            verb = {"GET": "get", "PUT": "update", "DELETE": "delete"}.get(method)
+            if verb is None or sub and verb == "delete":
+                return self.send_json(405, status(405, "MethodNotAllowed", f"{method} {path}"))
+            if self.denied(verb, rname, ns, DRA_GROUP):
+                return
+            key = (res, ns or "", name)
+            notfound = status(404, "NotFound", f'{res}.{DRA_GROUP} "{name}" not found',
+                              {"name": name, "group": DRA_GROUP, "kind": res})
+            if method == "GET":
+                with store.cv:
+                    obj = store.objs.get(key)
+                return self.send_json(200, obj) if obj else self.send_json(404, notfound)
+            if method == "DELETE":
+                with store.cv:
+                    obj = store.objs.pop(key, None)
+                    if obj is not None:
+                        store.rv += 1
+                return self.send_json(200, obj) if obj else self.send_json(404, notfound)
+            return self.dra_update(res, kind, key, sub, notfound)
+
+        def read_object(self, kind):
+            """The request's body as an object of kind (400 answered and None otherwise)."""
+            try:
+                obj = self.body()
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict):
+                self.send_json(400, status(400, "BadRequest", "the body is not a JSON object"))
+                return None
+            if obj.get("kind", kind) != kind or obj.get("apiVersion", DRA_GV) != DRA_GV:
+                self.send_json(400, status(400, "BadRequest", f"the object is not a {DRA_GV} {kind}: "
+                                           f"{obj.get('apiVersion')} {obj.get('kind')}"))
+                return None
+            obj["kind"], obj["apiVersion"] = kind, DRA_GV
+            md = obj.get("metadata")
+            if md is not None and not isinstance(md, dict):
+                self.send_json(400, status(400, "BadRequest", "metadata is not an object"))
+                return None
+            obj.setdefault("metadata", {})
+            return obj
+
+        def check(self, res, kind, obj):
+            """The object's problems as schema.py finds them."""
+            return DRA[res][2](obj)
+
+        def dra_create(self, res, ns):
+            kind, namespaced = DRA[res][0], DRA[res][1]
+            if self.denied("create", res, ns, DRA_GROUP):
+                return
+            obj = self.read_object(kind)
+            if obj is None:
+                return
+            md = obj["metadata"]
+            if namespaced:
+                if md.get("namespace", ns) != ns:
+                    return self.send_json(400, status(400, "BadRequest", "the namespace of the provided "
+                                                      "object does not match the namespace sent on the request"))
+                md["namespace"] = ns
+            else:
+                md.pop("namespace", None)
+            for k in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+                md.pop(k, None)
+            if res == "resourceclaims":
+                obj.pop("status", None)  # a claim's status is written through /status only
+            with store.cv:
+                if not md.get("name") and md.get("generateName"):
+                    while True:
+                        md["name"] = md["generateName"] + "".join(
+                            random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+                        if (res, ns or "", md["name"]) not in store.objs:
+                            break
+                problems = self.check(res, kind, obj)
+                if problems:
+                    return self.send_json(422, invalid(kind, md.get("name", ""), problems))
+                key = (res, ns or "", md["name"])
+                if key in store.objs:
+                    return self.send_json(409, status(
+                        409, "AlreadyExists", f'{res}.{DRA_GROUP} "{md["name"]}" already exists',
+                        {"name": md["name"], "group": DRA_GROUP, "kind": res}))
+                store.rv += 1
+                md.update(uid=str(uuid.uuid4()), resourceVersion=str(store.rv),
+                          creationTimestamp=now(), generation=1)
+                store.objs[key] = obj
+            self.send_json(201, obj)
+
+        def dra_update(self, res, kind, key, sub, notfound):
+            obj = self.read_object(kind)
+            if obj is None:
+                return
+            md, name = obj["metadata"], key[2]
+            if md.get("name", name) != name:
+                return self.send_json(400, status(400, "BadRequest", f"the name of the object "
+                                                  f"({md.get('name')}) does not match the name on the URL ({name})"))
+            with store.cv:
+                old = store.objs.get(key)
+                if old is None:
+                    return self.send_json(404, notfound)
+                omd = old["metadata"]
+                if md.get("resourceVersion") and md["resourceVersion"] != omd["resourceVersion"]:
+                    return self.send_json(409, status(
+                        409, "Conflict", f'Operation cannot be fulfilled on {res}.{DRA_GROUP} "{name}": '
+                        "the object has been modified; please apply your changes to the latest version "
+                        "and try again", {"name": name, "group": DRA_GROUP, "kind": res}))
+                if sub == "status":
+                    new = copy.deepcopy(old)
+                    new["status"] = obj.get("status")
+                    if new["status"] is None:
+                        new.pop("status")
+                else:
+                    new = obj
+                    if "status" in old:
+                        new["status"] = old["status"]  # the main resource leaves the status alone
+                    else:
+                        new.pop("status", None)
+                    for k in ("uid", "creationTimestamp", "generation"):
+                        md[k] = omd.get(k)
+                    if key[1]:
+                        md["namespace"] = key[1]
+                    md["name"] = name
+                    problems = self.check(res, kind, new)
+                    spec_fixed = res in ("resourceclaims", "resourceclaimtemplates")
+                    if spec_fixed and new.get("spec") != old.get("spec"):
+                        problems.append(("Invalid", "spec", "Invalid value: ...: field is immutable"))
+                    if res == "resourceslices":
+                        for path in SLICE_IMMUTABLE:
+                            a, b = field_value(new, ".".join(path)), field_value(old, ".".join(path))
+                            if a != b:
+                                problems.append(("Invalid", ".".join(path),
+                                                 f"Invalid value: {json.dumps(a)}: field is immutable"))
+                    if problems:
+                        return self.send_json(422, invalid(kind, name, problems))
+                    if new.get("spec") != old.get("spec"):
+                        md["generation"] = (omd.get("generation") or 1) + 1
+                store.rv += 1
+                new["metadata"]["resourceVersion"] = str(store.rv)
+                store.objs[key] = new
+            self.send_json(200, new)
+
+        def dra_list(self, res, ns, q, delete=False):
+            kind = DRA[res][0]
+            if self.denied("deletecollection" if delete else "list", res, ns, DRA_GROUP):
+                return
+            try:
+                labels = parse_labels(q.get("labelSelector"))
+                fields = []
+                for part in filter(None, (q.get("fieldSelector") or "").split(",")):
+                    neg = "!=" in part
+                    k, v = part.split("!=" if neg else "=", 1)
+                    k, v = k.strip(), v.lstrip("=").strip()
+                    if k not in ("metadata.name", "metadata.namespace") + DRA[res][3]:
+                        raise ValueError(f'field label not supported: {k}')
+                    fields.append((k, neg, v))
+            except ValueError as e:
+                return self.send_json(400, status(400, "BadRequest", f"unable to parse selector: {e}"))
+            with store.cv:
+                keys = [k for k, o in sorted(store.objs.items())
+                        if k[0] == res and (ns is None or k[1] == ns) and labels_match(o, labels) and
+                        all((field_value(o, f) == v) != neg for f, neg, v in fields)]
+                items = [store.objs.pop(k) if delete else store.objs[k] for k in keys]
+                if delete and items:
+                    store.rv += 1
+                rv = str(store.rv)
+            self.send_json(200, {"kind": kind + "List", "apiVersion": DRA_GV,
+                                 "metadata": {"resourceVersion": rv}, "items": items})
 
     return Handler
 
