@@ -50,7 +50,7 @@ def kc_post(kc, path, obj):
 
 
 def kc_get(kc, path):
-    return json.loads(urllib.request.urlopen(kc + path, timeout=10).read() or b"{}")
+    return json.loads(urllib.request.urlopen(kc + path, timeout=10).read() or b"[]")
 
 
 def in_container(cg, spec, argv, timeout=180):
@@ -129,7 +129,7 @@ def main():
         slices, t0 = [], time.monotonic()
         while time.monotonic() - t0 < 20 and not slices:
             try:
-                slices = kc_get(kc, "/resourceslices").get("items", [])
+                slices = kc_get(kc, "/objects/resourceslices")
             except OSError:
                 pass
             time.sleep(0.2)
@@ -149,7 +149,7 @@ def main():
                  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                      "deviceClassName": "gpuslice.io",
                      "capacity": {"requests": {"memory": "8Gi", "cores": "50"}}}}]}}}
-        kc_post(kc, "/resourceclaims", claim)
+        kc_post(kc, "/objects", claim)
         r = subprocess.run([sys.executable, os.path.join(ROOT, "tests/k8s/allocator.py"),
                             "--control", kc, "allocate", "--claim", "ml/train-gpu", "--pod",
                             "train/" + POD_UID, "--node", NODE], capture_output=True, text=True)

@@ -1,0 +1,235 @@
+# gpusliced as the DRA driver gpu.gpuslice.io (sourced by daemon.sh): on the simulated GPU
+# (16 GiB), against the stand-in API server taught resource.k8s.io/v1 (tests/k8s/apiserver.py),
+# the test allocator that plays the scheduler by KEP-5075's rules (tests/k8s/allocator.py), and
+# the kubelet's side on a real gRPC library (tests/k8s/kubelet.py, Debian's python3-grpcio).
+# Every directory is the case's own: the kubelet's registry and plugin directories, the CDI
+# directory and NVIDIA's are under $T.
+. "$SRC/tests/k8s/lib.sh"
+KPY=
+for p in /usr/bin/python3 python3; do
+    if "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then KPY=$p; break; fi
+done
+[ -n "$KPY" ] || { echo "SKIP: no python3 with grpcio (python3-grpcio)"; exit 77; }
+pod_cgroups # CGB
+make_ca ca srv || { bad "openssl"; exit 1; }
+printf 'tok-%s\n' "$$" >"$T/token"
+start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+BG="$BG $APISERVER"
+UUID0=GPU-5ac1ce00-0000-4000-8000-000000000000
+REG="$T/registry" PLUG="$T/plugins/gpu.gpuslice.io" CDI="$T/cdi" NVCDI="$T/nvcdi" ILIB="$T/ilib"
+mkdir -p "$REG" "$CDI" "$NVCDI" "$ILIB"
+cp "$LIB" "$ILIB/libgpuslice.so"
+echo /usr/local/gpuslice/libgpuslice.so >"$ILIB/ld.so.preload"
+# NVIDIA's spec as nvidia-ctk writes it, naming the simulated GPU by UUID (YAML, its default).
+printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: "%s"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n' "$UUID0" >"$NVCDI/nvidia.yaml"
+ALLOC="$SRC/tests/k8s/allocator.py"
+KUBELET="$SRC/tests/k8s/kubelet.py"
+SCHEMA="$SRC/tests/k8s/schema.py"
+alloc() { python3 "$ALLOC" --control "$KC" "$@"; }
+kubelet() { "$KPY" "$KUBELET" "$@"; }
+# claim NAME UID MEMORY CORES: a claim of namespace ns1 for one device of the class gpuslice.io.
+claim() {
+    caps=
+    [ -n "$3" ] && caps="\"memory\":\"$3\""
+    [ -n "$4" ] && caps="$caps${caps:+,}\"cores\":\"$4\""
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"'"$1"'","namespace":"ns1","uid":"'"$2"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{'"$caps"'}}}}]}}}' "$KC/objects" >/dev/null
+}
+kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpuslice.io"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\""}}]}}' "$KC/objects" >/dev/null
+DRA_ARGS="--state-dir $T/dstate --kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1 --dra --kubelet-plugin-dir $PLUG --kubelet-registry-dir $REG --cdi-dir $CDI --nvidia-cdi-dirs $NVCDI --inject-lib-dir $ILIB"
+# slice_until SECONDS: the node's ResourceSlice published (into $T/slices).
+slice_until() {
+    i=0; while [ $i -lt $(($1 * 10)) ]; do
+        kctl "$KC/objects/resourceslices" >"$T/slices" 2>/dev/null
+        python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if len(s)==1 else 1)' "$T/slices" 2>/dev/null && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    cat "$T/slices"; return 1
+}
+# prep VERSION REF...: NodePrepareResources; the answer in $T/prep (JSON).
+prep() { v=$1; shift; kubelet prepare --sock "$PLUG/dra.sock" --version "$v" "$@" >"$T/prep" 2>"$T/prep.err"; }
+unprep() { v=$1; shift; kubelet unprepare --sock "$PLUG/dra.sock" --version "$v" "$@" >"$T/unprep" 2>"$T/unprep.err"; }
+# claim_err UID: the error Prepare answered for that claim ("" for none).
+claim_err() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["claims"][sys.argv[2]].get("error",""))' "$T/prep" "$1"; }
+# in_claim POD-UID CID ARGS...: ARGS as a process of that pod's container, set up from the
+# claim's CDI spec as a runtime applies it (tests/k8s/cdi_apply.py): the pod's cgroup, new PID
+# and mount namespaces, the spec's mounts (read-only) and environment.
+in_claim() {
+    spec=$1; u=$2; c=$3; shift 3
+    d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$u" | tr - _).slice/cri-containerd-$c.scope"
+    mkdir -p "$d"
+    python3 "$SRC/tests/k8s/cdi_apply.py" "$spec" >"$T/apply.sh" || return 98
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc env -u GPUSLICE_DAEMON_DIR sh "$1" "$@"' "$d" "$T/apply.sh" "$@"
+}
+
+case $CASE in
+daemon_dra)
+    UA=aaaaaaaa-0000-4000-8000-00000000000a UB=bbbbbbbb-0000-4000-8000-00000000000b
+    CA=cccccccc-1111-4000-8000-00000000000a CB=cccccccc-1111-4000-8000-00000000000b
+    CC=cccccccc-1111-4000-8000-00000000000c CD=cccccccc-1111-4000-8000-00000000000d
+    CE=cccccccc-1111-4000-8000-00000000000e
+    C1=$(printf 'd1%062d' 0) C2=$(printf 'd2%062d' 0)
+    trap 'cg_cleanup_own $UA $UB; cleanup' EXIT
+    start_daemon $DRA_ARGS || exit 1
+    # Publishing: one device of the GPU, shared, its capacities; the slice passes the schema.
+    if slice_until 10; then ok "the node's ResourceSlice is published"; else bad "no slice"; fi
+    python3 - "$T/slices" "$UUID0" <<'PY' && ok "one device gpu-0: its UUID, 16 GiB in steps of 256Mi, 100 cores, allowMultipleAllocations" || bad "slice content"
+import json, sys
+s = json.load(open(sys.argv[1]))[0]
+sp = s["spec"]
+assert sp["driver"] == "gpu.gpuslice.io" and sp["nodeName"] == "node1" and sp["pool"]["name"] == "node1", sp
+d = sp["devices"]
+assert len(d) == 1 and d[0]["name"] == "gpu-0" and d[0]["allowMultipleAllocations"] is True, d
+a, c = d[0]["attributes"], d[0]["capacity"]
+assert a["uuid"]["string"] == sys.argv[2] and a["index"]["int"] == 0, a
+assert int(c["memory"]["value"]) == 16 << 30 and c["cores"]["value"] == "100", c
+assert c["memory"]["requestPolicy"]["validRange"]["step"] in ("256Mi", str(256 << 20)), c
+PY
+    python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' "$T/slices" "$T/slice.json"
+    python3 "$SCHEMA" resourceslice "$T/slice.json" >"$T/schema" 2>&1 && ok "the slice passes the upstream schema's rules" || { bad "slice schema"; cat "$T/schema"; }
+    # Registration, as the kubelet does it.
+    kubelet register --registry-sock "$REG/gpu.gpuslice.io-reg.sock" >"$T/reg" 2>&1 && ok "registration: GetInfo and NotifyRegistrationStatus" || { bad "registration"; cat "$T/reg"; }
+    grep -q '"endpoint": *"'"$PLUG/dra.sock"'"' "$T/reg" && grep -q 'v1.DRAPlugin' "$T/reg" && ok "PluginInfo names the driver's socket and v1.DRAPlugin" || { bad "plugin info"; cat "$T/reg"; }
+    grep -q "registered with the kubelet" "$T/dlog" && ok "the daemon logs its registration" || bad "registration not logged"
+    # Two claims, 8Gi/25 cores and 4Gi/50 cores, allocated to one device, prepared in one call.
+    claim a "$CA" 8Gi 25; claim b "$CB" 4Gi 50
+    alloc allocate --claim ns1/a --pod pa/$UA --node node1 >"$T/al" 2>&1 && alloc allocate --claim ns1/b --pod pb/$UB --node node1 >>"$T/al" 2>&1 && ok "the allocator gives both gpu-0" || { bad "allocation"; cat "$T/al"; }
+    claim c "$CC" 8Gi ""
+    alloc allocate --claim ns1/c --node node1 >"$T/al3" 2>&1; rc=$?
+    [ $rc = 3 ] && ok "a third claim of 8Gi is not allocated (exit 3)" || { bad "third claim allocated (exit $rc)"; cat "$T/al3"; }
+    if prep v1 ns1/a/$CA ns1/b/$CB && [ -z "$(claim_err $CA)" ] && [ -z "$(claim_err $CB)" ]; then ok "Prepare of two claims in one call"; else bad "prepare a, b"; cat "$T/prep" "$T/prep.err"; fi
+    python3 - "$T/prep" "$CA" "$UUID0" <<'PY' && ok "the answer: gpu-0 of pool node1 for request gpu, CDI IDs ours and NVIDIA's" || bad "prepare answer"
+import json, sys
+d = json.load(open(sys.argv[1]))["claims"][sys.argv[2]]["devices"]
+assert len(d) == 1 and d[0]["pool_name"] == "node1" and d[0]["device_name"] == "gpu-0" and d[0]["request_names"] == ["gpu"], d
+assert d[0]["cdi_device_ids"] == ["gpuslice.io/claim=" + sys.argv[2], "nvidia.com/gpu=" + sys.argv[3]], d
+PY
+    for u in $CA $CB; do
+        f="$CDI/gpuslice.io-claim_$u.json"
+        [ -f "$f" ] && python3 "$SCHEMA" cdi "$f" >"$T/schema" 2>&1 && ok "CDI spec of $u written, passes the CDI schema" || { bad "cdi spec $u"; cat "$T/schema"; }
+    done
+    api GET /v1/tenants/claim-$CA >/dev/null
+    jq_py 'assert d["managed"] and d["limits"]["memory"]["'"$UUID0"'"] == 8 << 30 and d["limits"]["compute"]["'"$UUID0"'"] == 25, d' && ok "claim a's tenant: 8 GiB and 25 % on the GPU's UUID" || { bad "tenant a"; cat "$T/body"; }
+    # Processes in the pods' containers, set up from the CDI specs.
+    expect 0 "a process of pod pa's container (claim a's spec)" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" $UA $C1 "$P" total alloc:8000 alloc:300
+    grep -q "total $((8 << 30))" "$T/out" && grep -q "alloc 8000 ok" "$T/out" && grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pa sees 8 GiB, holds 8000M, is refused 300M more" || { bad "pod pa memory"; cat "$T/out" "$T/err"; }
+    expect 0 "a process of pod pb's container" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$P" total alloc:4000 alloc:200
+    grep -q "total $((4 << 30))" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pb sees 4 GiB and is held to it" || { bad "pod pb memory"; cat "$T/out" "$T/err"; }
+    in_claim "$CDI/gpuslice.io-claim_$CA.json" $UA $C1 "$CL" stream 2 500 >"$T/sa" 2>"$T/sa.err" &
+    PA=$!
+    in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$CL" stream 2 500 >"$T/sb" 2>"$T/sb.err" &
+    PB=$!
+    wait $PA $PB
+    sa=$(awk '/^share/ {print $2}' "$T/sa"); sb=$(awk '/^share/ {print $2}' "$T/sb")
+    if awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a >= 0.20 && a <= 0.28 && b >= 0.44 && b <= 0.53) }'; then ok "25 and 50 cores measured at the same time: shares $sa and $sb"
+    else bad "compute shares $sa $sb (want 0.25, 0.50)"; cat "$T/sa.err" "$T/sb.err"; fi
+    # A process of a pod the claim is not reserved for gets nothing of it.
+    expect 1 "a process of a pod with no claim and no tenant" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" eeeeeeee-0000-4000-8000-00000000000e $C1 "$P" alloc:100
+    # A broken scheduler: 8Gi more forced onto gpu-0 (now 12 of 16 GiB held) is refused by name.
+    claim d "$CD" 8Gi 10
+    alloc allocate --claim ns1/d --node node1 --force node1/gpu-0 >/dev/null 2>&1
+    prep v1 ns1/d/$CD
+    e=$(claim_err $CD)
+    case $e in *"ns1/d"*overfills*) ok "an over-capacity allocation is refused, naming the claim: $e" ;; *) bad "forced claim: '$e'"; cat "$T/prep" ;; esac
+    [ ! -f "$CDI/gpuslice.io-claim_$CD.json" ] && ok "and has no CDI spec" || bad "spec of a refused claim"
+    # A claim of another driver, of another node, and one the API server does not know.
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"nv","namespace":"ns1","uid":"'"$CE"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"x"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"node1","device":"gpu-0"}]}}}}' "$KC/objects" >/dev/null
+    prep v1 ns1/nv/$CE; e=$(claim_err $CE)
+    case $e in *"ns1/nv"*gpu.gpuslice.io*) ok "a claim of another driver is refused by name: $e" ;; *) bad "other driver: '$e'" ;; esac
+    kctl -X DELETE "$KC/objects/resourceclaims/ns1/nv" >/dev/null
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"nv","namespace":"ns1","uid":"'"$CE"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.gpuslice.io","pool":"node2","device":"gpu-0"}]}}}}' "$KC/objects" >/dev/null
+    prep v1 ns1/nv/$CE; e=$(claim_err $CE)
+    case $e in *"ns1/nv"*node2*) ok "a claim of another node's pool is refused by name: $e" ;; *) bad "other node: '$e'" ;; esac
+    prep v1 ns1/ghost/$CE; e=$(claim_err $CE)
+    case $e in *"ns1/ghost"*) ok "a claim the API server does not have: $e" ;; *) bad "ghost: '$e'" ;; esac
+    # The same over v1beta1, and idempotence: claim a prepared again answers the same.
+    cp "$T/prep" "$T/prep0"
+    prep v1beta1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] && ok "Prepare again over v1beta1: the same claim, no error" || { bad "v1beta1 prepare"; cat "$T/prep" "$T/prep.err"; }
+    # Bad gRPC input: garbage for a message, an unknown method.
+    kubelet call --sock "$PLUG/dra.sock" --method /k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources --raw-hex ffffffff0f >"$T/raw" 2>&1
+    grep -qi "INVALID_ARGUMENT\|invalid" "$T/raw" && ok "a message that is not one: INVALID_ARGUMENT" || { bad "garbage message"; cat "$T/raw"; }
+    kubelet call --sock "$PLUG/dra.sock" --method /k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeSomething --raw-hex "" >"$T/raw" 2>&1
+    grep -qi "UNIMPLEMENTED" "$T/raw" && ok "an unknown method: UNIMPLEMENTED" || { bad "unknown method"; cat "$T/raw"; }
+    # Unprepare: the tenant and the spec go; again: nothing to do, no error.
+    unprep v1 ns1/a/$CA ns1/b/$CB && ok "Unprepare of both" || { bad "unprepare"; cat "$T/unprep" "$T/unprep.err"; }
+    want 404 "claim a's tenant is gone" GET /v1/tenants/claim-$CA
+    [ ! -e "$CDI/gpuslice.io-claim_$CA.json" ] && [ ! -e "$CDI/gpuslice.io-claim_$CB.json" ] && ok "their CDI specs are removed" || bad "specs left"
+    unprep v1 ns1/a/$CA && ok "Unprepare again: no error" || bad "second unprepare"
+    # Stopped, the driver removes its slice.
+    stop_daemon
+    kctl "$KC/objects/resourceslices" >"$T/slices"
+    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])) == [] else 1)' "$T/slices" && ok "stopped, the daemon removed its ResourceSlice" || { bad "slice left"; cat "$T/slices"; }
+    ;;
+daemon_dra_restart)
+    # A SIGKILL between Prepare and Unprepare: both answered right afterwards (the checkpoint).
+    UA=aaaaaaaa-0000-4000-8000-0000000000aa CA=cccccccc-2222-4000-8000-00000000000a
+    C1=$(printf 'd3%062d' 0)
+    trap 'cg_cleanup_own $UA; cleanup' EXIT
+    start_daemon $DRA_ARGS || exit 1
+    slice_until 10 || bad "no slice"
+    claim a "$CA" 2Gi 30
+    alloc allocate --claim ns1/a --pod pa/$UA --node node1 >/dev/null 2>&1 || bad "allocation"
+    prep v1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] && ok "prepared" || { bad "prepare"; cat "$T/prep"; }
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    start_daemon $DRA_ARGS || exit 1
+    grep -q "1 prepared claim(s)" "$T/dlog" && ok "the restarted daemon read its checkpoint" || { bad "checkpoint"; tail -5 "$T/dlog"; }
+    api GET /v1/tenants/claim-$CA >/dev/null
+    jq_py 'assert d["limits"]["memory"]["'"$UUID0"'"] == 2 << 30 and d["limits"]["compute"]["'"$UUID0"'"] == 30, d' && ok "the claim's tenant is back with its limits" || { bad "tenant after restart"; cat "$T/body"; }
+    expect 0 "the pod's process after the restart" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" $UA $C1 "$P" alloc:2000 alloc:100
+    grep -q "alloc 100 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to the claim's 2 GiB" || { bad "after restart"; cat "$T/out" "$T/err"; }
+    prep v1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] && ok "the kubelet's retry of Prepare: the same answer" || bad "retry"
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    start_daemon $DRA_ARGS || exit 1
+    unprep v1 ns1/a/$CA && ok "Unprepare after a second SIGKILL" || { bad "unprepare"; cat "$T/unprep.err"; }
+    want 404 "the tenant is gone" GET /v1/tenants/claim-$CA
+    [ ! -e "$CDI/gpuslice.io-claim_$CA.json" ] && ok "the spec is gone" || bad "spec left"
+    stop_daemon
+    start_daemon $DRA_ARGS || exit 1
+    grep -q "0 prepared claim(s)\|prepared claim" "$T/dlog"; want 404 "and stays gone after a restart" GET /v1/tenants/claim-$CA
+    stop_daemon
+    ;;
+daemon_dra_soak)
+    # 500 claims prepared and unprepared, one at a time as the kubelet calls: none left behind;
+    # the p99 time of Prepare.
+    trap 'cleanup' EXIT
+    start_daemon $DRA_ARGS || exit 1
+    slice_until 10 || bad "no slice"
+    rss0=$(awk '/VmRSS/ {print $2}' /proc/$DPID/status)
+    python3 - "$KC" "$ALLOC" "$KPY" "$KUBELET" "$PLUG/dra.sock" 500 >"$T/soak" 2>&1 <<'PY'
+import json, subprocess, sys, time, urllib.request
+kc, alloc, kpy, kubelet, sock, n = sys.argv[1:7]
+n = int(n)
+def post(obj):
+    urllib.request.urlopen(urllib.request.Request(kc + "/objects", data=json.dumps(obj).encode(), headers={"Content-Type": "application/json"}), timeout=10).read()
+# The kubelet's side, once: a client that keeps its connection, as the kubelet's does.
+client = subprocess.Popen([kpy, kubelet, "serve-batch", "--sock", sock, "--version", "v1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+times = []
+for i in range(n):
+    uid = "5043a000-0000-4000-8000-%012d" % i
+    name = "s%d" % i
+    post({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "soak", "uid": uid}, "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpuslice.io", "capacity": {"requests": {"memory": "1Gi", "cores": "10"}}}}]}}})
+    subprocess.run([sys.executable, alloc, "--control", kc, "allocate", "--claim", "soak/" + name, "--node", "node1"], check=True, capture_output=True)
+    client.stdin.write(json.dumps({"op": "prepare", "claims": ["soak/%s/%s" % (name, uid)]}) + "\n")
+    ans = json.loads(client.stdout.readline())
+    assert not ans["claims"][uid].get("error"), ans
+    times.append(ans["seconds"])
+    client.stdin.write(json.dumps({"op": "unprepare", "claims": ["soak/%s/%s" % (name, uid)]}) + "\n")
+    ans = json.loads(client.stdout.readline())
+    assert not ans["claims"][uid].get("error"), ans
+    subprocess.run([sys.executable, alloc, "--control", kc, "release", "--claim", "soak/" + name], check=True, capture_output=True)
+client.stdin.close()
+client.wait()
+times.sort()
+print("prepares %d p50_ms %.2f p99_ms %.2f max_ms %.2f" % (n, times[n // 2] * 1e3, times[int(n * 0.99) - 1] * 1e3, times[-1] * 1e3))
+PY
+    rc=$?
+    [ $rc = 0 ] && ok "500 claims prepared and unprepared: $(cat "$T/soak")" || { bad "soak"; tail -20 "$T/soak"; }
+    rss1=$(awk '/VmRSS/ {print $2}' /proc/$DPID/status)
+    api GET /v1/tenants >/dev/null
+    jq_py 'assert not [t for t in d["tenants"] if t["name"].startswith("claim-")], d' && ok "no claim's tenant left" || bad "tenants left"
+    [ -z "$(ls "$CDI")" ] && ok "no CDI spec left" || { bad "specs left"; ls "$CDI" | head; }
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["claims"]==[] else 1)' "$T/drun/state/dra-claims.json" 2>/dev/null || python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["claims"]==[] else 1)' "$T/dstate/dra-claims.json" && ok "the checkpoint is empty" || bad "checkpoint not empty"
+    echo "daemon RSS $rss0 -> $rss1 KiB"
+    [ $((rss1 - rss0)) -lt 4096 ] && ok "the daemon's RSS grew $((rss1 - rss0)) KiB over 500 claims" || bad "RSS grew $((rss1 - rss0)) KiB"
+    stop_daemon
+    ;;
+esac
