@@ -30,7 +30,6 @@
 struct call {
     int32_t id;
     int answered;   /* its response is submitted (or the stream reset) */
-    int ended;      /* the client's END_STREAM came: nothing more will */
     int too_big;    /* its request passed the limits: answered already, the rest dropped */
     int bad_type;   /* content-type is not application/grpc[+...] */
     int not_post;
@@ -94,7 +93,7 @@ static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const 
 
 /*
  * Answers c with status and no message: a "trailers-only" response, one HEADERS frame that
- * ends the stream. A client still sending is told to stop (RST_STREAM NO_ERROR).
+ * ends the stream.
  */
 static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const char *fmt, ...)
 {
@@ -109,10 +108,13 @@ static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const 
                        NV("grpc-status", code, (size_t)cl), NV("grpc-message", enc, el)};
     c->answered = 1;
     s->answered++;
+    /*
+     * A client still sending is not reset: gRPC clients report a reset over the trailers just
+     * sent. What it sends after is dropped (on_data) until it ends the stream, which it does on
+     * reading the trailers; one that does not is cut by the connection's deadline.
+     */
     if (nghttp2_submit_response(s->h2, c->id, nv, sizeof nv / sizeof nv[0], NULL) != 0)
         nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
-    else if (!c->ended)
-        nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_NO_ERROR);
 }
 
 /* DATA of an OK answer: the message, then the trailers. */
@@ -325,10 +327,8 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *user)
     if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-        if (c) {
-            c->ended = 1;
+        if (c)
             serve_call(s, c);
-        }
     }
     return 0;
 }
