@@ -30,29 +30,56 @@
 struct call {
     int32_t id;
     int answered;   /* its response is submitted (or the stream reset) */
-    int too_big;    /* its request passed the limits: answered already, the rest dropped */
+    int ended;      /* the client's END_STREAM came */
     int bad_type;   /* content-type is not application/grpc[+...] */
     int not_post;
-    char path[256]; /* :path; "" when absent or too long */
     int path_long;
+    char path[256]; /* :path; "" when absent or too long */
     uint8_t *req;   /* the request's bytes, prefix included */
     size_t len, cap;
     uint8_t *resp;  /* the response's bytes, prefix included, as DATA sends them */
     size_t resp_len, resp_off;
+    /* Its handler: what it answered; on a thread of its own in the server. */
+    const struct gd_grpc_method *m;
     int status;
+    uint8_t *hresp;
+    size_t hlen;
     char msg[MSG_ROOM];
+    int running; /* the handler was started on a thread and its answer is not submitted */
+    int done;    /* that handler returned (under s->mu) */
+    int orphan;  /* its stream closed meanwhile: the answer goes nowhere */
+    pthread_t th;
+    struct gd_grpc_sess *s;
+    struct call *prev, *next; /* every call of the session */
 };
 
 struct gd_grpc_sess {
     nghttp2_session *h2;
     const struct gd_grpc_method *methods;
     int nmethods;
+    int async;         /* handlers on threads of their own (the server), else inline */
+    int wake[2];       /* with async: a byte for each handler that returned */
+    pthread_mutex_t mu;
+    struct call *calls;
     int busy;          /* streams open */
-    uint64_t answered; /* calls answered */
+    int running;       /* handlers on threads, orphans included */
+    int unended;       /* streams open the peer has not ended */
+    uint64_t progress; /* requests ended, streams closed, handlers returned */
     size_t held;       /* request bytes held, all calls */
     uint8_t *out;      /* to be sent: out[off..len) */
     size_t out_len, out_off, out_cap;
 };
+
+static void call_unlink(struct gd_grpc_sess *s, struct call *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
 
 static void call_free(struct call *c)
 {
@@ -60,6 +87,7 @@ static void call_free(struct call *c)
         return;
     free(c->req);
     free(c->resp);
+    free(c->hresp);
     free(c);
 }
 
@@ -107,7 +135,6 @@ static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const 
     nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
                        NV("grpc-status", code, (size_t)cl), NV("grpc-message", enc, el)};
     c->answered = 1;
-    s->answered++;
     /*
      * A client still sending is not reset: gRPC clients report a reset over the trailers just
      * sent. What it sends after is dropped (on_data) until it ends the stream, which it does on
@@ -145,7 +172,73 @@ static const struct gd_grpc_method *find_method(const struct gd_grpc_sess *s, co
     return NULL;
 }
 
-/* The request of c is whole: checks it, runs its handler, submits the answer. */
+/* Runs c's handler (on any thread: it touches c only). */
+static void run_handler(struct call *c)
+{
+    c->msg[0] = '\0';
+    c->status = c->m->handler(c->m->ctx, c->req + PREFIX, c->len - PREFIX, &c->hresp, &c->hlen,
+                              c->msg, sizeof c->msg);
+    c->msg[sizeof c->msg - 1] = '\0';
+    if (!c->hresp)
+        c->hlen = 0;
+}
+
+/* Submits the answer c's handler gave (on the session's thread). */
+static void finish_call(struct gd_grpc_sess *s, struct call *c)
+{
+    /* The request is done with: its memory goes back before the answer waits on the peer. */
+    s->held -= c->cap;
+    free(c->req);
+    c->req = NULL;
+    c->len = c->cap = 0;
+    int st = c->status;
+    if (st != GD_GRPC_OK) {
+        if (st < 0 || st > 16)
+            st = GD_GRPC_UNKNOWN;
+        return fail_call(s, c, st, "%s", c->msg[0] ? c->msg : "failed");
+    }
+    size_t rl = c->hlen;
+    if (rl > GD_GRPC_MAX_MSG)
+        return fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED,
+                         "%s: the response would be %zu bytes, more than %u", c->path, rl,
+                         GD_GRPC_MAX_MSG);
+    c->resp = malloc(rl + PREFIX);
+    if (!c->resp)
+        return fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: no memory for the response",
+                         c->path);
+    c->resp[0] = 0;
+    c->resp[1] = (uint8_t)(rl >> 24);
+    c->resp[2] = (uint8_t)(rl >> 16);
+    c->resp[3] = (uint8_t)(rl >> 8);
+    c->resp[4] = (uint8_t)rl;
+    if (rl)
+        memcpy(c->resp + PREFIX, c->hresp, rl);
+    free(c->hresp);
+    c->hresp = NULL;
+    c->resp_len = rl + PREFIX;
+    c->resp_off = 0;
+    nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
+    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_resp};
+    c->answered = 1;
+    if (nghttp2_submit_response(s->h2, c->id, nv, 2, &dp) != 0)
+        nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void *handler_main(void *arg)
+{
+    struct call *c = arg;
+    struct gd_grpc_sess *s = c->s;
+    run_handler(c);
+    pthread_mutex_lock(&s->mu);
+    c->done = 1;
+    pthread_mutex_unlock(&s->mu);
+    char b = 1;
+    while (write(s->wake[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+/* The request of c is whole: checks it and runs its handler (inline, or on a thread). */
 static void serve_call(struct gd_grpc_sess *s, struct call *c)
 {
     if (c->answered)
@@ -181,50 +274,23 @@ static void serve_call(struct gd_grpc_sess *s, struct call *c)
                          "%s: the request's message says %u bytes and %zu came (a unary call "
                          "sends one message)",
                          c->path, mlen, c->len - PREFIX);
-    uint8_t *resp = NULL;
-    size_t rl = 0;
-    c->msg[0] = '\0';
-    int st = m->handler(m->ctx, c->req + PREFIX, mlen, &resp, &rl, c->msg, sizeof c->msg);
-    c->msg[sizeof c->msg - 1] = '\0';
-    /* The request is done with: its memory goes back before the answer waits on the peer. */
-    s->held -= c->cap;
-    free(c->req);
-    c->req = NULL;
-    c->len = c->cap = 0;
-    if (st != GD_GRPC_OK) {
-        free(resp);
-        if (st < 0 || st > 16)
-            st = GD_GRPC_UNKNOWN;
-        return fail_call(s, c, st, "%s", c->msg[0] ? c->msg : "failed");
+    c->m = m;
+    if (s->async) {
+        /* Streams reset while their handlers run leave those running: they count too. */
+        if (s->running >= GD_GRPC_MAX_STREAMS)
+            return fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED,
+                             "%s: %d calls of this connection are in their handlers already",
+                             c->path, s->running);
+        c->s = s;
+        c->running = 1;
+        if (pthread_create(&c->th, NULL, handler_main, c) == 0) {
+            s->running++;
+            return;
+        }
+        c->running = 0;
     }
-    if (rl > GD_GRPC_MAX_MSG) {
-        free(resp);
-        return fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED,
-                         "%s: the response would be %zu bytes, more than %u", c->path, rl,
-                         GD_GRPC_MAX_MSG);
-    }
-    c->resp = malloc(rl + PREFIX);
-    if (!c->resp) {
-        free(resp);
-        return fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: no memory for the response",
-                         c->path);
-    }
-    c->resp[0] = 0;
-    c->resp[1] = (uint8_t)(rl >> 24);
-    c->resp[2] = (uint8_t)(rl >> 16);
-    c->resp[3] = (uint8_t)(rl >> 8);
-    c->resp[4] = (uint8_t)rl;
-    if (rl)
-        memcpy(c->resp + PREFIX, resp, rl);
-    free(resp);
-    c->resp_len = rl + PREFIX;
-    c->resp_off = 0;
-    nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
-    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_resp};
-    c->answered = 1;
-    s->answered++;
-    if (nghttp2_submit_response(s->h2, c->id, nv, 2, &dp) != 0)
-        nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
+    run_handler(c);
+    finish_call(s, c);
 }
 
 /* ---- nghttp2's callbacks ---- */
@@ -244,7 +310,12 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
         free(c);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
+    c->next = s->calls;
+    if (s->calls)
+        s->calls->prev = c;
+    s->calls = c;
     s->busy++;
+    s->unended++;
     return 0;
 }
 
@@ -285,14 +356,13 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     struct gd_grpc_sess *s = user;
     (void)flags;
     struct call *c = nghttp2_session_get_stream_user_data(h2, id);
-    if (!c || c->answered)
+    if (!c || c->answered || c->running)
         return 0;
-    /* The prefix says how long the message is: one past the limit is refused at once. */
+    const char *path = c->path[0] ? c->path : "(no path)";
+    /* More than one message can hold: refused at once, the rest dropped. */
     if (c->len + len > GD_GRPC_MAX_MSG + PREFIX) {
-        c->too_big = 1;
-        fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED,
-                  "%s: the request is more than %u bytes", c->path[0] ? c->path : "(no path)",
-                  GD_GRPC_MAX_MSG);
+        fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: the request is more than %u bytes",
+                  path, GD_GRPC_MAX_MSG);
         return 0;
     }
     if (c->len + len > c->cap) {
@@ -303,13 +373,13 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
             cap = GD_GRPC_MAX_MSG + PREFIX;
         if (s->held - c->cap + cap > CONN_BUDGET) {
             fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED,
-                      "%s: the calls of this connection hold more than %u bytes at once",
-                      c->path[0] ? c->path : "(no path)", CONN_BUDGET);
+                      "%s: the calls of this connection hold more than %u bytes at once", path,
+                      CONN_BUDGET);
             return 0;
         }
         uint8_t *p = realloc(c->req, cap);
         if (!p) {
-            fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "no memory for the request");
+            fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: no memory for the request", path);
             return 0;
         }
         s->held = s->held - c->cap + cap;
@@ -327,8 +397,12 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *user)
     if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
         (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-        if (c)
+        if (c && !c->ended) {
+            c->ended = 1;
+            s->unended--;
+            s->progress++;
             serve_call(s, c);
+        }
     }
     return 0;
 }
@@ -341,20 +415,35 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user)
     if (!c)
         return 0;
     nghttp2_session_set_stream_user_data(h2, id, NULL);
-    s->held -= c->cap;
     s->busy--;
+    s->progress++;
+    if (!c->ended)
+        s->unended--;
+    if (c->running) {
+        c->orphan = 1; /* freed when its handler returns (gd_grpc_sess_pump) */
+        return 0;
+    }
+    s->held -= c->cap;
+    call_unlink(s, c);
     call_free(c);
     return 0;
 }
 
 /* ---- the session ---- */
 
-struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int n)
+struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int n, int async)
 {
     struct gd_grpc_sess *s = calloc(1, sizeof *s);
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
-    if (!s || nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
+    if (!s)
+        return NULL;
+    s->wake[0] = s->wake[1] = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    if (async && pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0)
+        goto fail;
+    s->async = async;
+    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
         goto fail;
     s->methods = methods;
     s->nmethods = n;
@@ -371,28 +460,73 @@ struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int 
         goto fail;
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
+    cb = NULL;
+    opt = NULL;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GD_GRPC_MAX_STREAMS},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
     };
-    if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0) {
-        gd_grpc_sess_free(s);
-        return NULL;
-    }
+    if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0)
+        goto fail;
     return s;
 fail:
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
-    free(s);
+    gd_grpc_sess_free(s);
     return NULL;
+}
+
+/* Takes the calls whose handlers returned: answers them, or frees the orphans. */
+static void pump(struct gd_grpc_sess *s)
+{
+    char b[64];
+    if (!s->async)
+        return;
+    while (read(s->wake[0], b, sizeof b) > 0)
+        ;
+    for (;;) {
+        struct call *c, *found = NULL;
+        pthread_mutex_lock(&s->mu);
+        for (c = s->calls; c && !found; c = c->next)
+            if (c->running && c->done)
+                found = c;
+        pthread_mutex_unlock(&s->mu);
+        if (!found)
+            return;
+        pthread_join(found->th, NULL);
+        found->running = 0;
+        s->running--;
+        s->progress++;
+        if (found->orphan) {
+            s->held -= found->cap;
+            call_unlink(s, found);
+            call_free(found);
+        } else {
+            finish_call(s, found);
+        }
+    }
 }
 
 void gd_grpc_sess_free(struct gd_grpc_sess *s)
 {
     if (!s)
         return;
-    nghttp2_session_del(s->h2); /* closes every stream: on_close frees the calls */
+    /* Handlers still running are waited for: they use their calls. */
+    for (struct call *c = s->calls; c; c = c->next)
+        if (c->running)
+            pthread_join(c->th, NULL);
+    nghttp2_session_del(s->h2); /* no callbacks: the calls are freed below */
+    while (s->calls) {
+        struct call *c = s->calls;
+        call_unlink(s, c);
+        call_free(c);
+    }
+    if (s->wake[0] >= 0) {
+        close(s->wake[0]);
+        close(s->wake[1]);
+    }
+    pthread_mutex_destroy(&s->mu);
     free(s->out);
     free(s);
 }
@@ -424,6 +558,11 @@ static int pull_output(struct gd_grpc_sess *s)
     }
 }
 
+static int session_alive(struct gd_grpc_sess *s)
+{
+    return nghttp2_session_want_read(s->h2) || nghttp2_session_want_write(s->h2) ? 0 : -1;
+}
+
 int gd_grpc_sess_feed(struct gd_grpc_sess *s, const uint8_t *in, size_t len)
 {
     ssize_t r = len ? nghttp2_session_mem_recv(s->h2, in, len) : 0;
@@ -431,9 +570,20 @@ int gd_grpc_sess_feed(struct gd_grpc_sess *s, const uint8_t *in, size_t len)
         return -1;
     if (r < 0)
         return -1; /* nghttp2 has queued the GOAWAY where the error called for one */
-    if (!nghttp2_session_want_read(s->h2) && !nghttp2_session_want_write(s->h2))
+    return session_alive(s);
+}
+
+int gd_grpc_sess_wake_fd(const struct gd_grpc_sess *s)
+{
+    return s->wake[0];
+}
+
+int gd_grpc_sess_pump(struct gd_grpc_sess *s)
+{
+    pump(s);
+    if (pull_output(s) < 0)
         return -1;
-    return 0;
+    return session_alive(s);
 }
 
 const uint8_t *gd_grpc_sess_output(struct gd_grpc_sess *s, size_t *len)
@@ -454,9 +604,19 @@ int gd_grpc_sess_busy(const struct gd_grpc_sess *s)
     return s->busy;
 }
 
-uint64_t gd_grpc_sess_answered(const struct gd_grpc_sess *s)
+int gd_grpc_sess_stalled(const struct gd_grpc_sess *s)
 {
-    return s->answered;
+    /* Open streams whose handler does not run: waiting on the peer's bytes or window. */
+    int n = s->busy;
+    for (const struct call *c = s->calls; c; c = c->next)
+        if (c->running && !c->orphan)
+            n--;
+    return n;
+}
+
+uint64_t gd_grpc_sess_progress(const struct gd_grpc_sess *s)
+{
+    return s->progress;
 }
 
 void gd_grpc_sess_goaway(struct gd_grpc_sess *s)
@@ -538,18 +698,18 @@ static void *conn_main(void *arg)
 {
     struct conn *cn = arg;
     struct gd_grpc *srv = cn->srv;
-    struct gd_grpc_sess *s = gd_grpc_sess_new(srv->methods, srv->nmethods);
+    struct gd_grpc_sess *s = gd_grpc_sess_new(srv->methods, srv->nmethods, 1);
     uint8_t buf[16384];
-    uint64_t answered = 0, since = now_ms(); /* the deadline of open calls counts from since */
+    uint64_t progress = 0, since = now_ms(); /* the deadline of stalled calls counts from since */
     if (!s)
         goto out;
     if (flush(srv, cn->fd, s, now_ms() + GD_GRPC_REQ_TIMEOUT_MS) < 0)
         goto out;
     for (;;) {
-        int busy = gd_grpc_sess_busy(s);
+        int busy = gd_grpc_sess_busy(s), stalled = gd_grpc_sess_stalled(s);
         uint64_t t = now_ms();
-        if (gd_grpc_sess_answered(s) != answered || !busy) {
-            answered = gd_grpc_sess_answered(s);
+        if (gd_grpc_sess_progress(s) != progress || !stalled) {
+            progress = gd_grpc_sess_progress(s);
             since = t;
         }
         pthread_mutex_lock(&srv->mu);
@@ -559,36 +719,50 @@ static void *conn_main(void *arg)
         if (cut)
             break;
         int timeout = -1;
-        if (busy) {
+        if (stalled) {
             if (t >= since + GD_GRPC_REQ_TIMEOUT_MS)
-                break; /* a call open this long with nothing answered: a slow or stuck peer */
+                break; /* calls waiting on the peer this long with no step: slow or stuck */
             timeout = (int)(since + GD_GRPC_REQ_TIMEOUT_MS - t);
         }
-        struct pollfd pf[2] = {{cn->fd, POLLIN, 0}, {srv->stop[0], POLLIN, 0}};
-        int r = poll(pf, 2, timeout);
+        struct pollfd pf[3] = {{cn->fd, POLLIN, 0},
+                               {srv->stop[0], POLLIN, 0},
+                               {gd_grpc_sess_wake_fd(s), POLLIN, 0}};
+        int r = poll(pf, 3, timeout);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 || pf[1].revents)
             break;
         if (r == 0)
             continue;
-        ssize_t n = recv(cn->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (n <= 0)
-            break; /* the peer closed, or was cut (shutdown) */
-        pthread_mutex_lock(&srv->mu);
-        cn->busy = 1; /* its handler may run now: not to be cut for a newcomer */
-        cn->last = now_ms();
-        pthread_mutex_unlock(&srv->mu);
-        int fr = gd_grpc_sess_feed(s, buf, (size_t)n);
+        int fr = 0;
+        if (pf[2].revents) {
+            fr = gd_grpc_sess_pump(s);
+        } else {
+            ssize_t n = recv(cn->fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+                continue;
+            if (n <= 0)
+                break; /* the peer closed, or was cut (shutdown) */
+            pthread_mutex_lock(&srv->mu);
+            cn->busy = 1; /* a call may start now: not to be cut for a newcomer */
+            pthread_mutex_unlock(&srv->mu);
+            fr = gd_grpc_sess_feed(s, buf, (size_t)n);
+        }
         if (flush(srv, cn->fd, s, now_ms() + GD_GRPC_REQ_TIMEOUT_MS) < 0 || fr < 0)
             goto out;
         pthread_mutex_lock(&srv->mu);
         cn->last = now_ms();
         pthread_mutex_unlock(&srv->mu);
     }
-    /* Leaving on our side: the client is told, briefly (it may not be reading). */
+    /* Leaving on our side: the handlers running are waited for and answered, then the client
+     * is told, briefly (it may not be reading). */
+    while (gd_grpc_sess_busy(s) > gd_grpc_sess_stalled(s)) {
+        struct pollfd pw = {gd_grpc_sess_wake_fd(s), POLLIN, 0};
+        if (poll(&pw, 1, 1000) < 0 && errno != EINTR)
+            break;
+        if (gd_grpc_sess_pump(s) < 0 || flush(srv, cn->fd, s, now_ms() + 2000) < 0)
+            goto out;
+    }
     gd_grpc_sess_goaway(s);
     flush(srv, cn->fd, s, now_ms() + 500);
 out:

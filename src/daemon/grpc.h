@@ -35,15 +35,17 @@ enum gd_grpc_code {
 #define GD_GRPC_MAX_MSG (4u << 20)  /* a message's bytes, either way (gRPC's default) */
 #define GD_GRPC_MAX_CONNS 16        /* connections at once; the oldest idle one gives way */
 #define GD_GRPC_MAX_STREAMS 4       /* calls at once on one connection */
-#define GD_GRPC_REQ_TIMEOUT_MS 10000 /* an open call with no request completed in this long,
-                                        or a peer not reading our answer: the connection goes */
+#define GD_GRPC_REQ_TIMEOUT_MS 10000 /* calls waiting on the peer (its request, or its reading
+                                        of our answer) with no step taken in this long: the
+                                        connection goes (a handler's own time is not counted) */
 
 /*
  * A method. handler gets req (len bytes, the message without its 5-byte prefix) and answers a
  * gRPC status code; on GD_GRPC_OK it sets *resp to a malloc'd message (the server frees it;
  * NULL with *resplen 0 is an empty message), else it may write a message for a person into
  * msg (msglen bytes, NUL-terminated; it starts empty). Handlers of different connections run
- * at once on their connections' threads; those of one connection run one after another.
+ * at once, each on a thread of its own (several of one connection too): they must be
+ * thread-safe.
  */
 typedef int (*gd_grpc_handler)(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
                                size_t *resplen, char *msg, size_t msglen);
@@ -77,19 +79,27 @@ int gd_grpc_nconns(struct gd_grpc *srv);
 
 /*
  * One connection's HTTP/2 session, without a socket: what the server runs on each connection,
- * and what the fuzzer drives from memory. gd_grpc_sess_feed gives it bytes the client sent
- * (handlers run inside it) and answers 0, or -1 when the connection is to be closed (a protocol
- * error; the GOAWAY is in the output). gd_grpc_sess_output hands out what is to be sent (*len
- * bytes, valid until the next call on s) and gd_grpc_sess_sent says how many went.
+ * and what the fuzzer drives from memory. With async 0 handlers run inside gd_grpc_sess_feed;
+ * with 1, each on a thread of its own (at most GD_GRPC_MAX_STREAMS at once), and when one
+ * returns a byte comes on gd_grpc_sess_wake_fd, upon which gd_grpc_sess_pump submits its
+ * answer. gd_grpc_sess_feed gives it bytes the client sent. Both answer 0, or -1 when the
+ * connection is to be closed (a protocol error: the GOAWAY is in the output).
+ * gd_grpc_sess_output hands out what is to be sent (*len bytes, valid until the next call on
+ * s) and gd_grpc_sess_sent says how many went. gd_grpc_sess_free waits for running handlers.
  */
 struct gd_grpc_sess;
-struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int n);
+struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int n, int async);
 int gd_grpc_sess_feed(struct gd_grpc_sess *s, const uint8_t *in, size_t len);
+int gd_grpc_sess_wake_fd(const struct gd_grpc_sess *s); /* -1 when not async */
+int gd_grpc_sess_pump(struct gd_grpc_sess *s);
 const uint8_t *gd_grpc_sess_output(struct gd_grpc_sess *s, size_t *len);
 void gd_grpc_sess_sent(struct gd_grpc_sess *s, size_t n);
-/* Calls open now (streams not yet closed), and the calls answered since the start. */
+/* Calls open now (streams not yet closed), of them those waiting on the peer (its request or
+ * its window; not in a handler), and a count that grows with each step a call takes (a request
+ * ended, a handler returned, a stream closed). */
 int gd_grpc_sess_busy(const struct gd_grpc_sess *s);
-uint64_t gd_grpc_sess_answered(const struct gd_grpc_sess *s);
+int gd_grpc_sess_stalled(const struct gd_grpc_sess *s);
+uint64_t gd_grpc_sess_progress(const struct gd_grpc_sess *s);
 /* Queues a GOAWAY (the server is leaving); its bytes come from gd_grpc_sess_output. */
 void gd_grpc_sess_goaway(struct gd_grpc_sess *s);
 void gd_grpc_sess_free(struct gd_grpc_sess *s);

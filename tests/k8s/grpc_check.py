@@ -73,6 +73,39 @@ def raw_call(sock, method, data, timeout=5, **kw):
             return e.code().name, e.details()
 
 
+def hpack_literal(name, value):
+    # A literal header field without indexing, new name, no Huffman (RFC 7541 6.2.2).
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def frame(ftype, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
+
+
+def slow_peer(sock, out):
+    """A call opened and never finished (half a message): the server cuts it in about 10 s."""
+    c = socket.socket(socket.AF_UNIX)
+    c.settimeout(30)
+    c.connect(sock)
+    hdr = b"".join(hpack_literal(n, v) for n, v in (
+        (b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/test.Echo/Echo"),
+        (b":authority", b"x"), (b"content-type", b"application/grpc"), (b"te", b"trailers")))
+    t0 = time.time()
+    c.sendall(PREFACE + frame(1, 4, 1, hdr) + frame(0, 0, 1, b"\x00\x00\x00\x00\x10abc"))
+    try:
+        while c.recv(65536):
+            pass
+    except OSError as e:
+        out["slow_peer"] = f"error {e}"
+        return
+    out["slow_peer"] = time.time() - t0
+    c.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -81,6 +114,14 @@ def main():
     d = tempfile.mkdtemp(prefix="gs-grpc-")
     s = Server(B, d)
     try:
+        # A handler of 11 s (one that waits on the API server): not cut by the deadline of
+        # calls waiting on the peer (10 s); checked at the end.
+        res = {}
+        long_th = threading.Thread(target=lambda: res.update(long=raw_call(
+            s.sock, "/test.Echo/Sleep", b"11000", timeout=30)))
+        long_th.start()
+        slow_th = threading.Thread(target=slow_peer, args=(s.sock, res))
+        slow_th.start()
         mode = os.stat(s.sock).st_mode & 0o777
         check(mode == 0o600, "the socket is made with mode 0600", oct(mode))
 
@@ -183,7 +224,6 @@ def main():
         check(cut >= 40 - 16, f"the oldest idle connections were cut ({cut} of 40)")
 
         # A slow handler on one connection does not hold up another connection's call.
-        res = {}
         th = threading.Thread(target=lambda: res.update(slow=raw_call(s.sock, "/test.Echo/Sleep",
                                                                       b"2000")))
         th.start()
@@ -196,12 +236,31 @@ def main():
         th.join()
         check(res.get("slow", ("",))[0] == "OK", "the slow handler's call completes")
 
+        # Nor another call of its own connection (the kubelet keeps one and calls at once).
+        with grpc.insecure_channel("unix:" + s.sock) as ch:
+            slow_f = ch.unary_unary("/test.Echo/Sleep").future(b"2000", timeout=10)
+            time.sleep(0.3)
+            t0 = time.time()
+            got = ch.unary_unary("/test.Echo/Echo")(b"beside", timeout=5)
+            quick = time.time() - t0
+            check(got == b"beside" and quick < 1.5 and slow_f.result() == b"",
+                  "a handler of 2 s: another call on the same connection is served meanwhile",
+                  f"{quick:.2f}s")
+
         # Several calls at once on one channel (one connection, several streams).
         with grpc.insecure_channel("unix:" + s.sock) as ch:
             f = ch.unary_unary("/test.Echo/Echo")
             futs = [f.future(b"n%d" % i, timeout=10) for i in range(12)]
             got = [x.result() for x in futs]
         check(got == [b"n%d" % i for i in range(12)], "12 calls at once on one connection")
+
+        long_th.join()
+        slow_th.join()
+        sp = res.get("slow_peer")
+        check(isinstance(sp, float) and 9 < sp < 14,
+              "a call left half-sent: the connection is cut after about 10 s", str(sp))
+        check(res.get("long", ("",))[0] == "OK", "a handler of 11 s is not cut by the deadline",
+              str(res.get("long")))
 
         # A stop with clients connected: an idle connection and a call in flight.
         keep = socket.socket(socket.AF_UNIX)
