@@ -110,10 +110,13 @@ static size_t pct_encode(const char *in, char *out, size_t cap)
     return o;
 }
 
+/*
+ * A header for nghttp2: the name a literal (not copied), the value copied (nghttp2 keeps an
+ * uncopied one until the frame is sent, long after the stack buffers values are made in).
+ */
 #define NV(n, v, vl)                                                                           \
     {                                                                                          \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl),                                   \
-            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                       \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NO_COPY_NAME      \
     }
 
 static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const char *fmt, ...)
