@@ -56,7 +56,7 @@ static struct {
     int running, registered;
     char reg_error[512];
     char node[256], dra_sock[4096], reg_sock[4096];
-    struct gd_grpc_server *reg_srv, *dra_srv;
+    struct gd_grpc *reg_srv, *dra_srv;
     pthread_t th;
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;

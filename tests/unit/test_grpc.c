@@ -1,0 +1,445 @@
+/*
+ * The gRPC server's session (src/daemon/grpc.c) from memory: an nghttp2 client session writes
+ * the requests and reads the answers, the bytes carried between the two by the test. What a
+ * gRPC client sees: :status, content-type, the message with its prefix, grpc-status and
+ * grpc-message in the trailers (or a trailers-only answer).
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <nghttp2/nghttp2.h>
+
+#include "daemon/grpc.h"
+
+#define MAXS 8
+
+struct answer {
+    int32_t id;
+    char status[8], ctype[64], gstatus[8], gmsg[1024];
+    uint8_t *data;
+    size_t len;
+    int closed;
+    uint32_t rst;
+};
+
+struct client {
+    nghttp2_session *h2;
+    struct answer a[MAXS];
+    int n;
+    const uint8_t *body; /* what the next request's DATA sends */
+    size_t body_len, body_off;
+};
+
+static struct answer *answer_of(struct client *c, int32_t id)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->a[i].id == id)
+            return &c->a[i];
+    return NULL;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+{
+    struct answer *a = answer_of(user, f->hd.stream_id);
+    char *dst = NULL;
+    size_t cap = 0;
+    (void)h2;
+    (void)flags;
+    if (!a)
+        return 0;
+#define H(lit, field)                                                                          \
+    if (nlen == sizeof(lit) - 1 && memcmp(name, lit, nlen) == 0) {                             \
+        dst = a->field;                                                                        \
+        cap = sizeof a->field;                                                                 \
+    }
+    H(":status", status)
+    H("content-type", ctype)
+    H("grpc-status", gstatus)
+    H("grpc-message", gmsg)
+#undef H
+    if (dst) {
+        size_t k = vlen < cap - 1 ? vlen : cap - 1;
+        memcpy(dst, value, k);
+        dst[k] = '\0';
+    }
+    return 0;
+}
+
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
+                   size_t len, void *user)
+{
+    struct answer *a = answer_of(user, id);
+    (void)h2;
+    (void)flags;
+    if (!a)
+        return 0;
+    a->data = realloc(a->data, a->len + len);
+    memcpy(a->data + a->len, data, len);
+    a->len += len;
+    return 0;
+}
+
+static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user)
+{
+    struct answer *a = answer_of(user, id);
+    (void)h2;
+    if (a) {
+        a->closed = 1;
+        a->rst = code;
+    }
+    return 0;
+}
+
+static ssize_t read_body(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    struct client *c = src->ptr;
+    (void)h2;
+    (void)id;
+    (void)user;
+    size_t n = c->body_len - c->body_off;
+    if (n > length)
+        n = length;
+    memcpy(buf, c->body + c->body_off, n);
+    c->body_off += n;
+    if (c->body_off == c->body_len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static void client_init(struct client *c)
+{
+    nghttp2_session_callbacks *cb;
+    memset(c, 0, sizeof *c);
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+    assert_int_equal(nghttp2_session_client_new(&c->h2, cb, c), 0);
+    nghttp2_session_callbacks_del(cb);
+    assert_int_equal(nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+}
+
+static void client_done(struct client *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->a[i].data);
+    nghttp2_session_del(c->h2);
+}
+
+/* A call's request: body is the whole DATA (prefix included), sent with END_STREAM. */
+static struct answer *call(struct client *c, const char *path, const char *ctype,
+                           const void *body, size_t len)
+{
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+        {(uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0},
+        {(uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0},
+        {(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0},
+    };
+    c->body = body;
+    c->body_len = len;
+    c->body_off = 0;
+    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_body};
+    int32_t id = nghttp2_submit_request(c->h2, NULL, nv, 6, &dp, NULL);
+    assert_true(id > 0);
+    struct answer *a = &c->a[c->n++];
+    a->id = id;
+    return a;
+}
+
+/* Carries bytes both ways until neither side has more; the server's feed results. */
+static int pump_both(struct client *c, struct gd_grpc_sess *s)
+{
+    int rc = 0;
+    for (int round = 0; round < 10000; round++) {
+        const uint8_t *p;
+        int moved = 0;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(c->h2, &p)) > 0) {
+            /* copy: the server may run handlers that take time; p is valid until the next send */
+            uint8_t *copy = malloc((size_t)n);
+            memcpy(copy, p, (size_t)n);
+            if (gd_grpc_sess_feed(s, copy, (size_t)n) < 0)
+                rc = -1;
+            free(copy);
+            moved = 1;
+        }
+        if (gd_grpc_sess_wake_fd(s) >= 0) {
+            struct pollfd pf = {gd_grpc_sess_wake_fd(s), POLLIN, 0};
+            if (poll(&pf, 1, gd_grpc_sess_busy(s) > gd_grpc_sess_stalled(s) ? 2000 : 0) > 0 &&
+                gd_grpc_sess_pump(s) < 0)
+                rc = -1;
+        }
+        size_t len;
+        const uint8_t *out = gd_grpc_sess_output(s, &len);
+        if (len) {
+            assert_int_equal(nghttp2_session_mem_recv(c->h2, out, len), (ssize_t)len);
+            gd_grpc_sess_sent(s, len);
+            moved = 1;
+        }
+        if (!moved && gd_grpc_sess_busy(s) <= gd_grpc_sess_stalled(s))
+            return rc;
+    }
+    fail_msg("the sessions never went quiet");
+    return rc;
+}
+
+static uint8_t *framed(const void *msg, size_t len, uint8_t flag)
+{
+    uint8_t *b = malloc(len + 5);
+    b[0] = flag;
+    b[1] = (uint8_t)(len >> 24);
+    b[2] = (uint8_t)(len >> 16);
+    b[3] = (uint8_t)(len >> 8);
+    b[4] = (uint8_t)len;
+    if (len)
+        memcpy(b + 5, msg, len);
+    return b;
+}
+
+/* ---- the methods ---- */
+
+static int echo(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                size_t ml)
+{
+    (void)ctx;
+    (void)msg;
+    (void)ml;
+    *resp = malloc(len + 1);
+    memcpy(*resp, req, len);
+    *rl = len;
+    return GD_GRPC_OK;
+}
+
+static int refuse(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
+                  char *msg, size_t ml)
+{
+    (void)req;
+    (void)len;
+    (void)resp;
+    (void)rl;
+    snprintf(msg, ml, "50%% done\n\xc3\xa9");
+    return ctx ? *(int *)ctx : GD_GRPC_FAILED_PRECONDITION;
+}
+
+static int big(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+               size_t ml)
+{
+    (void)ctx;
+    (void)req;
+    (void)msg;
+    (void)ml;
+    *rl = len ? GD_GRPC_MAX_MSG + 1 : GD_GRPC_MAX_MSG;
+    *resp = calloc(1, *rl);
+    return GD_GRPC_OK;
+}
+
+static int odd = 99;
+static const struct gd_grpc_method methods[] = {
+    {"/t.S/Echo", echo, NULL},
+    {"/t.S/Refuse", refuse, NULL},
+    {"/t.S/Odd", refuse, &odd},
+    {"/t.S/Big", big, NULL},
+};
+
+static struct gd_grpc_sess *new_sess(int async)
+{
+    struct gd_grpc_sess *s = gd_grpc_sess_new(methods, 4, async);
+    assert_non_null(s);
+    return s;
+}
+
+static void check_ok(struct answer *a, const void *msg, size_t len)
+{
+    assert_true(a->closed);
+    assert_int_equal(a->rst, 0);
+    assert_string_equal(a->status, "200");
+    assert_string_equal(a->ctype, "application/grpc");
+    assert_string_equal(a->gstatus, "0");
+    assert_int_equal(a->len, len + 5);
+    assert_int_equal(a->data[0], 0);
+    assert_int_equal((size_t)a->data[1] << 24 | (size_t)a->data[2] << 16 |
+                         (size_t)a->data[3] << 8 | a->data[4],
+                     len);
+    assert_memory_equal(a->data + 5, msg, len);
+}
+
+static void check_status(struct answer *a, const char *code, const char *in_msg)
+{
+    assert_true(a->closed);
+    assert_string_equal(a->status, "200");
+    assert_string_equal(a->gstatus, code);
+    if (in_msg && !strstr(a->gmsg, in_msg))
+        fail_msg("grpc-message \"%s\" does not hold \"%s\"", a->gmsg, in_msg);
+}
+
+static void run_one(int async, const char *path, const char *ctype, const void *body, size_t len,
+                    const char *code, const char *in_msg)
+{
+    struct client c;
+    struct gd_grpc_sess *s = new_sess(async);
+    client_init(&c);
+    struct answer *a = call(&c, path, ctype, body, len);
+    assert_int_equal(pump_both(&c, s), 0);
+    check_status(a, code, in_msg);
+    client_done(&c);
+    gd_grpc_sess_free(s);
+}
+
+static void test_echo_answers_message_and_trailers(void **state)
+{
+    (void)state;
+    for (int async = 0; async <= 1; async++) {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(async);
+        client_init(&c);
+        uint8_t *b = framed("hello", 5, 0), *e = framed(NULL, 0, 0);
+        struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, 10);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_ok(a, "hello", 5);
+        a = call(&c, "/t.S/Echo", "application/grpc+proto", e, 5);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_ok(a, "", 0);
+        assert_int_equal(gd_grpc_sess_busy(s), 0);
+        free(b);
+        free(e);
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+}
+
+static void test_unknown_method_is_unimplemented_naming_it(void **state)
+{
+    uint8_t *b = framed("x", 1, 0);
+    (void)state;
+    run_one(0, "/t.S/Nope", "application/grpc", b, 6, "12", "unknown method /t.S/Nope");
+    run_one(1, "/t.S/Nope", "application/grpc", b, 6, "12", "/t.S/Nope");
+    run_one(0, "/t.S/Echo", "text/plain", b, 6, "12", "content-type");
+    free(b);
+}
+
+static void test_message_limits(void **state)
+{
+    size_t max = GD_GRPC_MAX_MSG;
+    uint8_t *b = framed(NULL, 0, 0);
+    (void)state;
+    b = realloc(b, max + 6);
+    memset(b + 5, 'm', max + 1);
+    /* exactly the limit: answered */
+    b[1] = (uint8_t)(max >> 24), b[2] = (uint8_t)(max >> 16), b[3] = (uint8_t)(max >> 8),
+    b[4] = (uint8_t)max;
+    {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(0);
+        client_init(&c);
+        struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_ok(a, b + 5, max);
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+    /* one byte more: RESOURCE_EXHAUSTED, whether the prefix says so or only the bytes do */
+    run_one(0, "/t.S/Echo", "application/grpc", b, max + 6, "8", "more than");
+    b[1] = (uint8_t)((max + 1) >> 24), b[2] = (uint8_t)((max + 1) >> 16),
+    b[3] = (uint8_t)((max + 1) >> 8), b[4] = (uint8_t)(max + 1);
+    run_one(0, "/t.S/Echo", "application/grpc", b, max + 6, "8", "more than");
+    run_one(0, "/t.S/Echo", "application/grpc", b, 5 + 10, "8", "more than");
+    free(b);
+}
+
+static void test_bad_framing_is_refused(void **state)
+{
+    uint8_t *z = framed("abc", 3, 1);
+    (void)state;
+    run_one(0, "/t.S/Echo", "application/grpc", z, 8, "12", "compressed");
+    z[0] = 0;
+    run_one(0, "/t.S/Echo", "application/grpc", z, 7, "13", "says 3 bytes and 2 came");
+    run_one(0, "/t.S/Echo", "application/grpc", z, 3, "13", "partial");
+    run_one(0, "/t.S/Echo", "application/grpc", z, 0, "13", "no message");
+    free(z);
+    /* two messages in one unary call */
+    uint8_t two[12];
+    uint8_t *one = framed("a", 1, 0);
+    memcpy(two, one, 6);
+    memcpy(two + 6, one, 6);
+    run_one(0, "/t.S/Echo", "application/grpc", two, 12, "13", "one message");
+    free(one);
+}
+
+static void test_handler_status_and_message_encoded(void **state)
+{
+    uint8_t *b = framed(NULL, 0, 0);
+    (void)state;
+    run_one(0, "/t.S/Refuse", "application/grpc", b, 5, "9", "50%25 done%0A%C3%A9");
+    run_one(1, "/t.S/Odd", "application/grpc", b, 5, "2", "50%25");
+    run_one(0, "/t.S/Big", "application/grpc", b, 5, "0", NULL);
+    b = realloc(b, 6);
+    b[4] = 1;
+    b[5] = 'x';
+    run_one(0, "/t.S/Big", "application/grpc", b, 6, "8", "response would be");
+    free(b);
+}
+
+static void test_several_streams_on_one_connection(void **state)
+{
+    (void)state;
+    for (int async = 0; async <= 1; async++) {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(async);
+        uint8_t *m[4];
+        struct answer *a[4];
+        client_init(&c);
+        for (int i = 0; i < 4; i++) {
+            char t[8];
+            snprintf(t, sizeof t, "m%d", i);
+            m[i] = framed(t, 2, 0);
+        }
+        /* submitted together: each body is read when its DATA goes, so one at a time here */
+        for (int i = 0; i < 4; i++) {
+            a[i] = call(&c, "/t.S/Echo", "application/grpc", m[i], 7);
+            assert_int_equal(pump_both(&c, s), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            char t[8];
+            snprintf(t, sizeof t, "m%d", i);
+            check_ok(a[i], t, 2);
+            free(m[i]);
+        }
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+}
+
+static void test_garbage_closes_the_session(void **state)
+{
+    struct gd_grpc_sess *s = new_sess(0);
+    (void)state;
+    static const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(gd_grpc_sess_feed(s, (const uint8_t *)junk, sizeof junk - 1), -1);
+    gd_grpc_sess_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_echo_answers_message_and_trailers),
+        cmocka_unit_test(test_unknown_method_is_unimplemented_naming_it),
+        cmocka_unit_test(test_message_limits),
+        cmocka_unit_test(test_bad_framing_is_refused),
+        cmocka_unit_test(test_handler_status_and_message_encoded),
+        cmocka_unit_test(test_several_streams_on_one_connection),
+        cmocka_unit_test(test_garbage_closes_the_session),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
