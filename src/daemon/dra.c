@@ -100,10 +100,10 @@ static int gpus_now(struct gd_dra_gpu *g)
 
         memset(&g[i], 0, sizeof(g[i]));
         g[i].index = d->index;
-        snprintf(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
-        snprintf(g[i].product, sizeof(g[i].product), "%s", d->name);
-        snprintf(g[i].driver_version, sizeof(g[i].driver_version), "%s", gd.driver_version);
-        snprintf(g[i].arch, sizeof(g[i].arch), "%s", arch_name(d->cc_major));
+        gs_set_error(g[i].uuid, sizeof(g[i].uuid), "%s", d->uuid);
+        gs_set_error(g[i].product, sizeof(g[i].product), "%s", d->name);
+        gs_set_error(g[i].driver_version, sizeof(g[i].driver_version), "%s", gd.driver_version);
+        gs_set_error(g[i].arch, sizeof(g[i].arch), "%s", arch_name(d->cc_major));
         g[i].sms = d->sms;
         g[i].mem_total = d->mem_total;
     }
@@ -118,7 +118,7 @@ static void slice_name(char *out, size_t len)
     json_t *s = gd_dra_slice_json(dra.node, 1, NULL, 0);
     const char *name = json_string_value(json_object_get(json_object_get(s, "metadata"), "name"));
 
-    snprintf(out, len, "%s", name ? name : "");
+    gs_set_error(out, len, "%s", name ? name : "");
     json_decref(s);
 }
 
@@ -134,7 +134,7 @@ static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
     int r = -1;
 
     slice_name(name, sizeof(name));
-    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
+    gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
     code = gd_kube_call("GET", path, NULL, &cur, 30, err, errlen);
     if (code == 404) {
         want = gd_dra_slice_json(dra.node, dra.generation > 0 ? dra.generation : 1, g, n);
@@ -170,8 +170,6 @@ static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
         }
         json_decref(same);
     }
-    if (r < 0 && code > 0 && code != 404)
-        ; /* err holds the API server's message */
     json_decref(cur);
     json_decref(got);
     return r;
@@ -185,7 +183,7 @@ static int unpublish(char *err, size_t errlen)
     long code;
 
     slice_name(name, sizeof(name));
-    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
+    gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
     code = gd_kube_call("DELETE", path, NULL, &got, 10, err, errlen);
     json_decref(got);
     return code == 200 || code == 202 || code == 404 ? 0 : -1;
@@ -200,12 +198,12 @@ static void digest(const struct gd_dra_gpu *g, int n, char *out, size_t len)
     for (i = 0; i < n; i++) {
         char line[256];
 
-        snprintf(line, sizeof(line), "%d %s %s %llu %d|", g[i].index, g[i].uuid, g[i].product,
+        gs_set_error(line, sizeof(line), "%d %s %s %llu %d|", g[i].index, g[i].uuid, g[i].product,
                  (unsigned long long)g[i].mem_total, g[i].sms);
         for (k = 0; line[k]; k++)
             h = (h ^ (unsigned char)line[k]) * 1099511628211ull;
     }
-    snprintf(out, len, "%d-%016llx", n, h);
+    gs_set_error(out, len, "%d-%016llx", n, h);
 }
 
 /* Waits up to s seconds or until the driver stops; 1 when it stops. */
@@ -238,11 +236,11 @@ static void *publisher(void *arg)
             if (publish(g, n, err, sizeof(err)) == 0) {
                 gd_log("dra: published %d GPU(s) of node %s (generation %lld)", n, dra.node,
                        (long long)dra.generation);
-                snprintf(dra.published, sizeof(dra.published), "%s", dig);
+                gs_set_error(dra.published, sizeof(dra.published), "%s", dig);
                 last_err[0] = '\0';
             } else if (strcmp(err, last_err) != 0) {
                 gd_log("dra: the node's ResourceSlice could not be published: %s", err);
-                snprintf(last_err, sizeof(last_err), "%s", err);
+                gs_set_error(last_err, sizeof(last_err), "%s", err);
             }
         }
     } while (!pause_s(dra.published[0] ? PUBLISH_EVERY_S : 2));
@@ -272,7 +270,7 @@ static int checkpoint_write(char *err, size_t errlen)
     size_t len, off;
 
     if (!flat) {
-        snprintf(err, errlen, "out of memory");
+        gs_set_error(err, errlen, "out of memory");
         return -1;
     }
     for (i = 0; i < dra.n; i++)
@@ -281,12 +279,12 @@ static int checkpoint_write(char *err, size_t errlen)
     free(flat);
     if (!j || !(text = json_dumps(j, JSON_INDENT(1)))) {
         json_decref(j);
-        snprintf(err, errlen, "out of memory");
+        gs_set_error(err, errlen, "out of memory");
         return -1;
     }
     json_decref(j);
-    snprintf(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    gs_set_error(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
+    gs_set_error(tmp, sizeof(tmp), "%s.tmp", path);
     len = strlen(text);
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
         goto fail;
@@ -314,7 +312,7 @@ static int checkpoint_write(char *err, size_t errlen)
     r = 0;
 fail:
     if (r < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        gs_set_error(err, errlen, "cannot write %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         unlink(tmp);
@@ -326,7 +324,7 @@ fail:
 /* A claim's tenant name. */
 static void tenant_name(const char *uid, char *out, size_t len)
 {
-    snprintf(out, len, "claim-%s", uid);
+    gs_set_error(out, len, "claim-%s", uid);
 }
 
 /*
@@ -347,14 +345,14 @@ static int tenant_put(const struct gd_dra_claim *c, char *err, size_t errlen)
         struct gs_limit_entry *e;
 
         if (!d) {
-            snprintf(err, errlen, "claim %s/%s: GPU %s is no longer on this node", c->ns,
+            gs_set_error(err, errlen, "claim %s/%s: GPU %s is no longer on this node", c->ns,
                      c->name, h->uuid);
             return -1;
         }
         if (h->mem_bytes > 0 && l.mem.n < GS_MAX_LIMIT_ENTRIES) {
             e = &l.mem.e[l.mem.n++];
             e->key = GS_KEY_UUID;
-            snprintf(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
+            gs_set_error(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
             for (char *p = e->uuid; *p; p++)
                 if (*p >= 'A' && *p <= 'F')
                     *p = (char)(*p - 'A' + 'a');
@@ -363,7 +361,7 @@ static int tenant_put(const struct gd_dra_claim *c, char *err, size_t errlen)
         if (h->cores > 0 && h->cores < 100 && l.comp.n < GS_MAX_LIMIT_ENTRIES) {
             e = &l.comp.e[l.comp.n++];
             e->key = GS_KEY_UUID;
-            snprintf(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
+            gs_set_error(e->uuid, sizeof(e->uuid), "gpu-%s", d->uuid + 4);
             for (char *p = e->uuid; *p; p++)
                 if (*p >= 'A' && *p <= 'F')
                     *p = (char)(*p - 'A' + 'a');
@@ -416,7 +414,7 @@ static int fits(const struct gd_dra_claim *c, const struct gd_dra_gpu *g, int ng
             }
         }
         if (whole && others > 0) {
-            snprintf(err, errlen,
+            gs_set_error(err, errlen,
                      "claim %s/%s: %s (GPU %s) is held whole by a claim prepared here, or this "
                      "claim asks it whole beside %d other(s): the scheduler's allocation "
                      "overfills it",
@@ -424,7 +422,7 @@ static int fits(const struct gd_dra_claim *c, const struct gd_dra_gpu *g, int ng
             return -1;
         }
         if (mem > total) {
-            snprintf(err, errlen,
+            gs_set_error(err, errlen,
                      "claim %s/%s: %s (GPU %s): the claims prepared here would hold %llu MiB of "
                      "its %llu MiB: the scheduler's allocation overfills it",
                      c->ns, c->name, h->device, h->uuid, (unsigned long long)(mem >> 20),
@@ -432,7 +430,7 @@ static int fits(const struct gd_dra_claim *c, const struct gd_dra_gpu *g, int ng
             return -1;
         }
         if (cores > 100) {
-            snprintf(err, errlen,
+            gs_set_error(err, errlen,
                      "claim %s/%s: %s (GPU %s): the claims prepared here would hold %d of its "
                      "100 cores: the scheduler's allocation overfills it",
                      c->ns, c->name, h->device, h->uuid, cores);
@@ -462,26 +460,26 @@ static int cdi_write(const struct gd_dra_claim *c, char *err, size_t errlen)
     int fd, r = -1;
     size_t len, off;
 
-    snprintf(lib, sizeof(lib), "%s", gd_opt.inject_lib_dir);
-    snprintf(pre, sizeof(pre), "%s/ld.so.preload", gd_opt.inject_lib_dir);
-    snprintf(pods, sizeof(pods), "%s/" GD_POD_RUN_DIR, run);
-    snprintf(tenants, sizeof(tenants), "%s/tenants", run);
+    gs_set_error(lib, sizeof(lib), "%s", gd_opt.inject_lib_dir);
+    gs_set_error(pre, sizeof(pre), "%s/ld.so.preload", gd_opt.inject_lib_dir);
+    gs_set_error(pods, sizeof(pods), "%s/" GD_POD_RUN_DIR, run);
+    gs_set_error(tenants, sizeof(tenants), "%s/tenants", run);
     if (cdi_path(c->uid, path, sizeof(path)) < 0) {
-        snprintf(err, errlen, "cdi-dir %s: the path is too long", gd_opt.cdi_dir);
+        gs_set_error(err, errlen, "cdi-dir %s: the path is too long", gd_opt.cdi_dir);
         return -1;
     }
     if (!(spec = gd_dra_cdi_json(c->uid, lib, pre, pods, tenants))) {
-        snprintf(err, errlen, "claim %s/%s: its UID \"%s\" cannot name a CDI device", c->ns,
+        gs_set_error(err, errlen, "claim %s/%s: its UID \"%s\" cannot name a CDI device", c->ns,
                  c->name, c->uid);
         return -1;
     }
     text = json_dumps(spec, JSON_INDENT(2));
     json_decref(spec);
     if (!text) {
-        snprintf(err, errlen, "out of memory");
+        gs_set_error(err, errlen, "out of memory");
         return -1;
     }
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    gs_set_error(tmp, sizeof(tmp), "%s.tmp", path);
     len = strlen(text);
     /* Runtimes read every *.json of the directory: the temporary name is not one. */
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644)) >= 0) {
@@ -503,7 +501,7 @@ static int cdi_write(const struct gd_dra_claim *c, char *err, size_t errlen)
             close(fd);
     }
     if (r < 0) {
-        snprintf(err, errlen, "claim %s/%s: cannot write its CDI spec %s: %s", c->ns, c->name,
+        gs_set_error(err, errlen, "claim %s/%s: cannot write its CDI spec %s: %s", c->ns, c->name,
                  path, strerror(errno));
         unlink(tmp);
     }
@@ -521,7 +519,7 @@ static int nvidia_cdi_has(const char *uuid)
     char dirs[sizeof(gd_opt.nvidia_cdi_dirs)], *save = NULL, *d;
     int found = 0;
 
-    snprintf(dirs, sizeof(dirs), "%s", gd_opt.nvidia_cdi_dirs);
+    gs_set_error(dirs, sizeof(dirs), "%s", gd_opt.nvidia_cdi_dirs);
     for (d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
         DIR *dir = opendir(d);
         struct dirent *e;
@@ -598,18 +596,18 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     int ng, i, at;
 
     memset(a, 0, sizeof(*a));
-    snprintf(a->uid, sizeof(a->uid), "%s", ref->uid);
-    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+    gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
+    gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
              ref->ns, ref->name);
     code = gd_kube_call("GET", path, NULL, &obj, 30, err, sizeof(err));
     if (code != 200) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: cannot read it from the API server: %s",
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: cannot read it from the API server: %s",
                  ref->ns, ref->name, err);
         goto out;
     }
     ng = gpus_now(g);
     if (gd_dra_claim_read(obj, ref, dra.node, g, ng, &c, err, sizeof(err)) < 0) {
-        snprintf(a->error, sizeof(a->error), "%s", err);
+        gs_set_error(a->error, sizeof(a->error), "%s", err);
         goto out;
     }
     /*
@@ -623,7 +621,7 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         ps.priority = c.priority;
         if (gd_pod_class_allowed(&ps, c.ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) <
             0) {
-            snprintf(a->error, sizeof(a->error),
+            gs_set_error(a->error, sizeof(a->error),
                      "claim %s/%s: its configuration (opaque parameters of " GD_DRA_DRIVER
                      ") asks for priority latency, which claims of namespace %s may not have "
                      "(normal or background may; the node's admin gives latency to the "
@@ -634,12 +632,12 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         }
     }
     if (fits(&c, g, ng, err, sizeof(err)) < 0) {
-        snprintf(a->error, sizeof(a->error), "%s", err);
+        gs_set_error(a->error, sizeof(a->error), "%s", err);
         goto out;
     }
     for (i = 0; i < c.nhold; i++)
         if (!nvidia_cdi_has(c.hold[i].uuid)) {
-            snprintf(a->error, sizeof(a->error),
+            gs_set_error(a->error, sizeof(a->error),
                      "claim %s/%s: no CDI spec of NVIDIA's names GPU %s (nvidia.com/gpu=%s) in "
                      "%s: generate it on the node with `nvidia-ctk cdi generate "
                      "--device-name-strategy=uuid --output=/var/run/cdi/nvidia.yaml` (the NVIDIA "
@@ -649,7 +647,7 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         }
     at = find(c.uid);
     if (at < 0 && dra.n == MAX_PREPARED) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: %d claims are prepared on this node, "
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: %d claims are prepared on this node, "
                  "the most it holds", c.ns, c.name, MAX_PREPARED);
         goto out;
     }
@@ -657,15 +655,15 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     i = tenant_put(&c, err, sizeof(err));
     pthread_mutex_unlock(&gd.mu);
     if (i < 0) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: its tenant: %s", c.ns, c.name, err);
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: its tenant: %s", c.ns, c.name, err);
         goto out;
     }
     if (cdi_write(&c, err, sizeof(err)) < 0) {
-        snprintf(a->error, sizeof(a->error), "%s", err);
+        gs_set_error(a->error, sizeof(a->error), "%s", err);
         goto out;
     }
     if (!(slot = at >= 0 ? dra.claim[at] : malloc(sizeof(*slot)))) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: out of memory", c.ns, c.name);
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: out of memory", c.ns, c.name);
         goto out;
     }
     pthread_mutex_lock(&dra.map_mu);
@@ -674,7 +672,7 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         dra.claim[dra.n++] = slot;
     pthread_mutex_unlock(&dra.map_mu);
     if (checkpoint_write(err, sizeof(err)) < 0) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: not prepared: %s", c.ns, c.name, err);
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: not prepared: %s", c.ns, c.name, err);
         goto out;
     }
     for (i = 0; i < c.nhold && i < GD_DRA_MAX_DEVS; i++) {
@@ -682,11 +680,11 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
 
         d->nreq = c.hold[i].nreq;
         memcpy(d->request, c.hold[i].request, sizeof(d->request));
-        snprintf(d->pool, sizeof(d->pool), "%s", dra.node);
-        snprintf(d->device, sizeof(d->device), "%s", c.hold[i].device);
+        gs_set_error(d->pool, sizeof(d->pool), "%s", dra.node);
+        gs_set_error(d->device, sizeof(d->device), "%s", c.hold[i].device);
         d->ncdi = 2;
         gd_dra_cdi_id(c.uid, d->cdi[0], sizeof(d->cdi[0]));
-        snprintf(d->cdi[1], sizeof(d->cdi[1]), "nvidia.com/gpu=%s", c.hold[i].uuid);
+        gs_set_error(d->cdi[1], sizeof(d->cdi[1]), "nvidia.com/gpu=%s", c.hold[i].uuid);
     }
     dra.prepares++;
     gd_log("dra: claim %s/%s (%s) prepared: %d device(s)", c.ns, c.name, c.uid, c.nhold);
@@ -708,14 +706,14 @@ static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     int at = find(ref->uid);
 
     memset(a, 0, sizeof(*a));
-    snprintf(a->uid, sizeof(a->uid), "%s", ref->uid);
+    gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
     tenant_name(ref->uid, name, sizeof(name));
     pthread_mutex_lock(&gd.mu);
     if ((t = gd_tenant_find_managed(name)) && (t->policy.flags & GPUSLICE_NODE_POD))
         gd_tenant_end(t);
     pthread_mutex_unlock(&gd.mu);
     if (cdi_path(ref->uid, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: cannot remove its CDI spec %s: %s",
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: cannot remove its CDI spec %s: %s",
                  ref->ns, ref->name, path, strerror(errno));
         return;
     }
@@ -727,7 +725,7 @@ static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     pthread_mutex_unlock(&dra.map_mu);
     free(c);
     if (checkpoint_write(err, sizeof(err)) < 0) {
-        snprintf(a->error, sizeof(a->error), "claim %s/%s: %s", ref->ns, ref->name, err);
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: %s", ref->ns, ref->name, err);
         return;
     }
     dra.unprepares++;
@@ -747,7 +745,7 @@ static int serve(const uint8_t *req, size_t len, uint8_t **resp, size_t *resplen
     if (gd_dra_decode_claims(req, len, ref, GD_DRA_MAX_CLAIMS, &n, msg, msglen) < 0)
         return GD_GRPC_INVALID_ARGUMENT;
     if (!(a = calloc((size_t)(n ? n : 1), sizeof(*a)))) {
-        snprintf(msg, msglen, "out of memory");
+        gs_set_error(msg, msglen, "out of memory");
         return GD_GRPC_RESOURCE_EXHAUSTED;
     }
     pthread_mutex_lock(&dra.mu);
@@ -757,7 +755,7 @@ static int serve(const uint8_t *req, size_t len, uint8_t **resp, size_t *resplen
     i = encode(a, n, resp, resplen);
     free(a);
     if (i < 0) {
-        snprintf(msg, msglen, "out of memory");
+        gs_set_error(msg, msglen, "out of memory");
         return GD_GRPC_RESOURCE_EXHAUSTED;
     }
     return GD_GRPC_OK;
@@ -786,7 +784,7 @@ static int on_get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp
 {
     (void)ctx, (void)req, (void)len;
     if (gd_dra_encode_plugin_info(GD_DRA_DRIVER, dra.dra_sock, versions, 2, resp, resplen) < 0) {
-        snprintf(msg, msglen, "out of memory");
+        gs_set_error(msg, msglen, "out of memory");
         return GD_GRPC_RESOURCE_EXHAUSTED;
     }
     return GD_GRPC_OK;
@@ -800,12 +798,12 @@ static int on_reg_status(void *ctx, const uint8_t *req, size_t len, uint8_t **re
 
     (void)ctx;
     if (gd_dra_decode_reg_status(req, len, &ok, why, sizeof(why)) < 0) {
-        snprintf(msg, msglen, "RegistrationStatus: not a message this driver can read");
+        gs_set_error(msg, msglen, "RegistrationStatus: not a message this driver can read");
         return GD_GRPC_INVALID_ARGUMENT;
     }
     pthread_mutex_lock(&dra.map_mu);
     dra.registered = ok;
-    snprintf(dra.reg_error, sizeof(dra.reg_error), "%s", ok ? "" : why);
+    gs_set_error(dra.reg_error, sizeof(dra.reg_error), "%s", ok ? "" : why);
     pthread_mutex_unlock(&dra.map_mu);
     if (ok)
         gd_log("dra: registered with the kubelet");
@@ -830,7 +828,7 @@ int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *
                 if (found++ == 0)
                     tenant_name(dra.claim[i]->uid, name, namelen);
                 else
-                    snprintf(why, whylen,
+                    gs_set_error(why, whylen,
                              "pod %s has more than one claim of " GD_DRA_DRIVER " prepared: a "
                              "pod takes its GPUs in one claim (of one or more devices)",
                              pod_uid);
@@ -869,21 +867,21 @@ static int restore(char *err, size_t errlen)
     json_t *j;
     int n = 0, i;
 
-    snprintf(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
+    gs_set_error(path, sizeof(path), "%s/" CHECKPOINT, gd_opt.state_dir);
     if (access(path, F_OK) != 0)
         return 0;
     if (!(j = json_load_file(path, 0, &je))) {
-        snprintf(err, errlen, "dra: %s is not JSON (line %d: %s): move it away to start afresh",
+        gs_set_error(err, errlen, "dra: %s is not JSON (line %d: %s): move it away to start afresh",
                  path, je.line, je.text);
         return -1;
     }
     if (!(all = calloc(MAX_PREPARED, sizeof(*all)))) {
         json_decref(j);
-        snprintf(err, errlen, "out of memory");
+        gs_set_error(err, errlen, "out of memory");
         return -1;
     }
     if (gd_dra_checkpoint_read(j, all, MAX_PREPARED, &n, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "dra: %s: %s: move it away to start afresh", path, why);
+        gs_set_error(err, errlen, "dra: %s: %s: move it away to start afresh", path, why);
         json_decref(j);
         free(all);
         return -1;
@@ -922,30 +920,30 @@ int gd_dra_start(char *err, size_t errlen)
     if (!gd_opt.dra)
         return 0;
     if (!gd_kube_enabled()) {
-        snprintf(err, errlen, "dra: the DRA driver needs the Kubernetes API server (kube-api)");
+        gs_set_error(err, errlen, "dra: the DRA driver needs the Kubernetes API server (kube-api)");
         return -1;
     }
-    snprintf(dra.node, sizeof(dra.node), "%s", gd_kube_node());
+    gs_set_error(dra.node, sizeof(dra.node), "%s", gd_kube_node());
     if ((size_t)snprintf(dra.dra_sock, sizeof(dra.dra_sock), "%s/" DRA_SOCKET,
                          gd_opt.kubelet_plugin_dir) >= sizeof(dra.dra_sock) ||
         (size_t)snprintf(dra.reg_sock, sizeof(dra.reg_sock), "%s/" REG_SOCKET,
                          gd_opt.kubelet_registry_dir) >= sizeof(dra.reg_sock)) {
-        snprintf(err, errlen, "dra: kubelet-plugin-dir or kubelet-registry-dir is too long");
+        gs_set_error(err, errlen, "dra: kubelet-plugin-dir or kubelet-registry-dir is too long");
         return -1;
     }
     if (gd_own_dir(gd_opt.kubelet_plugin_dir, 0750, err, errlen) < 0)
         return -1;
     if (mkdir(gd_opt.cdi_dir, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "dra: cdi-dir %s: %s", gd_opt.cdi_dir, strerror(errno));
+        gs_set_error(err, errlen, "dra: cdi-dir %s: %s", gd_opt.cdi_dir, strerror(errno));
         return -1;
     }
     if (access(gd_opt.cdi_dir, W_OK) != 0) {
-        snprintf(err, errlen, "dra: cdi-dir %s is not writable: %s", gd_opt.cdi_dir,
+        gs_set_error(err, errlen, "dra: cdi-dir %s is not writable: %s", gd_opt.cdi_dir,
                  strerror(errno));
         return -1;
     }
     if (access(gd_opt.kubelet_registry_dir, W_OK) != 0) {
-        snprintf(err, errlen, "dra: kubelet-registry-dir %s: %s (the kubelet's "
+        gs_set_error(err, errlen, "dra: kubelet-registry-dir %s: %s (the kubelet's "
                  "plugins_registry, mounted from the node)", gd_opt.kubelet_registry_dir,
                  strerror(errno));
         return -1;
@@ -954,7 +952,7 @@ int gd_dra_start(char *err, size_t errlen)
         return -1;
     dra.stop = 0;
     if (pthread_create(&dra.th, NULL, publisher, NULL) != 0) {
-        snprintf(err, errlen, "dra: cannot start the publisher: %s", strerror(errno));
+        gs_set_error(err, errlen, "dra: cannot start the publisher: %s", strerror(errno));
         return -1;
     }
     dra.running = 1;

@@ -11,6 +11,11 @@ directory). Every call has a deadline (--timeout, seconds). Prints JSON; exits 0
   prepare   --sock PATH --version v1|v1beta1 NS/NAME/UID ...
   unprepare --sock PATH --version v1|v1beta1 NS/NAME/UID ...
   call --sock PATH --method /pkg.Service/Method --raw-hex HEX   (bytes in, bytes out)
+  serve-batch --sock PATH --version v1|v1beta1
+                                       one connection kept, as the kubelet keeps its own: each
+                                       line of stdin {"op": "prepare"|"unprepare", "claims":
+                                       ["NS/NAME/UID", ...]} is one call, answered by a line
+                                       {"claims": {...}, "seconds": how long the call took}
 
 Run it with /usr/bin/python3: it needs Debian's python3-grpcio and python3-protobuf.
 """
@@ -145,6 +150,35 @@ def do_claims(a, m, verb):
                 .get("claims", {})})
 
 
+def do_batch(a, m):
+    import time
+    pkg = DRA_PKG + a.version + "."
+    ch = channel_for(a.sock)
+    calls = {}
+    for verb, method in (("prepare", "NodePrepareResources"), ("unprepare", "NodeUnprepareResources")):
+        req_name = method + "Request"
+        req_cls, resp_cls = m.cls(pkg + req_name), m.cls(pkg + method + "Response")
+        calls[verb] = (req_cls, unary(ch, f"/{pkg}DRAPlugin/{method}", req_cls, resp_cls))
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        op = json.loads(line)
+        req_cls, call = calls[op["op"]]
+        req = req_cls()
+        for c in parse_claims(op["claims"]):
+            req.claims.add(**c)
+        t0 = time.monotonic()
+        try:
+            resp = call(req, timeout=a.timeout)
+            ans = {"claims": json_format.MessageToDict(resp, preserving_proto_field_name=True)
+                   .get("claims", {})}
+        except grpc.RpcError as e:
+            ans = {"rpc_error": rpc_error(e), "claims": {}}
+        ans["seconds"] = time.monotonic() - t0
+        print(json.dumps(ans), flush=True)
+    return 0
+
+
 def do_call(a, m):
     call = unary(channel_for(a.sock), a.method, None, None)
     try:
@@ -171,6 +205,9 @@ def main():
         p.add_argument("--sock", required=True)
         p.add_argument("--version", choices=("v1", "v1beta1"), required=True)
         p.add_argument("claims", nargs="+", metavar="NS/NAME/UID")
+    b = sub.add_parser("serve-batch")
+    b.add_argument("--sock", required=True)
+    b.add_argument("--version", choices=("v1", "v1beta1"), required=True)
     c = sub.add_parser("call")
     c.add_argument("--sock", required=True)
     c.add_argument("--method", required=True)
@@ -181,6 +218,8 @@ def main():
         return do_register(a, m)
     if a.cmd in ("prepare", "unprepare"):
         return do_claims(a, m, a.cmd)
+    if a.cmd == "serve-batch":
+        return do_batch(a, m)
     return do_call(a, m)
 
 
