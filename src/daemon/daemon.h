@@ -81,6 +81,7 @@ struct gd_options {
     char kubelet_registry_dir[PATH_MAX]; /* the kubelet's plugins_registry */
     char cdi_dir[PATH_MAX];              /* where claims' CDI specs are written */
     char nvidia_cdi_dirs[1024];          /* where NVIDIA's CDI spec is looked for (':'-separated) */
+    long dra_publish_s;                  /* how often the node's ResourceSlice is checked */
     int dra;                             /* serve as the DRA driver gpu.gpuslice.io */
     int foreground;
     int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */

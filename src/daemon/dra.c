@@ -45,7 +45,6 @@
 #define CHECKPOINT "dra-claims.json"
 #define REG_SOCKET GD_DRA_DRIVER "-reg.sock"
 #define DRA_SOCKET "dra.sock"
-#define PUBLISH_EVERY_S 10 /* how often the slice is compared with the GPUs */
 
 static struct {
     pthread_mutex_t mu; /* Prepare, Unprepare and the checkpoint, one at a time */
@@ -62,7 +61,7 @@ static struct {
     pthread_cond_t stop_cv;
     int stop;
     int64_t generation;
-    char published[64]; /* the GPUs as last published: a digest of their UUIDs and sizes */
+    char published[64]; /* the GPUs as last published: a digest ("" until the first success) */
     unsigned long prepares, unprepares, refusals;
 } dra = { .mu = PTHREAD_MUTEX_INITIALIZER,
           .map_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -113,6 +112,13 @@ static int gpus_now(struct gd_dra_gpu *g)
 
 /* ---- publishing ---- */
 
+static void set_generation(int64_t g)
+{
+    pthread_mutex_lock(&dra.map_mu);
+    dra.generation = g;
+    pthread_mutex_unlock(&dra.map_mu);
+}
+
 static void slice_name(char *out, size_t len)
 {
     json_t *s = gd_dra_slice_json(dra.node, 1, NULL, 0);
@@ -137,11 +143,11 @@ static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
     gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/resourceslices/%s", name);
     code = gd_kube_call("GET", path, NULL, &cur, 30, err, errlen);
     if (code == 404) {
-        want = gd_dra_slice_json(dra.node, dra.generation > 0 ? dra.generation : 1, g, n);
+        want = gd_dra_slice_json(dra.node, 1, g, n);
         code = gd_kube_call("POST", "/apis/resource.k8s.io/v1/resourceslices", want, &got, 30,
                             err, errlen);
         if (code == 201 || code == 200) {
-            dra.generation = dra.generation > 0 ? dra.generation : 1;
+            set_generation(1);
             r = 0;
         }
         json_decref(want);
@@ -154,7 +160,7 @@ static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
         json_t *same = gd_dra_slice_json(dra.node, gen, g, n);
 
         if (json_equal(json_object_get(same, "spec"), spec)) {
-            dra.generation = gen;
+            set_generation(gen);
             r = 0;
         } else {
             want = gd_dra_slice_json(dra.node, gen + 1, g, n);
@@ -163,7 +169,7 @@ static int publish(const struct gd_dra_gpu *g, int n, char *err, size_t errlen)
                                     json_string(rv));
             code = gd_kube_call("PUT", path, want, &got, 30, err, errlen);
             if (code == 200) {
-                dra.generation = gen + 1;
+                set_generation(gen + 1);
                 r = 0;
             }
             json_decref(want);
@@ -222,6 +228,11 @@ static int pause_s(int s)
     return stop;
 }
 
+/*
+ * Every dra-publish-s seconds (2 until the first success): the slice read back and brought to the
+ * GPUs, so that a GPU that comes or goes, or a slice deleted or changed by someone else, is
+ * published again.
+ */
 static void *publisher(void *arg)
 {
     struct gd_dra_gpu g[GD_MAX_DEVICES];
@@ -232,18 +243,16 @@ static void *publisher(void *arg)
     do {
         n = gpus_now(g);
         digest(g, n, dig, sizeof(dig));
-        if (strcmp(dig, dra.published) != 0) {
-            if (publish(g, n, err, sizeof(err)) == 0) {
-                gd_log("dra: published %d GPU(s) of node %s (generation %lld)", n, dra.node,
-                       (long long)dra.generation);
-                gs_set_error(dra.published, sizeof(dra.published), "%s", dig);
-                last_err[0] = '\0';
-            } else if (strcmp(err, last_err) != 0) {
-                gd_log("dra: the node's ResourceSlice could not be published: %s", err);
-                gs_set_error(last_err, sizeof(last_err), "%s", err);
-            }
+        if (publish(g, n, err, sizeof(err)) == 0) {
+            if (strcmp(dig, dra.published) != 0)
+                gd_log("dra: published %d GPU(s) of node %s", n, dra.node);
+            snprintf(dra.published, sizeof(dra.published), "%s", dig);
+            last_err[0] = '\0';
+        } else if (strcmp(err, last_err) != 0) {
+            gd_log("dra: the node's ResourceSlice could not be published: %s", err);
+            snprintf(last_err, sizeof(last_err), "%s", err);
         }
-    } while (!pause_s(dra.published[0] ? PUBLISH_EVERY_S : 2));
+    } while (!pause_s(dra.published[0] ? (int)gd_opt.dra_publish_s : 2));
     return NULL;
 }
 
@@ -686,11 +695,15 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         gd_dra_cdi_id(c.uid, d->cdi[0], sizeof(d->cdi[0]));
         gs_set_error(d->cdi[1], sizeof(d->cdi[1]), "nvidia.com/gpu=%s", c.hold[i].uuid);
     }
+    pthread_mutex_lock(&dra.map_mu);
     dra.prepares++;
+    pthread_mutex_unlock(&dra.map_mu);
     gd_log("dra: claim %s/%s (%s) prepared: %d device(s)", c.ns, c.name, c.uid, c.nhold);
 out:
     if (a->error[0]) {
+        pthread_mutex_lock(&dra.map_mu);
         dra.refusals++;
+        pthread_mutex_unlock(&dra.map_mu);
         a->ndev = 0;
         gd_log("dra: %s", a->error);
     }
@@ -728,7 +741,9 @@ static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         gs_set_error(a->error, sizeof(a->error), "claim %s/%s: %s", ref->ns, ref->name, err);
         return;
     }
+    pthread_mutex_lock(&dra.map_mu);
     dra.unprepares++;
+    pthread_mutex_unlock(&dra.map_mu);
     gd_log("dra: claim %s/%s (%s) unprepared", ref->ns, ref->name, ref->uid);
 }
 
@@ -842,18 +857,36 @@ int gd_dra_is_claim_tenant(const char *name)
     return strncmp(name, "claim-", 6) == 0;
 }
 
-json_t *gd_dra_status_json(void)
+void gd_dra_metrics(FILE *f)
 {
-    json_t *o;
+    static const char *const h[][3] = {
+        { "gpuslice_dra_registered", "gauge",
+          "1 when the kubelet has registered the DRA driver gpu.gpuslice.io." },
+        { "gpuslice_dra_prepared_claims", "gauge", "Claims prepared on this node now." },
+        { "gpuslice_dra_prepares_total", "counter", "Claims prepared (NodePrepareResources)." },
+        { "gpuslice_dra_unprepares_total", "counter",
+          "Claims unprepared (NodeUnprepareResources)." },
+        { "gpuslice_dra_refusals_total", "counter",
+          "Claims Prepare refused (each with its reason in the kubelet's event)." },
+        { "gpuslice_dra_slice_generation", "gauge",
+          "The generation of the node's ResourceSlice as last published." },
+    };
+    long long v[6];
+    int i;
 
+    if (!dra.running)
+        return;
     pthread_mutex_lock(&dra.map_mu);
-    o = json_pack("{s:b, s:s, s:b, s:s, s:i, s:I, s:I, s:I, s:I}", "enabled", dra.running,
-                  "driver", GD_DRA_DRIVER, "registered", dra.registered, "registration_error",
-                  dra.reg_error, "prepared_claims", dra.n, "prepares", (json_int_t)dra.prepares,
-                  "unprepares", (json_int_t)dra.unprepares, "refusals",
-                  (json_int_t)dra.refusals, "slice_generation", (json_int_t)dra.generation);
+    v[0] = dra.registered;
+    v[1] = dra.n;
+    v[2] = (long long)dra.prepares;
+    v[3] = (long long)dra.unprepares;
+    v[4] = (long long)dra.refusals;
+    v[5] = (long long)dra.generation;
     pthread_mutex_unlock(&dra.map_mu);
-    return o;
+    for (i = 0; i < 6; i++)
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", h[i][0], h[i][2], h[i][0], h[i][1],
+                h[i][0], v[i]);
 }
 
 /* ---- start and stop ---- */

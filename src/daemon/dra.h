@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define GD_DRA_DRIVER "gpu.gpuslice.io"
@@ -50,8 +51,8 @@ int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *
                          size_t whylen);
 /* Whether a tenant's name is a claim's ("claim-<uid>"): the pods' reconciling leaves it. */
 int gd_dra_is_claim_tenant(const char *name);
-/* The driver's state for /v1/dra (a new reference). */
-json_t *gd_dra_status_json(void);
+/* The driver's series of /metrics (nothing when it is off). */
+void gd_dra_metrics(FILE *f);
 
 /* ---- the kubelet's messages (dra_wire.c) ---- */
 

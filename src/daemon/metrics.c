@@ -12,6 +12,7 @@
 #include "common/tenant.h"
 #include "control/tenants.h"
 #include "daemon/daemon.h"
+#include "daemon/dra.h"
 #include "daemon/guard/guard.h"
 #include "daemon/kube.h"
 #include "daemon/pods.h"
@@ -322,8 +323,10 @@ size_t gd_metrics_render(char **out, uid_t who, int admin)
                 managed, run);
     }
     /* Pods are nobody's on this node but the cluster's: an admin's to see. */
-    if (gd_kube_enabled() && admin)
+    if (gd_kube_enabled() && admin) {
         gd_pods_metrics(f, label);
+        gd_dra_metrics(f);
+    }
     head(f, "gpuslice_daemon_simulated", "gauge", "1 when the daemon runs on the simulated GPU.");
     fprintf(f, "gpuslice_daemon_simulated %d\n", gd.simulated);
     head(f, "gpuslice_daemon_requests_total", "counter", "HTTP requests the daemon answered.");

@@ -139,6 +139,9 @@ static const struct option_def defs[] = {
     FLAG(dra, "serve as the Kubernetes DRA driver gpu.gpuslice.io (needs kube-api): publish "
               "the node's GPUs as a ResourceSlice whose devices claims share by memory and "
               "cores, and prepare each claim as a tenant held to what it was allocated"),
+    NUM(dra_publish_s, "10", 1, 3600,
+        "seconds between checks of the node's ResourceSlice against its GPUs (a GPU that came "
+        "or went, a slice deleted or changed by another): published again where it differs"),
     STR(OPT_PATH, kubelet_plugin_dir, "/var/lib/kubelet/plugins/gpu.gpuslice.io",
         "directory of the DRA driver's socket (dra.sock), which the kubelet calls"),
     STR(OPT_PATH, kubelet_registry_dir, "/var/lib/kubelet/plugins_registry",

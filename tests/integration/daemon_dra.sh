@@ -35,7 +35,7 @@ claim() {
     kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"'"$1"'","namespace":"ns1","uid":"'"$2"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{'"$caps"'}}}}]}}}' "$KC/objects" >/dev/null
 }
 kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpuslice.io"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\""}}]}}' "$KC/objects" >/dev/null
-DRA_ARGS="--state-dir $T/dstate --kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1 --dra --kubelet-plugin-dir $PLUG --kubelet-registry-dir $REG --cdi-dir $CDI --nvidia-cdi-dirs $NVCDI --inject-lib-dir $ILIB"
+DRA_ARGS="--state-dir $T/dstate --kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1 --dra --kubelet-plugin-dir $PLUG --kubelet-registry-dir $REG --cdi-dir $CDI --nvidia-cdi-dirs $NVCDI --inject-lib-dir $ILIB --dra-publish-s 1"
 # slice_until SECONDS: the node's ResourceSlice published (into $T/slices).
 slice_until() {
     i=0; while [ $i -lt $(($1 * 10)) ]; do
@@ -86,6 +86,10 @@ assert c["memory"]["requestPolicy"]["validRange"]["step"] in ("256Mi", str(256 <
 PY
     python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[0], open(sys.argv[2], "w"))' "$T/slices" "$T/slice.json"
     python3 "$SCHEMA" resourceslice "$T/slice.json" >"$T/schema" 2>&1 && ok "the slice passes the upstream schema's rules" || { bad "slice schema"; cat "$T/schema"; }
+    # Deleted by someone else, it is published again.
+    kctl -X DELETE "$KC/objects/resourceslices/$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["metadata"]["name"])' "$T/slices")" >/dev/null
+    sleep 0.3
+    if slice_until 5; then ok "a slice deleted by another is published again"; else bad "slice not republished"; fi
     # Registration, as the kubelet does it.
     kubelet register --registry-sock "$REG/gpu.gpuslice.io-reg.sock" >"$T/reg" 2>&1 && ok "registration: GetInfo and NotifyRegistrationStatus" || { bad "registration"; cat "$T/reg"; }
     grep -q '"endpoint": *"'"$PLUG/dra.sock"'"' "$T/reg" && grep -q 'v1.DRAPlugin' "$T/reg" && ok "PluginInfo names the driver's socket and v1.DRAPlugin" || { bad "plugin info"; cat "$T/reg"; }
@@ -107,6 +111,8 @@ PY
         f="$CDI/gpuslice.io-claim_$u.json"
         [ -f "$f" ] && python3 "$SCHEMA" cdi "$f" >"$T/schema" 2>&1 && ok "CDI spec of $u written, passes the CDI schema" || { bad "cdi spec $u"; cat "$T/schema"; }
     done
+    api GET /metrics >/dev/null
+    grep -q '^gpuslice_dra_prepares_total 2$' "$T/body" && grep -q '^gpuslice_dra_registered 1$' "$T/body" && grep -q '^gpuslice_dra_prepared_claims 2$' "$T/body" && ok "metrics: registered, 2 claims prepared" || { bad "dra metrics"; grep gpuslice_dra "$T/body"; }
     api GET /v1/tenants/claim-$CA >/dev/null
     jq_py 'assert d["managed"] and d["limits"]["memory"]["'"$UUID0"'"] == 8 << 30 and d["limits"]["compute"]["'"$UUID0"'"] == 25, d' && ok "claim a's tenant: 8 GiB and 25 % on the GPU's UUID" || { bad "tenant a"; cat "$T/body"; }
     # Processes in the pods' containers, set up from the CDI specs.
