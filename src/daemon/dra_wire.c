@@ -175,7 +175,8 @@ int gd_dra_encode_prepare(const struct gd_dra_answer *a, int n, uint8_t **out, s
 {
     int ndev = 0;
     for (int i = 0; i < n; i++)
-        ndev += a[i].error[0] ? 0 : a[i].ndev;
+        if (!a[i].error[0] && a[i].ndev > 0)
+            ndev += a[i].ndev < GD_DRA_MAX_DEVS ? a[i].ndev : GD_DRA_MAX_DEVS;
     prep_resp r = DRA_INIT(NODE_PREPARE_RESOURCES_RESPONSE);
     prep_entry *ent = calloc((size_t)n + 1, sizeof *ent);
     prep_entry **ents = calloc((size_t)n + 1, sizeof *ents);

@@ -823,13 +823,16 @@ static void *accept_main(void *arg)
         if (!(pf[0].revents & POLLIN))
             continue;
         int fd = accept4(srv->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                usleep(50000); /* the waiting peer stays in the backlog: no busy loop meanwhile */
             continue;
+        }
         pthread_mutex_lock(&srv->mu);
         struct conn *cn = slot_for_newcomer(srv);
         if (!cn) {
-            /* Full: the cut connection leaves within moments; wait for it, briefly. */
-            for (int i = 0; i < 20 && !cn && !stopping(srv); i++) {
+            /* Full: the cut connection leaves once its GOAWAY is out (500 ms at most). */
+            for (int i = 0; i < 80 && !cn && !stopping(srv); i++) {
                 pthread_mutex_unlock(&srv->mu);
                 usleep(10000);
                 pthread_mutex_lock(&srv->mu);
