@@ -110,8 +110,8 @@ bad:
     return -1;
 }
 
-static int copy_field(char *dst, size_t cap, const char *src, int i, const char *what,
-                      char *err, size_t errlen)
+static int copy_field(char *dst, size_t cap, const char *src, int i, const char *what, char *err,
+                      size_t errlen)
 {
     size_t n = src ? strlen(src) : 0;
     if (n == 0) {
@@ -129,7 +129,7 @@ static int copy_field(char *dst, size_t cap, const char *src, int i, const char 
 int gd_dra_decode_claims(const uint8_t *msg, size_t len, struct gd_dra_ref *out, int max, int *n,
                          char *err, size_t errlen)
 {
-    struct walk w = {0, err, errlen};
+    struct walk w = { 0, err, errlen };
     *n = 0;
     /* Both requests: claims = 1 (Claim: namespace = 1, uid = 2, name = 3, strings). */
     if (walk_msg(&w, msg, msg + len, 0, 1, 0xe) < 0)
@@ -278,7 +278,7 @@ int gd_dra_encode_plugin_info(const char *name, const char *endpoint, const char
 int gd_dra_decode_reg_status(const uint8_t *msg, size_t len, int *registered, char *error,
                              size_t errorlen)
 {
-    struct walk w = {0, error, errorlen};
+    struct walk w = { 0, error, errorlen };
     *registered = 0;
     /* plugin_registered = 1 (bool), error = 2 (string) */
     if (walk_msg(&w, msg, msg + len, 1u << 2, 0, 0) < 0)
