@@ -58,6 +58,17 @@ void gd_dra_metrics(FILE *f);
 
 enum gd_dra_version { GD_DRA_V1 = 1, GD_DRA_V1BETA1 = 2 };
 
+/*
+ * The gRPC paths of the kubelet's calls (method names appended), and the service versions a
+ * plugin names in PluginInfo.supported_versions (k8s.io/kubelet pkg/apis/dra/<v>/types.go,
+ * DRAPluginService; tests/k8s/upstream_fields.json).
+ */
+#define GD_DRA_PATH_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+#define GD_DRA_PATH_V1BETA1 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+#define GD_DRA_REG_PATH "/pluginregistration.Registration/"
+#define GD_DRA_SERVICE_V1 "v1.DRAPlugin"
+#define GD_DRA_SERVICE_V1BETA1 "v1beta1.DRAPlugin"
+
 /* A claim named in NodePrepareResourcesRequest / NodeUnprepareResourcesRequest. */
 struct gd_dra_ref {
     char ns[254], uid[129], name[254];

@@ -110,8 +110,8 @@ bad:
     return -1;
 }
 
-static int copy_field(char *dst, size_t cap, const char *src, int i, const char *what,
-                      char *err, size_t errlen)
+static int copy_field(char *dst, size_t cap, const char *src, int i, const char *what, char *err,
+                      size_t errlen)
 {
     size_t n = src ? strlen(src) : 0;
     if (n == 0) {
@@ -129,7 +129,7 @@ static int copy_field(char *dst, size_t cap, const char *src, int i, const char 
 int gd_dra_decode_claims(const uint8_t *msg, size_t len, struct gd_dra_ref *out, int max, int *n,
                          char *err, size_t errlen)
 {
-    struct walk w = {0, err, errlen};
+    struct walk w = { 0, err, errlen };
     *n = 0;
     /* Both requests: claims = 1 (Claim: namespace = 1, uid = 2, name = 3, strings). */
     if (walk_msg(&w, msg, msg + len, 0, 1, 0xe) < 0)
@@ -175,7 +175,8 @@ int gd_dra_encode_prepare(const struct gd_dra_answer *a, int n, uint8_t **out, s
 {
     int ndev = 0;
     for (int i = 0; i < n; i++)
-        ndev += a[i].error[0] ? 0 : a[i].ndev;
+        if (!a[i].error[0] && a[i].ndev > 0)
+            ndev += a[i].ndev < GD_DRA_MAX_DEVS ? a[i].ndev : GD_DRA_MAX_DEVS;
     prep_resp r = DRA_INIT(NODE_PREPARE_RESOURCES_RESPONSE);
     prep_entry *ent = calloc((size_t)n + 1, sizeof *ent);
     prep_entry **ents = calloc((size_t)n + 1, sizeof *ents);
@@ -277,7 +278,7 @@ int gd_dra_encode_plugin_info(const char *name, const char *endpoint, const char
 int gd_dra_decode_reg_status(const uint8_t *msg, size_t len, int *registered, char *error,
                              size_t errorlen)
 {
-    struct walk w = {0, error, errorlen};
+    struct walk w = { 0, error, errorlen };
     *registered = 0;
     /* plugin_registered = 1 (bool), error = 2 (string) */
     if (walk_msg(&w, msg, msg + len, 1u << 2, 0, 0) < 0)

@@ -21,23 +21,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PREFIX 5          /* a message's prefix: compressed flag, big-endian length */
-#define MSG_ROOM 512      /* a handler's message for a person */
+#define PREFIX 5     /* a message's prefix: compressed flag, big-endian length */
+#define MSG_ROOM 512 /* a handler's message for a person */
 #define CONN_BUDGET (2 * (GD_GRPC_MAX_MSG + PREFIX)) /* request bytes held by one connection */
 
 /* ---- one call ---- */
 
 struct call {
     int32_t id;
-    int answered;   /* its response is submitted (or the stream reset) */
-    int ended;      /* the client's END_STREAM came */
-    int bad_type;   /* content-type is not application/grpc[+...] */
+    int answered; /* its response is submitted (or the stream reset) */
+    int ended;    /* the client's END_STREAM came */
+    int bad_type; /* content-type is not application/grpc[+...] */
     int not_post;
     int path_long;
     char path[256]; /* :path; "" when absent or too long */
     uint8_t *req;   /* the request's bytes, prefix included */
     size_t len, cap;
-    uint8_t *resp;  /* the response's bytes, prefix included, as DATA sends them */
+    uint8_t *resp; /* the response's bytes, prefix included, as DATA sends them */
     size_t resp_len, resp_off;
     /* Its handler: what it answered; on a thread of its own in the server. */
     const struct gd_grpc_method *m;
@@ -57,8 +57,8 @@ struct gd_grpc_sess {
     nghttp2_session *h2;
     const struct gd_grpc_method *methods;
     int nmethods;
-    int async;         /* handlers on threads of their own (the server), else inline */
-    int wake[2];       /* with async: a byte for each handler that returned */
+    int async;   /* handlers on threads of their own (the server), else inline */
+    int wake[2]; /* with async: a byte for each handler that returned */
     pthread_mutex_t mu;
     struct call *calls;
     int busy;          /* streams open */
@@ -114,9 +114,9 @@ static size_t pct_encode(const char *in, char *out, size_t cap)
  * A header for nghttp2: the name a literal (not copied), the value copied (nghttp2 keeps an
  * uncopied one until the frame is sent, long after the stack buffers values are made in).
  */
-#define NV(n, v, vl)                                                                           \
-    {                                                                                          \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NO_COPY_NAME      \
+#define NV(n, v, vl)                                                                               \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NO_COPY_NAME          \
     }
 
 static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const char *fmt, ...)
@@ -135,8 +135,8 @@ static void fail_call(struct gd_grpc_sess *s, struct call *c, int status, const 
     va_end(ap);
     size_t el = pct_encode(text, enc, sizeof enc);
     int cl = snprintf(code, sizeof code, "%d", status);
-    nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
-                       NV("grpc-status", code, (size_t)cl), NV("grpc-message", enc, el)};
+    nghttp2_nv nv[] = { NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
+                        NV("grpc-status", code, (size_t)cl), NV("grpc-message", enc, el) };
     c->answered = 1;
     /*
      * A client still sending is not reset: gRPC clients report a reset over the trailers just
@@ -159,7 +159,7 @@ static ssize_t read_resp(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t l
     memcpy(buf, c->resp + c->resp_off, n);
     c->resp_off += n;
     if (c->resp_off == c->resp_len) {
-        nghttp2_nv nv[] = {NV("grpc-status", "0", 1)};
+        nghttp2_nv nv[] = { NV("grpc-status", "0", 1) };
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (nghttp2_submit_trailer(h2, id, nv, 1) == 0)
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -220,8 +220,8 @@ static void finish_call(struct gd_grpc_sess *s, struct call *c)
     c->hresp = NULL;
     c->resp_len = rl + PREFIX;
     c->resp_off = 0;
-    nghttp2_nv nv[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
-    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_resp};
+    nghttp2_nv nv[] = { NV(":status", "200", 3), NV("content-type", "application/grpc", 16) };
+    nghttp2_data_provider dp = { .source.ptr = c, .read_callback = read_resp };
     c->answered = 1;
     if (nghttp2_submit_response(s->h2, c->id, nv, 2, &dp) != 0)
         nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, c->id, NGHTTP2_INTERNAL_ERROR);
@@ -322,8 +322,8 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     return 0;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
+                     const uint8_t *value, size_t vlen, uint8_t flags, void *user)
 {
     (void)flags;
     (void)user;
@@ -353,8 +353,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
-static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *user)
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user)
 {
     struct gd_grpc_sess *s = user;
     (void)flags;
@@ -364,8 +364,8 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     const char *path = c->path[0] ? c->path : "(no path)";
     /* More than one message can hold: refused at once, the rest dropped. */
     if (c->len + len > GD_GRPC_MAX_MSG + PREFIX) {
-        fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: the request is more than %u bytes",
-                  path, GD_GRPC_MAX_MSG);
+        fail_call(s, c, GD_GRPC_RESOURCE_EXHAUSTED, "%s: the request is more than %u bytes", path,
+                  GD_GRPC_MAX_MSG);
         return 0;
     }
     if (c->len + len > c->cap) {
@@ -466,9 +466,9 @@ struct gd_grpc_sess *gd_grpc_sess_new(const struct gd_grpc_method *methods, int 
     cb = NULL;
     opt = NULL;
     nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GD_GRPC_MAX_STREAMS},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GD_GRPC_MAX_STREAMS },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 },
     };
     if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0)
         goto fail;
@@ -624,9 +624,8 @@ uint64_t gd_grpc_sess_progress(const struct gd_grpc_sess *s)
 
 void gd_grpc_sess_goaway(struct gd_grpc_sess *s)
 {
-    nghttp2_submit_goaway(s->h2, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(s->h2), NGHTTP2_NO_ERROR,
-                          NULL, 0);
+    nghttp2_submit_goaway(s->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->h2),
+                          NGHTTP2_NO_ERROR, NULL, 0);
     pull_output(s);
 }
 
@@ -685,7 +684,7 @@ static int flush(struct gd_grpc *srv, int fd, struct gd_grpc_sess *s, uint64_t d
         uint64_t t = now_ms();
         if (t >= deadline)
             return -1;
-        struct pollfd pf[2] = {{fd, POLLOUT, 0}, {srv->stop[0], POLLIN, 0}};
+        struct pollfd pf[2] = { { fd, POLLOUT, 0 }, { srv->stop[0], POLLIN, 0 } };
         /* While stopping, the GOAWAY gets its own short deadline: the stop pipe stays readable. */
         int r = poll(pf, stopping(srv) ? 1 : 2, (int)(deadline - t));
         if (r < 0 && errno != EINTR)
@@ -727,9 +726,9 @@ static void *conn_main(void *arg)
                 break; /* calls waiting on the peer this long with no step: slow or stuck */
             timeout = (int)(since + GD_GRPC_REQ_TIMEOUT_MS - t);
         }
-        struct pollfd pf[3] = {{cn->fd, POLLIN, 0},
-                               {srv->stop[0], POLLIN, 0},
-                               {gd_grpc_sess_wake_fd(s), POLLIN, 0}};
+        struct pollfd pf[3] = { { cn->fd, POLLIN, 0 },
+                                { srv->stop[0], POLLIN, 0 },
+                                { gd_grpc_sess_wake_fd(s), POLLIN, 0 } };
         int r = poll(pf, 3, timeout);
         if (r < 0 && errno == EINTR)
             continue;
@@ -760,7 +759,7 @@ static void *conn_main(void *arg)
     /* Leaving on our side: the handlers running are waited for and answered, then the client
      * is told, briefly (it may not be reading). */
     while (gd_grpc_sess_busy(s) > gd_grpc_sess_stalled(s)) {
-        struct pollfd pw = {gd_grpc_sess_wake_fd(s), POLLIN, 0};
+        struct pollfd pw = { gd_grpc_sess_wake_fd(s), POLLIN, 0 };
         if (poll(&pw, 1, 1000) < 0 && errno != EINTR)
             break;
         if (gd_grpc_sess_pump(s) < 0 || flush(srv, cn->fd, s, now_ms() + 2000) < 0)
@@ -815,7 +814,7 @@ static void *accept_main(void *arg)
 {
     struct gd_grpc *srv = arg;
     while (!stopping(srv)) {
-        struct pollfd pf[2] = {{srv->fd, POLLIN, 0}, {srv->stop[0], POLLIN, 0}};
+        struct pollfd pf[2] = { { srv->fd, POLLIN, 0 }, { srv->stop[0], POLLIN, 0 } };
         if (poll(pf, 2, -1) < 0 && errno != EINTR)
             break;
         if (stopping(srv) || pf[1].revents)
@@ -823,13 +822,16 @@ static void *accept_main(void *arg)
         if (!(pf[0].revents & POLLIN))
             continue;
         int fd = accept4(srv->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                usleep(50000); /* the waiting peer stays in the backlog: no busy loop meanwhile */
             continue;
+        }
         pthread_mutex_lock(&srv->mu);
         struct conn *cn = slot_for_newcomer(srv);
         if (!cn) {
-            /* Full: the cut connection leaves within moments; wait for it, briefly. */
-            for (int i = 0; i < 20 && !cn && !stopping(srv); i++) {
+            /* Full: the cut connection leaves once its GOAWAY is out (500 ms at most). */
+            for (int i = 0; i < 80 && !cn && !stopping(srv); i++) {
                 pthread_mutex_unlock(&srv->mu);
                 usleep(10000);
                 pthread_mutex_lock(&srv->mu);
@@ -859,10 +861,9 @@ static void *accept_main(void *arg)
 }
 
 struct gd_grpc *gd_grpc_start(const char *sock_path, mode_t mode,
-                              const struct gd_grpc_method *methods, int n, char *err,
-                              size_t errlen)
+                              const struct gd_grpc_method *methods, int n, char *err, size_t errlen)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(sock_path) >= sizeof sa.sun_path) {
         snprintf(err, errlen, "%s: the path is too long for a unix socket (at most %zu bytes)",
                  sock_path, sizeof sa.sun_path - 1);

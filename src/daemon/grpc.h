@@ -32,10 +32,11 @@ enum gd_grpc_code {
     GD_GRPC_UNAUTHENTICATED = 16,
 };
 
-#define GD_GRPC_MAX_MSG (4u << 20)  /* a message's bytes, either way (gRPC's default) */
-#define GD_GRPC_MAX_CONNS 16        /* connections at once; the oldest idle one gives way */
-#define GD_GRPC_MAX_STREAMS 4       /* calls at once on one connection */
-#define GD_GRPC_REQ_TIMEOUT_MS 10000 /* calls waiting on the peer (its request, or its reading
+#define GD_GRPC_MAX_MSG (4u << 20) /* a message's bytes, either way (gRPC's default) */
+#define GD_GRPC_MAX_CONNS 16       /* connections at once; the oldest idle one gives way */
+#define GD_GRPC_MAX_STREAMS 4      /* calls at once on one connection */
+#define GD_GRPC_REQ_TIMEOUT_MS                                                                     \
+    10000 /* calls waiting on the peer (its request, or its reading
                                         of our answer) with no step taken in this long: the
                                         connection goes (a handler's own time is not counted) */
 

@@ -30,16 +30,15 @@ static void check_claims(const uint8_t *msg, size_t len)
     FUZZ_CHECK(n >= 0 && n <= GD_DRA_MAX_CLAIMS, "%d claims", n);
     for (int i = 0; i < n; i++) {
         FUZZ_CHECK(memchr(refs[i].ns, 0, sizeof refs[i].ns) && refs[i].ns[0], "claim %d ns", i);
-        FUZZ_CHECK(memchr(refs[i].uid, 0, sizeof refs[i].uid) && refs[i].uid[0], "claim %d uid",
+        FUZZ_CHECK(memchr(refs[i].uid, 0, sizeof refs[i].uid) && refs[i].uid[0], "claim %d uid", i);
+        FUZZ_CHECK(memchr(refs[i].name, 0, sizeof refs[i].name) && refs[i].name[0], "claim %d name",
                    i);
-        FUZZ_CHECK(memchr(refs[i].name, 0, sizeof refs[i].name) && refs[i].name[0],
-                   "claim %d name", i);
     }
 }
 
 /* Prepare: the claims decoded and each answered with a device (the encoder runs too). */
-static int prepare(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
-                   char *msg, size_t ml)
+static int prepare(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                   size_t ml)
 {
     static struct gd_dra_ref refs[GD_DRA_MAX_CLAIMS];
     static struct gd_dra_answer ans[GD_DRA_MAX_CLAIMS];
@@ -60,15 +59,15 @@ static int prepare(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, si
     return gd_dra_encode_prepare(ans, n, resp, rl) < 0 ? GD_GRPC_RESOURCE_EXHAUSTED : GD_GRPC_OK;
 }
 
-static int notify(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
-                  char *msg, size_t ml)
+static int notify(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                  size_t ml)
 {
     int reg;
     (void)ctx;
     (void)resp;
     (void)rl;
     return gd_dra_decode_reg_status(req, len, &reg, msg, ml) < 0 ? GD_GRPC_INVALID_ARGUMENT
-                                                                  : GD_GRPC_OK;
+                                                                 : GD_GRPC_OK;
 }
 
 static int echo(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
@@ -89,9 +88,9 @@ static int echo(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
 }
 
 static const struct gd_grpc_method methods[] = {
-    {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources", prepare, NULL},
-    {"/pluginregistration.Registration/NotifyRegistrationStatus", notify, NULL},
-    {"/a/b", echo, NULL},
+    { "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources", prepare, NULL },
+    { "/pluginregistration.Registration/NotifyRegistrationStatus", notify, NULL },
+    { "/a/b", echo, NULL },
 };
 
 static void drain(struct gd_grpc_sess *s)
@@ -123,8 +122,7 @@ static void session(const uint8_t *data, size_t size, int preface)
         drain(s);
         FUZZ_CHECK(gd_grpc_sess_busy(s) >= 0 && gd_grpc_sess_busy(s) <= 1000, "busy %d",
                    gd_grpc_sess_busy(s));
-        FUZZ_CHECK(gd_grpc_sess_stalled(s) >= 0 &&
-                       gd_grpc_sess_stalled(s) <= gd_grpc_sess_busy(s),
+        FUZZ_CHECK(gd_grpc_sess_stalled(s) >= 0 && gd_grpc_sess_stalled(s) <= gd_grpc_sess_busy(s),
                    "stalled %d of %d", gd_grpc_sess_stalled(s), gd_grpc_sess_busy(s));
     }
     drain(s);

@@ -45,7 +45,7 @@ static int slow(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
     (void)ml;
     if (ms < 0 || ms > 60000)
         ms = 0;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
     *resp = NULL;
     *rl = 0;
@@ -78,21 +78,25 @@ static int big(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t
 }
 
 /* Prepare: one device gpu-0 per claim (CDI gpuslice.io/claim=<uid>); a claim named bad-* fails. */
-static int claims(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
-                  char *msg, size_t ml)
+static int claims(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                  size_t ml)
 {
-    static struct gd_dra_ref refs[GD_DRA_MAX_CLAIMS];
-    static struct gd_dra_answer ans[GD_DRA_MAX_CLAIMS];
-    int n, prepare = ctx != NULL;
-    if (gd_dra_decode_claims(req, len, refs, GD_DRA_MAX_CLAIMS, &n, msg, ml) < 0)
+    /* Handlers run at once on threads of their own: nothing static. */
+    struct gd_dra_ref *refs = calloc(GD_DRA_MAX_CLAIMS, sizeof *refs);
+    struct gd_dra_answer *ans = calloc(GD_DRA_MAX_CLAIMS, sizeof *ans);
+    int n, prepare = ctx != NULL, r = -1;
+    if (!refs || !ans)
+        goto out;
+    if (gd_dra_decode_claims(req, len, refs, GD_DRA_MAX_CLAIMS, &n, msg, ml) < 0) {
+        free(refs);
+        free(ans);
         return GD_GRPC_INVALID_ARGUMENT;
-    memset(ans, 0, sizeof ans);
+    }
     for (int i = 0; i < n; i++) {
         struct gd_dra_answer *a = &ans[i];
         snprintf(a->uid, sizeof a->uid, "%s", refs[i].uid);
         if (strncmp(refs[i].name, "bad-", 4) == 0) {
-            snprintf(a->error, sizeof a->error, "%s/%s: cannot prepare", refs[i].ns,
-                     refs[i].name);
+            snprintf(a->error, sizeof a->error, "%s/%s: cannot prepare", refs[i].ns, refs[i].name);
             continue;
         }
         if (!prepare)
@@ -103,17 +107,20 @@ static int claims(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, siz
         snprintf(a->dev[0].pool, sizeof a->dev[0].pool, "node-1");
         snprintf(a->dev[0].device, sizeof a->dev[0].device, "gpu-0");
         a->dev[0].ncdi = 1;
-        snprintf(a->dev[0].cdi[0], sizeof a->dev[0].cdi[0], "gpuslice.io/claim=%s",
-                 refs[i].uid);
+        snprintf(a->dev[0].cdi[0], sizeof a->dev[0].cdi[0], "gpuslice.io/claim=%s", refs[i].uid);
     }
-    int r = prepare ? gd_dra_encode_prepare(ans, n, resp, rl) : gd_dra_encode_unprepare(ans, n, resp, rl);
+    r = prepare ? gd_dra_encode_prepare(ans, n, resp, rl)
+                : gd_dra_encode_unprepare(ans, n, resp, rl);
+out:
+    free(refs);
+    free(ans);
     return r < 0 ? GD_GRPC_RESOURCE_EXHAUSTED : GD_GRPC_OK;
 }
 
 static int get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
                     char *msg, size_t ml)
 {
-    static const char *const versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+    static const char *const versions[] = { GD_DRA_SERVICE_V1, GD_DRA_SERVICE_V1BETA1 };
     (void)ctx;
     (void)req;
     (void)len;
@@ -124,8 +131,8 @@ static int get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, s
                : GD_GRPC_OK;
 }
 
-static int notify(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
-                  char *msg, size_t ml)
+static int notify(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                  size_t ml)
 {
     int reg;
     char error[256];
@@ -141,22 +148,22 @@ static int notify(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, siz
     return GD_GRPC_OK;
 }
 
-#define DRA_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
-#define DRA_V1B "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+#define DRA_V1 GD_DRA_PATH_V1
+#define DRA_V1B GD_DRA_PATH_V1BETA1
 static int yes = 1;
 static const struct gd_grpc_method methods[] = {
-    {"/test.Echo/Echo", echo, NULL},
-    {"/test.Echo/Sleep", slow, NULL},
-    {"/test.Echo/Fail", fail, NULL},
-    {"/test.Echo/Big", big, NULL},
-    {DRA_V1 "NodePrepareResources", claims, &yes},
-    {DRA_V1 "NodeUnprepareResources", claims, NULL},
-    {DRA_V1B "NodePrepareResources", claims, &yes},
-    {DRA_V1B "NodeUnprepareResources", claims, NULL},
+    { "/test.Echo/Echo", echo, NULL },
+    { "/test.Echo/Sleep", slow, NULL },
+    { "/test.Echo/Fail", fail, NULL },
+    { "/test.Echo/Big", big, NULL },
+    { DRA_V1 "NodePrepareResources", claims, &yes },
+    { DRA_V1 "NodeUnprepareResources", claims, NULL },
+    { DRA_V1B "NodePrepareResources", claims, &yes },
+    { DRA_V1B "NodeUnprepareResources", claims, NULL },
 };
 static const struct gd_grpc_method reg_methods[] = {
-    {"/pluginregistration.Registration/GetInfo", get_info, NULL},
-    {"/pluginregistration.Registration/NotifyRegistrationStatus", notify, NULL},
+    { GD_DRA_REG_PATH "GetInfo", get_info, NULL },
+    { GD_DRA_REG_PATH "NotifyRegistrationStatus", notify, NULL },
 };
 
 int main(int argc, char **argv)
@@ -193,6 +200,7 @@ int main(int argc, char **argv)
     gd_grpc_stop(srv);
     gd_grpc_stop(reg);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    printf("stopped %ld\n", (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+    printf("stopped %ld\n",
+           (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
     return 0;
 }

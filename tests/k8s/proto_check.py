@@ -113,6 +113,20 @@ def same_shape(v1, beta, out):
         out.append("the services of v1 and v1beta1 differ")
 
 
+def check_header(path, reg):
+    import re
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    defs = dict(re.findall(r'^#define (GD_DRA_\w+) "([^"]*)"', text, re.M))
+    want = {"GD_DRA_SERVICE_V1": reg["dra_service_versions"]["v1"],
+            "GD_DRA_SERVICE_V1BETA1": reg["dra_service_versions"]["v1beta1"],
+            "GD_DRA_PATH_V1": reg["grpc_paths"]["v1"],
+            "GD_DRA_PATH_V1BETA1": reg["grpc_paths"]["v1beta1"],
+            "GD_DRA_REG_PATH": reg["grpc_paths"]["registration"]}
+    return [f"src/daemon/dra.h: {k} is {defs.get(k)!r}, upstream {v!r}"
+            for k, v in want.items() if defs.get(k) != v]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--protoc", default="protoc-c")
@@ -149,6 +163,8 @@ def main():
         errs.append(f"{name}: ours, but the table has no upstream facts for it")
     if not errs and "dra/v1/api.proto" in ours and "dra/v1beta1/api.proto" in ours:
         same_shape(ours["dra/v1/api.proto"], ours["dra/v1beta1/api.proto"], errs)
+    # What gpusliced names in its code (src/daemon/dra.h) against the same facts.
+    errs += check_header(os.path.join(ROOT, "src", "daemon", "dra.h"), table["registration"])
     for e in errs:
         print("FAIL: " + e)
     if errs:
@@ -158,7 +174,8 @@ def main():
     nfields = sum(len(m["fields"]) for f in ours.values() for m in f["messages"].values())
     nmeth = sum(len(s) for f in ours.values() for s in f["services"].values())
     print(f"ok: {len(ours)} proto files, {nmeth} methods, {nfields} top-level fields equal upstream; "
-          "v1beta1's messages are v1's fields with the same numbers and types")
+          "v1beta1's messages are v1's fields with the same numbers and types; dra.h's paths and "
+          "versions are upstream's")
     return 0
 
 

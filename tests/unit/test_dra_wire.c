@@ -47,7 +47,7 @@ static void put_str(struct buf *b, int field, const char *s)
 /* A Claim (namespace = 1, uid = 2, name = 3) as field 1 of a request. */
 static void put_claim(struct buf *req, const char *ns, const char *uid, const char *name)
 {
-    struct buf c = {.n = 0};
+    struct buf c = { .n = 0 };
     put_str(&c, 1, ns);
     put_str(&c, 2, uid);
     put_str(&c, 3, name);
@@ -58,7 +58,7 @@ static struct gd_dra_ref refs[GD_DRA_MAX_CLAIMS + 1];
 
 static void test_decode_claims_reads_each_field(void **state)
 {
-    struct buf b = {.n = 0};
+    struct buf b = { .n = 0 };
     char err[256] = "";
     int n = -1;
     (void)state;
@@ -78,14 +78,13 @@ static void test_decode_claims_empty_request_is_no_claims(void **state)
     char err[256] = "";
     int n = -1;
     (void)state;
-    assert_int_equal(gd_dra_decode_claims((const uint8_t *)"", 0, refs, 4, &n, err, sizeof err),
-                     0);
+    assert_int_equal(gd_dra_decode_claims((const uint8_t *)"", 0, refs, 4, &n, err, sizeof err), 0);
     assert_int_equal(n, 0);
 }
 
 static void test_decode_claims_max_and_one_more(void **state)
 {
-    struct buf b = {.n = 0};
+    struct buf b = { .n = 0 };
     char err[256] = "", uid[32];
     int n = -1;
     (void)state;
@@ -111,7 +110,7 @@ static void test_decode_claims_field_lengths(void **state)
     (void)state;
     memset(uid, 'u', sizeof uid);
     uid[128] = '\0'; /* the longest a UID may be */
-    struct buf b = {.n = 0};
+    struct buf b = { .n = 0 };
     put_claim(&b, "ns", uid, "c");
     assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), 0);
     assert_int_equal(strlen(refs[0].uid), 128);
@@ -125,13 +124,13 @@ static void test_decode_claims_field_lengths(void **state)
 
 static void test_decode_claims_refuses_empty_fields(void **state)
 {
-    const char *cases[][3] = {{"", "u", "n"}, {"ns", "", "n"}, {"ns", "u", ""}};
-    const char *what[] = {"namespace", "uid", "name"};
+    const char *cases[][3] = { { "", "u", "n" }, { "ns", "", "n" }, { "ns", "u", "" } };
+    const char *what[] = { "namespace", "uid", "name" };
     char err[256], want[64];
     int n;
     (void)state;
     for (int i = 0; i < 3; i++) {
-        struct buf b = {.n = 0};
+        struct buf b = { .n = 0 };
         put_claim(&b, "ok", "ok", "ok");
         put_claim(&b, cases[i][0], cases[i][1], cases[i][2]);
         assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), -1);
@@ -142,7 +141,7 @@ static void test_decode_claims_refuses_empty_fields(void **state)
 
 static void test_decode_claims_refuses_nul_and_garbage(void **state)
 {
-    struct buf b = {.n = 0}, c = {.n = 0};
+    struct buf b = { .n = 0 }, c = { .n = 0 };
     char err[256];
     int n;
     (void)state;
@@ -151,16 +150,18 @@ static void test_decode_claims_refuses_nul_and_garbage(void **state)
     put_bytes(&b, 1, c.b, c.n);
     assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), -1);
     assert_non_null(strstr(err, "NUL"));
-    static const uint8_t cut[] = {0x0a, 0x05, 0x0a, 0x01};      /* a length past the end */
-    static const uint8_t badwire[] = {0x0b, 0x00};             /* wire type 3 */
-    static const uint8_t zero[] = {0x00, 0x01};                /* field 0 */
-    static const uint8_t longvar[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                      0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t cut[] = { 0x0a, 0x05, 0x0a, 0x01 }; /* a length past the end */
+    static const uint8_t badwire[] = { 0x0b, 0x00 };         /* wire type 3 */
+    static const uint8_t zero[] = { 0x00, 0x01 };            /* field 0 */
+    static const uint8_t longvar[] = { 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                       0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
     const struct {
         const uint8_t *p;
         size_t n;
-    } bad[] = {{cut, sizeof cut}, {badwire, sizeof badwire}, {zero, sizeof zero},
-               {longvar, sizeof longvar}};
+    } bad[] = { { cut, sizeof cut },
+                { badwire, sizeof badwire },
+                { zero, sizeof zero },
+                { longvar, sizeof longvar } };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         assert_int_equal(gd_dra_decode_claims(bad[i].p, bad[i].n, refs, 4, &n, err, sizeof err),
@@ -171,7 +172,7 @@ static void test_decode_claims_refuses_nul_and_garbage(void **state)
 
 static void test_decode_claims_bounds_unknown_fields(void **state)
 {
-    struct buf b = {.n = 0};
+    struct buf b = { .n = 0 };
     char err[256] = "";
     int n;
     (void)state;
@@ -232,8 +233,8 @@ static void test_encode_prepare_reads_back(void **state)
     assert_int_equal(r->claims[1]->value->n_devices, 0);
     assert_string_equal(r->claims[2]->key, "uid-c");
     assert_int_equal(r->claims[2]->value->n_devices, 0);
-    k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__free_unpacked(
-        r, NULL);
+    k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__free_unpacked(r,
+                                                                                              NULL);
     free(out);
     assert_int_equal(gd_dra_encode_prepare(ans, 0, &out, &len), 0);
     assert_int_equal(len, 0);
@@ -265,7 +266,7 @@ static void test_encode_unprepare_reads_back(void **state)
 
 static void test_plugin_info_reads_back(void **state)
 {
-    static const char *const v[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+    static const char *const v[] = { "v1.DRAPlugin", "v1beta1.DRAPlugin" };
     uint8_t *out = NULL;
     size_t len = 0;
     (void)state;
@@ -285,7 +286,7 @@ static void test_plugin_info_reads_back(void **state)
 
 static void test_reg_status_decodes_and_refuses(void **state)
 {
-    struct buf b = {.n = 0};
+    struct buf b = { .n = 0 };
     char err[64];
     int reg = -1;
     (void)state;
@@ -298,7 +299,7 @@ static void test_reg_status_decodes_and_refuses(void **state)
     assert_int_equal(gd_dra_decode_reg_status((const uint8_t *)"", 0, &reg, err, sizeof err), 0);
     assert_int_equal(reg, 0);
     assert_string_equal(err, "");
-    static const uint8_t cut[] = {0x12, 0x09, 'a'};
+    static const uint8_t cut[] = { 0x12, 0x09, 'a' };
     assert_int_equal(gd_dra_decode_reg_status(cut, sizeof cut, &reg, err, sizeof err), -1);
     assert_true(err[0] != '\0');
     b.n = 0;

@@ -45,8 +45,8 @@ static struct answer *answer_of(struct client *c, int32_t id)
     return NULL;
 }
 
-static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
+                     const uint8_t *value, size_t vlen, uint8_t flags, void *user)
 {
     struct answer *a = answer_of(user, f->hd.stream_id);
     char *dst = NULL;
@@ -55,10 +55,10 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     (void)flags;
     if (!a)
         return 0;
-#define H(lit, field)                                                                          \
-    if (nlen == sizeof(lit) - 1 && memcmp(name, lit, nlen) == 0) {                             \
-        dst = a->field;                                                                        \
-        cap = sizeof a->field;                                                                 \
+#define H(lit, field)                                                                              \
+    if (nlen == sizeof(lit) - 1 && memcmp(name, lit, nlen) == 0) {                                 \
+        dst = a->field;                                                                            \
+        cap = sizeof a->field;                                                                     \
     }
     H(":status", status)
     H("content-type", ctype)
@@ -73,8 +73,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
     return 0;
 }
 
-static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *user)
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                   void *user)
 {
     struct answer *a = answer_of(user, id);
     (void)h2;
@@ -136,21 +136,21 @@ static void client_done(struct client *c)
 }
 
 /* A call's request: body is the whole DATA (prefix included), sent with END_STREAM. */
-static struct answer *call(struct client *c, const char *path, const char *ctype,
-                           const void *body, size_t len)
+static struct answer *call(struct client *c, const char *path, const char *ctype, const void *body,
+                           size_t len)
 {
     nghttp2_nv nv[] = {
-        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
-        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
-        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
-        {(uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0},
-        {(uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0},
-        {(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0},
+        { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
+        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
+        { (uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0 },
+        { (uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0 },
+        { (uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0 },
+        { (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0 },
     };
     c->body = body;
     c->body_len = len;
     c->body_off = 0;
-    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = read_body};
+    nghttp2_data_provider dp = { .source.ptr = c, .read_callback = read_body };
     int32_t id = nghttp2_submit_request(c->h2, NULL, nv, 6, &dp, NULL);
     assert_true(id > 0);
     struct answer *a = &c->a[c->n++];
@@ -176,7 +176,7 @@ static int pump_both(struct client *c, struct gd_grpc_sess *s)
             moved = 1;
         }
         if (gd_grpc_sess_wake_fd(s) >= 0) {
-            struct pollfd pf = {gd_grpc_sess_wake_fd(s), POLLIN, 0};
+            struct pollfd pf = { gd_grpc_sess_wake_fd(s), POLLIN, 0 };
             if (poll(&pf, 1, gd_grpc_sess_busy(s) > gd_grpc_sess_stalled(s) ? 2000 : 0) > 0 &&
                 gd_grpc_sess_pump(s) < 0)
                 rc = -1;
@@ -222,8 +222,8 @@ static int echo(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
     return GD_GRPC_OK;
 }
 
-static int refuse(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl,
-                  char *msg, size_t ml)
+static int refuse(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                  size_t ml)
 {
     (void)req;
     (void)len;
@@ -247,10 +247,10 @@ static int big(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t
 
 static int odd = 99;
 static const struct gd_grpc_method methods[] = {
-    {"/t.S/Echo", echo, NULL},
-    {"/t.S/Refuse", refuse, NULL},
-    {"/t.S/Odd", refuse, &odd},
-    {"/t.S/Big", big, NULL},
+    { "/t.S/Echo", echo, NULL },
+    { "/t.S/Refuse", refuse, NULL },
+    { "/t.S/Odd", refuse, &odd },
+    { "/t.S/Big", big, NULL },
 };
 
 static struct gd_grpc_sess *new_sess(int async)
@@ -269,8 +269,8 @@ static void check_ok(struct answer *a, const void *msg, size_t len)
     assert_string_equal(a->gstatus, "0");
     assert_int_equal(a->len, len + 5);
     assert_int_equal(a->data[0], 0);
-    assert_int_equal((size_t)a->data[1] << 24 | (size_t)a->data[2] << 16 |
-                         (size_t)a->data[3] << 8 | a->data[4],
+    assert_int_equal((size_t)a->data[1] << 24 | (size_t)a->data[2] << 16 | (size_t)a->data[3] << 8 |
+                         a->data[4],
                      len);
     assert_memory_equal(a->data + 5, msg, len);
 }
