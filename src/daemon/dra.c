@@ -792,7 +792,7 @@ static int on_unprepare(void *ctx, const uint8_t *req, size_t len, uint8_t **res
 
 /* ---- registration ---- */
 
-static const char *const versions[] = { GD_DRA_VERSION_V1, GD_DRA_VERSION_V1BETA1 };
+static const char *const versions[] = { GD_DRA_SERVICE_V1, GD_DRA_SERVICE_V1BETA1 };
 
 static int on_get_info(void *ctx, const uint8_t *req, size_t len, uint8_t **resp,
                        size_t *resplen, char *msg, size_t msglen)
@@ -940,14 +940,14 @@ static int restore(char *err, size_t errlen)
 int gd_dra_start(char *err, size_t errlen)
 {
     static const struct gd_grpc_method reg[] = {
-        { "/pluginregistration.Registration/GetInfo", on_get_info, NULL },
-        { "/pluginregistration.Registration/NotifyRegistrationStatus", on_reg_status, NULL },
+        { GD_DRA_REG_PATH "GetInfo", on_get_info, NULL },
+        { GD_DRA_REG_PATH "NotifyRegistrationStatus", on_reg_status, NULL },
     };
     static const struct gd_grpc_method svc[] = {
-        { "/" GD_DRA_SERVICE_V1 "/NodePrepareResources", on_prepare, NULL },
-        { "/" GD_DRA_SERVICE_V1 "/NodeUnprepareResources", on_unprepare, NULL },
-        { "/" GD_DRA_SERVICE_V1BETA1 "/NodePrepareResources", on_prepare, NULL },
-        { "/" GD_DRA_SERVICE_V1BETA1 "/NodeUnprepareResources", on_unprepare, NULL },
+        { GD_DRA_PATH_V1 "NodePrepareResources", on_prepare, NULL },
+        { GD_DRA_PATH_V1 "NodeUnprepareResources", on_unprepare, NULL },
+        { GD_DRA_PATH_V1BETA1 "NodePrepareResources", on_prepare, NULL },
+        { GD_DRA_PATH_V1BETA1 "NodeUnprepareResources", on_unprepare, NULL },
     };
 
     if (!gd_opt.dra)

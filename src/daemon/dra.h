@@ -23,12 +23,6 @@
 #define GD_DRA_MAX_DEVS 16             /* devices of one claim that are ours */
 #define GD_DRA_MAX_CDI 4               /* CDI device IDs answered per device */
 
-/* The DRA services' gRPC names (method paths), and the versions PluginInfo lists for them. */
-#define GD_DRA_SERVICE_V1 "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin"
-#define GD_DRA_SERVICE_V1BETA1 "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
-#define GD_DRA_VERSION_V1 "v1.DRAPlugin"
-#define GD_DRA_VERSION_V1BETA1 "v1beta1.DRAPlugin"
-
 /* ---- the driver (dra.c) ---- */
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/parse.h"
+#include "common/env.h"
 #include "daemon/dra.h"
 #include "gpuslice/tenant_abi.h"
 
@@ -737,7 +738,7 @@ json_t *gd_dra_cdi_json(const char *claim_uid, const char *lib_dir, const char *
     /* Where the webhook mounts the same (webhook.c): one layout in every pod. */
     return json_pack("{s:s, s:s, s:[{s:s, s:{s:[s], s:[o, o, o, o]}}]}", "cdiVersion",
                      CDI_VERSION, "kind", CDI_KIND, "devices", "name", claim_uid,
-                     "containerEdits", "env", "GPUSLICE_POD=1", "mounts",
+                     "containerEdits", "env", GS_ENV_POD "=1", "mounts",
                      ro_bind(lib_dir, "/usr/local/gpuslice"),
                      ro_bind(preload_file, "/etc/ld.so.preload"),
                      ro_bind(pods_dir, "/run/gpuslice"),
