@@ -23,6 +23,7 @@
     X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char *uuid, unsigned int length))     \
     X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                            \
       (nvmlDevice_t device, int *major, int *minor))                                               \
+    X(nvmlReturn_t, nvmlDeviceGetNumGpuCores, (nvmlDevice_t device, unsigned int *numCores))     \
     X(nvmlReturn_t, nvmlDeviceGetAttributes_v2,                                                    \
       (nvmlDevice_t device, nvmlDeviceAttributes_t * attributes))                                  \
     X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t * memory))         \

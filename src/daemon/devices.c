@@ -128,6 +128,19 @@ static int sample(struct gd_device *v)
                 d->nvmlDeviceGetCudaComputeCapability(h, &g->cc_major, &g->cc_minor) !=
                     NVML_SUCCESS)
                 g->cc_major = g->cc_minor = 0;
+            /*
+             * NVML's attributes name the SMs of MIG-capable GPUs in MIG mode only (an H100
+             * without MIG answers 0): else its CUDA cores over the cores of one SM of the
+             * architecture (64 on compute capability 7.x and 8.0, 128 on 8.6 and later).
+             */
+            if (g->sms == 0 && g->cc_major >= 7 && d->nvmlDeviceGetNumGpuCores &&
+                d->nvmlDeviceGetNumGpuCores(h, &val) == NVML_SUCCESS) {
+                unsigned per = g->cc_major == 7 || (g->cc_major == 8 && g->cc_minor == 0) ? 64
+                                                                                         : 128;
+
+                if (val % per == 0 && val / per > 0 && val / per < 4096)
+                    g->sms = (int)(val / per);
+            }
         }
         /*
          * The v2 figures, as nvidia-smi shows them: used without what the driver reserves for

@@ -214,9 +214,11 @@ static json_t *device_json(const struct gd_dra_gpu *g)
     if (set_string_attr(attrs, "uuid", g->uuid) < 0 ||
         set_string_attr(attrs, "productName", g->product) < 0 ||
         set_string_attr(attrs, "architecture", g->arch) < 0 ||
-        json_object_set_new(attrs, "index", json_pack("{s:I}", "int", (json_int_t)g->index)) < 0 ||
-        json_object_set_new(attrs, "multiprocessors",
-                            json_pack("{s:I}", "int", (json_int_t)g->sms)) < 0)
+        json_object_set_new(attrs, "index", json_pack("{s:I}", "int", (json_int_t)g->index)) < 0)
+        goto fail;
+    /* Unknown (0) is left out: a selector on it then fails rather than match a wrong count. */
+    if (g->sms > 0 && json_object_set_new(attrs, "multiprocessors",
+                                          json_pack("{s:I}", "int", (json_int_t)g->sms)) < 0)
         goto fail;
     if (is_semver(g->driver_version)) {
         if (json_object_set_new(attrs, "driverVersion",

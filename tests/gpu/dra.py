@@ -144,6 +144,13 @@ def main():
                  "the slice's device: the GPU's UUID %s, %d MiB, 100 cores, shared" %
                  (uuid, mem >> 20))
         gc.note("slice device: " + json.dumps(dev)[:600])
+        gc.check(dev["attributes"].get("multiprocessors", {}).get("int") == 132 or
+                 dev["attributes"]["productName"]["string"] != "NVIDIA H100 80GB HBM3",
+                 "the slice's multiprocessors: %s" % dev["attributes"].get("multiprocessors"))
+        kc_post(kc, "/objects", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                 "metadata": {"name": "gpuslice.io"},
+                                 "spec": {"selectors": [{"cel": {
+                                     "expression": 'device.driver == "gpu.gpuslice.io"'}}]}})
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"name": "train-gpu", "namespace": "ml", "uid": CLAIM_UID},
                  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {

@@ -279,6 +279,18 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsig
     return copy_string(uuid, length, s);
 }
 
+/* Hopper's 128 CUDA cores per SM. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
+{
+    int i;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!numCores)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *numCores = nv.cfg.sms * 128u;
+    return NVML_SUCCESS;
+}
+
 /* An H100's: its SMs (GPUSLICE_SIM_SMS), its memory in MiB; one engine of each kind. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                    nvmlDeviceAttributes_t *attributes)
