@@ -231,8 +231,10 @@ def main():
                     r.stderr.strip()[-300:]):
             t0, t1, n = open(marks).read().split()
             t0, t1 = float(t0), float(t1)
-            util = sampler.util_mean(t0 + 3, t1 - 0.5)
+            got = sampler.util_mean(t0 + 3, t1 - 0.5)
+            util = got["pct"] if got else None
             gc.key("claim_50_cores_nvml_util_pct", util if util is not None else -1)
+            gc.note("NVML's utilisation over the loop's steady part: %s" % got)
             gc.num("claim_gemm_per_s", int(n) / (t1 - t0))
             gc.check(util is not None and abs(util - 50) <= 2,
                      "50 cores: the container's GPU time %s %% as NVML measures it, within 2 "
