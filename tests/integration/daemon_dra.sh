@@ -134,6 +134,27 @@ PY
     e=$(claim_err $CD)
     case $e in *"ns1/d"*overfills*) ok "an over-capacity allocation is refused, naming the claim: $e" ;; *) bad "forced claim: '$e'"; cat "$T/prep" ;; esac
     [ ! -f "$CDI/gpuslice.io-claim_$CD.json" ] && ok "and has no CDI spec" || bad "spec of a refused claim"
+    # Cores: 25 + 50 prepared; 30 more forced onto gpu-0 (1Gi fits) overfills its 100 cores.
+    claim f cccccccc-1111-4000-8000-00000000000f 1Gi 30
+    alloc allocate --claim ns1/f --node node1 --force node1/gpu-0 >/dev/null 2>&1
+    prep v1 ns1/f/cccccccc-1111-4000-8000-00000000000f
+    e=$(claim_err cccccccc-1111-4000-8000-00000000000f)
+    case $e in *"ns1/f"*"105 of its 100 cores"*) ok "cores past 100 are refused: $e" ;; *) bad "cores overfill: '$e'" ;; esac
+    alloc release --claim ns1/d --claim ns1/f >/dev/null 2>&1 || bad "release of the forced claims"
+    # The latency class is the node admin's to give (pod-latency-namespaces: none here).
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"lat","namespace":"ns1","uid":"cccccccc-1111-4000-8000-000000000010"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{"memory":"1Gi"}}}}],"config":[{"opaque":{"driver":"gpu.gpuslice.io","parameters":{"priority":"latency"}}}]}}}' "$KC/objects" >/dev/null
+    alloc allocate --claim ns1/lat --node node1 >/dev/null 2>&1 || bad "allocation of lat"
+    prep v1 ns1/lat/cccccccc-1111-4000-8000-000000000010
+    e=$(claim_err cccccccc-1111-4000-8000-000000000010)
+    case $e in *"ns1/lat"*latency*pod-latency-namespaces*) ok "a claim's own latency class is refused: $e" ;; *) bad "latency claim: '$e'" ;; esac
+    # Without NVIDIA's CDI spec of the GPU, Prepare says how to make it.
+    mv "$NVCDI/nvidia.yaml" "$T/nvidia.yaml.off"
+    claim g cccccccc-1111-4000-8000-000000000011 1Gi ""
+    alloc allocate --claim ns1/g --node node1 >/dev/null 2>&1 || bad "allocation of g"
+    prep v1 ns1/g/cccccccc-1111-4000-8000-000000000011
+    e=$(claim_err cccccccc-1111-4000-8000-000000000011)
+    case $e in *"ns1/g"*"nvidia.com/gpu=$UUID0"*"nvidia-ctk cdi generate"*) ok "no NVIDIA CDI spec: refused, saying how to generate it" ;; *) bad "nvidia spec missing: '$e'" ;; esac
+    mv "$T/nvidia.yaml.off" "$NVCDI/nvidia.yaml"
     # A claim of another driver, of another node, and one the API server does not know.
     kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"nv","namespace":"ns1","uid":"'"$CE"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"x"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"node1","device":"gpu-0"}]}}}}' "$KC/objects" >/dev/null
     prep v1 ns1/nv/$CE; e=$(claim_err $CE)
