@@ -120,11 +120,6 @@ PY
     grep -q "total $((8 << 30))" "$T/out" && grep -q "alloc 8000 ok" "$T/out" && grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pa sees 8 GiB, holds 8000M, is refused 300M more" || { bad "pod pa memory"; cat "$T/out" "$T/err"; }
     expect 0 "a process of pod pb's container" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$P" total alloc:4000 alloc:200
     grep -q "total $((4 << 30))" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pb sees 4 GiB and is held to it" || { bad "pod pb memory"; cat "$T/out" "$T/err"; }
-    in_claim "$CDI/gpuslice.io-claim_$CA.json" $UA $C1 "$CL" stream 2 500 >"$T/sa" 2>"$T/sa.err"
-    in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$CL" stream 2 500 >"$T/sb" 2>"$T/sb.err"
-    sa=$(awk '/^share/ {print $2}' "$T/sa"); sb=$(awk '/^share/ {print $2}' "$T/sb")
-    if awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a >= 0.20 && a <= 0.28 && b >= 0.44 && b <= 0.53) }'; then ok "25 and 50 cores: shares $sa and $sb of the GPU's time"
-    else bad "compute shares $sa $sb (want 0.25, 0.50)"; cat "$T/sa.err" "$T/sb.err"; fi
     # A process of a pod the claim is not reserved for gets nothing of it.
     expect 1 "a process of a pod with no claim and no tenant" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" eeeeeeee-0000-4000-8000-00000000000e $C1 "$P" alloc:100
     # A broken scheduler: 8Gi more forced onto gpu-0 (now 12 of 16 GiB held) is refused by name.
@@ -182,6 +177,25 @@ PY
     stop_daemon
     kctl "$KC/objects/resourceslices" >"$T/slices"
     python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])) == [] else 1)' "$T/slices" && ok "stopped, the daemon removed its ResourceSlice" || { bad "slice left"; cat "$T/slices"; }
+    ;;
+daemon_dra_compute)
+    # Cores are a compute ceiling: 25 and 50 measured as shares of the simulated GPU's time
+    # (run alone: shares on a machine of two CPUs).
+    UA=aaaaaaaa-0000-4000-8000-0000000000ca UB=bbbbbbbb-0000-4000-8000-0000000000cb
+    CA=cccccccc-3333-4000-8000-00000000000a CB=cccccccc-3333-4000-8000-00000000000b
+    C1=$(printf 'd5%062d' 0) C2=$(printf 'd6%062d' 0)
+    trap 'cg_cleanup_own $UA $UB; cleanup' EXIT
+    start_daemon $DRA_ARGS || exit 1
+    slice_until 10 || bad "no slice"
+    claim a "$CA" 8Gi 25; claim b "$CB" 4Gi 50
+    alloc allocate --claim ns1/a --pod pa/$UA --node node1 >/dev/null 2>&1 && alloc allocate --claim ns1/b --pod pb/$UB --node node1 >/dev/null 2>&1 || bad "allocation"
+    prep v1 ns1/a/$CA ns1/b/$CB && [ -z "$(claim_err $CA)" ] && [ -z "$(claim_err $CB)" ] || { bad "prepare"; cat "$T/prep"; }
+    in_claim "$CDI/gpuslice.io-claim_$CA.json" $UA $C1 "$CL" stream 2 500 >"$T/sa" 2>"$T/sa.err"
+    in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$CL" stream 2 500 >"$T/sb" 2>"$T/sb.err"
+    sa=$(awk '/^share/ {print $2}' "$T/sa"); sb=$(awk '/^share/ {print $2}' "$T/sb")
+    if awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a >= 0.20 && a <= 0.28 && b >= 0.44 && b <= 0.53) }'; then ok "25 and 50 cores: shares $sa and $sb of the GPU's time"
+    else bad "compute shares $sa $sb (want 0.25, 0.50)"; cat "$T/sa.err" "$T/sb.err"; fi
+    stop_daemon
     ;;
 daemon_dra_restart)
     # A SIGKILL between Prepare and Unprepare: both answered right afterwards (the checkpoint).
