@@ -848,9 +848,11 @@ static void h_create(struct gd_request *req, struct gd_response *resp)
                      "gpuslice run's ID)");
         goto out;
     }
-    if (strncmp(json_string_value(name), "pod-", 4) == 0) {
+    if (strncmp(json_string_value(name), "pod-", 4) == 0 ||
+        strncmp(json_string_value(name), "claim-", 6) == 0) {
         gd_api_error(resp, 400, "bad_value",
-                     "name: names starting with \"pod-\" are the daemon's, for Kubernetes pods");
+                     "name: names starting with \"pod-\" or \"claim-\" are the daemon's, for "
+                     "Kubernetes pods and claims of its DRA driver");
         goto out;
     }
     if ((owner = json_object_get(o, "owner")) != NULL) {

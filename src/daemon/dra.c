@@ -268,23 +268,38 @@ static int find(const char *uid)
     return -1;
 }
 
-/* STATE_DIR/dra-claims.json written durably from the table; 0 or -1 with err. */
-static int checkpoint_write(char *err, size_t errlen)
+/*
+ * STATE_DIR/dra-claims.json written durably: the table as it will be, with put (if not NULL)
+ * in place of the claim of its UID or added, and the entry at skip (if >= 0) left out. The
+ * table itself is changed only after (under dra.mu): a claim is prepared, or unprepared, only
+ * once the file says so. 0 or -1 with err.
+ */
+static int checkpoint_write(const struct gd_dra_claim *put, int skip, char *err, size_t errlen)
 {
-    struct gd_dra_claim *flat = calloc((size_t)(dra.n ? dra.n : 1), sizeof(*flat));
+    struct gd_dra_claim *flat = calloc((size_t)dra.n + 1, sizeof(*flat));
     char path[PATH_MAX], tmp[PATH_MAX];
     json_t *j;
     char *text = NULL;
-    int fd = -1, i, r = -1;
+    int fd = -1, i, r = -1, k = 0, placed = 0;
     size_t len, off;
 
     if (!flat) {
         gs_set_error(err, errlen, "out of memory");
         return -1;
     }
-    for (i = 0; i < dra.n; i++)
-        flat[i] = *dra.claim[i];
-    j = gd_dra_checkpoint_json(flat, dra.n);
+    for (i = 0; i < dra.n; i++) {
+        if (i == skip)
+            continue;
+        if (put && strcmp(dra.claim[i]->uid, put->uid) == 0) {
+            flat[k++] = *put;
+            placed = 1;
+        } else {
+            flat[k++] = *dra.claim[i];
+        }
+    }
+    if (put && !placed)
+        flat[k++] = *put;
+    j = gd_dra_checkpoint_json(flat, k);
     free(flat);
     if (!j || !(text = json_dumps(j, JSON_INDENT(1)))) {
         json_decref(j);
@@ -518,6 +533,23 @@ static int cdi_write(const struct gd_dra_claim *c, char *err, size_t errlen)
     return r;
 }
 
+/* A regular file opened for reading, never waiting (a FIFO planted under its name); or NULL. */
+static FILE *open_regular(const char *path)
+{
+    struct stat st;
+    FILE *f;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20) ||
+        !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return NULL;
+    }
+    return f;
+}
+
 /*
  * Whether NVIDIA's CDI spec names GPU uuid (nvidia.com/gpu=<UUID>) in one of the directories
  * nvidia-cdi-dirs lists: a spec of kind nvidia.com/gpu with a device of that name, JSON or
@@ -545,10 +577,13 @@ static int nvidia_cdi_has(const char *uuid)
                               strcmp(e->d_name + nl - 4, ".yml") == 0);
             if (!yaml && !(nl > 5 && strcmp(e->d_name + nl - 5, ".json") == 0))
                 continue;
-            if ((size_t)snprintf(path, sizeof(path), "%s/%s", d, e->d_name) >= sizeof(path))
+            /* Ours (one per claim) are never NVIDIA's: not read. */
+            if (strncmp(e->d_name, "gpuslice.io-", 12) == 0 ||
+                (size_t)snprintf(path, sizeof(path), "%s/%s", d, e->d_name) >= sizeof(path) ||
+                !(f = open_regular(path)))
                 continue;
             if (!yaml) {
-                json_t *j = json_load_file(path, 0, NULL), *dev;
+                json_t *j = json_loadf(f, 0, NULL), *dev;
                 size_t i;
 
                 if (j && strcmp(json_string_value(json_object_get(j, "kind")) ?: "",
@@ -558,10 +593,9 @@ static int nvidia_cdi_has(const char *uuid)
                                        uuid) == 0)
                             found = 1;
                 json_decref(j);
+                fclose(f);
                 continue;
             }
-            if (!(f = fopen(path, "re")))
-                continue;
             while (!found && fgets(line, sizeof(line), f)) {
                 char *p = line, *q;
 
@@ -594,110 +628,256 @@ static int nvidia_cdi_has(const char *uuid)
 
 /* ---- Prepare and Unprepare ---- */
 
-/* Reads and judges claim ref, then prepares it; into a. Under dra.mu. */
+/* Whether uid can be a claim's UID here (a file name and a tenant name are made of it). */
+static int uid_ok(const char *uid)
+{
+    size_t i, n = strlen(uid);
+
+    if (n == 0 || n > 64)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!((uid[i] >= 'a' && uid[i] <= 'z') || (uid[i] >= '0' && uid[i] <= '9') ||
+              uid[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* Whether namespace ns is one of pod-latency-namespaces (a claim's author may set more there). */
+static int ns_trusted(const char *ns)
+{
+    struct gd_pod_spec ps;
+    char err[64];
+
+    memset(&ps, 0, sizeof(ps));
+    ps.priority = GPUSLICE_PRIORITY_LATENCY;
+    return gd_pod_class_allowed(&ps, ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) == 0;
+}
+
+/*
+ * What a claim's author may not set in its own configuration: the latency class and a weight
+ * are the node admin's to give (the API gives them to admins only), in a DeviceClass's
+ * configuration or to the namespaces of pod-latency-namespaces. 0, or -1 with err.
+ */
+static int author_allowed(const struct gd_dra_claim *c, char *err, size_t errlen)
+{
+    const char *list = gd_opt.pod_latency_namespaces[0] ? gd_opt.pod_latency_namespaces : "none";
+
+    if ((c->claim_set & GD_DRA_CLAIM_SET_PRIORITY) && c->priority == GPUSLICE_PRIORITY_LATENCY &&
+        !ns_trusted(c->ns)) {
+        gs_set_error(err, errlen,
+                     "claim %s/%s: its configuration (opaque parameters of " GD_DRA_DRIVER
+                     ") asks for priority latency, which claims of namespace %s may not have "
+                     "(normal or background may; the node's admin gives latency in a "
+                     "DeviceClass's configuration, or to the namespaces listed in gpusliced's "
+                     "pod-latency-namespaces: %.300s)",
+                     c->ns, c->name, c->ns, list);
+        return -1;
+    }
+    if ((c->claim_set & GD_DRA_CLAIM_SET_WEIGHT) && !ns_trusted(c->ns)) {
+        gs_set_error(err, errlen,
+                     "claim %s/%s: its configuration (opaque parameters of " GD_DRA_DRIVER
+                     ") sets weight %u, which claims of namespace %s may not set (leave it out; "
+                     "the node's admin sets weights in a DeviceClass's configuration, or for "
+                     "the namespaces listed in gpusliced's pod-latency-namespaces: %.300s)",
+                     c->ns, c->name, c->weight, c->ns, list);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * A pod takes its GPUs in one claim of this driver: a pod of c already served by another
+ * prepared claim is refused here, naming both, rather than when its process asks to join.
+ */
+static int pods_free(const struct gd_dra_claim *c, char *err, size_t errlen)
+{
+    int i, k, p;
+
+    for (i = 0; i < dra.n; i++) {
+        const struct gd_dra_claim *o = dra.claim[i];
+
+        if (strcmp(o->uid, c->uid) == 0)
+            continue;
+        for (k = 0; k < o->npod; k++)
+            for (p = 0; p < c->npod; p++)
+                if (strcmp(o->pod_uid[k], c->pod_uid[p]) == 0) {
+                    gs_set_error(err, errlen,
+                                 "claim %s/%s: pod %s already has claim %s/%s of " GD_DRA_DRIVER
+                                 " prepared: a pod takes its GPUs in one claim (of one or "
+                                 "more devices)",
+                                 c->ns, c->name, c->pod_uid[p], o->ns, o->name);
+                    return -1;
+                }
+    }
+    return 0;
+}
+
+/* The request's name as the kubelet knows it: a subrequest's ("gpu/small") is its request's. */
+static void add_request(struct gd_dra_dev_answer *d, const char *req)
+{
+    size_t n = strcspn(req, "/");
+    int i;
+
+    for (i = 0; i < d->nreq; i++)
+        if (strlen(d->request[i]) == n && strncmp(d->request[i], req, n) == 0)
+            return;
+    if (d->nreq < 4 && n < sizeof(d->request[0])) {
+        memcpy(d->request[d->nreq], req, n);
+        d->request[d->nreq++][n] = '\0';
+    }
+}
+
+/* The claim's tenant ended (under neither lock). */
+static void tenant_end(const char *uid)
+{
+    struct gd_tenant *t;
+    char name[64];
+
+    tenant_name(uid, name, sizeof(name));
+    pthread_mutex_lock(&gd.mu);
+    if ((t = gd_tenant_find_managed(name)) && (t->policy.flags & GPUSLICE_NODE_POD))
+        gd_tenant_end(t);
+    pthread_mutex_unlock(&gd.mu);
+}
+
+static int tenant_exists(const char *uid)
+{
+    char name[64];
+    int r;
+
+    tenant_name(uid, name, sizeof(name));
+    pthread_mutex_lock(&gd.mu);
+    r = gd_tenant_find_managed(name) != NULL;
+    pthread_mutex_unlock(&gd.mu);
+    return r;
+}
+
+/*
+ * Makes claim c prepared, all or nothing (under dra.mu): it fits beside the others, its tenant
+ * and its CDI spec are made, the checkpoint says so, then the table does. On a failure what
+ * this call made is undone (a claim prepared before keeps its tenant as it was). 0, or -1
+ * with err.
+ */
+static int commit(const struct gd_dra_claim *c, const struct gd_dra_gpu *g, int ng, char *err,
+                  size_t errlen)
+{
+    struct gd_dra_claim *slot, old;
+    int at = find(c->uid), existed, r;
+    char path[PATH_MAX];
+
+    if (fits(c, g, ng, err, errlen) < 0 || pods_free(c, err, errlen) < 0)
+        return -1;
+    if (at < 0 && dra.n == MAX_PREPARED) {
+        gs_set_error(err, errlen, "claim %s/%s: %d claims are prepared on this node, the most it "
+                     "holds", c->ns, c->name, MAX_PREPARED);
+        return -1;
+    }
+    if (at >= 0)
+        old = *dra.claim[at];
+    if (!(slot = at >= 0 ? dra.claim[at] : malloc(sizeof(*slot)))) {
+        gs_set_error(err, errlen, "claim %s/%s: out of memory", c->ns, c->name);
+        return -1;
+    }
+    existed = tenant_exists(c->uid);
+    pthread_mutex_lock(&gd.mu);
+    r = tenant_put(c, err, errlen);
+    pthread_mutex_unlock(&gd.mu);
+    if (r < 0 || cdi_write(c, err, errlen) < 0 || checkpoint_write(c, -1, err, errlen) < 0) {
+        if (r < 0) {
+            if (at < 0)
+                free(slot);
+            return -1;
+        }
+        if (at >= 0) {
+            char e2[256];
+
+            pthread_mutex_lock(&gd.mu);
+            tenant_put(&old, e2, sizeof(e2));
+            pthread_mutex_unlock(&gd.mu);
+        } else {
+            if (!existed)
+                tenant_end(c->uid);
+            if (cdi_path(c->uid, path, sizeof(path)) == 0)
+                unlink(path);
+            free(slot);
+        }
+        return -1;
+    }
+    pthread_mutex_lock(&dra.map_mu);
+    *slot = *c;
+    if (at < 0)
+        dra.claim[dra.n++] = slot;
+    dra.prepares++;
+    pthread_mutex_unlock(&dra.map_mu);
+    return 0;
+}
+
+/*
+ * Reads and judges claim ref, then prepares it; into a. The API server is read without dra.mu
+ * (a slow one delays this claim only); the commit holds it.
+ */
 static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
 {
     struct gd_dra_gpu g[GD_MAX_DEVICES];
-    struct gd_dra_claim c, *slot;
-    char path[1024], err[1024];
+    struct gd_dra_claim c;
+    char path[1024], err[1024] = "";
     json_t *obj = NULL;
     long code;
-    int ng, i, at;
+    int ng, i, r;
 
     memset(a, 0, sizeof(*a));
     gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
+    if (!uid_ok(ref->uid)) {
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: UID \"%s\" is not a Kubernetes "
+                     "UID (lower-case letters, digits and '-', at most 64)", ref->ns, ref->name,
+                     ref->uid);
+        goto out;
+    }
     gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
-             ref->ns, ref->name);
-    code = gd_kube_call("GET", path, NULL, &obj, 30, err, sizeof(err));
+                 ref->ns, ref->name);
+    code = gd_kube_call("GET", path, NULL, &obj, 10, err, sizeof(err));
     if (code != 200) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: cannot read it from the API server: %s",
-                 ref->ns, ref->name, err);
+        gs_set_error(a->error, sizeof(a->error),
+                     "claim %s/%s: cannot read it from the API server: %s", ref->ns, ref->name,
+                     err);
         goto out;
     }
     ng = gpus_now(g);
-    if (gd_dra_claim_read(obj, ref, dra.node, g, ng, &c, err, sizeof(err)) < 0) {
-        gs_set_error(a->error, sizeof(a->error), "%s", err);
-        goto out;
-    }
-    /*
-     * A claim's configuration is written by whoever writes the claim, as a pod's annotations
-     * are: the latency class is the node admin's to give, to the namespaces it lists.
-     */
-    if (c.priority == GPUSLICE_PRIORITY_LATENCY) {
-        struct gd_pod_spec ps;
-
-        memset(&ps, 0, sizeof(ps));
-        ps.priority = c.priority;
-        if (gd_pod_class_allowed(&ps, c.ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) <
-            0) {
-            gs_set_error(a->error, sizeof(a->error),
-                     "claim %s/%s: its configuration (opaque parameters of " GD_DRA_DRIVER
-                     ") asks for priority latency, which claims of namespace %s may not have "
-                     "(normal or background may; the node's admin gives latency to the "
-                     "namespaces listed in gpusliced's pod-latency-namespaces: %.300s)",
-                     c.ns, c.name, c.ns,
-                     gd_opt.pod_latency_namespaces[0] ? gd_opt.pod_latency_namespaces : "none");
-            goto out;
-        }
-    }
-    if (fits(&c, g, ng, err, sizeof(err)) < 0) {
+    if (gd_dra_claim_read(obj, ref, dra.node, g, ng, &c, err, sizeof(err)) < 0 ||
+        author_allowed(&c, err, sizeof(err)) < 0) {
         gs_set_error(a->error, sizeof(a->error), "%s", err);
         goto out;
     }
     for (i = 0; i < c.nhold; i++)
         if (!nvidia_cdi_has(c.hold[i].uuid)) {
             gs_set_error(a->error, sizeof(a->error),
-                     "claim %s/%s: no CDI spec of NVIDIA's names GPU %s (nvidia.com/gpu=%s) in "
-                     "%s: generate it on the node with `nvidia-ctk cdi generate "
-                     "--device-name-strategy=uuid --output=/var/run/cdi/nvidia.yaml` (the NVIDIA "
-                     "Container Toolkit), or set nvidia-cdi-dirs",
-                     c.ns, c.name, c.hold[i].uuid, c.hold[i].uuid, gd_opt.nvidia_cdi_dirs);
+                         "claim %s/%s: no CDI spec of NVIDIA's names GPU %s (nvidia.com/gpu=%s) "
+                         "in %s: generate it on the node with `nvidia-ctk cdi generate "
+                         "--device-name-strategy=uuid --output=/var/run/cdi/nvidia.yaml` (the "
+                         "NVIDIA Container Toolkit), or set nvidia-cdi-dirs",
+                         c.ns, c.name, c.hold[i].uuid, c.hold[i].uuid, gd_opt.nvidia_cdi_dirs);
             goto out;
         }
-    at = find(c.uid);
-    if (at < 0 && dra.n == MAX_PREPARED) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: %d claims are prepared on this node, "
-                 "the most it holds", c.ns, c.name, MAX_PREPARED);
-        goto out;
-    }
-    pthread_mutex_lock(&gd.mu);
-    i = tenant_put(&c, err, sizeof(err));
-    pthread_mutex_unlock(&gd.mu);
-    if (i < 0) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: its tenant: %s", c.ns, c.name, err);
-        goto out;
-    }
-    if (cdi_write(&c, err, sizeof(err)) < 0) {
+    err[0] = '\0';
+    pthread_mutex_lock(&dra.mu);
+    r = commit(&c, g, ng, err, sizeof(err));
+    pthread_mutex_unlock(&dra.mu);
+    if (r < 0) {
         gs_set_error(a->error, sizeof(a->error), "%s", err);
-        goto out;
-    }
-    if (!(slot = at >= 0 ? dra.claim[at] : malloc(sizeof(*slot)))) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: out of memory", c.ns, c.name);
-        goto out;
-    }
-    pthread_mutex_lock(&dra.map_mu);
-    *slot = c;
-    if (at < 0)
-        dra.claim[dra.n++] = slot;
-    pthread_mutex_unlock(&dra.map_mu);
-    if (checkpoint_write(err, sizeof(err)) < 0) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: not prepared: %s", c.ns, c.name, err);
         goto out;
     }
     for (i = 0; i < c.nhold && i < GD_DRA_MAX_DEVS; i++) {
         struct gd_dra_dev_answer *d = &a->dev[a->ndev++];
+        int k;
 
-        d->nreq = c.hold[i].nreq;
-        memcpy(d->request, c.hold[i].request, sizeof(d->request));
+        for (k = 0; k < c.hold[i].nreq; k++)
+            add_request(d, c.hold[i].request[k]);
         gs_set_error(d->pool, sizeof(d->pool), "%s", dra.node);
         gs_set_error(d->device, sizeof(d->device), "%s", c.hold[i].device);
         d->ncdi = 2;
         gd_dra_cdi_id(c.uid, d->cdi[0], sizeof(d->cdi[0]));
         gs_set_error(d->cdi[1], sizeof(d->cdi[1]), "nvidia.com/gpu=%s", c.hold[i].uuid);
     }
-    pthread_mutex_lock(&dra.map_mu);
-    dra.prepares++;
-    pthread_mutex_unlock(&dra.map_mu);
     gd_log("dra: claim %s/%s (%s) prepared: %d device(s)", c.ns, c.name, c.uid, c.nhold);
 out:
     if (a->error[0]) {
@@ -710,41 +890,48 @@ out:
     json_decref(obj);
 }
 
-/* Ends claim uid's preparation (none: nothing to do); into a. Under dra.mu. */
+/*
+ * Ends claim ref's preparation (one not prepared: only what may be left of it goes); into a.
+ * The checkpoint first: a claim the file still names would come back after a restart.
+ */
 static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
 {
-    struct gd_dra_claim *c;
-    struct gd_tenant *t;
-    char name[64], path[PATH_MAX], err[512];
-    int at = find(ref->uid);
+    struct gd_dra_claim *c = NULL;
+    char path[PATH_MAX], err[512];
+    int at;
 
     memset(a, 0, sizeof(*a));
     gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
-    tenant_name(ref->uid, name, sizeof(name));
-    pthread_mutex_lock(&gd.mu);
-    if ((t = gd_tenant_find_managed(name)) && (t->policy.flags & GPUSLICE_NODE_POD))
-        gd_tenant_end(t);
-    pthread_mutex_unlock(&gd.mu);
-    if (cdi_path(ref->uid, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: cannot remove its CDI spec %s: %s",
-                 ref->ns, ref->name, path, strerror(errno));
+    if (!uid_ok(ref->uid)) {
+        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: UID \"%s\" is not a Kubernetes "
+                     "UID (lower-case letters, digits and '-', at most 64)", ref->ns, ref->name,
+                     ref->uid);
         return;
     }
-    if (at < 0)
+    pthread_mutex_lock(&dra.mu);
+    if ((at = find(ref->uid)) >= 0 && checkpoint_write(NULL, at, err, sizeof(err)) < 0) {
+        pthread_mutex_unlock(&dra.mu);
+        gs_set_error(a->error, sizeof(a->error),
+                     "claim %s/%s: still prepared (its tenant and CDI spec kept): %s", ref->ns,
+                     ref->name, err);
         return;
-    pthread_mutex_lock(&dra.map_mu);
-    c = dra.claim[at];
-    dra.claim[at] = dra.claim[--dra.n];
-    pthread_mutex_unlock(&dra.map_mu);
+    }
+    if (at >= 0) {
+        pthread_mutex_lock(&dra.map_mu);
+        c = dra.claim[at];
+        dra.claim[at] = dra.claim[--dra.n];
+        dra.unprepares++;
+        pthread_mutex_unlock(&dra.map_mu);
+    }
+    tenant_end(ref->uid);
+    if (cdi_path(ref->uid, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
+        gs_set_error(a->error, sizeof(a->error),
+                     "claim %s/%s: unprepared, but its CDI spec %s could not be removed: %s",
+                     ref->ns, ref->name, path, strerror(errno));
+    pthread_mutex_unlock(&dra.mu);
+    if (c)
+        gd_log("dra: claim %s/%s (%s) unprepared", ref->ns, ref->name, ref->uid);
     free(c);
-    if (checkpoint_write(err, sizeof(err)) < 0) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: %s", ref->ns, ref->name, err);
-        return;
-    }
-    pthread_mutex_lock(&dra.map_mu);
-    dra.unprepares++;
-    pthread_mutex_unlock(&dra.map_mu);
-    gd_log("dra: claim %s/%s (%s) unprepared", ref->ns, ref->name, ref->uid);
 }
 
 typedef void (*one_fn)(const struct gd_dra_ref *, struct gd_dra_answer *);
@@ -763,10 +950,8 @@ static int serve(const uint8_t *req, size_t len, uint8_t **resp, size_t *resplen
         gs_set_error(msg, msglen, "out of memory");
         return GD_GRPC_RESOURCE_EXHAUSTED;
     }
-    pthread_mutex_lock(&dra.mu);
     for (i = 0; i < n; i++)
         one(&ref[i], &a[i]);
-    pthread_mutex_unlock(&dra.mu);
     i = encode(a, n, resp, resplen);
     free(a);
     if (i < 0) {
@@ -891,6 +1076,27 @@ void gd_dra_metrics(FILE *f)
 
 /* ---- start and stop ---- */
 
+/*
+ * A checkpoint that cannot be read is moved aside (PATH.bad-TIME), said in the log, and the
+ * driver starts without its claims rather than take the node's enforcement down with it: the
+ * kubelet prepares them again when their pods are next started. 0, or -1 where it cannot be
+ * moved.
+ */
+static int aside(const char *path, const char *why, char *err, size_t errlen)
+{
+    char to[PATH_MAX + 32];
+
+    gs_set_error(to, sizeof(to), "%s.bad-%lld", path, (long long)time(NULL));
+    if (rename(path, to) < 0) {
+        gs_set_error(err, errlen, "dra: %s: %s, and it cannot be moved aside: %s", path, why,
+                     strerror(errno));
+        return -1;
+    }
+    gd_log("dra: %s: %s: moved to %s; starting without the claims it held (their pods' processes "
+           "cannot join until the kubelet prepares them again)", path, why, to);
+    return 0;
+}
+
 /* The checkpoint read back, and each claim's tenant made again; 0 or -1 with err. */
 static int restore(char *err, size_t errlen)
 {
@@ -904,9 +1110,8 @@ static int restore(char *err, size_t errlen)
     if (access(path, F_OK) != 0)
         return 0;
     if (!(j = json_load_file(path, 0, &je))) {
-        gs_set_error(err, errlen, "dra: %s is not JSON (line %d: %s): move it away to start afresh",
-                 path, je.line, je.text);
-        return -1;
+        gs_set_error(why, sizeof(why), "not JSON (line %d: %s)", je.line, je.text);
+        return aside(path, why, err, errlen);
     }
     if (!(all = calloc(MAX_PREPARED, sizeof(*all)))) {
         json_decref(j);
@@ -914,10 +1119,9 @@ static int restore(char *err, size_t errlen)
         return -1;
     }
     if (gd_dra_checkpoint_read(j, all, MAX_PREPARED, &n, why, sizeof(why)) < 0) {
-        gs_set_error(err, errlen, "dra: %s: %s: move it away to start afresh", path, why);
         json_decref(j);
         free(all);
-        return -1;
+        return aside(path, why, err, errlen);
     }
     json_decref(j);
     for (i = 0; i < n; i++) {
@@ -926,7 +1130,9 @@ static int restore(char *err, size_t errlen)
         if (!c)
             break;
         *c = all[i];
+        pthread_mutex_lock(&dra.map_mu);
         dra.claim[dra.n++] = c;
+        pthread_mutex_unlock(&dra.map_mu);
         pthread_mutex_lock(&gd.mu);
         if (tenant_put(c, why, sizeof(why)) < 0)
             gd_log("dra: claim %s/%s from the checkpoint: %s", c->ns, c->name, why);

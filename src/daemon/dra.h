@@ -133,6 +133,9 @@ struct gd_dra_hold {
     int cores;          /* consumedCapacity.cores, 0..100; 0: no ceiling */
 };
 
+#define GD_DRA_CLAIM_SET_PRIORITY 1u
+#define GD_DRA_CLAIM_SET_WEIGHT 2u
+
 /* A claim judged for this node. */
 struct gd_dra_claim {
     char ns[254], name[254], uid[129];
@@ -140,6 +143,11 @@ struct gd_dra_claim {
     struct gd_dra_hold hold[GD_DRA_MAX_DEVS];
     uint32_t priority; /* GPUSLICE_PRIORITY_*; 0: not given */
     uint32_t weight;   /* 1..100; 0: not given */
+    /*
+     * Which of them the claim's own configuration set (config of source FromClaim, written by
+     * the claim's author, not the DeviceClass's admin): GD_DRA_CLAIM_SET_*. Not checkpointed.
+     */
+    uint32_t claim_set;
     int npod;          /* status.reservedFor's pods (their UIDs): who may join */
     char pod_uid[8][129];
 };

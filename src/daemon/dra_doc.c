@@ -599,6 +599,8 @@ static int read_config(struct ctx *c, const json_t *config, struct gd_dra_claim 
     {
         const json_t *opaque = json_object_get(e, "opaque"), *reqs = json_object_get(e, "requests");
         const json_t *drv = json_object_get(opaque, "driver"), *r;
+        const char *src = json_string_value(json_object_get(e, "source"));
+        int from_class = src && strcmp(src, "FromClass") == 0;
         uint32_t p, w;
         char at[64];
 
@@ -627,6 +629,11 @@ static int read_config(struct ctx *c, const json_t *config, struct gd_dra_claim 
                         prio[h] = p;
                     if (w)
                         weight[h] = w;
+                    /* The class's configuration is its admin's; any other, the author's. */
+                    if (p && !from_class)
+                        out->claim_set |= GD_DRA_CLAIM_SET_PRIORITY;
+                    if (w && !from_class)
+                        out->claim_set |= GD_DRA_CLAIM_SET_WEIGHT;
                     break;
                 }
     }

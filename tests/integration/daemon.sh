@@ -881,6 +881,7 @@ daemon_pod_tenants)
     want 409 "PATCH a pod's tenant" PATCH /v1/tenants/pod-$U1 '{"memory":"8G"}'
     want 409 "DELETE a pod's tenant" DELETE /v1/tenants/pod-$U1
     want 400 "POST a tenant named pod-*" POST /v1/tenants '{"name":"pod-x","memory":"1G"}'
+    want 400 "POST a tenant named claim-* (the DRA driver's)" POST /v1/tenants '{"name":"claim-x","memory":"1G"}'
     # A pod whose annotation goes bad while its process runs: the process keeps the pod's 1G
     # (it is never unlimited), and a new process gets no CUDA.
     rm -f "$T/a" "$T/go"

@@ -142,6 +142,27 @@ PY
     prep v1 ns1/lat/cccccccc-1111-4000-8000-000000000010
     e=$(claim_err cccccccc-1111-4000-8000-000000000010)
     case $e in *"ns1/lat"*latency*pod-latency-namespaces*) ok "a claim's own latency class is refused: $e" ;; *) bad "latency claim: '$e'" ;; esac
+    alloc release --claim ns1/lat >/dev/null 2>&1
+    # A weight is the node admin's to give too (a DeviceClass's configuration may).
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"wt","namespace":"ns1","uid":"cccccccc-1111-4000-8000-000000000012"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{"memory":"1Gi"}}}}],"config":[{"opaque":{"driver":"gpu.gpuslice.io","parameters":{"weight":50}}}]}}}' "$KC/objects" >/dev/null
+    alloc allocate --claim ns1/wt --node node1 >/dev/null 2>&1 || bad "allocation of wt"
+    prep v1 ns1/wt/cccccccc-1111-4000-8000-000000000012
+    e=$(claim_err cccccccc-1111-4000-8000-000000000012)
+    case $e in *"ns1/wt"*"weight 50"*DeviceClass*) ok "a claim's own weight is refused: $e" ;; *) bad "weight claim: '$e'" ;; esac
+    alloc release --claim ns1/wt >/dev/null 2>&1
+    # A second claim for pod pa (which has claim a): refused at Prepare, naming both.
+    claim h cccccccc-1111-4000-8000-000000000013 1Gi ""
+    alloc allocate --claim ns1/h --pod pa/$UA --node node1 >/dev/null 2>&1 || bad "allocation of h"
+    prep v1 ns1/h/cccccccc-1111-4000-8000-000000000013
+    e=$(claim_err cccccccc-1111-4000-8000-000000000013)
+    case $e in *"ns1/h"*"$UA"*"ns1/a"*) ok "a pod's second claim is refused, naming the first: $e" ;; *) bad "second claim: '$e'" ;; esac
+    alloc release --claim ns1/h >/dev/null 2>&1
+    # A subrequest's result (firstAvailable: "gpu/small") is answered under its request, "gpu".
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"sub","namespace":"ns1","uid":"cccccccc-1111-4000-8000-000000000014"},"spec":{"devices":{"requests":[{"name":"gpu","firstAvailable":[{"name":"small","deviceClassName":"gpuslice.io"}]}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu/small","driver":"gpu.gpuslice.io","pool":"node1","device":"gpu-0","consumedCapacity":{"memory":"1Gi","cores":"0"}}]}}}}' "$KC/objects" >/dev/null
+    prep v1 ns1/sub/cccccccc-1111-4000-8000-000000000014
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["claims"][sys.argv[2]]; assert not d.get("error") and d["devices"][0]["request_names"] == ["gpu"], d' "$T/prep" cccccccc-1111-4000-8000-000000000014 && ok "a subrequest's device answered under its request's name" || { bad "subrequest"; cat "$T/prep"; }
+    unprep v1 ns1/sub/cccccccc-1111-4000-8000-000000000014
+    alloc release --claim ns1/sub >/dev/null 2>&1
     # Without NVIDIA's CDI spec of the GPU, Prepare says how to make it.
     mv "$NVCDI/nvidia.yaml" "$T/nvidia.yaml.off"
     claim g cccccccc-1111-4000-8000-000000000011 1Gi ""
@@ -197,6 +218,30 @@ daemon_dra_compute)
     else bad "compute shares $sa $sb (want 0.25, 0.50)"; cat "$T/sa.err" "$T/sb.err"; fi
     stop_daemon
     ;;
+daemon_dra_guard)
+    # The guard holds a claim's pods to the claim, from NVML: a process of the pod without the
+    # interposer (a bypass) that takes 1500 MiB under the claim's 1 GiB is stopped.
+    UA=aaaaaaaa-0000-4000-8000-0000000000da CA=cccccccc-4444-4000-8000-00000000000a
+    trap 'cg_cleanup_own $UA; cleanup' EXIT
+    start_daemon $DRA_ARGS --sweep-ms 100 || exit 1
+    slice_until 10 || bad "no slice"
+    claim a "$CA" 1Gi ""
+    alloc allocate --claim ns1/a --pod pa/$UA --node node1 >/dev/null 2>&1 || bad "allocation"
+    prep v1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] || { bad "prepare"; cat "$T/prep"; }
+    d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$UA" | tr - _).slice/cri-containerd-$(printf 'd7%062d' 0).scope"
+    mkdir -p "$d"
+    rm -f "$T/e.up"
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec env -u LD_PRELOAD "$1" alloc:1500 mark:"$2" sleep:8000' "$d" "$P" "$T/e.up" >"$T/esc.out" 2>&1 &
+    E=$!
+    for i in $(seq 300); do [ -e "$T/e.up" ] && break; sleep 0.01; done
+    [ -e "$T/e.up" ] && ok "a process of the claim's pod took 1500 MiB past the interposer" || { bad "bypass setup"; cat "$T/esc.out"; }
+    i=0; while kill -0 "$E" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$E" 2>/dev/null; then bad "the bypassing process runs on over the claim's 1 GiB"; kill -9 "$E"
+    else ok "the guard stopped it within $((i * 100)) ms (the claim's tenant, by its pod's cgroup)"; fi
+    wait "$E" 2>/dev/null
+    grep -q "claim-$CA" "$T/dlog" && ok "the log names the claim's tenant" || { bad "guard log"; tail -15 "$T/dlog"; }
+    stop_daemon
+    ;;
 daemon_dra_restart)
     # A SIGKILL between Prepare and Unprepare: both answered right afterwards (the checkpoint).
     UA=aaaaaaaa-0000-4000-8000-0000000000aa CA=cccccccc-2222-4000-8000-00000000000a
@@ -222,7 +267,24 @@ daemon_dra_restart)
     [ ! -e "$CDI/gpuslice.io-claim_$CA.json" ] && ok "the spec is gone" || bad "spec left"
     stop_daemon
     start_daemon $DRA_ARGS || exit 1
-    grep -q "0 prepared claim(s)\|prepared claim" "$T/dlog"; want 404 "and stays gone after a restart" GET /v1/tenants/claim-$CA
+    want 404 "and stays gone after a restart" GET /v1/tenants/claim-$CA
+    # Unprepare whose checkpoint cannot be written: still prepared, said so; retried, done, and
+    # a restart does not bring the claim back.
+    prep v1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] || bad "prepare again"
+    mkdir "$T/dstate/dra-claims.json.tmp"
+    unprep v1 ns1/a/$CA
+    grep -q "still prepared" "$T/unprep" && ok "Unprepare that cannot write the checkpoint says the claim is still prepared" || { bad "unprepare on a failed write"; cat "$T/unprep"; }
+    want 200 "its tenant is kept" GET /v1/tenants/claim-$CA
+    rmdir "$T/dstate/dra-claims.json.tmp"
+    unprep v1 ns1/a/$CA && ! grep -q '"error"' "$T/unprep" && ok "retried, it is unprepared" || { bad "retry"; cat "$T/unprep"; }
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    start_daemon $DRA_ARGS || exit 1
+    want 404 "and it does not come back after a SIGKILL" GET /v1/tenants/claim-$CA
+    # A checkpoint that cannot be read is moved aside; the daemon starts.
+    stop_daemon
+    echo '{"version": 1, "claims": [{"bad": 1}]}' >"$T/dstate/dra-claims.json"
+    start_daemon $DRA_ARGS || exit 1
+    grep -q "dra-claims.json.*moved to .*dra-claims.json.bad-" "$T/dlog" && ls "$T/dstate" | grep -q "dra-claims.json.bad-" && ok "a bad checkpoint is moved aside, and the daemon serves" || { bad "bad checkpoint"; grep dra "$T/dlog" | tail -3; }
     stop_daemon
     ;;
 daemon_dra_soak)

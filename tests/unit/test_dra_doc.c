@@ -572,6 +572,33 @@ static void claims_for_checkpoint(struct gd_dra_claim c[2])
     c[1].hold[0].mem_bytes = 80 * GiB;
 }
 
+/* A class's configuration is its admin's: only the claim's own marks what its author set. */
+static void test_config_source_marks_the_author(void **state)
+{
+    struct gd_dra_claim c;
+    static const char cls[] = "{\"source\":\"FromClass\",\"opaque\":{\"driver\":"
+                              "\"gpu.gpuslice.io\",\"parameters\":{\"priority\":\"latency\","
+                              "\"weight\":7}}}";
+
+    (void)state;
+    assert_int_equal(read_claim(claim_text(META, RES("a", "gpu-0", CC("1Gi", "10")), cls, ""),
+                                &c),
+                     0);
+    assert_int_equal(c.priority, GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(c.weight, 7);
+    assert_int_equal(c.claim_set, 0);
+    assert_int_equal(read_claim(claim_text(META, RES("a", "gpu-0", CC("1Gi", "10")),
+                                           CFG("", "{\"weight\":7}"), ""),
+                                &c),
+                     0);
+    assert_int_equal(c.claim_set, GD_DRA_CLAIM_SET_WEIGHT);
+    assert_int_equal(read_claim(claim_text(META, RES("a", "gpu-0", CC("1Gi", "10")),
+                                           CFG("", "{\"priority\":\"background\"}"), ""),
+                                &c),
+                     0);
+    assert_int_equal(c.claim_set, GD_DRA_CLAIM_SET_PRIORITY);
+}
+
 static void test_checkpoint_round_trip(void **state)
 {
     struct gd_dra_claim c[2], back[4];
@@ -587,6 +614,9 @@ static void test_checkpoint_round_trip(void **state)
     again = json_loads(text, 0, NULL);
     assert_int_equal(gd_dra_checkpoint_read(again, back, 4, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 2);
+    /* who set the class is judged at Prepare only, and not kept */
+    assert_int_equal(back[0].claim_set, 0);
+    c[0].claim_set = c[1].claim_set = 0;
     assert_memory_equal(&back[0], &c[0], sizeof(c[0]));
     assert_memory_equal(&back[1], &c[1], sizeof(c[1]));
     assert_int_equal(back[0].priority, GPUSLICE_PRIORITY_NORMAL);
@@ -684,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_slice_publishes_each_gpu),
         cmocka_unit_test(test_slice_name_of_a_long_node_fits),
         cmocka_unit_test(test_cdi_spec_round_trip),
+        cmocka_unit_test(test_config_source_marks_the_author),
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_checkpoint_corruptions_are_refused),
     };

@@ -33,6 +33,7 @@
 #include "common/proc.h"
 #include "daemon/cgroup.h"
 #include "daemon/daemon.h"
+#include "daemon/dra.h"
 #include "daemon/guard/guard.h"
 #include "daemon/pods.h"
 
@@ -212,8 +213,18 @@ static uint32_t attribute(pid_t pid, char *leaf, size_t leaflen)
     }
     /* A pod's, its cgroup placed as the pods' socket places it (a cgroup namespace too). */
     if (got > 0 && gd_pods_cgroup(cg, (size_t)got, uid, cid, why, sizeof(why)) == 1) {
+        char claim[64];
+        struct gd_tenant *t;
+
         pthread_mutex_lock(&gd.mu);
-        id = gd_pods_tenant_of(uid);
+        /*
+         * A pod with a claim of the DRA driver prepared is held to the claim's tenant, which
+         * its processes join (pods.c), whatever its annotations say.
+         */
+        if (gd_dra_tenant_of_pod(uid, claim, sizeof(claim), why, sizeof(why)) == 1)
+            id = (t = gd_tenant_find_managed(claim)) ? t->node_id : 0;
+        else
+            id = gd_pods_tenant_of(uid);
         pthread_mutex_unlock(&gd.mu);
         cg[got] = '\0';
         if (id && gd_wall_leaf(cg, leaf, leaflen) < 0)
