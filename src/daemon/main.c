@@ -243,7 +243,17 @@ int main(int argc, char **argv)
     }
     pthread_detach(sig_th);
     if (gd_opt.webhook_only) {
-        /* Apart from the node: its failure takes no enforcement down, and it needs none. */
+        /*
+         * Apart from the node: its failure takes no enforcement down, and it needs none. With
+         * webhook-claims, the API server's client (no node, no pod watch): the templates.
+         */
+        if (gd_opt.webhook_claims && (r = gd_kube_client_start(err, sizeof(err))) <= 0) {
+            gd_log("cannot start: %s",
+                   r < 0 ? err
+                         : "--webhook-claims makes claim templates in the API server: give "
+                           "kube-api (an https:// URL), or run in a cluster");
+            return 1;
+        }
         if (gd_http_start_webhook(err, sizeof(err)) < 0) {
             gd_log("cannot start: %s", err);
             return 1;
@@ -253,6 +263,7 @@ int main(int argc, char **argv)
         gd_log("stopping (signal %d)", sig);
         now_waiting_for("the webhook's server (its connections)");
         gd_http_stop();
+        gd_kube_stop();
         return 0;
     }
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||

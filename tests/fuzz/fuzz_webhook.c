@@ -20,7 +20,8 @@ static int b64v(char c)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const struct gd_webhook_conf conf = { "/var/lib/gpuslice/lib", "/run/gpuslice" };
+    static const struct gd_webhook_conf conf = { .lib_dir = "/var/lib/gpuslice/lib",
+                                             .run_dir = "/run/gpuslice" };
     char err[512];
     json_t *r, *resp, *ops, *op;
     const char *b;
