@@ -3,12 +3,20 @@
 # --webhook-claims against the stand-in API server over TLS (tests/k8s/apiserver.py, which
 # checks every template written by the upstream schema's rules); AdmissionReviews sent with
 # curl; the templates read back from the stand-in's control listener.
-. "$SRC/tests/k8s/lib.sh"
+# daemon_webhook_claims_e2e goes on to the node: the node daemon as the DRA driver set up as
+# daemon_dra.sh sets it up (the stand-in, the DeviceClass, the kubelet's side), the template's
+# claim made as the API server's claim controller makes it, allocated by tests/k8s/allocator.py
+# and prepared through tests/k8s/kubelet.py; the pod's process held to its slice.
+if [ "$CASE" = daemon_webhook_claims_e2e ]; then
+    . "$SRC/tests/integration/daemon_dra.sh" # (its setup only: no case of its own matches)
+else
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+fi
 SCHEMA="$SRC/tests/k8s/schema.py"
-make_ca ca srv || { bad "openssl"; exit 1; }
-printf 'tok-%s\n' "$$" >"$T/token"
-start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-BG="$BG $APISERVER"
 cp "$T/srv.key" "$T/hook.key"; chmod 600 "$T/hook.key"
 HP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 W="env -u LD_LIBRARY_PATH -u GPUSLICE_DAEMON_DIR -u KUBERNETES_SERVICE_HOST $D --foreground --config /dev/null --webhook-only --inject-run-dir /run/gpuslice --inject-lib-dir /opt/gs/lib"
@@ -134,4 +142,42 @@ PY
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; assert r["allowed"] and "patch" not in r, r' "$T/hook" && ! templates | grep -q m5120mi && ok "gpuslice.io/inject: false: untouched, nothing made" || { bad "opt-out"; cat "$T/hook"; }
     kill "$WP"; wait "$WP"; rc=$?
     [ $rc = 0 ] && ok "SIGTERM: exit 0" || { bad "webhook exit $rc"; cat "$T/wlog"; } ;;
+daemon_webhook_claims_e2e)
+    UW=eeeeeeee-0000-4000-8000-00000000000e CW=eeeeeeee-1111-4000-8000-00000000000e
+    C1=$(printf 'e1%062d' 0)
+    trap 'cg_cleanup_own $UW; cleanup' EXIT
+    start_daemon $DRA_ARGS || exit 1
+    slice_until 10 && ok "the node's ResourceSlice is published" || bad "no slice"
+    $W $HOOK $KUBE --webhook-claims --nice 0 >"$T/wlog" 2>&1 &
+    WP=$!; BG="$BG $WP"
+    i=0; while [ $i -lt 100 ] && ! curl -s --cacert "$T/ca.crt" "https://127.0.0.1:$HP/healthz" >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done
+    # The pod as its author writes it: 4G and 25 % of one nvidia.com/gpu.
+    POD='{"metadata":{"name":"pw","namespace":"ns1","uid":"'"$UW"'","annotations":{"gpuslice.io/memory":"4G","gpuslice.io/compute":"25"}},"spec":{"nodeName":"node1","containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"1"}}}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'"$C1"'"}]}}'
+    code=$(review ns1 false "$POD")
+    [ "$code" = 200 ] && applied && ok "the webhook: pod pw in claim form" || { bad "review: $code"; cat "$T/hook" "$T/wlog"; }
+    # The claim controller's part: a claim from the template, named for the pod, reserved for it.
+    tmpl ns1 gpuslice-m4096mi-c25-n1 "$T/t.json"
+    python3 - "$T/t.json" "$CW" >"$T/claim.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+print(json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                  "metadata": {"name": "pw-gpuslice-x7k2q", "namespace": "ns1", "uid": sys.argv[2],
+                               "annotations": {"resource.kubernetes.io/pod-claim-name": "gpuslice"}},
+                  "spec": t["spec"]["spec"]}))
+PY
+    kctl -d @"$T/claim.json" "$KC/objects" >/dev/null
+    alloc allocate --claim ns1/pw-gpuslice-x7k2q --pod pw/$UW --node node1 >"$T/al" 2>&1 && ok "the allocator places the template's claim on gpu-0" || { bad "allocation"; cat "$T/al"; }
+    if prep v1 ns1/pw-gpuslice-x7k2q/$CW && [ -z "$(claim_err $CW)" ]; then ok "the kubelet prepares it"; else bad "prepare"; cat "$T/prep" "$T/prep.err"; fi
+    api GET /v1/tenants/claim-$CW >/dev/null
+    jq_py 'assert d["limits"]["memory"]["'"$UUID0"'"] == 4 << 30 and d["limits"]["compute"]["'"$UUID0"'"] == 25, d' && ok "the claim's tenant: the pod's 4G and 25 %" || { bad "claim tenant"; cat "$T/body"; }
+    # The pod as the API server keeps it (patched), on node1: followed, but no tenant of its own.
+    kctl -d "$(cat "$T/pod")" "$KC/pods" >/dev/null
+    i=0; while [ $i -lt 100 ]; do api GET /v1/pods >/dev/null; grep -q '"pw"' "$T/body" && break; sleep 0.1; i=$((i + 1)); done
+    grep -q '"pw"' "$T/body" || bad "the daemon does not follow pod pw"
+    sleep 0.3 # (a tenant, were one made, is made as the pod is read)
+    api GET /v1/tenants >/dev/null
+    jq_py 'n=[t["name"] for t in d["tenants"]]; assert "pod-'"$UW"'" not in n and "claim-'"$CW"'" in n, n' && ok "the pod in claim form is followed, and no annotation tenant pod-<uid> is made" || { bad "pod tenant made"; cat "$T/body"; }
+    expect 0 "a process of pod pw's container (its claim's CDI spec)" -- in_claim "$CDI/gpuslice.io-claim_$CW.json" $UW $C1 "$P" total alloc:4000 alloc:200
+    grep -q "total $((4 << 30))" "$T/out" && grep -q "alloc 4000 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "its process sees 4 GiB, holds 4000M, is refused 200M more" || { bad "pod memory"; cat "$T/out" "$T/err"; }
+    kill "$WP"; wait "$WP" ;;
 esac
