@@ -264,8 +264,8 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
 #define CLAIM_REQUEST "gpu" /* the template's one request */
 
 /* A limit that one request can carry: its default alone; -EINVAL (err) for per-GPU entries. */
-static int one_value(const struct gs_limits *l, const char *example, uint64_t *v, char *err,
-                     size_t errlen)
+static int one_value(const struct gs_limits *l, const char *what, const char *example, uint64_t *v,
+                     char *err, size_t errlen)
 {
     *v = 0;
     if (l->n == 0)
@@ -277,8 +277,8 @@ static int one_value(const struct gs_limits *l, const char *example, uint64_t *v
     /* (Only an annotation has per-GPU entries: HAMi's resources are one sum.) */
     snprintf(err, errlen,
              "annotation %s: a claim gives each of the pod's GPUs the same slice, so per-GPU "
-             "values cannot be placed: give one size for all (e.g. %s)",
-             l->source ? l->source : "?", example);
+             "values cannot be placed: give one %s for all (e.g. %s)",
+             l->source ? l->source : "?", what, example);
     return -EINVAL;
 }
 
@@ -301,8 +301,8 @@ int gd_webhook_slice(const json_t *pod, const char *ns, const char *latency_ns,
                  GD_ANN_SMS);
         return -EINVAL;
     }
-    if (one_value(&ps.memory, "8G", &mem, err, errlen) < 0 ||
-        one_value(&ps.compute, "50", &cores, err, errlen) < 0)
+    if (one_value(&ps.memory, "size", "8G", &mem, err, errlen) < 0 ||
+        one_value(&ps.compute, "percentage", "50", &cores, err, errlen) < 0)
         return -EINVAL;
     if (ps.gpus > GD_DRA_MAX_DEVS) {
         snprintf(err, errlen,

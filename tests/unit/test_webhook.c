@@ -695,8 +695,10 @@ static void test_claims_refusals(void **state)
           0, 422 },
         { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G,1:4G\"}}}", "n",
           "give one size", 0, 422 },
-        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/compute\":\"GPU-0:50\"}}}", "n",
-          "annotation gpuslice.io/compute", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/compute\":\"0:50,1:30\"}}}", "n",
+          "annotation gpuslice.io/compute: a claim gives each of the pod's GPUs the same slice, "
+          "so per-GPU values cannot be placed: give one percentage for all (e.g. 50)",
+          0, 422 },
         { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"lots\"}}}", "n",
           "gpuslice.io/memory", 0, 422 },
         { "{\"metadata\":{\"annotations\":{\"gpuslice.io/sms\":\"50%\"}}}", "n",
