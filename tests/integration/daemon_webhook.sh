@@ -64,6 +64,8 @@ daemon_webhook_claims)
     stderr_has "needs kube-api"
     expect 1 "--webhook-claims with no API server (not in a cluster, no kube-api)" -- $W $HOOK --webhook-claims
     stderr_has "makes claim templates in the API server"
+    expect 1 "a node daemon serving the webhook, --webhook-claims, no API server" -- env -u LD_LIBRARY_PATH -u KUBERNETES_SERVICE_HOST "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun3" $HOOK --inject-lib-dir /opt/gs/lib --webhook-claims
+    stderr_has "makes claim templates in the API server"
     $W $HOOK $KUBE --webhook-claims --pod-latency-namespaces prod --nice 0 >"$T/wlog" 2>&1 &
     WP=$!; BG="$BG $WP"
     i=0; while [ $i -lt 100 ] && ! curl -s --cacert "$T/ca.crt" "https://127.0.0.1:$HP/healthz" >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done
