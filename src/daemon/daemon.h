@@ -85,6 +85,7 @@ struct gd_options {
     int dra;                             /* serve as the DRA driver gpu.gpuslice.io */
     int foreground;
     int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */
+    int webhook_claims; /* the webhook turns a pod's slice into a claim of the DRA driver */
     int simulated;    /* use the simulated GPU even where a driver exists */
     int verbose;
 };

@@ -310,14 +310,17 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct gd_respons
 /*
  * The admission webhook's listener: POST /mutate with an AdmissionReview, GET /healthz. It
  * reads no state and answers only about the pod it is sent, so it needs no token (the API
- * server checks its certificate).
+ * server checks its certificate); in webhook-claims mode it makes claim templates in the API
+ * server (webhook_api.c).
  */
 static void webhook(const char *method, const char *url, const struct conn_state *cs,
                     struct gd_response *resp)
 {
-    struct gd_webhook_conf conf = { gd_opt.inject_lib_dir, gd_opt.inject_run_dir[0]
-                                                               ? gd_opt.inject_run_dir
-                                                               : gd_opt.run_dir };
+    struct gd_webhook_conf conf = { gd_opt.inject_lib_dir,
+                                    gd_opt.inject_run_dir[0] ? gd_opt.inject_run_dir
+                                                             : gd_opt.run_dir,
+                                    gd_opt.webhook_claims, gd_opt.pod_latency_namespaces,
+                                    gd_webhook_ensure_template, NULL };
     char err[512];
     json_t *o;
 

@@ -53,6 +53,7 @@ static struct {
     /* the thread's own */
     pthread_t th;
     int running;
+    int client; /* api, token_file and ca_file set, libcurl started: gd_kube_call works */
     volatile int stop;
     char api[512], node[256], token_file[4096], ca_file[4096];
     int expired; /* the watch ended with 410 */
@@ -240,7 +241,7 @@ long gd_kube_call(const char *method, const char *path, const json_t *body, json
     long code;
 
     *out = NULL;
-    if (!kube.running) {
+    if (!kube.client) {
         snprintf(err, errlen, "the daemon does not speak to a Kubernetes API server (kube-api)");
         return -1;
     }
@@ -658,11 +659,12 @@ static void *kube_main(void *arg)
     return NULL;
 }
 
-int gd_kube_start(char *err, size_t errlen)
+int gd_kube_client_start(char *err, size_t errlen)
 {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-    const char *node = gd_opt.node_name[0] ? gd_opt.node_name : getenv("NODE_NAME");
 
+    if (kube.client)
+        return 1;
     if (strcmp(gd_opt.kube_api, "off") == 0 || (!gd_opt.kube_api[0] && !host))
         return 0;
     if (gd_opt.kube_api[0]) {
@@ -682,13 +684,6 @@ int gd_kube_start(char *err, size_t errlen)
                  strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
                  port && *port ? port : "443");
     }
-    if (!node || !*node || strlen(node) >= sizeof(kube.node) || strchr(node, '/')) {
-        snprintf(err, errlen,
-                 "kubernetes: the node's name is needed (node-name, or NODE_NAME from the pod's "
-                 "spec.nodeName as the DaemonSet sets it)");
-        return -1;
-    }
-    snprintf(kube.node, sizeof(kube.node), "%s", node);
     snprintf(kube.token_file, sizeof(kube.token_file), "%s",
              gd_opt.kube_token_file[0] ? gd_opt.kube_token_file : IN_CLUSTER_DIR "/token");
     snprintf(kube.ca_file, sizeof(kube.ca_file), "%s",
@@ -702,10 +697,31 @@ int gd_kube_start(char *err, size_t errlen)
         snprintf(err, errlen, "kubernetes: libcurl could not start");
         return -1;
     }
+    kube.client = 1;
+    return 1;
+}
+
+int gd_kube_start(char *err, size_t errlen)
+{
+    const char *node = gd_opt.node_name[0] ? gd_opt.node_name : getenv("NODE_NAME");
+    int r;
+
+    /* The node's name is checked first: a daemon that cannot follow pods starts no client. */
+    if (strcmp(gd_opt.kube_api, "off") == 0 ||
+        (!gd_opt.kube_api[0] && !getenv("KUBERNETES_SERVICE_HOST")))
+        return 0;
+    if (!node || !*node || strlen(node) >= sizeof(kube.node) || strchr(node, '/')) {
+        snprintf(err, errlen,
+                 "kubernetes: the node's name is needed (node-name, or NODE_NAME from the pod's "
+                 "spec.nodeName as the DaemonSet sets it)");
+        return -1;
+    }
+    if ((r = gd_kube_client_start(err, errlen)) <= 0)
+        return r;
+    snprintf(kube.node, sizeof(kube.node), "%s", node);
     kube.stop = 0;
     if (pthread_create(&kube.th, NULL, kube_main, NULL) != 0) {
         snprintf(err, errlen, "kubernetes: cannot start the pod watch: %s", strerror(errno));
-        curl_global_cleanup();
         return -1;
     }
     kube.running = 1;
@@ -717,16 +733,19 @@ void gd_kube_stop(void)
 {
     int i;
 
-    if (!kube.running)
-        return;
-    kube.stop = 1;
-    pthread_join(kube.th, NULL);
-    kube.running = 0;
-    pthread_mutex_lock(&kube.mu);
-    for (i = kube.npods - 1; i >= 0; i--)
-        drop(i);
-    pthread_mutex_unlock(&kube.mu);
-    curl_global_cleanup();
+    if (kube.running) {
+        kube.stop = 1;
+        pthread_join(kube.th, NULL);
+        kube.running = 0;
+        pthread_mutex_lock(&kube.mu);
+        for (i = kube.npods - 1; i >= 0; i--)
+            drop(i);
+        pthread_mutex_unlock(&kube.mu);
+    }
+    if (kube.client) {
+        kube.client = 0;
+        curl_global_cleanup();
+    }
 }
 
 static json_t *limits_json(const struct gs_limits *l, int sms)

@@ -17,6 +17,12 @@
  * -1 with a message for a configuration that cannot work.
  */
 int gd_kube_start(char *err, size_t errlen);
+/*
+ * The client alone (gd_kube_call), with no node and no pod watch (the webhook's): the API
+ * server's URL, CA and token as gd_kube_start takes them. 1 started (or already), 0 off (no
+ * kube-api and not in a cluster), or -1 with a message.
+ */
+int gd_kube_client_start(char *err, size_t errlen);
 void gd_kube_stop(void);
 int gd_kube_enabled(void);
 

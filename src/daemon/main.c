@@ -209,6 +209,22 @@ static int wait_for_stop(void)
     return sig;
 }
 
+/*
+ * The API server's client for the webhook's claims mode (webhook-claims): it makes claim
+ * templates, and cannot work without one. 0 (also when the mode is off), or -1 with err.
+ */
+static int claims_client(char *err, size_t errlen)
+{
+    int r;
+
+    if (!gd_opt.webhook_claims || (r = gd_kube_client_start(err, errlen)) > 0)
+        return 0;
+    if (r == 0)
+        snprintf(err, errlen, "--webhook-claims makes claim templates in the API server: give "
+                              "kube-api (an https:// URL), or run in a cluster");
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     static sigset_t set;
@@ -243,8 +259,11 @@ int main(int argc, char **argv)
     }
     pthread_detach(sig_th);
     if (gd_opt.webhook_only) {
-        /* Apart from the node: its failure takes no enforcement down, and it needs none. */
-        if (gd_http_start_webhook(err, sizeof(err)) < 0) {
+        /*
+         * Apart from the node: its failure takes no enforcement down, and it needs none. With
+         * webhook-claims, the API server's client (no node, no pod watch): the templates.
+         */
+        if (claims_client(err, sizeof(err)) < 0 || gd_http_start_webhook(err, sizeof(err)) < 0) {
             gd_log("cannot start: %s", err);
             return 1;
         }
@@ -253,6 +272,7 @@ int main(int argc, char **argv)
         gd_log("stopping (signal %d)", sig);
         now_waiting_for("the webhook's server (its connections)");
         gd_http_stop();
+        gd_kube_stop();
         return 0;
     }
     if (gd_devices_start(err, sizeof(err)) < 0 || gd_events_init() < 0 ||
@@ -260,6 +280,7 @@ int main(int argc, char **argv)
         gd_guard_start(err, sizeof(err)) < 0 || gd_wall_start() < 0 ||
         gd_devices_run(err, sizeof(err)) < 0 || gd_boards_start(err, sizeof(err)) < 0 ||
         gd_http_start(err, sizeof(err)) < 0 || gd_kube_start(err, sizeof(err)) < 0 ||
+        claims_client(err, sizeof(err)) < 0 ||
         (gd_kube_enabled() && gd_pods_start(err, sizeof(err)) < 0) ||
         gd_dra_start(err, sizeof(err)) < 0) {
         gd_log("cannot start: %s", err);

@@ -163,6 +163,11 @@ static const struct option_def defs[] = {
     FLAG(webhook_only,
          "serve only the admission webhook (webhook-listen), apart from the node daemon: no "
          "GPUs, node segment, socket or run directory (needs inject-run-dir)"),
+    FLAG(webhook_claims,
+         "the webhook gives a GPU pod a claim of the DRA driver (from a ResourceClaimTemplate "
+         "named after its slice, which it makes in the pod's namespace: needs the API server, "
+         "kube-api) instead of the interposer's mounts, and takes its nvidia.com/gpu, gpumem "
+         "and gpucores away"),
     FLAG(simulated, "use the simulated GPU even where an NVIDIA driver is installed"),
     FLAG(verbose, "log every request"),
 };
@@ -490,6 +495,16 @@ int gd_options_load(int argc, char **argv)
                 "such a body could never be read; give at least %ld\n",
                 gd_opt.request_memory, body,
                 body == gd_opt.max_body ? "max-body" : "webhook-max-body", 4 * body + 256);
+        return 2;
+    }
+    if (gd_opt.webhook_claims && !gd_opt.webhook_listen[0]) {
+        fprintf(stderr, "gpusliced: --webhook-claims is a mode of the webhook: it needs "
+                        "--webhook-listen ADDR:PORT (with --webhook-cert and --webhook-key)\n");
+        return 2;
+    }
+    if (gd_opt.webhook_claims && strcmp(gd_opt.kube_api, "off") == 0) {
+        fprintf(stderr, "gpusliced: --webhook-claims makes claim templates in the API server: "
+                        "it needs kube-api (an https:// URL, or empty in a cluster), not off\n");
         return 2;
     }
     if (gd_opt.webhook_only && !gd_opt.webhook_listen[0]) {

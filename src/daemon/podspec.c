@@ -87,14 +87,28 @@ static const char *const gpu_annotations[] = { GD_ANN_MEMORY, GD_ANN_COMPUTE, GD
 static const char *const gpu_resources[] = { GD_NVIDIA_GPU, GD_HAMI_MEM, GD_HAMI_CORES,
                                              GD_HAMI_PRIORITY };
 
+int gd_pod_has_claim(const json_t *pod)
+{
+    const json_t *rc;
+    size_t i;
+
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "resourceClaims"), i, rc)
+    {
+        const char *n = json_string_value(json_object_get(rc, "name"));
+        const char *t = json_string_value(json_object_get(rc, "resourceClaimTemplateName"));
+
+        if (n && t && strcmp(n, GD_POD_CLAIM) == 0 &&
+            strncmp(t, GD_POD_CLAIM_TEMPLATE_PREFIX, strlen(GD_POD_CLAIM_TEMPLATE_PREFIX)) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int gd_pod_wants_gpus(const json_t *pod)
 {
     const json_t *anns = json_object_get(json_object_get(pod, "metadata"), "annotations"), *c;
     size_t i, k, r;
 
-    for (k = 0; k < sizeof(gpu_annotations) / sizeof(gpu_annotations[0]); k++)
-        if (json_object_get(anns, gpu_annotations[k]))
-            return 1;
     for (k = 0; k < 2; k++)
         json_array_foreach(json_object_get(json_object_get(pod, "spec"), container_lists[k]), i, c)
         {
@@ -105,6 +119,21 @@ int gd_pod_wants_gpus(const json_t *pod)
                     json_object_get(json_object_get(res, "requests"), gpu_resources[r]))
                     return 1;
         }
+    /*
+     * A pod in the webhook's claim form is no annotation tenant: its processes join its claim's
+     * tenant (dra.c, gd_dra_tenant_of_pod), held to what the scheduler allocated to the claim.
+     * The trust point: anyone who writes pods can add such a claim by hand (or a template named
+     * gpuslice-*), and so escape the tenant its annotations would make; what it gets is exactly
+     * the claim's allocation, never more: a claim of our driver is prepared as a tenant of its
+     * consumed capacity, and a GPU of another driver or of the device plugin comes with what
+     * that one allocated. A pod that also asks a device plugin for a GPU (above) stays a GPU pod
+     * (a tenant by its annotations): that GPU is not the claim's.
+     */
+    if (gd_pod_has_claim(pod))
+        return 0;
+    for (k = 0; k < sizeof(gpu_annotations) / sizeof(gpu_annotations[0]); k++)
+        if (json_object_get(anns, gpu_annotations[k]))
+            return 1;
     return 0;
 }
 

@@ -23,6 +23,10 @@
 #define GD_HAMI_PRIORITY "nvidia.com/priority"
 #define GD_NVIDIA_GPU "nvidia.com/gpu"
 
+/* The claim the webhook gives a pod in webhook-claims mode (webhook.c): its name and template's. */
+#define GD_POD_CLAIM "gpuslice"
+#define GD_POD_CLAIM_TEMPLATE_PREFIX "gpuslice-"
+
 struct gd_pod_spec {
     struct gs_limits memory, compute, sms; /* n == 0: none; .source names where they came from */
     uint32_t priority;                     /* GPUSLICE_PRIORITY_*, UNSET for none */
@@ -47,13 +51,22 @@ int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t er
 
 /*
  * Whether pod (a Pod object) is a GPU pod: the one definition that the webhook (which injects
- * the interposer into it) and the daemon (which makes it a tenant) both use. 1 when any of its
- * containers or init containers has one of nvidia.com/gpu, nvidia.com/gpumem,
- * nvidia.com/gpucores or nvidia.com/priority in its limits or requests, or the pod has one of
- * the annotations gd_pod_spec reads (whatever their values: a bad one is refused, not
- * ignored); else 0. Ephemeral containers cannot ask for resources (the API refuses them).
+ * the interposer into it) and the daemon (which makes it a tenant, "pod-<uid>") both use. 1
+ * when any of its containers or init containers has one of nvidia.com/gpu, nvidia.com/gpumem,
+ * nvidia.com/gpucores or nvidia.com/priority in its limits or requests; else 0 when its GPU
+ * comes through the webhook's claim (gd_pod_has_claim: its processes join the claim's tenant,
+ * and the claim's CDI spec brings the interposer); else 1 when it has one of the annotations
+ * gd_pod_spec reads (whatever their values: a bad one is refused, not ignored); else 0.
+ * Ephemeral containers cannot ask for resources (the API refuses them).
  */
 int gd_pod_wants_gpus(const json_t *pod);
+
+/*
+ * Whether pod has the claim the webhook gives in webhook-claims mode: an entry of
+ * spec.resourceClaims named GD_POD_CLAIM whose resourceClaimTemplateName starts with
+ * GD_POD_CLAIM_TEMPLATE_PREFIX. 1 or 0.
+ */
+int gd_pod_has_claim(const json_t *pod);
 
 /*
  * Whether a pod of namespace ns may have the class its spec s asks for. A pod's annotations

@@ -22,14 +22,25 @@
  * Everything here is input from whoever creates pods: a value of the opt-out
  * annotation other than "true" or "false", or a pod that already has a volume
  * or mount of ours, is refused (allowed: false) with a message naming it.
+ *
+ * In webhook-claims mode (conf->claims) pods keep the form they know, and the
+ * scheduler places them: a GPU pod's slice (its annotations, HAMi's resources)
+ * becomes a claim of the DRA driver, from a ResourceClaimTemplate named after
+ * the slice that the webhook makes sure of in the pod's namespace (claims_patch
+ * below). The pod's annotations stay the one source of its limits: the
+ * template is derived from them, never written by the pod's author.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/env.h"
+#include "daemon/dra.h"
 #include "daemon/podspec.h"
 #include "daemon/webhook.h"
+#include "gpuslice/tenant_abi.h"
 
 #define VOL_LIB "gpuslice-lib"
 #define VOL_RUN "gpuslice-run"
@@ -248,6 +259,394 @@ static json_t *patch_for(const json_t *pod, const struct gd_webhook_conf *conf, 
     return patch;
 }
 
+/* ---- webhook-claims ---- */
+
+#define CLAIM_REQUEST "gpu" /* the template's one request */
+
+/* A limit that one request can carry: its default alone; -EINVAL (err) for per-GPU entries. */
+static int one_value(const struct gs_limits *l, const char *what, const char *example, uint64_t *v,
+                     char *err, size_t errlen)
+{
+    *v = 0;
+    if (l->n == 0)
+        return 0;
+    if (l->n == 1 && l->e[0].key == GS_KEY_ALL) {
+        *v = l->e[0].value;
+        return 0;
+    }
+    /* (Only an annotation has per-GPU entries: HAMi's resources are one sum.) */
+    snprintf(err, errlen,
+             "annotation %s: a claim gives each of the pod's GPUs the same slice, so per-GPU "
+             "values cannot be placed: give one %s for all (e.g. %s)",
+             l->source ? l->source : "?", what, example);
+    return -EINVAL;
+}
+
+int gd_webhook_slice(const json_t *pod, const char *ns, const char *latency_ns,
+                     struct gd_webhook_slice *s, char *err, size_t errlen)
+{
+    struct gd_pod_spec ps;
+    uint64_t mem, cores;
+    int r;
+
+    memset(s, 0, sizeof(*s));
+    s->priority = GPUSLICE_PRIORITY_UNSET;
+    if ((r = gd_pod_spec(pod, &ps, err, errlen)) < 0)
+        return r;
+    if (ps.sms.n) {
+        snprintf(err, errlen,
+                 "annotation %s: a claim cannot carry an SM partition (its devices share by "
+                 "memory and cores): leave it out, or set " GD_ANN_INJECT
+                 ": \"false\" and give the pod its GPU otherwise",
+                 GD_ANN_SMS);
+        return -EINVAL;
+    }
+    if (one_value(&ps.memory, "size", "8G", &mem, err, errlen) < 0 ||
+        one_value(&ps.compute, "percentage", "50", &cores, err, errlen) < 0)
+        return -EINVAL;
+    if (ps.gpus > GD_DRA_MAX_DEVS) {
+        snprintf(err, errlen,
+                 "resource " GD_NVIDIA_GPU ": %" PRIu32 " GPUs in one claim; the driver gives at "
+                 "most %d",
+                 ps.gpus, GD_DRA_MAX_DEVS);
+        return -EINVAL;
+    }
+    /*
+     * The class goes into the template's configuration, which the node's driver judges again
+     * (dra.c: latency only for pod-latency-namespaces); refused here too, so that the pod's
+     * author hears of it at once rather than from a claim that never becomes ready.
+     */
+    if ((r = gd_pod_class_allowed(&ps, ns, latency_ns ? latency_ns : "", err, errlen)) < 0)
+        return r;
+    /* Memory in steps of 256 MiB, rounded up as the scheduler rounds a request (KEP-5075). */
+    s->mem_mib = (mem / GD_DRA_MEM_STEP + (mem % GD_DRA_MEM_STEP != 0)) * (GD_DRA_MEM_STEP >> 20);
+    s->cores = (int)cores;
+    s->count = ps.gpus ? ps.gpus : 1;
+    s->priority = ps.priority;
+    return 0;
+}
+
+void gd_webhook_template_name(const struct gd_webhook_slice *s, char *out, size_t len)
+{
+    char m[32] = "", c[16] = "", p[24] = "";
+
+    if (s->mem_mib)
+        snprintf(m, sizeof(m), "m%" PRIu64 "mi-", s->mem_mib);
+    if (s->cores)
+        snprintf(c, sizeof(c), "c%d-", s->cores);
+    if (s->priority != GPUSLICE_PRIORITY_UNSET)
+        snprintf(p, sizeof(p), "-%s", gs_priority_name(s->priority));
+    snprintf(out, len, GD_POD_CLAIM_TEMPLATE_PREFIX "%s%sn%" PRIu32 "%s", m, c, s->count, p);
+}
+
+json_t *gd_webhook_template(const struct gd_webhook_slice *s, const char *ns)
+{
+    char name[128], q[32];
+    json_t *req = json_object(), *exactly, *devices, *t;
+
+    gd_webhook_template_name(s, name, sizeof(name));
+    if (s->mem_mib) {
+        snprintf(q, sizeof(q), "%" PRIu64 "Mi", s->mem_mib);
+        json_object_set_new(req, "memory", json_string(q));
+    }
+    if (s->cores) {
+        snprintf(q, sizeof(q), "%d", s->cores);
+        json_object_set_new(req, "cores", json_string(q));
+    }
+    exactly = json_pack("{s:s, s:s, s:I}", "deviceClassName", GD_DEVICE_CLASS, "allocationMode",
+                        "ExactCount", "count", (json_int_t)s->count);
+    /* No capacity asked: each device consumes its capacities' defaults (the whole memory). */
+    if (json_object_size(req))
+        json_object_set_new(exactly, "capacity", json_pack("{s:o}", "requests", req));
+    else
+        json_decref(req);
+    devices = json_pack("{s:[{s:s, s:o}]}", "requests", "name", CLAIM_REQUEST, "exactly", exactly);
+    if (s->priority != GPUSLICE_PRIORITY_UNSET)
+        json_object_set_new(devices, "config",
+                            json_pack("[{s:[s], s:{s:s, s:{s:s, s:s, s:s}}}]", "requests",
+                                      CLAIM_REQUEST, "opaque", "driver", GD_DRA_DRIVER,
+                                      "parameters", "apiVersion", "gpu.gpuslice.io/v1alpha1",
+                                      "kind", "ClaimConfig", "priority",
+                                      gs_priority_name(s->priority)));
+    t = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:{s:{s:o}}}", "apiVersion",
+                  "resource.k8s.io/v1", "kind", "ResourceClaimTemplate", "metadata", "name", name,
+                  "namespace", ns, "labels", "app.kubernetes.io/managed-by", "gpuslice", "spec",
+                  "spec", "devices", devices);
+    return t;
+}
+
+/* Whether v is the string want. */
+static int str_is(const json_t *v, const char *want)
+{
+    return json_is_string(v) && strcmp(json_string_value(v), want) == 0;
+}
+
+/* A quantity of a template: 0 (absent: *v 0) or -1. */
+static int tmpl_quantity(const json_t *v, uint64_t *out)
+{
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    return json_is_string(v) && gs_parse_quantity(json_string_value(v), out) == 0 ? 0 : -1;
+}
+
+/*
+ * A template's spec.spec read back into a slice: 0, or -1 when it is not exactly a form
+ * gd_webhook_template makes (any other field, selector or request is a difference). The API
+ * server's defaults (allocationMode ExactCount, count 1) count as given; spec.metadata (the
+ * labels of the claims made) changes no allocation and is not looked at.
+ */
+static int tmpl_slice(const json_t *t, struct gd_webhook_slice *s)
+{
+    const json_t *devs = json_object_get(json_object_get(json_object_get(t, "spec"), "spec"),
+                                         "devices"),
+                 *reqs = json_object_get(devs, "requests"), *r = json_array_get(reqs, 0),
+                 *ex = json_object_get(r, "exactly"), *cap = json_object_get(ex, "capacity"),
+                 *rq = json_object_get(cap, "requests"), *cfg = json_object_get(devs, "config"),
+                 *v;
+    const char *key, *mode = json_string_value(json_object_get(ex, "allocationMode"));
+    json_t *count = json_object_get(ex, "count");
+    uint64_t mem, cores;
+
+    memset(s, 0, sizeof(*s));
+    s->priority = GPUSLICE_PRIORITY_UNSET;
+    if (!json_is_object(devs) || json_array_size(reqs) != 1 || json_object_size(r) != 2 ||
+        !str_is(json_object_get(r, "name"), CLAIM_REQUEST) ||
+        !json_is_object(ex) ||
+        !str_is(json_object_get(ex, "deviceClassName"), GD_DEVICE_CLASS) ||
+        (mode && strcmp(mode, "ExactCount") != 0) ||
+        (count && (!json_is_integer(count) || json_integer_value(count) < 1 ||
+                   json_integer_value(count) > GD_DRA_MAX_DEVS)))
+        return -1;
+    json_object_foreach((json_t *)ex, key, v)
+        if (strcmp(key, "deviceClassName") != 0 && strcmp(key, "allocationMode") != 0 &&
+            strcmp(key, "count") != 0 && strcmp(key, "capacity") != 0)
+            return -1;
+    json_object_foreach((json_t *)devs, key, v)
+        if (strcmp(key, "requests") != 0 && strcmp(key, "config") != 0)
+            return -1;
+    if ((cap && (json_object_size(cap) != 1 || !json_is_object(rq))) ||
+        json_object_size(rq) != (size_t)(json_object_get(rq, "memory") != NULL) +
+                                    (size_t)(json_object_get(rq, "cores") != NULL) ||
+        tmpl_quantity(json_object_get(rq, "memory"), &mem) < 0 ||
+        tmpl_quantity(json_object_get(rq, "cores"), &cores) < 0 || mem % GD_DRA_MEM_STEP != 0 ||
+        cores > 100 || (json_object_get(rq, "memory") && mem == 0) ||
+        (json_object_get(rq, "cores") && cores == 0))
+        return -1;
+    s->mem_mib = mem >> 20;
+    s->cores = (int)cores;
+    s->count = count ? (uint32_t)json_integer_value(count) : 1;
+    if (cfg) {
+        const json_t *c0 = json_array_get(cfg, 0), *op = json_object_get(c0, "opaque"),
+                     *par = json_object_get(op, "parameters"), *rn = json_object_get(c0, "requests");
+        const char *prio = json_string_value(json_object_get(par, "priority"));
+        uint32_t p;
+
+        if (json_array_size(cfg) != 1 || json_object_size(c0) != 2 || json_array_size(rn) != 1 ||
+            !str_is(json_array_get(rn, 0), CLAIM_REQUEST) ||
+            json_object_size(op) != 2 ||
+            !str_is(json_object_get(op, "driver"), GD_DRA_DRIVER) ||
+            !prio || gs_parse_priority(prio, &p) < 0 ||
+            json_object_size(par) != 1u + (json_object_get(par, "apiVersion") != NULL) +
+                                         (json_object_get(par, "kind") != NULL))
+            return -1;
+        s->priority = p;
+    }
+    return 0;
+}
+
+int gd_webhook_template_same(const json_t *a, const json_t *b)
+{
+    struct gd_webhook_slice x, y;
+
+    return tmpl_slice(a, &x) == 0 && tmpl_slice(b, &y) == 0 && x.mem_mib == y.mem_mib &&
+           x.cores == y.cores && x.count == y.count && x.priority == y.priority;
+}
+
+static void op_remove(json_t *patch, const char *path)
+{
+    json_array_append_new(patch, json_pack("{s:s, s:s}", "op", "remove", "path", path));
+}
+
+/* A key as a JSON Pointer's reference token: '~' as "~0", '/' as "~1". */
+static void pointer_token(const char *key, char *out, size_t len)
+{
+    size_t o = 0;
+
+    for (; *key && o + 3 < len; key++) {
+        if (*key == '~' || *key == '/') {
+            out[o++] = '~';
+            out[o++] = *key == '~' ? '0' : '1';
+        } else {
+            out[o++] = *key;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The resources by which a container asks a device plugin (or HAMi) for a GPU. */
+static const char *const plugin_resources[] = { GD_NVIDIA_GPU, GD_HAMI_MEM, GD_HAMI_CORES,
+                                                GD_HAMI_PRIORITY };
+
+static int asks_plugin(const json_t *c)
+{
+    const json_t *res = json_object_get(c, "resources");
+    size_t r;
+
+    for (r = 0; r < sizeof(plugin_resources) / sizeof(plugin_resources[0]); r++)
+        if (json_object_get(json_object_get(res, "limits"), plugin_resources[r]) ||
+            json_object_get(json_object_get(res, "requests"), plugin_resources[r]))
+            return 1;
+    return 0;
+}
+
+/* Whether container c names the pod's claim GD_POD_CLAIM in resources.claims. */
+static int names_claim(const json_t *c)
+{
+    const json_t *e;
+    size_t i;
+
+    json_array_foreach(json_object_get(json_object_get(c, "resources"), "claims"), i, e)
+        if (str_is(json_object_get(e, "name"), GD_POD_CLAIM))
+            return 1;
+    return 0;
+}
+
+/* A namespace as the API names them (a DNS label): safe in the template's URL. */
+static int dns_label(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 0 && n <= 63 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n &&
+           s[0] != '-' && s[n - 1] != '-';
+}
+
+/*
+ * The claims mode's patch for pod of namespace ns (a new array), NULL with nothing to do, or
+ * NULL with why (and *code, the HTTP status of the refusal) when the pod must be refused.
+ *
+ * A pod already in claim form (a claim of its own from a template gpuslice-*, the webhook's
+ * from an earlier call among them) is left as it is: a second call adds nothing. Else the
+ * pod's slice (gd_webhook_slice) names a template, which conf->ensure makes sure of (not on a
+ * dry run: sideEffects NoneOnDryRun), and the patch:
+ *   - adds the claim {name: gpuslice, resourceClaimTemplateName: T} to spec.resourceClaims;
+ *   - adds {name: gpuslice} to resources.claims of each container and init container that
+ *     asks for a GPU by a resource, or of every one when the pod asks by annotations only;
+ *   - removes nvidia.com/gpu, gpumem, gpucores and priority from their limits and requests:
+ *     the claim brings the GPU (through its CDI spec), and neither the NVIDIA device plugin
+ *     nor HAMi's scheduler must take one too (nor can a node without them place the pod);
+ *     their values are in the template already;
+ *   - sets the annotation gpuslice.io/claim-template: T, for people.
+ * It does not add the interposer's mounts: the claim's CDI spec brings the same ones (both
+ * would mount /etc/ld.so.preload).
+ */
+static json_t *claims_patch(const json_t *pod, const char *ns, int dry_run,
+                            const struct gd_webhook_conf *conf, int *code, char *why,
+                            size_t whylen)
+{
+    const char *const lists[] = { "containers", "initContainers" };
+    const json_t *spec = json_object_get(pod, "spec"), *md = json_object_get(pod, "metadata"),
+                 *rc, *c;
+    struct gd_webhook_slice sl;
+    char name[128], path[256], tok[64], msg[512];
+    json_t *patch, *tmpl;
+    size_t i, k, r;
+    int any_asks = 0, e;
+
+    *code = 422;
+    json_array_foreach(json_object_get(spec, "resourceClaims"), i, rc)
+    {
+        const char *t = json_string_value(json_object_get(rc, "resourceClaimTemplateName"));
+
+        if (t && strncmp(t, GD_POD_CLAIM_TEMPLATE_PREFIX, strlen(GD_POD_CLAIM_TEMPLATE_PREFIX)) ==
+                     0)
+            return NULL; /* in claim form already (a second call: nothing to add) */
+    }
+    if (!gd_pod_wants_gpus(pod))
+        return NULL;
+    json_array_foreach(json_object_get(spec, "resourceClaims"), i, rc)
+        if (str_is(json_object_get(rc, "name"), GD_POD_CLAIM)) {
+            snprintf(why, whylen,
+                     "the pod has a claim named " GD_POD_CLAIM
+                     " that is not gpuslice's (rename it, or set " GD_ANN_INJECT
+                     ": \"false\" to opt out)");
+            return NULL;
+        }
+    if (!json_is_object(spec) || !json_is_array(json_object_get(spec, "containers"))) {
+        snprintf(why, whylen, "the pod has no spec.containers");
+        return NULL;
+    }
+    if (!ns || !dns_label(ns)) {
+        snprintf(why, whylen, "the pod's namespace \"%.64s\" is not a namespace's name",
+                 ns ? ns : "");
+        return NULL;
+    }
+    if (gd_webhook_slice(pod, ns, conf->latency_namespaces, &sl, why, whylen) < 0)
+        return NULL;
+    gd_webhook_template_name(&sl, name, sizeof(name));
+    if (!dry_run) {
+        if (!conf->ensure) {
+            *code = 500;
+            snprintf(why, whylen, "the webhook cannot make ResourceClaimTemplate %s/%s: it "
+                     "speaks to no API server", ns, name);
+            return NULL;
+        }
+        if (!(tmpl = gd_webhook_template(&sl, ns)))
+            return NULL; /* (no memory: why is empty, the pod allowed untouched) */
+        msg[0] = '\0';
+        e = conf->ensure(ns, tmpl, conf->ensure_arg, msg, sizeof(msg));
+        json_decref(tmpl);
+        if (e < 0) {
+            *code = e == -EEXIST ? 409 : 500;
+            snprintf(why, whylen, "ResourceClaimTemplate %s/%s: %s", ns, name,
+                     msg[0] ? msg : "it could not be made");
+            return NULL;
+        }
+    }
+    patch = json_array();
+    if (!json_is_array(json_object_get(spec, "resourceClaims")))
+        op_add(patch, "/spec/resourceClaims", json_array());
+    op_add(patch, "/spec/resourceClaims/-",
+           json_pack("{s:s, s:s}", "name", GD_POD_CLAIM, "resourceClaimTemplateName", name));
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(spec, lists[k]), i, c) any_asks |= asks_plugin(c);
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(spec, lists[k]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+            const char *const parts[] = { "limits", "requests" };
+            size_t q;
+
+            if (any_asks && !asks_plugin(c))
+                continue;
+            if (!names_claim(c)) {
+                if (!json_is_object(res)) {
+                    snprintf(path, sizeof(path), "/spec/%s/%zu/resources", lists[k], i);
+                    op_add(patch, path, json_object());
+                }
+                if (!json_is_array(json_object_get(res, "claims"))) {
+                    snprintf(path, sizeof(path), "/spec/%s/%zu/resources/claims", lists[k], i);
+                    op_add(patch, path, json_array());
+                }
+                snprintf(path, sizeof(path), "/spec/%s/%zu/resources/claims/-", lists[k], i);
+                op_add(patch, path, json_pack("{s:s}", "name", GD_POD_CLAIM));
+            }
+            for (q = 0; q < 2; q++)
+                for (r = 0; r < sizeof(plugin_resources) / sizeof(plugin_resources[0]); r++)
+                    if (json_object_get(json_object_get(res, parts[q]), plugin_resources[r])) {
+                        pointer_token(plugin_resources[r], tok, sizeof(tok));
+                        snprintf(path, sizeof(path), "/spec/%s/%zu/resources/%s/%s", lists[k],
+                                 i, parts[q], tok);
+                        op_remove(patch, path);
+                    }
+        }
+    if (!json_is_object(json_object_get(md, "annotations")))
+        op_add(patch, "/metadata/annotations", json_object());
+    /* "add" of a member that is there replaces it (RFC 6902): a record for people. */
+    op_add(patch, "/metadata/annotations/gpuslice.io~1claim-template", json_string(name));
+    return patch;
+}
+
 static char *base64(const char *s, size_t n)
 {
     static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -283,8 +682,9 @@ json_t *gd_webhook_review(const char *body, size_t len, const struct gd_webhook_
 {
     json_error_t je;
     json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *req, *pod, *resp, *patch;
-    const char *uid, *kind;
-    char why[512];
+    const char *uid, *kind, *ns, *opt;
+    char why[1024];
+    int code = 422;
 
     if (doc == NULL) {
         snprintf(err, errlen, "the body is not JSON: %s (line %d)", je.text, je.line);
@@ -306,14 +706,27 @@ json_t *gd_webhook_review(const char *body, size_t len, const struct gd_webhook_
     if (kind && strcmp(kind, "Pod") != 0) {
         patch = NULL; /* the configuration sends pods only: anything else passes untouched */
         why[0] = '\0';
+    } else if (conf->claims && (!(opt = annotation(pod, GD_ANN_INJECT)) ||
+                                strcmp(opt, "true") == 0)) {
+        /* (Opted out, or a bad value of the opt-out: patch_for's answer, below, as ever.) */
+        ns = json_string_value(json_object_get(req, "namespace"));
+        if (!ns)
+            ns = json_string_value(
+                json_object_get(json_object_get(pod, "metadata"), "namespace"));
+        why[0] = '\0';
+        patch = claims_patch(pod, ns, json_is_true(json_object_get(req, "dryRun")), conf, &code,
+                             why, sizeof(why));
     } else {
         patch = patch_for(pod, conf, why, sizeof(why));
     }
     if (why[0]) {
         json_object_set_new(resp, "allowed", json_false());
-        json_object_set_new(
-            resp, "status",
-            json_pack("{s:i, s:s, s:s}", "code", 422, "reason", "Invalid", "message", why));
+        json_object_set_new(resp, "status",
+                            json_pack("{s:i, s:s, s:s}", "code", code, "reason",
+                                      code == 422   ? "Invalid"
+                                      : code == 409 ? "Conflict"
+                                                    : "InternalError",
+                                      "message", why));
     } else if (patch) {
         char *text = json_dumps(patch, JSON_COMPACT),
              *b64 = text ? base64(text, strlen(text)) : NULL;

@@ -224,6 +224,58 @@ for e in errs:
 sys.exit(1 if errs else 0)
 PY
 
+# The DRA overlay, and the DRA driver with the webhook in webhook-claims mode (pods keep the
+# form they know): the webhook's Deployment gets --webhook-claims, a service account of its
+# own with its token, allowed only to get and create ResourceClaimTemplates, and sideEffects
+# NoneOnDryRun; the DaemonSet --dra; the webhook overlay alone stays as it was (no token).
+if kubectl kustomize "$SRC/deploy/kubernetes/dra" >"$T/dra.yaml" 2>"$T/err"; then ok "the dra overlay renders"; else bad "dra kustomize: $(cat "$T/err")"; fi
+if kubectl kustomize "$T/k8s/dra/webhook" >"$T/draw.yaml" 2>"$T/err"; then ok "the dra/webhook overlay renders"; else bad "dra/webhook kustomize: $(cat "$T/err")"; fi
+# shellcheck disable=SC2086
+if kubectl $S apply --dry-run=client --validate=false -o json -k "$T/k8s/dra/webhook" >"$T/draw.json" 2>"$T/err"; then ok "kubectl apply --dry-run=client maps the dra/webhook overlay"; else bad "dra/webhook -o json: $(cat "$T/err")"; fi
+if python3 - "$T/draw.json" "$T/hook.json" <<'PY'; then ok "dra/webhook: --webhook-claims on the webhook's Deployment with its own service account (get/create resourceclaimtemplates only) and token, sideEffects NoneOnDryRun, the DaemonSet --dra, the DeviceClass"; else bad "the dra/webhook overlay"; fi
+import json, sys
+def load(p):
+    doc = json.load(open(p))
+    items = doc["items"] if doc.get("kind") == "List" else [doc]
+    return {(o["kind"], o["metadata"]["name"]): o for o in items}
+got, hook = load(sys.argv[1]), load(sys.argv[2])
+errs = []
+want = set(hook) | {("DeviceClass", "gpuslice.io"), ("ClusterRole", "gpuslice-gpusliced-dra"),
+                    ("ClusterRoleBinding", "gpuslice-gpusliced-dra"),
+                    ("ServiceAccount", "gpuslice-webhook"),
+                    ("ClusterRole", "gpuslice-webhook-claims"),
+                    ("ClusterRoleBinding", "gpuslice-webhook-claims")}
+if set(got) != want:
+    errs.append(f"objects {sorted(set(got) ^ want)} differ from the webhook overlay's and the driver's")
+dep = got.get(("Deployment", "gpuslice-webhook"), {})
+spec = dep.get("spec", {}).get("template", {}).get("spec", {})
+args = spec.get("containers", [{}])[0].get("args", [])
+if "--webhook-only" not in args or "--webhook-claims" not in args:
+    errs.append(f"webhook args {args}")
+if spec.get("serviceAccountName") != "gpuslice-webhook" or spec.get("automountServiceAccountToken") is not True:
+    errs.append("the webhook has not its own service account and token")
+role = got.get(("ClusterRole", "gpuslice-webhook-claims"), {})
+rules = {(g, r): set(x["verbs"]) for x in role.get("rules", []) for g in x["apiGroups"] for r in x["resources"]}
+if rules != {("resource.k8s.io", "resourceclaimtemplates"): {"get", "create"}}:
+    errs.append(f"the webhook's rules {rules}")
+b = got.get(("ClusterRoleBinding", "gpuslice-webhook-claims"), {})
+if b.get("subjects") != [{"kind": "ServiceAccount", "name": "gpuslice-webhook", "namespace": "gpuslice-system"}] or \
+        b.get("roleRef", {}).get("name") != "gpuslice-webhook-claims":
+    errs.append(f"the webhook's binding {b}")
+w = got.get(("MutatingWebhookConfiguration", "gpuslice-inject"), {}).get("webhooks", [{}])[0]
+if w.get("sideEffects") != "NoneOnDryRun" or w.get("failurePolicy") != "Fail":
+    errs.append(f"sideEffects {w.get('sideEffects')}, failurePolicy {w.get('failurePolicy')}")
+ds = got.get(("DaemonSet", "gpusliced"), {})
+if "--dra" not in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [{}])[0].get("args", []):
+    errs.append("the DaemonSet is not the DRA driver")
+hspec = hook[("Deployment", "gpuslice-webhook")]["spec"]["template"]["spec"]
+if hspec.get("automountServiceAccountToken", True) or "--webhook-claims" in hspec["containers"][0]["args"]:
+    errs.append("the webhook overlay alone changed")
+for e in errs:
+    print("  " + e)
+sys.exit(1 if errs else 0)
+PY
+
 # The check can fail: a kustomization naming a file that is not there.
 cp -r "$SRC/deploy/kubernetes" "$T/broken"
 sed -i 's/^resources:$/resources:\n  - missing.yaml/' "$T/broken/base/kustomization.yaml"

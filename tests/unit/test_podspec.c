@@ -240,6 +240,34 @@ static void test_which_pods_are_gpu_pods(void **state)
           "\"gpuslice.io/injected\":\"true\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
           0 },
         { "{\"metadata\":{\"annotations\":{\"other.io/memory\":\"1G\"}}}", 0 },
+        /*
+         * The webhook's claim form (webhook-claims): the GPU comes through the claim, whose
+         * tenant the processes join; the annotations make no tenant of their own.
+         */
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"resourceClaims\":[{\"name\":\"gpuslice\",\"resourceClaimTemplateName\":"
+          "\"gpuslice-m8192mi-n1\"}],\"containers\":[{\"name\":\"c\",\"resources\":{"
+          "\"claims\":[{\"name\":\"gpuslice\"}]}}]}}",
+          0 },
+        /* ... but not while a container also asks a device plugin for a GPU. */
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"resourceClaims\":[{\"name\":\"gpuslice\",\"resourceClaimTemplateName\":"
+          "\"gpuslice-m8192mi-n1\"}],\"containers\":[{\"name\":\"c\",\"resources\":{"
+          "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+          1 },
+        /* Another claim's name, or a template not gpuslice's: not the webhook's form. */
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+          "\"gpuslice-m8192mi-n1\"}]}}",
+          1 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"resourceClaims\":[{\"name\":\"gpuslice\",\"resourceClaimTemplateName\":"
+          "\"gpu-8g\"}]}}",
+          1 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"resourceClaims\":[{\"name\":\"gpuslice\",\"resourceClaimName\":"
+          "\"gpuslice-mine\"}]}}",
+          1 },
     };
     size_t i;
 

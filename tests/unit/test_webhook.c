@@ -3,6 +3,7 @@
  * the interposer, the JSON Patch that puts it in (decoded and applied by a
  * small JSON Patch "add" of the test's own), the opt-out, and the refusals.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,8 +14,10 @@
 
 #include "daemon/podspec.h"
 #include "daemon/webhook.h"
+#include "gpuslice/tenant_abi.h"
 
-static const struct gd_webhook_conf conf = { "/var/lib/gpuslice/lib", "/run/gpuslice" };
+static const struct gd_webhook_conf conf = { .lib_dir = "/var/lib/gpuslice/lib",
+                                             .run_dir = "/run/gpuslice" };
 
 static json_t *review(const char *pod_json)
 {
@@ -81,7 +84,10 @@ static void apply(json_t *doc, const json_t *patch)
         char path[256], *tok, *save, *last = NULL;
         json_t *at = doc, *parent = NULL;
 
-        assert_string_equal(json_string_value(json_object_get(op, "op")), "add");
+        int rm = strcmp(json_string_value(json_object_get(op, "op")), "remove") == 0;
+
+        if (!rm)
+            assert_string_equal(json_string_value(json_object_get(op, "op")), "add");
         snprintf(path, sizeof(path), "%s", json_string_value(json_object_get(op, "path")));
         for (tok = strtok_r(path + 1, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
             char key[128], *k = key, *s;
@@ -97,11 +103,16 @@ static void apply(json_t *doc, const json_t *patch)
             free(last);
             last = strdup(key);
         }
-        if (json_is_array(parent)) {
+        if (rm) {
+            assert_true(json_is_object(parent)); /* (the webhook removes members only) */
+            assert_int_equal(json_object_del(parent, last), 0);
+        } else if (json_is_array(parent)) {
             assert_string_equal(last, "-");
             json_array_append(parent, json_object_get(op, "value"));
         } else {
-            assert_null(json_object_get(parent, last)); /* add never replaces here */
+            /* add never replaces here, but the claims mode's record for people */
+            if (strcmp(last, "gpuslice.io/claim-template") != 0)
+                assert_null(json_object_get(parent, last));
             json_object_set(parent, last, json_object_get(op, "value"));
         }
         free(last);
@@ -391,6 +402,490 @@ static void test_refusals(void **state)
     assert_non_null(strstr(err, "not JSON"));
 }
 
+/* ---- webhook-claims ---- */
+
+/* The templates the stub was asked to make sure of, and what it answers. */
+static struct {
+    int calls, answer;
+    char ns[64], name[128];
+    json_t *last;
+} made;
+
+static int stub_ensure(const char *ns, const json_t *tmpl, void *arg, char *err, size_t errlen)
+{
+    (void)arg;
+    made.calls++;
+    snprintf(made.ns, sizeof(made.ns), "%s", ns);
+    snprintf(made.name, sizeof(made.name), "%s",
+             json_string_value(json_object_get(json_object_get(tmpl, "metadata"), "name")));
+    json_decref(made.last);
+    made.last = json_deep_copy(tmpl);
+    if (made.answer == -EEXIST)
+        snprintf(err, errlen, "a template of that name asks for something else");
+    return made.answer;
+}
+
+static const struct gd_webhook_conf claims_conf = { .lib_dir = "/var/lib/gpuslice/lib",
+                                                    .run_dir = "/run/gpuslice",
+                                                    .claims = 1,
+                                                    .latency_namespaces = "prod",
+                                                    .ensure = stub_ensure };
+
+/* The review of pod_json in claims mode, in namespace ns, a dry run or not. */
+static json_t *claims_review(const char *pod_json, const char *ns, int dry_run)
+{
+    char body[16384], err[512];
+    json_t *r;
+
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":"
+             "{\"uid\":\"u-2\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+             "\"namespace\":\"%s\",\"operation\":\"CREATE\",\"dryRun\":%s,\"object\":%s}}",
+             ns, dry_run ? "true" : "false", pod_json);
+    r = gd_webhook_review(body, strlen(body), &claims_conf, err, sizeof(err));
+    assert_non_null(r);
+    return r;
+}
+
+static int allowed(const json_t *r)
+{
+    return json_is_true(json_object_get(json_object_get(r, "response"), "allowed"));
+}
+
+static const char *refusal(const json_t *r)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "response"), "status"), "message"));
+}
+
+static const json_t *container(const json_t *pod, const char *list, size_t i)
+{
+    return json_array_get(json_object_get(json_object_get(pod, "spec"), list), i);
+}
+
+static int has_claim_ref(const json_t *c)
+{
+    const json_t *cl = json_object_get(json_object_get(c, "resources"), "claims");
+
+    return json_array_size(cl) == 1 &&
+           strcmp(json_string_value(json_object_get(json_array_get(cl, 0), "name")),
+                  "gpuslice") == 0;
+}
+
+static const char *const slice_pod =
+    "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gpuslice.io/memory\":\"8G\","
+    "\"gpuslice.io/compute\":\"50\"}},\"spec\":{\"containers\":["
+    "{\"name\":\"main\",\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\","
+    "\"cpu\":\"2\"},\"requests\":{\"nvidia.com/gpu\":\"1\"}}},"
+    "{\"name\":\"side\",\"image\":\"y\"}],\"initContainers\":[{\"name\":\"init\",\"image\":\"z\"}]}}";
+
+/*
+ * The pod's slice becomes a claim: the claim from the template named after the slice, made sure
+ * of in the pod's namespace; the claim in the container that asked for the GPU (only), its
+ * nvidia.com/gpu taken away (the device plugin must not give one too), the template named in an
+ * annotation; and no interposer mounts (the claim's CDI spec brings them).
+ */
+static void test_claims_patch_gives_the_pod_its_claim(void **state)
+{
+    json_t *r, *p, *pod = json_loads(slice_pod, 0, NULL);
+    const json_t *rc, *op;
+    size_t i;
+
+    (void)state;
+    made.calls = 0;
+    made.answer = 0;
+    r = claims_review(slice_pod, "team-a", 0);
+    assert_true(allowed(r));
+    assert_int_equal(made.calls, 1);
+    assert_string_equal(made.ns, "team-a");
+    assert_string_equal(made.name, "gpuslice-m8192mi-c50-n1");
+    p = patch_of(r);
+    assert_non_null(p);
+    json_array_foreach(p, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+
+        assert_null(strstr(path, "volume"));
+        assert_null(strstr(path, "/env"));
+    }
+    apply(pod, p);
+    rc = json_object_get(json_object_get(pod, "spec"), "resourceClaims");
+    assert_int_equal(json_array_size(rc), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(rc, 0), "name")),
+                        "gpuslice");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(rc, 0), "resourceClaimTemplateName")),
+        "gpuslice-m8192mi-c50-n1");
+    assert_true(has_claim_ref(container(pod, "containers", 0)));
+    assert_null(json_object_get(json_object_get(container(pod, "containers", 1), "resources"),
+                                "claims"));
+    assert_null(json_object_get(container(pod, "initContainers", 0), "resources"));
+    {
+        const json_t *res = json_object_get(container(pod, "containers", 0), "resources");
+
+        assert_null(json_object_get(json_object_get(res, "limits"), "nvidia.com/gpu"));
+        assert_null(json_object_get(json_object_get(res, "requests"), "nvidia.com/gpu"));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(res, "limits"),
+                                                              "cpu")),
+                            "2");
+    }
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            "gpuslice.io/claim-template")),
+                        "gpuslice-m8192mi-c50-n1");
+    /* The pod's limits stay in its annotations: they are where the template came from. */
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            "gpuslice.io/memory")),
+                        "8G");
+    /* The template: one request of a device of class gpuslice.io with the slice's capacity. */
+    {
+        const json_t *ex = json_object_get(
+            json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(
+                                                               made.last, "spec"),
+                                                               "spec"),
+                                                           "devices"),
+                                           "requests"),
+                           0),
+            "exactly");
+        const json_t *rq = json_object_get(json_object_get(ex, "capacity"), "requests");
+
+        assert_string_equal(json_string_value(json_object_get(ex, "deviceClassName")),
+                            "gpuslice.io");
+        assert_int_equal(json_integer_value(json_object_get(ex, "count")), 1);
+        assert_string_equal(json_string_value(json_object_get(rq, "memory")), "8192Mi");
+        assert_string_equal(json_string_value(json_object_get(rq, "cores")), "50");
+        assert_string_equal(
+            json_string_value(json_object_get(
+                json_object_get(json_object_get(made.last, "metadata"), "labels"),
+                "app.kubernetes.io/managed-by")),
+            "gpuslice");
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(made.last, "metadata"), "namespace")),
+                            "team-a");
+    }
+    json_decref(p);
+    json_decref(r);
+    /* A second call (the reinvocation) adds nothing, and makes nothing. */
+    {
+        char *text = json_dumps(pod, JSON_COMPACT);
+
+        made.calls = 0;
+        r = claims_review(text, "team-a", 0);
+        assert_true(allowed(r));
+        assert_null(patch_of(r));
+        assert_int_equal(made.calls, 0);
+        json_decref(r);
+        free(text);
+    }
+    json_decref(pod);
+}
+
+/*
+ * HAMi's form: nvidia.com/gpumem (MiB, rounded up to the 256 MiB steps the scheduler counts in)
+ * and nvidia.com/gpucores over 2 GPUs; all of them taken away (their JSON Pointers with "~1"),
+ * each GPU of the claim getting the same slice. A pod that asks by annotations only gets the
+ * claim in every container.
+ */
+static void test_claims_hami_and_annotation_only(void **state)
+{
+    static const char *const hami =
+        "{\"metadata\":{\"name\":\"h\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":"
+        "{\"limits\":{\"nvidia.com/gpu\":\"2\",\"nvidia.com/gpumem\":\"4000\","
+        "\"nvidia.com/gpucores\":\"30\",\"nvidia.com/priority\":\"1\"}}}]}}";
+    static const char *const ann =
+        "{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/vram-limit\":\"1Gi\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"a\"},{\"name\":\"b\",\"resources\":{\"claims\":["
+        "{\"name\":\"other\"}]}}],\"initContainers\":[{\"name\":\"i\"}],\"resourceClaims\":["
+        "{\"name\":\"other\",\"resourceClaimName\":\"o\"}]}}";
+    json_t *r, *p, *pod = json_loads(hami, 0, NULL);
+    const json_t *op;
+    size_t i;
+    int removes = 0;
+
+    (void)state;
+    made.calls = 0;
+    made.answer = 0;
+    r = claims_review(hami, "ns1", 0);
+    assert_true(allowed(r));
+    assert_string_equal(made.name, "gpuslice-m4096mi-c30-n2-background");
+    p = patch_of(r);
+    json_array_foreach(p, i, op)
+        if (strcmp(json_string_value(json_object_get(op, "op")), "remove") == 0) {
+            const char *path = json_string_value(json_object_get(op, "path"));
+
+            assert_int_equal(strncmp(path, "/spec/containers/0/resources/limits/nvidia.com~1", 48),
+                             0);
+            removes++;
+        }
+    assert_int_equal(removes, 4);
+    apply(pod, p);
+    assert_int_equal(json_object_size(json_object_get(
+                         json_object_get(container(pod, "containers", 0), "resources"), "limits")),
+                     0);
+    assert_true(has_claim_ref(container(pod, "containers", 0)));
+    /* The class rides in the template's configuration, for the driver to judge again. */
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(
+                json_object_get(
+                    json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(
+                                                                       made.last, "spec"),
+                                                                       "spec"),
+                                                                   "devices"),
+                                                   "config"),
+                                   0),
+                    "opaque"),
+                "parameters"),
+            "priority")),
+        "background");
+    json_decref(p);
+    json_decref(r);
+    json_decref(pod);
+    /* Annotations only: every container and init container (an array in resourceClaims kept). */
+    pod = json_loads(ann, 0, NULL);
+    r = claims_review(ann, "ns1", 0);
+    assert_true(allowed(r));
+    assert_string_equal(made.name, "gpuslice-m1024mi-n1");
+    p = patch_of(r);
+    apply(pod, p);
+    assert_true(has_claim_ref(container(pod, "containers", 0)));
+    assert_int_equal(json_array_size(json_object_get(
+                         json_object_get(container(pod, "containers", 1), "resources"), "claims")),
+                     2);
+    assert_true(has_claim_ref(container(pod, "initContainers", 0)));
+    assert_int_equal(
+        json_array_size(json_object_get(json_object_get(pod, "spec"), "resourceClaims")), 2);
+    json_decref(p);
+    json_decref(r);
+    json_decref(pod);
+}
+
+/* A dry run gets the patch, and nothing is made (sideEffects: NoneOnDryRun). */
+static void test_claims_dry_run_makes_nothing(void **state)
+{
+    json_t *r, *p;
+
+    (void)state;
+    made.calls = 0;
+    made.answer = -EIO; /* would refuse, were it asked */
+    r = claims_review(slice_pod, "team-a", 1);
+    assert_true(allowed(r));
+    assert_int_equal(made.calls, 0);
+    p = patch_of(r);
+    assert_non_null(p);
+    json_decref(p);
+    json_decref(r);
+    made.answer = 0;
+}
+
+/*
+ * Refusals, each naming what to change: per-GPU values (one request cannot place them), an SM
+ * partition, the latency class outside pod-latency-namespaces, a template of that name that
+ * asks for something else, no way to make templates, a claim of ours that is not ours.
+ */
+static void test_claims_refusals(void **state)
+{
+    static const struct {
+        const char *pod, *ns, *want;
+        int answer, code;
+    } cases[] = {
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"0:8G,1:4G\"}}}", "n",
+          "annotation gpuslice.io/memory: a claim gives each of the pod's GPUs the same slice",
+          0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G,1:4G\"}}}", "n",
+          "give one size", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/compute\":\"0:50,1:30\"}}}", "n",
+          "annotation gpuslice.io/compute: a claim gives each of the pod's GPUs the same slice, "
+          "so per-GPU values cannot be placed: give one percentage for all (e.g. 50)",
+          0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"lots\"}}}", "n",
+          "gpuslice.io/memory", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/sms\":\"50%\"}}}", "n",
+          "annotation gpuslice.io/sms", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/priority\":\"latency\"}}}", "dev",
+          "pods of namespace dev may not have", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}}}", "n",
+          "ResourceClaimTemplate n/gpuslice-m8192mi-n1: a template of that name", -EEXIST, 409 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+          "\"containers\":[{\"name\":\"c\"}],\"resourceClaims\":[{\"name\":\"gpuslice\","
+          "\"resourceClaimName\":\"x\"}]}}",
+          "n", "a claim named gpuslice that is not gpuslice's", 0, 422 },
+        { "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+          "\"nvidia.com/gpu\":\"17\"}}}]}}",
+          "n", "at most 16", 0, 422 },
+        { "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}}}", "Bad_NS",
+          "namespace", 0, 422 },
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char pod[1024];
+        json_t *r;
+
+        /* (A pod without containers gets one, so that only the case's fault is refused.) */
+        if (strstr(cases[i].pod, "\"spec\""))
+            snprintf(pod, sizeof(pod), "%s", cases[i].pod);
+        else
+            snprintf(pod, sizeof(pod), "%.*s,\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+                     (int)strlen(cases[i].pod) - 1, cases[i].pod);
+        made.answer = cases[i].answer;
+        r = claims_review(pod, cases[i].ns, 0);
+        if (allowed(r) || !strstr(refusal(r), cases[i].want))
+            fail_msg("case %zu: %s: allowed %d, \"%s\"; want \"%s\"", i, pod, allowed(r),
+                     refusal(r) ? refusal(r) : "", cases[i].want);
+        assert_int_equal(json_integer_value(json_object_get(
+                             json_object_get(json_object_get(r, "response"), "status"), "code")),
+                         cases[i].code);
+        json_decref(r);
+    }
+    made.answer = 0;
+    /* Without a way to make templates: refused, not let through without its claim. */
+    {
+        struct gd_webhook_conf c = claims_conf;
+        char body[4096], err[512];
+        json_t *r;
+
+        c.ensure = NULL;
+        snprintf(body, sizeof(body),
+                 "{\"request\":{\"uid\":\"u\",\"namespace\":\"n\",\"object\":%s}}", slice_pod);
+        r = gd_webhook_review(body, strlen(body), &c, err, sizeof(err));
+        assert_non_null(r);
+        assert_false(allowed(r));
+        assert_non_null(strstr(refusal(r), "no API server"));
+        json_decref(r);
+    }
+}
+
+/* Which pods the claims mode leaves alone: not GPU pods, opted out, already in claim form. */
+static void test_claims_leaves_alone(void **state)
+{
+    static const char *const pods[] = {
+        "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"false\","
+        "\"gpuslice.io/memory\":\"8G\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+        /* a claim of its own from one of our templates: its author's form */
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":\"8G\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"resources\":{\"claims\":[{\"name\":\"g\"}]}}],"
+        "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimTemplateName\":\"gpuslice-n1\"}]}}",
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        json_t *r;
+
+        made.calls = 0;
+        r = claims_review(pods[i], "n", 0);
+        assert_true(allowed(r));
+        assert_null(patch_of(r));
+        assert_int_equal(made.calls, 0);
+        json_decref(r);
+    }
+}
+
+/* The template's name: the same slice, the same name; memory rounded up to 256 MiB steps. */
+static void test_claims_template_names(void **state)
+{
+    static const struct {
+        const char *anns;
+        const char *name;
+    } cases[] = {
+        { "\"gpuslice.io/memory\":\"8G\"", "gpuslice-m8192mi-n1" },
+        { "\"gpuslice.io/memory\":\"8192M\"", "gpuslice-m8192mi-n1" },
+        { "\"gpuslice.io/memory\":\"1M\"", "gpuslice-m256mi-n1" },
+        { "\"gpuslice.io/memory\":\"256M\"", "gpuslice-m256mi-n1" },
+        { "\"gpuslice.io/memory\":\"257M\"", "gpuslice-m512mi-n1" },
+        { "\"tensor-fusion.ai/vram-limit\":\"1.5Gi\"", "gpuslice-m1536mi-n1" },
+        { "\"gpuslice.io/compute\":\"25\"", "gpuslice-c25-n1" },
+        { "\"gpuslice.io/memory\":\"2G\",\"gpuslice.io/priority\":\"latency\"",
+          "gpuslice-m2048mi-n1-latency" },
+        { "\"gpuslice.io/priority\":\"normal\"", "gpuslice-n1-normal" },
+    };
+    size_t i;
+
+    (void)state;
+    made.answer = 0;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char pod[512];
+        json_t *r;
+
+        snprintf(pod, sizeof(pod),
+                 "{\"metadata\":{\"annotations\":{%s}},\"spec\":{\"containers\":[{\"name\":"
+                 "\"c\"}]}}",
+                 cases[i].anns);
+        r = claims_review(pod, "prod", 0);
+        assert_true(allowed(r));
+        if (strcmp(made.name, cases[i].name) != 0)
+            fail_msg("case %zu: %s: %s, want %s", i, cases[i].anns, made.name, cases[i].name);
+        json_decref(r);
+    }
+    /* nvidia.com/gpu alone: the whole GPU (nothing asked: the capacities' defaults). */
+    {
+        json_t *r = claims_review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                                  "\"limits\":{\"nvidia.com/gpu\":\"3\"}}}]}}",
+                                  "prod", 0);
+
+        assert_string_equal(made.name, "gpuslice-n3");
+        assert_null(json_object_get(
+            json_object_get(
+                json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(
+                                                                   made.last, "spec"),
+                                                                   "spec"),
+                                                               "devices"),
+                                               "requests"),
+                               0),
+                "exactly"),
+            "capacity"));
+        json_decref(r);
+    }
+}
+
+/*
+ * A template read back from the API server is the same when it asks the same, whatever the
+ * server's defaults and the forms of its quantities; anything else is a difference.
+ */
+static void test_claims_template_same(void **state)
+{
+    struct gd_webhook_slice s = { 8192, 50, 1, GPUSLICE_PRIORITY_UNSET };
+    json_t *ours = gd_webhook_template(&s, "n"), *have;
+    json_t *ex;
+
+    (void)state;
+    assert_true(gd_webhook_template_same(ours, ours));
+    have = json_deep_copy(ours);
+    ex = json_object_get(
+        json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(have,
+                                                                                       "spec"),
+                                                                       "spec"),
+                                                       "devices"),
+                                       "requests"),
+                       0),
+        "exactly");
+    json_object_del(ex, "allocationMode");
+    json_object_del(ex, "count");
+    json_object_set_new(json_object_get(json_object_get(ex, "capacity"), "requests"), "memory",
+                        json_string("8Gi"));
+    assert_true(gd_webhook_template_same(have, ours));
+    json_object_set_new(json_object_get(json_object_get(ex, "capacity"), "requests"), "cores",
+                        json_string("60"));
+    assert_false(gd_webhook_template_same(have, ours));
+    json_object_set_new(json_object_get(json_object_get(ex, "capacity"), "requests"), "cores",
+                        json_string("50"));
+    json_object_set_new(ex, "selectors", json_array());
+    assert_false(gd_webhook_template_same(have, ours));
+    json_object_del(ex, "selectors");
+    json_object_set_new(ex, "count", json_integer(2));
+    assert_false(gd_webhook_template_same(have, ours));
+    json_decref(have);
+    s.priority = GPUSLICE_PRIORITY_LATENCY;
+    have = gd_webhook_template(&s, "n");
+    assert_false(gd_webhook_template_same(have, ours));
+    json_decref(have);
+    json_decref(ours);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +894,13 @@ int main(void)
         cmocka_unit_test(test_injects_exactly_gpu_pods),
         cmocka_unit_test(test_marker_not_believed),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_claims_patch_gives_the_pod_its_claim),
+        cmocka_unit_test(test_claims_hami_and_annotation_only),
+        cmocka_unit_test(test_claims_dry_run_makes_nothing),
+        cmocka_unit_test(test_claims_refusals),
+        cmocka_unit_test(test_claims_leaves_alone),
+        cmocka_unit_test(test_claims_template_names),
+        cmocka_unit_test(test_claims_template_same),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
