@@ -51,7 +51,9 @@ int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t er
  * containers or init containers has one of nvidia.com/gpu, nvidia.com/gpumem,
  * nvidia.com/gpucores or nvidia.com/priority in its limits or requests, or the pod has one of
  * the annotations gd_pod_spec reads (whatever their values: a bad one is refused, not
- * ignored); else 0. Ephemeral containers cannot ask for resources (the API refuses them).
+ * ignored), or any spec.resourceClaims (a GPU of NVIDIA's DRA driver is named only by a
+ * claim, and a claim's driver is not in the pod: in a namespace that opted in, a pod with
+ * claims of other drivers is injected too, harmlessly: it gets no limit from them); else 0. Ephemeral containers cannot ask for resources (the API refuses them).
  */
 int gd_pod_wants_gpus(const json_t *pod);
 
