@@ -240,6 +240,11 @@ static void test_which_pods_are_gpu_pods(void **state)
           "\"gpuslice.io/injected\":\"true\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
           0 },
         { "{\"metadata\":{\"annotations\":{\"other.io/memory\":\"1G\"}}}", 0 },
+        /* A resource claim (NVIDIA's DRA driver names its GPUs only there): a GPU pod. */
+        { "{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+          "\"t\"}],\"containers\":[{\"name\":\"c\"}]}}",
+          1 },
+        { "{\"spec\":{\"resourceClaims\":[],\"containers\":[{\"name\":\"c\"}]}}", 0 },
     };
     size_t i;
 
