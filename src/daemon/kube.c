@@ -391,10 +391,13 @@ static int claims_put(struct pod *p, int changed, char claims[][GD_CLAIM_NAME_LE
         same = strcmp(claims[k], p->p.claims[k]) == 0;
     if (n < 0) {
         p->p.nclaims = 0;
+        p->p.nv_had = 0;
         p->p.nv = GD_NV_REFUSED;
         snprintf(p->p.nv_err, sizeof(p->p.nv_err), "%s", cerr);
         return 0;
     }
+    if (!same)
+        p->p.nv_had = 0; /* other claims: nothing read of them yet */
     p->p.nclaims = n;
     memcpy(p->p.claims, claims, (size_t)n * sizeof(claims[0]));
     p->p.nv_pending = pending;
@@ -436,6 +439,10 @@ static void pod_put(const json_t *obj, uint64_t gen)
     ok = gd_pod_spec(obj, &spec, err, sizeof(err)) == 0 &&
          gd_pod_class_allowed(&spec, ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) == 0;
     nclaims = gd_nv_pod_claims(obj, claims, GD_POD_MAX_CLAIMS, &pending, cerr, sizeof(cerr));
+    if (nclaims < 0 && ok) {
+        ok = 0; /* refused as a bad annotation is, with its Event */
+        memcpy(err, cerr, sizeof(err));
+    }
     pthread_mutex_lock(&kube.mu);
     i = find(uid);
     if (!node || strcmp(node, kube.node) != 0) {
@@ -518,10 +525,11 @@ int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry)
     return n;
 }
 
-void gd_kube_nv_done(const struct gd_nv_job *j, int refused, const struct gs_limits *mem,
-                     const char *err)
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread,
+                     const struct gs_limits *mem, const char *err)
 {
     char ns[256] = "", name[256] = "", evmsg[512] = "";
+    int refused = state == GD_NV_REFUSED;
     struct pod *p;
     int i;
 
@@ -531,6 +539,19 @@ void gd_kube_nv_done(const struct gd_nv_job *j, int refused, const struct gs_lim
         return;
     }
     p = kube.pods[i];
+    if (refused && unread && p->p.nv_had) {
+        /*
+         * Read again after the pod changed, and the API server did not answer: an allocation
+         * does not change while its claim is reserved for the pod, so what the same claims
+         * gave still holds (a refusal would fail the pod's new processes for a blip).
+         */
+        p->p.nv = GD_NV_OK;
+        snprintf(name, sizeof(name), "%s", p->p.name);
+        pthread_mutex_unlock(&kube.mu);
+        gd_log("kubernetes: pod %s/%s: its claims' limits kept as last read: %s", j->ns, name,
+               err);
+        return;
+    }
     if (refused && (p->p.nv != GD_NV_REFUSED || strcmp(p->p.nv_err, err) != 0)) {
         snprintf(evmsg, sizeof(evmsg), "%s", err);
         snprintf(ns, sizeof(ns), "%s", p->p.ns);
@@ -538,6 +559,7 @@ void gd_kube_nv_done(const struct gd_nv_job *j, int refused, const struct gs_lim
         kube.refused++;
     }
     p->p.nv = refused ? GD_NV_REFUSED : GD_NV_OK;
+    p->p.nv_had = !refused;
     if (refused)
         memset(&p->p.nv_mem, 0, sizeof(p->p.nv_mem));
     else

@@ -43,6 +43,7 @@ struct gd_kube_pod {
     int nv;         /* GD_NV_*: where reading them stands */
     struct gs_limits nv_mem; /* GD_NV_OK: the claims' memory per GPU UUID (n 0: none) */
     char nv_err[512];        /* GD_NV_REFUSED: why, naming the claim */
+    int nv_had; /* the claims named now were read once: nv_mem holds what they gave */
 };
 
 enum {
@@ -66,11 +67,13 @@ struct gd_nv_job {
 int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry);
 
 /*
- * The outcome of job j: its claims' memory limits, or refused with err. Dropped when the pod
- * changed meanwhile (another job reads it again). A new refusal posts the pod's Warning Event.
+ * The outcome of job j (GD_NV_OK with its claims' memory limits mem, or GD_NV_REFUSED with
+ * err; unread: the API server did not answer, which keeps what the same claims gave before
+ * when they were read once, and refuses otherwise). Dropped when the pod changed meanwhile
+ * (another job reads it again). A new refusal posts the pod's Warning Event.
  */
-void gd_kube_nv_done(const struct gd_nv_job *j, int refused, const struct gs_limits *mem,
-                     const char *err);
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread,
+                     const struct gs_limits *mem, const char *err);
 
 /*
  * One call of the API server from any thread: method (GET, POST, PUT, DELETE) of path (from

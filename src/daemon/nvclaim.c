@@ -70,7 +70,10 @@ static const char *uuid_of(const char *device)
     return NULL;
 }
 
-/* Claim name of job j read, its results added to l. 0, or -1 with err naming the claim. */
+/*
+ * Claim name of job j read, its results added to l. 0, or -1 with err naming the claim, or -2
+ * (with err) when the API server did not answer (no answer, or 5xx): the claim is unread.
+ */
 static int claim_add(const struct gd_nv_job *j, const char *name, int *listed, struct gs_limits *l,
                      unsigned char *whole, char *err, size_t errlen)
 {
@@ -87,7 +90,7 @@ static int claim_add(const struct gd_nv_job *j, const char *name, int *listed, s
         gs_set_error(err, errlen, "claim %.64s/%.64s cannot be read: %s", j->ns, name,
                  code == 200 ? "the answer is not JSON" : e2);
         json_decref(doc);
-        return -1;
+        return code < 0 || code >= 500 ? -2 : -1; /* no answer: unread */
     }
     r = gd_nv_claim_read(doc, j->ns, name, gd_kube_node(), j->uid, &c, err, errlen);
     json_decref(doc);
@@ -100,7 +103,7 @@ static int claim_add(const struct gd_nv_job *j, const char *name, int *listed, s
             *listed = 1; /* a device not seen yet: the slices once more */
             if (slices_list(e2, sizeof(e2)) < 0) {
                 gs_set_error(err, errlen, "claim %.64s/%.64s: %s", j->ns, name, e2);
-                return -1;
+                return -2;
             }
             uuid = uuid_of(c.r[k].device);
         }
@@ -124,17 +127,17 @@ static void resolve(const struct gd_nv_job *j)
     struct gs_limits l;
     unsigned char whole[GS_MAX_LIMIT_ENTRIES];
     char err[512];
-    int k, listed = 0;
+    int k, r, listed = 0;
 
     memset(&l, 0, sizeof(l));
     memset(whole, 0, sizeof(whole));
     for (k = 0; k < j->nclaims; k++)
-        if (claim_add(j, j->claims[k], &listed, &l, whole, err, sizeof(err)) < 0) {
-            gd_kube_nv_done(j, 1, NULL, err);
+        if ((r = claim_add(j, j->claims[k], &listed, &l, whole, err, sizeof(err))) < 0) {
+            gd_kube_nv_done(j, GD_NV_REFUSED, r == -2, NULL, err);
             return;
         }
     gd_nv_limits_done(&l, whole);
-    gd_kube_nv_done(j, 0, &l, "");
+    gd_kube_nv_done(j, GD_NV_OK, 0, &l, "");
 }
 
 static void *nv_main(void *arg)

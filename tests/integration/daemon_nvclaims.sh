@@ -90,6 +90,11 @@ daemon_nvclaims)
     tenant_until 10 "$U5" 'd["pod"]["refused"] and "ns1/nv-late cannot be read" in d["pod"]["error"]' && ok "an unreadable claim: pod late refused, naming it" || bad "late not refused"
     kctl -d '{"clear":true}' "$KC/deny" >/dev/null
     tenant_until 20 "$U5" 'not d["pod"]["refused"] and d["limits"]["memory"].get("'"$UUID0"'") == 3 << 30' && ok "readable again: pod late gets its 3 GiB" || bad "late not recovered"
+    # More claims than are followed: refused (their limits cannot all be known), with an Event.
+    U6=a6a6a6a6-0000-4000-8000-000000000006
+    rc=$(python3 -c 'import json; print(json.dumps([{"name": "r%d" % i, "resourceClaimName": "c%d" % i} for i in range(9)]))')
+    kctl -d '{"metadata":{"name":"many","namespace":"ns1","uid":"'"$U6"'"},"spec":{"nodeName":"node1","resourceClaims":'"$rc"',"containers":[{"name":"main"}]}}' "$KC/pods" >/dev/null
+    tenant_until 10 "$U6" 'd["pod"]["refused"] and "more than 8 resource claims" in d["pod"]["error"]' && ok "nine claims: pod many refused" || bad "many not refused"
     kctl "$KC/events" >"$T/events"
     grep -q "nv-gone" "$T/events" && ok "a Warning Event names the claim" || { bad "no event for nv-gone"; cat "$T/events"; }
     stop_daemon
