@@ -1,8 +1,10 @@
 /*
  * Kubernetes pods as tenants. Each pod the daemon follows (kube.c) is one
  * managed tenant, "pod-<uid>", whose limits are exactly what the pod's object
- * says (podspec.c), flagged GPUSLICE_NODE_POD, and GPUSLICE_NODE_REFUSED when
- * the object's values are bad (its processes' CUDA calls then fail). A pod
+ * says (podspec.c) and what its claims of NVIDIA's DRA driver consumed
+ * (nvclaim.c; the smaller per GPU), flagged GPUSLICE_NODE_POD, and
+ * GPUSLICE_NODE_REFUSED when the object's values are bad or a claim cannot be
+ * read or placed (its processes' CUDA calls then fail). A pod
  * that is deleted ends its tenant; one that comes back under its name has a
  * new uid, so a new tenant.
  *
