@@ -525,8 +525,8 @@ int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry)
     return n;
 }
 
-void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread,
-                     const struct gs_limits *mem, const char *err)
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread, const struct gs_limits *mem,
+                     const char *err)
 {
     char ns[256] = "", name[256] = "", evmsg[512] = "";
     int refused = state == GD_NV_REFUSED;
@@ -548,8 +548,7 @@ void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread,
         p->p.nv = GD_NV_OK;
         snprintf(name, sizeof(name), "%s", p->p.name);
         pthread_mutex_unlock(&kube.mu);
-        gd_log("kubernetes: pod %s/%s: its claims' limits kept as last read: %s", j->ns, name,
-               err);
+        gd_log("kubernetes: pod %s/%s: its claims' limits kept as last read: %s", j->ns, name, err);
         return;
     }
     if (refused && (p->p.nv != GD_NV_REFUSED || strcmp(p->p.nv_err, err) != 0)) {

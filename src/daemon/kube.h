@@ -39,11 +39,11 @@ struct gd_kube_pod {
     /* Its claims (nvclaim.h), whose results of gpu.nvidia.com add memory limits by GPU UUID. */
     int nclaims;
     char claims[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
-    int nv_pending; /* claims of its templates that its status does not name yet */
-    int nv;         /* GD_NV_*: where reading them stands */
+    int nv_pending;          /* claims of its templates that its status does not name yet */
+    int nv;                  /* GD_NV_*: where reading them stands */
     struct gs_limits nv_mem; /* GD_NV_OK: the claims' memory per GPU UUID (n 0: none) */
     char nv_err[512];        /* GD_NV_REFUSED: why, naming the claim */
-    int nv_had; /* the claims named now were read once: nv_mem holds what they gave */
+    int nv_had;              /* the claims named now were read once: nv_mem holds what they gave */
 };
 
 enum {
@@ -72,8 +72,8 @@ int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry);
  * when they were read once, and refuses otherwise). Dropped when the pod changed meanwhile
  * (another job reads it again). A new refusal posts the pod's Warning Event.
  */
-void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread,
-                     const struct gs_limits *mem, const char *err);
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread, const struct gs_limits *mem,
+                     const char *err);
 
 /*
  * One call of the API server from any thread: method (GET, POST, PUT, DELETE) of path (from

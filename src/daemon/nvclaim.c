@@ -52,7 +52,7 @@ static int slices_list(char *err, size_t errlen)
     code = gd_kube_call("GET", path, NULL, &doc, CALL_S, e2, sizeof(e2));
     if (code != 200 || doc == NULL)
         gs_set_error(err, errlen, "the node's ResourceSlices of %s cannot be listed: %s",
-                 GD_NV_DRIVER, code == 200 ? "the answer is not JSON" : e2);
+                     GD_NV_DRIVER, code == 200 ? "the answer is not JSON" : e2);
     else
         r = gd_nv_slices_read(doc, gd_kube_node(), nv.dev, GD_NV_MAX_DEVICES, &nv.ndev, err,
                               errlen);
@@ -83,12 +83,12 @@ static int claim_add(const struct gd_nv_job *j, const char *name, int *listed, s
     long code;
     int k, r;
 
-    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
-             j->ns, name);
+    snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s", j->ns,
+             name);
     code = gd_kube_call("GET", path, NULL, &doc, CALL_S, e2, sizeof(e2));
     if (code != 200 || doc == NULL) {
         gs_set_error(err, errlen, "claim %.64s/%.64s cannot be read: %s", j->ns, name,
-                 code == 200 ? "the answer is not JSON" : e2);
+                     code == 200 ? "the answer is not JSON" : e2);
         json_decref(doc);
         return code < 0 || code >= 500 ? -2 : -1; /* no answer: unread */
     }
@@ -109,9 +109,9 @@ static int claim_add(const struct gd_nv_job *j, const char *name, int *listed, s
         }
         if (uuid == NULL) {
             gs_set_error(err, errlen,
-                     "claim %.64s/%.64s: device %.64s of %s is in no ResourceSlice of node "
-                     "%.253s (or has no uuid attribute)",
-                     j->ns, name, c.r[k].device, GD_NV_DRIVER, gd_kube_node());
+                         "claim %.64s/%.64s: device %.64s of %s is in no ResourceSlice of node "
+                         "%.253s (or has no uuid attribute)",
+                         j->ns, name, c.r[k].device, GD_NV_DRIVER, gd_kube_node());
             return -1;
         }
         if (gd_nv_limits_add(l, whole, uuid, c.r[k].mem, e2, sizeof(e2)) < 0) {

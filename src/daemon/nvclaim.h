@@ -35,12 +35,12 @@
 #include "common/parse.h"
 
 #define GD_NV_DRIVER "gpu.nvidia.com"
-#define GD_POD_MAX_CLAIMS 8      /* claims of one pod that are followed (more: refused) */
-#define GD_CLAIM_NAME_LEN 254    /* a DNS subdomain and its NUL */
-#define GD_NV_DEVICE_LEN 128     /* a device's name (a DNS label, 63 in v1) and its NUL */
-#define GD_NV_UUID_LEN 64        /* a device's uuid attribute ("GPU-...", "MIG-...") */
-#define GD_NV_MAX_RESULTS 32     /* results of gpu.nvidia.com in one claim */
-#define GD_NV_MAX_DEVICES 512    /* devices of gpu.nvidia.com on one node (MIG included) */
+#define GD_POD_MAX_CLAIMS 8   /* claims of one pod that are followed (more: refused) */
+#define GD_CLAIM_NAME_LEN 254 /* a DNS subdomain and its NUL */
+#define GD_NV_DEVICE_LEN 128  /* a device's name (a DNS label, 63 in v1) and its NUL */
+#define GD_NV_UUID_LEN 64     /* a device's uuid attribute ("GPU-...", "MIG-...") */
+#define GD_NV_MAX_RESULTS 32  /* results of gpu.nvidia.com in one claim */
+#define GD_NV_MAX_DEVICES 512 /* devices of gpu.nvidia.com on one node (MIG included) */
 
 /*
  * The claims a pod names: status.resourceClaimStatuses[].resourceClaimName (the claims made
@@ -86,8 +86,8 @@ struct gd_nv_dev {
  * attribute uuid (a device without one is skipped), into out (*n of them). 0, or -1 with err
  * (not a list, or more than max devices).
  */
-int gd_nv_slices_read(const json_t *list, const char *node, struct gd_nv_dev *out, int max,
-                      int *n, char *err, size_t errlen);
+int gd_nv_slices_read(const json_t *list, const char *node, struct gd_nv_dev *out, int max, int *n,
+                      char *err, size_t errlen);
 
 /*
  * Adds a result's memory on GPU uuid ("GPU-...") to the claims' limits l (keyed by the
@@ -110,8 +110,8 @@ void gd_nv_limits_done(struct gs_limits *l, const unsigned char *whole);
  * default or index entry does (an index is the container's own, unknown here, and the claim's
  * UUID entry wins over any index entry in the interposer). 0, or -1 with err (no room).
  */
-int gd_nv_merge(const struct gs_limits *ann, const struct gs_limits *claims,
-                struct gs_limits *out, char *err, size_t errlen);
+int gd_nv_merge(const struct gs_limits *ann, const struct gs_limits *claims, struct gs_limits *out,
+                char *err, size_t errlen);
 
 /* ---- the reading thread (nvclaim.c) ---- */
 

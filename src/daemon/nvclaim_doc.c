@@ -14,7 +14,8 @@
 
 #define SHOW(v) (json_is_string(v) ? json_string_value(v) : "?")
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -111,8 +112,10 @@ int gd_nv_pod_claims(const json_t *pod, char names[][GD_CLAIM_NAME_LEN], int max
             continue;
         /* A template's claim: named by the status entry of the same name, once it exists. */
         json_array_foreach(st, k, s)
+        {
             named |= ref && json_is_string(json_object_get(s, "name")) &&
                      strcmp(json_string_value(json_object_get(s, "name")), ref) == 0;
+        }
         if (!named)
             (*pending)++;
     }
@@ -203,8 +206,7 @@ static int claim_read(const json_t *claim, const char *ns, const char *name, con
             return fail(err, errlen, "%s.pool is \"%.64s\", not this node's (%.253s)", at,
                         SHOW(pool), node);
         if (out->n == GD_NV_MAX_RESULTS)
-            return fail(err, errlen, "more than %d devices of %s", GD_NV_MAX_RESULTS,
-                        GD_NV_DRIVER);
+            return fail(err, errlen, "more than %d devices of %s", GD_NV_MAX_RESULTS, GD_NV_DRIVER);
         r = &out->r[out->n];
         if (!copy_str(json_object_get(res, "device"), r->device, sizeof(r->device)))
             return fail(err, errlen, "%s.device is missing or not a device's name", at);
@@ -227,8 +229,8 @@ int gd_nv_claim_read(const json_t *claim, const char *ns, const char *name, cons
     return fail(err, errlen, "claim %.64s/%.64s: %s", ns, name, why);
 }
 
-int gd_nv_slices_read(const json_t *list, const char *node, struct gd_nv_dev *out, int max,
-                      int *n, char *err, size_t errlen)
+int gd_nv_slices_read(const json_t *list, const char *node, struct gd_nv_dev *out, int max, int *n,
+                      char *err, size_t errlen)
 {
     const json_t *items = json_object_get(list, "items"), *it, *d;
     size_t i, k;
@@ -241,16 +243,16 @@ int gd_nv_slices_read(const json_t *list, const char *node, struct gd_nv_dev *ou
         const json_t *spec = json_object_get(it, "spec");
         const char *drv = json_string_value(json_object_get(spec, "driver"));
         const char *nn = json_string_value(json_object_get(spec, "nodeName"));
-        const char *pool = json_string_value(json_object_get(json_object_get(spec, "pool"), "name"));
+        const char *pool =
+            json_string_value(json_object_get(json_object_get(spec, "pool"), "name"));
 
         if (!drv || !nn || !pool || strcmp(drv, GD_NV_DRIVER) != 0 || strcmp(nn, node) != 0 ||
             strcmp(pool, node) != 0)
             continue;
         json_array_foreach(json_object_get(spec, "devices"), k, d)
         {
-            const json_t *u =
-                json_object_get(json_object_get(json_object_get(d, "attributes"), "uuid"),
-                                "string");
+            const json_t *u = json_object_get(
+                json_object_get(json_object_get(d, "attributes"), "uuid"), "string");
             struct gd_nv_dev *x = &out[*n];
 
             if (*n == max) {
@@ -330,8 +332,8 @@ static uint64_t ann_bound(const struct gs_limits *ann, const char *uuid, int *at
     return low;
 }
 
-int gd_nv_merge(const struct gs_limits *ann, const struct gs_limits *claims,
-                struct gs_limits *out, char *err, size_t errlen)
+int gd_nv_merge(const struct gs_limits *ann, const struct gs_limits *claims, struct gs_limits *out,
+                char *err, size_t errlen)
 {
     int i, at;
 

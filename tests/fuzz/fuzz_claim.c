@@ -88,7 +88,8 @@ static void check_nvidia(const json_t *j)
 
     err[0] = '\0';
     r = gd_nv_claim_read(j, "default", "c", "node-a", "u1", &c, err, sizeof(err));
-    FUZZ_CHECK((r == 0 && err[0] == '\0') || (r == -1 && strncmp(err, "claim default/c: ", 17) == 0),
+    FUZZ_CHECK((r == 0 && err[0] == '\0') ||
+                   (r == -1 && strncmp(err, "claim default/c: ", 17) == 0),
                "nv claim_read: r %d, err \"%s\"", r, err);
     if (r < 0)
         FUZZ_CHECK(all_zero(&c, sizeof(c)), "a refused NVIDIA claim left in out");

@@ -45,19 +45,27 @@ static void test_pod_claims_from_status_and_spec(void **state)
           "{\"name\":\"shared\",\"resourceClaimName\":\"team-gpu\"}]},"
           "\"status\":{\"resourceClaimStatuses\":[{\"name\":\"gpu\","
           "\"resourceClaimName\":\"web-gpu-x7k2p\"}]}}",
-          2, 0, { "web-gpu-x7k2p", "team-gpu" } },
+          2,
+          0,
+          { "web-gpu-x7k2p", "team-gpu" } },
         /* Not generated yet: pending, nothing to read. */
         { "{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
           "\"t\"}]}}",
-          0, 1, { NULL } },
+          0,
+          1,
+          { NULL } },
         /* A status entry without a claim (none was needed) names nothing, and is not pending. */
         { "{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
           "\"t\"}]},\"status\":{\"resourceClaimStatuses\":[{\"name\":\"gpu\"}]}}",
-          0, 0, { NULL } },
+          0,
+          0,
+          { NULL } },
         /* One claim named twice is read once. */
         { "{\"spec\":{\"resourceClaims\":[{\"name\":\"a\",\"resourceClaimName\":\"c\"},"
           "{\"name\":\"b\",\"resourceClaimName\":\"c\"}]}}",
-          1, 0, { "c" } },
+          1,
+          0,
+          { "c" } },
     };
     char names[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
     size_t i;
@@ -69,8 +77,8 @@ static void test_pod_claims_from_status_and_spec(void **state)
 
         n = gd_nv_pod_claims(pod, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err));
         if (n != cases[i].n || pending != cases[i].pending)
-            fail_msg("case %zu: %d claims %d pending, want %d %d (%s)", i, n, pending,
-                     cases[i].n, cases[i].pending, err);
+            fail_msg("case %zu: %d claims %d pending, want %d %d (%s)", i, n, pending, cases[i].n,
+                     cases[i].pending, err);
         for (k = 0; k < n; k++)
             assert_string_equal(names[k], cases[i].names[k]);
         json_decref(pod);
@@ -103,10 +111,11 @@ static void test_pod_claims_bad_names_and_too_many_are_refused(void **state)
 }
 
 #define RES(drv, pool, dev, cc)                                                                    \
-    "{\"request\":\"gpu\",\"driver\":\"" drv "\",\"pool\":\"" pool "\",\"device\":\"" dev "\"" cc \
+    "{\"request\":\"gpu\",\"driver\":\"" drv "\",\"pool\":\"" pool "\",\"device\":\"" dev "\"" cc  \
     "}"
 #define MEM(m) ",\"consumedCapacity\":{\"memory\":\"" m "\"}"
-#define RESERVED "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"web\",\"uid\":\"" POD_UID "\"}]"
+#define RESERVED                                                                                   \
+    "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"web\",\"uid\":\"" POD_UID "\"}]"
 
 static char *claim_text(const char *results, const char *reserved)
 {
@@ -212,8 +221,8 @@ static void test_claim_of_another_node_or_pod_or_bad_memory_is_refused(void **st
           "does not name this pod" },
         { RES("gpu.nvidia.com", "node1", "gpu-0", MEM("lots")), RESERVED,
           "consumedCapacity.memory: \"lots\" is not a Kubernetes quantity" },
-        { RES("gpu.nvidia.com", "node1", "gpu-0", ",\"consumedCapacity\":{\"memory\":4}"),
-          RESERVED, "not a quantity string" },
+        { RES("gpu.nvidia.com", "node1", "gpu-0", ",\"consumedCapacity\":{\"memory\":4}"), RESERVED,
+          "not a quantity string" },
         { RES("gpu.nvidia.com", "node1", "gpu-0", ",\"consumedCapacity\":[]"), RESERVED,
           "consumedCapacity is not an object" },
         { "{\"driver\":\"gpu.nvidia.com\",\"pool\":\"node1\"}", RESERVED, "device is missing" },
@@ -311,8 +320,8 @@ static void test_merge_smaller_of_annotation_and_claim_wins(void **state)
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         memset(&ann, 0, sizeof(ann));
         memset(&claims, 0, sizeof(claims));
-        if (cases[i].ann && gs_parse_limit_list(cases[i].ann, GS_VALUE_SIZE, "test", &ann,
-                                                err, sizeof(err)) < 0)
+        if (cases[i].ann &&
+            gs_parse_limit_list(cases[i].ann, GS_VALUE_SIZE, "test", &ann, err, sizeof(err)) < 0)
             fail_msg("case %zu: %s", i, err);
         claims.n = 1;
         claims.e[0].key = GS_KEY_UUID;
