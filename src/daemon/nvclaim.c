@@ -166,7 +166,7 @@ static void *nv_main(void *arg)
         if (retry)
             last_retry = time(NULL);
         n = gd_kube_nv_jobs(jobs, JOBS, retry);
-        for (k = 0; k < n && !nv.stop; k++)
+        for (k = 0; k < n && !__atomic_load_n(&nv.stop, __ATOMIC_ACQUIRE); k++)
             resolve(&jobs[k]);
         if (n > 0)
             gd_pods_reconcile();
@@ -200,7 +200,7 @@ void gd_nv_stop(void)
     int started;
 
     pthread_mutex_lock(&nv.mu);
-    nv.stop = 1;
+    __atomic_store_n(&nv.stop, 1, __ATOMIC_RELEASE);
     started = nv.started;
     pthread_cond_signal(&nv.cv);
     pthread_mutex_unlock(&nv.mu);
