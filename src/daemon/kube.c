@@ -24,6 +24,7 @@
 #include "daemon/kube.h"
 #include "daemon/pods.h"
 #include "daemon/kubewatch.h"
+#include "daemon/nvclaim.h"
 #include "daemon/podspec.h"
 #include "gpuslice/tenant_abi.h"
 
@@ -378,6 +379,42 @@ static void containers(const json_t *obj, struct gd_kube_pod *p)
 }
 
 /*
+ * The claims a pod names (n of them, or -1 with cerr: refused), kept with it; under kube.mu.
+ * A GPU pod with claims is read again (GD_NV_WAIT) when it is new or changed, or names other
+ * claims; a relist that brings it unchanged keeps what was read. 1 when the reader has work.
+ */
+static int claims_put(struct pod *p, int changed, char claims[][GD_CLAIM_NAME_LEN], int n,
+                      int pending, const char *cerr)
+{
+    int same = n == p->p.nclaims, k;
+
+    for (k = 0; same && k < n; k++)
+        same = strcmp(claims[k], p->p.claims[k]) == 0;
+    if (n < 0) {
+        p->p.nclaims = 0;
+        p->p.nv_had = 0;
+        p->p.nv = GD_NV_REFUSED;
+        snprintf(p->p.nv_err, sizeof(p->p.nv_err), "%s", cerr);
+        return 0;
+    }
+    if (!same)
+        p->p.nv_had = 0; /* other claims: nothing read of them yet */
+    p->p.nclaims = n;
+    memcpy(p->p.claims, claims, (size_t)n * sizeof(claims[0]));
+    p->p.nv_pending = pending;
+    if (n == 0 && pending == 0) {
+        p->p.nv = GD_NV_NONE;
+        p->p.nv_mem.n = 0;
+        p->p.nv_err[0] = '\0';
+        return 0;
+    }
+    if (!changed && same && p->p.nv != GD_NV_NONE)
+        return 0;
+    p->p.nv = GD_NV_WAIT;
+    return p->p.gpu && pending == 0;
+}
+
+/*
  * A pod added or changed (gen: the list that read it, 0 from a watch). Its Warning Event,
  * when its limits newly cannot be read, is posted after the lock.
  */
@@ -388,9 +425,10 @@ static void pod_put(const json_t *obj, uint64_t gen)
                *name = field(md, "name", 256), *rv = field(md, "resourceVersion", GD_WATCH_RV_MAX);
     const char *node = json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
     struct gd_pod_spec spec;
-    char err[512], evmsg[512] = "";
+    char err[512], evmsg[512] = "", cerr[512] = "";
+    char claims[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
     struct pod *p;
-    int i, ok;
+    int i, ok, nclaims, pending, kick = 0;
 
     if (!uid || !ns || !name || !rv) {
         gd_log("kubernetes: a pod without a usable uid, namespace, name or resourceVersion is "
@@ -401,6 +439,11 @@ static void pod_put(const json_t *obj, uint64_t gen)
     /* A class above normal only where the node's admin allows it (never the pod's own say). */
     ok = gd_pod_spec(obj, &spec, err, sizeof(err)) == 0 &&
          gd_pod_class_allowed(&spec, ns, gd_opt.pod_latency_namespaces, err, sizeof(err)) == 0;
+    nclaims = gd_nv_pod_claims(obj, claims, GD_POD_MAX_CLAIMS, &pending, cerr, sizeof(cerr));
+    if (nclaims < 0 && ok) {
+        ok = 0; /* refused as a bad annotation is, with its Event */
+        memcpy(err, cerr, sizeof(err));
+    }
     pthread_mutex_lock(&kube.mu);
     i = find(uid);
     if (!node || strcmp(node, kube.node) != 0) {
@@ -426,10 +469,11 @@ static void pod_put(const json_t *obj, uint64_t gen)
         snprintf(evmsg, sizeof(evmsg), "%s", err);
         kube.refused++;
     }
+    p->p.gpu = gd_pod_wants_gpus(obj);
+    kick = claims_put(p, i < 0 || strcmp(p->rv, rv) != 0, claims, nclaims, pending, cerr);
     snprintf(p->rv, sizeof(p->rv), "%s", rv);
     if (gen)
         p->gen = gen;
-    p->p.gpu = gd_pod_wants_gpus(obj);
     p->p.ok = ok;
     p->p.spec = ok ? spec : (struct gd_pod_spec){ .priority = GPUSLICE_PRIORITY_UNSET };
     snprintf(p->p.err, sizeof(p->p.err), "%s", ok ? "" : err);
@@ -445,6 +489,8 @@ static void pod_put(const json_t *obj, uint64_t gen)
         gd_log("kubernetes: pod %s/%s: %s", ns, name, evmsg);
         post_event(ns, name, uid, evmsg);
     }
+    if (kick)
+        gd_nv_kick(); /* read off this thread: a slow claim never holds the watch up */
 }
 
 static void pod_delete(const json_t *obj)
@@ -456,6 +502,74 @@ static void pod_delete(const json_t *obj)
     if (uid && (i = find(uid)) >= 0)
         drop(i);
     pthread_mutex_unlock(&kube.mu);
+}
+
+int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry)
+{
+    int i, n = 0;
+
+    pthread_mutex_lock(&kube.mu);
+    for (i = 0; i < kube.npods && n < max; i++) {
+        const struct pod *p = kube.pods[i];
+
+        if (!p->p.gpu || p->p.ended || p->p.nclaims == 0 || p->p.nv_pending ||
+            !(p->p.nv == GD_NV_WAIT || (retry && p->p.nv == GD_NV_REFUSED)))
+            continue;
+        snprintf(jobs[n].uid, sizeof(jobs[n].uid), "%s", p->p.uid);
+        snprintf(jobs[n].ns, sizeof(jobs[n].ns), "%s", p->p.ns);
+        snprintf(jobs[n].rv, sizeof(jobs[n].rv), "%s", p->rv);
+        jobs[n].nclaims = p->p.nclaims;
+        memcpy(jobs[n].claims, p->p.claims, sizeof(jobs[n].claims));
+        n++;
+    }
+    pthread_mutex_unlock(&kube.mu);
+    return n;
+}
+
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread, const struct gs_limits *mem,
+                     const char *err)
+{
+    char ns[256] = "", name[256] = "", evmsg[512] = "";
+    int refused = state == GD_NV_REFUSED;
+    struct pod *p;
+    int i;
+
+    pthread_mutex_lock(&kube.mu);
+    if ((i = find(j->uid)) < 0 || strcmp(kube.pods[i]->rv, j->rv) != 0) {
+        pthread_mutex_unlock(&kube.mu); /* gone, or changed: read again by a later job */
+        return;
+    }
+    p = kube.pods[i];
+    if (refused && unread && p->p.nv_had) {
+        /*
+         * Read again after the pod changed, and the API server did not answer: an allocation
+         * does not change while its claim is reserved for the pod, so what the same claims
+         * gave still holds (a refusal would fail the pod's new processes for a blip).
+         */
+        p->p.nv = GD_NV_OK;
+        snprintf(name, sizeof(name), "%s", p->p.name);
+        pthread_mutex_unlock(&kube.mu);
+        gd_log("kubernetes: pod %s/%s: its claims' limits kept as last read: %s", j->ns, name, err);
+        return;
+    }
+    if (refused && (p->p.nv != GD_NV_REFUSED || strcmp(p->p.nv_err, err) != 0)) {
+        snprintf(evmsg, sizeof(evmsg), "%s", err);
+        snprintf(ns, sizeof(ns), "%s", p->p.ns);
+        snprintf(name, sizeof(name), "%s", p->p.name);
+        kube.refused++;
+    }
+    p->p.nv = refused ? GD_NV_REFUSED : GD_NV_OK;
+    p->p.nv_had = !refused;
+    if (refused)
+        memset(&p->p.nv_mem, 0, sizeof(p->p.nv_mem));
+    else
+        p->p.nv_mem = *mem;
+    snprintf(p->p.nv_err, sizeof(p->p.nv_err), "%s", refused ? err : "");
+    pthread_mutex_unlock(&kube.mu);
+    if (evmsg[0]) {
+        gd_log("kubernetes: pod %s/%s: %s", ns, name, evmsg);
+        post_event(ns, name, j->uid, evmsg);
+    }
 }
 
 static void set_rv(const char *rv)
@@ -735,6 +849,7 @@ void gd_kube_stop(void)
 
     if (kube.running) {
         kube.stop = 1;
+        gd_nv_stop();
         pthread_join(kube.th, NULL);
         kube.running = 0;
         pthread_mutex_lock(&kube.mu);

@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "daemon/kubewatch.h"
+#include "daemon/nvclaim.h"
 #include "daemon/podspec.h"
 
 #define GD_MAX_PODS 1024 /* pods followed at once (a kubelet's default is 110) */
@@ -40,7 +42,44 @@ struct gd_kube_pod {
     struct {
         char name[64], id[65];
     } cont[GD_POD_MAX_CONTAINERS];
+    /* Its claims (nvclaim.h), whose results of gpu.nvidia.com add memory limits by GPU UUID. */
+    int nclaims;
+    char claims[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
+    int nv_pending;          /* claims of its templates that its status does not name yet */
+    int nv;                  /* GD_NV_*: where reading them stands */
+    struct gs_limits nv_mem; /* GD_NV_OK: the claims' memory per GPU UUID (n 0: none) */
+    char nv_err[512];        /* GD_NV_REFUSED: why, naming the claim */
+    int nv_had;              /* the claims named now were read once: nv_mem holds what they gave */
 };
+
+enum {
+    GD_NV_NONE = 0, /* no claims */
+    GD_NV_WAIT,     /* being read: no tenant is made (or changed) until they are */
+    GD_NV_OK,
+    GD_NV_REFUSED /* a claim could not be read or placed: the pod is refused */
+};
+
+/* A pod whose claims are to be read (gd_kube_nv_jobs), as the pod was at resourceVersion rv. */
+struct gd_nv_job {
+    char uid[64], ns[256], rv[GD_WATCH_RV_MAX];
+    int nclaims;
+    char claims[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
+};
+
+/*
+ * Up to max pods of this node whose claims are to be read: those waiting (GD_NV_WAIT), and
+ * with retry those refused for a claim too (it may be readable now). The count.
+ */
+int gd_kube_nv_jobs(struct gd_nv_job *jobs, int max, int retry);
+
+/*
+ * The outcome of job j (GD_NV_OK with its claims' memory limits mem, or GD_NV_REFUSED with
+ * err; unread: the API server did not answer, which keeps what the same claims gave before
+ * when they were read once, and refuses otherwise). Dropped when the pod changed meanwhile
+ * (another job reads it again). A new refusal posts the pod's Warning Event.
+ */
+void gd_kube_nv_done(const struct gd_nv_job *j, int state, int unread, const struct gs_limits *mem,
+                     const char *err);
 
 /*
  * One call of the API server from any thread: method (GET, POST, PUT, DELETE) of path (from

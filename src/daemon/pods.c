@@ -1,8 +1,10 @@
 /*
  * Kubernetes pods as tenants. Each pod the daemon follows (kube.c) is one
  * managed tenant, "pod-<uid>", whose limits are exactly what the pod's object
- * says (podspec.c), flagged GPUSLICE_NODE_POD, and GPUSLICE_NODE_REFUSED when
- * the object's values are bad (its processes' CUDA calls then fail). A pod
+ * says (podspec.c) and what its claims of NVIDIA's DRA driver consumed
+ * (nvclaim.c; the smaller per GPU), flagged GPUSLICE_NODE_POD, and
+ * GPUSLICE_NODE_REFUSED when the object's values are bad or a claim cannot be
+ * read or placed (its processes' CUDA calls then fail). A pod
  * that is deleted ends its tenant; one that comes back under its name has a
  * new uid, so a new tenant.
  *
@@ -53,6 +55,7 @@
 #include "daemon/dra.h"
 #include "daemon/guard/guard.h"
 #include "daemon/kube.h"
+#include "daemon/nvclaim.h"
 #include "daemon/pods.h"
 #include "daemon/podspec.h"
 #include "daemon/usock.h"
@@ -125,19 +128,29 @@ static void put(const struct gd_kube_pod *k)
     struct gd_limits_req l;
     struct gd_tenant *t;
     struct podrec *r = rec_find(k->uid);
+    struct gd_pod_spec spec = k->spec;
     char name[64], err[512];
-    int refused = !k->ok;
+    int refused = !k->ok || k->nv == GD_NV_REFUSED;
 
+    /*
+     * Claims still being read (nvclaim.c): no tenant yet (its processes wait), or the one it
+     * has keeps its limits until they are. Never a tenant without the claims' limits.
+     */
+    if (!refused && k->nv == GD_NV_WAIT)
+        return;
+    snprintf(err, sizeof(err), "%s", !k->ok ? k->err : refused ? k->nv_err : "");
+    /* The claims' memory per GPU beside the annotations': the smaller wins (nvclaim.h). */
+    if (!refused && gd_nv_merge(&k->spec.memory, &k->nv_mem, &spec.memory, err, sizeof(err)) < 0)
+        refused = 1;
     snprintf(name, sizeof(name), "pod-%.36s", k->uid);
     memset(&l, 0, sizeof(l));
-    if (k->ok) {
-        l.has_mem = k->spec.memory.n > 0;
-        l.mem = k->spec.memory;
-        l.has_comp = k->spec.compute.n > 0;
-        l.comp = k->spec.compute;
-        l.priority = k->spec.priority == GPUSLICE_PRIORITY_UNSET ? 0 : k->spec.priority;
+    if (!refused) {
+        l.has_mem = spec.memory.n > 0;
+        l.mem = spec.memory;
+        l.has_comp = spec.compute.n > 0;
+        l.comp = spec.compute;
+        l.priority = spec.priority == GPUSLICE_PRIORITY_UNSET ? 0 : spec.priority;
     }
-    snprintf(err, sizeof(err), "%s", k->err);
     l.pod_flags = GPUSLICE_NODE_POD | (refused ? GPUSLICE_NODE_REFUSED : 0);
     if (gd_tenant_put_pod(name, &l, &t, err, sizeof(err)) < 0) {
         char why[512];
@@ -167,7 +180,7 @@ static void put(const struct gd_kube_pod *k)
     r->node_id = t ? t->node_id : 0; /* 0: none (err says why) */
     r->refused = refused;
     snprintf(r->err, sizeof(r->err), "%s", refused || t == NULL ? err : "");
-    r->spec = k->spec;
+    r->spec = spec;
     r->ncont = k->ncont;
     memcpy(r->cont, k->cont, sizeof(r->cont));
 }

@@ -134,6 +134,12 @@ int gd_pod_wants_gpus(const json_t *pod)
     for (k = 0; k < sizeof(gpu_annotations) / sizeof(gpu_annotations[0]); k++)
         if (json_object_get(anns, gpu_annotations[k]))
             return 1;
+    /*
+     * Any other resource claim: a claim of NVIDIA's driver (gpu.nvidia.com) is a GPU the pod
+     * names only there, and which driver a claim is of cannot be told from the pod (nvclaim.h).
+     */
+    if (json_array_size(json_object_get(json_object_get(pod, "spec"), "resourceClaims")) > 0)
+        return 1;
     return 0;
 }
 

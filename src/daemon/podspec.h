@@ -56,8 +56,11 @@ int gd_pod_spec(const json_t *pod, struct gd_pod_spec *out, char *err, size_t er
  * nvidia.com/gpucores or nvidia.com/priority in its limits or requests; else 0 when its GPU
  * comes through the webhook's claim (gd_pod_has_claim: its processes join the claim's tenant,
  * and the claim's CDI spec brings the interposer); else 1 when it has one of the annotations
- * gd_pod_spec reads (whatever their values: a bad one is refused, not ignored); else 0.
- * Ephemeral containers cannot ask for resources (the API refuses them).
+ * gd_pod_spec reads (whatever their values: a bad one is refused, not ignored), or any other
+ * spec.resourceClaims (a GPU of NVIDIA's DRA driver is named only by a claim, and a claim's
+ * driver is not in the pod: in a namespace that opted in, a pod with claims of other drivers
+ * is injected too, harmlessly: it gets no limit from them); else 0. Ephemeral containers
+ * cannot ask for resources (the API refuses them).
  */
 int gd_pod_wants_gpus(const json_t *pod);
 

@@ -4,10 +4,16 @@
  * exactly when -1 and nothing left in out then; on success every hold names one of the node's
  * GPUs by its exact gpu-<index>, within its memory, cores 0..100, 1..4 requests, every string
  * NUL-terminated inside its field; and what was read survives the checkpoint's round trip.
+ * And the readers of NVIDIA's driver's documents (nvclaim_doc.c) on the same input: as a claim
+ * of gpu.nvidia.com for a pod (refused naming it, or results of that driver on node-a's pool
+ * only), as a ResourceSlice list (devices named, with a uuid), as a pod (claim names that are
+ * object names, each once), and the limits those results make: one entry per GPU, none of 0,
+ * never more than the claim and the annotation each allow.
  */
 #include <jansson.h>
 
 #include "daemon/dra.h"
+#include "daemon/nvclaim.h"
 #include "fuzz.h"
 
 #define TERMINATED(s) (memchr((s), '\0', sizeof(s)) != NULL)
@@ -67,6 +73,65 @@ static void check_claim(const struct gd_dra_claim *c, int against_gpus)
     }
 }
 
+/* NVIDIA's driver's readers on document j (nvclaim_doc.c). */
+static void check_nvidia(const json_t *j)
+{
+    static struct gd_nv_claim c;
+    static struct gd_nv_dev dev[8];
+    static char names[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
+    static const char *const uuids[] = { "GPU-11111111-2222-3333-4444-555555555555",
+                                         "GPU-99999999-8888-7777-6666-555555555555", "MIG-1" };
+    struct gs_limits l, ann, out;
+    unsigned char whole[GS_MAX_LIMIT_ENTRIES];
+    char err[512];
+    int r, k, n, pending;
+
+    err[0] = '\0';
+    r = gd_nv_claim_read(j, "default", "c", "node-a", "u1", &c, err, sizeof(err));
+    FUZZ_CHECK((r == 0 && err[0] == '\0') ||
+                   (r == -1 && strncmp(err, "claim default/c: ", 17) == 0),
+               "nv claim_read: r %d, err \"%s\"", r, err);
+    if (r < 0)
+        FUZZ_CHECK(all_zero(&c, sizeof(c)), "a refused NVIDIA claim left in out");
+    FUZZ_CHECK(c.n >= 0 && c.n <= GD_NV_MAX_RESULTS && TERMINATED(c.uid) && TERMINATED(c.rv),
+               "nv claim: %d results", c.n);
+    memset(&l, 0, sizeof(l));
+    memset(whole, 0, sizeof(whole));
+    for (k = 0; k < c.n; k++) {
+        FUZZ_CHECK(TERMINATED(c.r[k].device) && c.r[k].device[0], "result %d's device", k);
+        (void)gd_nv_limits_add(&l, whole, uuids[k % 3], c.r[k].mem, err, sizeof(err));
+    }
+    gd_nv_limits_done(&l, whole);
+    FUZZ_CHECK(l.n >= 0 && l.n <= 2, "%d GPUs from 2 UUIDs", l.n);
+    for (k = 0; k < l.n; k++)
+        FUZZ_CHECK(l.e[k].key == GS_KEY_UUID && l.e[k].value > 0, "limit %d", k);
+    memset(&ann, 0, sizeof(ann));
+    ann.n = 1;
+    ann.e[0].key = GS_KEY_ALL;
+    ann.e[0].value = 2ull << 30;
+    FUZZ_CHECK(gd_nv_merge(&ann, &l, &out, err, sizeof(err)) == 0, "merge: %s", err);
+    FUZZ_CHECK(out.n == 1 + l.n, "merged %d of %d", out.n, 1 + l.n);
+    for (k = 1; k < out.n; k++)
+        FUZZ_CHECK(out.e[k].value <= ann.e[0].value && out.e[k].value <= l.e[k - 1].value,
+                   "merged %d over a bound", k);
+    r = gd_nv_slices_read(j, "node-a", dev, 8, &n, err, sizeof(err));
+    FUZZ_CHECK((r == 0 && n >= 0 && n <= 8) || (r == -1 && n == 0), "slices: r %d n %d", r, n);
+    for (k = 0; k < n; k++)
+        FUZZ_CHECK(TERMINATED(dev[k].name) && dev[k].name[0] && TERMINATED(dev[k].uuid) &&
+                       dev[k].uuid[0],
+                   "device %d", k);
+    n = gd_nv_pod_claims(j, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err));
+    FUZZ_CHECK(n >= -1 && n <= GD_POD_MAX_CLAIMS && pending >= 0, "pod claims %d", n);
+    for (k = 0; k < n; k++) {
+        FUZZ_CHECK(TERMINATED(names[k]) && names[k][0] &&
+                       strspn(names[k], "abcdefghijklmnopqrstuvwxyz0123456789-.") ==
+                           strlen(names[k]),
+                   "claim name %d \"%s\"", k, names[k]);
+        for (r = 0; r < k; r++)
+            FUZZ_CHECK(strcmp(names[r], names[k]) != 0, "claim %s twice", names[k]);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct gd_dra_claim c, back[4];
@@ -99,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                "checkpoint_read: r %d n %d err \"%s\"", r, n, err);
     for (r = 0; r < n; r++)
         check_claim(&back[r], 0);
+    check_nvidia(j);
     json_decref(j);
     return 0;
 }

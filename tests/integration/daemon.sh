@@ -91,6 +91,7 @@ daemon_guard_*) . "$SRC/tests/integration/daemon_guard.sh" ;;
 daemon_trust_*) . "$SRC/tests/integration/daemon_trust.sh" ;;
 daemon_dra*) . "$SRC/tests/integration/daemon_dra.sh" ;;
 daemon_webhook_*) . "$SRC/tests/integration/daemon_webhook.sh" ;;
+daemon_nvclaims) . "$SRC/tests/integration/daemon_nvclaims.sh" ;;
 daemon_api)
     start_daemon || exit 1
     head -1 "$T/dlog" | grep -q "simulated GPU" && ok "first log line says it runs on the simulated GPU" || { bad "first log line"; cat "$T/dlog"; }

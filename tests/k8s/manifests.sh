@@ -34,7 +34,9 @@ by = {(o["kind"], o["metadata"]["name"]): o for o in items}
 errs = []
 role = by.get(("ClusterRole", "gpuslice-gpusliced"))
 want = {("", "pods"): {"get", "list", "watch"}, ("", "events"): {"create", "patch"},
-        ("events.k8s.io", "events"): {"create", "patch"}}
+        ("events.k8s.io", "events"): {"create", "patch"},
+        ("resource.k8s.io", "resourceclaims"): {"get", "list"},
+        ("resource.k8s.io", "resourceslices"): {"get", "list"}}
 got = {}
 for r in (role or {}).get("rules", []):
     for g in r["apiGroups"]:

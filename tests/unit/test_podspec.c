@@ -268,6 +268,11 @@ static void test_which_pods_are_gpu_pods(void **state)
           "\"resourceClaims\":[{\"name\":\"gpuslice\",\"resourceClaimName\":"
           "\"gpuslice-mine\"}]}}",
           1 },
+        /* A resource claim (NVIDIA's DRA driver names its GPUs only there): a GPU pod. */
+        { "{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+          "\"t\"}],\"containers\":[{\"name\":\"c\"}]}}",
+          1 },
+        { "{\"spec\":{\"resourceClaims\":[],\"containers\":[{\"name\":\"c\"}]}}", 0 },
     };
     size_t i;
 

@@ -333,6 +333,10 @@ static void test_injects_exactly_gpu_pods(void **state)
         "\"containers\":[{\"name\":\"c\"}]}}",
         "{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
         "\"amd.com/gpu\":\"1\"}}}]}}",
+        /* A claim (of NVIDIA's DRA driver, say): its driver is not in the pod; injected. */
+        "{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+        "\"t\"}],\"containers\":[{\"name\":\"c\",\"resources\":{\"claims\":[{\"name\":"
+        "\"gpu\"}]}}]}}",
     };
     size_t i;
     int gpu_pods = 0;
@@ -350,7 +354,7 @@ static void test_injects_exactly_gpu_pods(void **state)
         json_decref(pod);
         json_decref(r);
     }
-    assert_int_equal(gpu_pods, 5); /* the init container's, requests, priority, sms, qos */
+    assert_int_equal(gpu_pods, 6); /* the init container's, requests, priority, sms, qos, claim */
 }
 
 static void test_refusals(void **state)
