@@ -52,6 +52,11 @@ static struct {
     int n;
     /* The pods' map: which pod may join which claim's tenant; under map_mu, taken last. */
     pthread_mutex_t map_mu;
+    /* Pods that joined a prepared claim they name, not in its reservedFor when prepared. */
+    struct {
+        char pod[129], claim[129];
+    } shared[MAX_PREPARED];
+    int nshared;
     int running, registered;
     char reg_error[512];
     char node[256], dra_sock[4096], reg_sock[4096];
@@ -917,10 +922,15 @@ static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         return;
     }
     if (at >= 0) {
+        int i;
+
         pthread_mutex_lock(&dra.map_mu);
         c = dra.claim[at];
         dra.claim[at] = dra.claim[--dra.n];
         dra.unprepares++;
+        for (i = dra.nshared - 1; i >= 0; i--)
+            if (strcmp(dra.shared[i].claim, ref->uid) == 0)
+                dra.shared[i] = dra.shared[--dra.nshared];
         pthread_mutex_unlock(&dra.map_mu);
     }
     tenant_end(ref->uid);
@@ -1016,6 +1026,17 @@ static int on_reg_status(void *ctx, const uint8_t *req, size_t len, uint8_t **re
 
 /* ---- what pods.c and the API ask ---- */
 
+/* Whether pod joined claim claim_uid by naming it (under map_mu). */
+static int shared_by(const char *pod, const char *claim_uid)
+{
+    int i;
+
+    for (i = 0; i < dra.nshared; i++)
+        if (strcmp(dra.shared[i].pod, pod) == 0 && strcmp(dra.shared[i].claim, claim_uid) == 0)
+            return 1;
+    return 0;
+}
+
 int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *why,
                          size_t whylen)
 {
@@ -1023,8 +1044,9 @@ int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *
 
     pthread_mutex_lock(&dra.map_mu);
     for (i = 0; i < dra.n; i++)
-        for (k = 0; k < dra.claim[i]->npod; k++)
-            if (strcmp(dra.claim[i]->pod_uid[k], pod_uid) == 0) {
+        for (k = 0; k <= dra.claim[i]->npod; k++)
+            if (k < dra.claim[i]->npod ? strcmp(dra.claim[i]->pod_uid[k], pod_uid) == 0
+                                       : shared_by(pod_uid, dra.claim[i]->uid)) {
                 if (found++ == 0)
                     tenant_name(dra.claim[i]->uid, name, namelen);
                 else
@@ -1033,6 +1055,42 @@ int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *
                              "pod takes its GPUs in one claim (of one or more devices)",
                              pod_uid);
             }
+    pthread_mutex_unlock(&dra.map_mu);
+    return found > 1 ? -1 : found;
+}
+
+int gd_dra_tenant_of_claims(const char *pod_uid, const char *ns,
+                            const char (*names)[GD_CLAIM_NAME_LEN], int n,
+                            char *name, size_t namelen, char *why, size_t whylen)
+{
+    struct gd_dra_claim *hit = NULL;
+    int i, k, found = 0;
+
+    pthread_mutex_lock(&dra.map_mu);
+    for (i = 0; i < dra.n; i++)
+        for (k = 0; k < n; k++)
+            if (strcmp(dra.claim[i]->ns, ns) == 0 && strcmp(dra.claim[i]->name, names[k]) == 0) {
+                if (found++ == 0)
+                    hit = dra.claim[i];
+                else
+                    gs_set_error(why, whylen,
+                                 "pod %s names more than one claim of " GD_DRA_DRIVER
+                                 " prepared: a pod takes its GPUs in one claim (of one or more "
+                                 "devices)",
+                                 pod_uid);
+            }
+    if (found == 1) {
+        tenant_name(hit->uid, name, namelen);
+        /* Known from now on (the guard's attribution too); not kept across a restart. */
+        for (i = 0; i < dra.nshared && strcmp(dra.shared[i].pod, pod_uid) != 0; i++)
+            ;
+        if (i == dra.nshared && dra.nshared < MAX_PREPARED)
+            dra.nshared++;
+        if (i < MAX_PREPARED) {
+            gs_set_error(dra.shared[i].pod, sizeof(dra.shared[i].pod), "%s", pod_uid);
+            gs_set_error(dra.shared[i].claim, sizeof(dra.shared[i].claim), "%s", hit->uid);
+        }
+    }
     pthread_mutex_unlock(&dra.map_mu);
     return found > 1 ? -1 : found;
 }
@@ -1229,6 +1287,7 @@ static void stop_all(int unpub)
     for (i = 0; i < dra.n; i++)
         free(dra.claim[i]);
     dra.n = 0;
+    dra.nshared = 0;
     pthread_mutex_unlock(&dra.map_mu);
     dra.published[0] = '\0';
     dra.running = 0;

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "daemon/nvclaim.h"
+
 #define GD_DRA_DRIVER "gpu.gpuslice.io"
 #define GD_DRA_MEM_STEP (256ull << 20) /* memory is consumed in steps of 256 MiB */
 #define GD_DRA_MAX_CLAIMS 64           /* claims in one Prepare or Unprepare call */
@@ -43,6 +45,15 @@ int gd_dra_enabled(void);
  */
 int gd_dra_tenant_of_pod(const char *pod_uid, char *name, size_t namelen, char *why,
                          size_t whylen);
+/*
+ * The same for a pod of namespace ns that names claims (their names, n of them) which are not
+ * reserved for it as far as the driver knows: a prepared claim among them is one shared with
+ * the pods that came after it was prepared; pod_uid is then added to the pods that may join
+ * it. 1 with its name, 0 for none, -1 with why.
+ */
+int gd_dra_tenant_of_claims(const char *pod_uid, const char *ns,
+                            const char (*names)[GD_CLAIM_NAME_LEN], int n,
+                            char *name, size_t namelen, char *why, size_t whylen);
 /* Whether a tenant's name is a claim's ("claim-<uid>"): the pods' reconciling leaves it. */
 int gd_dra_is_claim_tenant(const char *name);
 /* The driver's series of /metrics (nothing when it is off). */

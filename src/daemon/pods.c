@@ -74,6 +74,8 @@ struct podrec {
     struct {
         char name[64], id[65];
     } cont[GD_POD_MAX_CONTAINERS];
+    int nclaims; /* the claims it names (a claim of the DRA driver shared with other pods) */
+    char claims[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN];
     int njoined;
     struct {
         pid_t pid; /* the daemon's namespace */
@@ -183,6 +185,8 @@ static void put(const struct gd_kube_pod *k)
     r->spec = spec;
     r->ncont = k->ncont;
     memcpy(r->cont, k->cont, sizeof(r->cont));
+    r->nclaims = k->nclaims;
+    memcpy(r->claims, k->claims, sizeof(r->claims));
 }
 
 /*
@@ -485,8 +489,16 @@ static void answer(const struct who *w, const char *cg, size_t cglen, char *out,
         snprintf(out, len, "none this daemon does not follow Kubernetes pods (--kube-api)");
         return;
     }
-    /* A pod with a claim of the DRA driver prepared for it joins the claim's tenant. */
+    /*
+     * A pod with a claim of the DRA driver prepared for it joins the claim's tenant: one the
+     * claim was reserved for when it was prepared, or one that names it (a claim shared by
+     * pods is prepared once, for the first; the kubelet runs a pod only with the claims
+     * reserved for it).
+     */
     k = gd_dra_tenant_of_pod(puid, name, sizeof(name), err, sizeof(err));
+    if (k == 0 && (r = rec_find(puid)) != NULL && r->nclaims > 0)
+        k = gd_dra_tenant_of_claims(puid, r->ns, (const char(*)[GD_CLAIM_NAME_LEN])r->claims,
+                                    r->nclaims, name, sizeof(name), err, sizeof(err));
     if (k < 0) {
         refusals++;
         snprintf(out, len, "refused %.700s", err);

@@ -68,7 +68,7 @@ daemon_dra)
     CC=cccccccc-1111-4000-8000-00000000000c CD=cccccccc-1111-4000-8000-00000000000d
     CE=cccccccc-1111-4000-8000-00000000000e
     C1=$(printf 'd1%062d' 0) C2=$(printf 'd2%062d' 0)
-    trap 'cg_cleanup_own $UA $UB; cleanup' EXIT
+    trap 'cg_cleanup_own $UA $UB cccccccc-0000-4000-8000-0000000000cc; cleanup' EXIT
     start_daemon $DRA_ARGS || exit 1
     # Publishing: one device of the GPU, shared, its capacities; the slice passes the schema.
     if slice_until 10; then ok "the node's ResourceSlice is published"; else bad "no slice"; fi
@@ -120,6 +120,12 @@ PY
     grep -q "total $((8 << 30))" "$T/out" && grep -q "alloc 8000 ok" "$T/out" && grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pa sees 8 GiB, holds 8000M, is refused 300M more" || { bad "pod pa memory"; cat "$T/out" "$T/err"; }
     expect 0 "a process of pod pb's container" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UB $C2 "$P" total alloc:4000 alloc:200
     grep -q "total $((4 << 30))" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "pod pb sees 4 GiB and is held to it" || { bad "pod pb memory"; cat "$T/out" "$T/err"; }
+    # A claim shared by pods is prepared once, for the first (the kubelet prepares a claim once
+    # per node): a later pod that names it joins its tenant too.
+    UC=cccccccc-0000-4000-8000-0000000000cc C3=$(printf 'd4%062d' 0)
+    kctl -d '{"metadata":{"name":"pc","namespace":"ns1","uid":"'"$UC"'"},"spec":{"nodeName":"node1","resourceClaims":[{"name":"gpu","resourceClaimName":"b"}],"containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$C3"'"}]}}' "$KC/pods" >/dev/null
+    expect 0 "a process of pod pc, which names claim b (prepared for pb)" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UC $C3 "$P" total alloc:100
+    grep -q "total $((4 << 30))" "$T/out" && ok "pod pc joins claim b's tenant: 4 GiB" || { bad "shared claim"; cat "$T/out" "$T/err"; }
     # A process of a pod the claim is not reserved for gets nothing of it.
     expect 1 "a process of a pod with no claim and no tenant" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" eeeeeeee-0000-4000-8000-00000000000e $C1 "$P" alloc:100
     # A broken scheduler: 8Gi more forced onto gpu-0 (now 12 of 16 GiB held) is refused by name.
