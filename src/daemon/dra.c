@@ -647,6 +647,23 @@ static int uid_ok(const char *uid)
     return 1;
 }
 
+/*
+ * The answer for claim ref begun: its UID, which must be a Kubernetes UID before anything is
+ * made of it (a file name, a tenant name). 0, or -1 with the answer's error set.
+ */
+static int answer_start(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
+{
+    memset(a, 0, sizeof(*a));
+    gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
+    if (uid_ok(ref->uid))
+        return 0;
+    gs_set_error(a->error, sizeof(a->error),
+                 "claim %s/%s: UID \"%s\" is not a Kubernetes UID (lower-case letters, digits "
+                 "and '-', at most 64)",
+                 ref->ns, ref->name, ref->uid);
+    return -1;
+}
+
 /* Whether namespace ns is one of pod-latency-namespaces (a claim's author may set more there). */
 static int ns_trusted(const char *ns)
 {
@@ -830,14 +847,8 @@ static void prepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     long code;
     int ng, i, r;
 
-    memset(a, 0, sizeof(*a));
-    gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
-    if (!uid_ok(ref->uid)) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: UID \"%s\" is not a Kubernetes "
-                     "UID (lower-case letters, digits and '-', at most 64)", ref->ns, ref->name,
-                     ref->uid);
+    if (answer_start(ref, a) < 0)
         goto out;
-    }
     gs_set_error(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
                  ref->ns, ref->name);
     code = gd_kube_call("GET", path, NULL, &obj, 10, err, sizeof(err));
@@ -905,14 +916,8 @@ static void unprepare_one(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
     char path[PATH_MAX], err[512];
     int at;
 
-    memset(a, 0, sizeof(*a));
-    gs_set_error(a->uid, sizeof(a->uid), "%s", ref->uid);
-    if (!uid_ok(ref->uid)) {
-        gs_set_error(a->error, sizeof(a->error), "claim %s/%s: UID \"%s\" is not a Kubernetes "
-                     "UID (lower-case letters, digits and '-', at most 64)", ref->ns, ref->name,
-                     ref->uid);
+    if (answer_start(ref, a) < 0)
         return;
-    }
     pthread_mutex_lock(&dra.mu);
     if ((at = find(ref->uid)) >= 0 && checkpoint_write(NULL, at, err, sizeof(err)) < 0) {
         pthread_mutex_unlock(&dra.mu);
