@@ -185,6 +185,8 @@ PY
     kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"nv","namespace":"ns1","uid":"'"$CE"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.gpuslice.io","pool":"node2","device":"gpu-0"}]}}}}' "$KC/objects" >/dev/null
     prep v1 ns1/nv/$CE; e=$(claim_err $CE)
     case $e in *"ns1/nv"*node2*) ok "a claim of another node's pool is refused by name: $e" ;; *) bad "other node: '$e'" ;; esac
+    prep v1 ns1/odd/Not_A..UID; e=$(claim_err Not_A..UID)
+    case $e in *"ns1/odd"*"is not a Kubernetes UID"*) ok "a UID that is none is refused before it names anything: $e" ;; *) bad "odd UID: '$e'" ;; esac
     prep v1 ns1/ghost/$CE; e=$(claim_err $CE)
     case $e in *"ns1/ghost"*) ok "a claim the API server does not have: $e" ;; *) bad "ghost: '$e'" ;; esac
     # The same over v1beta1, and idempotence: claim a prepared again answers the same.
