@@ -1,7 +1,7 @@
 # Convenience wrapper around CMake: `make` builds into build/, `make test` runs
 # every CPU test, then the same suite built with ASan+UBSan in build-asan/, then
 # the multi-threaded stress test built with ThreadSanitizer in build-tsan/, then
-# each libFuzzer target for FUZZ_SECONDS (30) in build-fuzz/. `make fuzz` runs
+# each libFuzzer target for FUZZ_SECONDS (15: fourteen targets, two at a time) in build-fuzz/. `make fuzz` runs
 # the fuzz targets longer (FUZZ_SECONDS, default 600 each).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -63,7 +63,7 @@ $(FUZZ_BUILD)/CMakeCache.txt:
 
 test-fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),30) $(FUZZ_JOBS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),15) $(FUZZ_JOBS)
 
 fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
