@@ -354,7 +354,10 @@ PY
     half=$(sed -n 's/.*rss_half_kib \([0-9]*\).*/\1/p' "$T/soak"); end=$(sed -n 's/.*rss_end_kib \([0-9]*\).*/\1/p' "$T/soak")
     echo "daemon RSS $rss0 -> ${half:-?} -> $rss1 KiB"
     n2=$(( ${DRA_SOAK_CLAIMS:-600} / 2 ))
-    [ -n "$half" ] && [ $(( (end - half) / n2 )) -lt 1 ] && ok "the daemon's RSS over the second half: $half -> $end KiB" || bad "RSS grew over the second half: ${half:-?} -> ${end:-?} KiB"
+    # (Under the sanitizers ASan keeps a record of every thread ever made, and each call has
+    # one: 6 KiB a claim there; its leak check at the daemon's exit judges leaks instead.)
+    perclaim=1; [ "${SANITIZE:-0}" = 1 ] && perclaim=16
+    [ -n "$half" ] && [ $(( (end - half) / n2 )) -lt $perclaim ] && ok "the daemon's RSS over the second half: $half -> $end KiB" || bad "RSS grew over the second half: ${half:-?} -> ${end:-?} KiB"
     stop_daemon
     ;;
 esac
