@@ -296,7 +296,7 @@ daemon_dra_restart)
     stop_daemon
     ;;
 daemon_dra_soak)
-    # 600 claims prepared and unprepared, one at a time as the kubelet calls: none left behind;
+    # 400 claims prepared and unprepared, one at a time as the kubelet calls: none left behind;
     # the p99 time of Prepare.
     trap 'cleanup' EXIT
     # (The events kept for Last-Event-ID are few: 1024 of them, two per claim, would grow the
@@ -304,7 +304,7 @@ daemon_dra_soak)
     start_daemon $DRA_ARGS --events-history 16 || exit 1
     slice_until 10 || bad "no slice"
     rss0=$(awk '/VmRSS/ {print $2}' /proc/$DPID/status)
-    python3 - "$KC" "$KPY" "$KUBELET" "$PLUG/dra.sock" "${DRA_SOAK_CLAIMS:-600}" "$B/proto/kubelet.pb" "$DPID" >"$T/soak" 2>&1 <<'PY'
+    python3 - "$KC" "$KPY" "$KUBELET" "$PLUG/dra.sock" "${DRA_SOAK_CLAIMS:-400}" "$B/proto/kubelet.pb" "$DPID" >"$T/soak" 2>&1 <<'PY'
 import json, subprocess, sys, time, urllib.request
 kc, kpy, kubelet, sock, n, pb, dpid = sys.argv[1:8]
 n = int(n)
@@ -342,7 +342,7 @@ times.sort()
 print("prepares %d p50_ms %.2f p99_ms %.2f max_ms %.2f rss_half_kib %d rss_end_kib %d" % (n, times[n // 2] * 1e3, times[int(n * 0.99) - 1] * 1e3, times[-1] * 1e3, rss_half, rss()))
 PY
     rc=$?
-    [ $rc = 0 ] && ok "${DRA_SOAK_CLAIMS:-600} claims prepared and unprepared: $(cat "$T/soak")" || { bad "soak"; tail -20 "$T/soak"; }
+    [ $rc = 0 ] && ok "${DRA_SOAK_CLAIMS:-400} claims prepared and unprepared: $(cat "$T/soak")" || { bad "soak"; tail -20 "$T/soak"; }
     rss1=$(awk '/VmRSS/ {print $2}' /proc/$DPID/status)
     api GET /v1/tenants >/dev/null
     jq_py 'assert not [t for t in d["tenants"] if t["name"].startswith("claim-")], d' && ok "no claim's tenant left" || bad "tenants left"
@@ -353,7 +353,7 @@ PY
     # claim's record alone is 9 KiB).
     half=$(sed -n 's/.*rss_half_kib \([0-9]*\).*/\1/p' "$T/soak"); end=$(sed -n 's/.*rss_end_kib \([0-9]*\).*/\1/p' "$T/soak")
     echo "daemon RSS $rss0 -> ${half:-?} -> $rss1 KiB"
-    n2=$(( ${DRA_SOAK_CLAIMS:-600} / 2 ))
+    n2=$(( ${DRA_SOAK_CLAIMS:-400} / 2 ))
     # (Under the sanitizers ASan keeps a record of every thread ever made, and each call has
     # one: 6 KiB a claim there; its leak check at the daemon's exit judges leaks instead.)
     perclaim=1; [ "${SANITIZE:-0}" = 1 ] && perclaim=16
