@@ -70,6 +70,12 @@ def parse_list(path):
             elif line == "--- to":
                 close_section()
                 section, buf = "new", []
+            elif re.fullmatch(r"\[([a-z0-9][a-z0-9._-]*)\]", line):
+                # A merge that dropped a '--- end' would make the next mutant part of this
+                # one's snippet, and silently lose it.
+                errors.append("%s:%d: mutant %s: %s begins before its '--- end'"
+                              % (path, n, cur.id, line))
+                buf.append(line)
             else:
                 buf.append(line)
             continue
