@@ -31,7 +31,7 @@ from gpucheck import GiB
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from daemon import api  # noqa: E402
-from k8s_pod import certs, cgroup_base, daemon_env, wait_file  # noqa: E402
+from k8s_pod import daemon_env, stand_in_start, wait_file  # noqa: E402
 
 ROOT, GSD, LIB, WORK = sys.argv[1:5]
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -77,20 +77,7 @@ def in_container(cg, spec, argv, timeout=180):
 
 
 def main():
-    os.makedirs(WORK, exist_ok=True)
-    if os.geteuid() != 0:
-        gc.skip("needs root (cgroups, mount namespaces)")
-    base = cgroup_base()
-    if base is None or shutil.which("unshare") is None or shutil.which("openssl") is None:
-        gc.skip("needs a writable cgroup hierarchy, unshare and openssl")
-    ca = certs()
-    open(os.path.join(WORK, "token"), "w").write("tok-gpu\n")
-    kport, cport = os.path.join(WORK, "kport"), os.path.join(WORK, "cport")
-    log = open(os.path.join(WORK, "log"), "w")
-    stand_in = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/k8s/apiserver.py"),
-                                 "--port-file", kport, "--control-port-file", cport, "--tls",
-                                 os.path.join(WORK, "srv.crt"), os.path.join(WORK, "srv.key"),
-                                 "--token", "tok-gpu"], stdout=log, stderr=subprocess.STDOUT)
+    base, ca, kport, cport, log, stand_in = stand_in_start(ROOT, WORK)
     made = []  # paths this test made on the host, removed after
     daemon = None
     cg = os.path.join(base, "kubepods.slice", "kubepods-burstable.slice",

@@ -113,21 +113,29 @@ def in_pod(cg_base, uid, preload, argv, timeout=120):
                           timeout=timeout, env=env)
 
 
-def main():
-    os.makedirs(WORK, exist_ok=True)
+def stand_in_start(root, work):
+    """What a pod's check needs first: root, a cgroup hierarchy, unshare and openssl (else the
+    check is skipped); the tests' CA and token in work; the stand-in API server over TLS,
+    logging to work/log. (cgroup base, CA, its port files, the log, the server's process)."""
+    os.makedirs(work, exist_ok=True)
     if os.geteuid() != 0:
         gc.skip("needs root (cgroups, mount namespaces)")
     base = cgroup_base()
     if base is None or shutil.which("unshare") is None or shutil.which("openssl") is None:
         gc.skip("needs a writable cgroup hierarchy, unshare and openssl")
     ca = certs()
-    open(os.path.join(WORK, "token"), "w").write("tok-gpu\n")
-    kport, cport = os.path.join(WORK, "kport"), os.path.join(WORK, "cport")
-    log = open(os.path.join(WORK, "log"), "w")
-    stand_in = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/k8s/apiserver.py"),
+    open(os.path.join(work, "token"), "w").write("tok-gpu\n")
+    kport, cport = os.path.join(work, "kport"), os.path.join(work, "cport")
+    log = open(os.path.join(work, "log"), "w")
+    stand_in = subprocess.Popen([sys.executable, os.path.join(root, "tests/k8s/apiserver.py"),
                                  "--port-file", kport, "--control-port-file", cport, "--tls",
-                                 os.path.join(WORK, "srv.crt"), os.path.join(WORK, "srv.key"),
+                                 os.path.join(work, "srv.crt"), os.path.join(work, "srv.key"),
                                  "--token", "tok-gpu"], stdout=log, stderr=subprocess.STDOUT)
+    return base, ca, kport, cport, log, stand_in
+
+
+def main():
+    base, ca, kport, cport, log, stand_in = stand_in_start(ROOT, WORK)
     made_preload = False
     daemon = None
     try:
