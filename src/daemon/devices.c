@@ -72,6 +72,12 @@ static int load(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* A GPU's facts that do not change, by index, as last read (the sampler's thread only). */
+static struct {
+    char uuid[GS_UUID_STRLEN];
+    int sms, cc_major, cc_minor;
+} fixed[GD_MAX_DEVICES];
+
 /* Reads every device into v; returns how many. */
 static int sample(struct gd_device *v)
 {
@@ -118,7 +124,12 @@ static int sample(struct gd_device *v)
         if (d->nvmlDeviceGetName &&
             d->nvmlDeviceGetName(h, g->name, sizeof(g->name)) == NVML_SUCCESS)
             gd_api_scrub(g->name);
-        {
+        /* What does not change while the GPU stays: read once per GPU, not every sample. */
+        if (g->uuid[0] && strcmp(fixed[i].uuid, g->uuid) == 0) {
+            g->sms = fixed[i].sms;
+            g->cc_major = fixed[i].cc_major;
+            g->cc_minor = fixed[i].cc_minor;
+        } else {
             nvmlDeviceAttributes_t a;
 
             if (d->nvmlDeviceGetAttributes_v2 &&
@@ -141,6 +152,10 @@ static int sample(struct gd_device *v)
                 if (val % per == 0 && val / per > 0 && val / per < 4096)
                     g->sms = (int)(val / per);
             }
+            snprintf(fixed[i].uuid, sizeof(fixed[i].uuid), "%s", g->uuid);
+            fixed[i].sms = g->sms;
+            fixed[i].cc_major = g->cc_major;
+            fixed[i].cc_minor = g->cc_minor;
         }
         /*
          * The v2 figures, as nvidia-smi shows them: used without what the driver reserves for

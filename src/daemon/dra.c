@@ -73,11 +73,6 @@ static struct {
           .stop_mu = PTHREAD_MUTEX_INITIALIZER,
           .stop_cv = PTHREAD_COND_INITIALIZER };
 
-int gd_dra_enabled(void)
-{
-    return dra.running;
-}
-
 /* ---- the node's GPUs ---- */
 
 static const char *arch_name(int major)

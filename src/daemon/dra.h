@@ -37,7 +37,6 @@ int gd_dra_start(char *err, size_t errlen);
 void gd_dra_stop(void);
 /* The same without removing the slice (a start that failed half-way). */
 void gd_dra_stop_keep(void);
-int gd_dra_enabled(void);
 
 /*
  * The tenant the processes of pod pod_uid join: the tenant of the prepared claim reserved for
