@@ -25,6 +25,8 @@ extern struct gs_driver gs__real;
 /* Loads libcuda.so.1 (or libnvidia-ml.so.1) and resolves gs__real; 0 or <0. */
 int gs__load_cuda(void);
 int gs__load_nvml(void);
+/* NVML loaded and initialised once (mem/charge.c): 0, or -1 when it cannot be. */
+int gs__nvml_ready(void);
 
 /* Process-wide state, fixed once the configuration is read. */
 struct gs_state {

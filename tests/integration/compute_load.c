@@ -12,7 +12,10 @@
  *   ex (cuLaunchKernelEx), coop (cuLaunchCooperativeKernel), graph (a graph
  *   of 10 kernels, cuGraphLaunch), capture (captures a graph while loading),
  *   idle (3 kernels, then 200 ms of host work, repeatedly: the device is mostly
- *   idle), ptds-capture (another thread launches once on its per-thread stream
+ *   idle), gaps (one kernel, then COMPUTE_LOAD_GAP_US of host work, repeatedly, a
+ *   synchronisation every 20 ms: a launch-bound loop whose kernels are shorter than the gaps
+ *   between them; it also prints "late_rate R", its launches per second over the second
+ *   half of the run, after a ceiling's duty is learnt), ptds-capture (another thread launches once on its per-thread stream
  *   while this one captures, then this one loads a stream); ex_ptsz, coop_ptsz,
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
  *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
@@ -249,6 +252,33 @@ static long idle_load(void)
     return n;
 }
 
+/* Kernels shorter than the host's gaps between them; *late: launches/s over the second half. */
+static long gap_load(double *late)
+{
+    const char *g = getenv("COMPUTE_LOAD_GAP_US");
+    double gap = (g ? atof(g) : 4.0 * kernel_us) * 1e-6, t = now_s(), end = t + seconds;
+    double half = t + seconds / 2, sync_at = t + 0.02, w;
+    long n = 0, n_half = -1;
+    CUstream s;
+
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    while ((t = now_s()) < end) {
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        n++;
+        for (w = now_s() + gap; now_s() < w;)
+            ;
+        if (n_half < 0 && t >= half)
+            n_half = n;
+        if (t >= sync_at) {
+            CHECK(cuStreamSynchronize(s));
+            sync_at = t + 0.02;
+        }
+    }
+    CHECK(cuStreamSynchronize(s));
+    *late = n_half < 0 ? 0 : (double)(n - n_half) / (now_s() - half);
+    return n;
+}
+
 /* A per-thread-stream launch made during another thread's capture must not wedge us. */
 static void ptds_during_capture(void)
 {
@@ -303,6 +333,19 @@ int main(int argc, char **argv)
         ptds_during_capture();
     t0 = now_s();
     b0 = billed_ns();
+    if (strcmp(path, "gaps") == 0) {
+        double late;
+
+        total = gap_load(&late);
+        wall = now_s() - t0;
+        printf("share %.3f launches %ld late_rate %.0f\n", (double)total * kernel_us / 1e6 / wall,
+               total, late);
+        if (b0 >= 0)
+            printf("billed_s %.4f kernel_s %.4f wall_s %.4f\n", (billed_ns() - b0) / 1e9,
+                   total * kernel_us / 1e6, wall);
+        CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+        return 0;
+    }
     if (strcmp(path, "idle") == 0) {
         total = idle_load();
         wall = now_s() - t0;

@@ -466,14 +466,16 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
  * One sample per process that ran kernels in the last second. No samples:
  * NVML_ERROR_NOT_FOUND. No room: the count needed and NVML_ERROR_INSUFFICIENT_SIZE.
  */
+static unsigned pid_offset(void);
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                         nvmlProcessUtilizationSample_t *utilization,
                                                         unsigned int *processSamplesCount,
                                                         unsigned long long lastSeenTimeStamp)
 {
-    struct sim_proc_busy busy[2 * SIM_MAX_PROCS];
-    nvmlProcessUtilizationSample_t samples[2 * SIM_MAX_PROCS];
-    uint64_t now;
+    struct sim_sample got[SIM_PERIODS * SIM_PERIOD_PROCS];
+    nvmlProcessUtilizationSample_t samples[SIM_PERIODS * SIM_PERIOD_PROCS];
+    uint64_t now, now_rt;
     unsigned n = 0;
     int i, count;
 
@@ -482,17 +484,22 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         return NVML_ERROR_INVALID_ARGUMENT;
     sim_state_lock(&nv.st);
     now = sim_now_ns();
-    count = sim_state_busy_by_proc(nv.st.sh, i, now, sim_realtime_us(), SIM_UTIL_WINDOW_NS, busy,
-                                   (int)(sizeof(busy) / sizeof(busy[0])));
+    now_rt = sim_realtime_us();
+    count = sim_state_samples(nv.st.sh, i, now, got, (int)(sizeof(got) / sizeof(got[0])));
     sim_state_unlock(&nv.st);
+    /*
+     * One sample per process and period in which it ran, stamped with the period's end in
+     * CLOCK_REALTIME us, newer than lastSeenTimeStamp (bench/nvml_busy.py: what the H100's
+     * NVML answers).
+     */
     for (int k = 0; k < count; k++) {
-        unsigned long long ts = busy[k].last_end_rt_us;
+        unsigned long long ts = now_rt - (now - got[k].end_ns) / 1000;
         if (ts <= lastSeenTimeStamp)
             continue;
         memset(&samples[n], 0, sizeof(samples[n]));
-        samples[n].pid = (unsigned)busy[k].pid;
+        samples[n].pid = (unsigned)got[k].pid + pid_offset();
         samples[n].timeStamp = ts;
-        samples[n].smUtil = percent(busy[k].busy_ns, SIM_UTIL_WINDOW_NS);
+        samples[n].smUtil = got[k].pct;
         n++;
     }
     if (n == 0) {

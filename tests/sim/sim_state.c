@@ -702,6 +702,73 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The period slot of time t on d, made afresh when it held an older period. */
+static struct sim_period *period_at(struct sim_device *d, uint64_t t)
+{
+    uint64_t key = t / SIM_SAMPLE_NS + 1;
+    struct sim_period *p = &d->periods[key % SIM_PERIODS];
+
+    if (p->key != key) {
+        memset(p, 0, sizeof(*p));
+        p->key = key;
+    }
+    return p;
+}
+
+/* Counts the kernel time [s, e) of this process into the periods it falls in. */
+static void count_periods(struct sim_device *d, uint64_t s, uint64_t e)
+{
+    int32_t pid = (int32_t)getpid();
+
+    while (s < e) {
+        struct sim_period *p = period_at(d, s);
+        uint64_t end = p->key * SIM_SAMPLE_NS, upto = e < end ? e : end, from = s;
+        int k;
+
+        for (k = 0; k < SIM_PERIOD_PROCS && p->p[k].pid && p->p[k].pid != pid; k++)
+            ;
+        if (k < SIM_PERIOD_PROCS) {
+            p->p[k].pid = pid;
+            if (p->p[k].covered_until_ns > from)
+                from = p->p[k].covered_until_ns;
+            if (upto > from)
+                p->p[k].busy_ns += upto - from;
+            if (upto > p->p[k].covered_until_ns)
+                p->p[k].covered_until_ns = upto;
+        }
+        s = upto;
+    }
+}
+
+int sim_state_samples(const struct sim_shared *sh, int dev, uint64_t now, struct sim_sample *out,
+                      int max)
+{
+    const struct sim_device *d = &sh->dev[dev];
+    uint64_t cur = now / SIM_SAMPLE_NS + 1, key;
+    int n = 0, k;
+
+    /* The periods that ended, oldest first (those still in the ring). */
+    for (key = cur > SIM_PERIODS ? cur - SIM_PERIODS + 1 : 1; key < cur; key++) {
+        const struct sim_period *p = &d->periods[key % SIM_PERIODS];
+
+        if (p->key != key)
+            continue; /* nothing ran then */
+        for (k = 0; k < SIM_PERIOD_PROCS && p->p[k].pid; k++) {
+            uint64_t b = p->p[k].busy_ns;
+
+            if (b == 0 || n == max)
+                continue;
+            out[n].pid = p->p[k].pid;
+            out[n].pct = (unsigned)((b * 100 + SIM_SAMPLE_NS / 2) / SIM_SAMPLE_NS);
+            if (out[n].pct > 100)
+                out[n].pct = 100;
+            out[n].end_ns = key * SIM_SAMPLE_NS;
+            n++;
+        }
+    }
+    return n;
+}
+
 uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
                           unsigned sms, int mps, uint64_t *start)
 {
@@ -779,6 +846,7 @@ uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns,
         }
         last->end_ns = e;
         last->end_rt_us = sim_realtime_us() + (e - now) / 1000;
+        count_periods(d, s, e);
     }
     pthread_mutex_unlock(&st->sh->lock.mutex);
     *start = s;

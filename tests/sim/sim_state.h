@@ -47,7 +47,7 @@
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
 #define SIM_STATE_VERSION                                                                          \
-    8u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms; 8: sm_free_ns */
+    9u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms; 8: sm_free_ns; 9: periods */
 
 struct sim_config {
     uint32_t devices;
@@ -83,8 +83,30 @@ struct sim_interval {
     uint32_t pad0;
 };
 
+/*
+ * NVML's per-process samples: the driver samples each process's utilisation once per
+ * period (about 1/6 s on the H100 and H200) and keeps the samples of the periods in which a
+ * process ran, each the share of its period in which its kernels ran (bench/nvml_busy.py).
+ */
+#define SIM_SAMPLE_NS 166666667ull
+#define SIM_PERIODS 24      /* periods kept: 4 s */
+#define SIM_PERIOD_PROCS 32 /* processes counted per period */
+
+struct sim_period_proc {
+    int32_t pid;
+    uint32_t pad0;
+    uint64_t busy_ns;
+    uint64_t covered_until_ns; /* its kernels' time is counted up to here (no overlap twice) */
+};
+
+struct sim_period {
+    uint64_t key; /* start / SIM_SAMPLE_NS + 1; 0 = unused */
+    struct sim_period_proc p[SIM_PERIOD_PROCS];
+};
+
 struct sim_device {
     uint64_t busy_until_ns; /* end of the last kernel queued on the device */
+    struct sim_period periods[SIM_PERIODS];
     /* When each SM is free of the kernels queued so far (MPS clients' kernels share SMs). */
     uint64_t sm_free_ns[SIM_MAX_SMS];
     uint64_t ring_count; /* intervals ever written; the newest is ring[(count-1) % LEN] */
@@ -193,6 +215,17 @@ uint64_t sim_state_busy(const struct sim_shared *sh, int dev, uint64_t now, uint
 /* Under the lock: fills up to max entries, returns how many processes ran. */
 int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, uint64_t now_rt_us,
                            uint64_t window, struct sim_proc_busy *out, int max);
+
+/* One of NVML's per-process samples: pid ran pct % of the period that ended at end_ns. */
+struct sim_sample {
+    int32_t pid;
+    unsigned pct;
+    uint64_t end_ns; /* CLOCK_MONOTONIC */
+};
+
+/* Under the lock: the samples of dev's periods that ended by now, oldest first; how many. */
+int sim_state_samples(const struct sim_shared *sh, int dev, uint64_t now, struct sim_sample *out,
+                      int max);
 
 /* Reads a process's start time; -ESRCH if it is gone or a zombie. */
 int sim_proc_start_time(pid_t pid, uint64_t *start);

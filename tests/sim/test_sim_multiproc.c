@@ -5,6 +5,7 @@
  * The other process is this program again (fork + exec), run as "child".
  */
 #include "sim_test.h"
+#include "sim_state.h" /* SIM_SAMPLE_NS: NVML's sample period */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -246,14 +247,24 @@ static void test_kernels_of_two_processes_serialise(void **state)
     /* Our kernel could start only after the child's 100 ms one ended. */
     assert_true(now_ns() >= c.t0 + 101 * MS);
     assert_int_equal(finish(&c), 0);
-    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0), NVML_SUCCESS);
-    for (unsigned i = 0; i < n; i++) {
-        if ((pid_t)s[i].pid == c.pid) {
-            seen_child = 1;
-            assert_in_range(s[i].smUtil, 9, 11);
+    /* NVML's samples of the periods that ended: the child's 100 ms, then our 1 ms. */
+    {
+        uint64_t t = now_ns(), end = (t / SIM_SAMPLE_NS + 1) * SIM_SAMPLE_NS;
+        unsigned child_ms = 0;
+
+        usleep((useconds_t)((end - t) / 1000 + 2000));
+        n = 8;
+        assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0), NVML_SUCCESS);
+        for (unsigned i = 0; i < n; i++) {
+            if ((pid_t)s[i].pid == c.pid) {
+                seen_child = 1;
+                child_ms += s[i].smUtil * (unsigned)(SIM_SAMPLE_NS / MS) / 100;
+            }
+            if ((pid_t)s[i].pid == getpid())
+                seen_self = 1;
         }
-        if ((pid_t)s[i].pid == getpid())
-            seen_self = 1;
+        /* The time our kernel waited behind the child's is not ours. */
+        assert_in_range(child_ms, 95, 105);
     }
     assert_true(seen_child && seen_self);
     assert_ok(cu.cuModuleUnload(m));

@@ -6,6 +6,7 @@
  * and not NVML's. Two devices.
  */
 #include "sim_test.h"
+#include "sim_state.h" /* SIM_SAMPLE_NS: NVML's sample period */
 
 #include <sys/wait.h>
 
@@ -268,14 +269,22 @@ static void test_per_process_memory_counts_pages_and_chunks(void **state)
     assert_int_equal(p3[0].usedGpuMemory, 64 * MiB);
 }
 
+/* Sleeps until the sample period (SIM_SAMPLE_NS) holding now has ended. */
+static void wait_period_end(void)
+{
+    uint64_t t = now_ns(), end = (t / SIM_SAMPLE_NS + 1) * SIM_SAMPLE_NS;
+
+    usleep((useconds_t)((end - t) / 1000 + 2000));
+}
+
 static void test_utilization_follows_the_device_timeline(void **state)
 {
     nvmlUtilization_t u;
-    nvmlProcessUtilizationSample_t s[4];
-    unsigned n = 0;
+    nvmlProcessUtilizationSample_t s[8];
+    unsigned n = 0, i;
     CUfunction f = get_function(&cu, "spin_200000us");
     struct timespec rt;
-    unsigned long long now_us, ts;
+    unsigned long long now_us, ts, busy_ms = 0;
 
     (void)state;
     assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev0, &u), NVML_SUCCESS);
@@ -287,23 +296,45 @@ static void test_utilization_follows_the_device_timeline(void **state)
     assert_in_range(u.gpu, 18, 21);
     assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev1, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);
+    /*
+     * Per-process samples come one per period in which the process ran, once the period has
+     * ended: 200 ms of kernel fall in two or three periods of 1/6 s.
+     */
+    wait_period_end();
     n = 0;
     assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, NULL, &n, 0),
                      NVML_ERROR_INSUFFICIENT_SIZE);
-    assert_int_equal(n, 1);
-    n = 4;
+    assert_in_range(n, 2, 3);
+    n = 1;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0),
+                     NVML_ERROR_INSUFFICIENT_SIZE);
+    n = 8;
     assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0), NVML_SUCCESS);
-    assert_int_equal(n, 1);
-    assert_int_equal(s[0].pid, getpid());
-    assert_in_range(s[0].smUtil, 18, 21);
+    assert_in_range(n, 2, 3);
     clock_gettime(CLOCK_REALTIME, &rt);
     now_us = (unsigned long long)rt.tv_sec * 1000000ull + (unsigned long long)rt.tv_nsec / 1000;
-    ts = s[0].timeStamp;
-    assert_true(ts <= now_us && ts + 1000000ull > now_us);
+    for (i = 0; i < n; i++) {
+        assert_int_equal(s[i].pid, getpid());
+        busy_ms += s[i].smUtil * (SIM_SAMPLE_NS / 1000000ull) / 100;
+        assert_true(s[i].timeStamp <= now_us && s[i].timeStamp + 1000000ull > now_us);
+        /* Oldest first, one period apart (CLOCK_REALTIME us, the period's end). */
+        if (i > 0)
+            assert_in_range(s[i].timeStamp - s[i - 1].timeStamp, SIM_SAMPLE_NS / 1000 - 2,
+                            SIM_SAMPLE_NS / 1000 + 2);
+    }
+    /* Each sample the share of its period: together the kernel's 200 ms (percent rounding). */
+    assert_in_range(busy_ms, 195, 205);
+    /* A middle period wholly inside the kernel: 100 %. */
+    if (n == 3)
+        assert_int_equal(s[1].smUtil, 100);
+    ts = s[n - 1].timeStamp;
     /* Only samples newer than the last one seen. */
-    n = 4;
+    n = 8;
     assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, ts), NVML_ERROR_NOT_FOUND);
     assert_int_equal(n, 0);
+    n = 8;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, ts - 1), NVML_SUCCESS);
+    assert_int_equal(n, 1);
 }
 
 static void test_shutdown_then_reinit_sees_the_same_state(void **state)

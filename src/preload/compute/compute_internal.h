@@ -122,6 +122,10 @@
 
 #define MAX_ORD 64
 
+/* duty.c: the time in flight kept per device in buckets this long, this many (5.12 s). */
+#define DUTY_BUCKET_NS 20000000LL
+#define DUTY_BUCKETS 256
+
 #define MAX_STREAMS 512
 
 #define MAX_MARKS 1024
@@ -232,6 +236,7 @@ struct compute_stats {
     uint64_t wait_ns;
     unsigned long gov_naps; /* timed sleeps of the governor, and their length in all */
     uint64_t gov_nap_ns;
+    unsigned long duty_samples; /* NVML's per-process samples of this process taken (duty.c) */
 };
 
 struct admit {
@@ -295,6 +300,11 @@ void mark(struct gstream *s, int graph_idx);
 void tail(struct gstream *s);
 void mark_done(int i, uint64_t now);
 void charge(struct gdev *d, uint64_t now);
+/* duty.c: what a charge bills (see there). With mu held. */
+void duty_span(struct gdev *d, uint64_t from, uint64_t to);
+uint32_t duty_ppm(const struct gdev *d, uint64_t now);
+int64_t duty_bill(const struct gdev *d, int64_t dt, uint64_t now);
+void duty_poll(uint64_t now); /* may release mu for NVML's calls */
 int dev_busy(const struct gdev *d);
 void gov_wake(void);
 void *governor(void *arg);

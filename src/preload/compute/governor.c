@@ -24,9 +24,13 @@ void charge(struct gdev *d, uint64_t now)
 {
     if (d->busy_since && now > d->busy_since) {
         uint64_t dt = now - d->busy_since;
+
         /* A longer gap means this thread did not run (a stopped process): don't bill it. */
-        gs_budget_charge(entry_of(d), dt > (uint64_t)MAX_CHARGE_NS ? MAX_CHARGE_NS : dt,
-                         -DEBT_FLOOR_NS);
+        if (dt > (uint64_t)MAX_CHARGE_NS)
+            dt = MAX_CHARGE_NS;
+        duty_span(d, now - dt, now);
+        /* Of the time in flight, the share in which kernels ran (duty.c). */
+        gs_budget_charge(entry_of(d), (uint64_t)duty_bill(d, (int64_t)dt, now), -DEBT_FLOOR_NS);
         d->busy_since = now;
     }
 }
@@ -227,7 +231,10 @@ void *governor(void *arg)
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     pthread_mutex_lock(&mu);
     while (!is_stopping() && governing()) {
-        int64_t delay = govern(now_ns());
+        int64_t delay;
+
+        duty_poll(now_ns());
+        delay = govern(now_ns());
         /* Read under mu: a launch that finds us idle bumps it, and the wait below sees that. */
         uint32_t seq = __atomic_load_n(&gov_seq, __ATOMIC_ACQUIRE);
         struct timespec ts = { (time_t)(delay / 1000000000LL), (long)(delay % 1000000000LL) };

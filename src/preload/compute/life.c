@@ -62,9 +62,13 @@ void gs__compute_exit(void)
     if (stats.launches) {
         for (i = 0; i < MAX_ORD; i++)
             if (gdevs[i].state > 0)
-                gs__log("debug: compute: device %d: the tenant has held it %.3f s in all", i,
+                gs__log("debug: compute: device %d: the tenant has held it %.3f s in all; this "
+                        "process billed %.1f %% of its time in flight (duty, from %lu of "
+                        "NVML's samples)",
+                        i,
                         __atomic_load_n(&entry_of(&gdevs[i])->compute_busy_ns, __ATOMIC_RELAXED) /
-                            1e9);
+                            1e9,
+                        duty_ppm(&gdevs[i], now_ns()) / 1e4, stats.duty_samples);
         gs__log(
             "debug: compute: %lu launches governed, %lu markers (%lu quiet streams asked "
             "whether done), "

@@ -364,7 +364,7 @@ static void nvml_init_once(void)
 }
 
 /* NVML, initialised (every reading before nvmlInit would be an error or 0), or -1. */
-static int nvml_ready(void)
+int gs__nvml_ready(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -387,7 +387,7 @@ int nvml_look_processes(struct dev_state *d, struct nvml_look *l)
 
     memset(l, 0, sizeof(*l));
     l->mine = -1;
-    if (nvml_ready() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
+    if (gs__nvml_ready() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
         !gs__real.nvmlDeviceGetComputeRunningProcesses_v3)
         return -1;
     memcpy(uuid, d->uuid, sizeof(uuid));
@@ -443,7 +443,7 @@ int64_t nvml_device_used(struct dev_state *d)
     nvmlMemory_t m;
     char uuid[GS_UUID_STRLEN];
 
-    if (nvml_ready() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
+    if (gs__nvml_ready() < 0 || !gs__real.nvmlDeviceGetHandleByUUID ||
         !gs__real.nvmlDeviceGetMemoryInfo)
         return -1;
     memcpy(uuid, d->uuid, sizeof(uuid));
