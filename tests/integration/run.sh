@@ -798,6 +798,37 @@ compute_devices)
     GPUSLICE_SIM_DEVICES=4 GPUSLICE_SIM_STATE="$T/four.state" "$GS" run -q --compute 50 -- sh -c "
         for d in 0 1 2 3; do COMPUTE_LOAD_DEVICE=\$d '$CL' stream 1.5 500 >'$T/w'\$d & done; wait"
     for d in 0 1 2 3; do share_in 0.30 0.53 "worker on device $d of 4 at 50%" w$d; done ;;
+compute_duty)
+    # A launch-bound loop: 20 us kernels, 80 us of host work after each (about a fifth of the
+    # device's time). A ceiling bills the share of the time in flight in which its kernels ran,
+    # learnt from NVML's per-process samples (src/preload/compute/duty.c): under its ceiling it
+    # keeps its native rate; over one it is held to it by its kernels' time.
+    late() { awk '/^share/ {print $6}' "$T/$1"; }
+    expect 0 "the loop, native" -- "$CL" gaps 3 20; cp "$T/out" "$T/native"
+    r0=$(late native)
+    GPUSLICE_DEBUG=1 expect 0 "the loop under --compute 50" -- "$GS" run -q --compute 50 -- "$CL" gaps 3 20
+    cp "$T/out" "$T/c50"
+    r50=$(late c50)
+    if awk -v a="$r50" -v b="$r0" -v lo="$(loose 0.9)" 'BEGIN { exit !(b > 0 && a / b >= lo) }'; then
+        ok "under its ceiling, its rate after the first half second: $r50/s against $r0/s natively"
+    else bad "under --compute 50 its rate fell to $r50/s from $r0/s natively"; cat "$T/native" "$T/c50" "$T/err"; fi
+    billed_in 0.8 1.35 "under its ceiling, billed its kernels' time, not the gaps"
+    if grep -q "billed [12][0-9.]* % of its time in flight (duty, from [1-9][0-9]* of NVML" "$T/err"; then
+        ok "the duty, learnt from NVML's samples: $(grep -o 'billed [0-9.]* %' "$T/err")"
+    else bad "no duty of about a fifth learnt from NVML"; cat "$T/err"; fi
+    expect 0 "the loop under --compute 10" -- "$GS" run -q --compute 10 -- "$CL" gaps 3 20
+    cp "$T/out" "$T/c10"
+    # Over its ceiling: after the duty is learnt, its kernels hold 10 % of the device's time.
+    s10=$(awk '/^share/ {printf "%.4f", $6 * 20e-6}' "$T/c10")
+    if awk -v v="$s10" -v lo="$(loose 0.08)" 'BEGIN { exit !(v >= lo && v <= 0.115) }'; then
+        ok "over its ceiling of 10: its kernels held $s10 of the device in the second half"
+    else bad "over its ceiling of 10: its kernels held $s10 of the device in the second half"; cat "$T/c10"; fi
+    # NVML cannot name the process (another PID namespace): nothing learnt, all the time in
+    # flight is billed, as before (the ceiling holds; the loop is throttled).
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_DEBUG=1 expect 0 "the loop under --compute 50, NVML blind to it" -- \
+        "$GS" run -q --compute 50 -- "$CL" gaps 3 20
+    billed_in 2.5 6 "NVML blind to it: billed all its time in flight"
+    if grep -q "billed 100.0 % of its time in flight (duty, from 0 of NVML" "$T/err"; then ok "no duty from NVML"; else bad "a duty without NVML's samples"; cat "$T/err"; fi ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500

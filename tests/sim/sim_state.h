@@ -202,20 +202,8 @@ void sim_state_release_self(struct sim_state *st);
 uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns, uint64_t dur_ns,
                           unsigned sms, int mps, uint64_t *start);
 
-/* Per-process GPU time on one device within a window. */
-struct sim_proc_busy {
-    int32_t pid;
-    uint64_t busy_ns;
-    uint64_t last_end_ns;    /* latest end within the window, capped at now */
-    uint64_t last_end_rt_us; /* the same in CLOCK_REALTIME us (now_rt_us while still running) */
-};
-
 /* Under the lock: busy ns of dev within [now - window, now]. */
 uint64_t sim_state_busy(const struct sim_shared *sh, int dev, uint64_t now, uint64_t window);
-/* Under the lock: fills up to max entries, returns how many processes ran. */
-int sim_state_busy_by_proc(const struct sim_shared *sh, int dev, uint64_t now, uint64_t now_rt_us,
-                           uint64_t window, struct sim_proc_busy *out, int max);
-
 /* One of NVML's per-process samples: pid ran pct % of the period that ended at end_ns. */
 struct sim_sample {
     int32_t pid;
