@@ -32,7 +32,9 @@ import time
 
 import gpumeasure as gm
 
-APIS = ("runtime", "driver")
+APIS = ("runtime", "driver")  # the sample kinds (--apis changes them)
+API_LABELS = {"runtime": "runtime API", "driver": "driver API"}  # in verdicts
+API_HEADS = {"runtime": "runtime <<<>>>", "driver": "driver cuLaunchKernel"}  # in the table
 START_TIMEOUT = 60.0
 SAMPLE_TIMEOUT = 30.0
 
@@ -109,7 +111,7 @@ def run_pair(k, a, configs, order_names):
     ({cfg: {api: [us...]}}, error or None)."""
     servers = {}
     for name in order_names:
-        argv = configs[name] + [a.bin, "serve", str(a.warmup)]
+        argv = configs[name] + shlex.split(a.bin) + ["serve", str(a.warmup)]
         if a.cpus and shutil.which("taskset"):
             argv = ["taskset", "-c", a.cpus] + argv
         try:
@@ -126,7 +128,7 @@ def run_pair(k, a, configs, order_names):
         got = {n: {api: [] for api in APIS} for n in servers}
         for rep in range(a.samples):
             shift = k + rep
-            apis = APIS[shift % 2:] + APIS[:shift % 2]
+            apis = APIS[shift % len(APIS):] + APIS[:shift % len(APIS)]
             names = order_names[shift % len(order_names):] + order_names[:shift % len(order_names)]
             for api in apis:
                 for n in names:
@@ -168,7 +170,12 @@ def summarize(pairs, baseline, names, tolerance, resamples=2000, confidence=0.95
 def main(argv):
     p = argparse.ArgumentParser(prog="launch_pairs.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin", required=True, help="the launch_overhead binary")
+    p.add_argument("--bin", required=True,
+                   help="the server's command (shell words): the launch_overhead binary, or "
+                        "e.g. 'python3 bench/torch_small_serve.py'")
+    p.add_argument("--apis", default="",
+                   help="the sample kinds the server answers, NAME=LABEL,... (default "
+                        "runtime and driver: launch_overhead's)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=ARGV",
                    help="a configuration: its name and the command prefix it runs under")
     p.add_argument("--label", action="append", default=[], metavar="NAME=TEXT",
@@ -208,7 +215,16 @@ def main(argv):
     baseline = a.baseline or names[0]
     if baseline not in configs:
         p.error(f"--baseline {baseline}: no such --config")
-    if not os.access(a.bin, os.X_OK):
+    global APIS
+    if a.apis:
+        kinds = [k.partition("=") for k in a.apis.split(",")]
+        if any(not k[0] for k in kinds) or len({k[0] for k in kinds}) != len(kinds):
+            p.error(f'--apis: "{a.apis}" is not NAME=LABEL,... with distinct names')
+        APIS = tuple(k[0] for k in kinds)
+        API_LABELS.update({k[0]: k[2] or k[0] for k in kinds})
+        API_HEADS.update({k[0]: k[2] or k[0] for k in kinds})
+    words = shlex.split(a.bin)
+    if not words or (len(words) == 1 and not os.access(words[0], os.X_OK)):
         print(f"@fail {a.bin} is not built")
         return 1
 
@@ -239,9 +255,13 @@ def main(argv):
 
     res = summarize(pairs, baseline, names, a.tolerance, a.resamples, a.confidence)
     conf = f"{a.confidence:.0%}"
-    rows = [f"| configuration | runtime <<<>>> µs/launch (median of pairs) | ratio to {baseline} "
-            f"[{conf} CI] | driver cuLaunchKernel µs/launch | ratio [{conf} CI] | pairs |",
-            "|---|---|---|---|---|---|"]
+    head = []
+    for i, api in enumerate(APIS):
+        head.append(f"{API_HEADS.get(api, api)} µs/launch" + (" (median of pairs)" if i == 0
+                                                               else ""))
+        head.append(f"ratio to {baseline} [{conf} CI]" if i == 0 else f"ratio [{conf} CI]")
+    rows = ["| configuration | " + " | ".join(head) + " | pairs |",
+            "|---|" + "---|" * (2 * len(APIS) + 1)]
     verdicts = []
     for n in names:
         cells = []
@@ -255,7 +275,8 @@ def main(argv):
                 continue
             if r["ratio"] is None:
                 cells.append("-")
-                verdicts.append((False, f"{labels.get(n, n)}, {api} API: no pair produced "
+                verdicts.append((False, f"{labels.get(n, n)}, {API_LABELS.get(api, api)}: no pair "
+                                        "produced "
                                         "samples"))
                 continue
             lo, hi = r["ci"]
@@ -264,7 +285,7 @@ def main(argv):
             print(f"@num {a.prefix}{api}_{n}_ci_low {lo:.4f}")
             print(f"@num {a.prefix}{api}_{n}_ci_high {hi:.4f}")
             print(f"@num {a.prefix}{api}_{n}_us {r['us_median']:.4f}")
-            text = (f"{labels.get(n, n)}, {api} API: median ratio to {baseline} "
+            text = (f"{labels.get(n, n)}, {API_LABELS.get(api, api)}: median ratio to {baseline} "
                     f"{r['ratio']:.4f} over {r['pairs']} pairs, {conf} bootstrap CI "
                     f"[{lo:.4f}, {hi:.4f}] ({a.resamples} resamples); bound {r['bound']:.4f}: "
                     + ("the whole interval lies above it" if r["fail"] else

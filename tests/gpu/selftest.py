@@ -239,6 +239,25 @@ def test_launch_pairs_end_to_end():
                                  "--config", "native=", "--config", "dies=env FAKE_DIE=1"])
     expect(rc == 1 and "@fail pair 1: dies:" in out and "only 0 pairs" in out,
            "a configuration that cannot start fails the run, naming it")
+    # Another server (bench/torch_small_serve.py's kinds), given as a command of several words.
+    rc, out = captured(lp.main, ["--bin", f"{sys.executable} {fake}", "--pairs", "3",
+                                 "--min-pairs", "3", "--cpus", "", "--apis",
+                                 "small=64K-element ops,tiny=1K-element ops", "--table", table,
+                                 "--config", "native=", "--config", "run=env FAKE_US=4.01"])
+    expect(rc == 0 and "@ok run, 64K-element ops" in out and "@ok run, 1K-element ops" in out
+           and "@key small_run_ratio" in out and "runtime" not in out.split("Host time")[1],
+           f"--apis names the sample kinds (exit {rc}):\n{out[-600:]}")
+    expect("| 64K-element ops µs/launch (median of pairs) |" in open(table).read(),
+           "the table's columns are the kinds'")
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            captured(lp.main, ["--bin", fake, "--apis", "a=x,a=y", "--config", "n=",
+                               "--config", "m="])
+        rc = 0
+    except SystemExit as e:
+        rc = e.code
+    expect(rc == 2, "--apis with a name twice is refused")
+    lp.APIS = ("runtime", "driver")
 
 
 # --- compute share -----------------------------------------------------------------------------
