@@ -1,8 +1,11 @@
 """Self-tests of the GPU suite's own logic, on a machine without a GPU: the verdicts of
 report.py on made-up logs, the statistics (percentiles, the bootstrap interval), the
 launch-pairs verdict and its orchestration (with a fake launch_overhead server), the
-compute-share verdicts, tables and JSON on made-up phases, NVML window means, and the
-tenant-file reader on a file laid out from tenant_abi.h. With --sim it also runs
+compute-share verdicts, tables and JSON on made-up phases, NVML window means, the
+tenant-file reader on a file laid out from tenant_abi.h, and bench/contention.py: its hang
+check, summary, goals and tables on made-up rows, and whole runs (generate beside train, a
+tenant killed mid-kernel, a survivor that hangs for good) on stand-ins for PyTorch,
+transformers, MPS and gpuslice run (tests/gpu/fakes). With --sim it also runs
 bench/attach.sh -n 16 against the simulated GPU of a build (--build DIR, default build).
 
 usage: python3 tests/gpu/selftest.py [--sim] [--build DIR]     exit status 0 when all pass
@@ -14,6 +17,7 @@ import mmap
 import os
 import py_compile
 import random
+import re
 import statistics
 import struct
 import subprocess
@@ -626,6 +630,182 @@ def test_compute_share_sim(build):
     expect(os.path.exists(table) and os.path.exists(table[:-3] + ".json"), "table and JSON")
 
 
+# --- contention.py ---------------------------------------------------------------------------
+
+def test_contention_hang_check():
+    import contention as ct
+    marks = [(float(t) / 100, t) for t in range(0, 500)]  # 100 marks a second up to 4.99 s
+    h = ct.hang_check(marks, died=2.0, cut=5.0)
+    expect(not h["hung"] and h["resumed"] and h["stall_s"] < 0.02,
+           f"steady progress after the death is no hang: {h}")
+    slow = [(t / 100, t) for t in range(200)] + [(2.0 + k * 0.5, 200 + k) for k in range(1, 7)]
+    h = ct.hang_check(slow, died=2.0, cut=5.0)
+    expect(not h["hung"] and abs(h["stall_s"] - 0.51) < 1e-9,  # from the mark at 1.99 s
+           f"progress every 0.5 s after the death is a slowdown, not a hang: {h}")
+    gap = [(t / 100, t) for t in range(200)] + [(5.0 + t / 100, 200 + t) for t in range(100)]
+    h = ct.hang_check(gap, died=2.0, cut=6.0)
+    expect(h["hung"] and h["resumed"] and abs(h["stall_s"] - 3.01) < 1e-9
+           and abs(h["stall_to"] - 3.0) < 1e-9,
+           f"3 s without progress, then progress again, is a hang that ended: {h}")
+    stuck = [(t / 100, t) for t in range(200)]
+    h = ct.hang_check(stuck, died=2.0, cut=20.0)
+    expect(h["hung"] and not h["resumed"] and h["stall_to"] is None
+           and abs(h["stall_s"] - 18.01) < 1e-9,
+           f"no progress until the survivor was killed is a hang never resumed: {h}")
+    h = ct.hang_check(stuck[:150], died=2.0, cut=3.0)
+    expect(not h["hung"] and abs(h["stall_s"] - 1.51) < 1e-9,
+           f"1.5 s without progress up to the cut is under the 2 s of a hang: {h}")
+    expect(ct.read_trace("1.5 4\n1.6 8\n1.7") == [(1.5, 4), (1.6, 8)],
+           "a trace's last line, cut by SIGKILL, is left out")
+    expect(ct.token_times(10.0, [10.5, 10.6, 10.8]) == [0.5, 0.09999999999999964,
+                                                        0.20000000000000107],
+           "token times: the first from the start, then from the token before")
+
+
+def test_contention_summary_goals():
+    import contention as ct
+    rows = []
+    for rep in range(2):
+        rows += [{"config": "solo-latency", "repeat": rep, "p50_ms": 160.0, "p99_ms": 230.0,
+                  "token_p50_ms": 5.0, "token_p99_ms": 7.0, "busy": 0.5, "late": 0,
+                  "served": 13, "requests": 13},
+                 {"config": "solo-background", "repeat": rep, "bg_rate": 10.0},
+                 {"config": "time-sliced", "repeat": rep, "p50_ms": 247.0, "p99_ms": 275.0,
+                  "busy": 0.8, "late": 2, "served": 13, "requests": 13, "bg_rate": 6.0},
+                 {"config": "gs-priority", "repeat": rep, "p50_ms": 240.0, "p99_ms": 280.0,
+                  "busy": 0.8, "late": 0, "served": 13, "requests": 13, "bg_rate": 6.0},
+                 {"config": "mps-gs-priority", "repeat": rep, "p50_ms": 170.0 + rep,
+                  "p99_ms": 240.0, "token_p50_ms": 5.2, "token_p99_ms": 7.5, "busy": 0.52,
+                  "late": 0, "served": 13, "requests": 13, "bg_rate": 8.7}]
+    rows.append({"config": "mps", "repeat": 0, "error": "latency: exit 1: boom"})
+    configs = ["solo-latency", "solo-background", "time-sliced", "mps", "gs-priority",
+               "mps-gs-priority"]
+    summary, bar = ct.summarize(rows, configs)
+    expect(abs(bar - 0.375) < 1e-9, f"bar 0.75 x (1 - solo busy 0.5) = 0.375, not {bar}")
+    m = summary["mps-gs-priority"]
+    expect(abs(m["p50_ms"] - 170.5) < 1e-9 and abs(m["p50_over_solo"] - 170.5 / 160) < 1e-9
+           and abs(m["bg_kept"] - 0.87) < 1e-9, f"mps-gs-priority summarised: {m}")
+    goals = {g: (ok, v) for g, ok, v in ct.goals(summary, bar)}
+    want = {"mps-gs-priority: p50 within 1.10x of solo": True,
+            "mps-gs-priority: p99 within 1.10x of solo": True,  # 240 / 230 = 1.04
+            "mps-gs-priority: background keeps 75 % of the time the latency job leaves idle": True,
+            "gs-priority: p50 no worse than time-sliced": True,
+            "gs-priority: p99 no worse than time-sliced": False,
+            "mps-gs-priority: p50 no worse than time-sliced": True,
+            "mps-gs-priority: p99 no worse than time-sliced": True}
+    expect({g: ok for g, (ok, _) in goals.items()} == want, f"goals: {goals}")
+    g2 = {g: ok for g, ok, _ in ct.goals(ct.summarize(rows[:2], configs[:2])[0], bar)}
+    expect(all(ok is None for g, ok in g2.items()), f"goals unmeasured without the rows: {g2}")
+    text = ct.goals_text(ct.goals(summary, bar))
+    expect("gs-priority: p99 no worse than time-sliced: missed (280.000 ms against 275.000 ms)"
+           in text, f"goals text:\n{text}")
+    args = types.SimpleNamespace(latency_job="generate", background="train", period_ms=300.0,
+                                 seconds=4.0, repeats=2)
+    md = ct.table(summary, bar, args)
+    lines = md.splitlines()
+    head = next(x for x in lines if x.startswith("| configuration"))
+    row = next(x for x in lines if x.startswith("| mps-gs-priority"))
+    expect("token p50 / p99 ms" in head and "background steps/s" in head
+           and len(head.split("|")) == len(row.split("|")),
+           f"the generate table has token and steps/s columns, as many cells as heads:\n{md}")
+    expect("| 5.20 / 7.50 |" in row and "| 87.0 % |" in row, f"mps-gs-priority row: {row}")
+    expect("1/1: latency: exit 1: boom" in md, "a failed configuration says why")
+    old = types.SimpleNamespace(period_ms=2.0, seconds=2.5, repeats=3)  # a run from before
+    md = ct.table(ct.summarize([r for r in rows if "token_p50_ms" not in r], configs)[0], bar,
+                  old)
+    expect("token" not in md.split("\n\n")[1] and "GEMM/s" in md,
+           f"the gemm table of an earlier run's arguments has no token columns:\n{md}")
+    frows = [{"experiment": "latency-dies-mps", "repeat": 0, "bg_before": 10.0, "bg_during": 8.0,
+              "bg_after_100ms": 0.0, "bg_after": 9.5, "recover_ms": 3100.0, "stall_s": 3.05,
+              "resumed": True, "hung": True, "survivor_end": "exited 0",
+              "victim_in_flight": True},
+             {"experiment": "latency-dies-mps", "repeat": 1, "bg_before": 10.0,
+              "bg_during": 8.0, "bg_after_100ms": None, "bg_after": None, "recover_ms": None,
+              "stall_s": 17.5, "resumed": False, "hung": True, "survivor_end": "killed",
+              "victim_in_flight": True}]
+    ft = ct.faults_table(frows, 10.0, "steps/s")
+    row = next(x for x in ft.splitlines() if x.startswith("| latency-dies-mps"))
+    expect("3050 ms, 17500 ms (never resumed)" in row and "| 2/2, 1 survivor(s) SIGKILLed" in row
+           and "latency-stuck" not in ft and "steps/s" in ft, f"faults table:\n{ft}")
+
+
+def test_contention_mps_procs():
+    import contention as ct
+    d = tempfile.mkdtemp()
+    fake = os.path.join(d, "nvidia-cuda-mps-server")
+    os.symlink("/bin/sleep", fake)
+    mine = subprocess.Popen([fake, "30"], env={"CUDA_MPS_PIPE_DIRECTORY": d + "/pipe"})
+    other = subprocess.Popen([fake, "30"], env={"CUDA_MPS_PIPE_DIRECTORY": d + "/other"})
+    try:
+        time.sleep(0.2)
+        daemons, servers = ct.mps_procs(d + "/pipe")
+        expect(daemons == [] and servers == [mine.pid],
+               f"the MPS server of this pipe directory only: {servers} (want [{mine.pid}])")
+    finally:
+        for p in (mine, other):
+            p.kill()
+            p.wait()
+
+
+def contention_run(extra, env=None, timeout=120):
+    fakes = os.path.join(HERE, "fakes")
+    out = tempfile.mkdtemp()
+    e = dict(os.environ, PYTHONPATH=fakes, PATH=os.path.join(fakes, "bin") + ":" +
+             os.environ["PATH"])
+    e.update(env or {})
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "contention.py"), "--gpuslice",
+                        os.path.join(fakes, "bin", "gpuslice"), "--repeats", "1", "--seconds",
+                        "1", "--out", out] + extra, capture_output=True, text=True, env=e,
+                       timeout=timeout)
+    return r, out
+
+
+def test_contention_generate_fake():
+    """contention.py end to end on stand-ins for PyTorch, transformers, MPS and gpuslice run
+    (tests/gpu/fakes): the generate and train jobs, the runner, the table, the goals, the
+    pictures, and a tenant killed mid-kernel beside a survivor that keeps going."""
+    r, out = contention_run(["--latency-job", "generate", "--period-ms", "200", "--only",
+                             "solo-latency,solo-background,time-sliced,mps-gs-priority",
+                             "--faults", "latency-dies,latency-dies-mps"])
+    text = r.stdout + r.stderr
+    expect(r.returncode == 0 and "Traceback" not in text, f"exit {r.returncode}:\n{text[-3000:]}")
+    expect(re.search(r"^\| mps-gs-priority \| [0-9.]+ \|", text, re.M)
+           and "background steps/s" in text
+           and "Goals (issue 30):" in text, f"the generate table and goals:\n{text[-3000:]}")
+    j = json.load(open(os.path.join(out, "contention.json")))
+    s = j["summary"]
+    expect(all(s[c]["failed"] == 0 for c in s), f"no configuration failed: {s}")
+    tok = [r for r in j["rows"] if r.get("token_ms")]
+    expect(tok and all(len(r["token_ms"]) == 32 * r["served"] for r in tok),
+           "32 token times for each request served")
+    f = {x["experiment"]: x for x in j["faults"]}
+    expect(set(f) == {"latency-dies", "latency-dies-mps"} and
+           all("error" not in x and x["victim_in_flight"] and not x["hung"]
+               and x["bg_after"] for x in f.values()),
+           f"a tenant killed mid-kernel, the survivor going on: {f}")
+    expect(f.get("latency-dies", {}).get("victim_exit") == 137
+           and f.get("latency-dies-mps", {}).get("victim_exit") == -9,
+           f"the victim's exit: 137 through gpuslice run, -9 on its own: {f}")
+    for name in ("contention-cdf.svg", "contention-token-cdf.svg"):
+        expect(os.path.exists(os.path.join(out, name)), f"{name} written")
+
+
+def test_contention_hang_fake():
+    """A survivor that hangs for good once the victim died (the stand-in's synchronize never
+    returns): told as a hang, never resumed, SIGKILLed 15 s past its end; the bench ends."""
+    mark = os.path.join(tempfile.mkdtemp(), "died")
+    t = time.monotonic()
+    r, out = contention_run(["--only", "solo-background", "--faults", "latency-dies-mps"],
+                            env={"FAKE_TORCH_MARK": mark, "FAKE_TORCH_HANG_S": "inf"})
+    text = r.stdout + r.stderr
+    expect(r.returncode == 0 and "Traceback" not in text, f"exit {r.returncode}:\n{text[-3000:]}")
+    f = json.load(open(os.path.join(out, "contention.json")))["faults"]
+    x = f[0] if f else {}
+    expect(x.get("hung") and not x.get("resumed") and x.get("survivor_end") == "killed"
+           and x.get("stall_s", 0) > 15, f"a hang for good, the survivor killed: {x}")
+    expect(time.monotonic() - t < 60, f"bounded: {time.monotonic() - t:.0f} s")
+
+
 def test_compiles():
     for d in (HERE, BENCH):
         for fn in sorted(os.listdir(d)):
@@ -644,7 +824,9 @@ def main(argv):
     tests = [test_compiles, test_report_verdicts, test_report_summary_exit, test_statistics,
              test_launch_pairs_summary, test_launch_pairs_end_to_end, test_compute_verdicts,
              test_compute_driver_tables, test_compute_driver_pair_and_set, test_nvml_window_means,
-             test_tenant_file]
+             test_tenant_file, test_contention_hang_check, test_contention_summary_goals,
+             test_contention_mps_procs, test_contention_generate_fake,
+             test_contention_hang_fake]
     for t in tests:
         run_test(t)
     run_test(types.FunctionType(test_real_tenant_file.__code__, globals(), None, (build,)))
