@@ -151,7 +151,7 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
 {
     int64_t p = u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS;
     int64_t end_mono = (int64_t)ts * 1000 - rt_minus_mono, sp;
-    double decay;
+    double decay, run;
 
     if (u->prev_ts && ts > u->prev_ts) {
         int64_t gap = (int64_t)(ts - u->prev_ts) * 1000;
@@ -163,18 +163,24 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
     if (end_mono <= p || (uint64_t)end_mono > now + 1000000000ULL)
         return; /* on no clock we know */
     sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono, now);
-    if (sp < 0)
+    /*
+     * A period in which little was counted in flight says nothing of the duty: the process
+     * ran uncapped then (nothing is counted without a ceiling), or was governed only for the
+     * end of it.
+     */
+    if (sp < p / 8)
         return;
     if (sp > p)
         sp = p;
+    run = (double)p * (pct > 100 ? 100 : pct) / 100.0;
+    /* NVML may count a little more than was in flight (its period's edges): never above it. */
+    if (run > (double)sp)
+        run = (double)sp;
     decay = 1.0 - (double)p / (double)DUTY_TAU_NS;
     if (decay < 0)
         decay = 0;
-    u->run = u->run * decay + (double)p * (pct > 100 ? 100 : pct) / 100.0;
+    u->run = u->run * decay + run;
     u->span = u->span * decay + (double)sp;
-    /* NVML may count a little more than we had in flight (its period's edges): never above 1. */
-    if (u->run > u->span)
-        u->run = u->span;
     u->last_sample_ns = now;
 }
 
