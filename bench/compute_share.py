@@ -1503,7 +1503,8 @@ def picture(share, svg):
     lab = lambda v: f"{v:g}%"  # noqa: E731
     rmin = min([y for _, pts in rate for _, y in pts] + [90.0])
     page.panel(10, 40, 880, 330, "rate under the ceiling, % of native (mean over repeats)",
-               rate, unit="percent", xlabel=lab, xticks=xs, ymin=max(0.0, rmin - 5),
+               rate, unit="percent", xlabel=lab, xticks=xs,
+               ymin=max(0.0, 10 * ((rmin - 5) // 10)),
                ymax=105.0, xmin=lo, xmax=hi)
     page.panel(10, 390, 880, 360, "share of the device's time, % (NVML outside; gpuslice's "
                "own count)", held, unit="percent", xlabel=lab, xticks=xs, ymin=0.0,
