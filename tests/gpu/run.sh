@@ -3,7 +3,8 @@
 # every check below with its own timeout inside an overall time budget, prints a summary
 # table and writes gpu-summary.md, gpu-results.json, gpu-log.txt, driver-facts.txt and the
 # benchmarks' tables (bench-launch.md, bench-launch-duty.md, bench-attach.md,
-# bench-compute.md, bench-compute-small.md and the JSON beside each compute table, the SM
+# bench-compute.md, bench-compute-small.md and the JSON beside each compute table, the
+# host-bound workloads' picture bench-compute-small.svg (.png with rsvg-convert), the SM
 # tables) to $OUT when it is set.
 # Exit status 0 only when no check failed (a KNOWN shortfall or a SKIP fails it only with
 # GPU_SUITE_STRICT=1; an informational check never does). See tests/gpu/README.md.
@@ -756,7 +757,8 @@ main 2>&1 | tee "$GPU_SUITE_WORK/log.txt"
 if [ -n "${OUT:-}" ]; then
     cp "$GPU_SUITE_WORK/log.txt" "$OUT/gpu-log.txt"
     for f in bench-launch.md bench-launch-duty.md bench-compute.md bench-compute-small.md \
-        bench-compute.json bench-compute-small.json bench-attach.md driver-facts.txt \
+        bench-compute.json bench-compute-small.json bench-compute-small.svg \
+        bench-compute-small.png bench-attach.md driver-facts.txt \
         bench-sm-one.md bench-sm-lanes.md bench-sm-lanes-api.md; do
         [ -f "$GPU_SUITE_WORK/$f" ] && cp "$GPU_SUITE_WORK/$f" "$OUT/"
     done
