@@ -3,11 +3,14 @@
 # missing or older than its source) and runs bench/compute_share.py, which judges each
 # ceiling of `gpuslice run --compute P` by the share of the device's time the tenant held
 # (gpuslice's own busy count and NVML sampled outside the tenant) for PyTorch and CUDA C
-# workloads, two tenants at once, and `gpuslice set` on a running tenant; throughput is
-# reported beside the SM clock and power. See compute_share.py for what it runs and prints.
-# Takes about 6 minutes on an H200 with the defaults (3 repeats of 2 s phases).
+# workloads, two tenants at once, and `gpuslice set` on a running tenant; host-bound
+# workloads (small kernels launched one by one) under their ceiling by their rate and NVML
+# share against themselves native. See compute_share.py for what it runs and prints.
+# Takes about 5 minutes with the defaults (3 repeats of 2 s phases; about 7 with
+# --interleave, which the host-bound workloads want); it prints its expected duration first.
 #
 # usage: bench/compute_share.sh [compute_share.py options]   e.g. --only gemm,pair --repeats 2
+#        e.g. --only small,cuda-small --interleave --ceilings-small 100,75,15
 #        bench/compute_share.sh --build                     only compile compute_small
 # env:   GPU_BUILD_DIR (build-gpu), GPUSLICE_BIN (default $GPU_BUILD_DIR/bin/gpuslice),
 #        NVCC, PYTHON (python3), OUT (also write bench-compute.md and .json there)

@@ -15,7 +15,9 @@
  *
  * Phases, per repeat: uncapped ("none"), then each ceiling in turn (with --interleave an
  * uncapped phase before each ceiling); after all repeats one more uncapped phase
- * ("none-end"). A phase starts when `gpuslice set` returns, discards --settle seconds,
+ * ("none-end"). With --warmup-seconds W, each capped phase that follows an uncapped one is
+ * preceded by W s of work at its ceiling, unmeasured ("warmup"; the ceiling is then not set
+ * again). A phase starts when `gpuslice set` returns, discards --settle seconds,
  * measures --phase-seconds, then works on --tail seconds more under the same ceiling (so
  * that an outside sampler's periods straddling the window's end see the same ceiling).
  * Output lines (parsed by compute_share.py, the same as its PyTorch workers print):
@@ -27,7 +29,7 @@
  *
  * usage: compute_small stream|graph [--repeats N] [--phase-seconds S] [--settle S]
  *                      [--tail S] [--ceilings 10,25,...] [--chunk-ms MS] [--interleave]
- *                      [--no-set]
+ *                      [--warmup-seconds W] [--no-set]
  * env:   GPUSLICE_BIN (gpuslice), GPUSLICE_TENANT (set by gpuslice run),
  *        BENCH_PARENT_PID (exit when that process is gone)
  * Exit status 0 when every phase ran, 1 on a CUDA or `gpuslice set` error, 2 on bad usage.
@@ -326,16 +328,23 @@ static int set_ceiling(const char *value, double *ms)
     return 0;
 }
 
-/* One phase: set the ceiling (unless no_set), settle, measure, tail; prints the phase line. */
+/* The ceiling last set ("100": gpuslice run --compute 100). */
+static char ceiling_now[16] = "100";
+
+/* One phase: set the ceiling (unless no_set or already set), settle, measure, tail; prints the
+ * phase line. */
 static int phase(struct bench *b, int repeat, const char *label, const char *value, int no_set,
                  double settle, double seconds, double tail)
 {
     double set_ms = 0, t0, a, z, rate;
 
-    if (run_chunk(b, 0) < 0) /* nothing in flight while the ceiling changes */
-        return -1;
-    if (!no_set && set_ceiling(value, &set_ms) < 0)
-        return -1;
+    if (!no_set && strcmp(value, ceiling_now) != 0) {
+        if (run_chunk(b, 0) < 0) /* nothing in flight while the ceiling changes */
+            return -1;
+        if (set_ceiling(value, &set_ms) < 0)
+            return -1;
+        snprintf(ceiling_now, sizeof(ceiling_now), "%s", value);
+    }
     t0 = now_s();
     a = t0 + settle;
     z = a + seconds;
@@ -352,7 +361,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: compute_small stream|graph [--repeats N] [--phase-seconds S] "
                     "[--settle S] [--tail S] [--ceilings 10,25,50,75,90] [--chunk-ms MS] "
-                    "[--interleave] [--no-set]\n");
+                    "[--interleave] [--warmup-seconds W] [--no-set]\n");
 }
 
 int main(int argc, char **argv)
@@ -366,10 +375,11 @@ int main(int argc, char **argv)
                                           { "interleave", no_argument, NULL, 'I' },
                                           { "help", no_argument, NULL, 'h' },
                                           { "tail", required_argument, NULL, 'T' },
+                                          { "warmup-seconds", required_argument, NULL, 'W' },
                                           { NULL, 0, NULL, 0 } };
     struct bench b;
     int repeats = 3, no_set = 0, interleave = 0, nceil = 0, ceilings[MAX_CEILINGS], c, r, i;
-    double seconds = 2.0, settle = 0.3, chunk_ms = 8.0, tail = 0.0;
+    double seconds = 2.0, settle = 0.3, chunk_ms = 8.0, tail = 0.0, warmup = 0.0;
     const char *list = "10,25,50,75,90", *pp;
     char value[16], label[16];
     cudaGraph_t graph;
@@ -391,6 +401,9 @@ int main(int argc, char **argv)
         case 'T':
             tail = atof(optarg);
             break;
+        case 'W':
+            warmup = atof(optarg);
+            break;
         case 'c':
             list = optarg;
             break;
@@ -409,7 +422,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc - 1 || (strcmp(argv[optind], "stream") && strcmp(argv[optind], "graph")) ||
-        repeats < 1 || seconds <= 0 || settle < 0 || tail < 0 || chunk_ms <= 0) {
+        repeats < 1 || seconds <= 0 || settle < 0 || tail < 0 || chunk_ms <= 0 ||
+        warmup < 0) {
         usage();
         return 2;
     }
@@ -478,11 +492,14 @@ int main(int argc, char **argv)
     }
     for (r = 0; r < repeats; r++) {
         for (i = 0; i < nceil; i++) {
-            if ((i == 0 || interleave) &&
-                phase(&b, r, "none", "none", no_set, settle, seconds, tail) < 0)
-                return 1;
             snprintf(value, sizeof(value), "%d", ceilings[i]);
             snprintf(label, sizeof(label), "%d", ceilings[i]);
+            if (i == 0 || interleave) {
+                if (phase(&b, r, "none", "none", no_set, settle, seconds, tail) < 0)
+                    return 1;
+                if (warmup > 0 && phase(&b, r, "warmup", value, no_set, 0, warmup, 0) < 0)
+                    return 1;
+            }
             if (phase(&b, r, label, value, no_set, settle, seconds, tail) < 0)
                 return 1;
         }

@@ -275,33 +275,9 @@ def test_compute_verdicts():
     expect(kind == "fail", "86.5 vs 90.2 at 90: the two disagree -> fail")
     kind, _, _ = j("gemm", 50, [53.0], [53.5], 2.0)
     expect(kind == "fail", "53/53.5 at 50: over the ceiling -> fail")
-    kind, text, _ = j("small", 50, [46.1, 46.4], [46.9, 45.8], 2.0, host_bound=True)
-    expect(kind == "known" and text.startswith("KNOWN SHORTFALL"),
-           f"small at 50: 46 -> a known shortfall ({text[:60]})")
     kind, _, _ = j("gemm", 50, [46.1], [46.5], 2.0)
-    expect(kind == "fail", "the same shortfall on a saturating workload fails")
-    kind, _, _ = j("small", 50, [43.0], [43.4], 2.0, host_bound=True)
-    expect(kind == "fail", "7 points under: beyond the known band -> fail")
-    kind, _, _ = j("small", 90, [91.5, 91.5, 91.5], [82.7, 76.6, 88.8], 2.0, host_bound=True)
-    expect(kind == "known", "7.3 under with an interval reaching 85: known")
-    kind, _, _ = j("small", 90, [91.5, 91.5, 91.5], [80.0, 80.2, 79.8], 2.0, host_bound=True)
-    expect(kind == "fail", "10 under with a tight interval: fail")
-    kind, _, _ = j("small", 90, [92.89, 92.89, 92.89], [86.3, 89.5, 87.7], 2.0, host_bound=True)
-    expect(kind == "fail", "billed 2.9 over its ceiling (H200, 22:06 run): the governor let it past")
-    kind, _, _ = j("cuda-small", 90, [92.85] * 3, [92.0, 97.2, 93.6], 2.0, host_bound=True)
-    expect(kind == "fail", "the device's share over the ceiling by its whole interval "
-           "(H200, 22:06 run: 94.3 +- 1.7 at 90): fail")
-    kind, _, _ = j("small", 50, [50.0], [46.4], 2.0, host_bound=True)
-    expect(kind == "known", "billed at its ceiling, the device's share 3.6 under -> known")
-    kind, _, _ = j("small", 90, [93.0], [88.9], 2.0, host_bound=True)
-    expect(kind == "fail", "billed 93.0 at a 90 % ceiling: over it by its own count -> fail")
-    kind, _, _ = j("small", 90, [91.0], [88.9], 2.0, host_bound=True)
-    expect(kind == "known", "billed at its ceiling, the device 1.1 under: known")
-    kind, _, _ = j("small", 50, [50.0], [53.0], 2.0, host_bound=True)
-    expect(kind == "fail", "a launch-bound workload over its ceiling by the device's share fails")
-    kind, _, _ = j("small", 50, [58.0], [46.0], 2.0, host_bound=True)
-    expect(kind == "fail", "billed far beyond its ceiling -> fail")
-    kind, _, _ = j("small", 50, [46.0], [None], 2.0, host_bound=True)
+    expect(kind == "fail", "a saturating workload 4 points under its ceiling fails")
+    kind, _, _ = j("gemm", 50, [50.0], [None], 2.0)
     expect(kind == "fail", "no NVML figure -> fail")
     busy = lambda a, b: 90.0 if b < 10.3 else 20.0  # noqa: E731
     dl = cs.settle_delay(busy, 10.0, 13.0, 20, 0.2, 5.0)
@@ -309,10 +285,83 @@ def test_compute_verdicts():
     expect(cs.settle_delay(busy, 10.0, 13.0, 50, 0.2, 5.0) is None, "never at 50 -> None")
 
 
+def test_compute_host_bound_verdicts():
+    """judge_host_bound: a host-bound workload judged against itself native."""
+    import compute_share as cs
+
+    def h(c, busy, nvml, native, ratio, tol=2.0, under=1.0, min_rate=0.97):
+        return cs.judge_host_bound("small", c, busy, nvml, native, ratio, tol, under, min_rate)
+    expect(cs.regime(75, 23.0, 2.0) == "under" and cs.regime(15, 23.0, 2.0) == "over"
+           and cs.regime(24, 23.0, 2.0) == "between" and cs.regime(21, 23.0, 2.0) == "over",
+           "regimes around a native share of 23 %")
+    # under its ceiling: not throttled
+    kind, text, n = h(75, [23.3, 22.9, 23.1], [23.2, 22.8, 23.0], [23.0, 23.1, 22.9],
+                      [0.99, 1.01, 1.00])
+    expect(kind == "ok" and n["regime"] == "under", f"small at 75, as native: ok ({text})")
+    expect("@known" not in text and "KNOWN" not in text, "no known shortfall in the text")
+    kind, text, n = h(75, [20.8, 20.6, 20.9], [20.7, 20.6, 20.8], [23.0, 22.9, 23.1],
+                      [0.90, 0.90, 0.91])
+    expect(kind == "fail" and n["rate_hi"] < 0.97,
+           f"under its ceiling, throttled to 90 % of its native rate: fail ({text})")
+    kind, _, n = h(90, [21.6, 21.4, 21.5], [21.6, 21.5, 21.4], [23.0, 23.0, 23.0],
+                   [0.99, 0.99, 0.99])
+    expect(kind == "fail" and abs(n["nvml_minus_native"] + 1.5) < 1e-9,
+           "NVML 1.5 points under native while under its ceiling: fail")
+    kind, _, _ = h(90, [22.5, 22.3, 22.4], [22.4, 22.3, 22.5], [23.0, 23.0, 23.0],
+                   [0.985, 0.99, 0.98])
+    expect(kind == "ok", "NVML 0.6 points under native, the rate 0.985: ok")
+    kind, _, n = h(90, [23.0] * 3, [23.0] * 3, [23.0] * 3, [0.90, 1.00, 1.01])
+    expect(kind == "ok" and n["rate_lo"] < 0.97 <= n["rate_hi"],
+           f"a mean of {n['rate_ratio']:.3f} whose interval reaches 0.97: ok (not shown slower)")
+    kind, _, n = h(90, [23.0] * 3, [23.0] * 3, [23.0] * 3, [0.95, 0.951, 0.949])
+    expect(kind == "fail", "0.95 of native with a tight interval: fail")
+    kind, _, _ = h(90, [23.0], [23.0], [23.0], [0.965])
+    expect(kind == "fail", "one repeat: its ratio is its interval (0.965 < 0.97: fail)")
+    kind, _, _ = h(90, [27.5, 27.4, 27.6], [23.0] * 3, [23.0] * 3, [1.0] * 3)
+    expect(kind == "fail", "gpuslice's count 4.5 points over NVML under its ceiling: fail")
+    kind, text, n = h(100, [23.1] * 3, [23.0] * 3, [23.1] * 3, [0.995, 1.0, 0.99])
+    expect(kind == "ok" and n["regime"] == "under" and "armed, no budget" in text,
+           "the 100 row: armed, not binding, against native: ok")
+    kind, _, _ = h(100, [21.0] * 3, [21.0] * 3, [23.1] * 3, [0.91, 0.9, 0.92])
+    expect(kind == "fail", "the 100 row 9 % slower than native: fail")
+    # over its ceiling: held at it
+    kind, text, n = h(15, [15.2, 14.9, 15.1], [15.3, 14.6, 15.0], [23.0, 23.2, 22.8],
+                      [0.66, 0.65, 0.65])
+    expect(kind == "ok" and n["regime"] == "over" and n["expected"] == 15,
+           f"small at 15 (native 23): held at 15: ok ({text})")
+    kind, _, _ = h(15, [15.1] * 3, [18.0] * 3, [23.0] * 3, [0.78] * 3)
+    expect(kind == "fail", "over its ceiling, NVML at c+3: fail")
+    kind, _, _ = h(15, [18.0] * 3, [15.1] * 3, [23.0] * 3, [0.66] * 3)
+    expect(kind == "fail", "over its ceiling, gpuslice's count at c+3: fail")
+    kind, _, _ = h(50, [47.5] * 3, [47.6] * 3, [56.0] * 3, [0.85] * 3)
+    expect(kind == "fail", "cuda-small at 50 (native 56) held 2.5 under: fail")
+    kind, _, _ = h(50, [49.5] * 3, [50.4] * 3, [56.0] * 3, [0.9] * 3)
+    expect(kind == "ok", "cuda-small at 50 (native 56) held at 50: ok")
+    # in between: min(native, c)
+    kind, _, n = h(24, [23.4] * 3, [22.9] * 3, [23.5] * 3, [0.98] * 3)
+    expect(kind == "ok" and n["regime"] == "between" and abs(n["expected"] - 23.5) < 1e-9,
+           "24 against a native 23.5: held at 23.5: ok")
+    kind, _, _ = h(24, [20.0] * 3, [20.5] * 3, [23.5] * 3, [0.87] * 3)
+    expect(kind == "fail", "24 against a native 23.5, held at 20.5: fail")
+    # missing figures
+    kind, text, _ = h(75, [23.0], [None], [23.0], [1.0])
+    expect(kind == "fail" and "no figure from NVML" in text, "no NVML figure: fail")
+    kind, text, _ = h(75, [23.0], [23.0], [None], [1.0])
+    expect(kind == "fail", "no native NVML figure: fail")
+    kind, text, _ = h(75, [None], [23.0], [23.0], [1.0])
+    expect(kind == "fail" and "gpuslice" in text, "no gpuslice figure: fail")
+    kind, text, _ = h(75, [23.0], [23.0], [23.0], [None])
+    expect(kind == "fail" and "the rate" in text, "no rate: fail")
+    m, lo, hi = cs.ratio_interval([0.98, 1.0, 1.02])
+    expect(abs(m - 1.0) < 1e-12 and abs(hi - m - 2 * gm.sem([0.98, 1.0, 1.02])) < 1e-12
+           and lo < m < hi, "the interval is the mean ± 2 standard errors")
+
+
 def fake_driver(only):
     import compute_share as cs
     a = cs.build_parser().parse_args(["--only", only, "--no-gpu-samples", "--cpus", "none",
                                       "--repeats", "2", "--interleave"])
+    a.warmup_seconds = 0.0
     d = cs.Driver(a)
     d.sections = [only]
     d.pair_ceilings, d.set_steps, d.set_first_judged = [30, 70], [90, 20, 80], 1
@@ -328,31 +377,64 @@ def fake_util(d, t0, t1, fn, period=1 / 6):
     d.nvml.sample_period = period
 
 
+def fake_share_phases(d, wl, native_util, held, rate_of, busy_of, reps=2):
+    """Interleaved phases of a host-bound workload: uncapped at native_util (% of the device)
+    and each ceiling c at held(c) %, with rate_of(c) of the native rate and gpuslice's count
+    busy_of(c); NVML's utilisation is given in each phase's gpu."""
+    phases, t = [], 100.0
+    for rep in range(reps):
+        for c in d.ceilings[wl]:
+            for label, util, ratio, busy in (("none", native_util, 1.0, None),
+                                             (str(c), held(c), rate_of(c), busy_of(c))):
+                phases.append({"repeat": rep, "label": label, "rate": 1e5 * ratio,
+                               "window_s": 1.0, "chunks": 100, "set_ms": 1.5,
+                               "window": (t, t + 1.0),
+                               "gpu": {"sm_mhz": 1980.0, "power_w": 130.0,
+                                       "util": {"pct": util}},
+                               "busy_pct": busy})
+                t += 1.5
+    phases.append(dict(phases[0], label="none-end", repeat=reps))
+    d.share[wl] = {"calib": {"units": 1000, "chunk_ms": 8.0, "kernels_per_unit": 1},
+                   "phases": phases, "error": None}
+
+
 def test_compute_driver_tables():
     cs, d = fake_driver("small")
-    phases, t = [], 100.0
-    for rep in range(2):
-        for c in d.ceilings:
-            for label, share in (("none", 100.0), (str(c), c - 3.5)):
-                ph = {"repeat": rep, "label": label, "rate": 1e5 * share / 100, "window_s": 1.0,
-                      "chunks": 100, "set_ms": 1.5, "window": (t, t + 1.0),
-                      "gpu": {"sm_mhz": 1980.0, "power_w": 130.0,
-                              "util": {"pct": 28.0 * share / 100}},
-                      "busy_pct": None if label == "none" else share + 0.2}
-                phases.append(ph)
-                t += 1.3
-    phases.append(dict(phases[0], label="none-end", repeat=2))
-    d.share["small"] = {"calib": {"units": 1000, "chunk_ms": 8.0, "kernels_per_unit": 1},
-                        "phases": phases, "error": None}
+    expect(d.ceilings["small"] == [100, 90, 75, 50, 15] and d.ceilings["cuda-small"] ==
+           [100, 90, 75, 50, 25] and d.ceilings["gemm"] == [25, 50, 75],
+           f"default ceilings per workload: {d.ceilings}")
+    native = 23.0
+    held = lambda c: min(native, c)  # noqa: E731
+    fake_share_phases(d, "small", native, held, lambda c: min(1.0, c / native),
+                      lambda c: held(c) + 0.2)
     _, out = captured(d.judge_share, "small")
-    expect(out.count("@known KNOWN SHORTFALL") == 5, f"5 known shortfalls in:\n{out[:600]}")
-    expect("@fail" not in out, "no fail for a 3.5-point shortfall of a host-bound workload")
+    expect(out.count("@ok ") == 5 and "@fail" not in out and "@known" not in out,
+           f"5 ceilings pass, nothing known:\n{out[:1500]}")
+    expect("@key small_75_rate_vs_native 1" in out and "@key small_worst_err_pts 0.2" in out,
+           "the rate vs native and the worst error of the held ceilings are keys")
     md = d.markdown()
-    expect("**KNOWN**" in md and "| | 50% |" in md, "the table marks the shortfall")
-    json.dumps(d.as_json(), default=str)
-    d.a.shortfall = "fail"
+    expect("| 15% | 15% |" in md and "| 100% (armed, no budget) | native (not throttled) |"
+           in md and "100.0% [100.0, 100.0]" in md and "KNOWN" not in md,
+           f"the per-workload table:\n{md[:2500]}")
+    doc = json.loads(json.dumps(d.as_json(), default=str))
+    v = doc["share"]["small"]["verdicts"]
+    expect(v["15"]["regime"] == "over" and v["75"]["regime"] == "under"
+           and v["75"]["kind"] == "ok", "verdicts in the JSON")
+    svg = os.path.join(tempfile.mkdtemp(), "p.svg")
+    pics = cs.picture(doc["share"], svg)
+    expect(pics and pics[0] == svg and "<polyline" in open(svg).read()
+           and "small: rate, % of native" in open(svg).read(), f"the picture ({pics})")
+    # throttled under its ceiling at 75 and 90; over its ceiling at 15 by 3 points
+    cs, d = fake_driver("small")
+    rate = {100: 1.0, 90: 0.9, 75: 0.9, 50: 1.0, 15: 18 / native}
+    fake_share_phases(d, "small", native, lambda c: 18.0 if c == 15 else native * rate[c],
+                      lambda c: rate[c], lambda c: 18.0 if c == 15 else native * rate[c])
     _, out = captured(d.judge_share, "small")
-    expect(out.count("@fail KNOWN SHORTFALL") == 5, "--shortfall fail makes them @fail")
+    expect(out.count("@fail small at --compute 90") == 1 and
+           out.count("@fail small at --compute 75") == 1 and
+           out.count("@fail small at --compute 15") == 1 and out.count("@ok ") == 2,
+           f"throttled under its ceiling and over it at c+3 fail:\n{out[:2000]}")
+    expect("**FAIL**" in d.markdown(), "the table marks them")
 
 
 def test_compute_driver_pair_and_set():
@@ -603,7 +685,8 @@ print("done cuda-small", flush=True)
 def test_compute_share_sim(build):
     """compute_share.py's driver end to end on the simulated GPU, with a fake compute_small
     (no CUDA runtime there) under the real `gpuslice run` and `gpuslice set`: no crash, a
-    table, a verdict line per ceiling (a FAIL: the fake holds the GPU 0% of the time)."""
+    table, a picture, a verdict line per ceiling (a FAIL: the fake slows down under a ceiling
+    it is under)."""
     sim = os.path.join(build, "lib", "sim")
     gs = os.path.join(build, "bin", "gpuslice")
     if not (os.path.exists(os.path.join(sim, "libcuda.so.1")) and os.access(gs, os.X_OK)):
@@ -619,15 +702,19 @@ def test_compute_share_sim(build):
     table = os.path.join(d, "t.md")
     r = subprocess.run([sys.executable, os.path.join(BENCH, "compute_share.py"), "--gpuslice", gs,
                         "--compute-small", fake, "--only", "cuda-small", "--repeats", "1",
-                        "--ceilings", "50", "--phase-seconds", "1.2", "--settle", "0.05",
+                        "--ceilings-cuda-small", "50", "--phase-seconds", "1.2", "--settle", "0.05",
                         "--tail", "0.05", "--cpus", "none", "--table", table],
                        capture_output=True, text=True, env=env, timeout=120)
     out = r.stdout + r.stderr
     expect("Traceback" not in out, f"no exception:\n{out[-2000:]}")
-    expect(r.returncode == 1 and "@fail cuda-small at --compute 50: no figure from NVML outside"
-           in out, f"a FAIL for a workload that holds nothing (exit {r.returncode}):\n"
+    # The fake holds nothing (NVML: 0 %, so 50 % is a ceiling it is under) and runs at half its
+    # uncapped rate under it: throttled under its ceiling, a FAIL.
+    expect(r.returncode == 1 and "@fail cuda-small at --compute 50 (native 0.00%" in out
+           and "@known" not in out, f"a FAIL for a workload slowed under its ceiling (exit "
+           f"{r.returncode}):\n"
            + "\n".join(x for x in out.splitlines() if x.startswith("@"))[-1500:])
     expect(os.path.exists(table) and os.path.exists(table[:-3] + ".json"), "table and JSON")
+    expect(os.path.exists(table[:-3] + ".svg"), "the picture")
 
 
 # --- contention.py ---------------------------------------------------------------------------
@@ -823,8 +910,9 @@ def main(argv):
         build = argv[argv.index("--build") + 1]
     tests = [test_compiles, test_report_verdicts, test_report_summary_exit, test_statistics,
              test_launch_pairs_summary, test_launch_pairs_end_to_end, test_compute_verdicts,
-             test_compute_driver_tables, test_compute_driver_pair_and_set, test_nvml_window_means,
-             test_tenant_file, test_contention_hang_check, test_contention_summary_goals,
+             test_compute_host_bound_verdicts, test_compute_driver_tables,
+             test_compute_driver_pair_and_set, test_nvml_window_means, test_tenant_file,
+             test_contention_hang_check, test_contention_summary_goals,
              test_contention_mps_procs, test_contention_generate_fake,
              test_contention_hang_fake]
     for t in tests:
