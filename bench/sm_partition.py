@@ -3,7 +3,7 @@
 what partitioned processes side by side get together.
 
 usage: sm_partition.py one   [--gpuslice BIN] [--sms 16] [--seconds 2]
-       sm_partition.py lanes [--gpuslice BIN] [--shares 20,30,50] [--seconds 3]
+       sm_partition.py lanes [--gpuslice BIN] [--shares 20,30,50]... [--green] [--seconds 3]
        sm_partition.py worker MODE DIR SECONDS      (started by the two above)
 
 one: the same workloads run in a plain process (the whole GPU) and in one started with
@@ -18,8 +18,11 @@ and no throughput ratio reaches 2 x N/SMs (a path that escaped the partition get
 
 lanes: `gpuslice procs --shares S1,S2,... -- WORKER ::: WORKER ...`: a saturating GEMM in every
 lane for SECONDS in one common window; each lane's share of the summed throughput is printed
-beside its SM share, and the sum beside one unpartitioned process alone (measured first, in
-the same run). Exit status 1 if a share is more than 2 points off or the sum is under 95 %.
+beside its requested share and SM share, and the sum beside one unpartitioned process alone
+(measured once, first). --shares may be repeated; --green runs each also as `gpuslice
+green-run` (one process, a lane per share, the same GEMM on the lane's current stream). Exit
+status 1 if a lane's throughput share is more than 2 points from its requested share or a sum
+is under 97 % of the process alone.
 """
 import argparse
 import json
@@ -358,39 +361,90 @@ def one(args):
     return 0 if ok else 1
 
 
-def lanes(args):
-    me = os.path.abspath(__file__)
-    shares = [float(x) for x in args.shares.split(",")]
-    d = tempfile.mkdtemp(prefix="sm-lanes-")
-    # One unpartitioned process alone first: the yardstick for the lanes' sum.
-    solo_dir = os.path.join(d, "solo")
-    os.mkdir(solo_dir)
-    solo = subprocess.Popen([sys.executable, me, "worker", "lane", solo_dir, str(args.seconds)],
-                            stdout=subprocess.PIPE, text=True)
-    wait_ready(solo_dir, 1, [solo])
-    with Clock() as c:
-        go(solo_dir, args.seconds)
-        alone = json.loads(solo.communicate(timeout=120)[0].strip().splitlines()[-1])["tflops"]
-    solo_clock = c.describe()
+GREEN = {}  # green-run tasks of one process: the common window, set once all are warm
 
-    lane_dir = os.path.join(d, "lanes")
-    os.mkdir(lane_dir)
+
+def green_gemm(lanes, seconds=3.0):
+    """A green-run task: the saturating GEMM of work_lane on the lane's current stream, waiting
+    for that stream only, counted in one window common to the `lanes` tasks of the process."""
+    import torch
+
+    import gpuslice
+
+    with GREEN.setdefault("lock", threading.Lock()):
+        if "barrier" not in GREEN:
+            GREEN["barrier"] = threading.Barrier(
+                lanes, action=lambda: GREEN.update(t0=time.monotonic() + 0.3))
+    a, b, out = gemm_operands(torch)
+    stream = torch.cuda.current_stream()
+    GREEN["barrier"].wait()
+    t0 = GREEN["t0"]
+    t1 = t0 + seconds
+    while time.monotonic() < t0:
+        time.sleep(0.0005)
+    n, last = 0, t0
+    while True:
+        for _ in range(2):
+            torch.matmul(a, b, out=out)
+        stream.synchronize()
+        now = time.monotonic()
+        if now <= t1:
+            n += 2
+            last = now
+        if now > t1 + 0.5:  # nobody is alone at the end of the window
+            break
+    return {"gemms": n, "tflops": tflops(n, last - t0), "sms": gpuslice.current_lane().sm_count}
+
+
+def lane_table(title, shares, plan, results, alone, clock):
+    """Prints one table; True when every lane is within 2 points of its weight and the lanes
+    together make at least 97 % of one process alone."""
+    weights = sum(shares)
+    total_sms = sum(l["sm_count"] for l in plan)
+    tot = sum(r["tflops"] for r in results.values())
+    print(f"{title}: a saturating 8192^3 fp16 GEMM in every lane for the same window; one "
+          f"unpartitioned process alone: {alone:.1f} TFLOP/s (the lanes' SM clock and board "
+          f"power: {clock}).\n")
+    print("| lane | requested share | SMs | SM share | TFLOP/s | throughput share | verdict |")
+    print("|---|---|---|---|---|---|---|")
+    ok = True
+    for l in plan:
+        r = results[l["index"]]
+        want = 100.0 * shares[l["index"]] / weights
+        sm_share = 100.0 * l["sm_count"] / total_sms
+        share = 100.0 * r["tflops"] / tot if tot else 0.0
+        good = abs(share - want) <= 2.0
+        ok &= good
+        print(f"| {l['index']} | {want:.2f} % | {l['sm_count']} | {sm_share:.2f} % | "
+              f"{r['tflops']:.1f} | {share:.2f} % | {'PASS' if good else 'FAIL'} |")
+    frac = tot / alone if alone else 0.0
+    ok &= frac >= 0.97
+    print(f"\nTogether {tot:.1f} TFLOP/s = {100 * frac:.1f} % of one process alone "
+          f"({'PASS' if frac >= 0.97 else 'FAIL'}: at least 97 %).\n")
+    return ok
+
+
+def procs_lanes(args, spec, shares, d, alone):
+    """One run of `gpuslice procs` (or, with --direct, of its plan by gpuslice run); its table."""
+    me = os.path.abspath(__file__)
+    lane_dir = tempfile.mkdtemp(prefix="lanes-", dir=d)
     worker = [sys.executable, me, "worker", "lane", lane_dir, str(args.seconds)]
     if args.direct:
         # The same plan, each lane started alone by gpuslice run (no procs, no barrier).
-        plan_out = subprocess.run([args.gpuslice, "procs", "--shares", args.shares, "--dry-run",
+        plan_out = subprocess.run([args.gpuslice, "procs", "--shares", spec, "--dry-run",
                                    "--", *sum([([":::"] if i else []) + ["x"]
                                                for i in range(len(shares))], [])],
                                   capture_output=True, text=True, check=True).stdout
         plan = json.loads(plan_out)
+        fine = "/fine" if not plan["device"].get("coscheduled", True) else ""
         subprocess.run([args.gpuslice, "mps", "start"], check=True, capture_output=True)
         procs = [subprocess.Popen([args.gpuslice, "run", "-q", "--gpu-share", "100", "--sms",
-                                   f"{l['sm_count']}@{l['first_sm']}", "--", *worker],
+                                   f"{l['sm_count']}@{l['first_sm']}{fine}", "--", *worker],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=dict(os.environ, GPUSLICE_LANE=str(l["index"])))
                  for l in plan["lanes"]]
     else:
-        cmd = [args.gpuslice, "procs", "--shares", args.shares, "--json", "--"]
+        cmd = [args.gpuslice, "procs", "--shares", spec, "--json", "--"]
         for i in range(len(shares)):
             if i:
                 cmd.append(":::")
@@ -409,11 +463,8 @@ def lanes(args):
         if p.returncode != 0:
             sys.stderr.write(err)
             raise SystemExit(f"a lane: exit {p.returncode}")
-    out = "\n".join(o for o, _ in outs)
-    if not args.direct:
-        plan = None
     results = {}
-    for line in out.splitlines():
+    for line in "\n".join(o for o, _ in outs).splitlines():
         try:
             o = json.loads(line)
         except ValueError:
@@ -422,28 +473,55 @@ def lanes(args):
             plan = o
         elif "lane" in o:
             results[int(o["lane"])] = o
-    total_sms = sum(l["sm_count"] for l in plan["lanes"])
-    tot = sum(r["tflops"] for r in results.values())
+    dev = plan["device"]
     how = ("each lane started by `gpuslice run --gpu-share 100 --sms COUNT@FIRST` with the plan "
-           "of" if args.direct else "")
-    print(f"{how}`gpuslice procs --shares {args.shares}`: a saturating 8192^3 fp16 GEMM in every "
-          f"lane for {args.seconds:g} s; one unpartitioned process alone: {alone:.1f} TFLOP/s "
-          f"(mean SM clock and board power: {solo_clock}; the lanes': {clock.describe()}).\n")
-    print("| lane | requested share | SMs | SM share | TFLOP/s | throughput share | verdict |")
-    print("|---|---|---|---|---|---|---|")
+           "of " if args.direct else "")
+    title = (f"{how}`gpuslice procs --shares {spec}` (groups of {dev['group_sms']} SMs, "
+             f"clusters up to {dev.get('max_cluster', '?')})")
+    return lane_table(title, shares, plan["lanes"], results, alone, clock.describe())
+
+
+def green_lanes(args, spec, shares, alone):
+    """One `gpuslice green-run` of the same GEMM in one process, a lane per share; its table."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cmd = [args.gpuslice, "green-run", "--shares", spec, "--json"]
+    for _ in shares:
+        cmd += ["--task", "sm_partition:green_gemm", "--task-kwargs",
+                json.dumps({"lanes": len(shares), "seconds": args.seconds})]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        x for x in (here, os.environ.get("PYTHONPATH")) if x))
+    with Clock() as clock:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=here, env=env, timeout=300)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"green-run: exit {p.returncode}")
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    plan = [{"index": l["index"], "sm_count": l["sm_count"]} for l in d["lanes"]]
+    results = {l["index"]: l["result"] for l in d["lanes"]}
+    return lane_table(f"`gpuslice green-run --shares {spec}` (one process, a lane per share)",
+                      shares, plan, results, alone, clock.describe())
+
+
+def lanes(args):
+    me = os.path.abspath(__file__)
+    specs = args.shares or ["20,30,50"]
+    d = tempfile.mkdtemp(prefix="sm-lanes-")
+    # One unpartitioned process alone first: the yardstick for every run's sum.
+    solo_dir = os.path.join(d, "solo")
+    os.mkdir(solo_dir)
+    solo = subprocess.Popen([sys.executable, me, "worker", "lane", solo_dir, str(args.seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    wait_ready(solo_dir, 1, [solo])
+    with Clock() as c:
+        go(solo_dir, args.seconds)
+        alone = json.loads(solo.communicate(timeout=120)[0].strip().splitlines()[-1])["tflops"]
+    print(f"One unpartitioned process alone: {alone:.1f} TFLOP/s ({c.describe()}).\n")
     ok = True
-    for l in plan["lanes"]:
-        r = results[l["index"]]
-        sm_share = 100.0 * l["sm_count"] / total_sms
-        share = 100.0 * r["tflops"] / tot if tot else 0.0
-        good = abs(share - sm_share) <= 2.0
-        ok &= good
-        print(f"| {l['index']} | {l['requested_share']:g} | {l['sm_count']} | {sm_share:.2f} % | "
-              f"{r['tflops']:.1f} | {share:.2f} % | {'PASS' if good else 'FAIL'} |")
-    frac = tot / alone if alone else 0.0
-    ok &= frac >= 0.95
-    print(f"\nTogether {tot:.1f} TFLOP/s = {100 * frac:.1f} % of one process alone "
-          f"({'PASS' if frac >= 0.95 else 'FAIL'}: at least 95 %).")
+    for spec in specs:
+        shares = [float(x) for x in spec.split(",")]
+        ok &= procs_lanes(args, spec, shares, d, alone)
+        if args.green:
+            ok &= green_lanes(args, spec, shares, alone)
     return 0 if ok else 1
 
 
@@ -471,8 +549,12 @@ def main():
     ap.add_argument("mode", choices=["one", "lanes"])
     ap.add_argument("--gpuslice", default=os.environ.get("GPUSLICE", "build/bin/gpuslice"))
     ap.add_argument("--sms", type=int, default=16)
-    ap.add_argument("--shares", default="20,30,50")
+    ap.add_argument("--shares", action="append",
+                    help="lanes: the weights, e.g. 20,30,50 (default); repeat for several runs "
+                         "against one measurement alone")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--green", action="store_true",
+                    help="lanes: also run each --shares as gpuslice green-run in one process")
     ap.add_argument("--direct", action="store_true",
                     help="lanes: start each lane with gpuslice run instead of gpuslice procs")
     args = ap.parse_args()

@@ -45,11 +45,12 @@ static void procs_usage(void)
            "runtime, its graphs), concurrently through your MPS daemon for the GPU\n"
            "(started if it is not running, and left running; gpuslice mps stop stops\n"
            "it). The shares are weights, one per program; the SMs are split in whole\n"
-           "groups of the GPU's co-scheduled split when every program gets one (8 SMs\n"
-           "on an H200), else of its finest split (2). Each program is started as by\n"
-           "gpuslice run (a *.py file runs under Python); it runs freely until its\n"
-           "first CUDA context, which waits until every program has made its\n"
-           "partition: then all are released together.\n\n"
+           "groups of the GPU's co-scheduled split (8 SMs on an H200: thread-block\n"
+           "clusters of up to 8 run) when every program is then within 2 points of its\n"
+           "share, else of its finest split (2 SMs, clusters of 2). Each program is\n"
+           "started as by gpuslice run (a *.py file runs under Python); it runs\n"
+           "freely until its first CUDA context, which waits until every program has\n"
+           "made its partition: then all are released together.\n\n"
            "options:\n"
            "      --shares LIST     one positive weight per program: 20,30,50\n"
            "      --memory LIST     one hard memory limit per program: a size (8G,\n"
@@ -71,14 +72,16 @@ static void procs_usage(void)
 }
 
 static void print_plan(const struct geom_query *q, int index, const struct lane *l, int n,
-                       unsigned group, int with_pids)
+                       const struct sm_split *split, int with_pids)
 {
     int i;
 
     printf("{\"device\":{\"index\":%d,\"uuid\":\"%s\",\"name\":", index, q->uuid);
     gs_json_string(stdout, q->name, strlen(q->name));
-    printf(",\"sm_count\":%u,\"group_sms\":%u,\"memory_bytes\":%llu},\"lanes\":[", q->g.total,
-           group, (unsigned long long)q->memory);
+    printf(",\"sm_count\":%u,\"group_sms\":%u,\"coscheduled\":%s,\"max_cluster\":%u,"
+           "\"memory_bytes\":%llu},\"lanes\":[",
+           q->g.total, split->group, split->fine ? "false" : "true", split->max_cluster,
+           (unsigned long long)q->memory);
     for (i = 0; i < n; i++) {
         printf("%s{\"index\":%d,\"requested_share\":%g,\"sm_count\":%u,\"first_sm\":%u",
                i ? "," : "", i, l[i].sm.share, l[i].sm.count, l[i].sm.first);
@@ -99,14 +102,14 @@ struct plan_print {
     const struct geom_query *q;
     const struct lane *lanes;
     int n;
-    unsigned group;
+    const struct sm_split *split;
 };
 
 static void released(void *arg)
 {
     const struct plan_print *p = arg;
 
-    print_plan(p->q, p->q->index, p->lanes, p->n, p->group, 1);
+    print_plan(p->q, p->q->index, p->lanes, p->n, p->split, 1);
 }
 
 /* Splits argv[from..argc) at ":::" into lanes; the count, or -1 (said why). */
@@ -238,7 +241,7 @@ static int procs_main(int argc, char **argv)
     struct geom_query q;
     struct sm_lane plan[SMPLAN_MAX_LANES];
     struct plan_print pr;
-    unsigned group;
+    struct sm_split split;
     int c, n, nshares, nmem = 0, dry = 0, json = 0, i, r;
     uint64_t sum = 0;
     char *end;
@@ -326,7 +329,7 @@ static int procs_main(int argc, char **argv)
     }
     for (i = 0; i < n; i++)
         plan[i].share = shares[i];
-    if (smplan(&q.g, plan, n, &group, err, sizeof(err)) < 0) {
+    if (smplan(&q.g, plan, n, &split, err, sizeof(err)) < 0) {
         gs_log_error("procs: GPU %s: %s", device, err);
         return GS_EXIT_ERROR;
     }
@@ -360,15 +363,15 @@ static int procs_main(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     if (dry) {
-        print_plan(&q, q.index, lanes, n, group, 0);
+        print_plan(&q, q.index, lanes, n, &split, 0);
         return GS_EXIT_OK;
     }
     pr.q = &q;
     pr.lanes = lanes;
     pr.n = n;
-    pr.group = group;
+    pr.split = &split;
 
-    return side_by_side_run(lanes, n, &q, group, timeout, mps_to, json ? released : NULL, &pr);
+    return side_by_side_run(lanes, n, &q, split.fine, timeout, mps_to, json ? released : NULL, &pr);
 }
 
 const struct gs_cmd gs_cmd_procs = { "procs",

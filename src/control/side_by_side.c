@@ -166,7 +166,7 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, unsigned group,
+int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int fine,
                      double timeout, double mps_to, void (*released)(void *arg), void *arg)
 {
     char err[1024], bin[MPS_PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 8];
@@ -176,7 +176,6 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, unsi
     double deadline;
     int i, started = 0, failed = -1, status = 0, fd;
 
-    (void)group;
     /* Concurrency across processes needs MPS. */
     if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
         gs_log_error("procs: %s", err);
@@ -226,7 +225,7 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, unsi
             break;
         }
         if (lanes[i].pid == 0)
-            exec_lane(&lanes[i], i, q->uuid, dir, smplan_fine(&q->g, n));
+            exec_lane(&lanes[i], i, q->uuid, dir, fine);
         setpgid(lanes[i].pid, lanes[i].pid);
     }
 

@@ -27,13 +27,14 @@ struct lane {
 };
 
 /*
- * Runs the n lanes on GPU q (their partitions planned): starts the MPS
+ * Runs the n lanes on GPU q (their partitions planned, on the split ignoring
+ * co-scheduling when fine): starts the MPS
  * daemon (mps_to: its timeout), the lanes, waits at most timeout seconds for
  * every partition, releases them together (then calls released(arg), when
  * given) and waits for them. Returns 0, the status of the first lane that
  * failed (128+N for signal N; the others terminated), or GS_EXIT_ERROR.
  */
-int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, unsigned group,
+int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int fine,
                      double timeout, double mps_to, void (*released)(void *arg), void *arg);
 
 #endif

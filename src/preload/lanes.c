@@ -145,7 +145,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     CUcontext primary;
     CUdevice dev;
     CUresult r;
-    unsigned group;
+    struct sm_split split;
     char msg[512];
     int i, made = 0, started = 0, rc = 0, count = 0;
 
@@ -194,7 +194,7 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
     geometry(&all, &g);
     for (i = 0; i < n; i++)
         plan[i].share = weights[i];
-    if (smplan(&g, plan, n, &group, msg, sizeof(msg)) < 0) {
+    if (smplan(&g, plan, n, &split, msg, sizeof(msg)) < 0) {
         gs_set_error(err, errlen, "gpuslice_lanes_run: GPU %d: %s", device, msg);
         rc = -ENOTSUP;
         goto out;
@@ -203,8 +203,8 @@ GS_EXPORT int gpuslice_lanes_run(int device, int n, const double *weights, gpusl
         struct lane_run *l = &runs[made];
         unsigned sms = 0, used;
         memset(l, 0, sizeof(*l));
-        if ((r = gs__sm_build(dev, &all, plan[made].count, plan[made].first, smplan_fine(&g, n),
-                              &l->green, &l->ctx, &sms, &used, msg, sizeof(msg))) != CUDA_SUCCESS) {
+        if ((r = gs__sm_build(dev, &all, plan[made].count, plan[made].first, split.fine, &l->green,
+                              &l->ctx, &sms, &used, msg, sizeof(msg))) != CUDA_SUCCESS) {
             gs_set_error(err, errlen, "gpuslice_lanes_run: lane %d: %s", made, msg);
             rc = errno_of(r);
             goto out;

@@ -11,7 +11,8 @@
  * cuGetProcAddress_v2("cuGetProcAddress") hands back, which is how the CUDA
  * runtime resolves every driver function; via_dlsym_gpa: through the
  * cuGetProcAddress_v2 that dlsym gives for the driver's handle, where the
- * runtime starts)
+ * runtime starts; cluster: the largest thread-block cluster of 16, 8, 4, 2
+ * or 1 blocks a cuLaunchKernelEx on its NULL stream is not refused)
  * then "rc R" and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
  */
@@ -30,6 +31,32 @@ GS_CUDA_FUNCS(DECL)
 #undef DECL
 
 typedef CUresult (*attr_fn)(int *, CUdevice_attribute, CUdevice);
+
+/* The largest cluster of 16, 8, 4, 2 or 1 blocks f launches with on the NULL stream; 0 if none. */
+static unsigned largest_cluster(CUfunction f)
+{
+    unsigned n;
+
+    for (n = 16; n >= 1; n /= 2) {
+        CUlaunchAttribute at;
+        CUlaunchConfig cfg;
+
+        memset(&at, 0, sizeof(at));
+        memset(&cfg, 0, sizeof(cfg));
+        at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        at.value.clusterDim.x = n;
+        at.value.clusterDim.y = at.value.clusterDim.z = 1;
+        cfg.gridDimX = 16;
+        cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = 128;
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        if (cuLaunchKernelEx(&cfg, f, NULL, NULL) == CUDA_SUCCESS)
+            return n;
+    }
+    return 0;
+}
 
 /* MULTIPROCESSOR_COUNT through fn, or -1. */
 static int ask(attr_fn fn)
@@ -52,7 +79,7 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
     CUdevResource res;
     CUcontext cur;
     CUmodule m;
-    CUfunction f;
+    CUfunction f, noop;
     CUevent a, b;
     float ms = -1;
     long long start;
@@ -71,7 +98,8 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
         cuEventRecord(a, NULL) != CUDA_SUCCESS ||
         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
         cuEventRecord(b, NULL) != CUDA_SUCCESS || cuEventSynchronize(b) != CUDA_SUCCESS ||
-        cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS)
+        cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&noop, m, "noop") != CUDA_SUCCESS)
         return 1;
     if (cuGetProcAddress_v2("cuDeviceGetAttribute", &gpa, 12000, 0, &st) != CUDA_SUCCESS)
         gpa = NULL;
@@ -85,10 +113,10 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
              dl_gpa)("cuDeviceGetAttribute", &gpa_dl, 12000, 0, &st) != CUDA_SUCCESS)
         gpa_dl = NULL;
     printf("lane %d sms %u reported %u attribute %d via_gpa %d via_dlsym %d first %u start_us "
-           "%lld ms %.2f via_gpa_self %d via_dlsym_gpa %d\n",
+           "%lld ms %.2f via_gpa_self %d via_dlsym_gpa %d cluster %u\n",
            i, res.sm.smCount, info->sm_count, attr, ask((attr_fn)gpa),
            ask(lib ? (attr_fn)dlsym(lib, "cuDeviceGetAttribute") : NULL), info->first_sm, start, ms,
-           ask((attr_fn)gpa_self), ask((attr_fn)gpa_dl));
+           ask((attr_fn)gpa_self), ask((attr_fn)gpa_dl), largest_cluster(noop));
     return 0;
 }
 

@@ -1539,9 +1539,17 @@ procs)
     grep -q -- "--memory LIST" "$T/out" && ok "--help names --memory" || bad "--help without --memory"
     # The plan, from the driver's granularity.
     expect 0 "procs --dry-run 20,30,50" -- "$GS" procs --shares 20,30,50 --dry-run -- a ::: b ::: c
-    json_ok "three lanes in groups of 8, the 4 left over to the last" '
+    json_ok "three lanes in groups of 8, the 12 left over to the last" '
 assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
+assert d["device"]["coscheduled"] is True and d["device"]["max_cluster"] == 8, d
 assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
+    # Issue 30: groups of 8 gave 16/24/32/60 for 10/20/30/40 and 24/24/24/24/36 for 5 x 20.
+    expect 0 "procs --dry-run 10,20,30,40" -- "$GS" procs --shares 10,20,30,40 --dry-run -- a ::: b ::: c ::: d
+    json_ok "four lanes in groups of 2, each within 2 points; clusters of 2" '
+assert d["device"]["group_sms"] == 2 and d["device"]["coscheduled"] is False and d["device"]["max_cluster"] == 2, d
+assert [(l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(14, 0), (26, 14), (40, 40), (52, 80)], d'
+    expect 0 "procs --dry-run 20,20,20,20,20" -- "$GS" procs --shares 20,20,20,20,20 --dry-run -- a ::: b ::: c ::: d ::: e
+    json_ok "five equal lanes: 28, 26, 26, 26, 26 SMs" 'assert d["device"]["group_sms"] == 2 and [l["sm_count"] for l in d["lanes"]] == [28, 26, 26, 26, 26], d'
     if [ ! -e "$XDG_RUNTIME_DIR/gpuslice-mps" ]; then ok "--dry-run starts nothing (no MPS directory)"; else bad "dry run made MPS state"; fi
     expect 0 "procs --dry-run --memory 1G,25%,1.5G" -- "$GS" procs --shares 20,30,50 --memory 1G,25%,1.5G --dry-run -- a ::: b ::: c
     json_ok "each lane's limit; a share of the GPU's 16 GiB in bytes" '
@@ -1571,6 +1579,17 @@ PY
     if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
     stderr_has "procs: lane 2: PID"; stderr_has "released together"
     grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
+    # Four lanes on the 2-SM split: each made from that split's groups (COUNT@FIRST/fine).
+    GPUSLICE_DEBUG=1 expect 0 "procs --shares 10,20,30,40 --json" -- "$GS" procs --shares 10,20,30,40 --json -- "$SP" 1 ::: "$SP" 1 ::: "$SP" 1 ::: "$SP" 1
+    # 40@40 fits groups of 8 too, but the two splits need not number the SMs alike on a GPU.
+    [ "$(grep -c "runs on [0-9]* SMs (.*, groups of 2)" "$T/err")" = 4 ] && ok "every lane made from the 2-SM split" || { bad "lanes of mixed splits"; grep "runs on" "$T/err"; }
+    python3 - "$T/out" <<'PY' && ok "four lanes on 14, 26, 40 and 52 SMs, as --json says" || { bad "procs 10,20,30,40"; cat "$T/out" "$T/err"; }
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+d = [json.loads(l) for l in lines if l.startswith("{")][0]
+assert [l["sm_count"] for l in d["lanes"]] == [14, 26, 40, 52] and d["device"]["max_cluster"] == 2, d
+assert sorted(int(l.split()[4]) for l in lines if l.startswith("thread 0 null sms ")) == [14, 26, 40, 52], lines
+PY
     # Each lane's memory limit holds in it (its own tenant), whatever the others are given.
     MP="$B/tests/mem_probe"
     expect 0 "procs --memory 1G,12.5%" -- "$GS" procs --shares 1,1 --memory 1G,12.5% -- \
@@ -1698,6 +1717,8 @@ PY
     preload python3 "$T/jobs/green_check.py" preloaded && ok "under the interposer the driver itself answers each lane's SM count on its threads" || bad "run_green_tasks under the interposer"
     expect 0 "gpuslice green-run 25/75 --json" -- "$GS" green-run --shares 25,75 --task jobs:lane --task jobs:lane --task-kwargs '{"tag": "t"}' --task-kwargs '{}' --json
     python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert d["shares"]==[25.0,75.0] and [(l["index"],l["requested_share"],l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(0,25.0,32,32),(1,75.0,100,100)] and d["lanes"][0]["result"]["tag"]=="t", d' "$T/out" && ok "its JSON: the shares, then each lane's index, share, SM count and result" || { bad "green-run JSON"; cat "$T/out"; }
+    expect 0 "gpuslice green-run 10/20/30/40 --json" -- "$GS" green-run --shares 10,20,30,40 --task jobs:lane --task jobs:lane --task jobs:lane --task jobs:lane --json
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert [(l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(14,14),(26,26),(40,40),(52,52)], d' "$T/out" && ok "green-run plans as procs: 14, 26, 40, 52 SMs, each lane told its own" || { bad "green-run 10/20/30/40"; cat "$T/out"; }
     expect 0 "gpuslice green-run with three tasks" -- "$GS" green-run --shares 20,30,50 --task jobs:lane --task jobs:lane --task jobs:lane
     grep -q "^lane 2: share 50.0 %" "$T/out" && ok "three lanes printed" || { bad "three lanes"; cat "$T/out"; }
     expect 2 "--task-kwargs that is not JSON" -- "$GS" green-run --task jobs:lane --task jobs:lane --task-kwargs '{' --task-kwargs '{}'
@@ -1805,8 +1826,21 @@ assert 8.2 <= v(0, "ms") < 11.5 and 2.6 <= v(1, "ms") < 11.5, l
 assert v(0, "ms") < 9.0 or v(1, "ms") < 3.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
+    [ "$(grep -c "^lane .* cluster 8$" "$T/out")" = 2 ] && ok "25/75 on co-scheduled groups of 8: clusters of 8 run" || { bad "25/75 clusters"; cat "$T/out"; }
+    # Groups of 8 would give 16/24/32/60 (the 30 % lane 5.8 points short); 2-SM steps are within
+    # 2 points, and then a lane runs clusters of 2 only (the simulator refuses 4, as the H200).
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
-    grep -q "^lane 3 sms 60 reported 60 attribute 60 via_gpa 60 via_dlsym 60 first 72 " "$T/out" && ok "the plan of procs on the H200: 16, 24, 32, 60 SMs" || { bad "four lanes"; cat "$T/out"; }
+    python3 - "$T/out" <<'PY' && ok "the plan of procs: 14, 26, 40, 52 SMs in groups of 2, clusters of 2" || { bad "four lanes"; cat "$T/out"; }
+import sys
+l = {int(x[1]): x for x in (line.split() for line in open(sys.argv[1])) if x[0] == "lane"}
+v = lambda i, k: int(float(l[i][l[i].index(k) + 1]))
+assert [(v(i, "sms"), v(i, "reported"), v(i, "attribute"), v(i, "first"), v(i, "cluster")) for i in range(4)] == [
+    (14, 14, 14, 0, 2), (26, 26, 26, 14, 2), (40, 40, 40, 40, 2), (52, 52, 52, 80, 2)], l
+PY
+    expect 0 "five lanes of 20" -- "$LP" 20 20 20 20 20
+    grep -q "^lane 4 sms 26 reported 26 attribute 26 via_gpa 26 via_dlsym 26 first 106 " "$T/out" && grep -q "^lane 0 sms 28 " "$T/out" && ok "5 x 20: 28, 26, 26, 26, 26 SMs (not 24 x 4 and 36)" || { bad "five lanes"; cat "$T/out"; }
+    expect 0 "three lanes 20/30/50" -- "$LP" 20 30 50
+    grep -q "^lane 2 sms 68 reported 68 attribute 68 via_gpa 68 via_dlsym 68 first 64 .* cluster 8$" "$T/out" && ok "20/30/50 keep groups of 8 (within 2 points) and clusters of 8" || { bad "three lanes"; cat "$T/out"; }
     expect 1 "a weight of 0" -- "$LP" 0 1
     grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
     expect 1 "no lanes" -- "$LP"
