@@ -475,7 +475,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 {
     struct sim_sample got[SIM_PERIODS * SIM_PERIOD_PROCS];
     nvmlProcessUtilizationSample_t samples[SIM_PERIODS * SIM_PERIOD_PROCS];
-    uint64_t now, now_rt;
+    uint64_t now;
     unsigned n = 0;
     int i, count;
 
@@ -484,7 +484,6 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         return NVML_ERROR_INVALID_ARGUMENT;
     sim_state_lock(&nv.st);
     now = sim_now_ns();
-    now_rt = sim_realtime_us();
     count = sim_state_samples(nv.st.sh, i, now, got, (int)(sizeof(got) / sizeof(got[0])));
     sim_state_unlock(&nv.st);
     /*
@@ -493,7 +492,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
      * NVML answers).
      */
     for (int k = 0; k < count; k++) {
-        unsigned long long ts = now_rt - (now - got[k].end_ns) / 1000;
+        /* Fixed per period, as the driver's are (not re-derived from the clocks each call). */
+        unsigned long long ts =
+            (unsigned long long)((int64_t)(got[k].end_ns / 1000) + nv.st.sh->rt_minus_mono_us);
         if (ts <= lastSeenTimeStamp)
             continue;
         memset(&samples[n], 0, sizeof(samples[n]));

@@ -243,6 +243,7 @@ static int init_shared(struct sim_shared *sh, const struct sim_config *cfg)
     sh->context_hidden = cfg->context_hidden;
     sh->idle_used = cfg->idle_used;
     sh->context_ms = cfg->context_ms;
+    sh->rt_minus_mono_us = (int64_t)sim_realtime_us() - (int64_t)(sim_now_ns() / 1000);
     if ((r = pthread_mutexattr_init(&a)) != 0)
         return -r;
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);

@@ -131,6 +131,7 @@ struct sim_shared {
     uint64_t idle_used;      /* in the device's use with no process on it */
     uint32_t context_ms;     /* see struct sim_config */
     uint32_t pad0;
+    int64_t rt_minus_mono_us; /* CLOCK_REALTIME - CLOCK_MONOTONIC when made: NVML's stamps */
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");

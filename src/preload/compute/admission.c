@@ -283,6 +283,8 @@ int enter(CUstream h, int ptds, CUgraphExec g, struct admit *a)
     d->waiting--;
 admitted:
     if (ceiling_of(d) == 0 || is_stopping()) {
+        /* NVML will see these kernels, and nothing is counted in flight for them (duty.c). */
+        duty_uncapped(d, now_ns());
         pthread_mutex_unlock(&mu);
         return 0;
     }

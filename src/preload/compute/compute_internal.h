@@ -123,8 +123,8 @@
 #define MAX_ORD 64
 
 /* duty.c: the time in flight kept per device in buckets this long, this many (5.12 s). */
-#define DUTY_BUCKET_NS 20000000LL
-#define DUTY_BUCKETS 256
+#define DUTY_BUCKET_NS 5000000LL
+#define DUTY_BUCKETS 1024
 
 #define MAX_STREAMS 512
 
@@ -302,6 +302,7 @@ void mark_done(int i, uint64_t now);
 void charge(struct gdev *d, uint64_t now);
 /* duty.c: what a charge bills (see there). With mu held. */
 void duty_span(struct gdev *d, uint64_t from, uint64_t to);
+void duty_uncapped(struct gdev *d, uint64_t now); /* it launched without a ceiling now */
 uint32_t duty_ppm(const struct gdev *d, uint64_t now);
 int64_t duty_bill(const struct gdev *d, int64_t dt, uint64_t now);
 void duty_poll(uint64_t now); /* may release mu for NVML's calls */

@@ -69,6 +69,7 @@ struct duty_dev {
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
     uint64_t bucket_key[DUTY_BUCKETS];
     int64_t bucket_ns[DUTY_BUCKETS];
+    uint64_t uncapped_key[DUTY_BUCKETS]; /* a bucket in which it launched without a ceiling */
 };
 
 static struct duty_dev duties[MAX_ORD];
@@ -100,7 +101,18 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to)
     }
 }
 
-/* The time in flight counted on d within [a, b) (monotonic ns); -1 if the ring has lost it. */
+void duty_uncapped(struct gdev *d, uint64_t now)
+{
+    struct duty_dev *u = &duties[d - gdevs];
+    uint64_t key = (uint64_t)mono_to_key(now);
+
+    u->uncapped_key[key % DUTY_BUCKETS] = key;
+}
+
+/*
+ * The time in flight counted on d within [a, b) (monotonic ns); -1 if the ring has lost it
+ * or the process launched uncapped then.
+ */
 static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, uint64_t now)
 {
     int64_t sum = 0;
@@ -115,6 +127,8 @@ static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, ui
         uint64_t lo = k * (uint64_t)DUTY_BUCKET_NS, hi = lo + (uint64_t)DUTY_BUCKET_NS;
         int64_t in;
 
+        if (u->uncapped_key[i] == k)
+            return -1;
         if (u->bucket_key[i] != k)
             continue; /* nothing in flight then */
         in = u->bucket_ns[i];
@@ -164,18 +178,17 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
         return; /* on no clock we know */
     sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono, now);
     /*
-     * A period in which little was counted in flight says nothing of the duty: the process
-     * ran uncapped then (nothing is counted without a ceiling), or was governed only for the
-     * end of it.
+     * A period with nothing counted in flight, or in which the process launched without a
+     * ceiling (nothing is counted then, while NVML sees its kernels), says nothing of the
+     * duty. (Each sample is not clipped to its own time in flight: the period's edges fall
+     * inside buckets, and a clip would take only the errors one way, billing less than the
+     * kernels ran; the ratio of the sums is clipped instead.)
      */
-    if (sp < p / 8)
+    if (sp <= 0)
         return;
     if (sp > p)
         sp = p;
     run = (double)p * (pct > 100 ? 100 : pct) / 100.0;
-    /* NVML may count a little more than was in flight (its period's edges): never above it. */
-    if (run > (double)sp)
-        run = (double)sp;
     decay = 1.0 - (double)p / (double)DUTY_TAU_NS;
     if (decay < 0)
         decay = 0;
