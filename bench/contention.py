@@ -837,12 +837,16 @@ def faults_once(r, name, rep):
         how, status = wait_bounded(survivor, max(limit, 1.0))
         cut = time.monotonic()
         row["survivor_end"] = how if how != "exited" else f"exited {status}"
-        if how == "exited" and status != 0:
-            errors.append(f"background: exit {status}")
+        # A survivor that fails is a result (the fault took it down with the victim), not a
+        # failed run: its last words say how, and its trace how far it got.
+        row["survivor_failed"] = how == "exited" and status != 0
         for who, p in jobs:
             try:  # bounded: a child left stuck may hold the pipe open
                 text = p.communicate(timeout=5)[0].decode(errors="replace")
                 row.setdefault("interposer", {})[who] = counts(text)[-2:]
+                if who == "background" and row["survivor_failed"]:
+                    row["survivor_output"] = " ".join(
+                        ln for ln in text.splitlines() if "gpuslice: debug" not in ln)[-400:]
             except subprocess.TimeoutExpired:
                 pass
         r.mps_stop()  # a fresh server for what comes next, whatever this one went through
@@ -876,6 +880,8 @@ def faults_once(r, name, rep):
         row["recover_ms"] = recovery_ms(B, (t0, died))
         row["served_before_death"] = len(L["latency_s"])
         row.update(hang_check(B, died, cut))
+        if row.get("survivor_failed"):
+            row["hung"] = False  # it ended (with an error), it did not hang
     else:
         t0 = max(B[0][0], L["done"][0][0]) + 0.2
         t1 = min(B[-1][0], L["done"][-1][0]) - 0.1
@@ -918,6 +924,11 @@ def faults_table(rows, solo_rate, unit="GEMM/s"):
             stuck = sum(1 for x in good if x.get("survivor_end") in ("killed", "stuck"))
             if stuck:
                 hung += f", {stuck} survivor(s) SIGKILLed at the end"
+            died = [x for x in good if x.get("survivor_failed")]
+            if died:
+                hung += (f", the survivor failed in {len(died)}/{len(good)} "
+                         f"({died[0]['survivor_end']}: "
+                         f"{(died[0].get('survivor_output') or '?')[-160:]})")
             flight = sum(1 for x in good if x.get("victim_in_flight"))
             lat = (f"SIGKILLed mid-kernel ({flight}/{len(good)} with the chain seen running), "
                    + ("classes" if name == "latency-dies" else "no gpuslice"))

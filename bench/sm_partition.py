@@ -558,6 +558,8 @@ def main():
     ap.add_argument("--direct", action="store_true",
                     help="lanes: start each lane with gpuslice run instead of gpuslice procs")
     args = ap.parse_args()
+    if os.sep in args.gpuslice:
+        args.gpuslice = os.path.abspath(args.gpuslice)  # green-run runs from bench/
     return one(args) if args.mode == "one" else lanes(args)
 
 
