@@ -91,6 +91,36 @@ typedef struct nvmlProcessUtilizationSample_st {
     unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+/* nvmlDeviceGetSamples: what is sampled, and the type of each sample's value. */
+typedef enum nvmlSamplingType_enum {
+    NVML_TOTAL_POWER_SAMPLES = 0,
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+} nvmlSamplingType_t;
+
+typedef enum nvmlValueType_enum {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+    NVML_VALUE_TYPE_SIGNED_INT = 5
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlSample_st {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+
 typedef enum nvmlClockType_enum {
     NVML_CLOCK_GRAPHICS = 0,
     NVML_CLOCK_SM = 1,

@@ -30,6 +30,9 @@
     X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t * memory))   \
     X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                 \
       (nvmlDevice_t device, nvmlUtilization_t * utilization))                                      \
+    X(nvmlReturn_t, nvmlDeviceGetSamples,                                                          \
+      (nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long lastSeenTimeStamp,        \
+       nvmlValueType_t * sampleValType, unsigned int *sampleCount, nvmlSample_t *samples))          \
     X(nvmlReturn_t, nvmlDeviceGetProcessUtilization,                                               \
       (nvmlDevice_t device, nvmlProcessUtilizationSample_t * utilization,                          \
        unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp))                   \

@@ -468,6 +468,55 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
  */
 static unsigned pid_offset(void);
 
+/*
+ * The device's utilisation samples: one per sample period (SIM_SAMPLE_NS) that ended, the
+ * share of it in which a kernel of any process ran, stamped with the period's end (CLOCK_REALTIME
+ * us), newer than lastSeenTimeStamp, oldest first. Only NVML_GPU_UTILIZATION_SAMPLES.
+ */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                             unsigned long long lastSeenTimeStamp,
+                                             nvmlValueType_t *sampleValType,
+                                             unsigned int *sampleCount, nvmlSample_t *samples)
+{
+    struct sim_sample got[SIM_PERIODS];
+    nvmlSample_t out[SIM_PERIODS];
+    unsigned n = 0;
+    int i, count;
+
+    DEVICE_OR_RETURN(device, i);
+    if (!sampleCount || !sampleValType)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (type != NVML_GPU_UTILIZATION_SAMPLES)
+        return NVML_ERROR_NOT_SUPPORTED;
+    sim_state_lock(&nv.st);
+    count = sim_state_device_samples(nv.st.sh, i, sim_now_ns(), got, SIM_PERIODS);
+    sim_state_unlock(&nv.st);
+    for (int k = 0; k < count; k++) {
+        unsigned long long ts =
+            (unsigned long long)((int64_t)(got[k].end_ns / 1000) + nv.st.sh->rt_minus_mono_us);
+        if (ts <= lastSeenTimeStamp)
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].timeStamp = ts;
+        out[n].sampleValue.uiVal = got[k].pct;
+        n++;
+    }
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (n == 0) {
+        *sampleCount = 0;
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (!samples) {
+        *sampleCount = n;
+        return NVML_SUCCESS;
+    }
+    if (*sampleCount < n)
+        n = *sampleCount; /* as many as fit, the oldest */
+    memcpy(samples, out, n * sizeof(out[0]));
+    *sampleCount = n;
+    return NVML_SUCCESS;
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                         nvmlProcessUtilizationSample_t *utilization,
                                                         unsigned int *processSamplesCount,

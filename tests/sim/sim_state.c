@@ -716,6 +716,45 @@ static struct sim_period *period_at(struct sim_device *d, uint64_t t)
     return p;
 }
 
+/* Counts [s, e), a kernel running, into the device's utilisation of the periods it is in. */
+static void count_running(struct sim_device *d, uint64_t s, uint64_t e)
+{
+    while (s < e) {
+        struct sim_period *p = period_at(d, s);
+        uint64_t end = p->key * SIM_SAMPLE_NS, upto = e < end ? e : end, from = s;
+
+        if (p->run_covered_ns > from)
+            from = p->run_covered_ns; /* MPS clients' kernels overlap: the device ran once */
+        if (upto > from)
+            p->run_ns += upto - from;
+        if (upto > p->run_covered_ns)
+            p->run_covered_ns = upto;
+        s = upto;
+    }
+}
+
+int sim_state_device_samples(const struct sim_shared *sh, int dev, uint64_t now,
+                             struct sim_sample *out, int max)
+{
+    const struct sim_device *d = &sh->dev[dev];
+    uint64_t cur = now / SIM_SAMPLE_NS + 1, key;
+    int n = 0;
+
+    /* Every period that ended, idle ones too (the driver samples the device all the time). */
+    for (key = cur > SIM_PERIODS ? cur - SIM_PERIODS + 1 : 1; key < cur && n < max; key++) {
+        const struct sim_period *p = &d->periods[key % SIM_PERIODS];
+        uint64_t b = p->key == key ? p->run_ns : 0;
+
+        out[n].pid = 0;
+        out[n].pct = (unsigned)((b * 100 + SIM_SAMPLE_NS / 2) / SIM_SAMPLE_NS);
+        if (out[n].pct > 100)
+            out[n].pct = 100;
+        out[n].end_ns = key * SIM_SAMPLE_NS;
+        n++;
+    }
+    return n;
+}
+
 /* Counts [s, e), this process's work on the device, into the periods it falls in. */
 static void count_periods(struct sim_device *d, uint64_t s, uint64_t e)
 {
@@ -853,6 +892,7 @@ uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns,
          * H200 read 99 % each (docs/results.md).
          */
         count_periods(d, not_before_ns > now ? not_before_ns : now, e);
+        count_running(d, s, e);
     }
     pthread_mutex_unlock(&st->sh->lock.mutex);
     *start = s;

@@ -101,6 +101,8 @@ struct sim_period_proc {
 
 struct sim_period {
     uint64_t key; /* start / SIM_SAMPLE_NS + 1; 0 = unused */
+    uint64_t run_ns;           /* a kernel of any process ran (the device's utilisation) */
+    uint64_t run_covered_ns;   /* ... counted up to here */
     struct sim_period_proc p[SIM_PERIOD_PROCS];
 };
 
@@ -211,6 +213,13 @@ struct sim_sample {
     unsigned pct;
     uint64_t end_ns; /* CLOCK_MONOTONIC */
 };
+
+/*
+ * Under the lock: the device's utilisation samples (NVML_GPU_UTILIZATION_SAMPLES) of dev's
+ * periods that ended by now, oldest first, pid 0; how many.
+ */
+int sim_state_device_samples(const struct sim_shared *sh, int dev, uint64_t now,
+                             struct sim_sample *out, int max);
 
 /* Under the lock: the samples of dev's periods that ended by now, oldest first; how many. */
 int sim_state_samples(const struct sim_shared *sh, int dev, uint64_t now, struct sim_sample *out,

@@ -122,9 +122,6 @@
 
 #define MAX_ORD 64
 
-/* duty.c: the time in flight kept per device in buckets this long, this many (5.12 s). */
-#define DUTY_BUCKET_NS 5000000LL
-#define DUTY_BUCKETS 1024
 
 #define MAX_STREAMS 512
 

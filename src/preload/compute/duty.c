@@ -31,9 +31,10 @@
 /* The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO): NVML's PIDs are its. */
 #define INIT_PID_NS 0xEFFFFFFCu
 
-/* How often NVML is asked while a governed device has work in flight. */
+/* How often NVML is asked while a governed device has work in flight (each call costs 2-3 ms
+   of this thread's time on the H100: NVML's period there is 200 ms). */
 #ifndef DUTY_POLL_NS
-#define DUTY_POLL_NS 100000000LL
+#define DUTY_POLL_NS 200000000LL
 #endif
 
 /* The samples weigh in with this time constant (a workload's change is followed within it). */
@@ -56,8 +57,22 @@
 #define DUTY_MIN_PPM 20000
 #endif
 
-/* Before the first two samples one period apart are seen: NVML's period on H100/H200. */
-#define DUTY_PERIOD0_NS 166666667LL
+/* Before two samples one period apart are seen: NVML's period on the H100 (driver 580). */
+#define DUTY_PERIOD0_NS 200000000LL
+
+/* A stretch of time in flight, [a, b) monotonic ns. */
+struct duty_iv {
+    uint64_t a, b;
+};
+
+/*
+ * The stretches of time in flight kept per device (a launch-bound stream is one long stretch,
+ * a throttled one a stretch per burst of a few ms: 5 s of either), and those in which the
+ * process launched uncapped (launches less than 5 ms apart make one).
+ */
+#define DUTY_IVS 4096
+#define DUTY_UNCAPPED 64
+#define DUTY_UNCAPPED_JOIN_NS 5000000ULL
 
 struct duty_dev {
     int state; /* 0 not asked yet, 1 asking, -1 NVML cannot tell (no handle, no function) */
@@ -67,80 +82,85 @@ struct duty_dev {
     int64_t period_ns;          /* the driver's sample period, the smallest spacing seen */
     unsigned long long prev_ts; /* the sample before, for the spacing */
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
-    uint64_t bucket_key[DUTY_BUCKETS];
-    int64_t bucket_ns[DUTY_BUCKETS];
-    uint64_t uncapped_key[DUTY_BUCKETS]; /* a bucket in which it launched without a ceiling */
+    struct duty_iv *ivs;        /* DUTY_IVS of them, made at the first need; NULL: none */
+    uint64_t nivs;              /* stretches ever recorded; the newest is ivs[(nivs-1) % N] */
+    struct duty_iv uncapped[DUTY_UNCAPPED];
+    uint64_t nuncapped;
 };
 
 static struct duty_dev duties[MAX_ORD];
 static uint64_t next_poll_ns;
 static int pid_known = -1; /* NVML's PID for this process is getpid() (1), or unknown (0) */
 
-static int64_t mono_to_key(uint64_t t)
-{
-    return (int64_t)(t / DUTY_BUCKET_NS);
-}
-
 void duty_span(struct gdev *d, uint64_t from, uint64_t to)
 {
     struct duty_dev *u = &duties[d - gdevs];
+    struct duty_iv *last;
 
-    while (from < to) {
-        uint64_t key = (uint64_t)mono_to_key(from);
-        uint64_t end = (key + 1) * (uint64_t)DUTY_BUCKET_NS;
-        int i = (int)(key % DUTY_BUCKETS);
-
-        if (end > to)
-            end = to;
-        if (u->bucket_key[i] != key) {
-            u->bucket_key[i] = key;
-            u->bucket_ns[i] = 0;
-        }
-        u->bucket_ns[i] += (int64_t)(end - from);
-        from = end;
+    if (to <= from)
+        return;
+    /* Made once per device (with mu held, at its first charge); without it, the duty stays 1. */
+    if (u->ivs == NULL && (u->ivs = calloc(DUTY_IVS, sizeof(*u->ivs))) == NULL)
+        return;
+    last = u->nivs ? &u->ivs[(u->nivs - 1) % DUTY_IVS] : NULL;
+    if (last && last->b == from) {
+        last->b = to; /* charges while busy follow on from each other */
+        return;
     }
+    u->ivs[u->nivs % DUTY_IVS] = (struct duty_iv){ from, to };
+    u->nivs++;
 }
 
 void duty_uncapped(struct gdev *d, uint64_t now)
 {
     struct duty_dev *u = &duties[d - gdevs];
-    uint64_t key = (uint64_t)mono_to_key(now);
+    struct duty_iv *last = u->nuncapped ? &u->uncapped[(u->nuncapped - 1) % DUTY_UNCAPPED] : NULL;
 
-    u->uncapped_key[key % DUTY_BUCKETS] = key;
+    if (last && now >= last->b && now - last->b < DUTY_UNCAPPED_JOIN_NS) {
+        last->b = now + 1;
+        return;
+    }
+    u->uncapped[u->nuncapped % DUTY_UNCAPPED] = (struct duty_iv){ now, now + 1 };
+    u->nuncapped++;
+}
+
+/* The part of [a, b) inside [lo, hi). */
+static uint64_t overlap(uint64_t a, uint64_t b, uint64_t lo, uint64_t hi)
+{
+    if (a < lo)
+        a = lo;
+    if (b > hi)
+        b = hi;
+    return b > a ? b - a : 0;
 }
 
 /*
- * The time in flight counted on d within [a, b) (monotonic ns); -1 if the ring has lost it
- * or the process launched uncapped then.
+ * The time in flight counted on d within [a, b) (monotonic ns); -1 if the kept stretches do
+ * not reach back that far, or the process launched uncapped then.
  */
-static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, uint64_t now)
+static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b)
 {
-    int64_t sum = 0;
-    uint64_t k;
+    uint64_t i, n, sum = 0;
 
-    if (b <= a)
-        return 0;
-    if (now - a > (uint64_t)(DUTY_BUCKETS - 2) * DUTY_BUCKET_NS)
-        return -1;
-    for (k = (uint64_t)mono_to_key(a); k <= (uint64_t)mono_to_key(b - 1); k++) {
-        int i = (int)(k % DUTY_BUCKETS);
-        uint64_t lo = k * (uint64_t)DUTY_BUCKET_NS, hi = lo + (uint64_t)DUTY_BUCKET_NS;
-        int64_t in;
+    if (b <= a || u->ivs == NULL)
+        return b <= a ? 0 : -1;
+    n = u->nuncapped < DUTY_UNCAPPED ? u->nuncapped : DUTY_UNCAPPED;
+    for (i = 0; i < n; i++) {
+        const struct duty_iv *v = &u->uncapped[(u->nuncapped - 1 - i) % DUTY_UNCAPPED];
 
-        if (u->uncapped_key[i] == k)
+        if (v->b > a && v->a < b)
             return -1;
-        if (u->bucket_key[i] != k)
-            continue; /* nothing in flight then */
-        in = u->bucket_ns[i];
-        /* A bucket cut by the window counts in proportion (its span spread evenly). */
-        if (lo < a)
-            in = (int64_t)((double)in * (double)(hi - a) / (double)DUTY_BUCKET_NS);
-        if (hi > b)
-            in = (int64_t)((double)in * (double)(b - (lo > a ? lo : a)) /
-                           (double)(hi - (lo > a ? lo : a)));
-        sum += in;
     }
-    return sum;
+    n = u->nivs < DUTY_IVS ? u->nivs : DUTY_IVS;
+    for (i = 0; i < n; i++) {
+        const struct duty_iv *v = &u->ivs[(u->nivs - 1 - i) % DUTY_IVS];
+
+        if (v->b <= a)
+            return (int64_t)sum; /* older ones end before the window: they are in order */
+        sum += overlap(v->a, v->b, a, b);
+    }
+    /* All kept stretches reach into the window: the oldest may have gone from the ring. */
+    return u->nivs > DUTY_IVS ? -1 : (int64_t)sum;
 }
 
 uint32_t duty_ppm(const struct gdev *d, uint64_t now)
@@ -176,7 +196,7 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
     u->prev_ts = ts;
     if (end_mono <= p || (uint64_t)end_mono > now + 1000000000ULL)
         return; /* on no clock we know */
-    sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono, now);
+    sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono);
     /*
      * A period with nothing counted in flight, or in which the process launched without a
      * ceiling (nothing is counted then, while NVML sees its kernels), says nothing of the
@@ -219,9 +239,43 @@ static int handle_of(const struct gdev *d, nvmlDevice_t *h)
 
 #define DUTY_MAX_SAMPLES 256
 
+#define DUTY_DEV_SAMPLES 64
+
+/*
+ * The device's own utilisation in the period of our sample ending at ts, where no other
+ * process ran in it (their samples in buf say); else our own sample's pct. Why: the driver's
+ * per-process figure counts the time a process has work on the device, which for kernels of
+ * a few microseconds queued back to back includes the device's own gaps between them (a CUDA
+ * <<<>>> loop of 3.8-us kernels on the H100 was billed 50 % at --compute 50 while the device's
+ * utilisation read 45 % and its rate said 38 %); the device's figure is what a ceiling is
+ * judged by, and when the process ran alone it is the process's.
+ */
+static unsigned period_pct(const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
+                           unsigned long long ts, unsigned pct, const nvmlSample_t *dev,
+                           unsigned ndev, int64_t period_ns)
+{
+    unsigned long long half = (unsigned long long)(period_ns / 2000), near = half / 2;
+    unsigned k, best = ndev;
+
+    for (k = 0; k < n; k++)
+        if (buf[k].pid != (unsigned)me && buf[k].timeStamp + half > ts &&
+            buf[k].timeStamp < ts + half)
+            return pct; /* another process ran then too */
+    for (k = 0; k < ndev; k++)
+        if (dev[k].timeStamp + near > ts && dev[k].timeStamp < ts + near &&
+            (best == ndev ||
+             (dev[k].timeStamp > ts ? dev[k].timeStamp - ts : ts - dev[k].timeStamp) <
+                 (dev[best].timeStamp > ts ? dev[best].timeStamp - ts : ts - dev[best].timeStamp)))
+            best = k;
+    if (best == ndev || dev[best].sampleValue.uiVal > 100)
+        return pct;
+    return dev[best].sampleValue.uiVal;
+}
+
 void duty_poll(uint64_t now)
 {
     static nvmlProcessUtilizationSample_t buf[DUTY_MAX_SAMPLES];
+    static nvmlSample_t dev[DUTY_DEV_SAMPLES];
     int i;
 
     if (now < next_poll_ns || !nvml_pid_known())
@@ -230,8 +284,10 @@ void duty_poll(uint64_t now)
     for (i = 0; i < MAX_ORD; i++) {
         struct gdev *d = &gdevs[i];
         struct duty_dev *u = &duties[i];
-        unsigned int n = DUTY_MAX_SAMPLES, k;
-        unsigned long long since;
+        unsigned int n = DUTY_MAX_SAMPLES, ndev = DUTY_DEV_SAMPLES, k;
+        unsigned long long since, dev_since;
+        nvmlValueType_t vt;
+        nvmlReturn_t rd = NVML_ERROR_NOT_SUPPORTED;
         nvmlReturn_t r;
         struct timespec rt, mono;
         int64_t rt_minus_mono;
@@ -239,9 +295,20 @@ void duty_poll(uint64_t now)
         nvmlDevice_t h;
         int state;
 
-        if (d->state <= 0 || u->state < 0 || (!d->busy_since && now - d->idle_since > 2000000000ULL))
+        if (d->state <= 0 || u->state < 0 ||
+            (!d->busy_since && now - d->idle_since > 2000000000ULL))
             continue;
+        if (u->state == 0) {
+            /* From a second ago: older samples (of other processes too) say nothing of ours. */
+            struct timespec t;
+
+            clock_gettime(CLOCK_REALTIME, &t);
+            u->last_ts = (unsigned long long)t.tv_sec * 1000000ULL +
+                         (unsigned long long)t.tv_nsec / 1000ULL - 1000000ULL;
+        }
         since = u->last_ts;
+        /* The device's samples from one period before our last one on: the one that pairs. */
+        dev_since = since > 1000000ULL ? since - 1000000ULL : 0;
         h = u->h;
         state = u->state;
         /*
@@ -254,6 +321,11 @@ void duty_poll(uint64_t now)
             state = handle_of(d, &h) == 0 ? 1 : -1;
         r = state > 0 ? gs__real.nvmlDeviceGetProcessUtilization(h, buf, &n, since)
                       : NVML_ERROR_NOT_SUPPORTED;
+        if (r == NVML_SUCCESS && gs__real.nvmlDeviceGetSamples)
+            rd = gs__real.nvmlDeviceGetSamples(h, NVML_GPU_UTILIZATION_SAMPLES, dev_since, &vt,
+                                               &ndev, dev);
+        if (rd != NVML_SUCCESS || vt != NVML_VALUE_TYPE_UNSIGNED_INT)
+            ndev = 0;
         clock_gettime(CLOCK_REALTIME, &rt);
         clock_gettime(CLOCK_MONOTONIC, &mono);
         pthread_mutex_lock(&mu);
@@ -279,7 +351,12 @@ void duty_poll(uint64_t now)
             if (best < 0)
                 break;
             u->last_ts = buf[best].timeStamp;
-            take(u, buf[best].timeStamp, buf[best].smUtil, now, rt_minus_mono);
+            take(u, buf[best].timeStamp,
+                 period_pct(buf, n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES, me,
+                            buf[best].timeStamp, buf[best].smUtil, dev,
+                            ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES,
+                            u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS),
+                 now, rt_minus_mono);
             stats.duty_samples++;
         }
     }
