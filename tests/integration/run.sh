@@ -823,6 +823,13 @@ compute_duty)
     if awk -v v="$s10" -v lo="$(loose 0.08)" 'BEGIN { exit !(v >= lo && v <= 0.115) }'; then
         ok "over its ceiling of 10: its kernels held $s10 of the device in the second half"
     else bad "over its ceiling of 10: its kernels held $s10 of the device in the second half"; cat "$T/c10"; fi
+    # Kernels queued back to back with the device's own 10 us gap before each (NVML's
+    # per-process figure counts the gaps, the device's utilisation does not): over its ceiling
+    # the load is held by the device's figure, so its kernels hold half the device.
+    GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "back-to-back kernels with device gaps, natively" -- "$CL" stream 1 20
+    share_in 0.62 0.70 "back-to-back 20 us kernels, 10 us gaps, natively"
+    GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "the same under --compute 50" -- "$GS" run -q --compute 50 -- "$CL" stream 4 20
+    share_in 0.45 0.53 "back-to-back kernels with device gaps under --compute 50, held by the device's time"
     # NVML cannot name the process (another PID namespace): nothing learnt, all the time in
     # flight is billed, as before (the ceiling holds; the loop is throttled).
     GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_DEBUG=1 expect 0 "the loop under --compute 50, NVML blind to it" -- \

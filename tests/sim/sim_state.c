@@ -210,6 +210,16 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->exit_free_ms = (uint32_t)n;
     }
+    if ((v = getenv("GPUSLICE_SIM_KERNEL_GAP_NS"))) {
+        if (parse_uint(v, 0, 1000000, &n) < 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_KERNEL_GAP_NS: \"%s\" is not a gap "
+                    "(use 0 to 1000000 nanoseconds)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->kernel_gap_ns = (uint32_t)n;
+    }
     if ((v = getenv("GPUSLICE_SIM_STATE"))) {
         if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
             fprintf(stderr,
@@ -365,6 +375,7 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     st->fd = -1;
     st->slot = -1;
     st->exit_free_ms = cfg->exit_free_ms;
+    st->kernel_gap_ns = cfg->kernel_gap_ns;
     st->pid = getpid();
     sim_memlimit_init(cfg->state_path);
     if (sim_proc_start_time(st->pid, &st->start_time) < 0)
@@ -828,12 +839,19 @@ uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns,
     if (not_before_ns > s)
         s = not_before_ns;
     if (!mps) {
-        /* Time-sliced: after everything queued, on every SM. */
+        /*
+         * Time-sliced: after everything queued, on every SM. A kernel queued behind another
+         * starts a gap later (GPUSLICE_SIM_KERNEL_GAP_NS): the device's own time between
+         * back-to-back kernels, in which the process has work on the device but no kernel
+         * runs (NVML's per-process figure counts it, the device's utilisation does not).
+         */
         if (d->busy_until_ns > s)
             s = d->busy_until_ns;
         for (i = 0; i < total; i++)
             if (d->sm_free_ns[i] > s)
                 s = d->sm_free_ns[i];
+        if (s > now)
+            s += st->kernel_gap_ns;
         e = s + dur_ns * total / sms;
         for (i = 0; i < total; i++)
             d->sm_free_ns[i] = e;

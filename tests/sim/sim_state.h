@@ -59,6 +59,7 @@ struct sim_config {
     uint64_t idle_used;  /* in use on an idle device, no process's (H200: 615 MiB) */
     uint32_t context_ms; /* making a context takes this long (its memory taken at the start) */
     uint32_t exit_free_ms; /* a dead process's memory returns this long after its death is seen */
+    uint32_t kernel_gap_ns; /* the device's own gap before a kernel queued behind another */
     uint32_t green;        /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     char state_path[PATH_MAX];
 };
@@ -150,6 +151,7 @@ struct sim_state {
     pid_t pid;             /* whose slot it is: a forked child must find its own */
     uint64_t start_time;
     uint32_t exit_free_ms; /* from the config */
+    uint32_t kernel_gap_ns; /* from the config (this process's launches) */
 };
 
 /*
