@@ -16,7 +16,8 @@
 #
 # usage: bench/launch_torch.sh
 # env:   GPU_BUILD_DIR (build-gpu), BENCH_PAIRS (12), BENCH_SAMPLES (3), BENCH_LAUNCHES (20000),
-#        BENCH_TOLERANCE (0.02), BENCH_CPUS (2,3), BENCH_BUDGET (seconds, 0 = none),
+#        BENCH_TOLERANCE (0.02), BENCH_CPUS (2-9: every process may use these; they start
+#        together, importing torch, and are sampled one at a time), BENCH_BUDGET (seconds, 0 = none),
 #        BENCH_TABLE (also write the table there), PYTHON
 set -u -o pipefail
 
@@ -35,8 +36,8 @@ exec "$PY" "$ROOT/bench/launch_pairs.py" --bin "$PY $ROOT/bench/torch_small_serv
     --apis "small=PyTorch op on 64K elements,tiny=PyTorch op on 1K elements" \
     --title "PyTorch eager op (one small kernel)" --prefix torch_ \
     --pairs "${BENCH_PAIRS:-12}" --min-pairs "$(((${BENCH_PAIRS:-12} + 1) / 2))" \
-    --samples "${BENCH_SAMPLES:-3}" --launches "${BENCH_LAUNCHES:-20000}" --warmup 5000 \
-    --tolerance "${BENCH_TOLERANCE:-0.02}" --cpus "${BENCH_CPUS-2,3}" \
+    --samples "${BENCH_SAMPLES:-3}" --launches "${BENCH_LAUNCHES:-20000}" --warmup 2000 \
+    --tolerance "${BENCH_TOLERANCE:-0.02}" --cpus "${BENCH_CPUS-2-9}" \
     --budget "${BENCH_BUDGET:-0}" ${BENCH_TABLE:+--table "$BENCH_TABLE"} \
     --config native= \
     --config "preload=env LD_PRELOAD=$LIB" \
