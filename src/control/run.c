@@ -753,7 +753,15 @@ int run_program(const char *cmd, struct run_spec *spec)
         (o.priority_arg && setenv(GS_ENV_PRIORITY, o.priority_arg, 1) < 0) ||
         (o.weight_arg && setenv(GS_ENV_WEIGHT, o.weight_arg, 1) < 0) ||
         (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
-        (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0) {
+        (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0 ||
+        /*
+         * A background tenant that is an MPS client gets the below-normal client priority
+         * too (unless one is set already, by --mps-priority or the user): the hardware then
+         * gives a higher class's blocks the SMs first, beside the partition it moves to while
+         * a higher class is active (route.c). Without MPS the variable does nothing.
+         */
+        (o.priority == GPUSLICE_PRIORITY_BACKGROUND && !getenv("CUDA_MPS_CLIENT_PRIORITY") &&
+         setenv("CUDA_MPS_CLIENT_PRIORITY", "1", 1) < 0)) {
         gs_log_error("cannot set the environment: %s", strerror(errno));
         goto fail;
     }

@@ -151,6 +151,13 @@ compute_weights)
     shares_in "$T/k3" 0.33 0.41 "weight 3 under --compute 40"
     shares_in "$T/k1" 0.50 0.68 "weight 1 beside it gets what the ceiling leaves" ;;
 compute_priority)
+    # A background tenant is a below-normal MPS client, unless a client priority is set.
+    expect 0 "run --priority background: below-normal MPS client priority" -- \
+        "$GS" run -q --priority background -- sh -c 'test "$CUDA_MPS_CLIENT_PRIORITY" = 1'
+    expect 0 "a client priority already set is kept" -- env CUDA_MPS_CLIENT_PRIORITY=0 \
+        "$GS" run -q --priority background -- sh -c 'test "$CUDA_MPS_CLIENT_PRIORITY" = 0'
+    expect 0 "run --priority latency: no client priority set" -- env -u CUDA_MPS_CLIENT_PRIORITY \
+        "$GS" run -q --priority latency -- sh -c 'test -z "${CUDA_MPS_CLIENT_PRIORITY+x}"'
     for p in urgent '' LATENCY1 high; do
         expect 2 "run --priority '$p'" -- "$GS" run --priority "$p" -- true
         stderr_has "is not a priority class (use latency, normal or background)"
