@@ -54,6 +54,8 @@ def job(kind, seconds, out):
     while time.monotonic() < t_end:
         burst()
         torch.cuda.synchronize()
+    with open(out + ".ready", "w") as f:  # the sampler starts now: its window is ours
+        f.write("ready\n")
     t0 = time.monotonic()
     t_end = t0 + seconds
     inflight = 0.0
@@ -81,11 +83,17 @@ def scenario(name, kinds, seconds, nvml):
         outs.append(o)
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "job", k,
                                        str(seconds), o], env=gm.scrubbed_env()))
-    time.sleep(4.0)  # imports, CUDA, warm-up
+    # Imports, CUDA and the warm-up take seconds, and not alike: sample from the moment every
+    # job says it measures, for the seconds they measure.
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(o + ".ready") for o in outs):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.01)
     t_a = time.monotonic()
     dev, per, calls = [], {}, []
     last_d = last_p = int(time.time() * 1e6)
-    while time.monotonic() < t_a + seconds - 0.5:
+    while time.monotonic() < t_a + seconds - 0.1:
         time.sleep(0.1)
         for ts, v in nvml.util_samples(last_d):
             last_d = max(last_d, ts)
