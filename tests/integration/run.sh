@@ -689,7 +689,10 @@ compute_paths)
     # stays under its ceiling), so the second measurement may be billed up to 1.3 times its
     # kernels' time when its share is in its band: CI's 2-CPU machine billed the legacy path
     # 1.162 and then 1.161 at a share of 0.215 (billed exactly 25%: the ceiling held). A governor
-    # that bills a launch twice (2x) or misses one (under 0.98) fails both.
+    # that bills a launch twice (2x) or misses one (a path's launches uncharged: far under) fails
+    # both. The bill is the time in flight scaled by the duty learnt from NVML's samples
+    # (duty.c), an estimate of the kernels' time: 1.004-1.014 of it on an idle machine, and a
+    # little under it now and then on a loaded one, hence 0.95 at the low end.
     for p in stream legacy ptds ex ex_ptsz coop coop_ptsz graph graph_ptsz capture; do
         hi=$(over 1.15)
         expect 0 "$p launches under --compute 25" -- "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
@@ -701,7 +704,7 @@ compute_paths)
             hi=$(over 1.3)
         fi
         share_in 0.19 0.28 "$p at 25%"
-        billed_in 0.98 "$hi" "$p at 25%"
+        billed_in 0.95 "$hi" "$p at 25%"
     done
     share_twice 0.33 0.43 "4 threads at 40%" "$GS" run -q --compute 40 -- "$CL" stream 1.2 300 4
     share_twice 0.53 0.63 "20 us kernels at 60%" "$GS" run -q --compute 60 -- "$CL" stream 1.2 20 ;;
