@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +20,48 @@
 #include "common/driver.h"
 #include "common/error.h"
 
+/*
+ * Where the daemon would find the simulated GPU (lib/sim beside the binary's directory, as in
+ * the build tree), the fix a person needs when there is no driver. The CLI does not switch to
+ * it by itself, as gpusliced does: the programs that run, procs and reserve start load
+ * libcuda.so.1 through the dynamic loader, so only LD_LIBRARY_PATH gives them the same GPU.
+ */
+void gpuinfo_sim_hint(char *buf, size_t len)
+{
+    static const char *const rel[] = { "../lib/sim", "../lib/gpuslice/sim" };
+    char exe[PATH_MAX], dir[PATH_MAX + 32], real[PATH_MAX], *slash;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    size_t i;
+
+    buf[0] = '\0';
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    if ((slash = strrchr(exe, '/')) == NULL)
+        return;
+    *slash = '\0';
+    for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        if ((size_t)snprintf(dir, sizeof(dir), "%s/%s/libcuda.so.1", exe, rel[i]) >= sizeof(dir) ||
+            access(dir, R_OK) != 0 || realpath(dir, real) == NULL)
+            continue;
+        *strrchr(real, '/') = '\0';
+        if ((size_t)snprintf(buf, len, " (for the simulated GPU: LD_LIBRARY_PATH=%s)", real) >= len)
+            buf[0] = '\0'; /* a cut path would be a wrong fix */
+        return;
+    }
+}
+
 int gpuinfo_load_driver(struct gs_driver *d, char *err, size_t errlen)
 {
     char why[256];
+    size_t n;
 
     memset(d, 0, sizeof(*d));
-    if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, err, errlen) < 0)
+    if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, err, errlen) < 0) {
+        n = strlen(err);
+        gpuinfo_sim_hint(err + n, errlen - n);
         return GS_ENODRIVER;
+    }
     if (gs_driver_open_nvml(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
         gs_log_note("info: NVML not loaded, memory and driver version unknown (%s)", why);
         return 0;

@@ -46,7 +46,10 @@ struct gpuinfo {
     int failed; /* GPUs the driver would not describe (named on stderr, left out) */
 };
 
-/* Loads the CUDA driver (required) and NVML (optional: then no memory figures). */
+/* " (for the simulated GPU: LD_LIBRARY_PATH=DIR)" where it lies beside the binary, else "". */
+void gpuinfo_sim_hint(char *buf, size_t len);
+/* Loads the CUDA driver (required; err then ends with the hint) and NVML (optional: then no
+ * memory figures). */
 int gpuinfo_load_driver(struct gs_driver *d, char *err, size_t errlen);
 void gpuinfo_unload_driver(struct gs_driver *d);
 

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control/gpuinfo.h"
 #include "control/log.h"
 #include "control/reserver.h"
 #include "common/cuda_api.h"
@@ -110,7 +112,11 @@ static int load(struct gs_driver *d, char *err, size_t errlen)
     char why[256];
 
     if (gs_driver_open_cuda(d, RTLD_NOW | RTLD_LOCAL, NULL, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "no NVIDIA driver found: %s", why);
+        char hint[PATH_MAX + 64];
+
+        gpuinfo_sim_hint(hint, sizeof(hint));
+        if ((size_t)snprintf(err, errlen, "no NVIDIA driver found: %s%s", why, hint) >= errlen)
+            snprintf(err, errlen, "no NVIDIA driver found: %s", why);
         return GS_ENODRIVER;
     }
 #define NEED(name)                                                                                 \

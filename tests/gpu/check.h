@@ -10,7 +10,7 @@
  *   @info TEXT      a fact, not an assertion: a program that prints these and no
  *                   @ok/@fail is informational (verdict INFO: it neither passes nor
  *                   fails the suite)
- *   @known TEXT     a measured shortfall that README names (verdict KNOWN, not PASS)
+ *   @known TEXT     a measured shortfall that docs/reference.md names (verdict KNOWN, not PASS)
  * A program exits 1 if any assertion failed, so a crash or an early exit without
  * a verdict is still a failure.
  */

@@ -5,7 +5,7 @@ stdout that tests/gpu/report.py reads back, plus small helpers the checks share
 
 A check that only shows that something ran, and what it found, prints "@info"
 lines and no "@ok": report.py gives it the verdict INFO, which neither passes
-nor fails the suite. "@known" is a measured shortfall that README names: the
+nor fails the suite. "@known" is a measured shortfall that docs/reference.md names: the
 check's verdict is KNOWN, not PASS.
 """
 import os
@@ -31,7 +31,7 @@ def check(cond, text):
 
 
 def known(text):
-    """A measured known shortfall (README names it): "@known TEXT"; never a pass."""
+    """A measured known shortfall (docs/reference.md names it): "@known TEXT"; never a pass."""
     print(f"@known {text}", flush=True)
 
 

@@ -14,7 +14,7 @@ A check's verdict comes from its "@" lines (see check.h):
          "incomplete: ..." beside it
   FAIL   it timed out, printed "@fail", exited non-zero, or asserted nothing
   SKIP   it printed "@skip"
-  KNOWN  it printed "@known" (a measured shortfall that README names), no "@fail"
+  KNOWN  it printed "@known" (a measured shortfall that docs/reference.md names), no "@fail"
   PASS   otherwise
 SKIP and KNOWN do not fail the suite unless GPU_SUITE_STRICT=1.
 """
@@ -150,7 +150,7 @@ def summary(work, out):
     md += [f"- {k}: {v}" for k, v in env.items()]
     md += ["", table(TABLE_NUMBERS_MD), "", tally, "",
            "INFO: informational (it shows what a program found; neither passes nor fails). "
-           "KNOWN: a measured shortfall that README names; not a pass.", ""]
+           "KNOWN: a measured shortfall that docs/reference.md names; not a pass.", ""]
     for r in results:
         if r["result"] != "PASS" and (r["result"] != "INFO" or r["reasons"]):
             md.append(f"## {r['name']}: {r['result']}")

@@ -1126,6 +1126,8 @@ assert d["tenants"] == [], d["tenants"]'
         ok "the table names each UUID and why green contexts are unknown"
     else bad "table lacks the UUID or the reason"; cat "$T/out"; fi
     LD_LIBRARY_PATH="$T/empty" expect 1 "info without a driver fails" -- "$GS" info; stderr_has "no NVIDIA driver found: libcuda.so.1"
+    # ... and names the fix where the simulated GPU lies beside the binary (as in the build tree).
+    stderr_has "(for the simulated GPU: LD_LIBRARY_PATH=$(cd "$B/lib/sim" && pwd -P))"
     LD_LIBRARY_PATH="$T/empty" GPUSLICE_REAL_LIBCUDA="$B/lib/sim/libcuda.so.1" GPUSLICE_REAL_LIBNVML="$B/lib/sim/libnvidia-ml.so.1" \
         expect 0 "info loads GPUSLICE_REAL_LIBCUDA and GPUSLICE_REAL_LIBNVML" -- "$GS" info --json
     json_ok "info: the named libraries answer" 'assert len(d["gpus"]) == 2 and d["gpus"][0]["memory_total_bytes"] == 8 << 30, d'

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The Kubernetes manifests (deploy/kubernetes): kustomize renders them; kubectl maps and
 # checks every object offline (apply --dry-run=client against the stand-in API server's
-# discovery, tests/k8s/apiserver.py); and what they grant and mount is what the README says:
+# discovery, tests/k8s/apiserver.py); and what they grant and mount is what docs/reference.md says:
 # RBAC to read pods and write events only, the DaemonSet on the node's PIDs with its three
 # host directories, the image of this version. A broken kustomization fails (the check can).
 # usage: manifests.sh SRC
@@ -82,7 +82,7 @@ for e in errs:
 sys.exit(1 if errs else 0)
 PY
 
-# The webhook overlay: its certificate made as the README says, in a copy of the tree.
+# The webhook overlay: its certificate made as docs/reference.md says, in a copy of the tree.
 cp -r "$SRC/deploy/kubernetes" "$T/k8s"
 rm -rf "$T/k8s/webhook/certs"
 if sh "$T/k8s/webhook/make-cert.sh" >"$T/cert.out" 2>&1; then ok "make-cert.sh: a CA and the Service's certificate"; else bad "make-cert.sh: $(cat "$T/cert.out")"; fi
