@@ -170,10 +170,19 @@ static void apply_nice(int n)
         gs_log_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
 }
 
+/* Whether sig is the terminal's (^C, ^\), sent to our whole process group by the kernel. */
+static int from_terminal(int sig, const siginfo_t *si)
+{
+    return (sig == SIGINT || sig == SIGQUIT) && si->si_code == SI_KERNEL;
+}
+
 /*
  * Waits for the program, forwarding a supervisor's signals to it and reaping
  * the tenant's dead processes; notes it if the memory reservation (*reserver,
- * 0 without one) ends first, and clears *reserver then.
+ * 0 without one) ends first, and clears *reserver then. SIGINT and SIGQUIT
+ * are forwarded only when a process sent them (kill -INT, timeout -s INT,
+ * Python's send_signal): the terminal's ^C and ^\ (si_code SI_KERNEL) reach
+ * the program directly, in our process group, and are not sent twice.
  */
 static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t *reserver)
 {
@@ -183,10 +192,13 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGQUIT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
     for (;;) {
+        siginfo_t si;
         pid_t w;
         int sig, rs;
 
@@ -207,8 +219,8 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
         }
         if (w < 0 && errno != EINTR)
             return -errno;
-        sig = sigtimedwait(&set, NULL, &tick);
-        if (sig > 0 && sig != SIGCHLD)
+        sig = sigtimedwait(&set, &si, &tick);
+        if (sig > 0 && sig != SIGCHLD && !from_terminal(sig, &si))
             kill(child, sig); /* a supervisor's signal is for the program */
         /* Give back promptly what processes of the tenant that died held. */
         if (t)
@@ -809,6 +821,8 @@ int run_program(const char *cmd, struct run_spec *spec)
     sigemptyset(&block);
     sigaddset(&block, SIGCHLD);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGQUIT);
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGUSR1);
     sigaddset(&block, SIGUSR2);
@@ -833,9 +847,6 @@ int run_program(const char *cmd, struct run_spec *spec)
         _exit(e == ENOENT ? 127 : 126);
     }
     close(pipefd[1]);
-    /* The terminal's ^C and ^\ reach the program directly; we outlive it. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
     {
         int e;
         if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {

@@ -866,6 +866,41 @@ cli_exec)
     expect 0 "gpuslice --help lists exec" -- "$GS" --help
     if grep -q "^  exec " "$T/out"; then ok "exec in the command list"; else bad "exec not listed"; cat "$T/out"; fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+cli_signals)
+    # A supervisor's SIGINT is the program's, as its SIGTERM is (issue 31): kill -INT,
+    # Python's send_signal, timeout -s INT stop it, and the status says it died of SIGINT
+    # (130), as a shell's $? does. The program's SIGINT is the default one (not the ignored
+    # one sh gives a background job).
+    for cmd in run exec; do
+        rm -f "$T/started"
+        python3 - "$GS" "$cmd" "$T/started" >"$T/out" 2>"$T/err" <<'PY'
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+gs, cmd, started = sys.argv[1:]
+p = subprocess.Popen([gs, cmd, "-q", "--", "sh", "-c", 'touch "$0"; exec sleep 30', started])
+end = time.time() + 20
+while not os.path.exists(started) and time.time() < end:
+    time.sleep(0.05)
+t = time.time()
+p.send_signal(signal.SIGINT)
+try:
+    rc = p.wait(timeout=10)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "none (still running 10 s after SIGINT)"
+print("status", rc, "after %.1f s" % (time.time() - t))
+PY
+        if grep -q "^status 130 " "$T/out"; then ok "$cmd: a supervisor's SIGINT stops the program: $(cat "$T/out")"
+        else bad "$cmd: SIGINT to gpuslice $cmd: $(cat "$T/out")"; cat "$T/err"; fi
+    done
+    expect 130 "timeout --foreground -s INT: the program died of SIGINT" -- \
+        timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)'
+    # A program that handles SIGINT sees it once and exits as it chooses.
+    expect 3 "a program that handles SIGINT exits with its own status" -- \
+        timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, sys, time
+signal.signal(signal.SIGINT, lambda *a: sys.exit(3))
+time.sleep(30)'
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 cli_python)
     # run SCRIPT.py [ARGS]: an existing .py file named first runs under $PYTHON or python3.
     printf 'import sys\nprint("python", " ".join(sys.argv[1:]))\nsys.exit(5)\n' >"$T/train.py"
