@@ -1052,25 +1052,41 @@ cli_device)
         if [ $got = 0 ] && [ "$(cat "$T/out")" = "$want" ]; then ok "$what: $want"; else bad "$what: exit $got, saw $(cat "$T/out"), want $want"; cat "$T/err"; fi
     }
     unset CUDA_VISIBLE_DEVICES
+    # Six simulated GPUs for the selections (every GPU named must exist: below).
+    export GPUSLICE_SIM_DEVICES=6 GPUSLICE_SIM_STATE="$T/six.state"
+    U0=GPU-5ac1ce00-0000-4000-8000-000000000000 U1=GPU-5ac1ce00-0000-4000-8000-000000000001
     cvd_is 1 "run --device 1" -- run -q --device 1
     cvd_is 1 "exec -d 1" -- exec -q -d 1
     cvd_is 0,1 "--device 0,1" -- run -q --device 0,1
     cvd_is 0,1 "-d 0 -d 1" -- exec -q -d 0 -d 1
     cvd_is 1,0,2 "order is kept" -- exec -q -d 1,0 -d 2
-    cvd_is GPU-5AC1CE00-0000-4000-8000-000000000000,1 "a UUID and an index" -- exec -q -d GPU-5AC1CE00-0000-4000-8000-000000000000,1
+    cvd_is $U1,$U0 "two UUIDs" -- exec -q -d $U1,$U0
     cvd_is unset "no --device: unset stays unset" -- exec -q
     "$GS" run -d 1 -- true >"$T/out" 2>"$T/err"; stderr_has "CUDA_VISIBLE_DEVICES=1 for true"
     export CUDA_VISIBLE_DEVICES=3,5
     cvd_is 5 "-d 1 under CUDA_VISIBLE_DEVICES=3,5" -- exec -q -d 1
     cvd_is 5,3 "-d 1,0 under CUDA_VISIBLE_DEVICES=3,5" -- run -q -d 1,0
-    cvd_is GPU-5ac1ce00-0000-4000-8000-000000000000 "a UUID passes through" -- exec -q -d GPU-5ac1ce00-0000-4000-8000-000000000000
+    cvd_is $U0 "a UUID passes through" -- exec -q -d $U0
     cvd_is 3,5 "no --device: a set value is left exactly" -- run -q
     expect 2 "-d 2 under CUDA_VISIBLE_DEVICES=3,5" -- "$GS" exec -d 2 -- touch "$T/started"; stderr_has "--device: index 2 is not among"
-    CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb cvd_is GPU-bbbb "an index into a UUID list" -- exec -q -d 1
+    CUDA_VISIBLE_DEVICES=$U0,$U1 cvd_is $U1 "an index into a UUID list" -- exec -q -d 1
     CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb expect 2 "the same GPU by index and UUID" -- "$GS" exec -d 0,GPU-AAAA -- touch "$T/started"; stderr_has "given twice"
     CUDA_VISIBLE_DEVICES= cvd_is "" "no --device: an empty value is left empty" -- exec -q
     CUDA_VISIBLE_DEVICES= expect 2 "an index when CUDA_VISIBLE_DEVICES is empty" -- "$GS" exec -d 0 -- touch "$T/started"; stderr_has "CUDA_VISIBLE_DEVICES is empty"
     unset CUDA_VISIBLE_DEVICES
+    # A GPU that does not exist is refused before anything starts (issue 31: CUDA would stop
+    # reading CUDA_VISIBLE_DEVICES there, and the program see fewer GPUs, or none).
+    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"; stderr_has "exec: -d/--device: there is no GPU 6: the machine has 6 GPUs (0 = $U0, "
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/one.state"
+    expect 2 "-d 3 on one GPU" -- "$GS" run -d 3 -- touch "$T/started"; stderr_has "run: -d/--device: there is no GPU 3: the machine has 1 GPU (0 = $U0)"
+    expect 2 "-d 0,1 on one GPU" -- "$GS" run -q -d 0,1 -- touch "$T/started"; stderr_has "there is no GPU 1: "
+    expect 2 "-d 1 with a key of --memory" -- "$GS" run -q -d 1 --memory 0:1G -- touch "$T/started"; stderr_has "there is no GPU 1: "
+    expect 2 "-d GPU-…-…01 on one GPU" -- "$GS" exec -q -d $U1 -- touch "$T/started"; stderr_has "there is no GPU $U1: "
+    CUDA_VISIBLE_DEVICES=0,4 expect 2 "-d 1 picking 4 of CUDA_VISIBLE_DEVICES=0,4" -- "$GS" run -q -d 1 -- touch "$T/started"
+    stderr_has 'there is no GPU 4 (picked from CUDA_VISIBLE_DEVICES="0,4"): the machine has 1 GPU'
+    expect 2 "a UUID then an index" -- "$GS" run -q -d $U0,0 -- touch "$T/started"; stderr_has "as a list of UUIDs, as its first entry is"
+    cvd_is 0 "-d 0 on one GPU" -- run -q -d 0
+    cvd_is $U0 "-d UUID on one GPU" -- run -q -d $U0
     for v in "" , 0, ,1 0,,1 -1 -2,0 abc 1x 1.5 " 1" 0,0 GPU- 99999999; do
         expect 2 "--device '$v' is bad usage" -- "$GS" run -d "$v" -- touch "$T/started"
         stderr_has "--device: "
