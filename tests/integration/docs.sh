@@ -110,6 +110,11 @@ expect_completion --interval gpuslice tenants --i
 expect_completion run gpuslice help r
 expect_completion status gpuslice mps st
 expect_completion --force gpuslice mps stop --f
+# Values of the options that take a word from a list (issue 31: --priority offered none).
+expect_completion background gpuslice run --priority b
+expect_completion latency gpuslice exec --priority l
+expect_completion normal gpuslice set --priority n
+expect_completion below-normal gpuslice run --mps-priority b
 expect_completion ls gpuslice run -m 4G -- ls
 # set completes tenant names and IDs: a tenant whose program sleeps.
 "$GS" run -q --name docs-tenant -- sleep 60 >"$T/bg.out" 2>&1 &
