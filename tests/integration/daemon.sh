@@ -373,6 +373,30 @@ daemon_metrics)
         promtool check metrics <"$T/body" >"$T/lint" 2>&1
         [ -s "$T/lint" ] && ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/lint" | grep -q . && ok "promtool: only the camelCase of dcgm-exporter's names" || { bad "lint"; cat "$T/lint"; }
     fi ;;
+daemon_found_sim)
+    # The simulator found as the driver, as README sets it up (LD_LIBRARY_PATH=build/lib/sim,
+    # no --simulated): the daemon says it runs on the simulated GPU, as it does when it falls
+    # back to it (issue 31: "simulated": false, and no notice).
+    env LD_LIBRARY_PATH="$B/lib/sim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1" "$D" --foreground \
+        --config /dev/null --run-dir "$T/drun" >>"$T/dlog" 2>&1 &
+    DPID=$!; BG="$BG $DPID"
+    i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+    want 200 "readyz" GET /readyz
+    body_has '"simulated":true'
+    want 200 "devices" GET /v1/devices
+    body_has '"simulated":true'
+    grep -q "is the simulated GPU (driver 580.159.04-sim): running on the simulated GPU" "$T/dlog" && ok "its log says it runs on the simulated GPU" || { bad "no notice of the simulated GPU"; cat "$T/dlog"; }
+    want 200 "metrics" GET /metrics
+    grep -q "^gpuslice_daemon_simulated 1$" "$T/body" && ok "gpuslice_daemon_simulated 1" || { bad "metric"; grep simulated "$T/body"; }
+    stop_daemon
+    # --nvml naming it: the same.
+    : >"$T/dlog"
+    env -u LD_LIBRARY_PATH "$D" --foreground --config /dev/null --run-dir "$T/drun" --nvml "$B/lib/sim/libnvidia-ml.so.1" >>"$T/dlog" 2>&1 &
+    DPID=$!; BG="$BG $DPID"
+    i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+    want 200 "readyz, --nvml the simulator's" GET /readyz
+    body_has '"simulated":true'
+    stop_daemon ;;
 daemon_gpus)
     # The daemon on 2 and 4 simulated GPUs: every GPU in /v1/devices and /metrics, and a
     # tenant's per-device limits and use, each under its own GPU.
