@@ -124,6 +124,13 @@ PY
     err_code conflict
     want 201 "per-device limits by index and UUID" POST /v1/tenants '{"name":"per-dev","memory":{"0":"1G"},"compute":{"GPU-5ac1ce00-0000-4000-8000-000000000000":25}}'
     jq_py 'u="GPU-5ac1ce00-0000-4000-8000-000000000000"; assert d["limits"]["memory"][u]==1<<30 and d["limits"]["compute"][u]==25, d' && ok "index key resolved to the GPU's UUID" || bad "per-device"
+    # Before any process of it uses a GPU, it shows the limits it will have there (issue 31:
+    # no devices, and "-" in tenants and top).
+    jq_py 'g=d["devices"]; assert len(g)==1 and g[0]["index"]==0 and g[0]["uuid"]=="GPU-5ac1ce00-0000-4000-8000-000000000000" and g[0]["memory_limit_bytes"]==1<<30 and g[0]["compute_limit_percent"]==25 and g[0]["memory_used_bytes"]==0, g' && ok "its GPU and limits listed before any use" || bad "per-device tenant's devices: $(cat "$T/body")"
+    expect 0 "tenants shows it" -- "$GS" tenants --interval 0
+    grep -E '^[0-9]+ +per-dev +[^ ]+ +daemon +- +normal +0 +GPU-5ac1ce00-0000-4000-8000-000000000000 +0 B +1 GiB +[^ ]+ +25%$' "$T/out" >/dev/null && ok "tenants: GPU 0, 1 GiB, 25%" || { bad "tenants table of per-dev"; cat "$T/out"; }
+    expect 0 "top shows it" -- "$GS" top --once --interval 0.2
+    grep -E '^per-dev\* +[0-9]+ +0 +1.0 GiB +0 MiB +25% ' "$T/out" >/dev/null && ok "top: GPU 0, 1.0 GiB, 25%" || { bad "top's line of per-dev"; cat "$T/out"; }
     # Bad input: each named, each a 4xx with the error object.
     want 400 "a name with a slash" POST /v1/tenants '{"name":"a/b"}'
     body_has "name:"
@@ -465,12 +472,14 @@ daemon_top)
     expect 2 "top with an argument" -- "$GS" top extra
     start_daemon || exit 1
     want 201 "tenant with a ceiling" POST /v1/tenants '{"name":"viewed","memory":"2G","compute":30}'
+    want 201 "a tenant on no GPU yet" POST /v1/tenants '{"name":"idle","memory":"3G","compute":15}'
     "$GS" run --tenant viewed -- "$B/tests/compute_load" stream 4 500 >"$T/load" 2>&1 &
     L=$!
     BG="$BG $L"
     sleep 1
     expect 0 "top --once" -- "$GS" top --once --interval 1
     grep -q "gpuslice simulated GPU" "$T/out" && grep -q "^viewed\*" "$T/out" && grep -q "30%" "$T/out" && ok "a GPU line and the tenant's line with its ceiling" || { bad "top output"; cat "$T/out"; }
+    grep -E '^idle\* +[0-9]+ +- +3.0 GiB +- +15% ' "$T/out" >/dev/null && ok "a tenant on no GPU yet: the limits it will have (its defaults)" || { bad "top: idle's line"; cat "$T/out"; }
     expect 0 "top --json" -- "$GS" top --json --interval 1
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"]["devices"][0]["index"]==0' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled" || { bad "top json"; cat "$T/out"; }
     wait $L ;;
