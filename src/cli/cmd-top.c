@@ -271,12 +271,34 @@ static void show(FILE *f, const struct sample *prev, const struct sample *cur, d
             interval);
 }
 
+/* The members of a JSON object's text (what lies between its braces); *len 0 for "{}". */
+static const char *members(const char *text, int *len)
+{
+    const char *open = strchr(text, '{'), *close = strrchr(text, '}');
+
+    *len = 0;
+    if (!open || !close || close <= open)
+        return "";
+    for (open++; open < close && isspace((unsigned char)*open); open++)
+        ;
+    *len = (int)(close - open);
+    return open;
+}
+
+/*
+ * One object: the members of the daemon's answers to GET /v1/devices (hostname,
+ * simulated, driver_version, devices) and GET /v1/tenants (tenants) side by side,
+ * then the shares of the interval.
+ */
 static void show_json(FILE *f, const struct sample *prev, const struct sample *cur)
 {
-    int i;
+    const char *dm, *tm;
+    int i, dl, tl;
 
-    fprintf(f, "{\"devices\":%s,\"tenants\":%s,\"interval_seconds\":%.3f,\"shares\":[",
-            cur->devices_text, cur->tenants_text, prev ? cur->at - prev->at : 0.0);
+    dm = members(cur->devices_text, &dl);
+    tm = members(cur->tenants_text, &tl);
+    fprintf(f, "{%.*s%s%.*s%s\"interval_seconds\":%.3f,\"shares\":[", dl, dm, dl ? "," : "", tl, tm,
+            tl ? "," : "", prev ? cur->at - prev->at : 0.0);
     for (i = 0; i < cur->nc; i++) {
         const char *slash = strchr(cur->c[i].key, '/');
         double busy, thr;

@@ -481,7 +481,7 @@ daemon_top)
     grep -q "gpuslice simulated GPU" "$T/out" && grep -q "^viewed\*" "$T/out" && grep -q "30%" "$T/out" && ok "a GPU line and the tenant's line with its ceiling" || { bad "top output"; cat "$T/out"; }
     grep -E '^idle\* +[0-9]+ +- +3.0 GiB +- +15% ' "$T/out" >/dev/null && ok "a tenant on no GPU yet: the limits it will have (its defaults)" || { bad "top: idle's line"; cat "$T/out"; }
     expect 0 "top --json" -- "$GS" top --json --interval 1
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"]["devices"][0]["index"]==0' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled" || { bad "top json"; cat "$T/out"; }
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"][0]["index"]==0 and d["simulated"] is True and [t["name"] for t in d["tenants"]]==["viewed","idle"]' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled; devices and tenants lists (not nested)" || { bad "top json"; cat "$T/out"; }
     wait $L ;;
 daemon_prometheus)
     # A real Prometheus scrapes the daemon over TCP with its token; a tenant's metric comes back
