@@ -464,6 +464,68 @@ daemon_events)
     [ "$first" = 3 ] && ok "Last-Event-ID 2 resumes at 3" || { bad "resume: $first"; cat "$T/sse2"; }
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got" ;;
+daemon_events_balance)
+    # Every process the events announce (process.started or process.joined) gets exactly one
+    # process.ended, so that a consumer counting live processes from them does not drift
+    # (issue 31: each run --tenant got process.joined and no end).
+    start_daemon || exit 1
+    curl -s -N --max-time 12 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
+    C=$!
+    sleep 0.3
+    want 201 "tenant" POST /v1/tenants '{"name":"bal","memory":"1G"}'
+    expect 0 "a run --tenant of a program without CUDA" -- "$GS" run -q --tenant bal -- true
+    expect 0 "a run --tenant of a short CUDA program" -- "$GS" run -q --tenant bal -- "$P" alloc:10
+    expect 0 "a run --tenant of a CUDA program that lives a second" -- "$GS" run -q --tenant bal -- "$P" alloc:10 sleep:1000
+    expect 0 "a run of the run directory's that lives a second" -- "$GS" run -q -- "$P" alloc:10 sleep:1000
+    # One still running when the counts are taken.
+    "$GS" run -q --tenant bal -- "$P" alloc:10 mark:"$T/up" wait:"$T/release" >/dev/null 2>&1 &
+    R=$!; BG="$BG $R"
+    i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 1 # past a few sweeps: the live ones announced, the ended ones ended
+    python3 - "$T/sse" >"$T/bal1" <<'PY'
+import json, sys
+typ = None; live = {}; bad = []
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        typ = line[7:]
+    elif line.startswith("data: ") and typ and typ.startswith("process."):
+        d = json.loads(line[6:]); k = (d["tenant"], d["pid"])
+        if typ in ("process.started", "process.joined"):
+            if k in live: bad.append("announced twice: %s %s" % (typ, k))
+            live[k] = typ
+        elif typ == "process.ended":
+            if k not in live: bad.append("ended, never announced (or ended twice): %s" % (k,))
+            live.pop(k, None)
+print("live", len(live), sorted(live.items()), "bad", bad)
+PY
+    if grep -q "^live 2 .*'process.joined').*'process.started').* bad \[\]$" "$T/bal1" || grep -q "^live 2 .*'process.started').*'process.joined').* bad \[\]$" "$T/bal1"; then
+        ok "while one run --tenant runs its CUDA program: announced less ended is 2 (the run, joined, and its program, started)"
+    else bad "events out of balance while one runs: $(cat "$T/bal1")"; cat "$T/sse"; fi
+    touch "$T/release"; wait $R
+    sleep 1
+    kill $C 2>/dev/null; wait $C 2>/dev/null
+    python3 - "$T/sse" >"$T/bal2" <<'PY'
+import json, sys
+typ = None; live = {}; bad = []; n = 0
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        typ = line[7:]
+    elif line.startswith("data: ") and typ and typ.startswith("process."):
+        d = json.loads(line[6:]); k = (d["tenant"], d["pid"]); n += 1
+        if typ in ("process.started", "process.joined"):
+            if k in live: bad.append("announced twice: %s %s" % (typ, k))
+            live[k] = typ
+        elif typ == "process.ended":
+            if k not in live: bad.append("ended, never announced (or ended twice): %s" % (k,))
+            live.pop(k, None)
+print("events", n, "live", len(live), sorted(live.items()), "bad", bad)
+PY
+    if grep -q "^events [0-9]* live 0 \[\] bad \[\]$" "$T/bal2" && [ "$(awk '{print $2}' "$T/bal2")" -ge 12 ]; then
+        ok "once all ended: every announced process ended once ($(cat "$T/bal2"))"
+    else bad "events out of balance once all ended: $(cat "$T/bal2")"; cat "$T/sse"; fi
+    stop_daemon ;;
 daemon_top)
     expect 1 "top without a daemon" -- "$GS" top --once
     stderr_has "no gpuslice daemon answers"
