@@ -1086,6 +1086,10 @@ cli_device)
     stderr_has 'there is no GPU 4 (picked from CUDA_VISIBLE_DEVICES="0,4"): the machine has 1 GPU'
     expect 2 "a UUID then an index" -- "$GS" run -q -d $U0,0 -- touch "$T/started"; stderr_has "as a list of UUIDs, as its first entry is"
     cvd_is 0 "-d 0 on one GPU" -- run -q -d 0
+    # The interposer's debug lines write a GPU's UUID as everything else does (issue 31: gpu-…).
+    GPUSLICE_DEBUG=1 expect 0 "a debug run" -- "$GS" run -q --memory 1G -- "$IT" limit $G
+    if grep -q "device 0 (GPU-5ac1ce00-0000-4000-8000-000000000000)" "$T/err" && ! grep -q "gpu-5ac1ce00" "$T/err"; then
+        ok "debug lines write GPU- and lower-case hex"; else bad "debug lines' UUIDs"; grep -i "5ac1ce00" "$T/err"; fi
     cvd_is $U0 "-d UUID on one GPU" -- run -q -d $U0
     for v in "" , 0, ,1 0,,1 -1 -2,0 abc 1x 1.5 " 1" 0,0 GPU- 99999999; do
         expect 2 "--device '$v' is bad usage" -- "$GS" run -d "$v" -- touch "$T/started"
