@@ -526,6 +526,31 @@ PY
         ok "once all ended: every announced process ended once ($(cat "$T/bal2"))"
     else bad "events out of balance once all ended: $(cat "$T/bal2")"; cat "$T/sse"; fi
     stop_daemon ;;
+daemon_socket_group)
+    # A daemon of a plain user where the group gpuslice exists (a mount namespace's own
+    # /etc/group here): it is not in it, and the socket stays its own group's, with no warning
+    # (issue 31); a group given that it cannot take is warned of.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null || ! unshare -m true 2>/dev/null; then
+        echo "SKIP: needs root, setpriv and unshare -m to act as a plain user beside a gpuslice group"; exit 77
+    fi
+    chmod 755 "$T"; mkdir -m 777 "$T/nob"
+    { grep -v '^gpuslice:' /etc/group; echo "gpuslice:x:4242:"; echo "gsother:x:4243:"; } >"$T/group"
+    for g in "" gsother; do
+        : >"$T/dlog"
+        unshare -m sh -c 'mount --bind "$1/group" /etc/group && shift && exec "$@"' sh "$T" \
+            setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH \
+            GPUSLICE_SIM_STATE="$T/nob/sim.state" GPUSLICE_RUN_DIR="$T/nob/run" "$D" --foreground \
+            --simulated --config /dev/null --run-dir "$T/nob/drun$g" ${g:+--socket-group $g} >>"$T/dlog" 2>&1 &
+        DPID=$!; BG="$BG $DPID"
+        i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$T/nob/drun$g/gpusliced.sock" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+        curl -s --unix-socket "$T/nob/drun$g/gpusliced.sock" http://d/readyz | grep -q ready && ok "a daemon of nobody ${g:+(--socket-group $g) }is ready" || { bad "nobody's daemon"; cat "$T/dlog"; }
+        if [ -z "$g" ]; then
+            grep -q "cannot give" "$T/dlog" && { bad "a plain user's daemon warns of the default group"; cat "$T/dlog"; } || ok "no warning about the gpuslice group it is not in"
+        else
+            grep -q "warning: cannot give .* to group gsother" "$T/dlog" && ok "a group given is warned of" || { bad "no warning for --socket-group gsother"; cat "$T/dlog"; }
+        fi
+        stop_daemon
+    done ;;
 daemon_top)
     expect 1 "top without a daemon" -- "$GS" top --once
     stderr_has "no gpuslice daemon answers"
