@@ -1147,6 +1147,14 @@ info)
     export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_SMS=66 GPUSLICE_SIM_MEMORY=8G
     export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
     mkdir -p "$T/mps" "$T/empty"
+    # One unit per memory line (issue 31: "16 GiB total, 838 MiB used, 15546 MiB free").
+    "$GS" run -q -- "$B/tests/mem_probe" alloc:838 mark:"$T/held" wait:"$T/info-release" >/dev/null 2>&1 &
+    BG="$BG $!"
+    i=0; while [ ! -e "$T/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    expect 0 "info with memory in use" -- "$GS" info
+    if grep -E '^  memory +8\.0 GiB total, [0-9]+\.[0-9] GiB used, [0-9]+\.[0-9] GiB free$' "$T/out" >/dev/null && ! grep "^  memory" "$T/out" | grep -q "MiB"; then
+        ok "info's memory lines: one unit each"; else bad "info's memory lines mix units"; grep memory "$T/out"; fi
+    touch "$T/info-release"
     expect 0 "info --json with green contexts" -- "$GS" info --json
     json_ok "info --json: the driver's granularity" '
 for x in d["gpus"]:
