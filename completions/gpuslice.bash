@@ -89,6 +89,10 @@ _gpuslice()
             COMPREPLY=($(compgen -W "$(seq -20 19)" -- "$cur")) ;;
         --interval)
             COMPREPLY=($(compgen -W "0 0.2 0.5 1 2" -- "$cur")) ;;
+        --priority)
+            COMPREPLY=($(compgen -W "latency normal background" -- "$cur")) ;;
+        --mps-priority)
+            COMPREPLY=($(compgen -W "normal below-normal" -- "$cur")) ;;
         -c | --compute | -m | --memory)
             [[ $cmd == set ]] && COMPREPLY=($(compgen -W "none" -- "$cur")) ;;
         esac

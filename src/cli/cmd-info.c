@@ -175,12 +175,21 @@ static void plain(char *out, size_t len, const char *s)
     gs_text_safe(out, len, s, strlen(s));
 }
 
+/*
+ * One of a GPU's memory figures in the unit its total is best told in (GiB with a decimal,
+ * else MiB, else bytes), so that the line's three figures read alike: "16.0 GiB total,
+ * 0.8 GiB used, 15.2 GiB free", never a mix of GiB and MiB.
+ */
 static void text_size(char *buf, size_t len, const struct gpuinfo_gpu *g, unsigned long long v)
 {
-    if (g->have_mem)
-        gs_format_size(v, buf, len);
-    else
+    if (!g->have_mem)
         snprintf(buf, len, "?");
+    else if (g->mem.total >= 1ULL << 30)
+        snprintf(buf, len, "%.1f GiB", (double)v / (double)(1ULL << 30));
+    else if (g->mem.total >= 1ULL << 20)
+        snprintf(buf, len, "%.0f MiB", (double)v / (double)(1ULL << 20));
+    else
+        snprintf(buf, len, "%llu B", v);
 }
 
 static void print_text_gpu(const struct gpuinfo_gpu *g)

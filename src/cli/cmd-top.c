@@ -7,6 +7,7 @@
  * one JSON object.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -227,8 +228,19 @@ static void show(FILE *f, const struct sample *prev, const struct sample *cur, d
                  gs_json_get(t, "managed") && gs_json_get(t, "managed")->type == GS_JSON_TRUE ? "*"
                                                                                               : "");
         if (td == NULL || td->n == 0) {
-            fprintf(f, "%-20.20s %-14.14s %-4s %10s %10s %8s %9s %9s %5d\n", name, id, "-", "-",
-                    "-", "-", "-", "-", (int)gs_json_num(gs_json_get(t, "processes"), 0));
+            /* On no GPU yet: the limits it will have on each (the defaults), as tenants shows. */
+            const struct gs_json *lim = gs_json_get(t, "limits");
+            const struct gs_json *dm = gs_json_get(gs_json_get(lim, "memory"), "default");
+            const struct gs_json *dc = gs_json_get(gs_json_get(lim, "compute"), "default");
+            char lim_s[32], ceil_s[16];
+
+            size_text(dm && dm->type == GS_JSON_NUMBER ? dm->num : -1, lim_s, sizeof(lim_s));
+            if (dc && dc->type == GS_JSON_NUMBER)
+                snprintf(ceil_s, sizeof(ceil_s), "%.0f%%", dc->num);
+            else
+                snprintf(ceil_s, sizeof(ceil_s), "-");
+            fprintf(f, "%-20.20s %-14.14s %-4s %10s %10s %8s %9s %9s %5d\n", name, id, "-", lim_s,
+                    "-", ceil_s, "-", "-", (int)gs_json_num(gs_json_get(t, "processes"), 0));
             continue;
         }
         for (e = td->child; e; e = e->next) {
@@ -259,12 +271,34 @@ static void show(FILE *f, const struct sample *prev, const struct sample *cur, d
             interval);
 }
 
+/* The members of a JSON object's text (what lies between its braces); *len 0 for "{}". */
+static const char *members(const char *text, int *len)
+{
+    const char *open = strchr(text, '{'), *close = strrchr(text, '}');
+
+    *len = 0;
+    if (!open || !close || close <= open)
+        return "";
+    for (open++; open < close && isspace((unsigned char)*open); open++)
+        ;
+    *len = (int)(close - open);
+    return open;
+}
+
+/*
+ * One object: the members of the daemon's answers to GET /v1/devices (hostname,
+ * simulated, driver_version, devices) and GET /v1/tenants (tenants) side by side,
+ * then the shares of the interval.
+ */
 static void show_json(FILE *f, const struct sample *prev, const struct sample *cur)
 {
-    int i;
+    const char *dm, *tm;
+    int i, dl, tl;
 
-    fprintf(f, "{\"devices\":%s,\"tenants\":%s,\"interval_seconds\":%.3f,\"shares\":[",
-            cur->devices_text, cur->tenants_text, prev ? cur->at - prev->at : 0.0);
+    dm = members(cur->devices_text, &dl);
+    tm = members(cur->tenants_text, &tl);
+    fprintf(f, "{%.*s%s%.*s%s\"interval_seconds\":%.3f,\"shares\":[", dl, dm, dl ? "," : "", tl, tm,
+            tl ? "," : "", prev ? cur->at - prev->at : 0.0);
     for (i = 0; i < cur->nc; i++) {
         const char *slash = strchr(cur->c[i].key, '/');
         double busy, thr;

@@ -139,9 +139,13 @@ int probe_cuda_context(void *arg, char *buf, size_t len)
     return -1;
 }
 
+/* For visible_probe's arg: every GPU of the machine (CUDA_VISIBLE_DEVICES unset). */
+static const char every_gpu[] = "";
+
 /*
- * In a child with the program's CUDA_VISIBLE_DEVICES (arg, NULL: as it is):
- * "N HEX HEX …", the device count and each UUID as 32 hex digits.
+ * In a child with the program's CUDA_VISIBLE_DEVICES (arg, NULL: as it is;
+ * every_gpu: unset): "N HEX HEX …", the device count and each UUID as 32 hex
+ * digits.
  */
 static int visible_probe(void *arg, char *buf, size_t len)
 {
@@ -152,7 +156,9 @@ static int visible_probe(void *arg, char *buf, size_t len)
     size_t at;
     int n, i, k;
 
-    if (vis && setenv("CUDA_VISIBLE_DEVICES", vis, 1) < 0) {
+    if (vis == every_gpu)
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    else if (vis && setenv("CUDA_VISIBLE_DEVICES", vis, 1) < 0) {
         snprintf(buf, len, "cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
         return -1;
     }
@@ -171,7 +177,7 @@ static int visible_probe(void *arg, char *buf, size_t len)
     return 0;
 }
 
-int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen)
+static int probe_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen)
 {
     char buf[1024];
     const char *p;
@@ -192,6 +198,16 @@ int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, s
         p = strchr(p + 1, ' ');
     }
     return 0;
+}
+
+int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen)
+{
+    return probe_gpus(devices, v, err, errlen);
+}
+
+int probe_every_gpu(struct visible_gpus *v, char *err, size_t errlen)
+{
+    return probe_gpus(every_gpu, v, err, errlen);
 }
 
 /* In a child: the device's UUID, index, split, memory and name, as "UUID INDEX TOTAL C NC F NF

@@ -38,6 +38,9 @@ struct visible_gpus {
  */
 int probe_visible_gpus(const char *devices, struct visible_gpus *v, char *err, size_t errlen);
 
+/* Every GPU of the machine, as CUDA counts them without CUDA_VISIBLE_DEVICES. */
+int probe_every_gpu(struct visible_gpus *v, char *err, size_t errlen);
+
 /* A GPU's SMs as green contexts may split them (gpuslice procs). */
 struct geom_query {
     const char *device;

@@ -32,6 +32,7 @@
 #include "control/tenants.h"
 #include "control/daemon_client.h"
 #include "common/config.h"
+#include "common/devlist.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/parse.h"
@@ -170,10 +171,19 @@ static void apply_nice(int n)
         gs_log_error("warning: --nice %d: %s; running at nice %d", n, strerror(e), cur);
 }
 
+/* Whether sig is the terminal's (^C, ^\), sent to our whole process group by the kernel. */
+static int from_terminal(int sig, const siginfo_t *si)
+{
+    return (sig == SIGINT || sig == SIGQUIT) && si->si_code == SI_KERNEL;
+}
+
 /*
  * Waits for the program, forwarding a supervisor's signals to it and reaping
  * the tenant's dead processes; notes it if the memory reservation (*reserver,
- * 0 without one) ends first, and clears *reserver then.
+ * 0 without one) ends first, and clears *reserver then. SIGINT and SIGQUIT
+ * are forwarded only when a process sent them (kill -INT, timeout -s INT,
+ * Python's send_signal): the terminal's ^C and ^\ (si_code SI_KERNEL) reach
+ * the program directly, in our process group, and are not sent twice.
  */
 static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t *reserver)
 {
@@ -183,10 +193,13 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGQUIT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
     for (;;) {
+        siginfo_t si;
         pid_t w;
         int sig, rs;
 
@@ -207,8 +220,8 @@ static int wait_child(pid_t child, struct gpuslice_tenant *t, int *status, pid_t
         }
         if (w < 0 && errno != EINTR)
             return -errno;
-        sig = sigtimedwait(&set, NULL, &tick);
-        if (sig > 0 && sig != SIGCHLD)
+        sig = sigtimedwait(&set, &si, &tick);
+        if (sig > 0 && sig != SIGCHLD && !from_terminal(sig, &si))
             kill(child, sig); /* a supervisor's signal is for the program */
         /* Give back promptly what processes of the tenant that died held. */
         if (t)
@@ -421,20 +434,76 @@ static void describe_visible(const struct visible_gpus *v, char *out, size_t len
 }
 
 /*
- * Every index and UUID key of --memory, --compute and --sms names a GPU the
- * program will see: checked in a child (CUDA is never initialised here).
- * Returns -1 to go on (v filled, or v->n = -1 when nothing needed checking),
- * else the exit status.
+ * Every entry of --device names a GPU here. CUDA stops reading
+ * CUDA_VISIBLE_DEVICES at the first entry it does not know, so the program
+ * would see fewer GPUs than were named (none at all for -d 3 on a machine of
+ * one: CUDA_ERROR_NO_DEVICE at its first call). v: what it would see.
+ * Returns -1 to go on, else the exit status. MIG instances are left to the
+ * driver, which shows a process one of several.
  */
-static int check_device_keys(const char *cmd, const struct run_spec *o, struct visible_gpus *v)
+static int check_selection(const char *cmd, const struct run_spec *o, const struct visible_gpus *v)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES"), *bad = o->devices;
+    struct visible_gpus all;
+    char buf[1024], seen[1024], from[256] = "";
+    size_t len;
+    int i;
+
+    if (v->n >= gs_device_list_count(o->devices) || strcasestr(o->devices, "MIG-"))
+        return -1;
+    for (i = 0; i < v->n && bad; i++)
+        if ((bad = strchr(bad, ',')) != NULL)
+            bad++;
+    if (!bad)
+        return -1;
+    len = strcspn(bad, ",");
+    if ((strncasecmp(bad, "GPU-", 4) == 0) != (strncasecmp(o->devices, "GPU-", 4) == 0)) {
+        gs_log_error("%s: -d/--device: CUDA reads \"%s\" as a list of %s, as its first entry "
+                     "is, and so sees no GPU %.*s: name every GPU by index or every one by UUID",
+                     cmd, o->devices, strncasecmp(o->devices, "GPU-", 4) == 0 ? "UUIDs" : "indexes",
+                     (int)(len > 64 ? 64 : len), bad);
+        return GS_EXIT_USAGE;
+    }
+    if (vis)
+        snprintf(from, sizeof(from), " (picked from CUDA_VISIBLE_DEVICES=\"%.200s\")", vis);
+    if (probe_every_gpu(&all, buf, sizeof(buf)) < 0) {
+        gs_log_error("%s: -d/--device: there is no GPU %.*s%s (the machine's GPUs cannot be "
+                     "listed: %.600s)",
+                     cmd, (int)(len > 64 ? 64 : len), bad, from, buf);
+        return GS_EXIT_USAGE;
+    }
+    describe_visible(&all, seen, sizeof(seen));
+    gs_log_error("%s: -d/--device: there is no GPU %.*s%s: the machine has %d GPU%s%s%s%s", cmd,
+                 (int)(len > 64 ? 64 : len), bad, from, all.n, all.n == 1 ? "" : "s",
+                 all.n ? " (" : "", seen, all.n ? ")" : "");
+    return GS_EXIT_USAGE;
+}
+
+/*
+ * Every entry of --device, and every index and UUID key of --memory,
+ * --compute and --sms, names a GPU the program will see: checked in a child
+ * (CUDA is never initialised here). Returns -1 to go on (v filled, or v->n =
+ * -1 when no key needed checking), else the exit status.
+ */
+static int check_devices(const char *cmd, const struct run_spec *o, struct visible_gpus *v)
 {
     const struct gs_limits *lists[] = { &o->mem_l, &o->comp_l, &o->sms_l };
     char buf[1024], seen[1024];
-    int i, j, k;
+    int i, j, k, r, keys;
 
     v->n = -1;
-    if (!has_device_keys(&o->mem_l) && !has_device_keys(&o->comp_l) && !has_device_keys(&o->sms_l))
+    keys = has_device_keys(&o->mem_l) || has_device_keys(&o->comp_l) || has_device_keys(&o->sms_l);
+    if (!keys && !o->devices)
         return -1;
+    if (!keys && probe_visible_gpus(o->devices, v, buf, sizeof(buf)) < 0) {
+        v->n = -1; /* nothing to say about --device: the program meets the same driver */
+        return -1;
+    }
+    if (!keys) {
+        r = check_selection(cmd, o, v);
+        v->n = -1;
+        return r;
+    }
     if (probe_visible_gpus(o->devices, v, buf, sizeof(buf)) < 0) {
         gs_log_error("%s: cannot check the devices that %s name: %s", cmd,
                      has_device_keys(&o->mem_l)    ? "--memory's keys"
@@ -443,6 +512,8 @@ static int check_device_keys(const char *cmd, const struct run_spec *o, struct v
                      buf);
         return GS_EXIT_ERROR;
     }
+    if (o->devices && (r = check_selection(cmd, o, v)) >= 0)
+        return r;
     describe_visible(v, seen, sizeof(seen));
     for (j = 0; j < 3; j++) {
         const struct gs_limits *l = lists[j];
@@ -699,7 +770,7 @@ int run_program(const char *cmd, struct run_spec *spec)
     int r, status = 0, pipefd[2], nested;
     pid_t child, reserver = 0;
 
-    if ((r = check_device_keys(cmd, &o, &vis)) >= 0 ||
+    if ((r = check_devices(cmd, &o, &vis)) >= 0 ||
         (o.tenant ? (r = join_daemon(cmd, &o, &t, path, sizeof(path)))
                   : (r = nested_run(cmd, &o, &t, path, sizeof(path)))) >= 0)
         return r;
@@ -809,6 +880,8 @@ int run_program(const char *cmd, struct run_spec *spec)
     sigemptyset(&block);
     sigaddset(&block, SIGCHLD);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGQUIT);
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGUSR1);
     sigaddset(&block, SIGUSR2);
@@ -833,9 +906,6 @@ int run_program(const char *cmd, struct run_spec *spec)
         _exit(e == ENOENT ? 127 : 126);
     }
     close(pipefd[1]);
-    /* The terminal's ^C and ^\ reach the program directly; we outlive it. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
     {
         int e;
         if (read(pipefd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {

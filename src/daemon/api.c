@@ -211,6 +211,18 @@ static void tenant_sched(const struct gd_tenant *t, uint32_t *prio, uint32_t *we
     *weight = w >= 1 && w <= GPUSLICE_WEIGHT_MAX ? w : 1;
 }
 
+/* Whether a managed tenant's limits name GPUs of the node (not a pod's CUDA indexes). */
+static int has_gpu_keys(const struct gpuslice_node_tenant *p)
+{
+    static const uint8_t zero[16];
+    int e;
+
+    for (e = 0; e < GPUSLICE_NODE_MAX_DEVICES; e++)
+        if (memcmp(p->dev[e].uuid, zero, 16) != 0 && gs_node_key_index(p->dev[e].uuid) < 0)
+            return 1;
+    return 0;
+}
+
 static json_t *tenant_json(const struct gd_tenant *t)
 {
     json_t *devs = json_array(), *pids = json_array(), *o;
@@ -253,7 +265,9 @@ static json_t *tenant_json(const struct gd_tenant *t)
     }
     /*
      * A GPU the guard sees the tenant's processes on that its state file does not name (a
-     * process past the interposer): shown all the same, with NVML's figure.
+     * process past the interposer): shown all the same, with NVML's figure. And one it has
+     * limits of its own on, fixed when it was made, before a process of it uses that GPU
+     * (with them, the default's GPUs too): the limits it will have there.
      */
     for (e = 0; t->managed && e < gd.ndev; e++) {
         const struct gd_device *g = &gd.dev[e];
@@ -261,10 +275,13 @@ static json_t *tenant_json(const struct gd_tenant *t)
         uint32_t comp = 0;
         int c;
 
-        if (gd_tenant_entry(t, g->raw) >= 0 || gd_guard_use(t->node_id, g->raw, &nv, &c) < 0 ||
-            nv == 0)
+        if (gd_tenant_entry(t, g->raw) >= 0)
             continue;
+        if (gd_guard_use(t->node_id, g->raw, &nv, &c) < 0)
+            nv = 0;
         gd_tenant_limits(t, g, &mem, &comp);
+        if (nv == 0 && !(has_gpu_keys(&t->policy) && (mem || comp)))
+            continue;
         json_array_append_new(
             devs, json_pack("{s:s, s:i, s:o, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "uuid", g->uuid,
                             "index", g->index, "memory_limit_bytes",

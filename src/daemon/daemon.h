@@ -32,6 +32,9 @@ extern const double gd_latency_bounds[GD_LATENCY_BUCKETS];
 
 /* ---- options.c: one table of every option, read from the config file and the flags ---- */
 
+/* The group the socket is given to by default, where it exists. */
+#define GD_SOCKET_GROUP_DEFAULT "gpuslice"
+
 struct gd_options {
     char config[PATH_MAX];
     char run_dir[PATH_MAX];    /* the node segment, the socket, managed tenants' files */

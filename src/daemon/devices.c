@@ -272,6 +272,21 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
+/* The simulator's NVML: its driver version ends in "-sim", its GPUs' names are its own. */
+static int is_simulator(const char *version)
+{
+    size_t n = strlen(version);
+    char name[96] = "";
+    nvmlDevice_t h;
+
+    if (n > 4 && strcmp(version + n - 4, "-sim") == 0)
+        return 1;
+    return gd.drv.nvmlDeviceGetHandleByIndex_v2 && gd.drv.nvmlDeviceGetName &&
+           gd.drv.nvmlDeviceGetHandleByIndex_v2(0, &h) == NVML_SUCCESS &&
+           gd.drv.nvmlDeviceGetName(h, name, sizeof(name)) == NVML_SUCCESS &&
+           strcmp(name, "gpuslice simulated GPU") == 0;
+}
+
 int gd_devices_start(char *err, size_t errlen)
 {
     char sim[PATH_MAX], why[512] = "";
@@ -302,6 +317,15 @@ int gd_devices_start(char *err, size_t errlen)
     }
     if (gd.drv.nvmlSystemGetDriverVersion)
         gd.drv.nvmlSystemGetDriverVersion(gd.driver_version, sizeof(gd.driver_version));
+    /*
+     * The simulated GPU found as the driver (README's LD_LIBRARY_PATH=build/lib/sim, or
+     * --nvml): told by what the library says it is, not by how it was found.
+     */
+    if (!gd.simulated && is_simulator(gd.driver_version)) {
+        gd.simulated = 1;
+        gd_log("%s is the simulated GPU (driver %s): running on the simulated GPU",
+               gd_opt.nvml[0] ? gd_opt.nvml : "libnvidia-ml.so.1", gd.driver_version);
+    }
     /* The first sample before anything is served: /v1/devices is never empty while starting. */
     gd.ndev = sample(gd.dev);
     gd.sampled_ns = gd_mono_ns();

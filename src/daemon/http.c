@@ -636,9 +636,15 @@ static int open_unix(char *err, size_t errlen)
         return -1;
     }
     unix_bound = 1;
-    /* 0660: the daemon's user, and its group (gpuslice where that group exists). */
+    /*
+     * 0660: the daemon's user, and its group (gpuslice where that group exists). A daemon of
+     * a plain user (make start) is not in the default group and cannot give its socket to it;
+     * that group is not its users', so that says nothing: only a group given is warned of.
+     */
     if ((g = getgrnam(gd_opt.socket_group)) != NULL &&
-        chown(gd_opt.socket, (uid_t)-1, g->gr_gid) < 0)
+        chown(gd_opt.socket, (uid_t)-1, g->gr_gid) < 0 &&
+        !(errno == EPERM && geteuid() != 0 &&
+          strcmp(gd_opt.socket_group, GD_SOCKET_GROUP_DEFAULT) == 0))
         gd_log("warning: cannot give %s to group %s: %s", gd_opt.socket, gd_opt.socket_group,
                strerror(errno));
     if (chmod(gd_opt.socket, 0660) < 0 || listen(fd, SOMAXCONN) < 0) {

@@ -61,7 +61,8 @@ static const struct option_def defs[] = {
     STR(OPT_PATH, token_file, "", "file holding the bearer token TCP clients must send"),
     STR(OPT_STRING, admin_group, "gpuslice-admin",
         "group whose members may raise limits and change other users' tenants"),
-    STR(OPT_STRING, socket_group, "gpuslice", "group the socket belongs to, if it exists"),
+    STR(OPT_STRING, socket_group, GD_SOCKET_GROUP_DEFAULT,
+        "group the socket belongs to, if it exists"),
     STR(OPT_PATH, nvml, "", "NVML library (default libnvidia-ml.so.1, else the simulated GPU)"),
     STR(OPT_STRING, metrics_labels, "dcgm",
         "device label names: dcgm (gpu, UUID, modelName, Hostname, as dcgm-exporter) or "

@@ -648,13 +648,35 @@ int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *e
     return 0;
 }
 
+static void member_ended(int i);
+static int is_member(uint32_t id, const struct gpuslice_tenant_proc *p);
+
+/*
+ * Tenant t ends (its file gone, or ended through the API): the processes of its slots that the
+ * last sweep announced (t->t is that sweep's copy) end with it, for the events.
+ */
+static void procs_ended(const struct gd_tenant *t)
+{
+    int i;
+
+    for (i = 0; t->t && i < GPUSLICE_MAX_PROCS; i++) {
+        const struct gpuslice_tenant_proc *q = &t->t->proc[i];
+
+        if (q->pid != 0 && !(t->managed && is_member(t->node_id, q)))
+            gd_event(t->owner, "process.ended", "\"tenant\":\"%s\",\"pid\":%d", t->id, (int)q->pid);
+    }
+}
+
+/* The tenant ended: its members are no longer its (each announced one's end is said). */
 static void drop_members(uint32_t id)
 {
     int i;
 
     for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++)
-        if (__atomic_load_n(&gd.node->member[i].tenant, __ATOMIC_RELAXED) == id)
+        if (__atomic_load_n(&gd.node->member[i].tenant, __ATOMIC_RELAXED) == id) {
+            member_ended(i);
             __atomic_store_n(&gd.node->member[i].tenant, 0, __ATOMIC_RELEASE);
+        }
 }
 
 /*
@@ -835,6 +857,7 @@ static void end_tenant(struct gd_tenant *t)
     struct gpuslice_node_tenant p;
     int i;
 
+    procs_ended(t);
     /* Its live processes keep the limits they last read: nothing becomes unlimited. */
     drop_members(t->node_id);
     if (!(t->policy.flags & GPUSLICE_NODE_POD))
@@ -864,10 +887,37 @@ int gd_tenant_end(struct gd_tenant *t)
 }
 
 /* Adds (ns, pid, start) as a member of tenant id; under gd.mu. */
-static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
+/*
+ * What the events said of each member (under gd.mu): a process announced by process.joined
+ * gets one process.ended, when it ends or moves to another tenant, with the PID and owner the
+ * join named; its slot in its tenant's file (a pod's process uses CUDA itself) then makes no
+ * process.started or process.ended of its own, also after it ended, until the entry is reused.
+ * A member this daemon did not announce (one a previous daemon took, or one adopted by
+ * lineage, announced by its slot) gets none.
+ */
+static struct {
+    pid_t pid; /* as the joined event named it; 0: not announced */
+    uid_t owner;
+    uint32_t tenant, ns;
+    pid_t inner;
+    uint64_t start;
+    int live; /* its process.ended not said yet */
+} announced[GPUSLICE_NODE_MAX_MEMBERS];
+
+static void member_ended(int i)
+{
+    if (announced[i].pid > 0 && announced[i].live)
+        gd_event(announced[i].owner, "process.ended", "\"tenant\":\"%u\",\"pid\":%d",
+                 announced[i].tenant, (int)announced[i].pid);
+    announced[i].live = 0;
+}
+
+/* Makes the process a member of tenant id: its entry's index, or -ENOSPC; *was: already. */
+static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start, int *was)
 {
     int i, free_i = -1;
 
+    *was = 0;
     for (i = 0; i < GPUSLICE_NODE_MAX_MEMBERS; i++) {
         struct gpuslice_node_member *m = &gd.node->member[i];
         uint32_t t = __atomic_load_n(&m->tenant, __ATOMIC_RELAXED);
@@ -878,8 +928,14 @@ static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
             continue;
         }
         if (m->pid == pid && m->pid_ns == ns && m->start_time == start) {
+            if (t == id && announced[i].live) {
+                *was = 1;
+                return i;
+            }
+            member_ended(i); /* it leaves the tenant it was in */
+            announced[i].pid = 0;
             __atomic_store_n(&m->tenant, id, __ATOMIC_RELEASE);
-            return 0;
+            return i;
         }
     }
     if (free_i < 0)
@@ -887,11 +943,24 @@ static int add_member(uint32_t id, uint32_t ns, pid_t pid, uint64_t start)
     {
         struct gpuslice_node_member *m = &gd.node->member[free_i];
 
+        announced[free_i].pid = 0;
         __atomic_store_n(&m->pid_ns, ns, __ATOMIC_RELAXED);
         __atomic_store_n(&m->pid, pid, __ATOMIC_RELAXED);
         __atomic_store_n(&m->start_time, start, __ATOMIC_RELAXED);
         __atomic_store_n(&m->tenant, id, __ATOMIC_RELEASE);
     }
+    return free_i;
+}
+
+/* Whether a process of a tenant's file was announced as a member of managed tenant id. */
+static int is_member(uint32_t id, const struct gpuslice_tenant_proc *p)
+{
+    int i;
+
+    for (i = 0; id && p->pid_ns && i < GPUSLICE_NODE_MAX_MEMBERS; i++)
+        if (announced[i].pid > 0 && announced[i].tenant == id && announced[i].inner == p->pid &&
+            announced[i].ns == p->pid_ns && announced[i].start == p->start_time)
+            return 1;
     return 0;
 }
 
@@ -925,7 +994,7 @@ int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, 
                       int admin, char *err, size_t errlen)
 {
     uint32_t in;
-    int r;
+    int r, was;
 
     if (!t->managed) {
         gs_set_error(err, errlen,
@@ -988,12 +1057,21 @@ int gd_tenant_join_as(struct gd_tenant *t, pid_t pid, uint32_t ns, pid_t inner, 
     if (!(t->policy.flags & GPUSLICE_NODE_POD) &&
         (r = gd_contain_join(t->node_id, pid, err, errlen)) < 0)
         return r;
-    if ((r = add_member(t->node_id, ns, inner, start)) < 0) {
+    if ((r = add_member(t->node_id, ns, inner, start, &was)) < 0) {
         gs_set_error(err, errlen, "the member table is full (%d processes)",
                      GPUSLICE_NODE_MAX_MEMBERS);
         return r;
     }
-    gd_event(t->owner, "process.joined", "\"tenant\":\"%u\",\"pid\":%d", t->node_id, (int)pid);
+    if (!was) {
+        announced[r].pid = pid;
+        announced[r].owner = t->owner;
+        announced[r].tenant = t->node_id;
+        announced[r].ns = ns;
+        announced[r].inner = inner;
+        announced[r].start = start;
+        announced[r].live = 1;
+        gd_event(t->owner, "process.joined", "\"tenant\":\"%u\",\"pid\":%d", t->node_id, (int)pid);
+    }
     return 0;
 }
 
@@ -1156,8 +1234,10 @@ static void prune_members(void)
         if (__atomic_load_n(&m->tenant, __ATOMIC_RELAXED) == 0)
             continue;
         if (m->pid_ns == self ? gs_proc_start_time(m->pid) != m->start_time
-                              : gs_proc_find(m->pid_ns, m->pid, m->start_time, 0) == 0)
+                              : gs_proc_find(m->pid_ns, m->pid, m->start_time, 0) == 0) {
+            member_ended(i);
             __atomic_store_n(&m->tenant, 0, __ATOMIC_RELEASE);
+        }
     }
 }
 
@@ -1169,7 +1249,7 @@ static void prune_members(void)
 static void adopt_members(const struct gd_tenant *t)
 {
     uint32_t self = gs_proc_self_ns();
-    int i;
+    int i, was;
 
     if (!t->managed || t->t == NULL || t->nlive == 0)
         return;
@@ -1180,7 +1260,7 @@ static void adopt_members(const struct gd_tenant *t)
         if (t->seen_pid[i] <= 0 || gs_node_member_tenant(gd.node, ns, p->pid, p->start_time) != 0)
             continue;
         if (descends_from(t->seen_pid[i], t->node_id))
-            add_member(t->node_id, ns, p->pid, p->start_time);
+            add_member(t->node_id, ns, p->pid, p->start_time, &was);
     }
 }
 
@@ -1232,13 +1312,17 @@ static void diff_events(struct gd_tenant *o, struct gd_tenant *n)
             continue;
         if (o && o->t && o->t->proc[i].pid == p->pid && o->t->proc[i].start_time == p->start_time)
             continue;
+        /* A member was announced when it joined; its end is said when it ends (prune_members). */
+        if (n->managed && is_member(n->node_id, p))
+            continue;
         gd_event(n->owner, "process.started", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
     }
     for (i = 0; o && o->t && i < GPUSLICE_MAX_PROCS; i++) {
         const struct gpuslice_tenant_proc *p = &o->t->proc[i];
 
         if (p->pid == 0 ||
-            (n->t->proc[i].pid == p->pid && n->t->proc[i].start_time == p->start_time))
+            (n->t->proc[i].pid == p->pid && n->t->proc[i].start_time == p->start_time) ||
+            (n->managed && is_member(n->node_id, p)))
             continue;
         gd_event(n->owner, "process.ended", "\"tenant\":\"%s\",\"pid\":%d", n->id, (int)p->pid);
     }
@@ -1383,8 +1467,10 @@ void gd_registry_sweep(void)
         diff_events(k >= 0 ? &gd.tenant[k] : NULL, &v[i]);
     }
     for (k = 0; k < gd.ntenant; k++)
-        if (!gd.tenant[k].managed && find_in(v, n, gd.tenant[k].id) < 0)
+        if (!gd.tenant[k].managed && find_in(v, n, gd.tenant[k].id) < 0) {
+            procs_ended(&gd.tenant[k]);
             gd_event(gd.tenant[k].owner, "tenant.ended", "\"tenant\":\"%s\"", gd.tenant[k].id);
+        }
     /* The cgroups of ended tenants go once their last process has. */
     {
         uint32_t live[MAX_TENANTS];

@@ -49,6 +49,7 @@ const char *gs__device_uuid(int ord, uint8_t raw[16])
         if (!__atomic_load_n(&d->uuid_known, __ATOMIC_ACQUIRE)) {
             memcpy(d->raw, u.bytes, 16);
             gs_format_uuid((const unsigned char *)u.bytes, d->uuid);
+            memcpy(d->uuid, "GPU", 3); /* as nvidia-smi and every other line of ours write it */
             __atomic_store_n(&d->uuid_known, 1, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&publish_mu);

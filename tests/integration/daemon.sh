@@ -124,6 +124,13 @@ PY
     err_code conflict
     want 201 "per-device limits by index and UUID" POST /v1/tenants '{"name":"per-dev","memory":{"0":"1G"},"compute":{"GPU-5ac1ce00-0000-4000-8000-000000000000":25}}'
     jq_py 'u="GPU-5ac1ce00-0000-4000-8000-000000000000"; assert d["limits"]["memory"][u]==1<<30 and d["limits"]["compute"][u]==25, d' && ok "index key resolved to the GPU's UUID" || bad "per-device"
+    # Before any process of it uses a GPU, it shows the limits it will have there (issue 31:
+    # no devices, and "-" in tenants and top).
+    jq_py 'g=d["devices"]; assert len(g)==1 and g[0]["index"]==0 and g[0]["uuid"]=="GPU-5ac1ce00-0000-4000-8000-000000000000" and g[0]["memory_limit_bytes"]==1<<30 and g[0]["compute_limit_percent"]==25 and g[0]["memory_used_bytes"]==0, g' && ok "its GPU and limits listed before any use" || bad "per-device tenant's devices: $(cat "$T/body")"
+    expect 0 "tenants shows it" -- "$GS" tenants --interval 0
+    grep -E '^[0-9]+ +per-dev +[^ ]+ +daemon +- +normal +0 +GPU-5ac1ce00-0000-4000-8000-000000000000 +0 B +1 GiB +[^ ]+ +25%$' "$T/out" >/dev/null && ok "tenants: GPU 0, 1 GiB, 25%" || { bad "tenants table of per-dev"; cat "$T/out"; }
+    expect 0 "top shows it" -- "$GS" top --once --interval 0.2
+    grep -E '^per-dev\* +[0-9]+ +0 +1.0 GiB +0 MiB +25% ' "$T/out" >/dev/null && ok "top: GPU 0, 1.0 GiB, 25%" || { bad "top's line of per-dev"; cat "$T/out"; }
     # Bad input: each named, each a 4xx with the error object.
     want 400 "a name with a slash" POST /v1/tenants '{"name":"a/b"}'
     body_has "name:"
@@ -373,6 +380,30 @@ daemon_metrics)
         promtool check metrics <"$T/body" >"$T/lint" 2>&1
         [ -s "$T/lint" ] && ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/lint" | grep -q . && ok "promtool: only the camelCase of dcgm-exporter's names" || { bad "lint"; cat "$T/lint"; }
     fi ;;
+daemon_found_sim)
+    # The simulator found as the driver, as README sets it up (LD_LIBRARY_PATH=build/lib/sim,
+    # no --simulated): the daemon says it runs on the simulated GPU, as it does when it falls
+    # back to it (issue 31: "simulated": false, and no notice).
+    env LD_LIBRARY_PATH="$B/lib/sim" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1" "$D" --foreground \
+        --config /dev/null --run-dir "$T/drun" >>"$T/dlog" 2>&1 &
+    DPID=$!; BG="$BG $DPID"
+    i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+    want 200 "readyz" GET /readyz
+    body_has '"simulated":true'
+    want 200 "devices" GET /v1/devices
+    body_has '"simulated":true'
+    grep -q "is the simulated GPU (driver 580.159.04-sim): running on the simulated GPU" "$T/dlog" && ok "its log says it runs on the simulated GPU" || { bad "no notice of the simulated GPU"; cat "$T/dlog"; }
+    want 200 "metrics" GET /metrics
+    grep -q "^gpuslice_daemon_simulated 1$" "$T/body" && ok "gpuslice_daemon_simulated 1" || { bad "metric"; grep simulated "$T/body"; }
+    stop_daemon
+    # --nvml naming it: the same.
+    : >"$T/dlog"
+    env -u LD_LIBRARY_PATH "$D" --foreground --config /dev/null --run-dir "$T/drun" --nvml "$B/lib/sim/libnvidia-ml.so.1" >>"$T/dlog" 2>&1 &
+    DPID=$!; BG="$BG $DPID"
+    i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+    want 200 "readyz, --nvml the simulator's" GET /readyz
+    body_has '"simulated":true'
+    stop_daemon ;;
 daemon_gpus)
     # The daemon on 2 and 4 simulated GPUs: every GPU in /v1/devices and /metrics, and a
     # tenant's per-device limits and use, each under its own GPU.
@@ -433,6 +464,93 @@ daemon_events)
     [ "$first" = 3 ] && ok "Last-Event-ID 2 resumes at 3" || { bad "resume: $first"; cat "$T/sse2"; }
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got" ;;
+daemon_events_balance)
+    # Every process the events announce (process.started or process.joined) gets exactly one
+    # process.ended, so that a consumer counting live processes from them does not drift
+    # (issue 31: each run --tenant got process.joined and no end).
+    start_daemon || exit 1
+    curl -s -N --max-time 12 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
+    C=$!
+    sleep 0.3
+    want 201 "tenant" POST /v1/tenants '{"name":"bal","memory":"1G"}'
+    expect 0 "a run --tenant of a program without CUDA" -- "$GS" run -q --tenant bal -- true
+    expect 0 "a run --tenant of a short CUDA program" -- "$GS" run -q --tenant bal -- "$P" alloc:10
+    expect 0 "a run --tenant of a CUDA program that lives a second" -- "$GS" run -q --tenant bal -- "$P" alloc:10 sleep:1000
+    expect 0 "a run of the run directory's that lives a second" -- "$GS" run -q -- "$P" alloc:10 sleep:1000
+    # One still running when the counts are taken.
+    "$GS" run -q --tenant bal -- "$P" alloc:10 mark:"$T/up" wait:"$T/release" >/dev/null 2>&1 &
+    R=$!; BG="$BG $R"
+    i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 1 # past a few sweeps: the live ones announced, the ended ones ended
+    python3 - "$T/sse" >"$T/bal1" <<'PY'
+import json, sys
+typ = None; live = {}; bad = []
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        typ = line[7:]
+    elif line.startswith("data: ") and typ and typ.startswith("process."):
+        d = json.loads(line[6:]); k = (d["tenant"], d["pid"])
+        if typ in ("process.started", "process.joined"):
+            if k in live: bad.append("announced twice: %s %s" % (typ, k))
+            live[k] = typ
+        elif typ == "process.ended":
+            if k not in live: bad.append("ended, never announced (or ended twice): %s" % (k,))
+            live.pop(k, None)
+print("live", len(live), sorted(live.items()), "bad", bad)
+PY
+    if grep -q "^live 2 .*'process.joined').*'process.started').* bad \[\]$" "$T/bal1" || grep -q "^live 2 .*'process.started').*'process.joined').* bad \[\]$" "$T/bal1"; then
+        ok "while one run --tenant runs its CUDA program: announced less ended is 2 (the run, joined, and its program, started)"
+    else bad "events out of balance while one runs: $(cat "$T/bal1")"; cat "$T/sse"; fi
+    touch "$T/release"; wait $R
+    sleep 1
+    kill $C 2>/dev/null; wait $C 2>/dev/null
+    python3 - "$T/sse" >"$T/bal2" <<'PY'
+import json, sys
+typ = None; live = {}; bad = []; n = 0
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        typ = line[7:]
+    elif line.startswith("data: ") and typ and typ.startswith("process."):
+        d = json.loads(line[6:]); k = (d["tenant"], d["pid"]); n += 1
+        if typ in ("process.started", "process.joined"):
+            if k in live: bad.append("announced twice: %s %s" % (typ, k))
+            live[k] = typ
+        elif typ == "process.ended":
+            if k not in live: bad.append("ended, never announced (or ended twice): %s" % (k,))
+            live.pop(k, None)
+print("events", n, "live", len(live), sorted(live.items()), "bad", bad)
+PY
+    if grep -q "^events [0-9]* live 0 \[\] bad \[\]$" "$T/bal2" && [ "$(awk '{print $2}' "$T/bal2")" -ge 12 ]; then
+        ok "once all ended: every announced process ended once ($(cat "$T/bal2"))"
+    else bad "events out of balance once all ended: $(cat "$T/bal2")"; cat "$T/sse"; fi
+    stop_daemon ;;
+daemon_socket_group)
+    # A daemon of a plain user where the group gpuslice exists (a mount namespace's own
+    # /etc/group here): it is not in it, and the socket stays its own group's, with no warning
+    # (issue 31); a group given that it cannot take is warned of.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null || ! unshare -m true 2>/dev/null; then
+        echo "SKIP: needs root, setpriv and unshare -m to act as a plain user beside a gpuslice group"; exit 77
+    fi
+    chmod 755 "$T"; mkdir -m 777 "$T/nob"
+    { grep -v '^gpuslice:' /etc/group; echo "gpuslice:x:4242:"; echo "gsother:x:4243:"; } >"$T/group"
+    for g in "" gsother; do
+        : >"$T/dlog"
+        unshare -m sh -c 'mount --bind "$1/group" /etc/group && shift && exec "$@"' sh "$T" \
+            setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH \
+            GPUSLICE_SIM_STATE="$T/nob/sim.state" GPUSLICE_RUN_DIR="$T/nob/run" "$D" --foreground \
+            --simulated --config /dev/null --run-dir "$T/nob/drun$g" ${g:+--socket-group $g} >>"$T/dlog" 2>&1 &
+        DPID=$!; BG="$BG $DPID"
+        i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$T/nob/drun$g/gpusliced.sock" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
+        curl -s --unix-socket "$T/nob/drun$g/gpusliced.sock" http://d/readyz | grep -q ready && ok "a daemon of nobody ${g:+(--socket-group $g) }is ready" || { bad "nobody's daemon"; cat "$T/dlog"; }
+        if [ -z "$g" ]; then
+            grep -q "cannot give" "$T/dlog" && { bad "a plain user's daemon warns of the default group"; cat "$T/dlog"; } || ok "no warning about the gpuslice group it is not in"
+        else
+            grep -q "warning: cannot give .* to group gsother" "$T/dlog" && ok "a group given is warned of" || { bad "no warning for --socket-group gsother"; cat "$T/dlog"; }
+        fi
+        stop_daemon
+    done ;;
 daemon_top)
     expect 1 "top without a daemon" -- "$GS" top --once
     stderr_has "no gpuslice daemon answers"
@@ -441,14 +559,16 @@ daemon_top)
     expect 2 "top with an argument" -- "$GS" top extra
     start_daemon || exit 1
     want 201 "tenant with a ceiling" POST /v1/tenants '{"name":"viewed","memory":"2G","compute":30}'
+    want 201 "a tenant on no GPU yet" POST /v1/tenants '{"name":"idle","memory":"3G","compute":15}'
     "$GS" run --tenant viewed -- "$B/tests/compute_load" stream 4 500 >"$T/load" 2>&1 &
     L=$!
     BG="$BG $L"
     sleep 1
     expect 0 "top --once" -- "$GS" top --once --interval 1
     grep -q "gpuslice simulated GPU" "$T/out" && grep -q "^viewed\*" "$T/out" && grep -q "30%" "$T/out" && ok "a GPU line and the tenant's line with its ceiling" || { bad "top output"; cat "$T/out"; }
+    grep -E '^idle\* +[0-9]+ +- +3.0 GiB +- +15% ' "$T/out" >/dev/null && ok "a tenant on no GPU yet: the limits it will have (its defaults)" || { bad "top: idle's line"; cat "$T/out"; }
     expect 0 "top --json" -- "$GS" top --json --interval 1
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"]["devices"][0]["index"]==0' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled" || { bad "top json"; cat "$T/out"; }
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"][0]["index"]==0 and d["simulated"] is True and [t["name"] for t in d["tenants"]]==["viewed","idle"]' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled; devices and tenants lists (not nested)" || { bad "top json"; cat "$T/out"; }
     wait $L ;;
 daemon_prometheus)
     # A real Prometheus scrapes the daemon over TCP with its token; a tenant's metric comes back

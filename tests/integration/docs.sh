@@ -78,6 +78,18 @@ for c in "" $cmds; do
     done
 done
 
+# 3b. The yield partition of a lower class is three quarters of the SMs (GPUSLICE_YIELD_SMS's
+# default, route.c) wherever the help texts and pages say how much it is (issue 31: run --help
+# said half).
+for c in run exec; do
+    if "$GS" $c --help | tr -s ' \n' ' ' | grep -q "three quarters of the SMs"; then
+        ok "$c --help: the yield partition is three quarters of the SMs"; else
+        bad "$c --help does not say three quarters of the SMs"; fi
+done
+if grep -n -i "half \(of \)\?the \(GPU's \)\?SMs\|half of its SMs" "$SRC"/man/*.[18] "$SRC"/src/cli/*.c; then
+    bad "a page or help text says half of the SMs (the yield partition is three quarters)"; else
+    ok "no page or help text says half of the SMs"; fi
+
 # 4. The completion parses and completes.
 if bash -n "$SRC/completions/gpuslice.bash"; then ok "bash -n completions/gpuslice.bash"; else
     bad "completions/gpuslice.bash has a syntax error"; fi
@@ -98,6 +110,11 @@ expect_completion --interval gpuslice tenants --i
 expect_completion run gpuslice help r
 expect_completion status gpuslice mps st
 expect_completion --force gpuslice mps stop --f
+# Values of the options that take a word from a list (issue 31: --priority offered none).
+expect_completion background gpuslice run --priority b
+expect_completion latency gpuslice exec --priority l
+expect_completion normal gpuslice set --priority n
+expect_completion below-normal gpuslice run --mps-priority b
 expect_completion ls gpuslice run -m 4G -- ls
 # set completes tenant names and IDs: a tenant whose program sleeps.
 "$GS" run -q --name docs-tenant -- sleep 60 >"$T/bg.out" 2>&1 &

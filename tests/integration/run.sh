@@ -869,6 +869,41 @@ cli_exec)
     expect 0 "gpuslice --help lists exec" -- "$GS" --help
     if grep -q "^  exec " "$T/out"; then ok "exec in the command list"; else bad "exec not listed"; cat "$T/out"; fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
+cli_signals)
+    # A supervisor's SIGINT is the program's, as its SIGTERM is (issue 31): kill -INT,
+    # Python's send_signal, timeout -s INT stop it, and the status says it died of SIGINT
+    # (130), as a shell's $? does. The program's SIGINT is the default one (not the ignored
+    # one sh gives a background job).
+    for cmd in run exec; do
+        rm -f "$T/started"
+        python3 - "$GS" "$cmd" "$T/started" >"$T/out" 2>"$T/err" <<'PY'
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+gs, cmd, started = sys.argv[1:]
+p = subprocess.Popen([gs, cmd, "-q", "--", "sh", "-c", 'touch "$0"; exec sleep 30', started])
+end = time.time() + 20
+while not os.path.exists(started) and time.time() < end:
+    time.sleep(0.05)
+t = time.time()
+p.send_signal(signal.SIGINT)
+try:
+    rc = p.wait(timeout=10)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "none (still running 10 s after SIGINT)"
+print("status", rc, "after %.1f s" % (time.time() - t))
+PY
+        if grep -q "^status 130 " "$T/out"; then ok "$cmd: a supervisor's SIGINT stops the program: $(cat "$T/out")"
+        else bad "$cmd: SIGINT to gpuslice $cmd: $(cat "$T/out")"; cat "$T/err"; fi
+    done
+    expect 130 "timeout --foreground -s INT: the program died of SIGINT" -- \
+        timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)'
+    # A program that handles SIGINT sees it once and exits as it chooses.
+    expect 3 "a program that handles SIGINT exits with its own status" -- \
+        timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, sys, time
+signal.signal(signal.SIGINT, lambda *a: sys.exit(3))
+time.sleep(30)'
+    if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 cli_python)
     # run SCRIPT.py [ARGS]: an existing .py file named first runs under $PYTHON or python3.
     printf 'import sys\nprint("python", " ".join(sys.argv[1:]))\nsys.exit(5)\n' >"$T/train.py"
@@ -1020,25 +1055,45 @@ cli_device)
         if [ $got = 0 ] && [ "$(cat "$T/out")" = "$want" ]; then ok "$what: $want"; else bad "$what: exit $got, saw $(cat "$T/out"), want $want"; cat "$T/err"; fi
     }
     unset CUDA_VISIBLE_DEVICES
+    # Six simulated GPUs for the selections (every GPU named must exist: below).
+    export GPUSLICE_SIM_DEVICES=6 GPUSLICE_SIM_STATE="$T/six.state"
+    U0=GPU-5ac1ce00-0000-4000-8000-000000000000 U1=GPU-5ac1ce00-0000-4000-8000-000000000001
     cvd_is 1 "run --device 1" -- run -q --device 1
     cvd_is 1 "exec -d 1" -- exec -q -d 1
     cvd_is 0,1 "--device 0,1" -- run -q --device 0,1
     cvd_is 0,1 "-d 0 -d 1" -- exec -q -d 0 -d 1
     cvd_is 1,0,2 "order is kept" -- exec -q -d 1,0 -d 2
-    cvd_is GPU-5AC1CE00-0000-4000-8000-000000000000,1 "a UUID and an index" -- exec -q -d GPU-5AC1CE00-0000-4000-8000-000000000000,1
+    cvd_is $U1,$U0 "two UUIDs" -- exec -q -d $U1,$U0
     cvd_is unset "no --device: unset stays unset" -- exec -q
     "$GS" run -d 1 -- true >"$T/out" 2>"$T/err"; stderr_has "CUDA_VISIBLE_DEVICES=1 for true"
     export CUDA_VISIBLE_DEVICES=3,5
     cvd_is 5 "-d 1 under CUDA_VISIBLE_DEVICES=3,5" -- exec -q -d 1
     cvd_is 5,3 "-d 1,0 under CUDA_VISIBLE_DEVICES=3,5" -- run -q -d 1,0
-    cvd_is GPU-5ac1ce00-0000-4000-8000-000000000000 "a UUID passes through" -- exec -q -d GPU-5ac1ce00-0000-4000-8000-000000000000
+    cvd_is $U0 "a UUID passes through" -- exec -q -d $U0
     cvd_is 3,5 "no --device: a set value is left exactly" -- run -q
     expect 2 "-d 2 under CUDA_VISIBLE_DEVICES=3,5" -- "$GS" exec -d 2 -- touch "$T/started"; stderr_has "--device: index 2 is not among"
-    CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb cvd_is GPU-bbbb "an index into a UUID list" -- exec -q -d 1
+    CUDA_VISIBLE_DEVICES=$U0,$U1 cvd_is $U1 "an index into a UUID list" -- exec -q -d 1
     CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb expect 2 "the same GPU by index and UUID" -- "$GS" exec -d 0,GPU-AAAA -- touch "$T/started"; stderr_has "given twice"
     CUDA_VISIBLE_DEVICES= cvd_is "" "no --device: an empty value is left empty" -- exec -q
     CUDA_VISIBLE_DEVICES= expect 2 "an index when CUDA_VISIBLE_DEVICES is empty" -- "$GS" exec -d 0 -- touch "$T/started"; stderr_has "CUDA_VISIBLE_DEVICES is empty"
     unset CUDA_VISIBLE_DEVICES
+    # A GPU that does not exist is refused before anything starts (issue 31: CUDA would stop
+    # reading CUDA_VISIBLE_DEVICES there, and the program see fewer GPUs, or none).
+    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"; stderr_has "exec: -d/--device: there is no GPU 6: the machine has 6 GPUs (0 = $U0, "
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/one.state"
+    expect 2 "-d 3 on one GPU" -- "$GS" run -d 3 -- touch "$T/started"; stderr_has "run: -d/--device: there is no GPU 3: the machine has 1 GPU (0 = $U0)"
+    expect 2 "-d 0,1 on one GPU" -- "$GS" run -q -d 0,1 -- touch "$T/started"; stderr_has "there is no GPU 1: "
+    expect 2 "-d 1 with a key of --memory" -- "$GS" run -q -d 1 --memory 0:1G -- touch "$T/started"; stderr_has "there is no GPU 1: "
+    expect 2 "-d GPU-…-…01 on one GPU" -- "$GS" exec -q -d $U1 -- touch "$T/started"; stderr_has "there is no GPU $U1: "
+    CUDA_VISIBLE_DEVICES=0,4 expect 2 "-d 1 picking 4 of CUDA_VISIBLE_DEVICES=0,4" -- "$GS" run -q -d 1 -- touch "$T/started"
+    stderr_has 'there is no GPU 4 (picked from CUDA_VISIBLE_DEVICES="0,4"): the machine has 1 GPU'
+    expect 2 "a UUID then an index" -- "$GS" run -q -d $U0,0 -- touch "$T/started"; stderr_has "as a list of UUIDs, as its first entry is"
+    cvd_is 0 "-d 0 on one GPU" -- run -q -d 0
+    # The interposer's debug lines write a GPU's UUID as everything else does (issue 31: gpu-…).
+    GPUSLICE_DEBUG=1 expect 0 "a debug run" -- "$GS" run -q --memory 1G -- "$IT" limit $G
+    if grep -q "device 0 (GPU-5ac1ce00-0000-4000-8000-000000000000)" "$T/err" && ! grep -q "gpu-5ac1ce00" "$T/err"; then
+        ok "debug lines write GPU- and lower-case hex"; else bad "debug lines' UUIDs"; grep -i "5ac1ce00" "$T/err"; fi
+    cvd_is $U0 "-d UUID on one GPU" -- run -q -d $U0
     for v in "" , 0, ,1 0,,1 -1 -2,0 abc 1x 1.5 " 1" 0,0 GPU- 99999999; do
         expect 2 "--device '$v' is bad usage" -- "$GS" run -d "$v" -- touch "$T/started"
         stderr_has "--device: "
@@ -1095,6 +1150,14 @@ info)
     export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_SMS=66 GPUSLICE_SIM_MEMORY=8G
     export CUDA_MPS_PIPE_DIRECTORY="$T/mps"
     mkdir -p "$T/mps" "$T/empty"
+    # One unit per memory line (issue 31: "16 GiB total, 838 MiB used, 15546 MiB free").
+    "$GS" run -q -- "$B/tests/mem_probe" alloc:838 mark:"$T/held" wait:"$T/info-release" >/dev/null 2>&1 &
+    BG="$BG $!"
+    i=0; while [ ! -e "$T/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    expect 0 "info with memory in use" -- "$GS" info
+    if grep -E '^  memory +8\.0 GiB total, [0-9]+\.[0-9] GiB used, [0-9]+\.[0-9] GiB free$' "$T/out" >/dev/null && ! grep "^  memory" "$T/out" | grep -q "MiB"; then
+        ok "info's memory lines: one unit each"; else bad "info's memory lines mix units"; grep memory "$T/out"; fi
+    touch "$T/info-release"
     expect 0 "info --json with green contexts" -- "$GS" info --json
     json_ok "info --json: the driver's granularity" '
 for x in d["gpus"]:

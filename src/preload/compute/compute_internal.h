@@ -122,7 +122,6 @@
 
 #define MAX_ORD 64
 
-
 #define MAX_STREAMS 512
 
 #define MAX_MARKS 1024
@@ -155,8 +154,9 @@ struct gdev {
     uint64_t wait_since;  /* when a launch began waiting for its turn on the board; 0 = none */
     /*
      * Yielding to a higher class (admission.c): the class it yields to, or 0; the SMs its
-     * launches move to meanwhile (a green context of about half the device, made at the first
-     * need, under MPS only): 0 not tried, 1 ready, -1 cannot be made.
+     * launches move to meanwhile (a green context of about three quarters of the device,
+     * route.c, made at the first need, under MPS only): 0 not tried, 1 ready, -1 cannot be
+     * made.
      */
     int above;
     uint64_t peer_ns; /* classes.c: when the daemon's other tenants were last looked at here */
