@@ -576,6 +576,25 @@ static uint64_t policy_limit(const struct gpuslice_node_tenant *p, const uint8_t
 }
 
 /*
+ * A limit for people: memory as "8 GiB (8589934592 bytes)", compute as "25 %", 0 as "no
+ * limit" (issue 31: a refusal printed raw byte counts).
+ */
+static const char *limit_text(int mem, uint64_t v, char *buf, size_t len)
+{
+    char size[32];
+
+    if (v == 0)
+        snprintf(buf, len, "no limit");
+    else if (!mem)
+        snprintf(buf, len, "%llu %%", (unsigned long long)v);
+    else {
+        gs_format_size(v, size, sizeof(size));
+        snprintf(buf, len, "%s (%llu bytes)", size, (unsigned long long)v);
+    }
+    return buf;
+}
+
+/*
  * Whether policy b gives any GPU a higher limit than a does, judged per GPU on the whole of
  * both (every GPU of the node, every GPU either names, and the default for the others), or a
  * higher class or weight; names it in err.
@@ -584,6 +603,7 @@ static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpus
                          char *err, size_t errlen)
 {
     static const uint8_t zero[16];
+    char t1[64], t2[64];
     int k, mem;
 
     for (mem = 1; mem >= 0; mem--) {
@@ -592,9 +612,9 @@ static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpus
                  want = mem ? b->mem_default : b->compute_default;
 
         if (raises(now, want)) {
-            gs_set_error(err, errlen, "the %s default from %llu to %s%llu", what,
-                         (unsigned long long)now, want ? "" : "no limit ",
-                         (unsigned long long)want);
+            gs_set_error(err, errlen, "the %s default from %s to %s", what,
+                         limit_text(mem, now, t1, sizeof(t1)),
+                         limit_text(mem, want, t2, sizeof(t2)));
             return 1;
         }
         for (k = 0; k < gd.ndev + 2 * GPUSLICE_NODE_MAX_DEVICES; k++) {
@@ -611,13 +631,13 @@ static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpus
             if (raises(now, want)) {
                 gs_format_uuid(raw, u);
                 if (k < gd.ndev)
-                    gs_set_error(err, errlen, "%s on GPU %d from %llu to %s%llu", what,
-                                 gd.dev[k].index, (unsigned long long)now, want ? "" : "no limit ",
-                                 (unsigned long long)want);
+                    gs_set_error(err, errlen, "%s on GPU %d from %s to %s", what,
+                                 gd.dev[k].index, limit_text(mem, now, t1, sizeof(t1)),
+                                 limit_text(mem, want, t2, sizeof(t2)));
                 else
-                    gs_set_error(err, errlen, "%s on GPU-%s from %llu to %s%llu", what, u + 4,
-                                 (unsigned long long)now, want ? "" : "no limit ",
-                                 (unsigned long long)want);
+                    gs_set_error(err, errlen, "%s on GPU-%s from %s to %s", what, u + 4,
+                                 limit_text(mem, now, t1, sizeof(t1)),
+                                 limit_text(mem, want, t2, sizeof(t2)));
                 return 1;
             }
         }
@@ -649,6 +669,7 @@ static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpus
 static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, char *err,
                       size_t errlen)
 {
+    char t1[64], t2[64];
     int k, mem;
 
     if (t->managed) {
@@ -673,9 +694,9 @@ static int raises_any(const struct gd_tenant *t, const struct gd_limits_req *l, 
                 continue;
             want = effective(lim, gd.dev[k].raw, now);
             if (raises(now, want)) {
-                gs_set_error(err, errlen, "%s on GPU %d from %llu to %s%llu",
-                             mem ? "memory" : "compute", gd.dev[k].index, (unsigned long long)now,
-                             want ? "" : "no limit ", (unsigned long long)want);
+                gs_set_error(err, errlen, "%s on GPU %d from %s to %s", mem ? "memory" : "compute",
+                             gd.dev[k].index, limit_text(mem, now, t1, sizeof(t1)),
+                             limit_text(mem, want, t2, sizeof(t2)));
                 return 1;
             }
         }

@@ -794,6 +794,9 @@ daemon_authz)
     n_want 403 "joins root's tenant" -X POST http://d/v1/tenants/mine/processes
     as_nobody "$GS" set theirs --memory 2G >"$T/out" 2>"$T/err"; rc=$?
     [ $rc = 1 ] && grep -q "only an admin" "$T/err" && ok "gpuslice set raising: refused (exit 1)" || { bad "set raise: $rc"; cat "$T/err"; }
+    # The refusal says the sizes for people, the exact bytes beside them (issue 31).
+    grep -qE "memory (default |on GPU [0-9]+ )?from [0-9.]+ [KMGT]iB \([0-9]+ bytes\) to 2 GiB \(2147483648 bytes\)" "$T/err" &&
+        ok "the refusal in GiB with the bytes: $(grep -o 'from .*bytes)' "$T/err" | head -n 1)" || { bad "refusal units"; cat "$T/err"; }
     as_nobody "$GS" set theirs --memory 800M >"$T/out" 2>"$T/err" && ok "gpuslice set lowering: done" || { bad "set lower"; cat "$T/err"; }
     as_nobody "$GS" run --tenant theirs -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"
     grep -q "alloc 512 ok" "$T/out" && grep -q "alloc 400 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "nobody's program held to 800M" || { bad "nobody's program"; cat "$T/out" "$T/err"; }
