@@ -880,17 +880,19 @@ def test_contention_generate_fake():
 
 def test_contention_hang_fake():
     """A survivor that hangs for good once the victim died (the stand-in's synchronize never
-    returns): told as a hang, never resumed, SIGKILLed 15 s past its end; the bench ends."""
+    returns): told as a hang, never resumed, SIGKILLed 4 s past its end (CONTENTION_HANG_WAIT_S;
+    15 s by default); the bench ends."""
     mark = os.path.join(tempfile.mkdtemp(), "died")
     t = time.monotonic()
     r, out = contention_run(["--only", "solo-background", "--faults", "latency-dies-mps"],
-                            env={"FAKE_TORCH_MARK": mark, "FAKE_TORCH_HANG_S": "inf"})
+                            env={"FAKE_TORCH_MARK": mark, "FAKE_TORCH_HANG_S": "inf",
+                                 "CONTENTION_HANG_WAIT_S": "4"})
     text = r.stdout + r.stderr
     expect(r.returncode == 0 and "Traceback" not in text, f"exit {r.returncode}:\n{text[-3000:]}")
     f = json.load(open(os.path.join(out, "contention.json")))["faults"]
     x = f[0] if f else {}
     expect(x.get("hung") and not x.get("resumed") and x.get("survivor_end") == "killed"
-           and x.get("stall_s", 0) > 15, f"a hang for good, the survivor killed: {x}")
+           and x.get("stall_s", 0) > 4, f"a hang for good, the survivor killed: {x}")
     expect(time.monotonic() - t < 60, f"bounded: {time.monotonic() - t:.0f} s")
 
 
