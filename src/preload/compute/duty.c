@@ -200,9 +200,10 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
     /*
      * A period with nothing counted in flight, or in which the process launched without a
      * ceiling (nothing is counted then, while NVML sees its kernels), says nothing of the
-     * duty. (Each sample is not clipped to its own time in flight: the period's edges fall
-     * inside buckets, and a clip would take only the errors one way, billing less than the
-     * kernels ran; the ratio of the sums is clipped instead.)
+     * duty. (Each sample is not clipped to its own time in flight: NVML's period and ours
+     * are not cut at the same instant, so a sample errs either way, and a clip would keep only
+     * the errors one way, billing less than the kernels ran; the ratio of the sums is clipped
+     * instead.)
      */
     if (sp <= 0)
         return;
