@@ -135,6 +135,16 @@ PY
     want 400 "a name with a slash" POST /v1/tenants '{"name":"a/b"}'
     body_has "name:"
     want 400 "an all-digit name (ids are numbers)" POST /v1/tenants '{"name":"123"}'
+    # The ends of a name (issue 32): a letter or a digit may start it, '.', '_' and '-' only
+    # follow it; 63 characters are accepted, 64 refused.
+    N63=$(printf 'n%.0s' $(seq 63))
+    for n in a Z 7z 0.x_y-z "$N63"; do
+        want 201 "a name starting with '${n%"${n#?}"}' (${#n} characters)" POST /v1/tenants "{\"name\":\"$n\"}"
+        want 204 "and deleted" DELETE "/v1/tenants/$n"
+    done
+    for n in -a _a .a "${N63}n" ""; do
+        want 400 "a name starting with '${n%"${n#?}"}' (${#n} characters)" POST /v1/tenants "{\"name\":\"$n\"}"
+    done
     want 400 "no name" POST /v1/tenants '{"memory":"1G"}'
     want 400 "a size that is not one" POST /v1/tenants '{"name":"x","memory":"8 GB"}'
     body_has "memory: \\\\\"8 GB\\\\\" is not a size"
@@ -370,6 +380,39 @@ daemon_metrics)
     awk '/^gpuslice_tenant_memory_used_bytes/ { if ($2 >= 100*1048576) f=1 } END { exit !f }' "$T/body" && ok "usage series" || bad "usage"
     grep -q '^gpuslice_tenant_processes{.*} 1$' "$T/body" && ok "one process" || bad "processes"
     grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",uuid=' "$T/body" && ok "device series" || bad "device"
+    # Issue 32: each series in its base unit and with its own value. The simulated GPU is idle
+    # (the process only allocates): 0 % busy, 110 W, an SM clock of 1980 MHz, 30 degrees, 16 GiB.
+    G0='{gpu="0",uuid="GPU-5ac1ce00-0000-4000-8000-000000000000",model_name="gpuslice simulated GPU",hostname="[^"]*"}'
+    for s in "gpuslice_gpu_sm_clock_hertz 1980000000" "gpuslice_gpu_power_watts 110.000" \
+        "gpuslice_gpu_temperature_celsius 30" "gpuslice_gpu_utilization_ratio 0.00" \
+        "gpuslice_gpu_memory_total_bytes 17179869184" "gpuslice_gpu_memory_reserved_bytes 0"; do
+        grep -q "^${s% *}$G0 ${s#* }\$" "$T/body" && ok "${s% *} of GPU 0 is ${s#* }" || { bad "${s% *}: want ${s#* }"; grep "^${s% *}" "$T/body"; }
+    done
+    # Used: the 100 MiB, the context's 64 MiB and the 6 MiB NVML does not list (the simulator's
+    # defaults), not the total; the tenant's: its 100 MiB (and what it charges for its
+    # context), not its 1 GiB limit.
+    grep -q "^gpuslice_gpu_memory_used_bytes$G0 178257920\$" "$T/body" && ok "GPU 0's memory used: 170 MiB" || { bad "GPU memory used: want 178257920"; grep '^gpuslice_gpu_memory' "$T/body"; }
+    awk '/^gpuslice_tenant_memory_used_bytes\{tenant="1",tenant_name="m",gpu="0",/ { if ($2 >= 100 * 1048576 && $2 < 200 * 1048576) f = 1 } END { exit !f }' "$T/body" && ok "the tenant's memory used: its 100 MiB, not its limit" || { bad "tenant memory used"; grep '^gpuslice_tenant_memory' "$T/body"; }
+    # The request histogram: bounds rising, buckets cumulative, +Inf the count, no more requests
+    # than were answered, and the sum (seconds) within what the buckets allow.
+    awk '
+    /^gpuslice_daemon_request_duration_seconds_bucket\{le="/ {
+        split($1, a, "\""); le = a[2]; v = $2 + 0; n++
+        if (le != "+Inf" && n > 1 && le + 0 <= lo) err = err " bound " le " not above " lo
+        if (v < prev) err = err " le=" le " (" v ") below the bucket before (" prev ")"
+        if (le == "+Inf") { inf = v; if (v > prev) hi = -1 } else { hi += (v - prev) * le; low += (v - prev) * lo }
+        prev = v; lo = le + 0
+    }
+    /^gpuslice_daemon_request_duration_seconds_sum / { sum = $2 + 0 }
+    /^gpuslice_daemon_request_duration_seconds_count / { cnt = $2 + 0 }
+    /^gpuslice_daemon_requests_total / { tot = $2 + 0 }
+    END {
+        if (n != 13) err = err " " n " buckets, want 13"
+        if (inf != cnt) err = err " +Inf " inf " but _count " cnt
+        if (cnt < 1 || cnt > tot) err = err " _count " cnt " of " tot " requests answered"
+        if (sum <= 0 || sum < low * 0.999999 || (hi >= 0 && sum > hi * 1.000001 + 1e-9)) err = err " _sum " sum " outside " low ".." hi
+        if (err != "") { print err; exit 1 }
+    }' "$T/body" >"$T/hist" && ok "request histogram: cumulative, +Inf = _count, _sum in seconds" || { bad "histogram:$(cat "$T/hist")"; grep '^gpuslice_daemon_request' "$T/body"; }
     touch "$T/go"; wait $P1
     stop_daemon
     # dcgm-exporter's label names (the default): promtool's lint finds only their case.
