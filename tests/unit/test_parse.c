@@ -688,6 +688,69 @@ static void test_priority_and_weight(void **state)
     assert_int_equal(gs_parse_yield_sms(NULL, &v), -EINVAL);
 }
 
+/*
+ * Issue 32: the ends of each accepted range are accepted and one past each is refused, so an
+ * off-by-one at either end fails here. Compute ceilings 1..100; SM partitions up to
+ * GS_SMS_MAX SMs, a first SM below it, 1..100 %; sizes up to 2^64 - 1 bytes.
+ */
+static void test_range_ends_accepted_one_past_refused(void **state)
+{
+    static const struct {
+        const char *in;
+        enum gs_value_kind kind;
+        uint64_t want; /* 0: refused */
+    } cases[] = {
+        { "1", GS_VALUE_PERCENT, 1 },
+        { "100", GS_VALUE_PERCENT, 100 },
+        { "0", GS_VALUE_PERCENT, 0 },
+        { "101", GS_VALUE_PERCENT, 0 },
+        { "1", GS_VALUE_SMS, 1 },
+        { "4096", GS_VALUE_SMS, 4096 },
+        { "0", GS_VALUE_SMS, 0 },
+        { "4097", GS_VALUE_SMS, 0 },
+        { "1@4095", GS_VALUE_SMS, 1 | 4095ULL << 32 },
+        { "1@4096", GS_VALUE_SMS, 0 },
+        { "1%", GS_VALUE_SMS, 1 | GS_SMS_SHARE },
+        { "100%", GS_VALUE_SMS, 100 | GS_SMS_SHARE },
+        { "0%", GS_VALUE_SMS, 0 },
+        { "101%", GS_VALUE_SMS, 0 },
+        { "1M", GS_VALUE_SIZE, 1ULL << 20 },
+        { "1048575", GS_VALUE_SIZE, 0 },
+        { "18446744073709551615", GS_VALUE_SIZE, UINT64_MAX },
+        { "18446744073709551616", GS_VALUE_SIZE, 0 },
+        { "16777215T", GS_VALUE_SIZE, 16777215ULL << 40 },
+        { "16777216T", GS_VALUE_SIZE, 0 },
+    };
+    struct gs_limits l;
+    char err[512];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int r = gs_parse_limit_list(cases[i].in, cases[i].kind, "--limit", &l, err, sizeof(err));
+        if (cases[i].want ? r != 0 || gs_limits_lookup(&l, 0, NULL) != cases[i].want : r == 0)
+            fail_msg("\"%s\" (kind %d): %d, %llu", cases[i].in, (int)cases[i].kind, r,
+                     r == 0 ? (unsigned long long)gs_limits_lookup(&l, 0, NULL) : 0ULL);
+    }
+    /* A compute ceiling per device at both ends. */
+    assert_int_equal(
+        gs_parse_limit_list("0:1,1:100", GS_VALUE_PERCENT, "--compute", &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 100);
+    assert_true(
+        gs_parse_limit_list("0:1,1:101", GS_VALUE_PERCENT, "--compute", &l, err, sizeof(err)) < 0);
+    /* The size parser alone: 2^64 - 1 is the largest, by digits or by a unit. */
+    {
+        uint64_t v = 0;
+        assert_int_equal(gs_parse_size("18446744073709551615", &v), 0);
+        assert_true(v == UINT64_MAX);
+        assert_int_equal(gs_parse_size("18446744073709551616", &v), -ERANGE);
+        assert_int_equal(gs_parse_size("16777215.99999999999T", &v), 0);
+        assert_true(v < UINT64_MAX && v > (16777215ULL << 40));
+        assert_int_equal(gs_parse_size("16777216T", &v), -ERANGE);
+    }
+}
+
 /* HAMi's shared file: an absolute path of a file, or nothing; anything else is named. */
 static void test_shared_cache_path(void **state)
 {
@@ -768,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_share_table),
         cmocka_unit_test(test_priority_and_weight),
         cmocka_unit_test(test_shared_cache_path),
+        cmocka_unit_test(test_range_ends_accepted_one_past_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

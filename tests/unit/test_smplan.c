@@ -235,6 +235,12 @@ static void test_too_many_lanes_and_bad_shares_are_refused(void **state)
     assert_true(s[2] == 50);
     assert_int_equal(smplan_parse_shares("12.5,1", s, 64, &n, err, sizeof(err)), 0);
     assert_true(s[0] == 12.5);
+    /* The ends (issue 32): 1e6 and a millionth are shares, 1000000.5 is not; 64 shares fit in 64. */
+    assert_int_equal(smplan_parse_shares("1000000,0.000001", s, 64, &n, err, sizeof(err)), 0);
+    assert_true(n == 2 && s[0] == 1e6 && s[1] == 0.000001);
+    assert_int_equal(smplan_parse_shares("1000000.5", s, 64, &n, err, sizeof(err)), -EINVAL);
+    assert_int_equal(smplan_parse_shares("1,1", s, 2, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
     static const char *const bad[] = { "",    "0",    "-1",   "1,,2", "1,", "nan",     "inf",
                                        "1e3", "2..5", "0x10", " 5",   "5 ", "1000001", "0.0" };
     for (i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
