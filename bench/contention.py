@@ -715,7 +715,18 @@ FAULTS = ["latency-dies", "latency-dies-mps", "latency-stuck"]
 HANG_S = 2.0  # the survivor making no progress for longer than this is a hang, not a slowdown
 # How long past its end a survivor is waited for before it is SIGKILLed (CONTENTION_HANG_WAIT_S:
 # tests/gpu/selftest.py's stand-ins, which need not wait that long).
-HANG_WAIT_S = float(os.environ.get("CONTENTION_HANG_WAIT_S") or 15.0)
+def _hang_wait_s():
+    v = os.environ.get("CONTENTION_HANG_WAIT_S") or "15"
+    try:
+        if float(v) > 0:
+            return float(v)
+    except ValueError:
+        pass
+    sys.exit(f'contention.py: CONTENTION_HANG_WAIT_S: "{v}" is not a number of seconds above 0 '
+             "(e.g. 15)")
+
+
+HANG_WAIT_S = _hang_wait_s()
 
 
 def read_trace(text):

@@ -468,6 +468,12 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
  */
 static unsigned pid_offset(void);
 
+/* A period's end as NVML stamps it: CLOCK_REALTIME us, fixed per period as the driver's are. */
+static unsigned long long stamp_us(uint64_t end_ns)
+{
+    return (unsigned long long)((int64_t)(end_ns / 1000) + nv.st.sh->rt_minus_mono_us);
+}
+
 /*
  * The device's utilisation samples: one per sample period (SIM_SAMPLE_NS) that ended, the
  * share of it in which a kernel of any process ran, stamped with the period's end (CLOCK_REALTIME
@@ -492,8 +498,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
     count = sim_state_device_samples(nv.st.sh, i, sim_now_ns(), got, SIM_PERIODS);
     sim_state_unlock(&nv.st);
     for (int k = 0; k < count; k++) {
-        unsigned long long ts =
-            (unsigned long long)((int64_t)(got[k].end_ns / 1000) + nv.st.sh->rt_minus_mono_us);
+        unsigned long long ts = stamp_us(got[k].end_ns);
         if (ts <= lastSeenTimeStamp)
             continue;
         memset(&out[n], 0, sizeof(out[n]));
@@ -541,9 +546,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
      * NVML answers).
      */
     for (int k = 0; k < count; k++) {
-        /* Fixed per period, as the driver's are (not re-derived from the clocks each call). */
-        unsigned long long ts =
-            (unsigned long long)((int64_t)(got[k].end_ns / 1000) + nv.st.sh->rt_minus_mono_us);
+        unsigned long long ts = stamp_us(got[k].end_ns);
         if (ts <= lastSeenTimeStamp)
             continue;
         memset(&samples[n], 0, sizeof(samples[n]));

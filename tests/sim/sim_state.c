@@ -727,6 +727,16 @@ static struct sim_period *period_at(struct sim_device *d, uint64_t t)
     return p;
 }
 
+/* One sample: pid busy b ns of the period key (its share, rounded, at most 100 %). */
+static void set_sample(struct sim_sample *x, int32_t pid, uint64_t b, uint64_t key)
+{
+    x->pid = pid;
+    x->pct = (unsigned)((b * 100 + SIM_SAMPLE_NS / 2) / SIM_SAMPLE_NS);
+    if (x->pct > 100)
+        x->pct = 100;
+    x->end_ns = key * SIM_SAMPLE_NS;
+}
+
 /* Counts [s, e), a kernel running, into the device's utilisation of the periods it is in. */
 static void count_running(struct sim_device *d, uint64_t s, uint64_t e)
 {
@@ -756,12 +766,7 @@ int sim_state_device_samples(const struct sim_shared *sh, int dev, uint64_t now,
         const struct sim_period *p = &d->periods[key % SIM_PERIODS];
         uint64_t b = p->key == key ? p->run_ns : 0;
 
-        out[n].pid = 0;
-        out[n].pct = (unsigned)((b * 100 + SIM_SAMPLE_NS / 2) / SIM_SAMPLE_NS);
-        if (out[n].pct > 100)
-            out[n].pct = 100;
-        out[n].end_ns = key * SIM_SAMPLE_NS;
-        n++;
+        set_sample(&out[n++], 0, b, key);
     }
     return n;
 }
@@ -809,12 +814,7 @@ int sim_state_samples(const struct sim_shared *sh, int dev, uint64_t now, struct
 
             if (b == 0 || n == max)
                 continue;
-            out[n].pid = p->p[k].pid;
-            out[n].pct = (unsigned)((b * 100 + SIM_SAMPLE_NS / 2) / SIM_SAMPLE_NS);
-            if (out[n].pct > 100)
-                out[n].pct = 100;
-            out[n].end_ns = key * SIM_SAMPLE_NS;
-            n++;
+            set_sample(&out[n++], p->p[k].pid, b, key);
         }
     }
     return n;
