@@ -12,7 +12,7 @@
 # usage: tests/gpu/run.sh [--only REGEX]     run the suite (or the checks whose name matches)
 #        tests/gpu/run.sh --list             list the checks
 #        tests/gpu/run.sh --check FUNCTION   run one check function (used internally)
-# env:   GPU_BUILD_DIR (build-gpu), GPU_SUITE_BUDGET (seconds for everything, 570),
+# env:   GPU_BUILD_DIR (build-gpu), GPU_SUITE_BUDGET (seconds for everything, 780),
 #        GPU_SUITE_STRICT=1 (a SKIP fails the run too), GPU_CMAKE_ARGS (extra cmake options,
 #        default "-DGPUSLICE_WERROR=OFF -DGPUSLICE_SIM=OFF"), PYTHON (python3), NVCC, OUT
 # The check functions are called by name (run.sh --check FUNCTION):
@@ -32,7 +32,7 @@ GPUBIN=$BUILD/gpu
 PY=${PYTHON:-python3}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$NVCC")")")}
-BUDGET=${GPU_SUITE_BUDGET:-570}
+BUDGET=${GPU_SUITE_BUDGET:-780}
 GiB=1073741824
 export GPU_BUILD_DIR=$BUILD PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
@@ -775,7 +775,7 @@ esac
 
 # A budget the benchmarks' kept time already fills would mark every check "not run": refuse it.
 if ! [[ $BUDGET =~ ^[0-9]+$ ]]; then
-    echo "GPU_SUITE_BUDGET: \"$BUDGET\" is not a number of seconds (e.g. 570)" >&2
+    echo "GPU_SUITE_BUDGET: \"$BUDGET\" is not a number of seconds (e.g. 780)" >&2
     exit 2
 fi
 KEPT=$(reserve_after -1)

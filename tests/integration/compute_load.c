@@ -15,7 +15,8 @@
  *   idle), gaps (one kernel, then COMPUTE_LOAD_GAP_US of host work, repeatedly, a
  *   synchronisation every 20 ms: a launch-bound loop whose kernels are shorter than the gaps
  *   between them; it also prints "late_rate R", its launches per second over the second
- *   half of the run, after a ceiling's duty is learnt), ptds-capture (another thread launches once on its per-thread stream
+ *   half of the run, after a ceiling's duty is learnt; with COMPUTE_LOAD_RATE_MS=M also
+ *   "rate END R" for every window of M ms, END on the wall clock in seconds), ptds-capture (another thread launches once on its per-thread stream
  *   while this one captures, then this one loads a stream); ex_ptsz, coop_ptsz,
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
  *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
@@ -258,7 +259,9 @@ static long gap_load(double *late)
     const char *g = getenv("COMPUTE_LOAD_GAP_US");
     double gap = (g ? atof(g) : 4.0 * kernel_us) * 1e-6, t = now_s(), end = t + seconds;
     double half = t + seconds / 2, sync_at = t + 0.02, w;
-    long n = 0, n_half = -1;
+    const char *re = getenv("COMPUTE_LOAD_RATE_MS");
+    double every = re ? atof(re) * 1e-3 : 0, win = t;
+    long n = 0, n_half = -1, n_win = 0;
     CUstream s;
 
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -269,6 +272,17 @@ static long gap_load(double *late)
             ;
         if (n_half < 0 && t >= half)
             n_half = n;
+        if (every > 0 && t - win >= every) {
+            /* COMPUTE_LOAD_RATE_MS: "rate END RATE", launches/s over each window, END on the
+               wall clock (CLOCK_REALTIME s, as date +%s.%N says it). */
+            struct timespec rt;
+
+            clock_gettime(CLOCK_REALTIME, &rt);
+            printf("rate %.3f %.0f\n", (double)rt.tv_sec + rt.tv_nsec * 1e-9,
+                   (double)(n - 1 - n_win) / (t - win));
+            n_win = n - 1;
+            win = t;
+        }
         if (t >= sync_at) {
             CHECK(cuStreamSynchronize(s));
             sync_at = t + 0.02;

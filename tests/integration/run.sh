@@ -833,6 +833,47 @@ compute_duty)
     share_in 0.62 0.70 "back-to-back 20 us kernels, 10 us gaps, natively"
     GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "the same under --compute 50" -- "$GS" run -q --compute 50 -- "$CL" stream 4 20
     share_in 0.45 0.53 "back-to-back kernels with device gaps under --compute 50, held by the device's time"
+    # The duty outlives a stretch without a ceiling: uncapped for 4 s (`gpuslice set --compute
+    # none`: nothing is counted in flight then), the loop is not billed all its time in flight
+    # once the ceiling is back (the duty goes stale only after 3 s of time in flight counted
+    # with NVML silent about the process), so it keeps its rate from the first moment.
+    COMPUTE_LOAD_RATE_MS=250 "$GS" run -q --name duty-kept --compute 50 -- "$CL" gaps 10 20 \
+        >"$T/kept" 2>"$T/kept.err" &
+    kp=$!
+    sleep 3
+    "$GS" set duty-kept --compute none >/dev/null 2>>"$T/kept.err"
+    sleep 4
+    "$GS" set duty-kept --compute 50 >/dev/null 2>>"$T/kept.err"; t_on=$(date +%s.%N)
+    wait "$kp"
+    # Launches/s in the 2 s before the ceiling came back, and in the first second after it.
+    rates=$(awk -v on="$t_on" '$1 == "rate" {
+        if ($2 > on - 2 && $2 <= on) { a += $3; na++ }
+        if ($2 > on + 0.25 && $2 <= on + 1.25) { b += $3; nb++ } }
+        END { printf "%.0f %.0f", na ? a / na : 0, nb ? b / nb : 0 }' "$T/kept")
+    r_off=${rates% *} r_on=${rates#* }
+    if awk -v a="$r_on" -v b="$r_off" -v lo="$(loose 0.85)" 'BEGIN { exit !(b > 0 && a / b >= lo) }'; then
+        ok "the ceiling back after 4 s without it: $r_on launches/s in its first second, $r_off/s uncapped"
+    else bad "the ceiling back after 4 s without it: $r_on launches/s in its first second against $r_off/s uncapped"
+        cat "$T/kept" "$T/kept.err"; fi
+    # NVML falls silent about the process after 2 s: after 3 s more of time in flight the duty
+    # is stale, and all the time in flight is billed again (the loop is throttled to it).
+    rm -f "$T/silent"
+    COMPUTE_LOAD_RATE_MS=250 GPUSLICE_SIM_NVML_SILENT="$T/silent" "$GS" run -q --compute 50 -- \
+        "$CL" gaps 9 20 >"$T/silenced" 2>"$T/silenced.err" &
+    kp=$!
+    sleep 2.5
+    : >"$T/silent"; t_sil=$(date +%s.%N)
+    wait "$kp"
+    rm -f "$T/silent"
+    rates=$(awk -v s="$t_sil" '$1 == "rate" {
+        if ($2 > s - 1.5 && $2 <= s) { a += $3; na++ }
+        if ($2 > s + 5 && $2 <= s + 6.5) { b += $3; nb++ } }
+        END { printf "%.0f %.0f", na ? a / na : 0, nb ? b / nb : 0 }' "$T/silenced")
+    r_before=${rates% *} r_after=${rates#* }
+    if awk -v a="$r_after" -v b="$r_before" 'BEGIN { exit !(b > 0 && a > 0 && a / b <= 0.8) }'; then
+        ok "NVML silent for 5 s: the duty went stale, $r_after launches/s against $r_before/s before"
+    else bad "NVML silent for 5 s: $r_after launches/s against $r_before/s before (the old duty kept)"
+        cat "$T/silenced" "$T/silenced.err"; fi
     # NVML cannot name the process (another PID namespace): nothing learnt, all the time in
     # flight is billed, as before (the ceiling holds; the loop is throttled).
     GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_DEBUG=1 expect 0 "the loop under --compute 50, NVML blind to it" -- \

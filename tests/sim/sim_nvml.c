@@ -536,6 +536,18 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     DEVICE_OR_RETURN(device, i);
     if (!processSamplesCount)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /*
+     * GPUSLICE_SIM_NVML_SILENT=FILE: while FILE exists, no process has samples (as when the
+     * driver stops reporting them, or a process moves out of NVML's sight).
+     */
+    {
+        const char *silent = getenv("GPUSLICE_SIM_NVML_SILENT");
+
+        if (silent && *silent && access(silent, F_OK) == 0) {
+            *processSamplesCount = 0;
+            return NVML_ERROR_NOT_FOUND;
+        }
+    }
     sim_state_lock(&nv.st);
     now = sim_now_ns();
     count = sim_state_samples(nv.st.sh, i, now, got, (int)(sizeof(got) / sizeof(got[0])));

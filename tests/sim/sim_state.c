@@ -737,12 +737,26 @@ static void set_sample(struct sim_sample *x, int32_t pid, uint64_t b, uint64_t k
     x->end_ns = key * SIM_SAMPLE_NS;
 }
 
+/* The device's period slot of time t on d, made afresh when it held an older period. */
+static struct sim_dev_period *dev_period_at(struct sim_device *d, uint64_t t)
+{
+    uint64_t key = (t + SIM_DEV_SAMPLE_SHIFT_NS) / SIM_SAMPLE_NS + 1;
+    struct sim_dev_period *p = &d->dev_periods[key % SIM_PERIODS];
+
+    if (p->key != key) {
+        memset(p, 0, sizeof(*p));
+        p->key = key;
+    }
+    return p;
+}
+
 /* Counts [s, e), a kernel running, into the device's utilisation of the periods it is in. */
 static void count_running(struct sim_device *d, uint64_t s, uint64_t e)
 {
     while (s < e) {
-        struct sim_period *p = period_at(d, s);
-        uint64_t end = p->key * SIM_SAMPLE_NS, upto = e < end ? e : end, from = s;
+        struct sim_dev_period *p = dev_period_at(d, s);
+        uint64_t end = p->key * SIM_SAMPLE_NS - SIM_DEV_SAMPLE_SHIFT_NS;
+        uint64_t upto = e < end ? e : end, from = s;
 
         if (p->run_covered_ns > from)
             from = p->run_covered_ns; /* MPS clients' kernels overlap: the device ran once */
@@ -758,15 +772,16 @@ int sim_state_device_samples(const struct sim_shared *sh, int dev, uint64_t now,
                              struct sim_sample *out, int max)
 {
     const struct sim_device *d = &sh->dev[dev];
-    uint64_t cur = now / SIM_SAMPLE_NS + 1, key;
+    uint64_t cur = (now + SIM_DEV_SAMPLE_SHIFT_NS) / SIM_SAMPLE_NS + 1, key;
     int n = 0;
 
     /* Every period that ended, idle ones too (the driver samples the device all the time). */
     for (key = cur > SIM_PERIODS ? cur - SIM_PERIODS + 1 : 1; key < cur && n < max; key++) {
-        const struct sim_period *p = &d->periods[key % SIM_PERIODS];
+        const struct sim_dev_period *p = &d->dev_periods[key % SIM_PERIODS];
         uint64_t b = p->key == key ? p->run_ns : 0;
 
-        set_sample(&out[n++], 0, b, key);
+        set_sample(&out[n], 0, b, key);
+        out[n++].end_ns = key * SIM_SAMPLE_NS - SIM_DEV_SAMPLE_SHIFT_NS;
     }
     return n;
 }

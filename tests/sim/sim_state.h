@@ -47,7 +47,7 @@
 
 #define SIM_STATE_MAGIC 0x314d49534543494cull /* "LICESIM1", little-endian */
 #define SIM_STATE_VERSION                                                                          \
-    9u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms; 8: sm_free_ns; 9: periods */
+    10u /* 4: users hold a shared lock on the file (sim_state_open); 5: 512 processes; 6: context_hidden; 7: idle_used, context_ms; 8: sm_free_ns; 9: periods; 10: the device's periods apart */
 
 struct sim_config {
     uint32_t devices;
@@ -92,6 +92,12 @@ struct sim_interval {
 #define SIM_SAMPLE_NS 166666667ull
 #define SIM_PERIODS 24      /* periods kept: 4 s */
 #define SIM_PERIOD_PROCS 32 /* processes counted per period */
+/*
+ * The device's utilisation samples (nvmlDeviceGetSamples) have periods of the same length
+ * whose ends fall this much before the processes' periods' ends: the driver samples the
+ * device and the processes on its own schedules, and no H100 run showed them to line up.
+ */
+#define SIM_DEV_SAMPLE_SHIFT_NS (SIM_SAMPLE_NS * 2 / 5)
 
 struct sim_period_proc {
     int32_t pid;
@@ -102,14 +108,20 @@ struct sim_period_proc {
 
 struct sim_period {
     uint64_t key; /* start / SIM_SAMPLE_NS + 1; 0 = unused */
-    uint64_t run_ns;           /* a kernel of any process ran (the device's utilisation) */
-    uint64_t run_covered_ns;   /* ... counted up to here */
     struct sim_period_proc p[SIM_PERIOD_PROCS];
+};
+
+/* One of the device's sample periods: [key * P - P - SHIFT, key * P - SHIFT). */
+struct sim_dev_period {
+    uint64_t key;            /* (start + SHIFT) / SIM_SAMPLE_NS + 1; 0 = unused */
+    uint64_t run_ns;         /* a kernel of any process ran (the device's utilisation) */
+    uint64_t run_covered_ns; /* ... counted up to here */
 };
 
 struct sim_device {
     uint64_t busy_until_ns; /* end of the last kernel queued on the device */
     struct sim_period periods[SIM_PERIODS];
+    struct sim_dev_period dev_periods[SIM_PERIODS];
     /* When each SM is free of the kernels queued so far (MPS clients' kernels share SMs). */
     uint64_t sm_free_ns[SIM_MAX_SMS];
     uint64_t ring_count; /* intervals ever written; the newest is ring[(count-1) % LEN] */

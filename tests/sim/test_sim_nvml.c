@@ -337,6 +337,67 @@ static void test_utilization_follows_the_device_timeline(void **state)
     assert_int_equal(n, 1);
 }
 
+/*
+ * The device's utilisation samples (nvmlDeviceGetSamples): one per period, idle ones too,
+ * each the share of its period in which a kernel ran, on periods of their own whose ends fall
+ * SIM_DEV_SAMPLE_SHIFT_NS before the per-process samples' ends (code that pairs the two kinds
+ * by stamp must not find them lined up).
+ */
+static void test_device_samples_have_periods_of_their_own(void **state)
+{
+    nvmlProcessUtilizationSample_t s[32];
+    nvmlSample_t d[32];
+    nvmlValueType_t vt;
+    unsigned n, nd, i, k, busy_ms = 0, full = 0;
+    CUfunction f = get_function(&cu, "spin_200000us");
+    struct timespec rt;
+    unsigned long long since, p_us = SIM_SAMPLE_NS / 1000, shift_us = SIM_DEV_SAMPLE_SHIFT_NS / 1000;
+
+    (void)state;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    since = (unsigned long long)rt.tv_sec * 1000000ull + (unsigned long long)rt.tv_nsec / 1000;
+    nd = 32;
+    assert_int_equal(nv.nvmlDeviceGetSamples(dev0, NVML_TOTAL_POWER_SAMPLES, 0, &vt, &nd, d),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_ok(launch1(&cu, f, NULL));
+    assert_ok(cu.cuCtxSynchronize());
+    /* Both kinds of period holding the kernel's end have ended. */
+    usleep((useconds_t)(2 * p_us));
+    nd = 32;
+    assert_int_equal(nv.nvmlDeviceGetSamples(dev0, NVML_GPU_UTILIZATION_SAMPLES, since, &vt, &nd, d),
+                     NVML_SUCCESS);
+    assert_int_equal(vt, NVML_VALUE_TYPE_UNSIGNED_INT);
+    assert_in_range(nd, 3, 6);
+    for (i = 0; i < nd; i++) {
+        assert_true(d[i].timeStamp > since);
+        busy_ms += d[i].sampleValue.uiVal * (unsigned)p_us / 100000u;
+        full += d[i].sampleValue.uiVal == 100;
+        if (i > 0)
+            assert_in_range(d[i].timeStamp - d[i - 1].timeStamp, p_us - 2, p_us + 2);
+    }
+    /* Together the kernel's 200 ms (each sample's percent rounded), at most one period full. */
+    assert_in_range(busy_ms, 193, 207);
+    assert_in_range(full, 0, 1);
+    n = 32;
+    assert_int_equal(nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, since), NVML_SUCCESS);
+    assert_in_range(n, 2, 3);
+    for (k = 0; k < n; k++)
+        for (i = 0; i < nd; i++) {
+            /* A device period ends SHIFT before each process period's end, modulo P. */
+            assert_in_range((s[k].timeStamp - d[i].timeStamp + 1000 * p_us) % p_us,
+                            shift_us - 2, shift_us + 2);
+        }
+    /* Only samples newer than the last one seen; the newest idle period is 0 %. */
+    since = d[nd - 1].timeStamp;
+    usleep((useconds_t)p_us);
+    nd = 32;
+    assert_int_equal(nv.nvmlDeviceGetSamples(dev0, NVML_GPU_UTILIZATION_SAMPLES, since, &vt, &nd, d),
+                     NVML_SUCCESS);
+    assert_in_range(nd, 1, 2);
+    assert_true(d[0].timeStamp > since);
+    assert_int_equal(d[nd - 1].sampleValue.uiVal, 0);
+}
+
 static void test_shutdown_then_reinit_sees_the_same_state(void **state)
 {
     nvmlMemory_t m;
@@ -447,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_running_processes_v1_and_v3),
         cmocka_unit_test(test_per_process_memory_counts_pages_and_chunks),
         cmocka_unit_test(test_utilization_follows_the_device_timeline),
+        cmocka_unit_test(test_device_samples_have_periods_of_their_own),
         cmocka_unit_test(test_shutdown_then_reinit_sees_the_same_state),
         cmocka_unit_test(test_cuda_visible_devices_remaps_the_driver_not_nvml),
     };

@@ -47,7 +47,14 @@
 #define DUTY_MIN_SPAN_NS 50000000LL
 #endif
 
-/* With no sample for this long while work is in flight, NVML is taken to say nothing: duty 1. */
+/*
+ * With no sample of ours heard while this much time in flight was counted, NVML is taken to
+ * say nothing: duty 1. Counted in time in flight, not on the clock: a process that idles, or
+ * launches uncapped for a while (nothing is counted then), keeps the duty it learnt, and a
+ * window under a ceiling after such a stretch is not billed all its time in flight until
+ * NVML's next sample (which comes ~0.2-0.6 s later), which throttled a launch-bound loop under
+ * a ceiling it never reached at the start of every window (H100, 2026-12-06).
+ */
 #ifndef DUTY_STALE_NS
 #define DUTY_STALE_NS 3000000000LL
 #endif
@@ -78,7 +85,8 @@ struct duty_dev {
     int state; /* 0 not asked yet, 1 asking, -1 NVML cannot tell (no handle, no function) */
     nvmlDevice_t h;
     unsigned long long last_ts; /* the newest sample taken, CLOCK_REALTIME us */
-    uint64_t last_sample_ns;    /* when (monotonic) a sample of ours last came */
+    uint64_t flight_ns;         /* time in flight ever counted (duty_span) */
+    uint64_t heard_flight_ns;   /* ... when a sample of ours last came */
     int64_t period_ns;          /* the driver's sample period, the smallest spacing seen */
     unsigned long long prev_ts; /* the sample before, for the spacing */
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
@@ -102,6 +110,7 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to)
     /* Made once per device (with mu held, at its first charge); without it, the duty stays 1. */
     if (u->ivs == NULL && (u->ivs = calloc(DUTY_IVS, sizeof(*u->ivs))) == NULL)
         return;
+    u->flight_ns += to - from;
     last = u->nivs ? &u->ivs[(u->nivs - 1) % DUTY_IVS] : NULL;
     if (last && last->b == from) {
         last->b = to; /* charges while busy follow on from each other */
@@ -168,8 +177,9 @@ uint32_t duty_ppm(const struct gdev *d, uint64_t now)
     const struct duty_dev *u = &duties[d - gdevs];
     double r;
 
+    (void)now;
     if (u->state <= 0 || u->span < (double)DUTY_MIN_SPAN_NS ||
-        now - u->last_sample_ns > (uint64_t)DUTY_STALE_NS)
+        u->flight_ns - u->heard_flight_ns > (uint64_t)DUTY_STALE_NS)
         return 1000000;
     r = u->run / u->span;
     if (r >= 1.0)
@@ -215,7 +225,6 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
         decay = 0;
     u->run = u->run * decay + run;
     u->span = u->span * decay + (double)sp;
-    u->last_sample_ns = now;
 }
 
 static int nvml_pid_known(void)
@@ -243,34 +252,47 @@ static int handle_of(const struct gdev *d, nvmlDevice_t *h)
 #define DUTY_DEV_SAMPLES 64
 
 /*
- * The device's own utilisation in the period of our sample ending at ts, where no other
- * process ran in it (their samples in buf say); else our own sample's pct. Why: the driver's
- * per-process figure counts the time a process has work on the device, which for kernels of
- * a few microseconds queued back to back includes the device's own gaps between them (a CUDA
- * <<<>>> loop of 3.8-us kernels on the H100 was billed 50 % at --compute 50 while the device's
- * utilisation read 45 % and its rate said 38 %); the device's figure is what a ceiling is
- * judged by, and when the process ran alone it is the process's.
+ * The device's own utilisation over the period of our sample ending at ts (realtime us),
+ * where no other process ran in it (their samples in buf say: one that overlaps it with
+ * smUtil above 0); else our own sample's pct. Why: the driver's per-process figure counts the
+ * time a process has work on the device, which for kernels of a few microseconds queued back
+ * to back includes the device's own gaps between them (a CUDA <<<>>> loop of 3.8-us kernels on
+ * the H100 was billed 50 % at --compute 50 while the device's utilisation read 45 % and its
+ * rate said 38 %); the device's figure is what a ceiling is judged by, and when the process
+ * ran alone it is the process's. The device's periods are as long as the processes' (200 ms
+ * both on the H100) but need not end at the same moments: each device sample weighs in by
+ * how much of our period it covers, and half of it must be covered.
  */
 static unsigned period_pct(const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
                            unsigned long long ts, unsigned pct, const nvmlSample_t *dev,
                            unsigned ndev, int64_t period_ns)
 {
-    unsigned long long half = (unsigned long long)(period_ns / 2000), near = half / 2;
-    unsigned k, best = ndev;
+    unsigned long long p = (unsigned long long)(period_ns / 1000), lo = ts > p ? ts - p : 0;
+    unsigned long long covered = 0, sum = 0;
+    unsigned k;
 
     for (k = 0; k < n; k++)
-        if (buf[k].pid != (unsigned)me && buf[k].timeStamp + half > ts &&
-            buf[k].timeStamp < ts + half)
+        if (buf[k].pid != (unsigned)me && buf[k].smUtil > 0 && buf[k].timeStamp + p > ts &&
+            buf[k].timeStamp < ts + p)
             return pct; /* another process ran then too */
-    for (k = 0; k < ndev; k++)
-        if (dev[k].timeStamp + near > ts && dev[k].timeStamp < ts + near &&
-            (best == ndev ||
-             (dev[k].timeStamp > ts ? dev[k].timeStamp - ts : ts - dev[k].timeStamp) <
-                 (dev[best].timeStamp > ts ? dev[best].timeStamp - ts : ts - dev[best].timeStamp)))
-            best = k;
-    if (best == ndev || dev[best].sampleValue.uiVal > 100)
+    for (k = 0; k < ndev; k++) {
+        unsigned long long a = dev[k].timeStamp > p ? dev[k].timeStamp - p : 0;
+        unsigned long long b = dev[k].timeStamp;
+
+        if (dev[k].sampleValue.uiVal > 100)
+            continue;
+        if (a < lo)
+            a = lo;
+        if (b > ts)
+            b = ts;
+        if (b <= a)
+            continue;
+        covered += b - a;
+        sum += (b - a) * dev[k].sampleValue.uiVal;
+    }
+    if (covered == 0 || covered * 2 < p)
         return pct;
-    return dev[best].sampleValue.uiVal;
+    return (unsigned)((sum + covered / 2) / covered);
 }
 
 void duty_poll(uint64_t now)
@@ -352,6 +374,7 @@ void duty_poll(uint64_t now)
             if (best < 0)
                 break;
             u->last_ts = buf[best].timeStamp;
+            u->heard_flight_ns = u->flight_ns; /* NVML speaks of us, if not of this period */
             take(u, buf[best].timeStamp,
                  period_pct(buf, n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES, me,
                             buf[best].timeStamp, buf[best].smUtil, dev,
