@@ -229,6 +229,7 @@ struct gd_limits_req {
     struct gs_limits mem, comp; /* keys resolved to UUIDs, or the default */
     uint32_t priority, weight;  /* GPUSLICE_PRIORITY_*, 1..100; 0 = not given */
     uint32_t pod_flags;         /* GPUSLICE_NODE_POD, GPUSLICE_NODE_REFUSED (pods.c) */
+    uint64_t created_unix_ns;   /* a restored tenant's time of creation; 0: now */
 };
 
 /*

@@ -3,6 +3,13 @@
  * an id that only grows, kept in server-sent-event form, so that a
  * subscriber (GET /v1/events) is sent each as it happens and one that comes
  * back with Last-Event-ID gets what it missed, as far as the ring reaches.
+ *
+ * Ids grow across restarts too: a run's first id follows the wall clock's
+ * milliseconds times 1000, so a Last-Event-ID from before a restart is below
+ * every id of this run, and its subscriber gets all this run has kept (told
+ * that what came between is lost) rather than only what comes next (issue
+ * 32: ids restarted at 1 and an old id meant "from now on", losing the
+ * events since the restart).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +34,7 @@ static pthread_cond_t cond;
 static struct event *ring;
 static size_t cap;
 static uint64_t last_id;
+static uint64_t first_id; /* this run's first event's id */
 static int stopping;
 
 int gd_events_init(void)
@@ -36,6 +44,8 @@ int gd_events_init(void)
     cap = (size_t)gd_opt.events_history;
     if ((ring = calloc(cap, sizeof(*ring))) == NULL)
         return -1;
+    last_id = gd_unix_ns() / 1000000ULL * 1000ULL;
+    first_id = last_id + 1;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&cond, &ca);
@@ -126,7 +136,12 @@ size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uid_t 
     }
     pthread_mutex_lock(&mu);
     if (after > last_id)
-        after = last_id; /* an id from before a restart: from now on */
+        after = last_id; /* an id this daemon never gave (a clock set back): from now on */
+    if (after + 1 < first_id) {
+        /* From before this run (0: everything kept, nothing said lost). */
+        *gap = after != 0;
+        after = first_id - 1;
+    }
     for (;;) {
         /* Until one the viewer may see comes, or the wait ends: others' pass by unseen. */
         while (after == last_id && wait_ms > 0 && !stopping &&

@@ -224,11 +224,25 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return 0;
     if (keep > 15)
         keep = 15;
-    n = gd_events_read(s->last, buf, max, (int)keep * 1000, s->uid, s->admin, &last, &gap);
-    if (gap && !s->sent_gap) {
-        /* Said once: the history no longer reaches back to the id asked for. */
+    if (!s->sent_gap) {
+        /*
+         * Said first, once, where the history no longer reaches back to the id asked for
+         * (events dropped from the ring, or from before the daemon's restart): an event
+         * without an id, so that the client's Last-Event-ID stays the one it had.
+         */
+        (void)gd_events_read(s->last, NULL, 0, 0, s->uid, s->admin, &last, &gap);
         s->sent_gap = 1;
+        if (gap) {
+            int k = snprintf(buf, max,
+                             "event: events.lost\ndata: {\"type\":\"events.lost\","
+                             "\"after\":%llu,\"resumed_after\":%llu}\n\n",
+                             (unsigned long long)s->last, (unsigned long long)last);
+
+            s->last = last;
+            return k > 0 && (size_t)k < max ? (ssize_t)k : 0;
+        }
     }
+    n = gd_events_read(s->last, buf, max, (int)keep * 1000, s->uid, s->admin, &last, &gap);
     if (n == 0 && last == s->last) {
         static const char ping[] = ": keep-alive\n\n";
 
@@ -381,6 +395,8 @@ static int grow(struct conn_state *cs, size_t n, size_t cap)
 
     if (want <= cs->cap)
         return 0;
+    if (want > cap + 1)
+        return -E2BIG; /* (the callers check the cap first; this keeps the copy inside) */
     size = cs->cap * 2 > want ? cs->cap * 2 : want;
     if (size > cap + 1)
         size = cap + 1;

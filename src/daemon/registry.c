@@ -487,7 +487,7 @@ int gd_tenant_create(const char *name, uid_t owner, const struct gd_limits_req *
     memset(&p, 0, sizeof(p));
     snprintf(p.name, sizeof(p.name), "%s", name);
     p.owner_uid = (uint32_t)owner;
-    p.created_unix_ns = gd_unix_ns();
+    p.created_unix_ns = l->created_unix_ns ? l->created_unix_ns : gd_unix_ns();
     if ((l->has_mem && (r = apply_limits(&p, &l->mem, 1, err, errlen)) < 0) ||
         (l->has_comp && (r = apply_limits(&p, &l->comp, 0, err, errlen)) < 0))
         return r;
@@ -1566,9 +1566,15 @@ static void restore_definitions(void)
                              ? (uint32_t)pv
                              : 0;
             l.weight = wv >= 1 && wv <= GPUSLICE_WEIGHT_MAX ? (uint32_t)wv : 0;
+            json_t *jc = json_object_get(it, "created_unix_ns");
+            json_int_t cv = json_is_integer(jc) ? json_integer_value(jc) : 0;
+
             l.pod_flags =
                 (json_is_true(json_object_get(it, "pod")) ? GPUSLICE_NODE_POD : 0) |
                 (json_is_true(json_object_get(it, "refused")) ? GPUSLICE_NODE_REFUSED : 0);
+            /* Its time of creation is the first one's, not the reboot's (no later than now). */
+            l.created_unix_ns =
+                cv > 0 && (uint64_t)cv <= gd_unix_ns() ? (uint64_t)cv : 0;
         }
         if (gd_tenant_create(json_string_value(name), (uid_t)json_integer_value(owner), &l, &t, err,
                              sizeof(err)) < 0)

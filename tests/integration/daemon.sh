@@ -186,6 +186,46 @@ print(line)
 PYEOF
 )
     case "$got" in "HTTP/1.1 413 "*) ok "a body over max-body: 413 before it is read" ;; *) bad "big body: $got" ;; esac
+    # A chunked body in many small chunks (issue 32): 3000 chunks of one byte make one JSON
+    # document, taken whole; 1100 chunks of 64 bytes (past max-body, 65536) are cut off, and
+    # the daemon serves the next request.
+    python3 - "$SOCK" >"$T/chunks" <<'PYEOF'
+import json, socket, sys
+
+def send(body, size):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sys.argv[1])
+    s.sendall(b"POST /v1/tenants HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    try:
+        for i in range(0, len(body), size):
+            part = body[i:i + size]
+            s.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+        s.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        return "closed while sending"
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+
+doc = json.dumps({"name": "chunky", "memory": "1G", "compute": 30}).encode()
+print("small", send(doc + b" " * (3000 - len(doc)), 1))
+print("big", send(b'{"name":"huge","memory":"1G","x":"' + b"a" * 70000 + b'"}', 64))
+PYEOF
+    grep -q "^small HTTP/1.1 201 " "$T/chunks" && ok "a body in 3000 one-byte chunks: 201" || { bad "one-byte chunks"; cat "$T/chunks"; }
+    want 200 "the chunked tenant" GET /v1/tenants/chunky
+    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==30, d' && ok "its limits, read from the chunks in order" || bad "chunked tenant's limits: $(cat "$T/body")"
+    if grep -q "^big HTTP/1.1 2" "$T/chunks"; then bad "a chunked body past max-body was taken: $(cat "$T/chunks")"; else ok "a chunked body past max-body in 64-byte chunks: cut off ($(sed -n 's/^big //p' "$T/chunks"))"; fi
+    want 404 "no tenant from it" GET /v1/tenants/huge
+    want 204 "the chunked tenant deleted" DELETE /v1/tenants/chunky
     got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' 'b')" http://d/healthz)
     [ "$got" = 431 ] || [ "$got" = 413 ] && ok "headers over max-header: $got" || bad "big header: $got"
     want 404 "a tenant name that is not UTF-8" GET /v1/tenants/%FF%FE
@@ -354,10 +394,28 @@ daemon_restart)
     sleep 0.4
     want 200 "processes gone" GET /v1/tenants/keep
     jq_py 'assert d["processes"]==0 and d["devices"][0]["memory_used_bytes"]==0, d' && ok "its accounting back at 0" || bad "reclaimed"
+    # Every field of a tenant survives a reboot (issue 32): owner, per-GPU limits by UUID
+    # beside the defaults, class, weight, its time of creation.
+    want 201 "a tenant with every field" POST /v1/tenants '{"name":"flags","owner":65534,"memory":{"default":"2G","0":"1G"},"compute":{"default":60,"0":20},"priority":"background","weight":2}'
+    want 200 "flags before" GET /v1/tenants/flags
+    cp "$T/body" "$T/flags.before"
     # A node segment gone (a reboot): the tenants come back from the state directory.
     stop_daemon
     rm -f "$T/drun/gpusliced.node"
     start_daemon || exit 1
+    want 200 "flags after a reboot" GET /v1/tenants/flags
+    python3 - "$T/flags.before" "$T/body" <<'PYEOF' && ok "every field of flags as before the reboot (its id aside)" || bad "flags after a reboot"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for d in (a, b):
+    for k in ("id", "read_monotonic_ns"):
+        d.pop(k, None)
+assert a == b, (a, b)
+u = "GPU-5ac1ce00-0000-4000-8000-000000000000"
+l = b["limits"]
+assert (b["owner"], b["priority"], b["weight"]) == (65534, "background", 2), b
+assert l["memory"] == {"default": 2 << 30, u: 1 << 30} and l["compute"] == {"default": 60, u: 20}, l
+PYEOF
     want 200 "after a reboot" GET /v1/tenants/keep
     jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50 and d["priority"]=="latency" and d["weight"]==3, d' && ok "restored from tenants.json, class and weight too" || bad "restore" ;;
 daemon_metrics)
@@ -488,7 +546,7 @@ assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]
         stop_daemon
     done ;;
 daemon_events)
-    start_daemon || exit 1
+    start_daemon --max-sse 2 || exit 1
     curl -s -N --max-time 3 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
     C=$!
     sleep 0.3
@@ -501,12 +559,52 @@ daemon_events)
     for e in tenant.created process.joined process.started allocation.refused process.ended tenant.changed tenant.ended; do
         grep -q "^event: $e$" "$T/sse" && ok "event $e" || { bad "no event $e"; cat "$T/sse"; }
     done
-    # Resuming: after id 2, events 3.. come again.
-    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 2' http://d/v1/events >"$T/sse2" 2>/dev/null
+    # Resuming: after the second event's id, the third comes next, nothing said lost.
+    id2=$(sed -n 's/^id: //p' "$T/sse" | sed -n 2p)
+    id3=$(sed -n 's/^id: //p' "$T/sse" | sed -n 3p)
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $id2" http://d/v1/events >"$T/sse2" 2>/dev/null
     first=$(sed -n 's/^id: //p' "$T/sse2" | head -1)
-    [ "$first" = 3 ] && ok "Last-Event-ID 2 resumes at 3" || { bad "resume: $first"; cat "$T/sse2"; }
+    [ -n "$id3" ] && [ "$first" = "$id3" ] && ! grep -q "events.lost" "$T/sse2" && ok "Last-Event-ID $id2 resumes at $id3" || { bad "resume: $first after $id2"; cat "$T/sse2"; }
+    # Ids grow across a restart (issue 32): a Last-Event-ID from before it gets every event
+    # since, after an events.lost that says so; ids of the new run are above the old ones.
+    last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
+    stop_daemon
+    start_daemon --max-sse 2 || exit 1
+    want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $last_old" http://d/v1/events >"$T/sse3" 2>/dev/null
+    new_id=$(sed -n 's/^id: //p' "$T/sse3" | head -1)
+    if head -n 1 "$T/sse3" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse3" &&
+        [ -n "$new_id" ] && [ "$new_id" -gt "$last_old" ]; then
+        ok "a Last-Event-ID from before the restart: events.lost, then the new run's events (id $new_id > $last_old)"
+    else bad "Last-Event-ID $last_old after a restart"; cat "$T/sse3"; fi
+    grep -q "^data: {\"type\":\"events.lost\",\"after\":$last_old," "$T/sse3" && ok "events.lost names the id asked for" || { bad "events.lost data"; cat "$T/sse3"; }
+    want 204 "ev2 ended" DELETE /v1/tenants/ev2
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
-    [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got" ;;
+    [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got"
+    # max-sse 2, and the count after refusals (issue 32): two subscribers held open, a third
+    # refused three times over (429); one of the two gone, a new one is let in.
+    curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
+    s1=$!
+    curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
+    s2=$!
+    sleep 0.5
+    n429=0
+    for i in 1 2 3; do
+        got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" http://d/v1/events)
+        [ "$got" = 429 ] && n429=$((n429 + 1))
+    done
+    [ "$n429" = 3 ] && err_code too_many_subscribers && ok "a third subscriber: 429, three times" || bad "a third subscriber: $n429 of 3 refused (last $got)"
+    kill "$s1"; wait "$s1" 2>/dev/null
+    # (An event makes the daemon write to every stream and find the closed one.)
+    i=0
+    while [ $i -lt 30 ]; do
+        want 201 "an event for the streams" POST /v1/tenants '{"name":"sse'$i'","memory":"1G"}' >/dev/null
+        got=$(curl -s -o /dev/null -w '%{http_code}' --max-time 0.5 --unix-socket "$SOCK" http://d/v1/events)
+        [ "$got" = 200 ] && break
+        i=$((i + 1)); sleep 0.1
+    done
+    [ "$got" = 200 ] && ok "one subscriber gone: a new one let in (the refusals counted none)" || bad "one subscriber gone, a new one still refused: $got"
+    kill "$s2" 2>/dev/null; wait "$s2" 2>/dev/null ;;
 daemon_events_balance)
     # Every process the events announce (process.started or process.joined) gets exactly one
     # process.ended, so that a consumer counting live processes from them does not drift
@@ -899,6 +997,34 @@ daemon_pods)
     kctl -X POST "$KC/drop" >/dev/null
     kctl -d "$(kpod c 2G node1)" "$KC/pods" >/dev/null
     if pods_until 10 '"c" in '"$names"; then ok "after a cut stream: c seen"; else bad "cut stream"; fi
+    # A BOOKMARK's resourceVersion is where the next watch starts (issue 32): other kinds move
+    # the version on with no pod event; a bookmark then says the newest, and the watch after a
+    # cut asks for exactly that one, not the last pod event's.
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"bm1"},"spec":{}}' "$KC/objects" >/dev/null
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"bm2"},"spec":{}}' "$KC/objects" >/dev/null
+    bm_rv=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["resourceVersion"])')
+    kctl -X POST "$KC/bookmark" >/dev/null
+    if pods_until 10 'd["resourceVersion"] == "'"$bm_rv"'"'; then ok "a bookmark moved the daemon's version to $bm_rv"; else bad "bookmark version not taken"; fi
+    kctl -X POST "$KC/drop" >/dev/null
+    i=0; last=
+    while [ $i -lt 100 ]; do
+        last=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watch_rvs"][-1])')
+        [ "$last" = "$bm_rv" ] && break
+        sleep 0.1; i=$((i + 1))
+    done
+    [ "$last" = "$bm_rv" ] && ok "the watch after the cut asked for the bookmark's version ($bm_rv)" || bad "the next watch asked for $last, not the bookmark's $bm_rv"
+    # 410 at the HTTP level on the watch request itself (no stream): a relist, once, then
+    # watching again from the new list's version.
+    r0=$(api GET /v1/pods >/dev/null; jq_py 'print(d["counts"]["relists"])')
+    l0=$(jq_py 'print(d["counts"]["lists"])')
+    kctl -d '{"times":1}' "$KC/watch-410" >/dev/null
+    kctl -X POST "$KC/drop" >/dev/null
+    if pods_until 10 'd["counts"]["relists"] == '"$((r0 + 1))"' and d["counts"]["lists"] > '"$l0"' and "watching" in d["state"] and d["synced"]'; then
+        ok "an HTTP 410 on the watch: listed again, once, and watching"
+    else bad "an HTTP 410 on the watch: not relisted"; fi
+    sleep 0.5
+    api GET /v1/pods >/dev/null
+    jq_py 'sys.exit(0 if d["counts"]["relists"] == '"$((r0 + 1))"' else 1)' && ok "no second relist" || bad "relisted again: $(jq_py 'print(d["counts"])')"
     # 410: history compacted while pods change with the watch refused (403): relisted after.
     kctl -d '{"verb":"watch","resource":"pods"}' "$KC/deny" >/dev/null
     kctl -X POST "$KC/drop" >/dev/null

@@ -10,7 +10,7 @@ SRC=$1
 B=$2
 T=$(mktemp -d /tmp/gs-pyinst-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-export GPUSLICE_RUN_DIR="$T/run" XDG_RUNTIME_DIR="$T/xdg" HOME="$T/home"
+export GPUSLICE_RUN_DIR="$T/run" XDG_RUNTIME_DIR="$T/xdg" HOME="$T/home" GPUSLICE_SIM_STATE="$T/sim.state"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_NO_CACHE_DIR=1
 unset PYTHONPATH GPUSLICE_LIB
 mkdir -p "$GPUSLICE_RUN_DIR"

@@ -833,6 +833,11 @@ compute_duty)
     share_in 0.62 0.70 "back-to-back 20 us kernels, 10 us gaps, natively"
     GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "the same under --compute 50" -- "$GS" run -q --compute 50 -- "$CL" stream 4 20
     share_in 0.45 0.53 "back-to-back kernels with device gaps under --compute 50, held by the device's time"
+    # The same where the device's samples come stamped on the monotonic clock and typed
+    # unsigned long long (NVML promises neither clock nor type).
+    GPUSLICE_SIM_NVML_DEVICE_SAMPLES=monotonic GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "the same, device samples on the monotonic clock" -- \
+        "$GS" run -q --compute 50 -- "$CL" stream 4 20
+    share_in 0.45 0.53 "device samples on the monotonic clock, typed unsigned long long: still the device's time"
     # The duty outlives a stretch without a ceiling: uncapped for 4 s (`gpuslice set --compute
     # none`: nothing is counted in flight then), the loop is not billed all its time in flight
     # once the ceiling is back (the duty goes stale only after 3 s of time in flight counted

@@ -33,7 +33,11 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
   DELETE /pods/NS/NAME       the pod deleted
   POST /compact              the history so far dropped: a watch from before it gets 410
   POST /drop                 every open watch closed in the middle of an event's line
-  POST /bookmark             a BOOKMARK to every watch that asked for them
+  POST /bookmark             a BOOKMARK to every watch that asked for them (its
+                             resourceVersion the newest, which changes of other kinds move on)
+  POST /watch-410            body: {"times": N}: the next N watch requests answered 410 Expired
+                             at the HTTP level (a Status body, no stream), as a server does for a
+                             version older than it keeps before it starts streaming
   POST /objects              body: a resource.k8s.io/v1 object (ResourceSlice, DeviceClass,
                              ResourceClaim with its status, ResourceClaimTemplate): added or
                              replaced as it is, unchecked (uid kept or set, resourceVersion set)
@@ -45,7 +49,8 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
                              from now on; {"clear": true} ends it
   POST /ignore-selector      body: {"on": true|false}: field selectors ignored (every pod sent)
   GET /events                the events written to it, as a JSON list
-  GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV}
+  GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV,
+                             "watch_rvs": the resourceVersion each watch asked for, the last 50}
 
 usage: apiserver.py --port-file F [--control-port-file F] [--tls CERT KEY] [--token T]
                     [--history N]
@@ -209,6 +214,8 @@ class Store:
         self.ignore_selector = False
         self.drop_gen = 0
         self.bookmark_gen = 0
+        self.watch_410 = 0      # watch requests still to answer 410 at the HTTP level
+        self.watch_rvs = []     # the resourceVersion each watch request asked for ("" none)
         self.lists = self.watches = self.open_watches = 0
         self.objs = {}          # resource.k8s.io: (resource, ns or "", name) -> object
 
@@ -330,7 +337,8 @@ def make_handler(store, args, control):
                 if path == "/stats":
                     return self.send_json(200, {"lists": store.lists, "watches": store.watches,
                                                 "open_watches": store.open_watches,
-                                                "resourceVersion": str(store.rv)})
+                                                "resourceVersion": str(store.rv),
+                                                "watch_rvs": store.watch_rvs[-50:]})
             self.send_json(404, status(404, "NotFound", path))
 
         def control_post(self, path):
@@ -355,6 +363,11 @@ def make_handler(store, args, control):
                 with store.cv:
                     store.bookmark_gen += 1
                     store.cv.notify_all()
+            elif path == "/watch-410":
+                if not isinstance(b, dict) or not isinstance(b.get("times"), int) or b["times"] < 0:
+                    return self.send_json(400, status(400, "BadRequest", 'body: {"times": N >= 0}'))
+                with store.cv:
+                    store.watch_410 = b["times"]
             elif path == "/ignore-selector":
                 with store.cv:
                     store.ignore_selector = bool(b and b.get("on"))
@@ -483,6 +496,15 @@ def make_handler(store, args, control):
         def watch(self, q, sel):
             bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
             timeout = float(q.get("timeoutSeconds") or 1800)
+            with store.cv:
+                store.watch_rvs.append(q.get("resourceVersion") or "")
+                refuse = store.watch_410 > 0
+                if refuse:
+                    store.watch_410 -= 1
+            if refuse:
+                return self.send_json(410, status(
+                    410, "Expired", f"too old resource version: {q.get('resourceVersion')} "
+                    f"({store.oldest})"))
             rv = int(q.get("resourceVersion") or 0)
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -497,16 +497,27 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
     sim_state_lock(&nv.st);
     count = sim_state_device_samples(nv.st.sh, i, sim_now_ns(), got, SIM_PERIODS);
     sim_state_unlock(&nv.st);
+    /*
+     * GPUSLICE_SIM_NVML_DEVICE_SAMPLES=monotonic: the device's samples stamped on the
+     * monotonic clock (us) and typed unsigned long long, unlike the per-process ones (NVML
+     * names neither the clock nor promises the type: the reader must take either).
+     */
+    const char *alt = getenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
+    int mono = alt && strcmp(alt, "monotonic") == 0;
+
     for (int k = 0; k < count; k++) {
-        unsigned long long ts = stamp_us(got[k].end_ns);
+        unsigned long long ts = mono ? got[k].end_ns / 1000 : stamp_us(got[k].end_ns);
         if (ts <= lastSeenTimeStamp)
             continue;
         memset(&out[n], 0, sizeof(out[n]));
         out[n].timeStamp = ts;
-        out[n].sampleValue.uiVal = got[k].pct;
+        if (mono)
+            out[n].sampleValue.ullVal = got[k].pct;
+        else
+            out[n].sampleValue.uiVal = got[k].pct;
         n++;
     }
-    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    *sampleValType = mono ? NVML_VALUE_TYPE_UNSIGNED_LONG_LONG : NVML_VALUE_TYPE_UNSIGNED_INT;
     if (n == 0) {
         *sampleCount = 0;
         return NVML_ERROR_NOT_FOUND;

@@ -94,7 +94,11 @@ struct duty_dev {
     uint64_t nivs;              /* stretches ever recorded; the newest is ivs[(nivs-1) % N] */
     struct duty_iv uncapped[DUTY_UNCAPPED];
     uint64_t nuncapped;
+    int dev_clock; /* the device samples' clock: DEV_CLOCK_* */
 };
+
+/* The clock of the device's utilisation samples' stamps (NVML does not name it). */
+enum { DEV_CLOCK_UNKNOWN, DEV_CLOCK_REALTIME, DEV_CLOCK_MONOTONIC };
 
 static struct duty_dev duties[MAX_ORD];
 static uint64_t next_poll_ns;
@@ -227,6 +231,48 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
     u->span = u->span * decay + (double)sp;
 }
 
+/* Microseconds on CLOCK_REALTIME less CLOCK_MONOTONIC now. */
+static int64_t rt_minus_mono_us(void)
+{
+    struct timespec rt, mono;
+
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000LL +
+           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec) / 1000LL;
+}
+
+/*
+ * The device's utilisation samples newer than since_rt (realtime us) into dev (*n of room),
+ * asked on the clock *clock names; while it is unknown, realtime first, then monotonic, and
+ * *clock is what answered. Not under mu (NVML may take a while).
+ */
+static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, int *clock,
+                                   nvmlValueType_t *vt, unsigned *n, nvmlSample_t *dev)
+{
+    int64_t off = rt_minus_mono_us();
+    unsigned room = *n;
+    nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
+    int c;
+
+    for (c = DEV_CLOCK_REALTIME; c <= DEV_CLOCK_MONOTONIC; c++) {
+        unsigned long long since = since_rt;
+
+        if (*clock != DEV_CLOCK_UNKNOWN && c != *clock)
+            continue;
+        if (c == DEV_CLOCK_MONOTONIC)
+            since = (int64_t)since_rt > off ? since_rt - (unsigned long long)off : 0;
+        *n = room;
+        r = gs__real.nvmlDeviceGetSamples(h, NVML_GPU_UTILIZATION_SAMPLES, since, vt, n, dev);
+        if (r == NVML_SUCCESS && *n > 0) {
+            *clock = c;
+            return r;
+        }
+    }
+    *n = 0;
+    return r;
+}
+
 static int nvml_pid_known(void)
 {
     if (pid_known < 0)
@@ -251,6 +297,61 @@ static int handle_of(const struct gdev *d, nvmlDevice_t *h)
 
 #define DUTY_DEV_SAMPLES 64
 
+/* A device sample's value as a percentage, whatever type NVML gave it in; 101 if none. */
+static unsigned sample_pct(const nvmlSample_t *x, nvmlValueType_t vt)
+{
+    switch (vt) {
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        return x->sampleValue.uiVal <= 100 ? x->sampleValue.uiVal : 101;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        return x->sampleValue.ulVal <= 100 ? (unsigned)x->sampleValue.ulVal : 101;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        return x->sampleValue.ullVal <= 100 ? (unsigned)x->sampleValue.ullVal : 101;
+    case NVML_VALUE_TYPE_DOUBLE:
+        return x->sampleValue.dVal >= 0 && x->sampleValue.dVal <= 100
+                   ? (unsigned)(x->sampleValue.dVal + 0.5)
+                   : 101;
+    default:
+        return 101;
+    }
+}
+
+/*
+ * The device's samples, each made (timeStamp: realtime us, sampleValue.uiVal: percent) in
+ * place; those on no clock we know or with no percentage are dropped. NVML documents its
+ * stamps as CPU timestamps in microseconds without naming the clock: the per-process ones are
+ * CLOCK_REALTIME (the duty is learnt from them on the H100), and a device stamp within two
+ * minutes of the monotonic clock is taken as that one. Returns how many are left.
+ */
+static unsigned normalise_samples(nvmlSample_t *dev, unsigned n, nvmlValueType_t vt,
+                                  const struct timespec *rt, const struct timespec *mono)
+{
+    unsigned long long rt_us = (unsigned long long)rt->tv_sec * 1000000ULL +
+                               (unsigned long long)rt->tv_nsec / 1000ULL;
+    unsigned long long mono_us = (unsigned long long)mono->tv_sec * 1000000ULL +
+                                 (unsigned long long)mono->tv_nsec / 1000ULL;
+    const unsigned long long near = 120000000ULL;
+    unsigned k, out = 0;
+
+    for (k = 0; k < n; k++) {
+        unsigned long long ts = dev[k].timeStamp;
+        unsigned pct = sample_pct(&dev[k], vt);
+
+        if (pct > 100)
+            continue;
+        if (ts + near > rt_us && ts < rt_us + near)
+            ; /* realtime already */
+        else if (ts + near > mono_us && ts < mono_us + near)
+            ts = ts + rt_us - mono_us;
+        else
+            continue;
+        dev[out].timeStamp = ts;
+        dev[out].sampleValue.uiVal = pct;
+        out++;
+    }
+    return out;
+}
+
 /*
  * The device's own utilisation over the period of our sample ending at ts (realtime us),
  * where no other process ran in it (their samples in buf say: one that overlaps it with
@@ -265,16 +366,31 @@ static int handle_of(const struct gdev *d, nvmlDevice_t *h)
  */
 static unsigned period_pct(const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
                            unsigned long long ts, unsigned pct, const nvmlSample_t *dev,
-                           unsigned ndev, int64_t period_ns)
+                           unsigned ndev, int64_t period_ns, unsigned long long now_rt, int *wait)
 {
     unsigned long long p = (unsigned long long)(period_ns / 1000), lo = ts > p ? ts - p : 0;
-    unsigned long long covered = 0, sum = 0;
+    unsigned long long covered = 0, sum = 0, newest = 0;
     unsigned k;
 
+    *wait = 0;
     for (k = 0; k < n; k++)
         if (buf[k].pid != (unsigned)me && buf[k].smUtil > 0 && buf[k].timeStamp + p > ts &&
             buf[k].timeStamp < ts + p)
             return pct; /* another process ran then too */
+    /*
+     * The device's period that holds the end of ours not reported yet: wait for it (the next
+     * poll) rather than weigh only the earlier one, which would bill the start of every burst
+     * of work with the idle time before it (a saturating stream was billed 94.7 % of its time
+     * in flight on the simulator, its periods 2/5 apart). Not for ever: two periods on, what
+     * there is is used.
+     */
+    for (k = 0; k < ndev; k++)
+        if (dev[k].timeStamp > newest)
+            newest = dev[k].timeStamp;
+    if (ndev > 0 && newest < ts && now_rt < ts + 2 * p) {
+        *wait = 1;
+        return pct;
+    }
     for (k = 0; k < ndev; k++) {
         unsigned long long a = dev[k].timeStamp > p ? dev[k].timeStamp - p : 0;
         unsigned long long b = dev[k].timeStamp;
@@ -308,8 +424,9 @@ void duty_poll(uint64_t now)
         struct gdev *d = &gdevs[i];
         struct duty_dev *u = &duties[i];
         unsigned int n = DUTY_MAX_SAMPLES, ndev = DUTY_DEV_SAMPLES, k;
-        unsigned long long since, dev_since;
-        nvmlValueType_t vt;
+        unsigned long long since, dev_since, now_rt;
+        int dev_clock;
+        nvmlValueType_t vt = NVML_VALUE_TYPE_SIGNED_INT; /* (none we read, until NVML says) */
         nvmlReturn_t rd = NVML_ERROR_NOT_SUPPORTED;
         nvmlReturn_t r;
         struct timespec rt, mono;
@@ -334,6 +451,7 @@ void duty_poll(uint64_t now)
         dev_since = since > 1000000ULL ? since - 1000000ULL : 0;
         h = u->h;
         state = u->state;
+        dev_clock = u->dev_clock;
         /*
          * NVML's calls may take a while: not under mu (launches go on meanwhile). Only this
          * thread writes u's handle and state; others read them under mu, so they are set
@@ -345,15 +463,17 @@ void duty_poll(uint64_t now)
         r = state > 0 ? gs__real.nvmlDeviceGetProcessUtilization(h, buf, &n, since)
                       : NVML_ERROR_NOT_SUPPORTED;
         if (r == NVML_SUCCESS && gs__real.nvmlDeviceGetSamples)
-            rd = gs__real.nvmlDeviceGetSamples(h, NVML_GPU_UTILIZATION_SAMPLES, dev_since, &vt,
-                                               &ndev, dev);
-        if (rd != NVML_SUCCESS || vt != NVML_VALUE_TYPE_UNSIGNED_INT)
-            ndev = 0;
+            rd = device_samples(h, dev_since, &dev_clock, &vt, &ndev, dev);
         clock_gettime(CLOCK_REALTIME, &rt);
         clock_gettime(CLOCK_MONOTONIC, &mono);
+        ndev = rd == NVML_SUCCESS
+                   ? normalise_samples(dev, ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES, vt,
+                                       &rt, &mono)
+                   : 0;
         pthread_mutex_lock(&mu);
         u->h = h;
         u->state = state;
+        u->dev_clock = dev_clock;
         if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND) {
             u->state = -1;
             continue;
@@ -363,9 +483,11 @@ void duty_poll(uint64_t now)
         rt_minus_mono = ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000LL +
                         ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
         now = now_ns();
+        now_rt = (unsigned long long)rt.tv_sec * 1000000ULL + (unsigned long long)rt.tv_nsec / 1000ULL;
         /* Oldest first: the period is learnt from consecutive samples. */
         for (;;) {
-            int best = -1;
+            int best = -1, wait;
+            unsigned pct;
 
             for (k = 0; k < n && k < DUTY_MAX_SAMPLES; k++)
                 if (buf[k].pid == (unsigned)me && buf[k].timeStamp > u->last_ts &&
@@ -373,14 +495,15 @@ void duty_poll(uint64_t now)
                     best = (int)k;
             if (best < 0)
                 break;
-            u->last_ts = buf[best].timeStamp;
             u->heard_flight_ns = u->flight_ns; /* NVML speaks of us, if not of this period */
-            take(u, buf[best].timeStamp,
-                 period_pct(buf, n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES, me,
-                            buf[best].timeStamp, buf[best].smUtil, dev,
-                            ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES,
-                            u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS),
-                 now, rt_minus_mono);
+            pct = period_pct(buf, n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES, me,
+                             buf[best].timeStamp, buf[best].smUtil, dev,
+                             ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES,
+                             u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS, now_rt, &wait);
+            if (wait)
+                break; /* this sample and the later ones again at the next poll */
+            u->last_ts = buf[best].timeStamp;
+            take(u, buf[best].timeStamp, pct, now, rt_minus_mono);
             stats.duty_samples++;
         }
     }
