@@ -470,6 +470,39 @@ static int run(const char *c)
             refused("cuMemAllocPitch v1 (513 x 4097)", cuMemAllocPitch(&p1, &pitch1, 513, 4097, 4),
                     t0);
         }
+    } else if (strcmp(c, "pitch_wide") == 0) {
+        /*
+         * A driver that pads rows to 2048 (GPUSLICE_SIM_PITCH_ALIGN=2048) where the estimate
+         * is 1024 for 513 bytes: charged by the pitch it gave, the rest admitted or the
+         * allocation undone. 513 x 4096 is 8 MiB, not the 4 MiB estimated.
+         */
+        leave(6 * MiB);
+        t0 = truth();
+        refused("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 6 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4), t0);
+        leave(8 * MiB);
+        admitted("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 8 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4));
+        CHECK(pitch == 2048, "pitch %zu", pitch);
+        CHECK(tenant_free() == 0, "charged the pitch it got: free %llu", (unsigned long long)tenant_free());
+        agree("pitched wide");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 8 * MiB, "given back whole: free %llu", (unsigned long long)tenant_free());
+        /*
+         * Estimated small (1 MiB: it would share the page a 1 MiB allocation opened), a whole
+         * 2 MiB granule of its own after all: beyond the limit.
+         */
+        leave(2 * MiB);
+        admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&q, MiB));
+        t0 = truth();
+        refused("cuMemAllocPitch(513 x 1024) padded to 2 MiB beside it", cuMemAllocPitch_v2(&p, &pitch, 513, 1024, 4), t0);
+        agree("a small pitched one, padded to a granule, refused");
+        CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+        /* Estimated 1.5 MiB (small), padded to 3 MiB: two granules, not one page. */
+        leave(4 * MiB);
+        admitted("cuMemAllocPitch(513 x 1536) padded to 3 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 1536, 4));
+        CHECK(tenant_free() == 0, "charged two granules: free %llu", (unsigned long long)tenant_free());
+        agree("a small pitched one, padded past a granule");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 4 * MiB, "given back whole: free %llu", (unsigned long long)tenant_free());
     } else if (strcmp(c, "array") == 0) {
         CUDA_ARRAY_DESCRIPTOR d;
         CUarray a;

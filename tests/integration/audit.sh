@@ -47,6 +47,11 @@ accounting)
             "accounting in a PID namespace, $c: the same, by the interposer's charges alone" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
     done
+    # A driver that pads pitches more than the interposer's estimate (issue 32).
+    GPUSLICE_SIM_PITCH_ALIGN=2048 expect 0 "accounting, a pitch wider than estimated: charged as given" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_SIM_PITCH_ALIGN=2048 expect 0 \
+        "accounting in a PID namespace, a pitch wider than estimated" -- "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
     expect 0 "accounting, view: under a limit above the device, free is the device's free" -- \
         "$GS" run -q --memory 1T -- "$ACCT" view ;;
 audit_tenant)

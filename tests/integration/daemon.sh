@@ -860,6 +860,20 @@ PY
     grep -qE "^forged [0-9]{3,}" "$T/forge" && ok "nobody wrote latency stamps on the daemon's board" || { bad "the forger did not run"; cat "$T/forge"; }
     shares_in "$T/rbg" 0.85 1.0 "root's background tenant beside forged stamps"
     grep -q " 0 waits for a higher class" "$T/rbg.err" && ok "and it never waited for a higher class" || { bad "forged stamps believed"; cat "$T/rbg.err"; }
+    # Which of another user's tenants are above and which are peers (issue 32): nobody's
+    # tenant of class normal (set) is above root's background, and root's normal tenant is
+    # its peer: the background waits for it, the peer never does.
+    want 201 "a normal tenant of nobody's (class set)" POST /v1/tenants '{"name":"nn","owner":65534,"priority":"normal"}'
+    want 201 "a normal tenant of root's (class set)" POST /v1/tenants '{"name":"rn","owner":0,"priority":"normal"}'
+    as_nobody "$GS" run -q --tenant nn -- "$CL" stream 3 2000 >"$T/nn" 2>"$T/nn.err" &
+    pa=$!
+    sleep 0.3
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant rbg -- "$CL" stream 1 2000 >"$T/rbg2" 2>"$T/rbg2.err"
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant rn -- "$CL" stream 1 2000 >"$T/rn" 2>"$T/rn.err"
+    shares_in "$T/rn" 0.3 0.7 "root's normal tenant beside its peer of nobody's"
+    wait $pa
+    grep -qE " [1-9][0-9]* waits for a higher class" "$T/rbg2.err" && ok "root's background waited for nobody's normal tenant" || { bad "root's background did not yield to nobody's normal"; grep "launches governed" "$T/rbg2.err"; }
+    grep -q " 0 waits for a higher class" "$T/rn.err" && ok "root's normal tenant, its peer, never waited for a higher class" || { bad "a peer yielded"; grep "launches governed" "$T/rn.err"; }
     stop_daemon
     [ ! -e "$T/drun/gpusliced.boards" ] && ok "the board socket is gone with the daemon" || bad "board socket left behind" ;;
 daemon_authz)

@@ -326,6 +326,36 @@ static int sc_ctx(unsigned long long limit)
     meminfo(&f, &t);
     CHECK(f == f0, "destroying the context gave back %zu of %zu", f - (f0 - (f0 - f)), f0 - f);
     printf("after destroy free=%zu before=%zu\n", f, f0);
+    /*
+     * The last context gone (issue 32): the primary released too, the tenant holds nothing
+     * on the device (read through NVML, the tenant's view: no context is left to ask CUDA).
+     */
+    {
+        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+        gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
+            lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")
+                : NULL;
+        gs_pfn_nvmlDeviceGetMemoryInfo mi =
+            lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
+        nvmlDevice_t dev;
+        nvmlMemory_t m;
+
+        CHECK(in && gh && mi, "NVML");
+        if (!in || !gh || !mi)
+            return check_fail;
+        CHECK(in() == NVML_SUCCESS && gh(0, &dev) == NVML_SUCCESS, "NVML handle");
+        CHECK(mi(dev, &m) == NVML_SUCCESS, "meminfo");
+        printf("the primary context alone: the tenant's used %llu\n", m.used);
+        CHECK(m.used == t0 - f0, "with the primary alone, used %llu, CUDA said %zu", m.used,
+              t0 - f0);
+        CHECK(m.used > 0, "the primary context is not charged");
+        CHECK(A.cuCtxSetCurrent(NULL) == CUDA_SUCCESS, "none current");
+        CHECK(A.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "release the primary");
+        CHECK(mi(dev, &m) == NVML_SUCCESS, "meminfo");
+        printf("no context left: the tenant's used %llu\n", m.used);
+        CHECK(m.used == 0, "no context left, the tenant still holds %llu", m.used);
+    }
     return check_fail;
 }
 
@@ -369,6 +399,35 @@ static int sc_nvml(unsigned long long limit)
            m2.total);
     CHECK(m.total == limit && m2.total == limit, "NVML total is not the limit");
     CHECK(m.used + m.free == m.total, "used + free != total");
+    /*
+     * Used is the tenant's, as CUDA's view says it (issue 32): its context, then 256 MiB more
+     * exactly; v2's used the same, its reserved 0 (the tenant's view has none).
+     */
+    {
+        CUdeviceptr p;
+        size_t f, t;
+        unsigned long long u0;
+
+        init();
+        meminfo(&f, &t);
+        CHECK(mi(dev, &m) == NVML_SUCCESS && mi2(dev, &m2) == NVML_SUCCESS, "meminfo");
+        u0 = m.used;
+        printf("with a context: nvml used=%llu, cuda used=%zu; v2 used=%llu reserved=%llu\n",
+               m.used, t - f, m2.used, m2.reserved);
+        CHECK(m.used == t - f, "NVML used %llu, CUDA's view %zu", m.used, t - f);
+        CHECK(m.used > 0, "the context is not in NVML's used");
+        CHECK(m2.used == m.used && m2.reserved == 0, "v2 used %llu reserved %llu", m2.used,
+              m2.reserved);
+        CHECK(A.cuMemAlloc_v2(&p, 256 * MiB) == CUDA_SUCCESS, "256 MiB");
+        CHECK(mi(dev, &m) == NVML_SUCCESS, "meminfo");
+        meminfo(&f, &t);
+        printf("after 256 MiB: nvml used=%llu free=%llu, cuda used=%zu\n", m.used, m.free, t - f);
+        CHECK(m.used == u0 + 256 * MiB, "NVML used %llu, want %llu", m.used, u0 + 256 * MiB);
+        CHECK(m.used == t - f && m.free == f, "NVML %llu/%llu, CUDA %zu/%zu", m.used, m.free,
+              t - f, f);
+        CHECK(A.cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+        CHECK(mi(dev, &m) == NVML_SUCCESS && m.used == u0, "NVML used %llu after the free", m.used);
+    }
     return check_fail;
 }
 

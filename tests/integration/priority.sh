@@ -143,6 +143,24 @@ compute_weights)
     # Both report: the one that was not stopped is the one that ran beside the other.
     beside=$(grep -ho "[0-9]* ran beside a holder" "$T/s1.err" "$T/s2.err" | awk '{s += $1} END {print s + 0}')
     if [ -n "$h" ] && [ "$h" -gt 0 ] && [ "$beside" -lt 500 ]; then ok "after the holder resumed, turns again ($beside launches ran beside it)"; else bad "ran beside the resumed holder (pid ${h:-?}): $beside launches"; grep -h "launches governed" "$T/s1.err" "$T/s2.err"; fi
+    # A weight's turn on the board (issue 32): 10 ms x the weight, at most 200 ms, as the
+    # holder writes it (holder_pid at offset 32, holder_turn_ns at 120 of board_abi.h).
+    for wt in 8:80000000 100:200000000; do
+        w=${wt%%:*} want=${wt#*:}
+        "$GS" run -q --weight "$w" -- "$CL" stream 1.5 1000 >/dev/null 2>&1 &
+        pw=$!
+        turn=
+        for _ in $(seq 60); do
+            sleep 0.05
+            turn=$(python3 -c 'import struct, sys
+b = open(sys.argv[1], "rb").read()
+pid, turn = struct.unpack_from("<i", b, 32)[0], struct.unpack_from("<Q", b, 120)[0]
+print(turn if pid > 0 else "")' "$XDG_RUNTIME_DIR/gpuslice-$(id -u)-gpu-5ac1ce00000040008000000000000000.board" 2>/dev/null)
+            [ -n "$turn" ] && break
+        done
+        wait "$pw"
+        [ "$turn" = "$want" ] && ok "weight $w: a turn of $((want / 1000000)) ms on the board" || bad "weight $w: a turn of ${turn:-nothing} ns, want $want"
+    done
     # A ceiling stays a hard bound on top of a weight.
     "$GS" run -q --weight 3 --compute 40 -- "$CL" stream 2.5 1000 >"$T/k3" 2>"$T/k3.err" &
     pa=$!

@@ -68,7 +68,16 @@ static uint64_t large_bytes(uint64_t size)
  */
 static uint64_t pitch_of(uint64_t width)
 {
-    return sim_round_up(width, SIM_PITCH_ALIGN);
+    /*
+     * GPUSLICE_SIM_PITCH_ALIGN=N (a power of two from 512 to 65536): rows padded to N, wider
+     * than the 512 the interposer estimates with (a driver or GPU that pads more).
+     */
+    const char *v = getenv("GPUSLICE_SIM_PITCH_ALIGN");
+    unsigned long a = v ? strtoul(v, NULL, 10) : 0;
+
+    if (a < SIM_PITCH_ALIGN || a > 65536 || (a & (a - 1)) != 0)
+        a = SIM_PITCH_ALIGN;
+    return sim_round_up(width, a);
 }
 
 /*
