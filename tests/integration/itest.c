@@ -431,6 +431,28 @@ static int sc_nvml(unsigned long long limit)
     return check_fail;
 }
 
+/* NVML's used on GPU 0 as this process sees it (no CUDA context made): "nvml_used N". */
+static int sc_nvml_used(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+    gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
+        lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")
+            : NULL;
+    gs_pfn_nvmlDeviceGetMemoryInfo mi =
+        lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
+    nvmlDevice_t dev;
+    nvmlMemory_t m;
+
+    if (!in || !gh || !mi || in() != NVML_SUCCESS || gh(0, &dev) != NVML_SUCCESS ||
+        mi(dev, &m) != NVML_SUCCESS) {
+        printf("NVML failed\n");
+        return 1;
+    }
+    printf("nvml_used %llu\n", m.used);
+    return 0;
+}
+
 static int sc_init(void)
 {
     CUresult r;
@@ -450,6 +472,8 @@ int main(int argc, char **argv)
         return 2;
     if (strcmp(argv[1], "limit") == 0)
         return sc_limit(n);
+    if (strcmp(argv[1], "nvml_used") == 0)
+        return sc_nvml_used();
     if (strcmp(argv[1], "families") == 0)
         return sc_families(n);
     if (strcmp(argv[1], "try") == 0)

@@ -217,7 +217,16 @@ threads) expect 0 "16 threads cannot overshoot together" -- "$GS" run -q --memor
 contexts) expect 0 "a context's footprint is counted; destroying it gives all back" -- "$GS" run -q --memory 2G -- "$IT" ctx $((2 * G)) ;;
 views)
     expect 0 "cuDeviceTotalMem reports the limit" -- "$GS" run -q --memory 3G -- "$IT" totalmem $((3 * G))
-    expect 0 "NVML memory info (v1, v2) reports the limit" -- "$GS" run -q --memory 3G -- "$IT" nvml $((3 * G)) ;;
+    # (The device with 100 MiB in use that no process holds: the tenant's used is its own.)
+    GPUSLICE_SIM_IDLE_USED=100M expect 0 "NVML memory info (v1, v2) reports the limit" -- "$GS" run -q --memory 3G -- "$IT" nvml $((3 * G))
+    # NVML's used follows the tenant's members (issue 32): a member holding 512 MiB SIGKILLed
+    # (it gives nothing back itself) is out of the next reading of another member's NVML.
+    "$GS" run -q --memory 3G -- sh -c '"$0" hold $((512 << 20)) "$1/never" 30 >"$1/holder" & h=$!
+        i=0; while ! grep -q "hold .* -> 0" "$1/holder" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+        "$0" nvml_used >"$1/u1"; kill -9 $h; wait $h 2>/dev/null; "$0" nvml_used >"$1/u2"' "$IT" "$T"
+    u1=$(awk '{print $2}' "$T/u1"); u2=$(awk '{print $2}' "$T/u2")
+    if [ -n "$u1" ] && [ "$u1" -ge $((512 << 20)) ] && [ "$u2" = 0 ]; then ok "NVML's used: $u1 with a member holding 512 MiB, $u2 once it was killed"
+    else bad "NVML's used: ${u1:-?} with the member, ${u2:-?} after it was killed"; cat "$T/u1" "$T/u2" "$T/holder"; fi ;;
 env_forms)
     GPUSLICE_MEMORY_LIMIT=1G expect 0 "GPUSLICE_MEMORY_LIMIT" -- preload "$IT" limit $G
     GPUSLICE_MEMORY_LIMIT=0:1G expect 0 "GPUSLICE_MEMORY_LIMIT per index" -- preload "$IT" limit $G
