@@ -135,10 +135,11 @@ size_t gd_events_read(uint64_t after, char *buf, size_t len, int wait_ms, uid_t 
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&mu);
-    if (after > last_id)
-        after = last_id; /* an id this daemon never gave (a clock set back): from now on */
-    if (after + 1 < first_id) {
-        /* From before this run (0: everything kept, nothing said lost). */
+    if (after > last_id || after + 1 < first_id) {
+        /*
+         * From before this run (0: everything kept, nothing said lost), or an id this run never
+         * gave (a run before it whose clock was ahead): all this run has kept, said lost.
+         */
         *gap = after != 0;
         after = first_id - 1;
     }

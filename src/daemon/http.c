@@ -101,7 +101,6 @@ static void record_latency(uint64_t ns)
 
 struct sse_state {
     uint64_t last;
-    int sent_gap;
     uid_t uid; /* the subscriber, who sees only its own tenants' events unless admin */
     int admin;
 };
@@ -224,14 +223,14 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return 0;
     if (keep > 15)
         keep = 15;
-    if (!s->sent_gap) {
+    {
         /*
-         * Said first, once, where the history no longer reaches back to the id asked for
-         * (events dropped from the ring, or from before the daemon's restart): an event
-         * without an id, so that the client's Last-Event-ID stays the one it had.
+         * Said before what follows, each time the history no longer reaches back to where
+         * the stream is (the id asked for is from before the daemon's restart, or events were
+         * dropped from the ring while this reader lagged): an event without an id, so that
+         * the client's Last-Event-ID stays the one it had.
          */
         (void)gd_events_read(s->last, NULL, 0, 0, s->uid, s->admin, &last, &gap);
-        s->sent_gap = 1;
         if (gap) {
             int k = snprintf(buf, max,
                              "event: events.lost\ndata: {\"type\":\"events.lost\","

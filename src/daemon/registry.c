@@ -1572,9 +1572,9 @@ static void restore_definitions(void)
             l.pod_flags =
                 (json_is_true(json_object_get(it, "pod")) ? GPUSLICE_NODE_POD : 0) |
                 (json_is_true(json_object_get(it, "refused")) ? GPUSLICE_NODE_REFUSED : 0);
-            /* Its time of creation is the first one's, not the reboot's (no later than now). */
-            l.created_unix_ns =
-                cv > 0 && (uint64_t)cv <= gd_unix_ns() ? (uint64_t)cv : 0;
+            /* Its time of creation is the first one's, not the reboot's (a clock behind at
+               boot keeps it too). */
+            l.created_unix_ns = cv > 0 ? (uint64_t)cv : 0;
         }
         if (gd_tenant_create(json_string_value(name), (uid_t)json_integer_value(owner), &l, &t, err,
                              sizeof(err)) < 0)

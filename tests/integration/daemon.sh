@@ -578,6 +578,10 @@ daemon_events)
         ok "a Last-Event-ID from before the restart: events.lost, then the new run's events (id $new_id > $last_old)"
     else bad "Last-Event-ID $last_old after a restart"; cat "$T/sse3"; fi
     grep -q "^data: {\"type\":\"events.lost\",\"after\":$last_old," "$T/sse3" && ok "events.lost names the id asked for" || { bad "events.lost data"; cat "$T/sse3"; }
+    # An id this run never gave (a run before it with its clock ahead): the same.
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: 9000000000000000" http://d/v1/events >"$T/sse4" 2>/dev/null
+    head -n 1 "$T/sse4" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse4" &&
+        ok "an id above this run's: events.lost, then every event kept" || { bad "an id above this run's"; cat "$T/sse4"; }
     want 204 "ev2 ended" DELETE /v1/tenants/ev2
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got"

@@ -98,7 +98,7 @@ struct duty_dev {
 };
 
 /* The clock of the device's utilisation samples' stamps (NVML does not name it). */
-enum { DEV_CLOCK_UNKNOWN, DEV_CLOCK_REALTIME, DEV_CLOCK_MONOTONIC };
+enum { DEV_CLOCK_UNKNOWN, DEV_CLOCK_REALTIME, DEV_CLOCK_MONOTONIC, DEV_CLOCK_NONE };
 
 static struct duty_dev duties[MAX_ORD];
 static uint64_t next_poll_ns;
@@ -245,18 +245,21 @@ static int64_t rt_minus_mono_us(void)
 /*
  * The device's utilisation samples newer than since_rt (realtime us) into dev (*n of room),
  * asked on the clock *clock names; while it is unknown, realtime first, then monotonic, and
- * *clock is what answered. Not under mu (NVML may take a while).
+ * the clock is learnt from the stamps that come (within two minutes of one clock's now), not
+ * from which question had an answer. A device that has no such samples (NOT_SUPPORTED,
+ * FUNCTION_NOT_FOUND) is not asked again (*clock DEV_CLOCK_NONE). Not under mu.
  */
 static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, int *clock,
                                    nvmlValueType_t *vt, unsigned *n, nvmlSample_t *dev)
 {
+    const unsigned long long near = 120000000ULL;
     int64_t off = rt_minus_mono_us();
-    unsigned room = *n;
+    unsigned room = *n, k;
     nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
     int c;
 
-    for (c = DEV_CLOCK_REALTIME; c <= DEV_CLOCK_MONOTONIC; c++) {
-        unsigned long long since = since_rt;
+    for (c = DEV_CLOCK_REALTIME; c <= DEV_CLOCK_MONOTONIC && *clock != DEV_CLOCK_NONE; c++) {
+        unsigned long long since = since_rt, newest = 0, rt_now, mono_now;
 
         if (*clock != DEV_CLOCK_UNKNOWN && c != *clock)
             continue;
@@ -264,10 +267,32 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
             since = (int64_t)since_rt > off ? since_rt - (unsigned long long)off : 0;
         *n = room;
         r = gs__real.nvmlDeviceGetSamples(h, NVML_GPU_UTILIZATION_SAMPLES, since, vt, n, dev);
-        if (r == NVML_SUCCESS && *n > 0) {
-            *clock = c;
-            return r;
+        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND) {
+            *clock = DEV_CLOCK_NONE;
+            break;
         }
+        if (r != NVML_SUCCESS || *n == 0)
+            continue;
+        if (*n > room)
+            *n = room;
+        for (k = 0; k < *n; k++)
+            if (dev[k].timeStamp > newest)
+                newest = dev[k].timeStamp;
+        {
+            struct timespec a, b;
+
+            clock_gettime(CLOCK_REALTIME, &a);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            rt_now = (unsigned long long)a.tv_sec * 1000000ULL + (unsigned long long)a.tv_nsec / 1000ULL;
+            mono_now = (unsigned long long)b.tv_sec * 1000000ULL + (unsigned long long)b.tv_nsec / 1000ULL;
+        }
+        if (*clock == DEV_CLOCK_UNKNOWN) {
+            if (newest + 4 * near > rt_now && newest < rt_now + near)
+                *clock = DEV_CLOCK_REALTIME;
+            else if (newest + 4 * near > mono_now && newest < mono_now + near)
+                *clock = DEV_CLOCK_MONOTONIC;
+        }
+        return r;
     }
     *n = 0;
     return r;
