@@ -737,6 +737,14 @@ static void set_sample(struct sim_sample *x, int32_t pid, uint64_t b, uint64_t k
     x->end_ns = key * SIM_SAMPLE_NS;
 }
 
+uint64_t sim_dev_sample_shift_ns(void)
+{
+    const char *v = getenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
+    unsigned long pct = v ? strtoul(v, NULL, 10) : 0;
+
+    return pct > 0 && pct < 100 ? SIM_SAMPLE_NS * pct / 100 : 0;
+}
+
 /* The device's period slot of time t on d, made afresh when it held an older period. */
 static struct sim_dev_period *dev_period_at(struct sim_device *d, uint64_t t)
 {

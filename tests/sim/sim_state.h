@@ -94,10 +94,13 @@ struct sim_interval {
 #define SIM_PERIOD_PROCS 32 /* processes counted per period */
 /*
  * The device's utilisation samples (nvmlDeviceGetSamples) have periods of the same length
- * whose ends fall this much before the processes' periods' ends: the driver samples the
- * device and the processes on its own schedules, and no H100 run showed them to line up.
+ * whose ends fall GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT percent of a period (0..99, read from
+ * each process's environment: give all of a test's processes the same) before the processes'
+ * periods' ends; 0, the default, lines them up. The driver samples the device on its own
+ * schedule and no H100 run has told how the two line up.
  */
-#define SIM_DEV_SAMPLE_SHIFT_NS (SIM_SAMPLE_NS * 2 / 5)
+uint64_t sim_dev_sample_shift_ns(void);
+#define SIM_DEV_SAMPLE_SHIFT_NS (sim_dev_sample_shift_ns())
 
 struct sim_period_proc {
     int32_t pid;

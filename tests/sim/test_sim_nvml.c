@@ -340,8 +340,8 @@ static void test_utilization_follows_the_device_timeline(void **state)
 /*
  * The device's utilisation samples (nvmlDeviceGetSamples): one per period, idle ones too,
  * each the share of its period in which a kernel ran, on periods of their own whose ends fall
- * SIM_DEV_SAMPLE_SHIFT_NS before the per-process samples' ends (code that pairs the two kinds
- * by stamp must not find them lined up).
+ * GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT (40 here) percent of a period before the per-process
+ * samples' ends.
  */
 static void test_device_samples_have_periods_of_their_own(void **state)
 {
@@ -351,9 +351,11 @@ static void test_device_samples_have_periods_of_their_own(void **state)
     unsigned n, nd, i, k, busy_ms = 0, full = 0;
     CUfunction f = get_function(&cu, "spin_200000us");
     struct timespec rt;
-    unsigned long long since, p_us = SIM_SAMPLE_NS / 1000, shift_us = SIM_DEV_SAMPLE_SHIFT_NS / 1000;
+    unsigned long long since, p_us = SIM_SAMPLE_NS / 1000, shift_us;
 
     (void)state;
+    setenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "40", 1);
+    shift_us = SIM_SAMPLE_NS * 40 / 100 / 1000;
     /* (Clear of the periods that hold earlier tests' kernels.) */
     usleep((useconds_t)(2 * p_us));
     clock_gettime(CLOCK_REALTIME, &rt);
@@ -398,6 +400,7 @@ static void test_device_samples_have_periods_of_their_own(void **state)
     assert_in_range(nd, 1, 2);
     assert_true(d[0].timeStamp > since);
     assert_int_equal(d[nd - 1].sampleValue.uiVal, 0);
+    unsetenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
 }
 
 static void test_shutdown_then_reinit_sees_the_same_state(void **state)
