@@ -307,6 +307,26 @@ static int sc_threads(unsigned long long limit)
     return check_fail;
 }
 
+/* NVML's used on GPU 0 as this process sees it (the tenant's view under gpuslice): 0 or -1. */
+static int nvml_used0(unsigned long long *used)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+    gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
+        lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")
+            : NULL;
+    gs_pfn_nvmlDeviceGetMemoryInfo mi =
+        lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
+    nvmlDevice_t dev;
+    nvmlMemory_t m;
+
+    if (!in || !gh || !mi || in() != NVML_SUCCESS || gh(0, &dev) != NVML_SUCCESS ||
+        mi(dev, &m) != NVML_SUCCESS)
+        return -1;
+    *used = m.used;
+    return 0;
+}
+
 static int sc_ctx(unsigned long long limit)
 {
     size_t f0, t0, f, t;
@@ -331,30 +351,17 @@ static int sc_ctx(unsigned long long limit)
      * on the device (read through NVML, the tenant's view: no context is left to ask CUDA).
      */
     {
-        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-        gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
-        gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
-            lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")
-                : NULL;
-        gs_pfn_nvmlDeviceGetMemoryInfo mi =
-            lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
-        nvmlDevice_t dev;
-        nvmlMemory_t m;
+        unsigned long long used = 0;
 
-        CHECK(in && gh && mi, "NVML");
-        if (!in || !gh || !mi)
-            return check_fail;
-        CHECK(in() == NVML_SUCCESS && gh(0, &dev) == NVML_SUCCESS, "NVML handle");
-        CHECK(mi(dev, &m) == NVML_SUCCESS, "meminfo");
-        printf("the primary context alone: the tenant's used %llu\n", m.used);
-        CHECK(m.used == t0 - f0, "with the primary alone, used %llu, CUDA said %zu", m.used,
-              t0 - f0);
-        CHECK(m.used > 0, "the primary context is not charged");
+        CHECK(nvml_used0(&used) == 0, "NVML");
+        printf("the primary context alone: the tenant's used %llu\n", used);
+        CHECK(used == t0 - f0, "with the primary alone, used %llu, CUDA said %zu", used, t0 - f0);
+        CHECK(used > 0, "the primary context is not charged");
         CHECK(A.cuCtxSetCurrent(NULL) == CUDA_SUCCESS, "none current");
         CHECK(A.cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "release the primary");
-        CHECK(mi(dev, &m) == NVML_SUCCESS, "meminfo");
-        printf("no context left: the tenant's used %llu\n", m.used);
-        CHECK(m.used == 0, "no context left, the tenant still holds %llu", m.used);
+        CHECK(nvml_used0(&used) == 0, "NVML");
+        printf("no context left: the tenant's used %llu\n", used);
+        CHECK(used == 0, "no context left, the tenant still holds %llu", used);
     }
     return check_fail;
 }
@@ -434,22 +441,13 @@ static int sc_nvml(unsigned long long limit)
 /* NVML's used on GPU 0 as this process sees it (no CUDA context made): "nvml_used N". */
 static int sc_nvml_used(void)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
-    gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
-        lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")
-            : NULL;
-    gs_pfn_nvmlDeviceGetMemoryInfo mi =
-        lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
-    nvmlDevice_t dev;
-    nvmlMemory_t m;
+    unsigned long long used;
 
-    if (!in || !gh || !mi || in() != NVML_SUCCESS || gh(0, &dev) != NVML_SUCCESS ||
-        mi(dev, &m) != NVML_SUCCESS) {
+    if (nvml_used0(&used) < 0) {
         printf("NVML failed\n");
         return 1;
     }
-    printf("nvml_used %llu\n", m.used);
+    printf("nvml_used %llu\n", used);
     return 0;
 }
 
