@@ -739,10 +739,18 @@ static void set_sample(struct sim_sample *x, int32_t pid, uint64_t b, uint64_t k
 
 uint64_t sim_dev_sample_shift_ns(void)
 {
+    /* 40 unless set (0 lines them up): nothing measured says how the driver's line up. */
     const char *v = getenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
-    unsigned long pct = v ? strtoul(v, NULL, 10) : 0;
+    unsigned long pct = 40;
 
-    return pct > 0 && pct < 100 ? SIM_SAMPLE_NS * pct / 100 : 0;
+    if (v && *v) {
+        char *end;
+        unsigned long x = strtoul(v, &end, 10);
+
+        if (*end == '\0' && x < 100)
+            pct = x;
+    }
+    return SIM_SAMPLE_NS * pct / 100;
 }
 
 /* The device's period slot of time t on d, made afresh when it held an older period. */

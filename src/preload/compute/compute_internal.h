@@ -233,7 +233,11 @@ struct compute_stats {
     uint64_t wait_ns;
     unsigned long gov_naps; /* timed sleeps of the governor, and their length in all */
     uint64_t gov_nap_ns;
-    unsigned long duty_samples; /* NVML's per-process samples of this process taken (duty.c) */
+    unsigned long duty_samples;     /* NVML's samples taken into the duty (duty.c) */
+    unsigned long duty_dev_samples; /* ... of them the device's own */
+    unsigned long duty_dev_asks;    /* the device's samples asked for */
+    int duty_dev_rc;                /* ... NVML's last answer */
+    int duty_dev_clock;             /* ... and the clock learnt for their stamps (DEV_CLOCK_*) */
 };
 
 struct admit {
@@ -302,6 +306,8 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to);
 void duty_uncapped(struct gdev *d, uint64_t now); /* it launched without a ceiling now */
 uint32_t duty_ppm(const struct gdev *d, uint64_t now);
 int64_t duty_bill(const struct gdev *d, int64_t dt, uint64_t now);
+/* The name of a DEV_CLOCK_* value (duty.c), for the debug report. */
+const char *duty_clock_name(int clock);
 void duty_poll(uint64_t now); /* may release mu for NVML's calls */
 int dev_busy(const struct gdev *d);
 void gov_wake(void);

@@ -28,6 +28,11 @@
 #include "common/proc.h"
 #include "preload/compute/compute_internal.h"
 
+/* The clocks (tests/unit/test_duty.c runs this file on a clock of its own). */
+#ifndef duty_clock
+#define duty_clock clock_gettime
+#endif
+
 /* The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO): NVML's PIDs are its. */
 #define INIT_PID_NS 0xEFFFFFFCu
 
@@ -64,8 +69,8 @@
 #define DUTY_MIN_PPM 20000
 #endif
 
-/* Before two samples one period apart are seen: NVML's period on the H100 (driver 580). */
-#define DUTY_PERIOD0_NS 200000000LL
+/* Spacings under this between two samples are not a sample period (20 ms). */
+#define DUTY_PERIOD_MIN_US 20000ULL
 
 /* A stretch of time in flight, [a, b) monotonic ns. */
 struct duty_iv {
@@ -84,11 +89,13 @@ struct duty_iv {
 struct duty_dev {
     int state; /* 0 not asked yet, 1 asking, -1 NVML cannot tell (no handle, no function) */
     nvmlDevice_t h;
-    unsigned long long last_ts; /* the newest sample taken, CLOCK_REALTIME us */
-    uint64_t flight_ns;         /* time in flight ever counted (duty_span) */
-    uint64_t heard_flight_ns;   /* ... when a sample of ours last came */
-    int64_t period_ns;          /* the driver's sample period, the smallest spacing seen */
-    unsigned long long prev_ts; /* the sample before, for the spacing */
+    unsigned long long last_ts;     /* our newest sample dealt with, CLOCK_REALTIME us */
+    unsigned long long last_dev_ts; /* the newest device sample taken or passed over */
+    uint64_t flight_ns;             /* time in flight ever counted (duty_span) */
+    uint64_t heard_flight_ns;       /* ... when a sample of ours last came */
+    int64_t period_ns;              /* NVML's per-process sample period: the smallest spacing */
+    int64_t dev_period_ns;          /* the device's sample period, likewise; 0: not seen yet */
+    unsigned long long prev_ts;     /* our sample before, for the spacing */
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
     struct duty_iv *ivs;        /* DUTY_IVS of them, made at the first need; NULL: none */
     uint64_t nivs;              /* stretches ever recorded; the newest is ivs[(nivs-1) % N] */
@@ -193,23 +200,19 @@ uint32_t duty_ppm(const struct gdev *d, uint64_t now)
     return (uint32_t)(r * 1e6);
 }
 
-/* Takes one of our samples: u's period ended at ts (realtime us) ran pct % of it. */
-static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64_t now,
-                 int64_t rt_minus_mono)
+/*
+ * Takes one sample: in the period of p ns that ended at ts (realtime us), this process's
+ * kernels ran pct % of it, set against the time in flight counted in the same period. 1 if
+ * it counted, 0 if it says nothing (no time in flight then, or on no clock we know).
+ */
+static int take(struct duty_dev *u, unsigned long long ts, unsigned pct, int64_t p, uint64_t now,
+                int64_t rt_minus_mono)
 {
-    int64_t p = u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS;
     int64_t end_mono = (int64_t)ts * 1000 - rt_minus_mono, sp;
     double decay, run;
 
-    if (u->prev_ts && ts > u->prev_ts) {
-        int64_t gap = (int64_t)(ts - u->prev_ts) * 1000;
-
-        if (gap >= 20000000LL && (u->period_ns == 0 || gap < u->period_ns))
-            u->period_ns = gap; /* skipped periods make multiples: the smallest is the period */
-    }
-    u->prev_ts = ts;
-    if (end_mono <= p || (uint64_t)end_mono > now + 1000000000ULL)
-        return; /* on no clock we know */
+    if (p <= 0 || end_mono <= p || (uint64_t)end_mono > now + 1000000000ULL)
+        return 0; /* on no clock we know */
     sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono);
     /*
      * A period with nothing counted in flight, or in which the process launched without a
@@ -220,7 +223,7 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
      * instead.)
      */
     if (sp <= 0)
-        return;
+        return 0;
     if (sp > p)
         sp = p;
     run = (double)p * (pct > 100 ? 100 : pct) / 100.0;
@@ -229,6 +232,8 @@ static void take(struct duty_dev *u, unsigned long long ts, unsigned pct, uint64
         decay = 0;
     u->run = u->run * decay + run;
     u->span = u->span * decay + (double)sp;
+    stats.duty_samples++;
+    return 1;
 }
 
 /* Microseconds on CLOCK_REALTIME less CLOCK_MONOTONIC now. */
@@ -236,8 +241,8 @@ static int64_t rt_minus_mono_us(void)
 {
     struct timespec rt, mono;
 
-    clock_gettime(CLOCK_REALTIME, &rt);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
+    duty_clock(CLOCK_REALTIME, &rt);
+    duty_clock(CLOCK_MONOTONIC, &mono);
     return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000LL +
            ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec) / 1000LL;
 }
@@ -281,8 +286,8 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
         {
             struct timespec a, b;
 
-            clock_gettime(CLOCK_REALTIME, &a);
-            clock_gettime(CLOCK_MONOTONIC, &b);
+            duty_clock(CLOCK_REALTIME, &a);
+            duty_clock(CLOCK_MONOTONIC, &b);
             rt_now = (unsigned long long)a.tv_sec * 1000000ULL + (unsigned long long)a.tv_nsec / 1000ULL;
             mono_now = (unsigned long long)b.tv_sec * 1000000ULL + (unsigned long long)b.tv_nsec / 1000ULL;
         }
@@ -378,62 +383,107 @@ static unsigned normalise_samples(nvmlSample_t *dev, unsigned n, nvmlValueType_t
 }
 
 /*
- * The device's own utilisation over the period of our sample ending at ts (realtime us),
- * where no other process ran in it (their samples in buf say: one that overlaps it with
- * smUtil above 0); else our own sample's pct. Why: the driver's per-process figure counts the
- * time a process has work on the device, which for kernels of a few microseconds queued back
- * to back includes the device's own gaps between them (a CUDA <<<>>> loop of 3.8-us kernels on
- * the H100 was billed 50 % at --compute 50 while the device's utilisation read 45 % and its
- * rate said 38 %); the device's figure is what a ceiling is judged by, and when the process
- * ran alone it is the process's. The device's periods are as long as the processes' (200 ms
- * both on the H100) but need not end at the same moments: each device sample weighs in by
- * how much of our period it covers, and half of it must be covered.
+ * Whether a process other than me ran (a sample above 0 %) in a period of NVML's that overlaps
+ * [lo, hi) (realtime us; the per-process periods are p us long).
  */
-static unsigned period_pct(const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
-                           unsigned long long ts, unsigned pct, const nvmlSample_t *dev,
-                           unsigned ndev, int64_t period_ns, unsigned long long now_rt, int *wait)
+static int other_ran(const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
+                     unsigned long long lo, unsigned long long hi, unsigned long long p)
 {
-    unsigned long long p = (unsigned long long)(period_ns / 1000), lo = ts > p ? ts - p : 0;
-    unsigned long long covered = 0, sum = 0, newest = 0;
     unsigned k;
 
-    *wait = 0;
     for (k = 0; k < n; k++)
-        if (buf[k].pid != (unsigned)me && buf[k].smUtil > 0 && buf[k].timeStamp + p > ts &&
-            buf[k].timeStamp < ts + p)
-            return pct; /* another process ran then too */
-    /*
-     * The device's period that holds the end of ours not reported yet: wait for it (the next
-     * poll) rather than weigh only the earlier one, which would bill the start of every burst
-     * of work with the idle time before it (a saturating stream was billed 94.7 % of its time
-     * in flight on the simulator, its periods 2/5 apart). Not for ever: two periods on, what
-     * there is is used.
-     */
-    for (k = 0; k < ndev; k++)
-        if (dev[k].timeStamp > newest)
-            newest = dev[k].timeStamp;
-    if (ndev > 0 && newest < ts && now_rt < ts + 2 * p) {
-        *wait = 1;
-        return pct;
-    }
-    for (k = 0; k < ndev; k++) {
-        unsigned long long a = dev[k].timeStamp > p ? dev[k].timeStamp - p : 0;
-        unsigned long long b = dev[k].timeStamp;
+        if (buf[k].pid != (unsigned)me && buf[k].smUtil > 0 && buf[k].timeStamp > lo &&
+            buf[k].timeStamp < hi + p)
+            return 1;
+    return 0;
+}
 
-        if (dev[k].sampleValue.uiVal > 100)
-            continue;
-        if (a < lo)
-            a = lo;
-        if (b > ts)
-            b = ts;
-        if (b <= a)
-            continue;
-        covered += b - a;
-        sum += (b - a) * dev[k].sampleValue.uiVal;
+/* dev[0..n) in the order of their stamps (n is at most DUTY_DEV_SAMPLES). */
+static void sort_samples(nvmlSample_t *dev, unsigned n)
+{
+    unsigned i, j;
+
+    for (i = 1; i < n; i++) {
+        nvmlSample_t x = dev[i];
+
+        for (j = i; j > 0 && dev[j - 1].timeStamp > x.timeStamp; j--)
+            dev[j] = dev[j - 1];
+        dev[j] = x;
     }
-    if (covered == 0 || covered * 2 < p)
-        return pct;
-    return (unsigned)((sum + covered / 2) / covered);
+}
+
+/*
+ * Learns a sample period from consecutive stamps (realtime us): the smallest spacing of at least
+ * 20 ms (a skipped period makes a multiple; the device's samples come for idle periods too).
+ */
+static void learn_period(int64_t *period_ns, unsigned long long prev, unsigned long long ts)
+{
+    if (prev && ts >= prev + DUTY_PERIOD_MIN_US &&
+        (*period_ns == 0 || (int64_t)(ts - prev) * 1000 < *period_ns))
+        *period_ns = (int64_t)(ts - prev) * 1000;
+}
+
+/*
+ * Our sample s (smUtil: the share of NVML's period ending at its stamp in which this process had
+ * work on the device) taken into the duty. Where no other process ran about then, the device's
+ * own utilisation samples stand for ours, each taken over its own period (the unit): the
+ * per-process figure counts the time a process has work on the device, which for kernels of a
+ * few microseconds queued back to back includes the device's own gaps between them (a CUDA
+ * <<<>>> loop of 3.8-us kernels on the H100 was billed 50 % at --compute 50 while the device's
+ * utilisation read 45 % and its rate said 38 %); the device's figure is what a ceiling is judged
+ * by, and when the process ran alone it is the process's. The device's periods need not end
+ * when the processes' do: each device sample is set against the time in flight counted in its
+ * own period, so no part of one is lost at the edges of a stretch of work (weighing device
+ * samples by their overlap with our period lost part of the first and last period of every
+ * stretch: a saturating stream was billed 0.88 of its kernels' time on the simulator, its
+ * periods 2/5 apart). Returns 0, or 1 to wait: the device's period that holds the end of ours
+ * is not reported yet (the next poll takes s again), for two periods at most.
+ */
+static int take_sample(struct duty_dev *u, const nvmlProcessUtilizationSample_t *s,
+                       const nvmlProcessUtilizationSample_t *buf, unsigned n, pid_t me,
+                       const nvmlSample_t *dev, unsigned ndev, unsigned long long now_rt,
+                       uint64_t now, int64_t rt_minus_mono)
+{
+    int64_t pp = u->period_ns > 0 ? u->period_ns : u->dev_period_ns, dp = u->dev_period_ns;
+    unsigned long long ts = s->timeStamp, p_us, d_us, lo, passed = 0;
+    unsigned k, took = 0, passed_over = 0, in_range = 0;
+
+    if (pp <= 0)
+        return 0; /* no period known yet (the first sample of a process without device samples) */
+    p_us = (unsigned long long)pp / 1000;
+    lo = ts > p_us ? ts - p_us : 0;
+    if (ndev > 0 && dp > 0 && !other_ran(buf, n, me, lo, ts, p_us)) {
+        d_us = (unsigned long long)dp / 1000;
+        if (dev[ndev - 1].timeStamp < ts && now_rt < ts + 2 * p_us)
+            return 1;
+        for (k = 0; k < ndev; k++) {
+            unsigned long long e = dev[k].timeStamp;
+
+            if (e <= lo || e >= ts + d_us)
+                continue; /* its period is not in ours */
+            in_range++;
+            if (e <= u->last_dev_ts)
+                continue; /* taken already, with our sample before */
+            if (other_ran(buf, n, me, e > d_us ? e - d_us : 0, e, p_us))
+                passed_over++; /* another's work is in it, in a part of it outside ours */
+            else {
+                stats.duty_dev_samples += take(u, e, dev[k].sampleValue.uiVal, dp, now, rt_minus_mono);
+                took++;
+            }
+            u->last_dev_ts = e;
+        }
+        /* Our own figure only where the device's did not speak of our period at all. */
+        if (took || (in_range && !passed_over))
+            return 0;
+    }
+    take(u, ts, s->smUtil, pp, now, rt_minus_mono);
+    /* The device's periods that reach into ours are not taken again later. */
+    for (k = 0; k < ndev; k++)
+        if (dev[k].timeStamp > passed && dev[k].timeStamp < ts + (unsigned long long)dp / 1000)
+            passed = dev[k].timeStamp;
+    if (passed > u->last_dev_ts)
+        u->last_dev_ts = passed;
+    return 0;
 }
 
 void duty_poll(uint64_t now)
@@ -458,7 +508,7 @@ void duty_poll(uint64_t now)
         int64_t rt_minus_mono;
         pid_t me = getpid();
         nvmlDevice_t h;
-        int state;
+        int state, asked = 0;
 
         if (d->state <= 0 || u->state < 0 ||
             (!d->busy_since && now - d->idle_since > 2000000000ULL))
@@ -467,11 +517,12 @@ void duty_poll(uint64_t now)
             /* From a second ago: older samples (of other processes too) say nothing of ours. */
             struct timespec t;
 
-            clock_gettime(CLOCK_REALTIME, &t);
+            duty_clock(CLOCK_REALTIME, &t);
             u->last_ts = (unsigned long long)t.tv_sec * 1000000ULL +
                          (unsigned long long)t.tv_nsec / 1000ULL - 1000000ULL;
         }
-        since = u->last_ts;
+        /* Two periods back: other processes' samples that reach into our next ones. */
+        since = u->last_ts > 400000ULL ? u->last_ts - 400000ULL : 0;
         /* The device's samples from one period before our last one on: the one that pairs. */
         dev_since = since > 1000000ULL ? since - 1000000ULL : 0;
         h = u->h;
@@ -487,10 +538,12 @@ void duty_poll(uint64_t now)
             state = handle_of(d, &h) == 0 ? 1 : -1;
         r = state > 0 ? gs__real.nvmlDeviceGetProcessUtilization(h, buf, &n, since)
                       : NVML_ERROR_NOT_SUPPORTED;
-        if (r == NVML_SUCCESS && gs__real.nvmlDeviceGetSamples)
+        if (r == NVML_SUCCESS && gs__real.nvmlDeviceGetSamples && dev_clock != DEV_CLOCK_NONE) {
             rd = device_samples(h, dev_since, &dev_clock, &vt, &ndev, dev);
-        clock_gettime(CLOCK_REALTIME, &rt);
-        clock_gettime(CLOCK_MONOTONIC, &mono);
+            asked = 1;
+        }
+        duty_clock(CLOCK_REALTIME, &rt);
+        duty_clock(CLOCK_MONOTONIC, &mono);
         ndev = rd == NVML_SUCCESS
                    ? normalise_samples(dev, ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES, vt,
                                        &rt, &mono)
@@ -499,6 +552,11 @@ void duty_poll(uint64_t now)
         u->h = h;
         u->state = state;
         u->dev_clock = dev_clock;
+        if (asked) {
+            stats.duty_dev_asks++;
+            stats.duty_dev_rc = (int)rd;
+            stats.duty_dev_clock = dev_clock;
+        }
         if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND) {
             u->state = -1;
             continue;
@@ -509,28 +567,43 @@ void duty_poll(uint64_t now)
                         ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
         now = now_ns();
         now_rt = (unsigned long long)rt.tv_sec * 1000000ULL + (unsigned long long)rt.tv_nsec / 1000ULL;
+        n = n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES;
+        sort_samples(dev, ndev);
+        for (k = 1; k < ndev; k++)
+            learn_period(&u->dev_period_ns, dev[k - 1].timeStamp, dev[k].timeStamp);
         /* Oldest first: the period is learnt from consecutive samples. */
         for (;;) {
-            int best = -1, wait;
-            unsigned pct;
+            int best = -1;
 
-            for (k = 0; k < n && k < DUTY_MAX_SAMPLES; k++)
+            for (k = 0; k < n; k++)
                 if (buf[k].pid == (unsigned)me && buf[k].timeStamp > u->last_ts &&
                     (best < 0 || buf[k].timeStamp < buf[best].timeStamp))
                     best = (int)k;
             if (best < 0)
                 break;
             u->heard_flight_ns = u->flight_ns; /* NVML speaks of us, if not of this period */
-            pct = period_pct(buf, n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES, me,
-                             buf[best].timeStamp, buf[best].smUtil, dev,
-                             ndev < DUTY_DEV_SAMPLES ? ndev : DUTY_DEV_SAMPLES,
-                             u->period_ns > 0 ? u->period_ns : DUTY_PERIOD0_NS, now_rt, &wait);
-            if (wait)
+            if (buf[best].timeStamp > u->prev_ts) {
+                learn_period(&u->period_ns, u->prev_ts, buf[best].timeStamp);
+                u->prev_ts = buf[best].timeStamp;
+            }
+            if (take_sample(u, &buf[best], buf, n, me, dev, ndev, now_rt, now, rt_minus_mono))
                 break; /* this sample and the later ones again at the next poll */
             u->last_ts = buf[best].timeStamp;
-            take(u, buf[best].timeStamp, pct, now, rt_minus_mono);
-            stats.duty_samples++;
         }
+    }
+}
+
+const char *duty_clock_name(int clock)
+{
+    switch (clock) {
+    case DEV_CLOCK_REALTIME:
+        return "realtime";
+    case DEV_CLOCK_MONOTONIC:
+        return "monotonic";
+    case DEV_CLOCK_NONE:
+        return "no (none given)";
+    default:
+        return "unknown";
     }
 }
 
