@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cuda_api.h"
@@ -876,6 +877,109 @@ static int run(const char *c)
         CHECK(tenant_free() == t0, "after the threads the tenant counts %llu free, %llu before",
               (unsigned long long)tenant_free(), (unsigned long long)t0);
         agree("after the threads");
+    } else if (strcmp(c, "async_free_moment") == 0) {
+        /*
+         * When a stream-ordered free's charge comes back (issue 32): not at the call (the driver
+         * frees when the stream reaches the free, and even then the pool keeps the memory until
+         * a synchronisation), but at the first allocation or view after the synchronisation in
+         * which the pool gave it back; a pool that keeps its memory past synchronisations (its
+         * release threshold) keeps the charge until it is trimmed.
+         */
+        CUstream st;
+        CUmodule m;
+        CUfunction fn;
+        CUmemoryPool def;
+        cuuint64_t keep = UINT64_MAX, none = 0;
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        CHECK(cuModuleLoadData(&m, "simulated") == CUDA_SUCCESS &&
+                  cuModuleGetFunction(&fn, m, "spin_300000us") == CUDA_SUCCESS,
+              "a 300 ms kernel");
+        CHECK(cuDeviceGetMemPool(&def, 0) == CUDA_SUCCESS, "the device's pool");
+        leave(128 * MiB);
+        admitted("64 MiB from the device's pool", cuMemAllocAsync(&p, 64 * MiB, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        CHECK(tenant_free() == 64 * MiB, "the pool's 64 MiB charged: free %llu",
+              (unsigned long long)tenant_free());
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL) == CUDA_SUCCESS,
+              "the kernel on the stream");
+        CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS, "free behind it");
+        /* At the call: the stream has not run the free, the pool holds the memory. */
+        t0 = truth();
+        refused("66 MiB at once after the stream-ordered free", cuMemAlloc_v2(&q, 66 * MiB), t0);
+        CHECK(tenant_free() == 64 * MiB, "at once after the free, still charged: free %llu",
+              (unsigned long long)tenant_free());
+        agree("at once after the stream-ordered free");
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync: the free runs, the pool gives back");
+        /* The first thing after the synchronisation is an allocation (no view re-reads first). */
+        admitted("128 MiB at once after the synchronisation", cuMemAlloc_v2(&q, 128 * MiB));
+        agree("128 MiB held after the pool gave its memory back");
+        CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free the 128 MiB");
+        /* A pool that keeps what it reserved past a synchronisation keeps its charge. */
+        CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS,
+              "release threshold: keep all");
+        admitted("64 MiB from the pool that keeps", cuMemAllocAsync(&p, 64 * MiB, st));
+        CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
+              "free, sync");
+        t0 = truth();
+        refused("66 MiB beside the pool that kept its 64 MiB", cuMemAlloc_v2(&q, 66 * MiB), t0);
+        CHECK(tenant_free() == 64 * MiB, "the pool keeps its 64 MiB past the sync: free %llu",
+              (unsigned long long)tenant_free());
+        agree("the pool kept its memory past the synchronisation");
+        CHECK(cuMemPoolTrimTo(def, 0) == CUDA_SUCCESS, "trim");
+        admitted("128 MiB at once after the trim", cuMemAlloc_v2(&q, 128 * MiB));
+        agree("after the trim");
+        CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+        CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none) == CUDA_SUCCESS,
+              "release threshold back to 0");
+    } else if (strcmp(c, "overhead_reread") == 0) {
+        /*
+         * The driver's own use for the process grows without an allocation the interposer sees
+         * (a module's memory: GPUSLICE_SIM_MODULE_BYTES=64M here; on a GPU, a library's kernels
+         * loaded lazily). The allocation path re-reads it from NVML when 100 ms have passed since
+         * the last reading, and never more often: each of NVML's process lists costs
+         * milliseconds on a real driver, and a loop of small allocations must not pay one each.
+         */
+        void *nvl = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        unsigned long long (*calls)(void) =
+            nvl ? (unsigned long long (*)(void))dlsym(nvl, "gpuslice_sim_nvml_list_calls") : NULL;
+        unsigned long long n0, n1;
+        struct timespec a, b;
+        CUdeviceptr small[48];
+        CUmodule m;
+        double ms;
+        int i;
+
+        CHECK(calls != NULL, "the simulator counts NVML's process lists");
+        if (!calls)
+            return 1;
+        leave(192 * MiB); /* (a view: the overhead read now) */
+        CHECK(cuModuleLoadData(&m, "simulated") == CUDA_SUCCESS, "a module of 64 MiB");
+        usleep(150000);
+        /* 192 MiB left by the charges, 128 in truth: only a re-read refuses it. */
+        t0 = truth();
+        refused("160 MiB, 150 ms after the module: the module re-read first",
+                cuMemAlloc_v2(&p, 160 * MiB), t0);
+        admitted("128 MiB beside the module", cuMemAlloc_v2(&p, 128 * MiB));
+        agree("the module and 128 MiB");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free the 128 MiB");
+        /* A burst of small allocations right after a reading: no list asked for each. */
+        (void)tenant_free();
+        n0 = calls();
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (i = 0; i < 48; i++)
+            CHECK(cuMemAlloc_v2(&small[i], MiB) == CUDA_SUCCESS, "small allocation %d", i);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        n1 = calls();
+        ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        printf("48 allocations in %.1f ms asked NVML for %llu process lists\n", ms, n1 - n0);
+        CHECK(n1 - n0 <= 1 + (unsigned long long)(ms / 100.0),
+              "48 allocations in %.1f ms asked for %llu process lists (at most one per 100 ms)",
+              ms, n1 - n0);
+        for (i = 0; i < 48; i++)
+            CHECK(cuMemFree_v2(small[i]) == CUDA_SUCCESS, "free %d", i);
+        CHECK(cuModuleUnload(m) == CUDA_SUCCESS, "unload the module");
+        CHECK(tenant_free() == 192 * MiB, "the module's memory given back: free %llu",
+              (unsigned long long)tenant_free());
     } else if (strcmp(c, "pool_release_unseen") == 0) {
         /*
          * A pool gives its memory back at a synchronisation the interposer does not see

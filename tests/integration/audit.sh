@@ -36,7 +36,8 @@ accounting)
     # Each family's one allocation that crosses the limit by what the driver really reserves
     # (pages, pitch, padding, pool growth) is refused and reserves nothing (acct.c).
     for c in plain small small_pages pitch array array3d async async_ptsz pool pool_ptsz \
-        pool_destroyed_live pool_destroyed_free vmm vmm_retain vmm_threads managed legacy_info huge; do
+        pool_destroyed_live pool_destroyed_free async_free_moment vmm vmm_retain vmm_threads managed \
+        legacy_info huge; do
         expect 0 "accounting, $c: the crossing allocation refused, nothing reserved" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
         # In a container's PID namespace NVML does not list the process, so nothing is re-read
@@ -52,6 +53,11 @@ accounting)
         "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
     GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_SIM_PITCH_ALIGN=2048 expect 0 \
         "accounting in a PID namespace, a pitch wider than estimated" -- "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
+    # The driver's own use growing outside any allocation (a module's 64 MiB): re-read on the
+    # allocation path once 100 ms have passed, never for each allocation (issue 32).
+    GPUSLICE_SIM_MODULE_BYTES=67108864 expect 0 \
+        "accounting, the driver's own use re-read at most every 100 ms on the allocation path" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" overhead_reread
     expect 0 "accounting, view: under a limit above the device, free is the device's free" -- \
         "$GS" run -q --memory 1T -- "$ACCT" view ;;
 audit_tenant)

@@ -114,6 +114,7 @@ struct CUmod_st {
     struct CUctx_st *ctx;
     struct CUfunc_st *funcs;
     struct CUmod_st *next;
+    uint64_t bytes; /* of the device's memory it holds (GPUSLICE_SIM_MODULE_BYTES) */
 };
 
 struct CUevent_st {

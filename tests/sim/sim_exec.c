@@ -1113,12 +1113,33 @@ SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent)
 
 /* ---- modules ---------------------------------------------------------- */
 
+/*
+ * GPUSLICE_SIM_MODULE_BYTES=N: each module loaded holds N bytes of the device's memory until it
+ * is unloaded (its code and constants; with lazy loading, a library's kernels come this way on
+ * first use): the driver's use for the process grows without an allocation the interposer sees.
+ * Default 0.
+ */
+static uint64_t module_bytes(void)
+{
+    const char *v = getenv("GPUSLICE_SIM_MODULE_BYTES");
+    char *end;
+    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+
+    return v && *v && *end == '\0' ? (uint64_t)n : 0;
+}
+
 static CUresult module_new(struct CUctx_st *c, CUmodule *out)
 {
     struct CUmod_st *m = calloc(1, sizeof(*m));
+    uint64_t bytes = module_bytes();
 
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (bytes && sim_state_charge(&sim_drv.st, sim_phys(c->dev), bytes) < 0) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->bytes = bytes;
     m->ctx = c;
     m->next = sim_drv.modules;
     sim_drv.modules = m;
@@ -1161,6 +1182,8 @@ SIM_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 
 static void module_free(struct CUmod_st *m)
 {
+    if (m->bytes)
+        sim_state_uncharge(&sim_drv.st, sim_phys(m->ctx->dev), m->bytes);
     while (m->funcs) {
         struct CUfunc_st *f = m->funcs;
         m->funcs = f->next;

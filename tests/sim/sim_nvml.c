@@ -632,6 +632,7 @@ static unsigned running_processes(int i, struct proc_row *rows)
     }
 
     sim_state_lock(&nv.st);
+    nv.st.sh->nvml_list_calls++;
     for (int k = 0; k < SIM_MAX_PROCS; k++) {
         const struct sim_proc *p = &nv.st.sh->procs[k];
         if (p->pid != 0 && (p->contexts[i] > 0 || p->held[i] > 0)) {
@@ -642,6 +643,24 @@ static unsigned running_processes(int i, struct proc_row *rows)
             n++;
         }
     }
+    sim_state_unlock(&nv.st);
+    return n;
+}
+
+/*
+ * Not NVML's: how many process lists (nvmlDeviceGetComputeRunningProcesses*) every process of
+ * the simulated GPU has asked for, for tests of how often the interposer asks (each costs
+ * milliseconds on a real driver).
+ */
+SIM_EXPORT unsigned long long gpuslice_sim_nvml_list_calls(void);
+SIM_EXPORT unsigned long long gpuslice_sim_nvml_list_calls(void)
+{
+    unsigned long long n;
+
+    if (!nv.st.sh)
+        return 0; /* (NVML not initialised) */
+    sim_state_lock(&nv.st);
+    n = nv.st.sh->nvml_list_calls;
     sim_state_unlock(&nv.st);
     return n;
 }

@@ -150,6 +150,7 @@ struct sim_shared {
     uint32_t context_ms;     /* see struct sim_config */
     uint32_t pad0;
     int64_t rt_minus_mono_us; /* CLOCK_REALTIME - CLOCK_MONOTONIC when made: NVML's stamps */
+    uint64_t nvml_list_calls; /* NVML's process lists asked for, by every process */
 };
 
 _Static_assert(sizeof(pthread_mutex_t) <= 64, "the mutex fits its slot");
