@@ -963,6 +963,49 @@ daemon_authz)
     n_want 201 "nobody makes a tenant of its own" -X POST -H 'Content-Type: application/json' -d '{"name":"free"}' http://d/v1/tenants
     as_nobody "$GS" run --tenant theirs -- "$GS" run --tenant free -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"; rc=$?
     [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; } ;;
+daemon_authz_keys)
+    # Issue 32: an owner's change that mixes the default with per-GPU keys, on 2 GPUs, judged
+    # per GPU on the whole change (a managed tenant's; a gpuslice run's is not listed for another
+    # user's run directory here, left): a key for a GPU
+    # without an entry of its own raises it from the default; lowering the default does not pay
+    # for raising a GPU; a key for a GPU the node lacks is refused, naming it.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "skip: needs root and setpriv to act as another user"; exit 77
+    fi
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    chmod 755 "$T"
+    mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup || exit 1
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" \
+        XDG_RUNTIME_DIR="$T/nobody" GPUSLICE_RUN_DIR="$T/nobody" "$@"; }
+    n_api() { as_nobody curl -s -o "$T/nobody/body" -w '%{http_code}' --unix-socket "$SOCK" "$@"; }
+    n_patch() { # n_patch WANT WHAT TENANT BODY [GREP]
+        got=$(n_api -X PATCH -H 'Content-Type: application/json' -d "$4" "http://d/v1/tenants/$3")
+        if [ "$got" = "$1" ] && { [ -z "${5:-}" ] || grep -q -- "$5" "$T/nobody/body"; }; then ok "nobody: $2 ($1)"
+        else bad "nobody: $2: $got, want $1${5:+ naming '$5'}"; cat "$T/nobody/body"; echo; fi
+    }
+    U1=GPU-5ac1ce00-0000-4000-8000-000000000001
+    want 201 "root makes nobody a tenant: 1G and 50 % for every GPU, GPU 0 its own 768M" \
+        POST /v1/tenants '{"name":"keys","owner":65534,"memory":{"default":"1G","0":"768M"},"compute":50}'
+    n_patch 403 "GPU 1 (under the default) to 2G by its index" keys '{"memory":{"1":"2G"}}' "memory on GPU 1 from 1 GiB"
+    n_patch 403 "GPU 1's limit lifted by its UUID" keys '{"memory":{"'$U1'":null}}' "memory on GPU 1 from 1 GiB"
+    n_patch 403 "the default lowered, GPU 1 raised" keys '{"memory":{"default":"512M","1":"2G"}}' "memory on GPU 1"
+    n_patch 403 "GPU 0 lowered, the default raised" keys '{"memory":{"0":"512M","default":"2G"}}' "memory"
+    n_patch 403 "compute: the default lowered, GPU 1 raised" keys '{"compute":{"default":40,"1":60}}' "compute on GPU 1 from 50 % to 60 %"
+    n_patch 403 "compute: a bare lower value and GPU 1 raised" keys '{"compute":{"0":20,"1":90,"default":20}}' "compute on GPU 1"
+    n_patch 403 "a lower memory with a raised ceiling" keys '{"memory":"512M","compute":{"1":70}}' "compute on GPU 1"
+    n_patch 400 "a GPU the node lacks (index 7)" keys '{"memory":{"7":"512M"}}' 'is not a GPU of this node'
+    n_patch 400 "a GPU the node lacks (UUID)" keys '{"compute":{"GPU-00000000-0000-4000-8000-0000000000ff":10}}' "GPU-00000000-0000-4000-8000-0000000000ff"
+    want 200 "keys' limits" GET /v1/tenants/keys
+    jq_py 'l = d["limits"]; assert l["memory"] == {"default": 1 << 30, "GPU-5ac1ce00-0000-4000-8000-000000000000": 768 << 20} and l["compute"] == {"default": 50, "GPU-5ac1ce00-0000-4000-8000-000000000000": 50}, l' && ok "nothing of the refused changes applied" || { bad "keys' limits changed"; cat "$T/body"; }
+    # ("default" sets every GPU the change does not name itself, GPU 0's entry too.)
+    n_patch 200 "the default and GPU 1 both lowered" keys '{"memory":{"default":"512M","1":"256M"},"compute":{"1":30}}'
+    want 200 "keys' limits after" GET /v1/tenants/keys
+    jq_py 'l = d["limits"]; assert l["memory"] == {"default": 512 << 20, "GPU-5ac1ce00-0000-4000-8000-000000000000": 512 << 20, "'$U1'": 256 << 20} and l["compute"] == {"default": 50, "GPU-5ac1ce00-0000-4000-8000-000000000000": 50, "'$U1'": 30}, l' && ok "lowered as asked: GPU 0 to the default, GPU 1 its own" || { bad "lowered limits"; cat "$T/body"; }
+    # A default no higher than before still raises the GPU whose own entry is lower.
+    n_patch 403 "the same default again, over GPU 1's lower entry" keys '{"memory":{"default":"512M"}}' "memory on GPU 1 from 256 MiB"
+    n_patch 403 "compute: the default, over GPU 1's 30 %" keys '{"compute":{"default":50}}' "compute on GPU 1 from 30 %"
+    stop_daemon ;;
 daemon_pods)
     # The daemon follows this node's pods from a Kubernetes API server (the stand-in, over TLS
     # with its own CA and a token): pods added, changed and deleted; a bad annotation gets a
