@@ -128,6 +128,9 @@ struct scenario {
     double end;        /* the timeline's length, ms */
     int device;        /* the device's samples are reported */
     unsigned dev_busy; /* (set by script) device samples with time in flight in their period */
+    double jitter;     /* each device stamp this many ms late at most (pseudo-random) */
+    double restart_at; /* the device's sampler starts again here, restart_shift ms later */
+    double restart_shift;
     struct stretch s[64];
     int ns;
 };
@@ -169,10 +172,20 @@ static unsigned long long stamp(double ms)
 static double recorded_ms; /* the time in flight is counted up to here */
 static struct scenario *cur;
 
+/* duty.c's state as at a process's start (its stretches' buffers given back). */
+static void reset_duties(void)
+{
+    int i;
+
+    for (i = 0; i < MAX_ORD; i++)
+        free(duties[i].ivs);
+    memset(duties, 0, sizeof(duties));
+}
+
 /* Resets duty.c's state and the script; the timeline starts now, at 1000 s on the clock. */
 static void start(struct scenario *sc)
 {
-    memset(duties, 0, sizeof(duties));
+    reset_duties();
     memset(gdevs, 0, sizeof(gdevs));
     memset(&stats, 0, sizeof(stats));
     next_poll_ns = 0;
@@ -229,15 +242,36 @@ static void script(struct scenario *sc)
                                                                 .timeStamp = stamp(e),
                                                                 .smUtil = sc->other };
     }
-    /* The device is sampled all the time: its periods before the timeline are reported too. */
-    for (e = sc->D - sc->shift - 5 * sc->D; e <= sc->end; e += sc->D) {
-        double f = flight_in(sc, e - sc->D, e);
-        double busy = f * sc->f_dev + sc->other_dev * sc->D;
+    /*
+     * The device is sampled all the time (its periods before the timeline are reported too),
+     * each sample the share of its own period (from the stamp before it) in which a kernel ran.
+     */
+    {
+        double prev = sc->D - sc->shift - 6 * sc->D, next = prev + sc->D;
+        unsigned seed = 12345;
 
-        sc->dev_busy += f > 0;
-        fdev[nfdev].timeStamp = stamp(e);
-        fdev[nfdev].sampleValue.uiVal = pct_of(busy, sc->D);
-        nfdev++;
+        for (; next <= sc->end; next += sc->D) {
+            double x = next, f, busy, len;
+
+            if (sc->jitter > 0) {
+                seed = seed * 1103515245u + 12345u;
+                x += sc->jitter * (double)((seed >> 16) % 1000) / 1000.0;
+            }
+            if (sc->restart_at > 0 && next >= sc->restart_at && next - sc->D < sc->restart_at) {
+                next = sc->restart_at + sc->restart_shift; /* the first stamp at the new phase */
+                x = next;
+            }
+            len = x - prev;
+            f = flight_in(sc, prev, x);
+            busy = f * sc->f_dev + sc->other_dev * len;
+            if (prev >= sc->D - sc->shift - 5 * sc->D) {
+                sc->dev_busy += f > 0;
+                fdev[nfdev].timeStamp = stamp(x);
+                fdev[nfdev].sampleValue.uiVal = pct_of(busy, len);
+                nfdev++;
+            }
+            prev = x;
+        }
     }
 }
 
@@ -338,10 +372,10 @@ static void device_figure_when_alone(void **st)
         poll_all(91, 1900);
         assert_int_equal(stats.duty_samples, sc.dev_busy);
         print_message("shift %.1f: duty %.4f, periods %lld / %lld ns\n", shifts[i], ratio(),
-                      (long long)duties[0].period_ns, (long long)duties[0].dev_period_ns);
+                      (long long)duties[0].period.ns, (long long)duties[0].dev_period.ns);
         assert_true(ratio() >= 0.48 && ratio() <= 0.52);
-        assert_true(llabs(duties[0].period_ns - 166666667LL) < 2000);
-        assert_true(llabs(duties[0].dev_period_ns - 166666667LL) < 2000);
+        assert_true(llabs(duties[0].period.ns - 166666667LL) < 2000);
+        assert_true(llabs(duties[0].dev_period.ns - 166666667LL) < 2000);
         assert_true(duty_ppm(&gdevs[0], now_ns()) >= 480000 &&
                     duty_ppm(&gdevs[0], now_ns()) <= 520000);
     }
@@ -446,14 +480,14 @@ static void process_figure_without_device(void **st)
     bursts(&sc, 100, 1450, 40, 1000.0 / 6);
     start(&sc);
     script(&sc);
-    poll_at(1000.0 / 6 + 1);
-    assert_int_equal(stats.duty_samples, 0); /* one sample: no period yet */
-    assert_int_equal(duties[0].period_ns, 0);
+    poll_at(2000.0 / 6 + 1);
+    assert_int_equal(stats.duty_samples, 0); /* two samples: one spacing, no period yet */
+    assert_int_equal(duties[0].period.ns, 0);
     assert_int_equal(duties[0].dev_clock, DEV_CLOCK_NONE); /* not asked again */
     poll_all(367, 1900);
     print_message("no device samples: duty %.4f from %lu samples\n", ratio(), stats.duty_samples);
-    assert_int_equal(stats.duty_samples, 7); /* 8 periods with work, the first not taken */
-    assert_true(llabs(duties[0].period_ns - 166666667LL) < 2000);
+    assert_int_equal(stats.duty_samples, 6); /* 8 periods with work, the first two not taken */
+    assert_true(llabs(duties[0].period.ns - 166666667LL) < 2000);
     assert_true(ratio() >= 0.58 && ratio() <= 0.62);
 }
 
@@ -486,24 +520,139 @@ static void waits_for_device_period(void **st)
     assert_int_equal(stats.duty_samples, 5);
 }
 
-/* The smallest spacing of at least 20 ms is the period: skipped periods make multiples. */
-static void period_is_smallest_spacing(void **st)
+/*
+ * The period: the smallest spacing another recent one matches within 2 %; never one short
+ * spacing; never longer again.
+ */
+static void period_learnt_from_spacings(void **st)
 {
-    int64_t p = 0;
+    struct duty_period pd;
 
     (void)st;
-    learn_period(&p, 0, 1000000);
-    assert_int_equal(p, 0); /* nothing before */
-    learn_period(&p, 1000000, 1400000);
-    assert_int_equal(p, 400000000LL);
-    learn_period(&p, 1400000, 1600000);
-    assert_int_equal(p, 200000000LL);
-    learn_period(&p, 1600000, 2200000);
-    assert_int_equal(p, 200000000LL);
-    learn_period(&p, 2200000, 2210000); /* 10 ms: two stamps of one period */
-    assert_int_equal(p, 200000000LL);
-    learn_period(&p, 2210000, 2230000); /* 20 ms exactly: a period */
-    assert_int_equal(p, 20000000LL);
+    memset(&pd, 0, sizeof(pd));
+    learn_period(&pd, 0, 1000000);
+    assert_int_equal(pd.ns, 0); /* nothing before */
+    learn_period(&pd, 1000000, 1400000);
+    assert_int_equal(pd.ns, 0); /* one spacing (400 ms) */
+    learn_period(&pd, 1400000, 1600000);
+    assert_int_equal(pd.ns, 0); /* 400 and 200: neither matched */
+    learn_period(&pd, 1600000, 1800000);
+    assert_int_equal(pd.ns, 200000000LL);
+    learn_period(&pd, 1800000, 1810000); /* 10 ms: not a spacing of periods */
+    learn_period(&pd, 1810000, 1880000); /* 70 ms once: a sampler started again */
+    assert_int_equal(pd.ns, 200000000LL);
+    learn_period(&pd, 1880000, 2080000);
+    learn_period(&pd, 2080000, 2283000); /* 203 ms: within 2 % */
+    assert_int_equal(pd.ns, 200000000LL);
+    learn_period(&pd, 2283000, 2300000); /* 17 ms: ignored */
+    learn_period(&pd, 2300000, 2305000);
+    assert_int_equal(pd.ns, 200000000LL);
+    /* Every other period for a while: 400 ms confirmed, and still 200 ms. */
+    for (int k = 0; k < 10; k++)
+        learn_period(&pd, 2305000 + 400000ULL * (unsigned)k, 2705000 + 400000ULL * (unsigned)k);
+    assert_int_equal(pd.ns, 200000000LL);
+    /* 196 ms twice (within 2 % of each other, not of 200): the smaller period. */
+    learn_period(&pd, 7000000, 7196000);
+    learn_period(&pd, 7196000, 7392000);
+    assert_int_equal(pd.ns, 196000000LL);
+}
+
+/*
+ * The device's stamps late by up to 6 ms, and its sampler started again once at another phase
+ * (one spacing of 70 ms): a throttled stream (50 ms of every 200, its kernels running all its
+ * time in flight) is still billed all of it. (The first version took the smallest spacing for
+ * the period and billed such a stream 2/3 of its kernels' time.)
+ */
+static void device_stamps_jitter_and_restart(void **st)
+{
+    struct scenario sc = { .P = 200, .D = 200, .shift = 80, .f_proc = 1, .f_dev = 1,
+                           .end = 3000, .device = 1, .jitter = 6, .restart_at = 1321,
+                           .restart_shift = 69 };
+
+    (void)st;
+    bursts(&sc, 37, 2900, 50, 211); /* drifting against the periods */
+    start(&sc);
+    script(&sc);
+    poll_all(41, 3641);
+    print_message("jitter and a restart: duty %.4f from %lu samples (%lu the device's), period "
+                  "%lld ns\n",
+                  ratio(), stats.duty_samples, stats.duty_dev_samples,
+                  (long long)duties[0].dev_period.ns);
+    assert_true(duties[0].dev_period.ns >= 190000000LL && duties[0].dev_period.ns <= 206000000LL);
+    assert_true(stats.duty_dev_samples >= 10);
+    assert_true(ratio() >= 0.97 && ratio() <= 1.03);
+}
+
+/* Process and device periods of different lengths, either way. */
+static void periods_of_different_lengths(void **st)
+{
+    static const double pd[2][2] = { { 200, 1000.0 / 6 }, { 1000.0 / 6, 200 } };
+    int i;
+
+    (void)st;
+    for (i = 0; i < 2; i++) {
+        struct scenario sc = { .P = pd[i][0], .D = pd[i][1], .shift = 50, .f_proc = 0.9,
+                               .f_dev = 0.6, .end = 2400, .device = 1 };
+
+        bursts(&sc, 23, 2300, 60, 190);
+        start(&sc);
+        script(&sc);
+        poll_all(77, 3077);
+        print_message("P %.1f D %.1f: duty %.4f from %lu samples\n", pd[i][0], pd[i][1],
+                      ratio(), stats.duty_samples);
+        assert_int_equal(stats.duty_dev_samples, sc.dev_busy);
+        assert_true(ratio() >= 0.58 && ratio() <= 0.62);
+    }
+}
+
+/*
+ * Another process in the device's period that reaches into our next one only: our next period
+ * is not taken by our own figure as well (its first part was taken with the device's period
+ * before), and the device's period after the other's is taken.
+ */
+static void no_period_counted_twice(void **st)
+{
+    struct scenario sc = { .P = 200, .D = 200, .shift = 100, .f_proc = 0.8, .f_dev = 0.5,
+                           .end = 1000, .device = 1 };
+
+    (void)st;
+    bursts(&sc, 0, 1000, 200, 200);
+    start(&sc);
+    script(&sc);
+    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER, .timeStamp = stamp(600),
+                                                        .smUtil = 30 };
+    poll_all(31, 1631);
+    print_message("no period twice: duty %.4f from %lu samples, %lu the device's\n", ratio(),
+                  stats.duty_samples, stats.duty_dev_samples);
+    /* The device's (-100, 100], (100, 300] and (700, 900]; our own (400, 600]. */
+    assert_int_equal(stats.duty_dev_samples, 3);
+    assert_int_equal(stats.duty_samples, 4);
+}
+
+/*
+ * More samples since our last than there is room for (dozens of processes): NVML answers
+ * INSUFFICIENT_SIZE, and the next questions start later until they fit, not for ever the same.
+ */
+static void too_many_samples(void **st)
+{
+    struct scenario sc = { .P = 200, .D = 200, .shift = 0, .f_proc = 0.5, .f_dev = 0.5,
+                           .end = 3600, .device = 1 };
+    unsigned pid, e;
+
+    (void)st;
+    bursts(&sc, 0, 3600, 200, 200);
+    start(&sc);
+    script(&sc);
+    for (e = 200; e <= 3600; e += 200)
+        for (pid = 0; pid < 25 && nfproc < MAXS; pid++)
+            fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = 5000 + pid,
+                                                                .timeStamp = stamp(e),
+                                                                .smUtil = 1 };
+    /* 26 samples a period: 256 are 9 periods, less than the 2.4 s first asked about. */
+    poll_all(2400, 4000);
+    print_message("too many samples: %lu taken\n", stats.duty_samples);
+    assert_true(stats.duty_samples >= 3);
+    assert_true(ratio() >= 0.49 && ratio() <= 0.51);
 }
 
 /* The time in flight in a window: stretches joined, overlaps exact, uncapped launches void. */
@@ -512,7 +661,7 @@ static void span_between_exact(void **st)
     struct duty_dev *u = &duties[0];
 
     (void)st;
-    memset(duties, 0, sizeof(duties));
+    reset_duties();
     duty_span(&gdevs[0], 1000, 2000);
     duty_span(&gdevs[0], 2000, 3000); /* follows on: one stretch */
     duty_span(&gdevs[0], 5000, 6000);
@@ -537,9 +686,16 @@ int main(void)
         cmocka_unit_test(between_two_others),
         cmocka_unit_test(process_figure_without_device),
         cmocka_unit_test(waits_for_device_period),
-        cmocka_unit_test(period_is_smallest_spacing),
+        cmocka_unit_test(period_learnt_from_spacings),
+        cmocka_unit_test(device_stamps_jitter_and_restart),
+        cmocka_unit_test(periods_of_different_lengths),
+        cmocka_unit_test(no_period_counted_twice),
+        cmocka_unit_test(too_many_samples),
         cmocka_unit_test(span_between_exact),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+
+    reset_duties();
+    return r;
 }

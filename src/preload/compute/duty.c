@@ -72,6 +72,24 @@
 /* Spacings under this between two samples are not a sample period (20 ms). */
 #define DUTY_PERIOD_MIN_US 20000ULL
 
+/* The spacings kept to learn a sample period from. */
+#define DUTY_SPACINGS 8
+
+/*
+ * A sample period learnt from the spacing of consecutive stamps: the smallest spacing of at
+ * least 20 ms that another of the last 8 matches to within 2 %, never longer than one learnt
+ * before (a skipped period makes a multiple, and a process that runs every other period for a
+ * while confirms one). One short spacing, a sampler started again at another phase or a late
+ * stamp, is never taken for the period: a period learnt too short bills each sample's share of
+ * the real period against the time in flight of a shorter window, less than the kernels ran
+ * (one 100 ms spacing among 200 ms ones billed a throttled stream 2/3 of its kernels' time).
+ */
+struct duty_period {
+    int64_t ns; /* 0: none confirmed yet */
+    int64_t recent[DUTY_SPACINGS];
+    unsigned n;
+};
+
 /* A stretch of time in flight, [a, b) monotonic ns. */
 struct duty_iv {
     uint64_t a, b;
@@ -93,9 +111,10 @@ struct duty_dev {
     unsigned long long last_dev_ts; /* the newest device sample taken or passed over */
     uint64_t flight_ns;             /* time in flight ever counted (duty_span) */
     uint64_t heard_flight_ns;       /* ... when a sample of ours last came */
-    int64_t period_ns;              /* NVML's per-process sample period: the smallest spacing */
-    int64_t dev_period_ns;          /* the device's sample period, likewise; 0: not seen yet */
+    struct duty_period period;      /* NVML's per-process sample period */
+    struct duty_period dev_period;  /* the device's */
     unsigned long long prev_ts;     /* our sample before, for the spacing */
+    unsigned long long dev_prev_ts; /* the device's newest sample learnt from */
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
     struct duty_iv *ivs;        /* DUTY_IVS of them, made at the first need; NULL: none */
     uint64_t nivs;              /* stretches ever recorded; the newest is ivs[(nivs-1) % N] */
@@ -412,15 +431,29 @@ static void sort_samples(nvmlSample_t *dev, unsigned n)
     }
 }
 
-/*
- * Learns a sample period from consecutive stamps (realtime us): the smallest spacing of at least
- * 20 ms (a skipped period makes a multiple; the device's samples come for idle periods too).
- */
-static void learn_period(int64_t *period_ns, unsigned long long prev, unsigned long long ts)
+/* Learns from two consecutive stamps (realtime us), prev before ts (struct duty_period). */
+static void learn_period(struct duty_period *pd, unsigned long long prev, unsigned long long ts)
 {
-    if (prev && ts >= prev + DUTY_PERIOD_MIN_US &&
-        (*period_ns == 0 || (int64_t)(ts - prev) * 1000 < *period_ns))
-        *period_ns = (int64_t)(ts - prev) * 1000;
+    int64_t best = 0;
+    unsigned i, j, m;
+
+    if (!prev || ts < prev + DUTY_PERIOD_MIN_US)
+        return;
+    pd->recent[pd->n % DUTY_SPACINGS] = (int64_t)(ts - prev) * 1000;
+    pd->n++;
+    m = pd->n < DUTY_SPACINGS ? pd->n : DUTY_SPACINGS;
+    for (i = 0; i < m; i++) {
+        int64_t c = pd->recent[i];
+
+        for (j = 0; j < m; j++)
+            if (j != i && llabs(pd->recent[j] - c) * 50 <= c)
+                break;
+        if (j < m && (best == 0 || c < best))
+            best = c;
+    }
+    /* Never longer again: a stretch of skipped periods makes a confirmed multiple. */
+    if (best && (pd->ns == 0 || best < pd->ns))
+        pd->ns = best;
 }
 
 /*
@@ -444,9 +477,9 @@ static int take_sample(struct duty_dev *u, const nvmlProcessUtilizationSample_t 
                        const nvmlSample_t *dev, unsigned ndev, unsigned long long now_rt,
                        uint64_t now, int64_t rt_minus_mono)
 {
-    int64_t pp = u->period_ns > 0 ? u->period_ns : u->dev_period_ns, dp = u->dev_period_ns;
+    int64_t pp = u->period.ns > 0 ? u->period.ns : u->dev_period.ns, dp = u->dev_period.ns;
     unsigned long long ts = s->timeStamp, p_us, d_us, lo, passed = 0;
-    unsigned k, took = 0, passed_over = 0, in_range = 0;
+    unsigned k, took = 0, taken_before = 0;
 
     if (pp <= 0)
         return 0; /* no period known yet (the first sample of a process without device samples) */
@@ -457,23 +490,34 @@ static int take_sample(struct duty_dev *u, const nvmlProcessUtilizationSample_t 
         if (dev[ndev - 1].timeStamp < ts && now_rt < ts + 2 * p_us)
             return 1;
         for (k = 0; k < ndev; k++) {
-            unsigned long long e = dev[k].timeStamp;
+            unsigned long long e = dev[k].timeStamp, w = d_us;
 
             if (e <= lo || e >= ts + d_us)
                 continue; /* its period is not in ours */
-            in_range++;
-            if (e <= u->last_dev_ts)
-                continue; /* taken already, with our sample before */
-            if (other_ran(buf, n, me, e > d_us ? e - d_us : 0, e, p_us))
-                passed_over++; /* another's work is in it, in a part of it outside ours */
-            else {
-                stats.duty_dev_samples += take(u, e, dev[k].sampleValue.uiVal, dp, now, rt_minus_mono);
+            if (e <= u->last_dev_ts) {
+                taken_before++; /* with our sample before */
+                continue;
+            }
+            /* Its own window: back to the device's sample before it, where that is at most a
+               period and a half back (not a gap) and not a repeat (a sampler started again at
+               another phase makes one short period). */
+            if (k > 0 && e - dev[k - 1].timeStamp >= DUTY_PERIOD_MIN_US &&
+                e - dev[k - 1].timeStamp <= d_us + d_us / 2)
+                w = e - dev[k - 1].timeStamp;
+            /* (One with another's work in it, in a part of it outside ours, is passed over.) */
+            if (!other_ran(buf, n, me, e > w ? e - w : 0, e, p_us)) {
+                stats.duty_dev_samples +=
+                    take(u, e, dev[k].sampleValue.uiVal, (int64_t)w * 1000, now, rt_minus_mono);
                 took++;
             }
             u->last_dev_ts = e;
         }
-        /* Our own figure only where the device's did not speak of our period at all. */
-        if (took || (in_range && !passed_over))
+        /*
+         * Our own figure only where the device's spoke of none of our period (every device
+         * period in it had another's work, or none was reported): where some of it was taken
+         * with our sample before, the rest is let go rather than counted twice.
+         */
+        if (took || taken_before)
             return 0;
     }
     take(u, ts, s->smUtil, pp, now, rt_minus_mono);
@@ -522,7 +566,15 @@ void duty_poll(uint64_t now)
                          (unsigned long long)t.tv_nsec / 1000ULL - 1000000ULL;
         }
         /* Two periods back: other processes' samples that reach into our next ones. */
-        since = u->last_ts > 400000ULL ? u->last_ts - 400000ULL : 0;
+        {
+            unsigned long long back = 2 * (unsigned long long)(u->period.ns > u->dev_period.ns
+                                                                   ? u->period.ns
+                                                                   : u->dev_period.ns) / 1000;
+
+            if (back < 400000ULL)
+                back = 400000ULL;
+            since = u->last_ts > back ? u->last_ts - back : 0;
+        }
         /* The device's samples from one period before our last one on: the one that pairs. */
         dev_since = since > 1000000ULL ? since - 1000000ULL : 0;
         h = u->h;
@@ -561,8 +613,19 @@ void duty_poll(uint64_t now)
             u->state = -1;
             continue;
         }
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+            /* More samples than room since then (dozens of processes): ask from later on. */
+            unsigned long long rt_us = (unsigned long long)rt.tv_sec * 1000000ULL +
+                                       (unsigned long long)rt.tv_nsec / 1000ULL;
+
+            if (rt_us > 1000000ULL && u->last_ts < rt_us - 1000000ULL)
+                u->last_ts = rt_us - 1000000ULL;
+            else
+                u->last_ts = u->last_ts + (rt_us > u->last_ts ? (rt_us - u->last_ts) / 2 : 0);
+            continue;
+        }
         if (r != NVML_SUCCESS)
-            continue; /* NOT_FOUND: nothing new; INSUFFICIENT_SIZE: next time, fewer */
+            continue; /* NOT_FOUND: nothing new */
         rt_minus_mono = ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000LL +
                         ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
         now = now_ns();
@@ -570,7 +633,10 @@ void duty_poll(uint64_t now)
         n = n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES;
         sort_samples(dev, ndev);
         for (k = 1; k < ndev; k++)
-            learn_period(&u->dev_period_ns, dev[k - 1].timeStamp, dev[k].timeStamp);
+            if (dev[k].timeStamp > u->dev_prev_ts) {
+                learn_period(&u->dev_period, dev[k - 1].timeStamp, dev[k].timeStamp);
+                u->dev_prev_ts = dev[k].timeStamp;
+            }
         /* Oldest first: the period is learnt from consecutive samples. */
         for (;;) {
             int best = -1;
@@ -583,7 +649,7 @@ void duty_poll(uint64_t now)
                 break;
             u->heard_flight_ns = u->flight_ns; /* NVML speaks of us, if not of this period */
             if (buf[best].timeStamp > u->prev_ts) {
-                learn_period(&u->period_ns, u->prev_ts, buf[best].timeStamp);
+                learn_period(&u->period, u->prev_ts, buf[best].timeStamp);
                 u->prev_ts = buf[best].timeStamp;
             }
             if (take_sample(u, &buf[best], buf, n, me, dev, ndev, now_rt, now, rt_minus_mono))
