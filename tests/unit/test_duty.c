@@ -17,7 +17,7 @@
 
 /* duty.c's clocks: the test's own, moved by the scenarios (monotonic; realtime a fixed offset on). */
 static uint64_t v_mono_ns;
-static const uint64_t v_rt_off_ns = 1795000000000000000ULL; /* an epoch of December 2026 */
+static uint64_t v_rt_off_ns = 1795000000000000000ULL; /* an epoch of December 2026 */
 
 static int test_clock(clockid_t id, struct timespec *ts)
 {
@@ -51,14 +51,17 @@ uint64_t now_ns(void)
 /* ---- the scripted NVML ------------------------------------------------------------------- */
 
 #define ME_PID_OTHER 4242u
-#define MAXS 512
+#define MAXS 2048
 
 static nvmlProcessUtilizationSample_t fproc[MAXS];
 static unsigned nfproc;
 static nvmlSample_t fdev[MAXS];
 static unsigned nfdev;
 static int dev_samples_supported;
-static unsigned long long reveal_us; /* samples stamped after this are not reported yet */
+static int dev_mono;       /* the device's samples stamped on the monotonic clock, typed ULL */
+static uint64_t base_mono; /* the timeline's start on the monotonic clock (ns) */
+static unsigned long long base_rt_us; /* ... and on the realtime clock at its start (us) */
+static unsigned long long reveal_us;  /* samples stamped after this are not reported yet */
 static unsigned long long dev_asked_since;
 
 static nvmlReturn_t f_proc_util(nvmlDevice_t h, nvmlProcessUtilizationSample_t *u, unsigned *n,
@@ -98,11 +101,22 @@ static nvmlReturn_t f_samples(nvmlDevice_t h, nvmlSamplingType_t type, unsigned 
     if (type != NVML_GPU_UTILIZATION_SAMPLES)
         return NVML_ERROR_NOT_SUPPORTED;
     dev_asked_since = since;
-    *vt = NVML_VALUE_TYPE_UNSIGNED_INT;
+    *vt = dev_mono ? NVML_VALUE_TYPE_UNSIGNED_LONG_LONG : NVML_VALUE_TYPE_UNSIGNED_INT;
     /* Newest first here too. */
-    for (k = nfdev; k-- > 0;)
-        if (fdev[k].timeStamp > since && fdev[k].timeStamp <= reveal_us && c < *n)
-            s[c++] = fdev[k];
+    for (k = nfdev; k-- > 0;) {
+        nvmlSample_t x = fdev[k];
+
+        if (x.timeStamp > reveal_us)
+            continue;
+        if (dev_mono) {
+            /* (The script's stamps are realtime from the start: the same instants on the
+               monotonic clock, which no slewing moves.) */
+            x.timeStamp = x.timeStamp - base_rt_us + base_mono / 1000ULL;
+            x.sampleValue.ullVal = fdev[k].sampleValue.uiVal;
+        }
+        if (x.timeStamp > since && c < *n)
+            s[c++] = x;
+    }
     *n = c;
     return c ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
@@ -134,9 +148,6 @@ struct scenario {
     struct stretch s[64];
     int ns;
 };
-
-static uint64_t base_mono;
-static unsigned long long base_rt_us;
 
 static double ovl(double a, double b, double lo, double hi)
 {
@@ -185,6 +196,7 @@ static void reset_duties(void)
 /* Resets duty.c's state and the script; the timeline starts now, at 1000 s on the clock. */
 static void start(struct scenario *sc)
 {
+    v_rt_off_ns = 1795000000000000000ULL;
     reset_duties();
     memset(gdevs, 0, sizeof(gdevs));
     memset(&stats, 0, sizeof(stats));
@@ -196,6 +208,7 @@ static void start(struct scenario *sc)
     gs__real.nvmlDeviceGetProcessUtilization = f_proc_util;
     gs__real.nvmlDeviceGetSamples = f_samples;
     dev_samples_supported = sc->device;
+    dev_mono = 0;
     gdevs[0].state = 1;
     gdevs[0].busy_since = 1;
     duties[0].state = 1; /* the handle is known (handle_of is the preload's) */
@@ -565,8 +578,15 @@ static void period_learnt_from_spacings(void **st)
  */
 static void device_stamps_jitter_and_restart(void **st)
 {
-    struct scenario sc = { .P = 200, .D = 200, .shift = 80, .f_proc = 1, .f_dev = 1,
-                           .end = 3000, .device = 1, .jitter = 6, .restart_at = 1321,
+    struct scenario sc = { .P = 200,
+                           .D = 200,
+                           .shift = 80,
+                           .f_proc = 1,
+                           .f_dev = 1,
+                           .end = 3000,
+                           .device = 1,
+                           .jitter = 6,
+                           .restart_at = 1321,
                            .restart_shift = 69 };
 
     (void)st;
@@ -583,6 +603,44 @@ static void device_stamps_jitter_and_restart(void **st)
     assert_true(ratio() >= 0.97 && ratio() <= 1.03);
 }
 
+/*
+ * The same with the device's samples stamped on the monotonic clock, and the realtime clock
+ * slewed 0.1 ms ahead of it at each poll (NTP's most, 500 ppm): a sample fetched again at the
+ * next poll is the same sample, not a new one a spacing later, and the one short spacing is
+ * still never the period.
+ */
+static void device_stamps_monotonic_slewed(void **st)
+{
+    struct scenario sc = { .P = 200,
+                           .D = 200,
+                           .shift = 80,
+                           .f_proc = 1,
+                           .f_dev = 1,
+                           .end = 3000,
+                           .device = 1,
+                           .restart_at = 1321,
+                           .restart_shift = 69 };
+    double t;
+
+    (void)st;
+    bursts(&sc, 37, 2900, 50, 211);
+    start(&sc);
+    dev_mono = 1;
+    script(&sc);
+    for (t = 41; t <= 3641; t += 200) {
+        poll_at(t);
+        v_rt_off_ns += 100000ULL;
+    }
+    print_message("monotonic, slewed: duty %.4f from %lu samples (%lu the device's), period "
+                  "%lld ns, clock %s\n",
+                  ratio(), stats.duty_samples, stats.duty_dev_samples,
+                  (long long)duties[0].dev_period.ns, duty_clock_name(duties[0].dev_clock));
+    assert_int_equal(duties[0].dev_clock, DEV_CLOCK_MONOTONIC);
+    assert_true(duties[0].dev_period.ns >= 190000000LL && duties[0].dev_period.ns <= 206000000LL);
+    assert_int_equal(stats.duty_dev_samples, sc.dev_busy);
+    assert_true(ratio() >= 0.97 && ratio() <= 1.03);
+}
+
 /* Process and device periods of different lengths, either way. */
 static void periods_of_different_lengths(void **st)
 {
@@ -591,15 +649,20 @@ static void periods_of_different_lengths(void **st)
 
     (void)st;
     for (i = 0; i < 2; i++) {
-        struct scenario sc = { .P = pd[i][0], .D = pd[i][1], .shift = 50, .f_proc = 0.9,
-                               .f_dev = 0.6, .end = 2400, .device = 1 };
+        struct scenario sc = { .P = pd[i][0],
+                               .D = pd[i][1],
+                               .shift = 50,
+                               .f_proc = 0.9,
+                               .f_dev = 0.6,
+                               .end = 2400,
+                               .device = 1 };
 
         bursts(&sc, 23, 2300, 60, 190);
         start(&sc);
         script(&sc);
         poll_all(77, 3077);
-        print_message("P %.1f D %.1f: duty %.4f from %lu samples\n", pd[i][0], pd[i][1],
-                      ratio(), stats.duty_samples);
+        print_message("P %.1f D %.1f: duty %.4f from %lu samples\n", pd[i][0], pd[i][1], ratio(),
+                      stats.duty_samples);
         assert_int_equal(stats.duty_dev_samples, sc.dev_busy);
         assert_true(ratio() >= 0.58 && ratio() <= 0.62);
     }
@@ -612,14 +675,16 @@ static void periods_of_different_lengths(void **st)
  */
 static void no_period_counted_twice(void **st)
 {
-    struct scenario sc = { .P = 200, .D = 200, .shift = 100, .f_proc = 0.8, .f_dev = 0.5,
-                           .end = 1000, .device = 1 };
+    struct scenario sc = {
+        .P = 200, .D = 200, .shift = 100, .f_proc = 0.8, .f_dev = 0.5, .end = 1000, .device = 1
+    };
 
     (void)st;
     bursts(&sc, 0, 1000, 200, 200);
     start(&sc);
     script(&sc);
-    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER, .timeStamp = stamp(600),
+    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
+                                                        .timeStamp = stamp(600),
                                                         .smUtil = 30 };
     poll_all(31, 1631);
     print_message("no period twice: duty %.4f from %lu samples, %lu the device's\n", ratio(),
@@ -635,8 +700,9 @@ static void no_period_counted_twice(void **st)
  */
 static void too_many_samples(void **st)
 {
-    struct scenario sc = { .P = 200, .D = 200, .shift = 0, .f_proc = 0.5, .f_dev = 0.5,
-                           .end = 3600, .device = 1 };
+    struct scenario sc = {
+        .P = 200, .D = 200, .shift = 0, .f_proc = 0.5, .f_dev = 0.5, .end = 3600, .device = 1
+    };
     unsigned pid, e;
 
     (void)st;
@@ -644,13 +710,13 @@ static void too_many_samples(void **st)
     start(&sc);
     script(&sc);
     for (e = 200; e <= 3600; e += 200)
-        for (pid = 0; pid < 25 && nfproc < MAXS; pid++)
+        for (pid = 0; pid < 60 && nfproc < MAXS; pid++)
             fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = 5000 + pid,
                                                                 .timeStamp = stamp(e),
                                                                 .smUtil = 1 };
-    /* 26 samples a period: 256 are 9 periods, less than the 2.4 s first asked about. */
+    /* 61 samples a period: 256 are 4 periods (0.8 s), less than any past asked about at first. */
     poll_all(2400, 4000);
-    print_message("too many samples: %lu taken\n", stats.duty_samples);
+    print_message("too many samples: %lu taken, crowd %u\n", stats.duty_samples, duties[0].crowd);
     assert_true(stats.duty_samples >= 3);
     assert_true(ratio() >= 0.49 && ratio() <= 0.51);
 }
@@ -688,6 +754,7 @@ int main(void)
         cmocka_unit_test(waits_for_device_period),
         cmocka_unit_test(period_learnt_from_spacings),
         cmocka_unit_test(device_stamps_jitter_and_restart),
+        cmocka_unit_test(device_stamps_monotonic_slewed),
         cmocka_unit_test(periods_of_different_lengths),
         cmocka_unit_test(no_period_counted_twice),
         cmocka_unit_test(too_many_samples),

@@ -72,6 +72,13 @@
 /* Spacings under this between two samples are not a sample period (20 ms). */
 #define DUTY_PERIOD_MIN_US 20000ULL
 
+/*
+ * Two device stamps this close are one sample: stamps on the monotonic clock are moved to the
+ * realtime one afresh at each poll, by an offset that moves a microsecond or so (rounding, NTP's
+ * slewing), and each poll fetches the samples of the last second again.
+ */
+#define DUTY_SAME_STAMP_US 2000ULL
+
 /* The spacings kept to learn a sample period from. */
 #define DUTY_SPACINGS 8
 
@@ -115,6 +122,7 @@ struct duty_dev {
     struct duty_period dev_period;  /* the device's */
     unsigned long long prev_ts;     /* our sample before, for the spacing */
     unsigned long long dev_prev_ts; /* the device's newest sample learnt from */
+    unsigned crowd; /* NVML had more samples than room: ask about a shorter past (1.6 s >> crowd) */
     double run, span;           /* decayed sums: the kernels' time and the time in flight */
     struct duty_iv *ivs;        /* DUTY_IVS of them, made at the first need; NULL: none */
     uint64_t nivs;              /* stretches ever recorded; the newest is ivs[(nivs-1) % N] */
@@ -494,7 +502,7 @@ static int take_sample(struct duty_dev *u, const nvmlProcessUtilizationSample_t 
 
             if (e <= lo || e >= ts + d_us)
                 continue; /* its period is not in ours */
-            if (e <= u->last_dev_ts) {
+            if (e <= u->last_dev_ts + DUTY_SAME_STAMP_US) {
                 taken_before++; /* with our sample before */
                 continue;
             }
@@ -565,15 +573,36 @@ void duty_poll(uint64_t now)
             u->last_ts = (unsigned long long)t.tv_sec * 1000000ULL +
                          (unsigned long long)t.tv_nsec / 1000ULL - 1000000ULL;
         }
-        /* Two periods back: other processes' samples that reach into our next ones. */
+        /*
+         * Two periods back (400 ms to 2 s): other processes' samples that reach into our next
+         * ones. Where NVML had more samples than room (dozens of processes), a shorter past,
+         * halved at each such answer: our samples older than that are let go.
+         */
         {
             unsigned long long back = 2 * (unsigned long long)(u->period.ns > u->dev_period.ns
                                                                    ? u->period.ns
                                                                    : u->dev_period.ns) / 1000;
+            struct timespec t;
+            unsigned long long rt_us;
 
             if (back < 400000ULL)
                 back = 400000ULL;
+            if (back > 2000000ULL)
+                back = 2000000ULL;
             since = u->last_ts > back ? u->last_ts - back : 0;
+            if (u->crowd) {
+                unsigned long long keep = 1600000ULL >> u->crowd;
+
+                duty_clock(CLOCK_REALTIME, &t);
+                rt_us = (unsigned long long)t.tv_sec * 1000000ULL +
+                        (unsigned long long)t.tv_nsec / 1000ULL;
+                if (keep < 50000ULL)
+                    keep = 50000ULL;
+                if (rt_us > keep && since < rt_us - keep)
+                    since = rt_us - keep;
+                if (u->last_ts < since)
+                    u->last_ts = since;
+            }
         }
         /* The device's samples from one period before our last one on: the one that pairs. */
         dev_since = since > 1000000ULL ? since - 1000000ULL : 0;
@@ -614,14 +643,8 @@ void duty_poll(uint64_t now)
             continue;
         }
         if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-            /* More samples than room since then (dozens of processes): ask from later on. */
-            unsigned long long rt_us = (unsigned long long)rt.tv_sec * 1000000ULL +
-                                       (unsigned long long)rt.tv_nsec / 1000ULL;
-
-            if (rt_us > 1000000ULL && u->last_ts < rt_us - 1000000ULL)
-                u->last_ts = rt_us - 1000000ULL;
-            else
-                u->last_ts = u->last_ts + (rt_us > u->last_ts ? (rt_us - u->last_ts) / 2 : 0);
+            if (u->crowd < 5)
+                u->crowd++; /* (more samples than room since then: a shorter past next time) */
             continue;
         }
         if (r != NVML_SUCCESS)
@@ -631,9 +654,11 @@ void duty_poll(uint64_t now)
         now = now_ns();
         now_rt = (unsigned long long)rt.tv_sec * 1000000ULL + (unsigned long long)rt.tv_nsec / 1000ULL;
         n = n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES;
+        if (u->crowd && n < DUTY_MAX_SAMPLES / 4)
+            u->crowd--; /* room again: a longer past next time */
         sort_samples(dev, ndev);
         for (k = 1; k < ndev; k++)
-            if (dev[k].timeStamp > u->dev_prev_ts) {
+            if (dev[k].timeStamp > u->dev_prev_ts + DUTY_SAME_STAMP_US) {
                 learn_period(&u->dev_period, dev[k - 1].timeStamp, dev[k].timeStamp);
                 u->dev_prev_ts = dev[k].timeStamp;
             }
