@@ -1119,19 +1119,10 @@ SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent)
  * first use): the driver's use for the process grows without an allocation the interposer sees.
  * Default 0.
  */
-static uint64_t module_bytes(void)
-{
-    const char *v = getenv("GPUSLICE_SIM_MODULE_BYTES");
-    char *end;
-    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
-
-    return v && *v && *end == '\0' ? (uint64_t)n : 0;
-}
-
 static CUresult module_new(struct CUctx_st *c, CUmodule *out)
 {
     struct CUmod_st *m = calloc(1, sizeof(*m));
-    uint64_t bytes = module_bytes();
+    uint64_t bytes = sim_drv.cfg.module_bytes;
 
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -32,8 +32,6 @@
 #define SIM_PAGE SIM_GRANULE
 /* Small requests are rounded to this and packed into shared pages. */
 #define SIM_SMALL_ALIGN 512u
-/* cuMemAllocPitch's rows start this far apart (513 -> 1024, 4097 -> 4608, 10000 -> 10240). */
-#define SIM_PITCH_ALIGN 512u
 /* A stream-ordered pool takes memory from the device in chunks of this. */
 #define SIM_POOL_CHUNK ((uint64_t)32 << 20)
 
@@ -72,12 +70,7 @@ static uint64_t pitch_of(uint64_t width)
      * GPUSLICE_SIM_PITCH_ALIGN=N (a power of two from 512 to 65536): rows padded to N, wider
      * than the 512 the interposer estimates with (a driver or GPU that pads more).
      */
-    const char *v = getenv("GPUSLICE_SIM_PITCH_ALIGN");
-    unsigned long a = v ? strtoul(v, NULL, 10) : 0;
-
-    if (a < SIM_PITCH_ALIGN || a > 65536 || (a & (a - 1)) != 0)
-        a = SIM_PITCH_ALIGN;
-    return sim_round_up(width, a);
+    return sim_round_up(width, sim_drv.cfg.pitch_align);
 }
 
 /*

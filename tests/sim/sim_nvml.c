@@ -502,8 +502,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
      * monotonic clock (us) and typed unsigned long long, unlike the per-process ones (NVML
      * names neither the clock nor promises the type: the reader must take either).
      */
-    const char *alt = getenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
-    int mono = alt && strcmp(alt, "monotonic") == 0;
+    int mono = (int)nv.cfg.dev_samples_mono;
 
     for (int k = 0; k < count; k++) {
         unsigned long long ts = mono ? got[k].end_ns / 1000 : stamp_us(got[k].end_ns);

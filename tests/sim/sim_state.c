@@ -110,6 +110,9 @@ static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+/* The device's sample periods' shift (GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT), set by sim_config_load. */
+static uint64_t dev_shift_ns = SIM_SAMPLE_NS * 40 / 100;
+
 int sim_config_load(struct sim_config *cfg)
 {
     const char *v;
@@ -121,6 +124,8 @@ int sim_config_load(struct sim_config *cfg)
     cfg->memory = SIM_DEFAULT_MEMORY;
     cfg->context_bytes = SIM_DEFAULT_CONTEXT_BYTES;
     cfg->context_hidden = SIM_DEFAULT_CONTEXT_HIDDEN;
+    cfg->dev_shift_pct = 40;
+    cfg->pitch_align = 512;
 
     if ((v = getenv("GPUSLICE_SIM_DEVICES"))) {
         if (parse_uint(v, 1, SIM_MAX_DEVICES, &n) < 0) {
@@ -220,6 +225,48 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->kernel_gap_ns = (uint32_t)n;
     }
+    /* 40 unless set (0 lines them up): nothing measured says how a driver's line up. */
+    if ((v = getenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT"))) {
+        if (parse_uint(v, 0, 99, &n) < 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT: \"%s\" is not a share of a "
+                    "period (use 0 to 99 percent)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->dev_shift_pct = (uint32_t)n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_PITCH_ALIGN"))) {
+        if (parse_uint(v, 512, 65536, &n) < 0 || (n & (n - 1)) != 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_PITCH_ALIGN: \"%s\" is not a row alignment "
+                    "(use a power of two from 512 to 65536)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->pitch_align = (uint32_t)n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_MODULE_BYTES"))) {
+        if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_MODULE_BYTES: \"%s\" is not a size "
+                    "(use e.g. 64M, 0, 67108864)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->module_bytes = n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES"))) {
+        if (strcmp(v, "monotonic") != 0 && strcmp(v, "realtime") != 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_NVML_DEVICE_SAMPLES: \"%s\" is not a clock "
+                    "(use realtime or monotonic)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->dev_samples_mono = strcmp(v, "monotonic") == 0;
+    }
+    dev_shift_ns = SIM_SAMPLE_NS * cfg->dev_shift_pct / 100;
     if ((v = getenv("GPUSLICE_SIM_STATE"))) {
         if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
             fprintf(stderr,
@@ -739,18 +786,7 @@ static void set_sample(struct sim_sample *x, int32_t pid, uint64_t b, uint64_t k
 
 uint64_t sim_dev_sample_shift_ns(void)
 {
-    /* 40 unless set (0 lines them up): nothing measured says how the driver's line up. */
-    const char *v = getenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
-    unsigned long pct = 40;
-
-    if (v && *v) {
-        char *end;
-        unsigned long x = strtoul(v, &end, 10);
-
-        if (*end == '\0' && x < 100)
-            pct = x;
-    }
-    return SIM_SAMPLE_NS * pct / 100;
+    return dev_shift_ns;
 }
 
 /* The device's period slot of time t on d, made afresh when it held an older period. */

@@ -68,12 +68,20 @@ static void test_config_defaults(void **state)
     unsetenv("GPUSLICE_SIM_MEMORY");
     unsetenv("GPUSLICE_SIM_SMS");
     unsetenv("GPUSLICE_SIM_CONTEXT_BYTES");
+    unsetenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
+    unsetenv("GPUSLICE_SIM_PITCH_ALIGN");
+    unsetenv("GPUSLICE_SIM_MODULE_BYTES");
+    unsetenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
     unsetenv("GPUSLICE_SIM_STATE");
     assert_int_equal(sim_config_load(&cfg), 0);
     assert_int_equal(cfg.devices, 1);
     assert_int_equal(cfg.sms, 132);
     assert_int_equal(cfg.memory, 16 * GiB);
     assert_int_equal(cfg.context_bytes, 64 * MiB);
+    assert_int_equal(cfg.dev_shift_pct, 40);
+    assert_int_equal(cfg.pitch_align, 512);
+    assert_int_equal(cfg.module_bytes, 0);
+    assert_int_equal(cfg.dev_samples_mono, 0);
     snprintf(want, sizeof(want), "/dev/shm/gpuslice-sim-%u", (unsigned)getuid());
     assert_string_equal(cfg.state_path, want);
 }
@@ -193,6 +201,19 @@ static const struct env_case env_cases[] = {
     { "GPUSLICE_SIM_CONTEXT_BYTES", "64M", 1 },
     { "GPUSLICE_SIM_CONTEXT_BYTES", "x", 0 },
     { "GPUSLICE_SIM_CONTEXT_BYTES", "", 0 },
+    { "GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "0", 1 },
+    { "GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "99", 1 },
+    { "GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "100", 0 },
+    { "GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "40%", 0 },
+    { "GPUSLICE_SIM_PITCH_ALIGN", "2048", 1 },
+    { "GPUSLICE_SIM_PITCH_ALIGN", "256", 0 },
+    { "GPUSLICE_SIM_PITCH_ALIGN", "768", 0 },
+    { "GPUSLICE_SIM_PITCH_ALIGN", "131072", 0 },
+    { "GPUSLICE_SIM_MODULE_BYTES", "64M", 1 },
+    { "GPUSLICE_SIM_MODULE_BYTES", "12Q", 0 },
+    { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "monotonic", 1 },
+    { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "realtime", 1 },
+    { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "mono", 0 },
 };
 
 static void test_each_variable_is_parsed_strictly(void **state)

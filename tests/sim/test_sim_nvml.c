@@ -340,8 +340,8 @@ static void test_utilization_follows_the_device_timeline(void **state)
 /*
  * The device's utilisation samples (nvmlDeviceGetSamples): one per period, idle ones too,
  * each the share of its period in which a kernel ran, on periods of their own whose ends fall
- * GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT (40 here) percent of a period before the per-process
- * samples' ends.
+ * GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT (40 by default) percent of a period before the
+ * per-process samples' ends.
  */
 static void test_device_samples_have_periods_of_their_own(void **state)
 {
@@ -354,7 +354,6 @@ static void test_device_samples_have_periods_of_their_own(void **state)
     unsigned long long since, p_us = SIM_SAMPLE_NS / 1000, shift_us;
 
     (void)state;
-    setenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT", "40", 1);
     shift_us = SIM_SAMPLE_NS * 40 / 100 / 1000;
     /* (Clear of the periods that hold earlier tests' kernels.) */
     usleep((useconds_t)(2 * p_us));
@@ -400,7 +399,6 @@ static void test_device_samples_have_periods_of_their_own(void **state)
     assert_in_range(nd, 1, 2);
     assert_true(d[0].timeStamp > since);
     assert_int_equal(d[nd - 1].sampleValue.uiVal, 0);
-    unsetenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
 }
 
 static void test_shutdown_then_reinit_sees_the_same_state(void **state)
