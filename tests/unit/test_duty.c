@@ -237,6 +237,14 @@ static void advance(double t)
     v_mono_ns = base_mono + (uint64_t)(t * 1e6);
 }
 
+/* A per-process sample NVML stamps at ms of the timeline: pid's work was on the device pct %. */
+static void proc_sample(unsigned pid, double ms, unsigned pct)
+{
+    if (nfproc < MAXS)
+        fproc[nfproc++] =
+            (nvmlProcessUtilizationSample_t){ .pid = pid, .timeStamp = stamp(ms), .smUtil = pct };
+}
+
 /* The governor's time in flight, and what NVML stamps for it. */
 static void script(struct scenario *sc)
 {
@@ -246,14 +254,9 @@ static void script(struct scenario *sc)
         double f = flight_in(sc, e - sc->P, e);
 
         if (f > 0)
-            fproc[nfproc++] =
-                (nvmlProcessUtilizationSample_t){ .pid = (unsigned)getpid(),
-                                                  .timeStamp = stamp(e),
-                                                  .smUtil = pct_of(f * sc->f_proc, sc->P) };
+            proc_sample((unsigned)getpid(), e, pct_of(f * sc->f_proc, sc->P));
         if (sc->other)
-            fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
-                                                                .timeStamp = stamp(e),
-                                                                .smUtil = sc->other };
+            proc_sample(ME_PID_OTHER, e, sc->other);
     }
     /*
      * The device is sampled all the time (its periods before the timeline are reported too),
@@ -437,9 +440,7 @@ static void alone_after_another(void **st)
     script(&sc);
     /* The other process's samples in the first second only (and in the device's). */
     for (k = 0; k < 5; k++) {
-        fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
-                                                            .timeStamp = stamp(200.0 * (k + 1)),
-                                                            .smUtil = 40 };
+        proc_sample(ME_PID_OTHER, 200.0 * (k + 1), 40);
     }
     poll_all(59, 3459);
     print_message("alone after another: duty %.4f from %lu samples\n", ratio(), stats.duty_samples);
@@ -463,12 +464,8 @@ static void between_two_others(void **st)
     bursts(&sc, 0, 800, 200, 200);
     start(&sc);
     script(&sc);
-    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
-                                                        .timeStamp = stamp(200),
-                                                        .smUtil = 50 };
-    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
-                                                        .timeStamp = stamp(600),
-                                                        .smUtil = 50 };
+    proc_sample(ME_PID_OTHER, 200, 50);
+    proc_sample(ME_PID_OTHER, 600, 50);
     poll_all(53, 1453);
     print_message("between two others: duty %.4f from %lu samples\n", ratio(), stats.duty_samples);
     assert_int_equal(stats.duty_samples, 4);
@@ -683,9 +680,7 @@ static void no_period_counted_twice(void **st)
     bursts(&sc, 0, 1000, 200, 200);
     start(&sc);
     script(&sc);
-    fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = ME_PID_OTHER,
-                                                        .timeStamp = stamp(600),
-                                                        .smUtil = 30 };
+    proc_sample(ME_PID_OTHER, 600, 30);
     poll_all(31, 1631);
     print_message("no period twice: duty %.4f from %lu samples, %lu the device's\n", ratio(),
                   stats.duty_samples, stats.duty_dev_samples);
@@ -710,10 +705,8 @@ static void too_many_samples(void **st)
     start(&sc);
     script(&sc);
     for (e = 200; e <= 3600; e += 200)
-        for (pid = 0; pid < 60 && nfproc < MAXS; pid++)
-            fproc[nfproc++] = (nvmlProcessUtilizationSample_t){ .pid = 5000 + pid,
-                                                                .timeStamp = stamp(e),
-                                                                .smUtil = 1 };
+        for (pid = 0; pid < 60; pid++)
+            proc_sample(5000 + pid, e, 1);
     /* 61 samples a period: 256 are 4 periods (0.8 s), less than any past asked about at first. */
     poll_all(2400, 4000);
     print_message("too many samples: %lu taken, crowd %u\n", stats.duty_samples, duties[0].crowd);

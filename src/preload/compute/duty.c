@@ -263,15 +263,19 @@ static int take(struct duty_dev *u, unsigned long long ts, unsigned pct, int64_t
     return 1;
 }
 
-/* Microseconds on CLOCK_REALTIME less CLOCK_MONOTONIC now. */
-static int64_t rt_minus_mono_us(void)
+/* A time in microseconds. */
+static unsigned long long us_of(const struct timespec *t)
 {
-    struct timespec rt, mono;
+    return (unsigned long long)t->tv_sec * 1000000ULL + (unsigned long long)t->tv_nsec / 1000ULL;
+}
 
-    duty_clock(CLOCK_REALTIME, &rt);
-    duty_clock(CLOCK_MONOTONIC, &mono);
-    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000LL +
-           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec) / 1000LL;
+/* Clock c now, in microseconds. */
+static unsigned long long clock_us(clockid_t c)
+{
+    struct timespec t;
+
+    duty_clock(c, &t);
+    return us_of(&t);
 }
 
 /*
@@ -285,7 +289,7 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
                                    nvmlValueType_t *vt, unsigned *n, nvmlSample_t *dev)
 {
     const unsigned long long near = 120000000ULL;
-    int64_t off = rt_minus_mono_us();
+    int64_t off = (int64_t)clock_us(CLOCK_REALTIME) - (int64_t)clock_us(CLOCK_MONOTONIC);
     unsigned room = *n, k;
     nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
     int c;
@@ -310,14 +314,8 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
         for (k = 0; k < *n; k++)
             if (dev[k].timeStamp > newest)
                 newest = dev[k].timeStamp;
-        {
-            struct timespec a, b;
-
-            duty_clock(CLOCK_REALTIME, &a);
-            duty_clock(CLOCK_MONOTONIC, &b);
-            rt_now = (unsigned long long)a.tv_sec * 1000000ULL + (unsigned long long)a.tv_nsec / 1000ULL;
-            mono_now = (unsigned long long)b.tv_sec * 1000000ULL + (unsigned long long)b.tv_nsec / 1000ULL;
-        }
+        rt_now = clock_us(CLOCK_REALTIME);
+        mono_now = clock_us(CLOCK_MONOTONIC);
         if (*clock == DEV_CLOCK_UNKNOWN) {
             if (newest + 4 * near > rt_now && newest < rt_now + near)
                 *clock = DEV_CLOCK_REALTIME;
@@ -383,10 +381,7 @@ static unsigned sample_pct(const nvmlSample_t *x, nvmlValueType_t vt)
 static unsigned normalise_samples(nvmlSample_t *dev, unsigned n, nvmlValueType_t vt,
                                   const struct timespec *rt, const struct timespec *mono)
 {
-    unsigned long long rt_us = (unsigned long long)rt->tv_sec * 1000000ULL +
-                               (unsigned long long)rt->tv_nsec / 1000ULL;
-    unsigned long long mono_us = (unsigned long long)mono->tv_sec * 1000000ULL +
-                                 (unsigned long long)mono->tv_nsec / 1000ULL;
+    unsigned long long rt_us = us_of(rt), mono_us = us_of(mono);
     const unsigned long long near = 120000000ULL;
     unsigned k, out = 0;
 
@@ -565,14 +560,9 @@ void duty_poll(uint64_t now)
         if (d->state <= 0 || u->state < 0 ||
             (!d->busy_since && now - d->idle_since > 2000000000ULL))
             continue;
-        if (u->state == 0) {
+        if (u->state == 0)
             /* From a second ago: older samples (of other processes too) say nothing of ours. */
-            struct timespec t;
-
-            duty_clock(CLOCK_REALTIME, &t);
-            u->last_ts = (unsigned long long)t.tv_sec * 1000000ULL +
-                         (unsigned long long)t.tv_nsec / 1000ULL - 1000000ULL;
-        }
+            u->last_ts = clock_us(CLOCK_REALTIME) - 1000000ULL;
         /*
          * Two periods back (400 ms to 2 s): other processes' samples that reach into our next
          * ones. Where NVML had more samples than room (dozens of processes), a shorter past,
@@ -582,20 +572,14 @@ void duty_poll(uint64_t now)
             unsigned long long back = 2 * (unsigned long long)(u->period.ns > u->dev_period.ns
                                                                    ? u->period.ns
                                                                    : u->dev_period.ns) / 1000;
-            struct timespec t;
-            unsigned long long rt_us;
-
             if (back < 400000ULL)
                 back = 400000ULL;
             if (back > 2000000ULL)
                 back = 2000000ULL;
             since = u->last_ts > back ? u->last_ts - back : 0;
             if (u->crowd) {
-                unsigned long long keep = 1600000ULL >> u->crowd;
+                unsigned long long keep = 1600000ULL >> u->crowd, rt_us = clock_us(CLOCK_REALTIME);
 
-                duty_clock(CLOCK_REALTIME, &t);
-                rt_us = (unsigned long long)t.tv_sec * 1000000ULL +
-                        (unsigned long long)t.tv_nsec / 1000ULL;
                 if (keep < 50000ULL)
                     keep = 50000ULL;
                 if (rt_us > keep && since < rt_us - keep)
@@ -652,7 +636,7 @@ void duty_poll(uint64_t now)
         rt_minus_mono = ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000LL +
                         ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
         now = now_ns();
-        now_rt = (unsigned long long)rt.tv_sec * 1000000ULL + (unsigned long long)rt.tv_nsec / 1000ULL;
+        now_rt = us_of(&rt);
         n = n < DUTY_MAX_SAMPLES ? n : DUTY_MAX_SAMPLES;
         if (u->crowd && n < DUTY_MAX_SAMPLES / 4)
             u->crowd--; /* room again: a longer past next time */
