@@ -82,7 +82,7 @@ int gs_tenant_creator_alive(const struct gpuslice_tenant *t)
  * their slots into *slot, their count returned (0 from any other namespace).
  * *v and *slot are allocated when there are any (the caller frees both).
  */
-static int look_for_hosts(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot)
+int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot)
 {
     int i, n = 0;
 
@@ -130,7 +130,7 @@ int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_M
         else
             seen[i] = host > 0 ? host : -1;
     }
-    n = look_for_hosts(t, &v, &slot);
+    n = gs_tenant_hosts_wanted(t, &v, &slot);
     for (i = 0; i < n; i++)
         seen[slot[i]] = v[i].found > 0 ? v[i].found : v[i].found < 0 ? -1 : 0;
     free(v);
@@ -560,7 +560,7 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
 static void find_hosts(struct gpuslice_tenant *t)
 {
     struct gs_proc_want *v;
-    int *slot, i, n = look_for_hosts(t, &v, &slot);
+    int *slot, i, n = gs_tenant_hosts_wanted(t, &v, &slot);
 
     if (n == 0 || gs_tenant_lock(t) < 0) {
         free(v);

@@ -196,6 +196,14 @@ int gs_tenant_sweep(const char *dir);
  */
 int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_MAX_PROCS]);
 
+/*
+ * From the initial PID namespace (else 0): the processes of other PID namespaces whose host
+ * PID is not known yet (host_pid 0), each looked for in one pass over /proc (found as
+ * gs_proc_find answers): their slots into *slot, their count returned. *v and *slot are
+ * allocated when there are any (the caller frees both).
+ */
+int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot);
+
 /* Whether the tenant's creator (gpuslice run) lives, judged as slots are. */
 int gs_tenant_creator_alive(const struct gpuslice_tenant *t);
 

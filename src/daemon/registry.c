@@ -219,6 +219,46 @@ static void pwrite_word(int fd, const void *p, size_t len, size_t off)
 }
 
 /*
+ * A managed tenant's processes in PID namespaces of their own (a pod's): the host PID of each
+ * not known yet, found in /proc from its namespace, inner PID and start time, is written in
+ * its slot's host_pid in the file (-1: not found), where the process reads it (NVML names it
+ * by it: src/preload/compute/duty.c), and in the sweep's copy. Written with pwrite, as the
+ * file's other words (a mapping of a file its processes may cut short would die of SIGBUS),
+ * and only to a slot that still holds that process and no host PID: one freed and taken
+ * again meanwhile is left alone. The daemon's own judgements never rest on it: a host PID
+ * read from the file is checked against /proc (gs_proc_is).
+ */
+static void note_hosts(struct gd_tenant *t)
+{
+    struct gs_proc_want *v;
+    int *slot, i, n = gs_tenant_hosts_wanted(t->t, &v, &slot), fd = -1;
+
+    for (i = 0; i < n; i++) {
+        size_t po = offsetof(struct gpuslice_tenant, proc) +
+                    (size_t)slot[i] * sizeof(struct gpuslice_tenant_proc),
+               ho = offsetof(struct gpuslice_tenant, host_pid) + (size_t)slot[i] * sizeof(int32_t);
+        struct gpuslice_tenant_proc now;
+        int32_t host = v[i].found > 0 ? v[i].found : -1, had;
+
+        if (v[i].found == -1)
+            continue; /* not told: looked for again at the next sweep */
+        if (fd < 0 && (fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
+            break;
+        if (pread(fd, &now, sizeof(now), (off_t)po) != (ssize_t)sizeof(now) ||
+            pread(fd, &had, sizeof(had), (off_t)ho) != (ssize_t)sizeof(had) ||
+            now.pid != v[i].inner || now.pid_ns != v[i].ns || now.start_time != v[i].start ||
+            had != 0)
+            continue;
+        pwrite_word(fd, &host, sizeof(host), ho);
+        t->t->host_pid[slot[i]] = host;
+    }
+    if (fd >= 0)
+        close(fd);
+    free(v);
+    free(slot);
+}
+
+/*
  * Writes the policy's limits into the state file's device entries, for tools that read the
  * file (what is enforced is read from the node segment).
  */
@@ -1421,11 +1461,17 @@ void gd_registry_sweep(void)
         }
         tenant_list_done(&l);
     }
-    /* Which processes live, read here: a request then answers from what the sweep found. */
+    /*
+     * Which processes live, read here: a request then answers from what the sweep found. A
+     * process in a pod's PID namespace learns its host PID from its slot (NVML's name for it,
+     * which its duty needs: src/preload/compute/duty.c).
+     */
     for (i = 0; i < n; i++) {
-        if (v[i].t)
+        if (v[i].t) {
+            if (v[i].managed)
+                note_hosts(&v[i]);
             v[i].nlive = gs_tenant_procs_alive(v[i].t, v[i].seen_pid);
-        else {
+        } else {
             v[i].nlive = 0;
             memset(v[i].seen_pid, 0, sizeof(v[i].seen_pid));
         }

@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/driver.h"
 #include "common/parse.h"
@@ -27,6 +28,12 @@ int gs__load_cuda(void);
 int gs__load_nvml(void);
 /* NVML loaded and initialised once (mem/charge.c): 0, or -1 when it cannot be. */
 int gs__nvml_ready(void);
+
+/*
+ * mem/charge.c: the host PID recorded in this process's slot of its tenant's file (the
+ * daemon's sweep finds it for a process of another PID namespace), 0 while not known.
+ */
+pid_t gs__host_pid(void);
 
 /* Process-wide state, fixed once the configuration is read. */
 struct gs_state {

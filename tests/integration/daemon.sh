@@ -1139,6 +1139,7 @@ daemon_pod_tenants)
     BG="$BG $APISERVER"
     U1=11111111-2222-4333-8444-555555555555 U2=22222222-2222-4333-8444-555555555555
     U3=33333333-2222-4333-8444-555555555555 U4=44444444-2222-4333-8444-555555555555
+    U5=e5e5e5e5-2222-4333-8444-555555555555
     C1=$(printf 'c1%062d' 0) C2=$(printf 'c2%062d' 0)
     # upod NAME UID ANNOTATIONS-JSON: a pod of ns1 on node1 with containers main (C1) and side (C2).
     upod() { printf '{"metadata":{"name":"%s","namespace":"ns1","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"main"},{"name":"side"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://%s"},{"name":"side","containerID":"containerd://%s"}]}}' "$1" "$2" "$3" "$C1" "$C2"; }
@@ -1161,7 +1162,7 @@ daemon_pod_tenants)
     export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     # The pods' cgroups this case made (those still in use, by another case, stay: rmdir
     # refuses them).
-    trap 'cg_cleanup_own $U1 $U2 $U3 $U4 55555555-2222 66666666-2222; cleanup' EXIT
+    trap 'cg_cleanup_own $U1 $U2 $U3 $U4 $U5 55555555-2222 66666666-2222; cleanup' EXIT
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
     # A pod that asks for no GPU is no tenant (nor is one whose containers all stopped).
@@ -1257,6 +1258,39 @@ daemon_pod_tenants)
     if tenants_until 10 'not '"$podt"'["pod-'"$U2"'"]["pod"]["refused"]'; then ok "pod bad fixed: no longer refused"; else bad "fix"; fi
     expect 0 "a process of the fixed pod" -- in_pod "$U2" "$C1" "$P" alloc:400 alloc:200
     grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to its 512M" || { bad "fixed pod"; cat "$T/out" "$T/err"; }
+    # A pod's ceiling bills its kernels' time, not its gaps (issue 30), though NVML names its
+    # process by the host's PID: the daemon's sweep writes that in the process's slot. The
+    # simulator names it so too where the host's proc is mounted for it (GPUSLICE_SIM_HOST_PROC):
+    # hp.sh binds it in a mount namespace of its own, then enters the pod's as in_pod does.
+    printf '%s\n' 'mount --bind /proc "$HOSTPROC" || exit 98' \
+        'exec unshare --pid --fork --mount --mount-proc env GPUSLICE_SIM_HOST_PROC="$HOSTPROC" sh "$CONTAINER_SH" "$@"' >"$T/hp.sh"
+    mkdir -p "$T/hostproc"
+    export HOSTPROC="$T/hostproc" HPSH="$T/hp.sh"
+    in_pod_hp() {
+        d=$(cg "$1" "$2"); shift 2
+        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --mount sh "$HPSH" "$@"' "$d" "$@"
+    }
+    kctl -d "$(upod duty "$U5" '{"gpuslice.io/compute":"50"}')" "$KC/pods" >/dev/null
+    tenants_until 10 '"pod-'"$U5"'" in '"$podt" || bad "pod duty's tenant"
+    expect 0 "the launch-bound loop, natively" -- "$CL" gaps 4 20; cp "$T/out" "$T/gnative"
+    # (Beside another process of the pod that holds memory and launches nothing: the loop's
+    # host PID is its own slot's, not the first one's.)
+    in_pod_hp "$U5" "$C2" "$P" alloc:64 mark:"$T/hold" wait:"$T/hold-go" >"$T/hold-out" 2>&1 &
+    ph=$!; BG="$BG $ph"
+    i=0; while [ ! -f "$T/hold" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    [ -f "$T/hold" ] || { bad "the pod's first process did not start"; cat "$T/hold-out"; }
+    GPUSLICE_DEBUG=1 expect 0 "the same loop in pod duty (its ceiling 50 %)" -- in_pod_hp "$U5" "$C1" "$CL" gaps 4 20
+    touch "$T/hold-go"; wait "$ph"
+    r0=$(awk '/^share/ {print $6}' "$T/gnative") r50=$(awk '/^share/ {print $6}' "$T/out")
+    if awk -v a="$r50" -v b="$r0" -v lo="$(loose 0.9)" 'BEGIN { exit !(b > 0 && a / b >= lo) }'; then
+        ok "pod under its ceiling keeps its rate: $r50/s against $r0/s natively"
+    else bad "pod under --compute 50: $r50/s against $r0/s natively"; cat "$T/gnative" "$T/out" "$T/err"; fi
+    hp=$(grep -o "NVML's PID for it [0-9]*" "$T/err" | awk '{print $NF}')
+    if grep -q "billed [12][0-9.]* % of its time in flight (duty, from [1-9][0-9]* of NVML" "$T/err" && [ "${hp:-0}" -gt 1 ]; then
+        ok "its duty learnt from NVML's samples of host PID $hp: $(grep -o 'billed [0-9.]* %' "$T/err")"
+    else bad "no duty learnt in the pod"; cat "$T/err"; fi
+    kctl -X DELETE "$KC/pods/ns1/duty" >/dev/null
+    tenants_until 10 '"pod-'"$U5"'" not in '"$podt" || bad "pod duty deleted"
     kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
     if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
     # Under its name again: a new uid, a new tenant.

@@ -160,11 +160,11 @@ static int cgroup2_mount(char *out, size_t len)
 /* The sysfs path of process pid's cgroup v2 directory, into out; 0 or -ENOENT. */
 static int cgroup_of(pid_t pid, const char *mnt, char *out, size_t len)
 {
-    char path[64], buf[8192], *p, *e;
+    char path[PATH_MAX + 32], buf[8192], *p, *e;
     ssize_t got;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    snprintf(path, sizeof(path), "%s/%d/cgroup", sim_proc_root(), (int)pid);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return -ENOENT;
     got = read(fd, buf, sizeof(buf) - 1);

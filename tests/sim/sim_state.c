@@ -112,6 +112,8 @@ static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 /* The device's sample periods' shift (GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT), set by sim_config_load. */
 static uint64_t dev_shift_ns = SIM_SAMPLE_NS * 40 / 100;
+/* Where processes are read: /proc, or GPUSLICE_SIM_HOST_PROC (sim_config_load). */
+static char proc_root[PATH_MAX] = "/proc";
 
 int sim_config_load(struct sim_config *cfg)
 {
@@ -267,6 +269,30 @@ int sim_config_load(struct sim_config *cfg)
         cfg->dev_samples_mono = strcmp(v, "monotonic") == 0;
     }
     dev_shift_ns = SIM_SAMPLE_NS * cfg->dev_shift_pct / 100;
+    /*
+     * GPUSLICE_SIM_HOST_PROC=DIR: the initial PID namespace's proc, mounted at DIR where this
+     * process runs in a PID namespace of its own (a pod's). The driver names every process by
+     * its PID there (NVML's PIDs are the host's), and so does the simulator then: its own is
+     * DIR/self, and the processes it judges alive or dead are read there.
+     */
+    if ((v = getenv("GPUSLICE_SIM_HOST_PROC"))) {
+        char path[PATH_MAX], link[32];
+        ssize_t k = -1;
+
+        if (v[0] == '/' && strlen(v) < sizeof(proc_root) &&
+            (size_t)snprintf(path, sizeof(path), "%s/self", v) < sizeof(path))
+            k = readlink(path, link, sizeof(link) - 1);
+        if (k > 0)
+            link[k] = '\0';
+        if (k <= 0 || parse_uint(link, 1, 0x7fffffff, &n) < 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_HOST_PROC: \"%s\" is not a proc file system "
+                    "(use the absolute path where the host's /proc is mounted)\n",
+                    v);
+            return -EINVAL;
+        }
+        snprintf(proc_root, sizeof(proc_root), "%s", v);
+    }
     if ((v = getenv("GPUSLICE_SIM_STATE"))) {
         if (v[0] == '\0' || strlen(v) >= sizeof(cfg->state_path)) {
             fprintf(stderr,
@@ -423,7 +449,7 @@ int sim_state_open(struct sim_config *cfg, struct sim_state *st)
     st->slot = -1;
     st->exit_free_ms = cfg->exit_free_ms;
     st->kernel_gap_ns = cfg->kernel_gap_ns;
-    st->pid = getpid();
+    st->pid = sim_self_pid();
     sim_memlimit_init(cfg->state_path);
     if (sim_proc_start_time(st->pid, &st->start_time) < 0)
         st->start_time = 0;
@@ -527,13 +553,43 @@ void sim_state_close(struct sim_state *st)
 
 /* ---- processes -------------------------------------------------------- */
 
+const char *sim_proc_root(void)
+{
+    return proc_root;
+}
+
+pid_t sim_self_pid(void)
+{
+    /* (getpid() << 32 | the PID the driver knows it by), taken afresh after a fork. */
+    static uint64_t cached;
+    uint64_t c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    pid_t me = getpid(), host = me;
+
+    if (c >> 32 == (uint64_t)(uint32_t)me)
+        return (pid_t)(uint32_t)c;
+    if (strcmp(proc_root, "/proc") != 0) {
+        char path[PATH_MAX + 8], link[32];
+        ssize_t k;
+        uint64_t n;
+
+        snprintf(path, sizeof(path), "%s/self", proc_root);
+        if ((k = readlink(path, link, sizeof(link) - 1)) > 0) {
+            link[k] = '\0';
+            if (parse_uint(link, 1, 0x7fffffff, &n) == 0)
+                host = (pid_t)n;
+        }
+    }
+    __atomic_store_n(&cached, (uint64_t)(uint32_t)me << 32 | (uint32_t)host, __ATOMIC_RELAXED);
+    return host;
+}
+
 int sim_proc_start_time(pid_t pid, uint64_t *start)
 {
-    char path[64], buf[1024], *p, *save = NULL, *tok;
+    char path[PATH_MAX + 32], buf[1024], *p, *save = NULL, *tok;
     ssize_t n;
     int fd, field;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? -ESRCH : -errno;
@@ -569,8 +625,9 @@ static int proc_is_self(const struct sim_state *st, const struct sim_proc *p)
  * device, GPUSLICE_SIM_EXIT_FREE_MS after their death is first seen (a real
  * driver tears a dead process's contexts down a while after it ends). PIDs
  * are those of this process's namespace: processes sharing one state file
- * must share it too. Without a readable /proc (our own start time unknown)
- * nobody is declared dead.
+ * must share it too, or name themselves by the host's PIDs
+ * (GPUSLICE_SIM_HOST_PROC in another namespace). Without a readable /proc
+ * (our own start time unknown) nobody is declared dead.
  */
 static void sweep(struct sim_state *st)
 {
@@ -603,7 +660,7 @@ static void sweep(struct sim_state *st)
 
 static void refresh_identity(struct sim_state *st)
 {
-    pid_t pid = getpid();
+    pid_t pid = sim_self_pid();
 
     if (pid != st->pid) { /* a forked child: it holds nothing yet */
         st->pid = pid;
@@ -841,7 +898,7 @@ int sim_state_device_samples(const struct sim_shared *sh, int dev, uint64_t now,
 /* Counts [s, e), this process's work on the device, into the periods it falls in. */
 static void count_periods(struct sim_device *d, uint64_t s, uint64_t e)
 {
-    int32_t pid = (int32_t)getpid();
+    int32_t pid = (int32_t)sim_self_pid();
 
     while (s < e) {
         struct sim_period *p = period_at(d, s);
@@ -963,10 +1020,10 @@ uint64_t sim_state_launch(struct sim_state *st, int dev, uint64_t not_before_ns,
         if (e > d->busy_until_ns)
             d->busy_until_ns = e;
         /* Back-to-back kernels of one process make one interval: the ring lasts longer. */
-        if (!last || last->pid != (int32_t)getpid() || last->end_ns != s) {
+        if (!last || last->pid != (int32_t)sim_self_pid() || last->end_ns != s) {
             last = &d->ring[d->ring_count % SIM_RING_LEN];
             last->start_ns = s;
-            last->pid = (int32_t)getpid();
+            last->pid = (int32_t)sim_self_pid();
             d->ring_count++;
         }
         last->end_ns = e;

@@ -251,6 +251,15 @@ int sim_state_samples(const struct sim_shared *sh, int dev, uint64_t now, struct
 int sim_proc_start_time(pid_t pid, uint64_t *start);
 
 /*
+ * This process's PID as the driver names it: getpid(), or where GPUSLICE_SIM_HOST_PROC is
+ * set (a process in a pod's PID namespace), its PID in the host's proc there.
+ */
+pid_t sim_self_pid(void);
+
+/* Where processes are read: "/proc" or GPUSLICE_SIM_HOST_PROC. */
+const char *sim_proc_root(void);
+
+/*
  * The devices CUDA shows for CUDA_VISIBLE_DEVICES spec (NULL: all ndev), as
  * CUDA reads it: indices or "GPU-" UUIDs (whole, or a prefix that names one
  * GPU), in the order given; the first invalid entry (not a number, negative,

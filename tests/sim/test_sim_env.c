@@ -72,6 +72,7 @@ static void test_config_defaults(void **state)
     unsetenv("GPUSLICE_SIM_PITCH_ALIGN");
     unsetenv("GPUSLICE_SIM_MODULE_BYTES");
     unsetenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
+    unsetenv("GPUSLICE_SIM_HOST_PROC");
     unsetenv("GPUSLICE_SIM_STATE");
     assert_int_equal(sim_config_load(&cfg), 0);
     assert_int_equal(cfg.devices, 1);
@@ -214,6 +215,10 @@ static const struct env_case env_cases[] = {
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "monotonic", 1 },
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "realtime", 1 },
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "mono", 0 },
+    { "GPUSLICE_SIM_HOST_PROC", "/proc", 1 },
+    { "GPUSLICE_SIM_HOST_PROC", "/tmp", 0 },
+    { "GPUSLICE_SIM_HOST_PROC", "proc", 0 },
+    { "GPUSLICE_SIM_HOST_PROC", "", 0 },
 };
 
 static void test_each_variable_is_parsed_strictly(void **state)

@@ -43,6 +43,14 @@ int gs__nvml_ready(void)
     return 0;
 }
 
+/* The host PID the daemon would have found for this process (another PID namespace). */
+static pid_t v_host_pid;
+
+pid_t gs__host_pid(void)
+{
+    return v_host_pid;
+}
+
 uint64_t now_ns(void)
 {
     return v_mono_ns;
@@ -145,6 +153,7 @@ struct scenario {
     double jitter;     /* each device stamp this many ms late at most (pseudo-random) */
     double restart_at; /* the device's sampler starts again here, restart_shift ms later */
     double restart_shift;
+    unsigned me; /* the PID NVML names this process by; 0: getpid() */
     struct stretch s[64];
     int ns;
 };
@@ -202,6 +211,7 @@ static void start(struct scenario *sc)
     memset(&stats, 0, sizeof(stats));
     next_poll_ns = 0;
     pid_known = 1;
+    v_host_pid = 0;
     v_mono_ns = 1000000000000ULL;
     base_mono = v_mono_ns;
     base_rt_us = (v_mono_ns + v_rt_off_ns) / 1000ULL;
@@ -254,7 +264,7 @@ static void script(struct scenario *sc)
         double f = flight_in(sc, e - sc->P, e);
 
         if (f > 0)
-            proc_sample((unsigned)getpid(), e, pct_of(f * sc->f_proc, sc->P));
+            proc_sample(sc->me ? sc->me : (unsigned)getpid(), e, pct_of(f * sc->f_proc, sc->P));
         if (sc->other)
             proc_sample(ME_PID_OTHER, e, sc->other);
     }
@@ -502,6 +512,46 @@ static void process_figure_without_device(void **st)
 }
 
 /*
+ * In a pod's PID namespace NVML names the process by its host PID, which the daemon writes in
+ * its slot: nothing is learnt until it is known (duty 1), then the samples of that PID are its
+ * own; those of the PID it has inside (another process's on the host) are not.
+ */
+static void pod_namespace_host_pid(void **st)
+{
+    struct scenario sc = { .P = 1000.0 / 6,
+                           .D = 1000.0 / 6,
+                           .f_proc = 0.6,
+                           .end = 1500,
+                           .device = 0,
+                           .me = 777777 };
+    double e;
+    int known;
+
+    (void)st;
+    bursts(&sc, 100, 1450, 40, 1000.0 / 6);
+    for (known = 0; known < 2; known++) {
+        start(&sc);
+        pid_known = 0; /* not the initial PID namespace */
+        v_host_pid = known ? 777777 : 0;
+        script(&sc);
+        for (e = sc.P; e <= sc.end; e += sc.P)
+            proc_sample((unsigned)getpid(), e, 90);
+        poll_all(1, 1900);
+        print_message("pod, host PID %s: duty %.4f from %lu samples, NVML's PID %d\n",
+                      known ? "known" : "not known", ratio(), stats.duty_samples, stats.duty_pid);
+        if (!known) {
+            assert_int_equal(stats.duty_samples, 0);
+            assert_int_equal(stats.duty_pid, 0);
+            assert_int_equal(duty_ppm(&gdevs[0], now_ns()), 1000000);
+        } else {
+            assert_int_equal(stats.duty_pid, 777777);
+            assert_int_equal(stats.duty_samples, 6);
+            assert_true(ratio() >= 0.58 && ratio() <= 0.62);
+        }
+    }
+}
+
+/*
  * A sample whose end the device has not reported yet waits for the device's period that holds
  * it (the next poll), for two periods at most; then it is taken from what there is.
  */
@@ -744,6 +794,7 @@ int main(void)
         cmocka_unit_test(alone_after_another),
         cmocka_unit_test(between_two_others),
         cmocka_unit_test(process_figure_without_device),
+        cmocka_unit_test(pod_namespace_host_pid),
         cmocka_unit_test(waits_for_device_period),
         cmocka_unit_test(period_learnt_from_spacings),
         cmocka_unit_test(device_stamps_jitter_and_restart),

@@ -238,6 +238,7 @@ struct compute_stats {
     unsigned long duty_dev_asks;    /* the device's samples asked for */
     int duty_dev_rc;                /* ... NVML's last answer */
     int duty_dev_clock;             /* ... and the clock learnt for their stamps (DEV_CLOCK_*) */
+    int duty_pid;                   /* the PID NVML names this process by, as last asked; 0 none */
 };
 
 struct admit {

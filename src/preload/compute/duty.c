@@ -13,7 +13,8 @@
  * a launch-bound loop its kernels only. bench/nvml_busy.py measured what the samples say.
  *
  * Fails closed: until NVML has said something, where it cannot name this process (another PID
- * namespace, an MPS client billed to its server), or when its samples stop, the duty is 1 (all
+ * namespace whose host PID no daemon found for it, an MPS client billed to its server), or
+ * when its samples stop, the duty is 1 (all
  * the time in flight, as before). The duty only ever lowers what a process bills itself: a
  * process could as well not bill at all (it can write its own memory); the daemon's guard
  * holds managed tenants to their ceilings from NVML by itself (docs/design.md).
@@ -328,11 +329,16 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
     return r;
 }
 
-static int nvml_pid_known(void)
+/*
+ * The PID NVML names this process by, 0 while unknown: getpid() in the initial PID namespace;
+ * in another (a pod's), the host PID the daemon found for its slot in the tenant's file
+ * (gs_tenant_note_hosts, at its next sweep after the process's first CUDA use).
+ */
+static pid_t nvml_me(void)
 {
     if (pid_known < 0)
         pid_known = gs_proc_self_ns() == INIT_PID_NS;
-    return pid_known;
+    return pid_known ? getpid() : gs__host_pid();
 }
 
 /* NVML's handle of d's GPU in *h: 0 or -1. */
@@ -537,10 +543,12 @@ void duty_poll(uint64_t now)
 {
     static nvmlProcessUtilizationSample_t buf[DUTY_MAX_SAMPLES];
     static nvmlSample_t dev[DUTY_DEV_SAMPLES];
+    pid_t me;
     int i;
 
-    if (now < next_poll_ns || !nvml_pid_known())
+    if (now < next_poll_ns || (me = nvml_me()) <= 0)
         return;
+    stats.duty_pid = me;
     next_poll_ns = now + DUTY_POLL_NS;
     for (i = 0; i < MAX_ORD; i++) {
         struct gdev *d = &gdevs[i];
@@ -553,7 +561,6 @@ void duty_poll(uint64_t now)
         nvmlReturn_t r;
         struct timespec rt, mono;
         int64_t rt_minus_mono;
-        pid_t me = getpid();
         nvmlDevice_t h;
         int state, asked = 0;
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,21 @@ static uint64_t alloc_charge(const struct dev_state *d, uint64_t bytes)
  * held could not be counted); it says so once.
  */
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+pid_t gs__host_pid(void)
+{
+    struct gpuslice_tenant *t = gs__state.tenant;
+    int32_t h;
+    int s;
+
+    /* Only a slot this process already has: its own, not one a fork left it. */
+    if (!t || __atomic_load_n(&slot_pid, __ATOMIC_ACQUIRE) != getpid() ||
+        (s = __atomic_load_n(&proc_slot, __ATOMIC_RELAXED)) < 0 || s >= GPUSLICE_MAX_PROCS ||
+        t->size < offsetof(struct gpuslice_tenant, host_pid) + sizeof(t->host_pid))
+        return 0;
+    h = __atomic_load_n(&t->host_pid[s], __ATOMIC_RELAXED);
+    return h > 0 ? h : 0;
+}
 
 int slot(void)
 {
