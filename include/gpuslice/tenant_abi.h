@@ -163,8 +163,10 @@ struct gpuslice_tenant {
     /*
      * ABI 4.1, per process slot: the PID the kernel's initial PID namespace knows the process
      * by, where it runs in another (written by it when it runs in the initial one, else by a
-     * reader there that found it, under the lock); 0 = not known yet, -1 = looked for and not
-     * found (gone).
+     * reader there that found it: under the lock, or by the daemon with pwrite for a managed
+     * tenant, where a process in a pod's PID namespace reads the PID NVML names it by); 0 = not
+     * known yet, -1 = looked for and not found (gone). Readers check a PID read here against
+     * /proc: one that names another process is looked for again.
      */
     int32_t host_pid[GPUSLICE_MAX_PROCS];
     /*

@@ -54,8 +54,9 @@ static int ns_alive(int32_t pid, uint32_t ns, uint64_t start, int32_t host, int 
         return 1;
     if (host == -1)
         return 0;
-    if (host > 0)
-        return gs_proc_is(host, ns, pid, start) != 0;
+    /* A host PID that does not name it (the word is its tenant's) is as none: looked for. */
+    if (host > 0 && gs_proc_is(host, ns, pid, start) != 0)
+        return 1;
     return scan ? gs_proc_find(ns, pid, start, 0) != 0 : 1;
 }
 
@@ -78,32 +79,45 @@ int gs_tenant_creator_alive(const struct gpuslice_tenant *t)
 
 /*
  * The processes of other PID namespaces whose PID this initial-namespace reader
- * has not found yet (host_pid 0), each looked for in one pass over /proc:
- * their slots into *slot, their count returned (0 from any other namespace).
- * *v and *slot are allocated when there are any (the caller frees both).
+ * has not found yet (host_pid 0), or whose host_pid does not name them (a word
+ * their tenant may write: a wrong PID, or one written over a slot taken again),
+ * each looked for in one pass over /proc: their slots into *slot, the host_pid
+ * each had into *had, their count returned (0 from any other namespace). *v,
+ * *slot and *had are allocated when there are any (the caller frees them).
  */
-int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot)
+int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot,
+                           int32_t **had)
 {
     int i, n = 0;
 
     *v = NULL;
     *slot = NULL;
+    *had = NULL;
     if (gs_proc_self_ns() != GS_PID_NS_INIT)
         return 0;
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
         const struct gpuslice_tenant_proc *p = &t->proc[i];
         int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
         uint32_t ns = __atomic_load_n(&p->pid_ns, __ATOMIC_RELAXED);
+        int32_t host = __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED);
+        uint64_t start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
 
-        if (pid <= 0 || ns == 0 || ns == GS_PID_NS_INIT ||
-            __atomic_load_n(&t->host_pid[i], __ATOMIC_RELAXED) != 0)
+        if (pid <= 0 || ns == 0 || ns == GS_PID_NS_INIT || host < 0 ||
+            (host > 0 && gs_proc_is(host, ns, pid, start) != 0))
             continue;
         if (*v == NULL && ((*v = calloc(GPUSLICE_MAX_PROCS, sizeof(**v))) == NULL ||
-                           (*slot = calloc(GPUSLICE_MAX_PROCS, sizeof(**slot))) == NULL))
+                           (*slot = calloc(GPUSLICE_MAX_PROCS, sizeof(**slot))) == NULL ||
+                           (*had = calloc(GPUSLICE_MAX_PROCS, sizeof(**had))) == NULL)) {
+            free(*v);
+            free(*slot);
+            *v = NULL;
+            *slot = NULL;
             return 0; /* (then not looked for: counted alive) */
+        }
         (*v)[n].ns = ns;
         (*v)[n].inner = pid;
-        (*v)[n].start = __atomic_load_n(&p->start_time, __ATOMIC_RELAXED);
+        (*v)[n].start = start;
+        (*had)[n] = host;
         (*slot)[n++] = i;
     }
     gs_proc_find_all(*v, n);
@@ -114,6 +128,7 @@ int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_M
 {
     struct gs_proc_want *v;
     int i, n, alive = 0, *slot;
+    int32_t *had;
 
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++) {
         const struct gpuslice_tenant_proc *p = &t->proc[i];
@@ -130,11 +145,12 @@ int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_M
         else
             seen[i] = host > 0 ? host : -1;
     }
-    n = gs_tenant_hosts_wanted(t, &v, &slot);
+    n = gs_tenant_hosts_wanted(t, &v, &slot, &had);
     for (i = 0; i < n; i++)
         seen[slot[i]] = v[i].found > 0 ? v[i].found : v[i].found < 0 ? -1 : 0;
     free(v);
     free(slot);
+    free(had);
     for (i = 0; i < GPUSLICE_MAX_PROCS; i++)
         alive += seen[i] != 0;
     return alive;
@@ -553,31 +569,31 @@ int gs_tenant_reap_locked(struct gpuslice_tenant *t)
 
 /*
  * Where this reader is in the initial PID namespace: finds, without the lock,
- * the PID of each process of another namespace not looked for yet, and keeps
- * what it found in host_pid under the lock (-1: not found), for the slot as
- * it was when looked for (a slot taken again meanwhile is left alone).
+ * the PID of each process of another namespace not found yet, and keeps what
+ * it found in host_pid under the lock (-1: not found), for the slot as it was
+ * when looked for (a slot taken again meanwhile is left alone).
  */
 static void find_hosts(struct gpuslice_tenant *t)
 {
     struct gs_proc_want *v;
-    int *slot, i, n = gs_tenant_hosts_wanted(t, &v, &slot);
+    int *slot, i, n;
+    int32_t *had;
 
-    if (n == 0 || gs_tenant_lock(t) < 0) {
-        free(v);
-        free(slot);
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        const struct gpuslice_tenant_proc *p = &t->proc[slot[i]];
+    n = gs_tenant_hosts_wanted(t, &v, &slot, &had);
+    if (n > 0 && gs_tenant_lock(t) == 0) {
+        for (i = 0; i < n; i++) {
+            const struct gpuslice_tenant_proc *p = &t->proc[slot[i]];
 
-        if (v[i].found != -1 && p->pid == v[i].inner && p->pid_ns == v[i].ns &&
-            p->start_time == v[i].start && t->host_pid[slot[i]] == 0)
-            __atomic_store_n(&t->host_pid[slot[i]], v[i].found > 0 ? v[i].found : -1,
-                             __ATOMIC_RELAXED);
+            if (v[i].found != -1 && p->pid == v[i].inner && p->pid_ns == v[i].ns &&
+                p->start_time == v[i].start && t->host_pid[slot[i]] == had[i])
+                __atomic_store_n(&t->host_pid[slot[i]], v[i].found > 0 ? v[i].found : -1,
+                                 __ATOMIC_RELAXED);
+        }
+        gs_tenant_unlock(t);
     }
-    gs_tenant_unlock(t);
     free(v);
     free(slot);
+    free(had);
 }
 
 int gs_tenant_reap(struct gpuslice_tenant *t)

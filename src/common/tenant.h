@@ -198,11 +198,13 @@ int gs_tenant_procs_alive(const struct gpuslice_tenant *t, pid_t seen[GPUSLICE_M
 
 /*
  * From the initial PID namespace (else 0): the processes of other PID namespaces whose host
- * PID is not known yet (host_pid 0), each looked for in one pass over /proc (found as
- * gs_proc_find answers): their slots into *slot, their count returned. *v and *slot are
- * allocated when there are any (the caller frees both).
+ * PID is not known yet (host_pid 0) or is not theirs (a PID that names another process or
+ * none: the word is their tenant's to write), each looked for in one pass over /proc (found
+ * as gs_proc_find answers): their slots into *slot, the host_pid each had into *had, their
+ * count returned. *v, *slot and *had are allocated when there are any (the caller frees them).
  */
-int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot);
+int gs_tenant_hosts_wanted(const struct gpuslice_tenant *t, struct gs_proc_want **v, int **slot,
+                           int32_t **had);
 
 /* Whether the tenant's creator (gpuslice run) lives, judged as slots are. */
 int gs_tenant_creator_alive(const struct gpuslice_tenant *t);

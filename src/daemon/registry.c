@@ -220,34 +220,39 @@ static void pwrite_word(int fd, const void *p, size_t len, size_t off)
 
 /*
  * A managed tenant's processes in PID namespaces of their own (a pod's): the host PID of each
- * not known yet, found in /proc from its namespace, inner PID and start time, is written in
- * its slot's host_pid in the file (-1: not found), where the process reads it (NVML names it
- * by it: src/preload/compute/duty.c), and in the sweep's copy. Written with pwrite, as the
- * file's other words (a mapping of a file its processes may cut short would die of SIGBUS),
- * and only to a slot that still holds that process and no host PID: one freed and taken
- * again meanwhile is left alone. The daemon's own judgements never rest on it: a host PID
- * read from the file is checked against /proc (gs_proc_is).
+ * not known yet, or not its own (the word is the tenant's to write), found in /proc from its
+ * namespace, inner PID and start time, is written in its slot's host_pid in the file, where
+ * the process reads it (NVML names it by it: src/preload/compute/duty.c), and in the sweep's
+ * copy. Written with pwrite, as the file's other words (a mapping of a file its processes may
+ * cut short would die of SIGBUS), and only to a slot that still holds that process and the
+ * host_pid it had when looked for: one freed and taken again meanwhile is left alone (and a
+ * PID written there all the same is looked for again at the next sweep, as it names another
+ * process). A process not found is left at what it had: a /proc read that failed once is no
+ * verdict. The daemon's own judgements never rest on the word: a host PID read there is
+ * checked against /proc (gs_proc_is).
  */
 static void note_hosts(struct gd_tenant *t)
 {
     struct gs_proc_want *v;
-    int *slot, i, n = gs_tenant_hosts_wanted(t->t, &v, &slot), fd = -1;
+    int *slot, i, n, fd = -1;
+    int32_t *had;
 
+    n = gs_tenant_hosts_wanted(t->t, &v, &slot, &had);
     for (i = 0; i < n; i++) {
         size_t po = offsetof(struct gpuslice_tenant, proc) +
                     (size_t)slot[i] * sizeof(struct gpuslice_tenant_proc),
                ho = offsetof(struct gpuslice_tenant, host_pid) + (size_t)slot[i] * sizeof(int32_t);
         struct gpuslice_tenant_proc now;
-        int32_t host = v[i].found > 0 ? v[i].found : -1, had;
+        int32_t host = v[i].found, was;
 
-        if (v[i].found == -1)
-            continue; /* not told: looked for again at the next sweep */
+        if (host <= 0)
+            continue; /* not found, or not told: looked for again at the next sweep */
         if (fd < 0 && (fd = open(t->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
             break;
         if (pread(fd, &now, sizeof(now), (off_t)po) != (ssize_t)sizeof(now) ||
-            pread(fd, &had, sizeof(had), (off_t)ho) != (ssize_t)sizeof(had) ||
+            pread(fd, &was, sizeof(was), (off_t)ho) != (ssize_t)sizeof(was) ||
             now.pid != v[i].inner || now.pid_ns != v[i].ns || now.start_time != v[i].start ||
-            had != 0)
+            was != had[i])
             continue;
         pwrite_word(fd, &host, sizeof(host), ho);
         t->t->host_pid[slot[i]] = host;
@@ -256,6 +261,7 @@ static void note_hosts(struct gd_tenant *t)
         close(fd);
     free(v);
     free(slot);
+    free(had);
 }
 
 /*

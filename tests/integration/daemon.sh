@@ -1270,27 +1270,35 @@ daemon_pod_tenants)
         d=$(cg "$1" "$2"); shift 2
         sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --mount sh "$HPSH" "$@"' "$d" "$@"
     }
-    kctl -d "$(upod duty "$U5" '{"gpuslice.io/compute":"50"}')" "$KC/pods" >/dev/null
-    tenants_until 10 '"pod-'"$U5"'" in '"$podt" || bad "pod duty's tenant"
-    expect 0 "the launch-bound loop, natively" -- "$CL" gaps 4 20; cp "$T/out" "$T/gnative"
-    # (Beside another process of the pod that holds memory and launches nothing: the loop's
-    # host PID is its own slot's, not the first one's.)
-    in_pod_hp "$U5" "$C2" "$P" alloc:64 mark:"$T/hold" wait:"$T/hold-go" >"$T/hold-out" 2>&1 &
-    ph=$!; BG="$BG $ph"
-    i=0; while [ ! -f "$T/hold" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-    [ -f "$T/hold" ] || { bad "the pod's first process did not start"; cat "$T/hold-out"; }
-    GPUSLICE_DEBUG=1 expect 0 "the same loop in pod duty (its ceiling 50 %)" -- in_pod_hp "$U5" "$C1" "$CL" gaps 4 20
-    touch "$T/hold-go"; wait "$ph"
-    r0=$(awk '/^share/ {print $6}' "$T/gnative") r50=$(awk '/^share/ {print $6}' "$T/out")
-    if awk -v a="$r50" -v b="$r0" -v lo="$(loose 0.9)" 'BEGIN { exit !(b > 0 && a / b >= lo) }'; then
-        ok "pod under its ceiling keeps its rate: $r50/s against $r0/s natively"
-    else bad "pod under --compute 50: $r50/s against $r0/s natively"; cat "$T/gnative" "$T/out" "$T/err"; fi
-    hp=$(grep -o "NVML's PID for it [0-9]*" "$T/err" | awk '{print $NF}')
-    if grep -q "billed [12][0-9.]* % of its time in flight (duty, from [1-9][0-9]* of NVML" "$T/err" && [ "${hp:-0}" -gt 1 ]; then
-        ok "its duty learnt from NVML's samples of host PID $hp: $(grep -o 'billed [0-9.]* %' "$T/err")"
-    else bad "no duty learnt in the pod"; cat "$T/err"; fi
-    kctl -X DELETE "$KC/pods/ns1/duty" >/dev/null
-    tenants_until 10 '"pod-'"$U5"'" not in '"$podt" || bad "pod duty deleted"
+    # (The daemon finds host PIDs only from the kernel's initial PID namespace.)
+    if [ "$(readlink /proc/self/ns/pid)" != "pid:[4026531836]" ]; then
+        echo "SKIP: pod duty: this test does not run in the initial PID namespace"
+    else
+        kctl -d "$(upod duty "$U5" '{"gpuslice.io/compute":"50"}')" "$KC/pods" >/dev/null
+        tenants_until 10 '"pod-'"$U5"'" in '"$podt" || bad "pod duty's tenant"
+        expect 0 "the launch-bound loop, natively" -- "$CL" gaps 4 20; cp "$T/out" "$T/gnative"
+        # (Beside another process of the pod that holds memory and launches nothing: the loop's
+        # host PID is its own slot's, not the first one's.)
+        in_pod_hp "$U5" "$C2" "$P" alloc:64 mark:"$T/hold" wait:"$T/hold-go" >"$T/hold-out" 2>&1 &
+        ph=$!; BG="$BG $ph"
+        i=0; while [ ! -f "$T/hold" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+        [ -f "$T/hold" ] || { bad "the pod's first process did not start"; cat "$T/hold-out"; }
+        GPUSLICE_DEBUG=1 expect 0 "the same loop in pod duty (its ceiling 50 %)" -- in_pod_hp "$U5" "$C1" "$CL" gaps 4 20
+        touch "$T/hold-go"; wait "$ph"
+        r0=$(awk '/^share/ {print $6}' "$T/gnative") r50=$(awk '/^share/ {print $6}' "$T/out")
+        if awk -v a="$r50" -v b="$r0" -v lo="$(loose 0.9)" 'BEGIN { exit !(b > 0 && a / b >= lo) }'; then
+            ok "pod under its ceiling keeps its rate: $r50/s against $r0/s natively"
+        else bad "pod under --compute 50: $r50/s against $r0/s natively"; cat "$T/gnative" "$T/out" "$T/err"; fi
+        hp=$(grep -o "NVML's PID for it [0-9]*" "$T/err" | awk 'NR == 1 {print $NF}')
+        if grep -qE "billed [1-5][0-9]\.[0-9] % of its time in flight \(duty, from [1-9][0-9]* of NVML" "$T/err" && [ "${hp:-0}" -gt 1 ]; then
+            ok "its duty learnt from NVML's samples of host PID $hp: $(grep -o 'billed [0-9.]* %' "$T/err")"
+        else bad "no duty of about a fifth learnt in the pod"; cat "$T/err"; fi
+        # The ceiling still holds: a saturating stream in the pod gets half the device.
+        expect 0 "a saturating stream in pod duty" -- in_pod_hp "$U5" "$C1" "$CL" stream 2 1000
+        share_in 0.42 0.56 "pod duty's saturating stream under its 50 % ceiling"
+        kctl -X DELETE "$KC/pods/ns1/duty" >/dev/null
+        tenants_until 10 '"pod-'"$U5"'" not in '"$podt" || bad "pod duty deleted"
+    fi
     kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
     if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
     # Under its name again: a new uid, a new tenant.

@@ -802,6 +802,20 @@ static void test_processes_in_another_pid_namespace(void **state)
     assert_int_equal(gs_tenant_reap(t), 0);
     assert_int_equal(t->host_pid[0], 5000); /* found outside the lock, kept under it */
     assert_int_equal(t->dev[0].mem_used, 10);
+    /*
+     * The word is the tenant's to write: a PID that names another process there (7, or one
+     * written over a slot taken again) is not believed, nor taken for a death: the process is
+     * looked for again, and its own PID kept.
+     */
+    t->host_pid[0] = 7;
+    assert_int_equal(gs_tenant_lock(t), 0); /* a reap with no look first (a full table's) */
+    assert_int_equal(gs_tenant_reap_locked(t), 0);
+    gs_tenant_unlock(t);
+    assert_int_equal(t->proc[0].pid, 7);
+    assert_int_equal(seen_of(t, 0), 5000);
+    assert_int_equal(gs_tenant_reap(t), 0);
+    assert_int_equal(t->host_pid[0], 5000);
+    assert_int_equal(t->dev[0].mem_used, 10);
     /* Its namespace no longer shows (another user's process, say): still alive. */
     snprintf(cmd, sizeof(cmd), "rm -f %s/5000/ns/pid", root);
     assert_int_equal(system(cmd), 0);

@@ -309,6 +309,8 @@ uint32_t duty_ppm(const struct gdev *d, uint64_t now);
 int64_t duty_bill(const struct gdev *d, int64_t dt, uint64_t now);
 /* The name of a DEV_CLOCK_* value (duty.c), for the debug report. */
 const char *duty_clock_name(int clock);
+/* duty.c: a forked child starts with no duty learnt (from gs__compute_fork_child). */
+void duty_fork_child(void);
 void duty_poll(uint64_t now); /* may release mu for NVML's calls */
 int dev_busy(const struct gdev *d);
 void gov_wake(void);

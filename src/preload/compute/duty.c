@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -539,6 +540,19 @@ static int take_sample(struct duty_dev *u, const nvmlProcessUtilizationSample_t 
     return 0;
 }
 
+void duty_fork_child(void)
+{
+    int i;
+
+    /* The parent's samples and PID are not the child's: it learns its own (duty 1 meanwhile). */
+    for (i = 0; i < MAX_ORD; i++)
+        free(duties[i].ivs);
+    memset(duties, 0, sizeof(duties));
+    next_poll_ns = 0;
+    pid_known = -1;
+    stats.duty_pid = 0;
+}
+
 void duty_poll(uint64_t now)
 {
     static nvmlProcessUtilizationSample_t buf[DUTY_MAX_SAMPLES];
@@ -546,10 +560,12 @@ void duty_poll(uint64_t now)
     pid_t me;
     int i;
 
-    if (now < next_poll_ns || (me = nvml_me()) <= 0)
+    if (now < next_poll_ns)
+        return;
+    next_poll_ns = now + DUTY_POLL_NS; /* (a PID not known yet is asked for again then) */
+    if ((me = nvml_me()) <= 0)
         return;
     stats.duty_pid = me;
-    next_poll_ns = now + DUTY_POLL_NS;
     for (i = 0; i < MAX_ORD; i++) {
         struct gdev *d = &gdevs[i];
         struct duty_dev *u = &duties[i];
