@@ -366,7 +366,7 @@ PYEOF
     stop_daemon ;;
 daemon_restart)
     start_daemon || exit 1
-    want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50,"priority":"latency","weight":3}'
+    want 201 "tenant of 1G" POST /v1/tenants '{"name":"keep","memory":"1G","compute":50,"priority":"latency","weight":100}'
     # The second program starts while no daemon runs: it finds the tenant through its parent.
     "$GS" run --tenant keep -- sh -c "\"$P\" alloc:512 mark:\"$T/up\" wait:\"$T/go\" alloc:400 alloc:200; \"$P\" alloc:512 alloc:400 alloc:200" >"$T/p1" 2>&1 &
     P1=$!
@@ -417,7 +417,7 @@ assert (b["owner"], b["priority"], b["weight"]) == (65534, "background", 2), b
 assert l["memory"] == {"default": 2 << 30, u: 1 << 30} and l["compute"] == {"default": 60, u: 20}, l
 PYEOF
     want 200 "after a reboot" GET /v1/tenants/keep
-    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50 and d["priority"]=="latency" and d["weight"]==3, d' && ok "restored from tenants.json, class and weight too" || bad "restore" ;;
+    jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==50 and d["priority"]=="latency" and d["weight"]==100, d' && ok "restored from tenants.json, class and weight too" || bad "restore" ;;
 daemon_metrics)
     start_daemon --metrics-labels prometheus || exit 1
     want 201 "tenant" POST /v1/tenants '{"name":"m","memory":"1G","compute":50}'
@@ -471,6 +471,15 @@ daemon_metrics)
         if (sum <= 0 || sum < low * 0.999999 || (hi >= 0 && sum > hi * 1.000001 + 1e-9)) err = err " _sum " sum " outside " low ".." hi
         if (err != "") { print err; exit 1 }
     }' "$T/body" >"$T/hist" && ok "request histogram: cumulative, +Inf = _count, _sum in seconds" || { bad "histogram:$(cat "$T/hist")"; grep '^gpuslice_daemon_request' "$T/body"; }
+    # GPU time and throttled time in seconds, each its own: a second of saturating work under
+    # the 50 % ceiling holds the GPU about half of it and waits about the other half.
+    "$GS" run -q --tenant m -- "$CL" stream 1 1000 >/dev/null 2>&1
+    want 200 "metrics after the compute load" GET /metrics
+    awk '
+    /^gpuslice_tenant_gpu_time_seconds_total\{tenant="1",/ { g = $2; ng++ }
+    /^gpuslice_tenant_throttled_seconds_total\{tenant="1",/ { t = $2; nt++ }
+    END { exit !(ng == 1 && nt == 1 && g + 0 > 0.2 && g + 0 < 1 && t + 0 > 0.2 && t + 0 < 2 && g != t) }' "$T/body" &&
+        ok "GPU time and throttled time after a second at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
     touch "$T/go"; wait $P1
     stop_daemon
     # dcgm-exporter's label names (the default): promtool's lint finds only their case.
@@ -569,7 +578,7 @@ daemon_events)
     # since, after an events.lost that says so; ids of the new run are above the old ones.
     last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
     stop_daemon
-    start_daemon --max-sse 2 || exit 1
+    start_daemon --max-sse 2 --events-history 16 || exit 1
     want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $last_old" http://d/v1/events >"$T/sse3" 2>/dev/null
     new_id=$(sed -n 's/^id: //p' "$T/sse3" | head -1)
@@ -582,6 +591,15 @@ daemon_events)
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: 9000000000000000" http://d/v1/events >"$T/sse4" 2>/dev/null
     head -n 1 "$T/sse4" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse4" &&
         ok "an id above this run's: events.lost, then every event kept" || { bad "an id above this run's"; cat "$T/sse4"; }
+    # Exactly as many events as the history keeps (events-history 16): all, none said lost.
+    n=$(grep -c '^id: ' "$T/sse4")
+    while [ "$n" -lt 16 ]; do
+        want 200 "one more event" PATCH /v1/tenants/ev2 '{"memory":"'$((1000 - n))'M"}'
+        n=$((n + 1))
+    done
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse5" 2>/dev/null
+    [ "$n" = 16 ] && [ "$(grep -c '^id: ' "$T/sse5")" = 16 ] && ! grep -q "events.lost" "$T/sse5" &&
+        ok "a history of 16 events, full: all 16 sent, none said lost" || { bad "a full history of 16 ($n events)"; cat "$T/sse5"; }
     want 204 "ev2 ended" DELETE /v1/tenants/ev2
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got"
@@ -866,18 +884,21 @@ PY
     grep -q " 0 waits for a higher class" "$T/rbg.err" && ok "and it never waited for a higher class" || { bad "forged stamps believed"; cat "$T/rbg.err"; }
     # Which of another user's tenants are above and which are peers (issue 32): nobody's
     # tenant of class normal (set) is above root's background, and root's normal tenant is
-    # its peer: the background waits for it, the peer never does.
+    # its peer: the background waits for it, the peer never does; nor does root's tenant of no
+    # class (r1), which counts as normal.
     want 201 "a normal tenant of nobody's (class set)" POST /v1/tenants '{"name":"nn","owner":65534,"priority":"normal"}'
     want 201 "a normal tenant of root's (class set)" POST /v1/tenants '{"name":"rn","owner":0,"priority":"normal"}'
-    as_nobody "$GS" run -q --tenant nn -- "$CL" stream 3 2000 >"$T/nn" 2>"$T/nn.err" &
+    as_nobody "$GS" run -q --tenant nn -- "$CL" stream 4.5 2000 >"$T/nn" 2>"$T/nn.err" &
     pa=$!
     sleep 0.3
     GPUSLICE_DEBUG=1 "$GS" run -q --tenant rbg -- "$CL" stream 1 2000 >"$T/rbg2" 2>"$T/rbg2.err"
     GPUSLICE_DEBUG=1 "$GS" run -q --tenant rn -- "$CL" stream 1 2000 >"$T/rn" 2>"$T/rn.err"
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant r1 -- "$CL" stream 1 2000 >"$T/r1u" 2>"$T/r1u.err"
     shares_in "$T/rn" 0.3 0.7 "root's normal tenant beside its peer of nobody's"
     wait $pa
     grep -qE " [1-9][0-9]* waits for a higher class" "$T/rbg2.err" && ok "root's background waited for nobody's normal tenant" || { bad "root's background did not yield to nobody's normal"; grep "launches governed" "$T/rbg2.err"; }
     grep -q " 0 waits for a higher class" "$T/rn.err" && ok "root's normal tenant, its peer, never waited for a higher class" || { bad "a peer yielded"; grep "launches governed" "$T/rn.err"; }
+    grep -q " 0 waits for a higher class" "$T/r1u.err" && ok "root's tenant of no class, a peer too, never waited for a higher class" || { bad "a tenant of no class yielded to a normal one"; grep "launches governed" "$T/r1u.err"; }
     stop_daemon
     [ ! -e "$T/drun/gpusliced.boards" ] && ok "the board socket is gone with the daemon" || bad "board socket left behind" ;;
 daemon_authz)
@@ -998,6 +1019,10 @@ daemon_authz_keys)
     n_patch 400 "a GPU the node lacks (UUID)" keys '{"compute":{"GPU-00000000-0000-4000-8000-0000000000ff":10}}' "GPU-00000000-0000-4000-8000-0000000000ff"
     want 200 "keys' limits" GET /v1/tenants/keys
     jq_py 'l = d["limits"]; assert l["memory"] == {"default": 1 << 30, "GPU-5ac1ce00-0000-4000-8000-000000000000": 768 << 20} and l["compute"] == {"default": 50, "GPU-5ac1ce00-0000-4000-8000-000000000000": 50}, l' && ok "nothing of the refused changes applied" || { bad "keys' limits changed"; cat "$T/body"; }
+    # A memory key alone gives GPU 1 an entry of its own: its ceiling is still the default's.
+    n_patch 200 "GPU 1's memory alone lowered" keys '{"memory":{"1":"900M"}}'
+    want 200 "keys' limits with GPU 1's entry" GET /v1/tenants/keys
+    jq_py 'l = d["limits"]; assert l["memory"]["'$U1'"] == 900 << 20 and l["compute"]["'$U1'"] == 50, l' && ok "GPU 1's new entry: 900 MiB, the default's 50 %" || { bad "GPU 1's new entry"; cat "$T/body"; }
     # ("default" sets every GPU the change does not name itself, GPU 0's entry too.)
     n_patch 200 "the default and GPU 1 both lowered" keys '{"memory":{"default":"512M","1":"256M"},"compute":{"1":30}}'
     want 200 "keys' limits after" GET /v1/tenants/keys
@@ -1095,6 +1120,20 @@ daemon_pods)
     kctl -X POST "$KC/compact" >/dev/null
     kctl -d '{"clear":true}' "$KC/deny" >/dev/null
     if pods_until 40 "$names"' == ["a", "bad", "e"] and d["counts"]["relists"] >= 1'; then ok "after 410: relisted (c gone, e there)"; else bad "relist"; fi
+    # The watch after that relist, cut, is watched again: the 410 was that watch's alone.
+    r1=$(jq_py 'print(d["counts"]["relists"])')
+    w1=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')
+    kctl -X POST "$KC/drop" >/dev/null
+    i=0; while [ $i -lt 50 ] && [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')" -le "$w1" ]; do sleep 0.1; i=$((i + 1)); done
+    api GET /v1/pods >/dev/null
+    jq_py 'sys.exit(0 if d["counts"]["relists"] == '"$r1"' else 1)' && ok "a cut watch after the relist: watched again, not listed" || bad "a cut watch after a 410's relist listed again: $(jq_py 'print(d["counts"])')"
+    # A watch ERROR of another code than 410 (a 500): backed off and watched again, not listed.
+    w1=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')
+    kctl -d '{"code":500,"times":1}' "$KC/watch-error" >/dev/null
+    kctl -X POST "$KC/drop" >/dev/null
+    i=0; while [ $i -lt 50 ] && [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watches"])')" -le $((w1 + 1)) ]; do sleep 0.1; i=$((i + 1)); done
+    api GET /v1/pods >/dev/null
+    jq_py 'sys.exit(0 if d["counts"]["relists"] == '"$r1"' and d["synced"] else 1)' && ok "a watch ERROR 500: watched again, not listed" || bad "a watch ERROR 500 listed again: $(jq_py 'print(d["counts"])')"
     # A server that sends every node's pods: the daemon keeps to its own node.
     kctl -d '{"on":true}' "$KC/ignore-selector" >/dev/null
     kctl -X POST "$KC/drop" >/dev/null # (the watch open now was selected when it began)

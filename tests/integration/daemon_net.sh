@@ -243,6 +243,16 @@ daemon_net_pipeline)
     got=$(python3 "$NC" pipeline "127.0.0.1:$TP" --token "$T/token" "GET /healthz" 'NOAUTH:POST /v1/tenants {"name":"intruder"}' "GET /v1/tenants/pipe1" 'POST /v1/tenants {"name":"pipe2"}')
     [ "$got" = "200 401 200 201" ] && ok "TCP: a body without the token among them: $got" || bad "TCP pipelined with a body: '$got', want 200 401 200 201"
     want 404 "the tenant of the request without the token was not made" GET /v1/tenants/intruder
-    want 200 "the one after it was" GET /v1/tenants/pipe2 ;;
+    want 200 "the one after it was" GET /v1/tenants/pipe2
+    # A chunked body is held to max-body (64 KiB) in all, not chunk by chunk: in 1 KiB chunks
+    # it is read whole up to the cap, and past it the connection is closed, with the token or
+    # without (one without is not read on for ever for its 401).
+    got=$(python3 "$NC" chunked "127.0.0.1:$TP" --token "$T/token" --chunk 7 --body '{"name":"chunky","memory":"1G"}')
+    [ "$got" = 201 ] && ok "TCP: a body in chunks of 7 bytes: 201" || bad "TCP: a body in small chunks: $got, want 201"
+    want 200 "the tenant of the chunked body" GET /v1/tenants/chunky
+    got=$(python3 "$NC" chunked "127.0.0.1:$TP" --token "$T/token" --bytes 70000)
+    [ "$got" = closed ] && ok "TCP: 70000 bytes in 1 KiB chunks, with the token: closed" || bad "TCP: a chunked body past max-body with the token: $got, want closed"
+    got=$(python3 "$NC" chunked "127.0.0.1:$TP" --bytes 70000)
+    [ "$got" = closed ] && ok "TCP: 70000 bytes in 1 KiB chunks, without the token: closed" || bad "TCP: a chunked body past max-body without the token: $got, want closed" ;;
 esac
 stop_daemon

@@ -7,6 +7,8 @@
  *                stream synchronisation   -> "async MIB ok" / "async MIB CUDA_ERROR_..."
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
+ *   nvmlused     device 0's use as NVML's nvmlDeviceGetMemoryInfo says it, asked from this
+ *                process (the interposer's view) -> "nvmlused BYTES" / "nvmlused error"
  *   ctx          makes a context of its own on the current device (cuCtxCreate; its footprint
  *                is the driver's), kept until exit; the primary stays current
  *                -> "ctx ok" / "ctx CUDA_ERROR_..."
@@ -38,6 +40,7 @@
  * Exit status: 0 when every step ran (a refused allocation is a result, not
  * an error), 1 when CUDA could not start, 2 for a bad step.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -54,6 +57,7 @@
 
 #include "common/cuda_api.h"
 #include "common/cuda_funcs.h"
+#include "common/nvml_api.h"
 #include "gpuslice/tenant_abi.h"
 
 #define DECL(ret, name, params) ret name params;
@@ -229,6 +233,22 @@ int main(int argc, char **argv)
             size_t f = 0, t = 0;
             cuMemGetInfo_v2(&f, &t);
             printf("used %zu\n", t - f);
+        } else if (strcmp(a, "nvmlused") == 0) {
+            void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+            gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+            gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
+                lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(
+                          lib, "nvmlDeviceGetHandleByIndex_v2")
+                    : NULL;
+            gs_pfn_nvmlDeviceGetMemoryInfo mi =
+                lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
+            nvmlDevice_t nd;
+            nvmlMemory_t m;
+            if (in && gh && mi && in() == NVML_SUCCESS && gh(0, &nd) == NVML_SUCCESS &&
+                mi(nd, &m) == NVML_SUCCESS)
+                printf("nvmlused %llu\n", (unsigned long long)m.used);
+            else
+                printf("nvmlused error\n");
         } else if (strncmp(a, "mark:", 5) == 0) {
             FILE *f = fopen(a + 5, "w");
             if (f == NULL)

@@ -175,6 +175,28 @@ def cmd_pipeline(a):
     print(" ".join(str(st) for st, _ in read_answers(s, len(reqs), 5)))
 
 
+def cmd_chunked(a):
+    """One POST whose body goes in chunks of a.chunk bytes; prints its answer's status, or
+    "closed" when the daemon closed the connection without one."""
+    tok = token_of(a.token)
+    body = a.body.encode() if a.body is not None else b"x" * a.bytes
+    h = "POST %s HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n" \
+        "Transfer-Encoding: chunked\r\n" % a.path
+    if tok:
+        h += "Authorization: Bearer %s\r\n" % tok
+    s = connect(a.addr, timeout=10)
+    try:
+        s.sendall((h + "\r\n").encode())
+        for i in range(0, len(body), a.chunk):
+            c = body[i:i + a.chunk]
+            s.sendall(b"%x\r\n" % len(c) + c + b"\r\n")
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass  # closed while sending: read what it said, if anything
+    ans = read_answers(s, 1, 10)
+    print(ans[0][0] if ans else "closed")
+
+
 def rss(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):
@@ -254,6 +276,13 @@ def main():
     q.add_argument("addr")
     q.add_argument("--token")
     q.add_argument("requests", nargs="+")
+    c = sub.add_parser("chunked")
+    c.add_argument("addr")
+    c.add_argument("--token")
+    c.add_argument("--path", default="/v1/tenants")
+    c.add_argument("--chunk", type=int, default=1024)
+    c.add_argument("--bytes", type=int, default=0)
+    c.add_argument("--body")
     u = sub.add_parser("uploads")
     u.add_argument("addr")
     u.add_argument("n", type=int)
@@ -262,8 +291,8 @@ def main():
     u.add_argument("pid", type=int)
     u.add_argument("--tls", required=True)
     a = p.parse_args()
-    {"hold": cmd_hold, "probe": cmd_probe, "pipeline": cmd_pipeline, "uploads": cmd_uploads}[
-        a.cmd](a)
+    {"hold": cmd_hold, "probe": cmd_probe, "pipeline": cmd_pipeline, "uploads": cmd_uploads,
+     "chunked": cmd_chunked}[a.cmd](a)
 
 
 if __name__ == "__main__":

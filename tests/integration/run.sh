@@ -1536,12 +1536,15 @@ reserve)
     grep -q "holding 2.88 GiB; the GPU is 25.0% full" "$T/res.err" && ok "reserve says what it holds" || { bad "reserve's note"; cat "$T/res.err"; }
     touch "$T/other.end"; wait $OTHER
     # Around a program: the device stays at half; the program's allocations are served from it.
-    "$GS" run --filled 0.5 -- "$MP" used mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
+    "$GS" run --filled 0.5 -- "$MP" used nvmlused mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
         free alloc:32768 mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
     step() { for i in $(seq 200); do [ -e "$T/$1" ] && return 0; sleep 0.05; done; bad "the program did not reach $1"; cat "$T/prog.out" "$T/prog.err"; return 1; }
     step s0 && near "--filled 0.5: the GPU is half full" $((8192 * M)) $((66 * M))
     pu=$(sed -n 's/^used //p' "$T/prog.out" | head -n 1)
     if [ -n "$pu" ] && [ "$pu" -lt $((256 * M)) ]; then ok "the program sees the reservation as free (it sees $pu bytes in use)"; else bad "the program's view: ${pu:-?} bytes in use"; cat "$T/prog.out"; fi
+    # NVML's view alike, with no limit: what the reservation holds is not in its used.
+    nu=$(sed -n 's/^nvmlused //p' "$T/prog.out" | head -n 1)
+    if [ -n "$nu" ] && [ "$nu" -lt $((256 * M)) ]; then ok "NVML in the program sees the reservation as free ($nu bytes in use)"; else bad "NVML in the program: ${nu:-?} bytes in use"; cat "$T/prog.out"; fi
     touch "$T/g0"; step s1 && near "the program holds 3 GiB: still half full" $((8192 * M)) $((130 * M))
     # Another process gets only what is left: 8 GiB less its context.
     expect 0 "a second process" -- "$MP" alloc:8192 alloc:7936

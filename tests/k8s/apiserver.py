@@ -38,6 +38,8 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
   POST /watch-410            body: {"times": N}: the next N watch requests answered 410 Expired
                              at the HTTP level (a Status body, no stream), as a server does for a
                              version older than it keeps before it starts streaming
+  POST /watch-error          body: {"code": C, "times": N}: the next N watch streams send an
+                             ERROR event whose Status has code C, and end
   POST /objects              body: a resource.k8s.io/v1 object (ResourceSlice, DeviceClass,
                              ResourceClaim with its status, ResourceClaimTemplate): added or
                              replaced as it is, unchecked (uid kept or set, resourceVersion set)
@@ -215,6 +217,7 @@ class Store:
         self.drop_gen = 0
         self.bookmark_gen = 0
         self.watch_410 = 0      # watch requests still to answer 410 at the HTTP level
+        self.watch_error = (0, 0)  # (code, watches still to end with an ERROR of that code)
         self.watch_rvs = []     # the resourceVersion each watch request asked for ("" none)
         self.lists = self.watches = self.open_watches = 0
         self.objs = {}          # resource.k8s.io: (resource, ns or "", name) -> object
@@ -368,6 +371,13 @@ def make_handler(store, args, control):
                     return self.send_json(400, status(400, "BadRequest", 'body: {"times": N >= 0}'))
                 with store.cv:
                     store.watch_410 = b["times"]
+            elif path == "/watch-error":
+                if (not isinstance(b, dict) or not isinstance(b.get("code"), int) or
+                        not isinstance(b.get("times"), int) or b["times"] < 0):
+                    return self.send_json(400, status(400, "BadRequest",
+                                                      'body: {"code": C, "times": N >= 0}'))
+                with store.cv:
+                    store.watch_error = (b["code"], b["times"])
             elif path == "/ignore-selector":
                 with store.cv:
                     store.ignore_selector = bool(b and b.get("on"))
@@ -522,7 +532,14 @@ def make_handler(store, args, control):
                 else:
                     pending = []
                 drop_gen, bm_gen = store.drop_gen, store.bookmark_gen
+                err = store.watch_error[0] if store.watch_error[1] > 0 else 0
+                if err:
+                    store.watch_error = (err, store.watch_error[1] - 1)
             try:
+                if err:
+                    self.chunk(json.dumps({"type": "ERROR", "object": status(
+                        err, "InternalError", "an error of the tests' making")}).encode() + b"\n")
+                    return self.finish_chunks()
                 if pending is None:
                     self.chunk(json.dumps({"type": "ERROR", "object": status(
                         410, "Expired", f"too old resource version: {rv} ({store.oldest})")}).encode() + b"\n")
