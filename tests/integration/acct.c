@@ -679,6 +679,33 @@ static int run(const char *c)
               (unsigned long long)tenant_free());
         agree("after the destroyed pool's last allocation was freed");
         admitted("128 MiB after it", cuMemAlloc_v2(&s, 128 * MiB));
+    } else if (strcmp(c, "pool_destroyed_last_ctx") == 0) {
+        /*
+         * A destroyed pool's live allocation goes with the device's last context (the driver
+         * frees a context's memory, pools included): so does its charge, and a new context
+         * starts with the whole limit but its own footprint.
+         */
+        CUmemoryPool pool;
+        CUstream st;
+        uint64_t f0 = tenant_free();
+
+        pool = own_pool();
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        admitted("40 MiB from an own pool", cuMemAllocFromPoolAsync(&p, 40 * MiB, pool, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy the pool, its 40 MiB live");
+        CHECK(tenant_free() < f0, "the destroyed pool's live allocation is charged");
+        CHECK(cuStreamDestroy_v2(st) == CUDA_SUCCESS, "stream destroyed");
+        CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
+                  cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
+              "release the primary context: the device's last");
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "a new primary context");
+        CHECK(tenant_free() == f0,
+              "after the last context went, a new one has %llu free, as the first had %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+        agree("a new context after the last one went with a destroyed pool's allocation");
+        leave(0); /* (the rest of the limit can be taken) */
     } else if (strcmp(c, "vmm") == 0) {
         CUmemAllocationProp prop = vmm_prop();
         CUmemGenericAllocationHandle h, h2;

@@ -36,7 +36,8 @@ accounting)
     # Each family's one allocation that crosses the limit by what the driver really reserves
     # (pages, pitch, padding, pool growth) is refused and reserves nothing (acct.c).
     for c in plain small small_pages pitch array array3d async async_ptsz pool pool_ptsz \
-        pool_destroyed_live pool_destroyed_free async_free_moment vmm vmm_retain vmm_threads managed \
+        pool_destroyed_live pool_destroyed_free pool_destroyed_last_ctx async_free_moment vmm vmm_retain \
+        vmm_threads managed \
         legacy_info huge; do
         expect 0 "accounting, $c: the crossing allocation refused, nothing reserved" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
