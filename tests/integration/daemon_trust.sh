@@ -115,9 +115,13 @@ daemon_trust_planted)
     # (A sanitizer's own shadow memory and allocator take about as much again.)
     bound=49152; [ "${SANITIZE:-0}" = 1 ] && bound=98304
     [ "$rss" -lt $bound ] && ok "the daemon's RSS: $rss KiB (bound $((bound / 1024)) MiB)" || bad "the daemon's RSS: $rss KiB"
+    # (256 files a sweep, 4 sweeps a second: 21-24 % of a CPU on this 2-CPU VM on 2026-12-06, the
+    # daemon and simulator of 1e8e4aa alike, 22-23 %; under ASan 33-35 %, 1e8e4aa's 30-36 %. The
+    # bound was 20 for both.)
+    cbound=30; [ "${SANITIZE:-0}" = 1 ] && cbound=60
     t0=$(awk '{print $14 + $15}' "/proc/$DPID/stat"); sleep 2; t1=$(awk '{print $14 + $15}' "/proc/$DPID/stat")
     cpu=$(( (t1 - t0) * 100 / ($(getconf CLK_TCK) * 2) ))
-    [ "$cpu" -le 20 ] && ok "its CPU over 2 s: $cpu % (bound 20: at most 256 files read a sweep)" || bad "its CPU over 2 s: $cpu %"
+    [ "$cpu" -le $cbound ] && ok "its CPU over 2 s: $cpu % (bound $cbound: at most 256 files read a sweep)" || bad "its CPU over 2 s: $cpu %"
     as_nobody "$GS" tenants --json >"$T/nb.json" 2>"$T/nb.err"
     grep -q "holds more tenant files than a listing reads" "$T/nb.err" && ok "gpuslice tenants says it left files unread" || { bad "no warning"; cat "$T/nb.err"; }
     kill "$R" "$NB" 2>/dev/null; wait "$R" "$NB" 2>/dev/null
