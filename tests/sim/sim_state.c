@@ -115,6 +115,20 @@ static uint64_t dev_shift_ns = SIM_SAMPLE_NS * 40 / 100;
 /* Where processes are read: /proc, or GPUSLICE_SIM_HOST_PROC (sim_config_load). */
 static char proc_root[PATH_MAX] = "/proc";
 
+/* The PID root/self names (the reader's in that proc's PID namespace), or 0. */
+static pid_t self_in(const char *root)
+{
+    char path[PATH_MAX + 8], link[32];
+    uint64_t n;
+    ssize_t k;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/self", root) >= sizeof(path) ||
+        (k = readlink(path, link, sizeof(link) - 1)) <= 0)
+        return 0;
+    link[k] = '\0';
+    return parse_uint(link, 1, 0x7fffffff, &n) == 0 ? (pid_t)n : 0;
+}
+
 int sim_config_load(struct sim_config *cfg)
 {
     const char *v;
@@ -276,15 +290,7 @@ int sim_config_load(struct sim_config *cfg)
      * DIR/self, and the processes it judges alive or dead are read there.
      */
     if ((v = getenv("GPUSLICE_SIM_HOST_PROC"))) {
-        char path[PATH_MAX], link[32];
-        ssize_t k = -1;
-
-        if (v[0] == '/' && strlen(v) < sizeof(proc_root) &&
-            (size_t)snprintf(path, sizeof(path), "%s/self", v) < sizeof(path))
-            k = readlink(path, link, sizeof(link) - 1);
-        if (k > 0)
-            link[k] = '\0';
-        if (k <= 0 || parse_uint(link, 1, 0x7fffffff, &n) < 0) {
+        if (v[0] != '/' || strlen(v) >= sizeof(proc_root) || self_in(v) == 0) {
             fprintf(stderr,
                     "gpuslice-sim: GPUSLICE_SIM_HOST_PROC: \"%s\" is not a proc file system "
                     "(use the absolute path where the host's /proc is mounted)\n",
@@ -567,18 +573,8 @@ pid_t sim_self_pid(void)
 
     if (c >> 32 == (uint64_t)(uint32_t)me)
         return (pid_t)(uint32_t)c;
-    if (strcmp(proc_root, "/proc") != 0) {
-        char path[PATH_MAX + 8], link[32];
-        ssize_t k;
-        uint64_t n;
-
-        snprintf(path, sizeof(path), "%s/self", proc_root);
-        if ((k = readlink(path, link, sizeof(link) - 1)) > 0) {
-            link[k] = '\0';
-            if (parse_uint(link, 1, 0x7fffffff, &n) == 0)
-                host = (pid_t)n;
-        }
-    }
+    if (strcmp(proc_root, "/proc") != 0 && (host = self_in(proc_root)) == 0)
+        host = me;
     __atomic_store_n(&cached, (uint64_t)(uint32_t)me << 32 | (uint32_t)host, __ATOMIC_RELAXED);
     return host;
 }

@@ -14,10 +14,10 @@
  *
  * Fails closed: until NVML has said something, where it cannot name this process (another PID
  * namespace whose host PID no daemon found for it, an MPS client billed to its server), or
- * when its samples stop, the duty is 1 (all
- * the time in flight, as before). The duty only ever lowers what a process bills itself: a
- * process could as well not bill at all (it can write its own memory); the daemon's guard
- * holds managed tenants to their ceilings from NVML by itself (docs/design.md).
+ * when its samples stop, the duty is 1 (all the time in flight, as before). The duty only ever
+ * lowers what a process bills itself: a process could as well not bill at all (it can write its
+ * own memory); the daemon's guard holds managed tenants to their ceilings from NVML by itself
+ * (docs/design.md).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -333,7 +333,7 @@ static nvmlReturn_t device_samples(nvmlDevice_t h, unsigned long long since_rt, 
 /*
  * The PID NVML names this process by, 0 while unknown: getpid() in the initial PID namespace;
  * in another (a pod's), the host PID the daemon found for its slot in the tenant's file
- * (gs_tenant_note_hosts, at its next sweep after the process's first CUDA use).
+ * (note_hosts in src/daemon/registry.c, at its next sweep after the process's first CUDA use).
  */
 static pid_t nvml_me(void)
 {
