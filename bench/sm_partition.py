@@ -290,8 +290,11 @@ def work_lane(d, seconds):
             last = now
         if now > t1 + 0.5:  # nobody is alone at the end of the window
             break
-    print(json.dumps({"lane": me, "pid": os.getpid(), "gemms": n,
-                      "tflops": tflops(n, last - t0)}), flush=True)
+    # One write of the whole line: the lanes of procs share one pipe and end together, and
+    # print() under PYTHONUNBUFFERED=1 (tests/gpu/run.sh) writes the newline on its own, which
+    # ran two lanes' lines into one (5 x 20 on the H100, 2026-12-07).
+    line = json.dumps({"lane": me, "pid": os.getpid(), "gemms": n, "tflops": tflops(n, last - t0)})
+    os.write(1, (line + "\n").encode())
 
 
 def run_json(cmd, env=None, timeout=300):
@@ -473,6 +476,11 @@ def procs_lanes(args, spec, shares, d, alone):
             plan = o
         elif "lane" in o:
             results[int(o["lane"])] = o
+    missing = [l["index"] for l in plan["lanes"] if l["index"] not in results]
+    if missing:
+        sys.stderr.write("".join(o for o, _ in outs))
+        raise SystemExit(f"procs --shares {spec}: no result from lane(s) {missing} (their "
+                         "output, above, has no line of theirs)")
     dev = plan["device"]
     how = ("each lane started by `gpuslice run --gpu-share 100 --sms COUNT@FIRST` with the plan "
            "of " if args.direct else "")

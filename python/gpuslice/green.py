@@ -4,6 +4,7 @@ import ctypes
 import importlib
 import math
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Sequence, Union
@@ -102,6 +103,34 @@ def _device_facts(device):
         return None, None
 
 
+def _answers_lane_sms(lib) -> bool:
+    """Whether the driver calls of this process's libraries reach `lib`, which answers a lane's
+    own SM count on the lane's threads: its cuDeviceGetAttribute is the one the process finds
+    by name (preloaded; ctypes' handle of libcuda.so.1 finds it too, through its dlsym)."""
+    try:
+        ours = ctypes.cast(lib.cuDeviceGetAttribute, ctypes.c_void_p).value
+        found = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuDeviceGetAttribute,
+                            ctypes.c_void_p).value
+    except (AttributeError, OSError):
+        return False
+    return ours is not None and ours == found
+
+
+_warned = False
+
+
+def _warn_not_preloaded(lib):
+    global _warned
+    if _warned or _answers_lane_sms(lib):
+        return
+    _warned = True
+    warnings.warn("libgpuslice.so is not preloaded in this process: the CUDA libraries (cuBLAS, "
+                  "the runtime) are told the whole GPU's SM count on every lane and size their "
+                  "grids for it, which cost 4 % of the lanes' throughput on an H100. Run under "
+                  "`gpuslice green-run`, or with LD_PRELOAD naming the libgpuslice.so this "
+                  "package loads (GPUSLICE_LIB).", RuntimeWarning, stacklevel=3)
+
+
 def _bind_threads():
     """Threads a task starts work in its lane too: threading.Thread.start, called on a lane's
     thread, makes the new thread make the lane's context current first (the C API binds the
@@ -174,6 +203,7 @@ def run_green_tasks(tasks: Sequence[Task], *, device: int = 0,
     total = sum(w)
     norm = [100.0 * x / total for x in w]
     lib = _lib.lib()
+    _warn_not_preloaded(lib)
     total_sms, major = _device_facts(device)
     _bind_threads()
     results: List[Any] = [None] * n

@@ -910,12 +910,17 @@ int64_t gs_budget_refill_at(struct gpuslice_tenant_device *d, uint64_t now_ns, i
 
 void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t floor)
 {
-    int64_t tok = __atomic_sub_fetch(&d->compute_tokens, (int64_t)ns, __ATOMIC_ACQ_REL);
+    gs_budget_settle(d, (int64_t)ns, ns, floor);
+}
+
+void gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy, int64_t floor)
+{
+    int64_t tok = __atomic_sub_fetch(&d->compute_tokens, take, __ATOMIC_ACQ_REL);
 
     while (tok < floor && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, floor, 0,
                                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
-    __atomic_add_fetch(&d->compute_busy_ns, ns, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&d->compute_busy_ns, busy, __ATOMIC_RELAXED);
 }
 
 /* Whether bytes more on d would cross limit; never wraps, whatever the file holds. */

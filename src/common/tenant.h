@@ -151,6 +151,12 @@ int64_t gs_budget_refill_at(struct gpuslice_tenant_device *d, uint64_t now_ns, i
 void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t floor);
 
 /*
+ * Takes `take` ns from d's budget (negative: gives them back; never leaving it below floor)
+ * and adds busy ns to its usage (a counter: never taken back).
+ */
+void gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy, int64_t floor);
+
+/*
  * Charges bytes to (slot, dev). Unless force, refuses with -GS_EOVERLIMIT
  * when the device's usage would cross its limit (after reclaiming the usage
  * of dead processes).

@@ -43,8 +43,7 @@
 #define RESERVER_START_MS 120000 /* the first fill of every GPU may take this long */
 #define RESERVER_STOP_MS 10000   /* and giving it all back this long */
 
-/* The interposer beside this executable (bin/../lib), or $GPUSLICE_PRELOAD_LIB. */
-static int find_preload(char *out, size_t len)
+int gs_preload_find(char *out, size_t len)
 {
     const char *env = getenv(GS_ENV_PRELOAD_LIB);
     char exe[PATH_MAX], *slash;
@@ -129,8 +128,7 @@ int gs_set_pythonpath(const char *dir)
     return r < 0 ? -errno : 0;
 }
 
-/* LD_PRELOAD with lib first, keeping what the user had (without a duplicate). */
-static int set_preload(const char *lib)
+int gs_set_preload(const char *lib)
 {
     const char *old = getenv("LD_PRELOAD");
     char *v;
@@ -782,7 +780,7 @@ int run_program(const char *cmd, struct run_spec *spec)
         gs_tenant_close(t);
         return GS_EXIT_USAGE;
     }
-    if ((r = find_preload(lib, sizeof(lib))) < 0) {
+    if ((r = gs_preload_find(lib, sizeof(lib))) < 0) {
         gs_log_error("cannot find the interposer libgpuslice.so (%s: %s); set " GS_ENV_PRELOAD_LIB
                      " to its path",
                      lib, gs_strerror(r));
@@ -824,7 +822,7 @@ int run_program(const char *cmd, struct run_spec *spec)
         (o.priority_arg && setenv(GS_ENV_PRIORITY, o.priority_arg, 1) < 0) ||
         (o.weight_arg && setenv(GS_ENV_WEIGHT, o.weight_arg, 1) < 0) ||
         (o.sms && setenv(GS_ENV_SMS, o.sms, 1) < 0) ||
-        (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || set_preload(lib) < 0 ||
+        (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) < 0) || gs_set_preload(lib) < 0 ||
         /*
          * A background tenant that is an MPS client gets the below-normal client priority
          * too (unless one is set already, by --mps-priority or the user): the hardware then

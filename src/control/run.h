@@ -48,6 +48,14 @@ int run_program(const char *cmd, struct run_spec *spec);
  */
 int gs_python_dir(char *out, size_t len);
 
+/* The interposer beside this executable (bin/../lib), or $GPUSLICE_PRELOAD_LIB: 0, or a
+   negative errno with the path tried in out. */
+int gs_preload_find(char *out, size_t len);
+
+/* LD_PRELOAD with lib first, keeping what the user had (lib listed already: unchanged). 0 or
+   -errno. */
+int gs_set_preload(const char *lib);
+
 /* PYTHONPATH with dir first, then what the user had (unchanged if dir is first): 0 or -errno. */
 int gs_set_pythonpath(const char *dir);
 

@@ -18,7 +18,10 @@
  *   half of the run, after a ceiling's duty is learnt; with COMPUTE_LOAD_RATE_MS=M also
  *   "rate END R" for every window of M ms, END on the wall clock in seconds), ptds-capture (another thread launches once on its per-thread stream
  *   while this one captures, then this one loads a stream); ex_ptsz, coop_ptsz,
- *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph.
+ *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph; gaps-stream:
+ *   the gaps load for COMPUTE_LOAD_FIRST_S seconds (3 by default), then the stream load for
+ *   SECONDS, of which alone it prints the share (a workload that turns saturating after a
+ *   ceiling's duty was learnt low).
  *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
  *   of N blocks (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).
  * Under gpuslice run it also prints what the tenant was billed while it ran
@@ -345,6 +348,16 @@ int main(int argc, char **argv)
     CHECK(cuModuleGetFunction(&fn, m, name));
     if (strcmp(path, "ptds-capture") == 0)
         ptds_during_capture();
+    if (strcmp(path, "gaps-stream") == 0) {
+        /* The gaps load for COMPUTE_LOAD_FIRST_S seconds (3 by default), then the stream. */
+        const char *f = getenv("COMPUTE_LOAD_FIRST_S");
+        double late, keep = seconds;
+
+        seconds = f ? atof(f) : 3.0;
+        gap_load(&late);
+        seconds = keep;
+        path = "stream";
+    }
     t0 = now_s();
     b0 = billed_ns();
     if (strcmp(path, "gaps") == 0) {

@@ -851,6 +851,16 @@ compute_duty)
     GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT=40 GPUSLICE_SIM_NVML_DEVICE_SAMPLES=monotonic GPUSLICE_SIM_KERNEL_GAP_NS=10000 expect 0 "the same, device samples on the monotonic clock" -- \
         "$GS" run -q --compute 50 -- "$CL" stream 4 20
     share_in 0.45 0.53 "device samples on the monotonic clock, typed unsigned long long: still the device's time"
+    # A loop that turns saturating after 3 s of kernels shorter than its gaps (a duty of about a
+    # fifth learnt): NVML's count settles what the lagging duty under-billed, so the stream is
+    # held at its ceiling from the switch on (0.79 of the device for 2 s without the
+    # settling).
+    GPUSLICE_DEBUG=1 expect 0 "launch-bound for 3 s, then saturating, under --compute 50" -- \
+        "$GS" run -q --compute 50 -- "$CL" gaps-stream 2 20
+    share_in 0.45 0.55 "saturating after a low duty was learnt: held at its ceiling"
+    billed_in 0.9 1.1 "saturating after a low duty: billed its kernels' time"
+    if grep -q "NVML's count changed the bills by +0\.[1-9]" "$T/err"; then ok "NVML's count added to the bills: $(grep -o 'changed the bills by [^;]*' "$T/err")"
+    else bad "NVML's count did not add to the bills"; cat "$T/err"; fi
     # NVML cannot name the process (another PID namespace): nothing learnt, all the time in
     # flight is billed, as before (the ceiling holds; the loop is throttled).
     GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_DEBUG=1 expect 0 "the loop under --compute 50, NVML blind to it" -- \
@@ -1813,17 +1823,24 @@ PY
     cd "$T/jobs"
     cat >"$T/jobs/green_check.py" <<'PY'
 
-import sys
+import sys, warnings
 import gpuslice
 import jobs
 assert "torch" not in sys.modules
-r = gpuslice.run_green_tasks([jobs.lane, "jobs:lane"], shares=(25, 75), task_kwargs=[{"tag": "a"}, {}])
+preloaded = sys.argv[1:] == ["preloaded"]
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    r = gpuslice.run_green_tasks([jobs.lane, "jobs:lane"], shares=(25, 75), task_kwargs=[{"tag": "a"}, {}])
+    gpuslice.run_green_tasks([jobs.lane, jobs.lane])
+# Without the interposer preloaded the libraries are told the whole GPU's count: said once.
+texts = [str(w.message) for w in said if w.category is RuntimeWarning]
+assert (texts == [] if preloaded else len(texts) == 1 and "not preloaded" in texts[0] and "LD_PRELOAD" in texts[0]), texts
 d = r.to_dict()
 assert d["shares"] == [25.0, 75.0] and d["total_sm_count"] == 132, d
 assert [l["sm_count"] for l in d["lanes"]] == [32, 100], d
 # The driver's own answer is the lane's under the interposer (PRELOADED=1), the whole GPU's
 # without it (ctypes reaches the driver directly, as PyTorch does): the context is the lane's.
-want = (32, 100) if sys.argv[1:] == ["preloaded"] else (132, 132)
+want = (32, 100) if preloaded else (132, 132)
 assert r.results == [{"tag": "a", "told": 32, "driver": want[0], "child": want[0], "lane": 32, "same_ctx": True},
                      {"tag": "x", "told": 100, "driver": want[1], "child": want[1], "lane": 100, "same_ctx": True}], r.results
 assert d["lanes"][1]["result"] == r.results[1] and d["lanes"][1]["first_sm"] == 32, d
@@ -1855,7 +1872,10 @@ PY
     python3 "$T/jobs/green_check.py" && ok "run_green_tasks: 25/75 and 20/30/50, the SM counts told before the work, each lane's context on its threads and on threads it starts; errors by lane; bad arguments named" || bad "run_green_tasks"
     preload python3 "$T/jobs/green_check.py" preloaded && ok "under the interposer the driver itself answers each lane's SM count on its threads" || bad "run_green_tasks under the interposer"
     expect 0 "gpuslice green-run 25/75 --json" -- "$GS" green-run --shares 25,75 --task jobs:lane --task jobs:lane --task-kwargs '{"tag": "t"}' --task-kwargs '{}' --json
-    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert d["shares"]==[25.0,75.0] and [(l["index"],l["requested_share"],l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(0,25.0,32,32),(1,75.0,100,100)] and d["lanes"][0]["result"]["tag"]=="t", d' "$T/out" && ok "its JSON: the shares, then each lane's index, share, SM count and result" || { bad "green-run JSON"; cat "$T/out"; }
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert d["shares"]==[25.0,75.0] and [(l["index"],l["requested_share"],l["sm_count"],l["result"]["told"],l["result"]["driver"],l["result"]["child"]) for l in d["lanes"]]==[(0,25.0,32,32,32,32),(1,75.0,100,100,100,100)] and d["lanes"][0]["result"]["tag"]=="t", d' "$T/out" && ok "its JSON: the shares, then each lane's index, share, SM count and result; the driver itself answers each lane's count (green-run preloads the interposer)" || { bad "green-run JSON"; cat "$T/out"; }
+    ! grep -q "not preloaded" "$T/err" && ok "green-run: no warning about the preload" || { bad "green-run warned"; cat "$T/err"; }
+    GPUSLICE_LIB=$T/nolib.so expect 1 "green-run with GPUSLICE_LIB naming no file" -- "$GS" green-run --task jobs:lane --task jobs:lane
+    stderr_has "GPUSLICE_LIB names $T/nolib.so, which cannot be read"
     expect 0 "gpuslice green-run 10/20/30/40 --json" -- "$GS" green-run --shares 10,20,30,40 --task jobs:lane --task jobs:lane --task jobs:lane --task jobs:lane --json
     python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert [(l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(14,14),(26,26),(40,40),(52,52)], d' "$T/out" && ok "green-run plans as procs: 14, 26, 40, 52 SMs, each lane told its own" || { bad "green-run 10/20/30/40"; cat "$T/out"; }
     expect 0 "gpuslice green-run with three tasks" -- "$GS" green-run --shares 20,30,50 --task jobs:lane --task jobs:lane --task jobs:lane

@@ -154,6 +154,8 @@ struct scenario {
     double restart_at; /* the device's sampler starts again here, restart_shift ms later */
     double restart_shift;
     unsigned me; /* the PID NVML names this process by; 0: getpid() */
+    double change_at; /* from here on (ms; 0 never) the device's figure is f_dev2 */
+    double f_dev2;
     struct stretch s[64];
     int ns;
 };
@@ -190,6 +192,7 @@ static unsigned long long stamp(double ms)
 }
 
 static double recorded_ms; /* the time in flight is counted up to here */
+static double billed_ns;   /* what the governor billed for it (at the duty of the moment) */
 static struct scenario *cur;
 
 /* duty.c's state as at a process's start (its stretches' buffers given back). */
@@ -227,6 +230,7 @@ static void start(struct scenario *sc)
     nfproc = nfdev = 0;
     reveal_us = 0;
     recorded_ms = 0;
+    billed_ns = 0;
     cur = sc;
 }
 
@@ -239,8 +243,14 @@ static void advance(double t)
         double a = cur->s[i].a > recorded_ms ? cur->s[i].a : recorded_ms;
         double b = cur->s[i].b < t ? cur->s[i].b : t;
 
-        if (b > a)
-            duty_span(&gdevs[0], base_mono + (uint64_t)(a * 1e6), base_mono + (uint64_t)(b * 1e6));
+        if (b > a) {
+            uint64_t from = base_mono + (uint64_t)(a * 1e6), to = base_mono + (uint64_t)(b * 1e6);
+            /* As charge() does: billed at the duty of the moment. */
+            int64_t bill = duty_bill(&gdevs[0], (int64_t)(to - from), now_ns());
+
+            duty_span(&gdevs[0], from, to, bill);
+            billed_ns += (double)bill;
+        }
     }
     if (t > recorded_ms)
         recorded_ms = t;
@@ -289,7 +299,8 @@ static void script(struct scenario *sc)
             }
             len = x - prev;
             f = flight_in(sc, prev, x);
-            busy = f * sc->f_dev + sc->other_dev * len;
+            busy = f * (sc->change_at > 0 && x > sc->change_at ? sc->f_dev2 : sc->f_dev) +
+                   sc->other_dev * len;
             if (prev >= sc->D - sc->shift - 5 * sc->D) {
                 sc->dev_busy += f > 0;
                 fdev[nfdev].timeStamp = stamp(x);
@@ -771,18 +782,78 @@ static void span_between_exact(void **st)
 
     (void)st;
     reset_duties();
-    duty_span(&gdevs[0], 1000, 2000);
-    duty_span(&gdevs[0], 2000, 3000); /* follows on: one stretch */
-    duty_span(&gdevs[0], 5000, 6000);
+    double b;
+
+    (void)st;
+    reset_duties();
+    duty_span(&gdevs[0], 1000, 2000, 500);
+    duty_span(&gdevs[0], 2000, 3000, 900); /* follows on: one stretch */
+    duty_span(&gdevs[0], 5000, 6000, 1000);
     assert_int_equal(u->nivs, 2);
     assert_int_equal(u->flight_ns, 3000);
-    assert_int_equal(span_between(u, 0, 10000), 3000);
-    assert_int_equal(span_between(u, 2500, 5500), 1000);
-    assert_int_equal(span_between(u, 3000, 5000), 0);
-    assert_int_equal(span_between(u, 6000, 6000), 0);
+    assert_int_equal(span_between(u, 0, 10000, &b), 3000);
+    assert_true(fabs(b - 2400) < 1e-9);
+    /* A stretch's bill spread evenly over it: half of the first's 1400, a half of 1000. */
+    assert_int_equal(span_between(u, 2500, 5500, &b), 1000);
+    assert_true(fabs(b - (1400.0 / 4 + 500)) < 1e-9);
+    assert_int_equal(span_between(u, 3000, 5000, &b), 0);
+    assert_true(b == 0);
+    assert_int_equal(span_between(u, 6000, 6000, &b), 0);
     duty_uncapped(&gdevs[0], 5200);
-    assert_int_equal(span_between(u, 5000, 5300), -1);
-    assert_int_equal(span_between(u, 1000, 2000), 1000);
+    assert_int_equal(span_between(u, 5000, 5300, &b), -1);
+    assert_int_equal(span_between(u, 1000, 2000, &b), 1000);
+}
+
+/*
+ * NVML's count settles what the duty billed: a loop whose kernels ran 60 % of its time in
+ * flight until 1.2 s, then 30 % (the workload changed), is billed at the duty of the moment,
+ * which lags; the corrections make the bills of every period NVML spoke of what NVML counted
+ * in it, to within its whole percents, and a refund is kept off the usage counter's additions.
+ */
+static void correction_settles_bills(void **st)
+{
+    struct scenario sc = { .P = 200,
+                           .D = 200,
+                           .shift = 70,
+                           .f_proc = 1,
+                           .f_dev = 0.6,
+                           .change_at = 1200,
+                           .f_dev2 = 0.3,
+                           .end = 2400,
+                           .device = 1 };
+    double counted = 0, taken = 0, t;
+    int64_t c, gave = 0;
+    unsigned k;
+
+    (void)st;
+    bursts(&sc, 40, 2390, 80, 100);
+    start(&sc);
+    script(&sc);
+    for (t = 37; t <= 3000; t += 200) {
+        poll_at(t);
+        c = duty_correction(&gdevs[0]);
+        taken += (double)c;
+        if (c < 0)
+            gave += -c;
+    }
+    /* What NVML counted in the periods taken (the device's, with time in flight in them). */
+    for (k = 0; k < nfdev; k++) {
+        double e = ((double)fdev[k].timeStamp - (double)base_rt_us) / 1000.0;
+
+        if (e > 0 && flight_in(&sc, e - 200, e) > 0)
+            counted += 200e6 * fdev[k].sampleValue.uiVal / 100.0;
+    }
+    print_message("billed %.1f ms, corrections %+.1f ms, NVML counted %.1f ms, duty %.3f\n",
+                  billed_ns / 1e6, taken / 1e6, counted / 1e6, ratio());
+    assert_int_equal(stats.duty_dev_samples, sc.dev_busy);
+    /* The duty alone missed by more than NVML's rounding; with the corrections, within it. */
+    assert_true(fabs(billed_ns - counted) > 0.05 * counted);
+    assert_true(fabs(billed_ns + taken - counted) < 0.01 * counted);
+    /* Refunds are owed by the usage counter: the next bills add that much less to it. */
+    assert_true(gave > 0);
+    assert_int_equal(duty_busy(&gdevs[0], gave + 5), 5);
+    assert_int_equal(duty_busy(&gdevs[0], 7), 7);
+    assert_int_equal(stats.duty_corrected_ns, (int64_t)taken);
 }
 
 int main(void)
@@ -803,6 +874,7 @@ int main(void)
         cmocka_unit_test(no_period_counted_twice),
         cmocka_unit_test(too_many_samples),
         cmocka_unit_test(span_between_exact),
+        cmocka_unit_test(correction_settles_bills),
     };
 
     int r = cmocka_run_group_tests(tests, NULL, NULL);

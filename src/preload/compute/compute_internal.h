@@ -235,6 +235,7 @@ struct compute_stats {
     uint64_t gov_nap_ns;
     unsigned long duty_samples;     /* NVML's samples taken into the duty (duty.c) */
     unsigned long duty_dev_samples; /* ... of them the device's own */
+    int64_t duty_corrected_ns;      /* what NVML's count added to the bills (less taken back) */
     unsigned long duty_dev_asks;    /* the device's samples asked for */
     int duty_dev_rc;                /* ... NVML's last answer */
     int duty_dev_clock;             /* ... and the clock learnt for their stamps (DEV_CLOCK_*) */
@@ -303,7 +304,11 @@ void tail(struct gstream *s);
 void mark_done(int i, uint64_t now);
 void charge(struct gdev *d, uint64_t now);
 /* duty.c: what a charge bills (see there). With mu held. */
-void duty_span(struct gdev *d, uint64_t from, uint64_t to);
+void duty_span(struct gdev *d, uint64_t from, uint64_t to, int64_t billed);
+/* What NVML's count says to bill more (negative: to give back) since the last call. */
+int64_t duty_correction(struct gdev *d);
+/* Of a bill (or a correction) of billed ns, what goes to the usage counter (refunds kept off). */
+uint64_t duty_busy(struct gdev *d, int64_t billed);
 void duty_uncapped(struct gdev *d, uint64_t now); /* it launched without a ceiling now */
 uint32_t duty_ppm(const struct gdev *d, uint64_t now);
 int64_t duty_bill(const struct gdev *d, int64_t dt, uint64_t now);

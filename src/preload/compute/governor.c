@@ -28,10 +28,26 @@ void charge(struct gdev *d, uint64_t now)
         /* A longer gap means this thread did not run (a stopped process): don't bill it. */
         if (dt > (uint64_t)MAX_CHARGE_NS)
             dt = MAX_CHARGE_NS;
-        duty_span(d, now - dt, now);
         /* Of the time in flight, the share in which kernels ran (duty.c). */
-        gs_budget_charge(entry_of(d), (uint64_t)duty_bill(d, (int64_t)dt, now), -DEBT_FLOOR_NS);
+        int64_t bill = duty_bill(d, (int64_t)dt, now);
+
+        duty_span(d, now - dt, now, bill);
+        gs_budget_settle(entry_of(d), bill, duty_busy(d, bill), -DEBT_FLOOR_NS);
         d->busy_since = now;
+    }
+}
+
+/* Bills (or gives back) what NVML's count says the bills missed (duty.c). With mu held. */
+static void settle_duty(void)
+{
+    int i;
+
+    for (i = 0; i < MAX_ORD; i++) {
+        struct gdev *d = &gdevs[i];
+        int64_t c;
+
+        if (d->state > 0 && (c = duty_correction(d)) != 0)
+            gs_budget_settle(entry_of(d), c, c > 0 ? duty_busy(d, c) : 0, -DEBT_FLOOR_NS);
     }
 }
 
@@ -234,6 +250,7 @@ void *governor(void *arg)
         int64_t delay;
 
         duty_poll(now_ns());
+        settle_duty();
         delay = govern(now_ns());
         /* Read under mu: a launch that finds us idle bumps it, and the wait below sees that. */
         uint32_t seq = __atomic_load_n(&gov_seq, __ATOMIC_ACQUIRE);

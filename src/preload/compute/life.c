@@ -65,15 +65,16 @@ void gs__compute_exit(void)
             if (gdevs[i].state > 0)
                 gs__log("debug: compute: device %d: the tenant has held it %.3f s in all; this "
                         "process billed %.1f %% of its time in flight (duty, from %lu of "
-                        "NVML's samples, %lu of them the device's; the device's samples "
+                        "NVML's samples, %lu of them the device's; NVML's count changed the "
+                        "bills by %+.3f s; the device's samples "
                         "asked for %lu times, NVML's last answer %d, stamped on the %s clock; "
                         "NVML's PID for it %d, 0 if not known)",
                         i,
                         __atomic_load_n(&entry_of(&gdevs[i])->compute_busy_ns, __ATOMIC_RELAXED) /
                             1e9,
                         duty_ppm(&gdevs[i], now_ns()) / 1e4, stats.duty_samples,
-                        stats.duty_dev_samples, stats.duty_dev_asks, stats.duty_dev_rc,
-                        duty_clock_name(stats.duty_dev_clock), stats.duty_pid);
+                        stats.duty_dev_samples, stats.duty_corrected_ns / 1e9, stats.duty_dev_asks,
+                        stats.duty_dev_rc, duty_clock_name(stats.duty_dev_clock), stats.duty_pid);
         gs__log(
             "debug: compute: %lu launches governed, %lu markers (%lu quiet streams asked "
             "whether done), "
