@@ -18,7 +18,7 @@
  * lags by NVML's delay and the decay, and a CUDA loop of small kernels billed exactly 90, 75 and
  * 50 % was seen by NVML at 84.6, 70.9 and 46.1 % (H100, 2026-12-07). Billed and counted then
  * agree over any stretch NVML speaks of; the usage counter stays monotonic (a refund is kept
- * off the bills after it).
+ * off its later additions).
  *
  * Fails closed: until NVML has said something, where it cannot name this process (another PID
  * namespace whose host PID no daemon found for it, an MPS client billed to its server), or
@@ -114,11 +114,15 @@ struct duty_iv {
 };
 
 /*
- * The stretches of time in flight kept per device (a launch-bound stream is one long stretch,
- * a throttled one a stretch per burst of a few ms: 5 s of either), and those in which the
- * process launched uncapped (launches less than 5 ms apart make one).
+ * The stretches of time in flight kept per device (a throttled stream makes one per burst of a
+ * few ms; charges that follow on from each other are joined up to 20 ms, so that each entry's
+ * bill, spread evenly over it, is what was billed in any part of it: a launch-bound loop never
+ * idle, one stretch of 2.35 s billed at a duty that changed, was settled 29 % short when its
+ * whole bill was spread over it), and those in which the process launched uncapped (launches
+ * less than 5 ms apart make one). 4096 entries: at least 5 s.
  */
 #define DUTY_IVS 4096
+#define DUTY_IV_JOIN_NS 20000000ULL
 #define DUTY_UNCAPPED 64
 #define DUTY_UNCAPPED_JOIN_NS 5000000ULL
 
@@ -163,7 +167,7 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to, int64_t billed)
         return;
     u->flight_ns += to - from;
     last = u->nivs ? &u->ivs[(u->nivs - 1) % DUTY_IVS] : NULL;
-    if (last && last->b == from) {
+    if (last && last->b == from && to - last->a <= DUTY_IV_JOIN_NS) {
         last->b = to; /* charges while busy follow on from each other */
         last->billed += (double)billed;
         return;
@@ -238,7 +242,6 @@ static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, do
     n = u->nivs < DUTY_IVS ? u->nivs : DUTY_IVS;
     for (i = 0; i < n; i++) {
         const struct duty_iv *v = &u->ivs[(u->nivs - 1 - i) % DUTY_IVS];
-
         uint64_t o;
 
         if (v->b <= a)
