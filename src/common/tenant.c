@@ -913,14 +913,18 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
     gs_budget_settle(d, (int64_t)ns, ns, floor);
 }
 
-void gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy, int64_t floor)
+int64_t gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy,
+                         int64_t floor)
 {
-    int64_t tok = __atomic_sub_fetch(&d->compute_tokens, take, __ATOMIC_ACQ_REL);
+    int64_t tok = __atomic_sub_fetch(&d->compute_tokens, take, __ATOMIC_ACQ_REL), forgiven = 0;
 
     while (tok < floor && !__atomic_compare_exchange_n(&d->compute_tokens, &tok, floor, 0,
                                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
+    if (tok < floor && take > 0)
+        forgiven = floor - tok < take ? floor - tok : take;
     __atomic_add_fetch(&d->compute_busy_ns, busy, __ATOMIC_RELAXED);
+    return take - forgiven;
 }
 
 /* Whether bytes more on d would cross limit; never wraps, whatever the file holds. */

@@ -152,9 +152,11 @@ void gs_budget_charge(struct gpuslice_tenant_device *d, uint64_t ns, int64_t flo
 
 /*
  * Takes `take` ns from d's budget (negative: gives them back; never leaving it below floor)
- * and adds busy ns to its usage (a counter: never taken back).
+ * and adds busy ns to its usage (a counter: never taken back). Returns what was taken: less
+ * than take where the floor forgave the rest.
  */
-void gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy, int64_t floor);
+int64_t gs_budget_settle(struct gpuslice_tenant_device *d, int64_t take, uint64_t busy,
+                         int64_t floor);
 
 /*
  * Charges bytes to (slot, dev). Unless force, refuses with -GS_EOVERLIMIT

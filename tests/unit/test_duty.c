@@ -831,7 +831,7 @@ static void settles(double on, double every)
     script(&sc);
     for (t = 37; t <= 3400; t += 200) {
         poll_at(t);
-        c = duty_correction(&gdevs[0]);
+        c = duty_correction(&gdevs[0], 0, now_ns());
         taken += (double)c;
         if (c < 0)
             gave += -c;
@@ -865,6 +865,54 @@ static void correction_settles_bills(void **st)
     settles(2350, 2400);
 }
 
+/*
+ * Settling, piece by piece: never above the time in flight (another process's work NVML does
+ * not list), each part of the timeline once (a period reaching back into one settled), none
+ * from before the budget's reset.
+ */
+static void settle_at(struct duty_dev *u, uint64_t lo, uint64_t end, double run)
+{
+    double b;
+    int64_t sp = span_between(u, lo, end, &b);
+
+    settle(u, lo, end, run, sp, b);
+}
+
+static void settle_bounds(void **st)
+{
+    struct duty_dev *u = &duties[0];
+
+    (void)st;
+    reset_duties();
+    memset(&stats, 0, sizeof(stats));
+    duty_span(&gdevs[0], 1000, 2000, 1000);
+    duty_span(&gdevs[0], 2000, 3000, 1000);
+    /* NVML counted 4000 in [0, 4000) where 2000 were in flight and billed: 0 to settle. */
+    settle_at(u, 0, 4000, 4000);
+    assert_true(u->correct == 0);
+    /* A period reaching back into it: only [4000, 6000) is new (half NVML's 1000, none billed). */
+    duty_span(&gdevs[0], 4500, 5500, 200);
+    settle_at(u, 2000, 6000, 1000);
+    assert_true(fabs(u->correct - (500 - 200)) < 1e-9);
+    /* Taken whole; refunds are owed by the usage counter. */
+    assert_int_equal(duty_correction(&gdevs[0], 7, 6000), 300);
+    assert_true(u->correct == 0 && u->settled_to == 6000);
+    duty_span(&gdevs[0], 6000, 7000, 1000);
+    settle_at(u, 6000, 8000, 100);
+    assert_int_equal(duty_correction(&gdevs[0], 7, 8000), -900);
+    assert_int_equal(u->owed, 900);
+    /* The budget reset (epoch 8) at 8000: what was pending goes, and so do periods before. */
+    duty_span(&gdevs[0], 8000, 9000, 1000);
+    settle_at(u, 8000, 9000, 0);
+    assert_int_equal(duty_correction(&gdevs[0], 8, 9000), 0);
+    assert_true(u->correct == 0 && u->settle_from == 9000);
+    duty_span(&gdevs[0], 9100, 10000, 400);
+    settle_at(u, 8500, 10000, 900);
+    /* Only [9000, 10000): two thirds of NVML's 900 against its bill of 400. */
+    assert_true(fabs(u->correct - (600 - 400)) < 1e-6);
+    assert_int_equal(stats.duty_corrected_ns, 300 - 900);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -884,6 +932,7 @@ int main(void)
         cmocka_unit_test(too_many_samples),
         cmocka_unit_test(span_between_exact),
         cmocka_unit_test(correction_settles_bills),
+        cmocka_unit_test(settle_bounds),
     };
 
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -588,9 +588,15 @@ static void test_budget_refills_at_the_ceiling_up_to_the_cap(void **state)
     /* Time running backwards adds nothing. */
     assert_int_equal(gs_budget_refill(&d, 1003000000ULL, 5000000), -1000000);
     assert_int_equal(gs_budget_refill(&d, 2000000000ULL, 5000000), 5000000);
-    /* Debt stops at the floor. */
-    gs_budget_charge(&d, 60000000, -20000000);
+    /* Debt stops at the floor; what it forgave was not taken (the duty settles what was). */
+    assert_int_equal(gs_budget_settle(&d, 60000000, 60000000, -20000000), 25000000);
     assert_int_equal(d.compute_tokens, -20000000);
+    assert_int_equal(d.compute_busy_ns, 67000000);
+    /* A refund is given back whole; the usage counter gets only what it is given. */
+    assert_int_equal(gs_budget_settle(&d, -3000000, 0, -20000000), -3000000);
+    assert_int_equal(d.compute_tokens, -17000000);
+    assert_int_equal(gs_budget_settle(&d, 2000000, 0, -20000000), 2000000);
+    assert_int_equal(d.compute_tokens, -19000000);
     assert_int_equal(d.compute_busy_ns, 67000000);
 }
 

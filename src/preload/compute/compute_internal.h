@@ -305,8 +305,9 @@ void mark_done(int i, uint64_t now);
 void charge(struct gdev *d, uint64_t now);
 /* duty.c: what a charge bills (see there). With mu held. */
 void duty_span(struct gdev *d, uint64_t from, uint64_t to, int64_t billed);
-/* What NVML's count says to bill more (negative: to give back) since the last call. */
-int64_t duty_correction(struct gdev *d);
+/* What NVML's count says to bill more (negative: to give back) since the last call; epoch:
+   the budget's (a change lets go of what the periods before it owed). */
+int64_t duty_correction(struct gdev *d, uint32_t epoch, uint64_t now);
 /* Of a bill (or a correction) of billed ns, what goes to the usage counter (refunds kept off). */
 uint64_t duty_busy(struct gdev *d, int64_t billed);
 void duty_uncapped(struct gdev *d, uint64_t now); /* it launched without a ceiling now */

@@ -119,7 +119,10 @@ struct duty_iv {
  * bill, spread evenly over it, is what was billed in any part of it: a launch-bound loop never
  * idle, one stretch of 2.35 s billed at a duty that changed, was settled 29 % short when its
  * whole bill was spread over it), and those in which the process launched uncapped (launches
- * less than 5 ms apart make one). 4096 entries: at least 5 s.
+ * less than 5 ms apart make one). 4096 entries: 5 s of a throttled stream; a loop that waits
+ * for the device after every launch makes one per launch (80 ms at 20 us a launch, less than
+ * NVML's delay), so its periods reach past the ring and it learns no duty: billed all its time
+ * in flight (fail closed, a reviewer's note; not yet joined across such gaps).
  */
 #define DUTY_IVS 4096
 #define DUTY_IV_JOIN_NS 20000000ULL
@@ -146,6 +149,10 @@ struct duty_dev {
     int dev_clock;  /* the device samples' clock: DEV_CLOCK_* */
     double correct; /* ns NVML's count says to bill more (less, when negative), not yet taken */
     uint64_t owed;  /* ns given back: kept off the usage counter's next additions */
+    uint64_t settled_to;  /* periods are settled from here on (monotonic ns) */
+    uint64_t settle_from; /* ... and from the budget's last reset (a new ceiling) */
+    uint32_t epoch;       /* the budget's epoch settled under */
+    int epoch_known;
 };
 
 /* The clock of the device's utilisation samples' stamps (NVML does not name it). */
@@ -176,10 +183,23 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to, int64_t billed)
     u->nivs++;
 }
 
-int64_t duty_correction(struct gdev *d)
+int64_t duty_correction(struct gdev *d, uint32_t epoch, uint64_t now)
 {
     struct duty_dev *u = &duties[d - gdevs];
-    int64_t c = (int64_t)u->correct;
+    int64_t c;
+
+    if (u->epoch_known && epoch != u->epoch) {
+        /*
+         * The budget was reset (a new ceiling starts from nothing): what the periods before
+         * owed or were owed is let go with the old budget, and they are not settled later (a
+         * refund for them would refill the emptied budget: the burst the reset prevents).
+         */
+        u->correct = 0;
+        u->settle_from = now;
+    }
+    u->epoch = epoch;
+    u->epoch_known = 1;
+    c = (int64_t)u->correct;
 
     u->correct -= (double)c;
     if (c < 0)
@@ -272,6 +292,40 @@ uint32_t duty_ppm(const struct gdev *d, uint64_t now)
 }
 
 /*
+ * What NVML counted in [lo, end) (run ns, of which sp in flight, billed ns billed) against
+ * what was billed there, into the correction: only the part after what was settled already (a
+ * process's own period that follows a device period taken may reach back into it) and after
+ * the budget's last reset, NVML's count taken evenly over the period for a part of it. Never
+ * more than the time in flight: NVML's figure may hold another process's work it does not
+ * list, or an uncapped kernel's that ran on, and billing all the time in flight is what a
+ * process did before the duty (a reviewer's case: 5 ms bursts beside an unlisted process at 90 %
+ * were settled 37 times their time in flight).
+ */
+static void settle(struct duty_dev *u, uint64_t lo, uint64_t end, double run, int64_t sp,
+                   double billed)
+{
+    uint64_t from = lo;
+
+    if (from < u->settled_to)
+        from = u->settled_to;
+    if (from < u->settle_from)
+        from = u->settle_from;
+    if (end > u->settled_to)
+        u->settled_to = end;
+    if (from >= end)
+        return;
+    if (from > lo) {
+        run = run * (double)(end - from) / (double)(end - lo);
+        sp = span_between(u, from, end, &billed);
+    }
+    if (sp < 0)
+        return;
+    if (run > (double)sp)
+        run = (double)sp;
+    u->correct += run - billed;
+}
+
+/*
  * Takes one sample: in the period of p ns that ended at ts (realtime us), this process's
  * kernels ran pct % of it, set against the time in flight counted in the same period. 1 if
  * it counted, 0 if it says nothing (no time in flight then, or on no clock we know).
@@ -281,10 +335,13 @@ static int take(struct duty_dev *u, unsigned long long ts, unsigned pct, int64_t
 {
     int64_t end_mono = (int64_t)ts * 1000 - rt_minus_mono, sp;
     double decay, run, billed;
+    uint64_t lo, end;
 
     if (p <= 0 || end_mono <= p || (uint64_t)end_mono > now + 1000000000ULL)
         return 0; /* on no clock we know */
-    sp = span_between(u, (uint64_t)(end_mono - p), (uint64_t)end_mono, &billed);
+    lo = (uint64_t)(end_mono - p);
+    end = (uint64_t)end_mono;
+    sp = span_between(u, lo, end, &billed);
     /*
      * A period with nothing counted in flight, or in which the process launched without a
      * ceiling (nothing is counted then, while NVML sees its kernels), says nothing of the
@@ -303,8 +360,7 @@ static int take(struct duty_dev *u, unsigned long long ts, unsigned pct, int64_t
         decay = 0;
     u->run = u->run * decay + run;
     u->span = u->span * decay + (double)sp;
-    /* What NVML counted in this period against what was billed for it (each period once). */
-    u->correct += run - billed;
+    settle(u, lo, end, run, sp, billed);
     stats.duty_samples++;
     return 1;
 }

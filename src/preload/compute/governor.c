@@ -31,8 +31,9 @@ void charge(struct gdev *d, uint64_t now)
         /* Of the time in flight, the share in which kernels ran (duty.c). */
         int64_t bill = duty_bill(d, (int64_t)dt, now);
 
-        duty_span(d, now - dt, now, bill);
-        gs_budget_settle(entry_of(d), bill, duty_busy(d, bill), -DEBT_FLOOR_NS);
+        /* (What the debt floor forgave was not billed: NVML's count settles what was.) */
+        duty_span(d, now - dt, now,
+                  gs_budget_settle(entry_of(d), bill, duty_busy(d, bill), -DEBT_FLOOR_NS));
         d->busy_since = now;
     }
 }
@@ -40,13 +41,16 @@ void charge(struct gdev *d, uint64_t now)
 /* Bills (or gives back) what NVML's count says the bills missed (duty.c). With mu held. */
 static void settle_duty(void)
 {
+    uint64_t now = now_ns();
     int i;
 
     for (i = 0; i < MAX_ORD; i++) {
         struct gdev *d = &gdevs[i];
         int64_t c;
 
-        if (d->state > 0 && (c = duty_correction(d)) != 0)
+        if (d->state > 0 &&
+            (c = duty_correction(d, __atomic_load_n(&entry_of(d)->compute_epoch, __ATOMIC_ACQUIRE),
+                                 now)) != 0)
             gs_budget_settle(entry_of(d), c, c > 0 ? duty_busy(d, c) : 0, -DEBT_FLOOR_NS);
     }
 }
