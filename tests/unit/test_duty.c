@@ -776,33 +776,68 @@ static void too_many_samples(void **st)
     assert_true(ratio() >= 0.49 && ratio() <= 0.51);
 }
 
-/* The time in flight in a window: stretches joined, overlaps exact, uncapped launches void. */
+/*
+ * The time in flight in a window: charges that follow on (or within 1 ms) joined into one
+ * entry, its time in flight and bill spread evenly over it; uncapped launches void a window.
+ */
 static void span_between_exact(void **st)
 {
+    const uint64_t M = 1000000; /* 1 ms */
     struct duty_dev *u = &duties[0];
-
-    (void)st;
-    reset_duties();
     double b;
 
     (void)st;
     reset_duties();
-    duty_span(&gdevs[0], 1000, 2000, 500);
-    duty_span(&gdevs[0], 2000, 3000, 900); /* follows on: one stretch */
-    duty_span(&gdevs[0], 5000, 6000, 1000);
+    duty_span(&gdevs[0], 1 * M, 2 * M, 500);
+    duty_span(&gdevs[0], 2 * M, 3 * M, 900); /* follows on: one entry */
+    duty_span(&gdevs[0], 5500000, 6500000, 1000);
     assert_int_equal(u->nivs, 2);
-    assert_int_equal(u->flight_ns, 3000);
-    assert_int_equal(span_between(u, 0, 10000, &b), 3000);
+    assert_int_equal(u->flight_ns, 3 * M);
+    assert_int_equal(span_between(u, 0, 10 * M, &b), 3 * M);
     assert_true(fabs(b - 2400) < 1e-9);
-    /* A stretch's bill spread evenly over it: half of the first's 1400, a half of 1000. */
-    assert_int_equal(span_between(u, 2500, 5500, &b), 1000);
+    /* A quarter of the first entry (of 1400 billed), half of the second (of 1000). */
+    assert_int_equal(span_between(u, 2500000, 6 * M, &b), 1 * M);
     assert_true(fabs(b - (1400.0 / 4 + 500)) < 1e-9);
-    assert_int_equal(span_between(u, 3000, 5000, &b), 0);
+    assert_int_equal(span_between(u, 3 * M, 5500000, &b), 0);
     assert_true(b == 0);
-    assert_int_equal(span_between(u, 6000, 6000, &b), 0);
-    duty_uncapped(&gdevs[0], 5200);
-    assert_int_equal(span_between(u, 5000, 5300, &b), -1);
-    assert_int_equal(span_between(u, 1000, 2000, &b), 1000);
+    assert_int_equal(span_between(u, 6 * M, 6 * M, &b), 0);
+    /* 0.4 ms after the last: joined, the gap not in flight (1.5 ms over 1.9). */
+    duty_span(&gdevs[0], 6900000, 7400000, 300);
+    assert_int_equal(u->nivs, 2);
+    assert_int_equal(span_between(u, 5500000, 7400000, &b), 1500000);
+    assert_true(fabs(b - 1300) < 1e-9);
+    assert_int_equal(span_between(u, 6500000, 6900000, &b), 315789);
+    /* 20 ms at most in one entry. */
+    duty_span(&gdevs[0], 7400000, 26 * M, 100);
+    assert_int_equal(u->nivs, 3);
+    duty_uncapped(&gdevs[0], 4 * M);
+    assert_int_equal(span_between(u, 3900000, 4200000, &b), -1);
+    assert_int_equal(span_between(u, 1 * M, 2 * M, &b), 1 * M);
+}
+
+/*
+ * A loop that waits for the device after every launch (20 us in flight every 25 us for 2.5 s):
+ * its entries reach back past NVML's delay, a period 1 s ago is counted (0.8 of it in flight),
+ * not lost from the ring.
+ */
+static void sync_per_launch_kept(void **st)
+{
+    struct duty_dev *u = &duties[0];
+    const uint64_t t0 = 1000000000ULL;
+    uint64_t t;
+    int64_t sp;
+    double b;
+
+    (void)st;
+    reset_duties();
+    for (t = t0; t < t0 + 2500000000ULL; t += 25000)
+        duty_span(&gdevs[0], t, t + 20000, 10000);
+    sp = span_between(u, t0 + 1300000000ULL, t0 + 1500000000ULL, &b);
+    print_message("sync per launch: %llu entries, %lld ns in flight in 200 ms a second ago\n",
+                  (unsigned long long)u->nivs, (long long)sp);
+    assert_true(u->nivs < DUTY_IVS);
+    assert_true(sp > 159000000 && sp < 161000000);
+    assert_true(fabs(b - 80000000.0) < 1e6);
 }
 
 /*
@@ -880,37 +915,38 @@ static void settle_at(struct duty_dev *u, uint64_t lo, uint64_t end, double run)
 
 static void settle_bounds(void **st)
 {
+    const uint64_t M = 1000000; /* 1 ms */
     struct duty_dev *u = &duties[0];
 
     (void)st;
     reset_duties();
     memset(&stats, 0, sizeof(stats));
-    duty_span(&gdevs[0], 1000, 2000, 1000);
-    duty_span(&gdevs[0], 2000, 3000, 1000);
-    /* NVML counted 4000 in [0, 4000) where 2000 were in flight and billed: 0 to settle. */
-    settle_at(u, 0, 4000, 4000);
+    duty_span(&gdevs[0], 1 * M, 2 * M, 1000000);
+    duty_span(&gdevs[0], 2 * M, 3 * M, 1000000);
+    /* NVML counted 4 ms in [0, 4 ms) where 2 ms were in flight and billed: none to settle. */
+    settle_at(u, 0, 4 * M, 4000000);
     assert_true(u->correct == 0);
-    /* A period reaching back into it: only [4000, 6000) is new (half NVML's 1000, none billed). */
-    duty_span(&gdevs[0], 4500, 5500, 200);
-    settle_at(u, 2000, 6000, 1000);
-    assert_true(fabs(u->correct - (500 - 200)) < 1e-9);
+    /* A period reaching back into it: only [4, 6) ms is new (half NVML's 1 ms, 0.2 billed). */
+    duty_span(&gdevs[0], 4500000, 5500000, 200000);
+    settle_at(u, 2 * M, 6 * M, 1000000);
+    assert_true(fabs(u->correct - (500000 - 200000)) < 1e-6);
     /* Taken whole; refunds are owed by the usage counter. */
-    assert_int_equal(duty_correction(&gdevs[0], 7, 6000), 300);
-    assert_true(u->correct == 0 && u->settled_to == 6000);
-    duty_span(&gdevs[0], 6000, 7000, 1000);
-    settle_at(u, 6000, 8000, 100);
-    assert_int_equal(duty_correction(&gdevs[0], 7, 8000), -900);
-    assert_int_equal(u->owed, 900);
-    /* The budget reset (epoch 8) at 8000: what was pending goes, and so do periods before. */
-    duty_span(&gdevs[0], 8000, 9000, 1000);
-    settle_at(u, 8000, 9000, 0);
-    assert_int_equal(duty_correction(&gdevs[0], 8, 9000), 0);
-    assert_true(u->correct == 0 && u->settle_from == 9000);
-    duty_span(&gdevs[0], 9100, 10000, 400);
-    settle_at(u, 8500, 10000, 900);
-    /* Only [9000, 10000): two thirds of NVML's 900 against its bill of 400. */
-    assert_true(fabs(u->correct - (600 - 400)) < 1e-6);
-    assert_int_equal(stats.duty_corrected_ns, 300 - 900);
+    assert_int_equal(duty_correction(&gdevs[0], 7, 6 * M), 300000);
+    assert_true(u->correct == 0 && u->settled_to == 6 * M);
+    duty_span(&gdevs[0], 7500000, 8500000, 1000000);
+    settle_at(u, 6 * M, 9 * M, 100000);
+    assert_int_equal(duty_correction(&gdevs[0], 7, 9 * M), -900000);
+    assert_int_equal(u->owed, 900000);
+    /* The budget reset (epoch 8) at 11 ms: what was pending goes, and so do periods before. */
+    duty_span(&gdevs[0], 10 * M, 11 * M, 1000000);
+    settle_at(u, 9 * M, 11 * M, 0);
+    assert_int_equal(duty_correction(&gdevs[0], 8, 11 * M), 0);
+    assert_true(u->correct == 0 && u->settle_from == 11 * M);
+    duty_span(&gdevs[0], 12500000, 13500000, 400000);
+    settle_at(u, 10500000, 13500000, 900000);
+    /* Only [11, 13.5) ms: five sixths of NVML's 0.9 ms against its bill of 0.4. */
+    assert_true(fabs(u->correct - (750000 - 400000)) < 1e-6);
+    assert_int_equal(stats.duty_corrected_ns, 300000 - 900000);
 }
 
 int main(void)
@@ -931,6 +967,7 @@ int main(void)
         cmocka_unit_test(no_period_counted_twice),
         cmocka_unit_test(too_many_samples),
         cmocka_unit_test(span_between_exact),
+        cmocka_unit_test(sync_per_launch_kept),
         cmocka_unit_test(correction_settles_bills),
         cmocka_unit_test(settle_bounds),
     };

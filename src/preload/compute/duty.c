@@ -107,9 +107,12 @@ struct duty_period {
     unsigned n;
 };
 
-/* A stretch of time in flight, [a, b) monotonic ns, and what was billed for it (ns). */
+/*
+ * Time in flight within [a, b) (monotonic ns): `flight` ns of it (all of it but the short gaps
+ * joined over), and what was billed for it (ns), both taken as spread evenly over [a, b).
+ */
 struct duty_iv {
-    uint64_t a, b;
+    uint64_t a, b, flight;
     double billed;
 };
 
@@ -119,13 +122,15 @@ struct duty_iv {
  * bill, spread evenly over it, is what was billed in any part of it: a launch-bound loop never
  * idle, one stretch of 2.35 s billed at a duty that changed, was settled 29 % short when its
  * whole bill was spread over it), and those in which the process launched uncapped (launches
- * less than 5 ms apart make one). 4096 entries: 5 s of a throttled stream; a loop that waits
- * for the device after every launch makes one per launch (80 ms at 20 us a launch, less than
- * NVML's delay), so its periods reach past the ring and it learns no duty: billed all its time
- * in flight (fail closed, a reviewer's note; not yet joined across such gaps).
+ * less than 5 ms apart make one). Charges less than 1 ms after the entry before are joined
+ * to it too (its gaps not counted in flight): a loop that waits for the device after every
+ * launch made an entry per launch, 4096 of them 80 ms at 20 us a launch, less than NVML's
+ * delay, so its periods reached past the ring and it learnt no duty (billed all its time in
+ * flight; a reviewer's note). 4096 entries: 5 s of a throttled stream or more.
  */
 #define DUTY_IVS 4096
 #define DUTY_IV_JOIN_NS 20000000ULL
+#define DUTY_IV_GAP_NS 1000000ULL
 #define DUTY_UNCAPPED 64
 #define DUTY_UNCAPPED_JOIN_NS 5000000ULL
 
@@ -174,12 +179,14 @@ void duty_span(struct gdev *d, uint64_t from, uint64_t to, int64_t billed)
         return;
     u->flight_ns += to - from;
     last = u->nivs ? &u->ivs[(u->nivs - 1) % DUTY_IVS] : NULL;
-    if (last && last->b == from && to - last->a <= DUTY_IV_JOIN_NS) {
-        last->b = to; /* charges while busy follow on from each other */
+    if (last && from >= last->b && from - last->b <= DUTY_IV_GAP_NS &&
+        to - last->a <= DUTY_IV_JOIN_NS) {
+        last->b = to; /* charges while busy follow on from each other, or nearly */
+        last->flight += to - from;
         last->billed += (double)billed;
         return;
     }
-    u->ivs[u->nivs % DUTY_IVS] = (struct duty_iv){ from, to, (double)billed };
+    u->ivs[u->nivs % DUTY_IVS] = (struct duty_iv){ from, to, to - from, (double)billed };
     u->nivs++;
 }
 
@@ -226,7 +233,7 @@ void duty_uncapped(struct gdev *d, uint64_t now)
         last->b = now + 1;
         return;
     }
-    u->uncapped[u->nuncapped % DUTY_UNCAPPED] = (struct duty_iv){ now, now + 1, 0 };
+    u->uncapped[u->nuncapped % DUTY_UNCAPPED] = (struct duty_iv){ now, now + 1, 1, 0 };
     u->nuncapped++;
 }
 
@@ -242,12 +249,13 @@ static uint64_t overlap(uint64_t a, uint64_t b, uint64_t lo, uint64_t hi)
 
 /*
  * The time in flight counted on d within [a, b) (monotonic ns), and in *billed what was billed
- * for it (a stretch's bill spread evenly over it); -1 if the kept stretches do not reach back
- * that far, or the process launched uncapped then.
+ * for it (an entry's time in flight and bill spread evenly over it); -1 if the kept entries
+ * do not reach back that far, or the process launched uncapped then.
  */
 static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, double *billed)
 {
-    uint64_t i, n, sum = 0;
+    uint64_t i, n;
+    double sum = 0;
 
     *billed = 0;
     if (b <= a || u->ivs == NULL)
@@ -265,13 +273,13 @@ static int64_t span_between(const struct duty_dev *u, uint64_t a, uint64_t b, do
         uint64_t o;
 
         if (v->b <= a)
-            return (int64_t)sum; /* older ones end before the window: they are in order */
+            return (int64_t)(sum + 0.5); /* older ones end before the window: they are in order */
         o = overlap(v->a, v->b, a, b);
-        sum += o;
+        sum += (double)v->flight * (double)o / (double)(v->b - v->a);
         *billed += v->billed * (double)o / (double)(v->b - v->a);
     }
     /* All kept stretches reach into the window: the oldest may have gone from the ring. */
-    return u->nivs > DUTY_IVS ? -1 : (int64_t)sum;
+    return u->nivs > DUTY_IVS ? -1 : (int64_t)(sum + 0.5);
 }
 
 uint32_t duty_ppm(const struct gdev *d, uint64_t now)
