@@ -373,17 +373,23 @@ assert sorted(v) == sorted(['index', 'uuid', 'memory_limit_bytes', 'memory_used_
     # Device time used at half the wall-clock rate, written where the interposer keeps it
     # (tenant_abi.h: dev[0] at 232, compute_busy_ns at 64 within it).
     f=$(ls "$GPUSLICE_RUN_DIR"/gpuslice-*.tenant)
+    # (It says when it has begun: under a loaded CI machine python3's start took over the 0.3 s
+    # this test used to sleep, and the first sample saw nothing written yet: 27-30 %.)
+    rm -f "$T/poking"
     python3 -c '
 import mmap, struct, sys, time
 with open(sys.argv[1], "r+b") as f:
     m = mmap.mmap(f.fileno(), 0)
-    t0 = time.monotonic_ns()
-    while time.monotonic_ns() < t0 + 3e9:
+    t0, said = time.monotonic_ns(), False
+    while time.monotonic_ns() < t0 + 4e9:
         struct.pack_into("<Q", m, 296, (time.monotonic_ns() - t0) // 2)
+        if not said and time.monotonic_ns() > t0 + 1e8:
+            open(sys.argv[2], "a").close()
+            said = True
         time.sleep(0.001)
-' "$f" &
+' "$f" "$T/poking" &
     poker=$!
-    sleep 0.3
+    for i in $(seq 100); do [ -e "$T/poking" ] && break; sleep 0.05; done
     expect 0 "tenants --json --interval 0.5" -- "$GS" tenants --json --interval 0.5
     kill $poker 2>/dev/null; wait $poker 2>/dev/null
     json_ok "compute usage is device time over wall time (50%)" "
