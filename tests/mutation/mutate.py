@@ -239,8 +239,8 @@ class Planted:
             f.write(self.original)
 
 
-def test_mutant(w, m, log):
-    """'KILLED', test | 'SURVIVED', None | 'INVALID', error line."""
+def test_mutant(w, m, log, hinted_only=False):
+    """'KILLED', test | 'SURVIVED', None | 'HINT-PASSED', None | 'INVALID', error line."""
     with Planted(w, m):
         rc, out = w.make(log)
         if rc != 0:
@@ -249,6 +249,8 @@ def test_mutant(w, m, log):
             rc, out = w.ctest(log, include=regex_of(m.tests))
             if rc != 0:
                 return "KILLED", first_failure(out) or "(ctest exit %d)" % rc
+        if hinted_only:
+            return "HINT-PASSED", None
         rc, out = w.ctest(log, exclude=regex_of(m.tests) if m.tests else None)
         if rc != 0:
             return "KILLED", first_failure(out) or "(ctest exit %d)" % rc
@@ -291,9 +293,17 @@ def main():
                     "copy first, and stop if it fails")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (copy, build, "
                     "one log per mutant)")
+    ap.add_argument("--mutants", metavar="FILE", default=LIST, help="the list to read (default "
+                    "tests/mutation/mutants.txt): candidates can be screened before they join it")
+    ap.add_argument("--hinted-only", action="store_true", help="screening: run only each mutant's "
+                    "tests: line, not the rest of the suite (a survivor is HINT-PASSED, not proven "
+                    "to survive the whole suite, and the kill rate is not judged)")
     args = ap.parse_args()
 
-    mutants = parse_list(LIST)
+    if not os.path.isfile(args.mutants):
+        sys.exit("mutation: --mutants %s: no such file (a list in the format of mutants.txt)"
+                 % args.mutants)
+    mutants = parse_list(args.mutants)
     by_id = {m.id: m for m in mutants}
     unknown = [i for i in args.ids if i not in by_id]
     if unknown:
@@ -341,7 +351,9 @@ def main():
             if why:
                 verdict, detail = "STALE", why
             else:
-                verdict, detail = test_mutant(w, m, log)
+                if args.hinted_only and not m.tests:
+                    sys.exit("mutation: --hinted-only: mutant %s has no tests: line" % m.id)
+                verdict, detail = test_mutant(w, m, log, args.hinted_only)
                 if verdict == "KILLED" and not confirm(w, detail, log):
                     # A test that failed by chance (a timing band on a busy machine)? Again,
                     # that test alone: on the mutant, then on the original.
@@ -352,7 +364,7 @@ def main():
                         verdict, detail = "UNSURE", ("%s also fails on the original code, or passes "
                                                      "on the mutant when run again" % detail)
             results.append((m, verdict, detail))
-            shown = {"KILLED": "by " + str(detail), "SURVIVED": "", "UNSURE": detail,
+            shown = {"KILLED": "by " + str(detail), "SURVIVED": "", "HINT-PASSED": "", "UNSURE": detail,
                      "INVALID": detail, "STALE": detail}[verdict]
             print("[%2d/%d] %-9s %-28s %s (%.0f s)" % (k, len(chosen), verdict, m.id, shown,
                                                         time.time() - s0), flush=True)
@@ -362,7 +374,7 @@ def main():
         w.done()
 
     killed = [r for r in results if r[1] == "KILLED"]
-    survived = [r for r in results if r[1] in ("SURVIVED", "UNSURE")]
+    survived = [r for r in results if r[1] in ("SURVIVED", "UNSURE", "HINT-PASSED")]
     stale = [r for r in results if r[1] == "STALE"]
     invalid = [r for r in results if r[1] == "INVALID"]
     counted = len(killed) + len(survived)
@@ -379,6 +391,10 @@ def main():
             for m, verdict, detail in rows:
                 print("  %-28s %s: %s%s" % (m.id, m.file, m.bug,
                                             " [%s]" % detail if verdict == "UNSURE" else ""))
+    if args.hinted_only:
+        print("mutation: screening only (--hinted-only): the survivors passed their hinted tests; "
+              "the rest of the suite was not run")
+        return 1 if stale or invalid else 0
     ok = counted > 0 and rate >= THRESHOLD and not stale and not invalid
     if not ok:
         print("mutation: FAIL (%s)" % "; ".join(
