@@ -490,6 +490,198 @@ daemon_metrics)
         promtool check metrics <"$T/body" >"$T/lint" 2>&1
         [ -s "$T/lint" ] && ! grep -v "label names should be written in 'snake_case' not 'camelCase'" "$T/lint" | grep -q . && ok "promtool: only the camelCase of dcgm-exporter's names" || { bad "lint"; cat "$T/lint"; }
     fi ;;
+daemon_options)
+    # gpusliced's options (src/daemon/options.c) without starting it: --print-config shows what
+    # the config file, the flags and the defaults made of each. Pinned exactly: every default,
+    # the file's syntax, the flags winning over it, each kind's bounds and messages, the checks
+    # across options, and the directories computed from the environment.
+    GPUSLICE_DAEMON_DIR=/srv/gs-opt-test
+    export GPUSLICE_DAEMON_DIR
+    pc() { # pc ARGS...: gpusliced --print-config ARGS, its output in $T/out, stderr in $T/err
+        env -u LD_LIBRARY_PATH "$D" "$@" --print-config >"$T/out" 2>"$T/err"
+    }
+    val() { sed -n "s/^$1 = //p" "$T/out"; }
+    is() { # is NAME VALUE WHAT
+        v=$(val "$1")
+        [ "$v" = "$2" ] && ok "$3: $1 = $2" || { bad "$3: $1 = '$v', want '$2'"; cat "$T/err"; }
+    }
+    # Every option's default, exactly (and nothing more, nothing less).
+    pc --config /dev/null || bad "--print-config with an empty file: exit $?"
+    cat >"$T/defaults" <<EOD
+run-dir = /srv/gs-opt-test
+state-dir = /srv/gs-opt-test/state
+socket = /srv/gs-opt-test/gpusliced.sock
+listen = 
+token-file = 
+admin-group = gpuslice-admin
+socket-group = gpuslice
+nvml = 
+metrics-labels = dcgm
+sample-ms = 100
+sweep-ms = 250
+max-connections = 128
+max-peer-connections = 32
+reserved-connections = 8
+timeout-s = 10
+request-timeout-s = 10
+request-memory = 67108864
+webhook-max-body = 4194304
+nice = -10
+max-body = 65536
+max-header = 16384
+max-sse = 32
+events-history = 1024
+kube-api = 
+kube-token-file = 
+kube-ca-file = 
+node-name = 
+webhook-listen = 
+webhook-cert = 
+webhook-key = 
+inject-lib-dir = /var/lib/gpuslice/lib
+inject-run-dir = 
+guard-memory = kill
+guard-compute = freeze
+guard-grace-ms = 200
+guard-compute-margin = 10
+tenant-cgroup = 
+tenants-per-user = 16
+members-per-user = 1024
+pod-member-reserve = 512
+dra = false
+dra-publish-s = 10
+kubelet-plugin-dir = /var/lib/kubelet/plugins/gpu.gpuslice.io
+kubelet-registry-dir = /var/lib/kubelet/plugins_registry
+cdi-dir = /var/run/cdi
+nvidia-cdi-dirs = /etc/cdi:/var/run/cdi
+pod-reserve = 64
+host-cgroup-root = /sys/fs/cgroup
+pod-latency-namespaces = 
+foreground = false
+webhook-only = false
+webhook-claims = false
+simulated = false
+verbose = false
+EOD
+    diff "$T/defaults" "$T/out" >"$T/diff" && ok "every default as documented" || { bad "defaults differ"; cat "$T/diff"; }
+    # The socket group's default is the build's (GD_SOCKET_GROUP_DEFAULT): the line above holds
+    # the shipped one; the file's syntax: comments, blank lines, spaces and tabs, CRLF, no spaces.
+    printf '# gpusliced.conf\n\n  sweep-ms = 600   # a comment after the value\n\tsample-ms=50\r\nmax-sse\t=\t7\nadmin-group = ops\nverbose = yes\ndra = true\nmetrics-labels = prometheus\n   \n' >"$T/conf"
+    pc --config "$T/conf" || bad "a valid file: exit $?"
+    is sweep-ms 600 "the file"; is sample-ms 50 "the file (CRLF, no spaces)"; is max-sse 7 "the file (tabs)"
+    is admin-group ops "the file"; is verbose true "the file (yes)"; is dra true "the file"
+    is metrics-labels prometheus "the file"; is max-body 65536 "the file (an option it does not name)"
+    # The flags win over the file, given before or after --config, in each form.
+    pc --sweep-ms 300 --config "$T/conf" --max-sse=9 --verbose=false --dra
+    is sweep-ms 300 "a flag before --config"; is max-sse 9 "--opt=value"; is verbose false "--verbose=false"
+    is dra true "a bare boolean flag"; is sample-ms 50 "the file's where no flag"
+    pc --config="$T/conf"; is sweep-ms 600 "--config=FILE"
+    # Each kind's bounds: both ends accepted, one past them refused, naming the option and range.
+    for spec in sample-ms:10:60000 sweep-ms:10:60000 max-sse:0:1000 pod-reserve:0:255 \
+        events-history:16:1000000 nice:-20:19 guard-compute-margin:0:100 tenants-per-user:0:256 \
+        members-per-user:1:4096 pod-member-reserve:0:4095 max-header:1024:1048576 \
+        timeout-s:1:3600 dra-publish-s:1:3600 guard-grace-ms:0:60000 max-connections:1:10000 \
+        reserved-connections:0:1000; do
+        o=${spec%%:*}; r=${spec#*:}; lo=${r%%:*}; hi=${r#*:}
+        pc --config /dev/null --$o "$lo"; is "$o" "$lo" "its least"
+        pc --config /dev/null --$o "$hi"; is "$o" "$hi" "its most"
+        for v in $((lo - 1)) $((hi + 1)); do
+            expect 2 "--$o $v refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --$o "$v" --print-config
+            stderr_has "$o \"$v\" is not an integer from $lo to $hi"
+        done
+    done
+    for v in "" 12x "12 " 0x10 99999999999999999999; do
+        expect 2 "--sweep-ms '$v' refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --sweep-ms "$v" --print-config
+    done
+    # max-body at its most needs request-memory of four times it: both ends of that rule.
+    pc --config /dev/null --max-body 16777216 --request-memory 67109120; is max-body 16777216 "with request-memory 4 x + 256"
+    expect 2 "request-memory one byte short" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --max-body 16777216 --request-memory 67109119 --print-config
+    stderr_has "request-memory 67109119 is less than 4 times the largest body (16777216, max-body)"
+    stderr_has "give at least 67109120"
+    # Strings: the buffer's length less one accepted, one more refused; paths absolute.
+    l15=abcdefghijklmno; l127=$(printf '%0127d' 0); l255=$(printf 'n%0254d' 0)
+    pc --config /dev/null --node-name "$l255"; is node-name "$l255" "255 characters"
+    expect 2 "a 256-character node-name refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --node-name "${l255}x" --print-config
+    stderr_has "node-name is 256 characters long (at most 255)"
+    expect 2 "a 16-character metrics-labels refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --metrics-labels "${l15}p" --print-config
+    stderr_has "metrics-labels is 16 characters long (at most 15)"
+    expect 2 "metrics-labels of 15 characters, neither kind, refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --metrics-labels "$l15" --print-config
+    stderr_has "metrics-labels \"$l15\" is not dcgm or prometheus"
+    pc --config /dev/null --listen "$l127" --token-file /tok; is listen "$l127" "127 characters"
+    expect 2 "a 128-character listen refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --listen "${l127}1" --token-file /tok --print-config
+    stderr_has "listen is 128 characters long (at most 127)"
+    expect 2 "a relative path refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --state-dir state --print-config
+    stderr_has "state-dir \"state\" is not an absolute path"
+    pc --config /dev/null --nvml ""; is nvml "" "an empty path"
+    for v in 1 true yes; do pc --config /dev/null --simulated="$v"; is simulated true "--simulated=$v"; done
+    for v in 0 false no; do pc --config /dev/null --simulated --simulated="$v"; is simulated false "--simulated=$v"; done
+    expect 2 "a bare boolean flag takes no next argument" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --simulated true --print-config
+    stderr_has "unexpected argument \"true\""
+    expect 2 "a boolean 'maybe' refused" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --dra=maybe --print-config
+    stderr_has "dra \"maybe\" is not a boolean (use true or false)"
+    # The file's errors name the file and line; a missing named file is refused.
+    printf 'sweep-ms = 300\n\nsweep_ms = 400\n' >"$T/conf2"
+    expect 2 "an unknown name in the file" -- env -u LD_LIBRARY_PATH "$D" --config "$T/conf2" --print-config
+    stderr_has "$T/conf2:3: unknown option \"sweep_ms\""
+    printf '# x\nsweep-ms 300\n' >"$T/conf2"
+    expect 2 "a line without =" -- env -u LD_LIBRARY_PATH "$D" --config "$T/conf2" --print-config
+    stderr_has "$T/conf2:2: \"sweep-ms 300\" is not \"name = value\""
+    printf 'max-sse = 1001\n' >"$T/conf2"
+    expect 2 "a value out of range in the file" -- env -u LD_LIBRARY_PATH "$D" --config "$T/conf2" --print-config
+    stderr_has "$T/conf2:1: max-sse \"1001\" is not an integer from 0 to 1000"
+    { printf 'node-name = '; printf '%04090d' 0; printf '\n'; } >"$T/conf2"
+    expect 2 "a line of 4103 characters" -- env -u LD_LIBRARY_PATH "$D" --config "$T/conf2" --print-config
+    stderr_has "$T/conf2:1: line too long (at most 4094 characters)"
+    expect 2 "a missing --config file" -- env -u LD_LIBRARY_PATH "$D" --config "$T/none.conf" --print-config
+    stderr_has "cannot read $T/none.conf"
+    expect 2 "--config without a file" -- env -u LD_LIBRARY_PATH "$D" --config
+    expect 2 "an unknown flag" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --sweep 300
+    stderr_has "unknown option --sweep"
+    expect 2 "a flag without its value" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --sweep-ms
+    stderr_has "sweep_ms needs a value\|sweep-ms needs a value"
+    expect 2 "an argument that is not an option" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null sweep-ms
+    # The checks across options, each alone.
+    expect 2 "--listen without --token-file" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --listen 127.0.0.1:1 --print-config
+    stderr_has "needs --token-file"
+    expect 2 "a webhook without its certificate" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-listen 127.0.0.1:1 --webhook-key /k --print-config
+    stderr_has "needs --webhook-cert and --webhook-key"
+    expect 2 "a webhook without its key" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-listen 127.0.0.1:1 --webhook-cert /c --print-config
+    pc --config /dev/null --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k
+    is webhook-listen 127.0.0.1:1 "a webhook with both"
+    expect 2 "the webhook's body past request-memory" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --webhook-max-body 67108864 --print-config
+    stderr_has "(67108864, webhook-max-body)"
+    expect 2 "--webhook-claims without the webhook" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-claims --print-config
+    stderr_has "needs --webhook-listen"
+    expect 2 "--webhook-claims with kube-api off" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-claims --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --kube-api off --print-config
+    stderr_has "not off"
+    expect 2 "--webhook-only without the webhook" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-only --inject-run-dir /run/gpuslice --print-config
+    expect 2 "--webhook-only without --inject-run-dir" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-only --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --print-config
+    stderr_has "needs --inject-run-dir"
+    expect 2 "--webhook-only with --listen" -- env -u LD_LIBRARY_PATH "$D" --config /dev/null --webhook-only --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --inject-run-dir /run/gpuslice --listen 127.0.0.1:2 --token-file /t --print-config
+    stderr_has "leave out --listen 127.0.0.1:2"
+    pc --config /dev/null --webhook-only --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --inject-run-dir /run/gpuslice
+    is webhook-only true "--webhook-only with all it needs"
+    # The directories: from --run-dir; else from the environment (absolute only).
+    pc --config /dev/null --run-dir /a/b; is run-dir /a/b "--run-dir"; is state-dir /a/b/state "under --run-dir"
+    is socket /a/b/gpusliced.sock "under --run-dir"
+    pc --config /dev/null --run-dir /a/b --state-dir /s --socket /k.sock; is state-dir /s "--state-dir"; is socket /k.sock "--socket"
+    if [ "$(id -u)" = 0 ]; then
+        GPUSLICE_DAEMON_DIR=relative pc --config /dev/null
+        is run-dir /run/gpuslice "root, a relative GPUSLICE_DAEMON_DIR"; is state-dir /var/lib/gpuslice "root in /run/gpuslice"
+        pc --config /dev/null --run-dir /run/gpuslice/x; is state-dir /run/gpuslice/x/state "root elsewhere"
+    else
+        env GPUSLICE_DAEMON_DIR=relative XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out"
+        is run-dir /xdg/gpuslice "a user, a relative GPUSLICE_DAEMON_DIR"
+        env -u GPUSLICE_DAEMON_DIR -u XDG_RUNTIME_DIR "$D" --config /dev/null --print-config >"$T/out"
+        is run-dir "/tmp/gpuslice-$(id -u)" "a user without XDG_RUNTIME_DIR"
+    fi
+    # --help names every option printed, with its default; --version.
+    env -u LD_LIBRARY_PATH "$D" --help >"$T/help" || bad "--help: exit $?"
+    pc --config /dev/null
+    n=0; for o in $(sed 's/ = .*//' "$T/out"); do grep -q -- "--$o " "$T/help" || { bad "--help lacks --$o"; n=1; }; done
+    [ $n = 0 ] && ok "--help names every option"
+    grep -q -- "--sweep-ms .*\[250\]" "$T/help" && ok "--help shows a default" || bad "--help lacks sweep-ms's default"
+    env -u LD_LIBRARY_PATH "$D" --version | grep -q "^gpusliced [0-9]" && ok "--version" || bad "--version" ;;
 daemon_found_sim)
     # The simulator found as the driver, as README sets it up (LD_LIBRARY_PATH=build/lib/sim,
     # no --simulated): the daemon says it runs on the simulated GPU, as it does when it falls
