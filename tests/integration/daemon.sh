@@ -438,6 +438,11 @@ daemon_metrics)
     awk '/^gpuslice_tenant_memory_used_bytes/ { if ($2 >= 100*1048576) f=1 } END { exit !f }' "$T/body" && ok "usage series" || bad "usage"
     grep -q '^gpuslice_tenant_processes{.*} 1$' "$T/body" && ok "one process" || bad "processes"
     grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",uuid=' "$T/body" && ok "device series" || bad "device"
+    # Wall-clock times are Unix times (the clock a dashboard compares them with), not uptime.
+    now=$(date +%s)
+    awk -v now="$now" '/^gpuslice_daemon_start_time_seconds / { f = ($2 > now - 60 && $2 <= now + 1) } END { exit !f }' "$T/body" && ok "start time within a minute of now" || { bad "start time"; grep start_time "$T/body"; echo "now $now"; }
+    curl -s --unix-socket "$SOCK" http://d/v1/tenants >"$T/tenants.json"
+    python3 -c "import json,sys,time; d=json.load(open(sys.argv[1])); c=[t['created_unix_ns'] for t in d['tenants'] if t['name']=='m'][0]; assert abs(c/1e9 - time.time()) < 60, c" "$T/tenants.json" && ok "a tenant's creation is a Unix time" || { bad "created_unix_ns"; cat "$T/tenants.json"; }
     # Issue 32: each series in its base unit and with its own value. The simulated GPU is idle
     # (the process only allocates): 0 % busy, 110 W, an SM clock of 1980 MHz, 30 degrees, 16 GiB.
     G0='{gpu="0",uuid="GPU-5ac1ce00-0000-4000-8000-000000000000",model_name="gpuslice simulated GPU",hostname="[^"]*"}'
@@ -705,7 +710,18 @@ daemon_found_sim)
     i=0; while [ $i -lt 100 ] && ! curl -s --unix-socket "$SOCK" http://d/readyz 2>/dev/null | grep -q ready; do sleep 0.05; i=$((i + 1)); done
     want 200 "readyz, --nvml the simulator's" GET /readyz
     body_has '"simulated":true'
-    stop_daemon ;;
+    stop_daemon
+    # Into the background (no --foreground): the starting process exits 0 only once the daemon
+    # serves, and 1 where it fails to start (what a service manager is told).
+    env -u LD_LIBRARY_PATH "$D" --simulated --config /dev/null --run-dir "$T/bgrun" >"$T/out" 2>"$T/err"; rc=$?
+    bgpid=$(pgrep -f -- "--run-dir $T/bgrun\$" | head -1)
+    [ -n "$bgpid" ] && BG="$BG $bgpid"
+    [ $rc = 0 ] && ok "into the background: exit 0" || { bad "into the background: exit $rc"; cat "$T/err"; }
+    curl -s --unix-socket "$T/bgrun/gpusliced.sock" http://d/readyz | grep -q ready && ok "serving when its starter returned" || bad "not serving when its starter returned"
+    [ -n "$bgpid" ] && [ "$bgpid" != $$ ] && kill "$bgpid" 2>/dev/null
+    : >"$T/notadir"
+    expect 1 "into the background, failing to start: exit 1" -- env -u LD_LIBRARY_PATH "$D" --simulated --config /dev/null --run-dir "$T/notadir"
+    pgrep -f -- "--run-dir $T/notadir" >/dev/null && bad "a daemon that failed is still running" ;;
 daemon_gpus)
     # The daemon on 2 and 4 simulated GPUs: every GPU in /v1/devices and /metrics, and a
     # tenant's per-device limits and use, each under its own GPU.
