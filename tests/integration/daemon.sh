@@ -760,6 +760,14 @@ assert u[0]['memory_limit_bytes'] == 1 << 30 and u[$L]['memory_limit_bytes'] == 
 assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]['memory_used_bytes'] < 800 << 20, u" && ok "the API: limits and use per GPU" || { bad "tenant devices"; cat "$T/body"; }
         touch "$T/go"; wait $W
         grep -qx "alloc 1500 CUDA_ERROR_OUT_OF_MEMORY" "$T/md.out" && ok "GPU $L's 2 GiB held" || { bad "GPU $L limit"; cat "$T/md.out"; }
+        # Each GPU's processes take turns on the daemon's board of that GPU (found by its UUID
+        # among those the boards socket sends), the first GPU's and the last's.
+        # (A tenant with a ceiling: one without lets its launches pass ungoverned.)
+        want 201 "a tenant of ceiling 80" POST /v1/tenants "{\"name\":\"bd$N\",\"compute\":80}"
+        for g in 0 $L; do
+            env GPUSLICE_DEBUG=1 CUDA_VISIBLE_DEVICES=$g "$GS" run --tenant bd$N -- "$B/tests/compute_load" stream 0.2 500 >"$T/bd.out" 2>&1
+            grep -q "device 0: the daemon's board ($T/drun/" "$T/bd.out" && ok "GPU $g of $N: the daemon's board" || { bad "GPU $g of $N: not the daemon's board"; cat "$T/bd.out"; }
+        done
         stop_daemon
     done ;;
 daemon_events)
