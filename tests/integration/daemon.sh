@@ -485,6 +485,11 @@ daemon_metrics)
     /^gpuslice_tenant_throttled_seconds_total\{tenant="1",/ { t = $2; nt++ }
     END { exit !(ng == 1 && nt == 1 && g + 0 > 0.2 && g + 0 < 1 && t + 0 > 0.2 && t + 0 < 2 && g != t) }' "$T/body" &&
         ok "GPU time and throttled time after a second at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
+    # The GPU's busy share over the last second, as a ratio (NVML's SM figure, not the memory
+    # controller's, which the simulator keeps at 0), in the metrics and the API alike.
+    awk '/^gpuslice_gpu_utilization_ratio\{gpu="0",/ { f = ($NF >= 0.3 && $NF <= 0.75) } END { exit !f }' "$T/body" && ok "GPU 0 busy about half the last second, as a ratio" || { bad "utilization after the load"; grep '^gpuslice_gpu_utilization' "$T/body"; }
+    curl -s --unix-socket "$SOCK" http://d/v1/devices/0 >"$T/dev0.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['utilization']; assert 0.3 <= u <= 0.75, u" "$T/dev0.json" && ok "the API's utilization: the same ratio" || { bad "the API's utilization"; cat "$T/dev0.json"; }
     touch "$T/go"; wait $P1
     stop_daemon
     # dcgm-exporter's label names (the default): promtool's lint finds only their case.
@@ -758,7 +763,18 @@ daemon_gpus)
 u = {x['index']: x for x in d['devices']}
 assert u[0]['memory_limit_bytes'] == 1 << 30 and u[$L]['memory_limit_bytes'] == 2 << 30, u
 assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]['memory_used_bytes'] < 800 << 20, u" && ok "the API: limits and use per GPU" || { bad "tenant devices"; cat "$T/body"; }
-        touch "$T/go"; wait $W
+        # A second process of the tenant, on GPU $L alone: counted there, not on GPU 0.
+        rm -f "$T/up2"
+        CUDA_VISIBLE_DEVICES=$L "$GS" run --tenant md$N -- "$P" alloc:50 mark:"$T/up2" wait:"$T/go" >"$T/md2.out" 2>&1 &
+        W2=$!
+        BG="$BG $W2"
+        for i in $(seq 200); do [ -e "$T/up2" ] && break; sleep 0.05; done
+        sleep 0.4
+        want 200 "metrics with a second process" GET /metrics
+        awk -v n="md$N" -v L="$L" 'index($0, "gpuslice_tenant_processes{") == 1 && index($0, "tenant_name=\"" n "\"") {
+            if (index($0, "gpu=\"0\"")) a = $NF; if (index($0, "gpu=\"" L "\"")) b = $NF }
+            END { exit !(a == 1 && b == 2) }' "$T/body" && ok "processes per GPU: 1 on GPU 0, 2 on GPU $L" || { bad "processes per GPU"; grep "^gpuslice_tenant_processes" "$T/body"; }
+        touch "$T/go"; wait $W; wait $W2
         grep -qx "alloc 1500 CUDA_ERROR_OUT_OF_MEMORY" "$T/md.out" && ok "GPU $L's 2 GiB held" || { bad "GPU $L limit"; cat "$T/md.out"; }
         # Each GPU's processes take turns on the daemon's board of that GPU (found by its UUID
         # among those the boards socket sends), the first GPU's and the last's.
