@@ -49,7 +49,11 @@ daemon_nvclaims)
     U1=a1a1a1a1-0000-4000-8000-000000000001 U2=a2a2a2a2-0000-4000-8000-000000000002
     U3=a3a3a3a3-0000-4000-8000-000000000003 U4=a4a4a4a4-0000-4000-8000-000000000004
     U5=a5a5a5a5-0000-4000-8000-000000000005
-    trap 'cg_cleanup_own $U1 $U2 $U3 $U4 $U5; cleanup' EXIT
+    U7=a7a7a7a7-0000-4000-8000-000000000007
+    trap 'cg_cleanup_own $U1 $U2 $U3 $U4 $U5 $U7; cleanup' EXIT
+    # Two GPUs, of which NVIDIA's slice lists the first until later.
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    UUID1=GPU-5ac1ce00-0000-4000-8000-000000000001
     # NVIDIA's slice of node1 (ConsumableShares, --consumable-shares=memory), and another node's.
     for n in node1 node2; do
         u=$UUID0; [ $n = node2 ] && u=GPU-0ddba11e-0000-4000-8000-000000000000
@@ -90,6 +94,28 @@ daemon_nvclaims)
     tenant_until 10 "$U5" 'd["pod"]["refused"] and "ns1/nv-late cannot be read" in d["pod"]["error"]' && ok "an unreadable claim: pod late refused, naming it" || bad "late not refused"
     kctl -d '{"clear":true}' "$KC/deny" >/dev/null
     tenant_until 20 "$U5" 'not d["pod"]["refused"] and d["limits"]["memory"].get("'"$UUID0"'") == 3 << 30' && ok "readable again: pod late gets its 3 GiB" || bad "late not recovered"
+    # The API server cannot answer (503) when the pod changes: the claims' limits are kept as
+    # last read (an allocation holds while its claim is reserved), not refused for a blip.
+    kctl -d '{"verb":"get","resource":"resourceclaims","code":503}' "$KC/deny" >/dev/null
+    kctl -d "$(nvpod late "$U5" nv-late '{"example.com/changed":"1"}')" "$KC/pods" >/dev/null
+    i=0; while [ $i -lt 100 ] && ! grep -q "pod ns1/late: its claims' limits kept as last read" "$T/dlog"; do sleep 0.1; i=$((i + 1)); done
+    grep -q "pod ns1/late: its claims' limits kept as last read: claim ns1/nv-late" "$T/dlog" && ok "503 on a changed pod: its limits kept, the log says so" || { bad "no 'kept as last read'"; tail -5 "$T/dlog"; }
+    tenant_until 2 "$U5" 'not d["pod"]["refused"] and d["limits"]["memory"].get("'"$UUID0"'") == 3 << 30' && ok "pod late: still 3 GiB, not refused" || bad "late lost its limit on a 503"
+    expect 0 "a process of pod late during the 503s" -- in_pod "$U5" "$C1" "$P" alloc:2800 alloc:400
+    grep -q "alloc 2800 ok" "$T/out" && grep -q "alloc 400 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "held to 3 GiB" || { bad "late's process"; cat "$T/out" "$T/err"; }
+    # A refusal (403) on the same change is one: the pod is refused, naming the claim.
+    kctl -d '{"clear":true}' "$KC/deny" >/dev/null
+    kctl -d '{"verb":"get","resource":"resourceclaims"}' "$KC/deny" >/dev/null
+    kctl -d "$(nvpod late "$U5" nv-late '{"example.com/changed":"2"}')" "$KC/pods" >/dev/null
+    tenant_until 10 "$U5" 'd["pod"]["refused"] and "ns1/nv-late cannot be read" in d["pod"]["error"]' && ok "403 on a changed pod: refused" || bad "late not refused on a 403"
+    kctl -d '{"clear":true}' "$KC/deny" >/dev/null
+    # A GPU NVIDIA's driver publishes after the daemon read the slices: a claim on it sends the
+    # daemon to the slices again, and the pod gets its limit on that GPU at the first reading.
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"node1-gpu.nvidia.com-x7k2p"},"spec":{"driver":"gpu.nvidia.com","nodeName":"node1","pool":{"name":"node1","generation":2,"resourceSliceCount":1},"devices":[{"name":"gpu-0","allowMultipleAllocations":true,"attributes":{"type":{"string":"gpu"},"uuid":{"string":"'$UUID0'"}},"capacity":{"memory":{"value":"16Gi"}}},{"name":"gpu-1","allowMultipleAllocations":true,"attributes":{"type":{"string":"gpu"},"uuid":{"string":"'$UUID1'"}},"capacity":{"memory":{"value":"16Gi"}}}]}}' "$KC/objects" >/dev/null
+    nvclaim nv-g1 cccc0007-0000-4000-8000-000000000007 g1 "$U7" gpu-1 node1 2Gi
+    kctl -d "$(nvpod g1 "$U7" nv-g1)" "$KC/pods" >/dev/null
+    tenant_until 10 "$U7" 'd["pod"]["refused"] or d["limits"]["memory"].get("'"$UUID1"'")' || bad "pod g1: no tenant"
+    jq_py 'assert not d["pod"]["refused"] and d["limits"]["memory"].get("'"$UUID1"'") == 2 << 30, d' && ok "pod g1: 2 GiB on $UUID1 at the first reading, never refused" || { bad "g1 refused first"; cat "$T/body"; }
     # More claims than are followed: refused (their limits cannot all be known), with an Event.
     U6=a6a6a6a6-0000-4000-8000-000000000006
     rc=$(python3 -c 'import json; print(json.dumps([{"name": "r%d" % i, "resourceClaimName": "c%d" % i} for i in range(9)]))')
@@ -97,6 +123,7 @@ daemon_nvclaims)
     tenant_until 10 "$U6" 'd["pod"]["refused"] and "more than 8 resource claims" in d["pod"]["error"]' && ok "nine claims: pod many refused" || bad "many not refused"
     kctl "$KC/events" >"$T/events"
     grep -q "nv-gone" "$T/events" && ok "a Warning Event names the claim" || { bad "no event for nv-gone"; cat "$T/events"; }
+    grep -q "nv-g1" "$T/events" && { bad "an Event refused pod g1"; grep nv-g1 "$T/events"; }
     stop_daemon
     ;;
 esac

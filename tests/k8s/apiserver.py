@@ -48,7 +48,8 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
   POST /deny                 body: {"verb": "list"|"watch"|"get"|"create"|"update"|"delete"|
                              "deletecollection", "resource": "pods"|"events"|"resourceslices"|
                              "resourceclaims"|"resourceclaims/status"|...}: refused with 403
-                             from now on; {"clear": true} ends it
+                             from now on (with "code": 500-599, answered that error instead: an
+                             API server that cannot answer); {"clear": true} ends it
   POST /ignore-selector      body: {"on": true|false}: field selectors ignored (every pod sent)
   GET /events                the events written to it, as a JSON list
   GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV,
@@ -212,7 +213,7 @@ class Store:
         self.oldest = 100       # a watch from before this resourceVersion gets 410
         self.history = history
         self.events = []
-        self.deny = set()       # (verb, resource)
+        self.deny = {}          # (verb, resource) -> the status answered (403, or 5xx)
         self.ignore_selector = False
         self.drop_gen = 0
         self.bookmark_gen = 0
@@ -386,7 +387,11 @@ def make_handler(store, args, control):
                     if b.get("clear"):
                         store.deny.clear()
                     else:
-                        store.deny.add((b["verb"], b["resource"]))
+                        code = b.get("code", 403)
+                        if code != 403 and not (isinstance(code, int) and 500 <= code <= 599):
+                            return self.send_json(400, status(400, "BadRequest",
+                                                              "deny: code is 403 or 500-599"))
+                        store.deny[(b["verb"], b["resource"])] = code
             else:
                 return self.send_json(404, status(404, "NotFound", path))
             self.send_json(200, {"ok": True})
@@ -400,7 +405,12 @@ def make_handler(store, args, control):
 
         def denied(self, verb, resource, ns=None, group=""):
             with store.cv:
-                if (verb, resource) in store.deny:
+                code = store.deny.get((verb, resource))
+                if code is not None and code != 403:
+                    self.send_json(code, status(code, "ServiceUnavailable" if code == 503 else
+                                                "InternalError", "the stand-in answers %d" % code))
+                    return True
+                if code is not None:
                     scope = f'in the namespace "{ns}"' if ns else "at the cluster scope"
                     full = f"{resource}.{group}" if group else resource
                     self.send_json(403, status(
