@@ -167,6 +167,44 @@ static const struct good goods[] = {
       GPUSLICE_PRIORITY_BACKGROUND,
       0,
       0 },
+    { "two results on one GPU whose cores sum to exactly 100",
+      RES("a", "gpu-0", CC("1Gi", "60")) "," RES("b", "gpu-0", CC("1Gi", "40")),
+      NULL,
+      NULL,
+      1,
+      { { "gpu-0", NULL, "a", 2, 2 * GiB, 100 } },
+      0,
+      0,
+      0 },
+    { "two results on one GPU whose memory is exactly the total",
+      RES("a", "gpu-0", CC("60Gi", "10")) "," RES("b", "gpu-0", CC("20Gi", "10")),
+      NULL,
+      NULL,
+      1,
+      { { "gpu-0", NULL, "a", 2, 80 * GiB, 20 } },
+      0,
+      0,
+      0 },
+    { "a config for request gpu2 is not request gpu's",
+      RES("gpu", "gpu-0", CC("1Gi", "10")),
+      CFG(",\"requests\":[\"gpu2\"]", "{\"priority\":\"latency\",\"weight\":9}") "," CFG(
+          ",\"requests\":[\"gp\"]", "{\"priority\":\"background\"}"),
+      NULL,
+      1,
+      { { "gpu-0", NULL, "gpu", 1, GiB, 10 } },
+      0,
+      0,
+      0 },
+    { "weight 1 and weight 100, the ends",
+      RES("a", "gpu-0", CC("1Gi", "10")) "," RES("b", "gpu-1", CC("1Gi", "10")),
+      CFG(",\"requests\":[\"a\"]", "{\"weight\":1}") "," CFG(",\"requests\":[\"a\"]",
+                                                               "{\"weight\":100}"),
+      NULL,
+      2,
+      { { "gpu-0", NULL, "a", 1, GiB, 10 }, { "gpu-1", NULL, "b", 1, GiB, 10 } },
+      0,
+      100,
+      0 },
     { "a later config overrides, a main request covers its subrequests",
       RES("a/x", "gpu-0", CC("1Gi", "10")),
       CFG("", "{\"priority\":\"latency\",\"weight\":5}") "," CFG(
@@ -310,6 +348,16 @@ static const struct bad bads[] = {
       CFG(",\"requests\":[\"a\"]", "{\"priority\":\"latency\"}") "," CFG(
           ",\"requests\":[\"b\"]", "{\"priority\":\"background\"}"),
       NULL, "config", "one priority" },
+    { "the whole GPU, then a share of it", META,
+      RES("a", "gpu-0", "") "," RES("b", "gpu-0", CC("1Gi", "0")), NULL, NULL, "results[1]",
+      "memory" },
+    { "a share of it, then the whole GPU", META,
+      RES("a", "gpu-0", CC("1Gi", "0")) "," RES("b", "gpu-0", ""), NULL, NULL, "results[1]",
+      "memory" },
+    { "two devices, two weights", META, RES("a", "gpu-0", "") "," RES("b", "gpu-1", ""),
+      CFG(",\"requests\":[\"a\"]", "{\"weight\":5}") "," CFG(",\"requests\":[\"b\"]",
+                                                               "{\"weight\":7}"),
+      NULL, "config", "one weight" },
     { "nine pods", META, GOOD, NULL,
       POD("1") "," POD("2") "," POD("3") "," POD("4") "," POD("5") "," POD("6") "," POD(
           "7") "," POD("8") "," POD("9"),
@@ -447,6 +495,34 @@ static void test_slice_publishes_each_gpu(void **state)
     json_decref(s);
 }
 
+/* A GPU under two steps of memory publishes it without a policy (upstream requires min + step
+   within the capacity); at exactly two steps, with one from one step to two. */
+static void test_small_gpus_policy(void **state)
+{
+    struct gd_dra_gpu small[3] = { gpus[0], gpus[0], gpus[0] };
+    json_t *s;
+
+    (void)state;
+    small[0].index = 0;
+    small[0].mem_total = 300 * MiB;
+    small[1].index = 1;
+    small[1].mem_total = 511 * MiB;
+    small[2].index = 2;
+    small[2].mem_total = 512 * MiB;
+    s = gd_dra_slice_json("node-a", 1, small, 3);
+    assert_non_null(s);
+    assert_string_equal(str_at(s, "spec.devices.0.capacity.memory.value"), "314572800");
+    assert_null(path(s, "spec.devices.0.capacity.memory.requestPolicy"));
+    assert_null(path(s, "spec.devices.1.capacity.memory.requestPolicy"));
+    assert_string_equal(str_at(s, "spec.devices.2.capacity.memory.requestPolicy.validRange.min"),
+                        "268435456");
+    assert_string_equal(str_at(s, "spec.devices.2.capacity.memory.requestPolicy.validRange.max"),
+                        "536870912");
+    assert_string_equal(str_at(s, "spec.devices.2.capacity.memory.requestPolicy.default"),
+                        "536870912");
+    json_decref(s);
+}
+
 static int dns_subdomain(const char *s)
 {
     size_t i, n = strlen(s);
@@ -480,6 +556,14 @@ static void test_slice_name_of_a_long_node_fits(void **state)
     assert_non_null(b);
     assert_true(dns_subdomain(str_at(a, "metadata.name")));
     assert_true(strlen(str_at(a, "metadata.name")) <= 253);
+    /* cut to fit with a hash of the whole node's name, the driver's suffix kept whole */
+    {
+        const char *nm = str_at(a, "metadata.name");
+        size_t n = strlen(nm), suffix = strlen("-gpu.gpuslice.io");
+
+        assert_true(n >= 250);
+        assert_string_equal(nm + n - suffix, "-gpu.gpuslice.io");
+    }
     assert_string_not_equal(str_at(a, "metadata.name"), str_at(b, "metadata.name"));
     json_decref(a);
     /* the same node, the same name */
@@ -713,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_more_than_max_devices_is_refused),
         cmocka_unit_test(test_slice_publishes_each_gpu),
         cmocka_unit_test(test_slice_name_of_a_long_node_fits),
+        cmocka_unit_test(test_small_gpus_policy),
         cmocka_unit_test(test_cdi_spec_round_trip),
         cmocka_unit_test(test_config_source_marks_the_author),
         cmocka_unit_test(test_checkpoint_round_trip),
