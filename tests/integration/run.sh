@@ -2030,6 +2030,7 @@ compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
+mps_cli) . "$SRC/tests/integration/mps.sh" ;;
 hami | compute_hami) . "$SRC/tests/integration/hami.sh" ;;
 faults_*) . "$SRC/tests/integration/faults.sh" ;;
 hermetic_*) . "$SRC/tests/integration/hermetic.sh" ;;
