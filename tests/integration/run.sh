@@ -143,6 +143,12 @@ side_by_side() {
         ok "$label: the tenant at $cb%: $b"
     else bad "$label: the tenant at $cb%: $b, want $lob..$hib"; cat "$T/b.err"; fi
 }
+table_is() { # table_is DESCRIPTION LINE...: stdout of the last expect is exactly these lines
+    local what=$1
+    shift
+    if [ "$(cat "$T/out")" = "$(printf '%s\n' "$@")" ]; then ok "$what"; else
+        bad "$what"; echo "got:"; cat "$T/out"; echo "want:"; printf '%s\n' "$@"; fi
+}
 json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
     if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
         ok "$1"
@@ -1237,22 +1243,66 @@ info)
     mkdir -p "$T/mps" "$T/empty"
     # One unit per memory line (issue 31: "16 GiB total, 838 MiB used, 15546 MiB free").
     "$GS" run -q -- "$B/tests/mem_probe" alloc:838 mark:"$T/held" wait:"$T/info-release" >/dev/null 2>&1 &
-    BG="$BG $!"
+    MPID=$!
+    BG="$BG $MPID"
     i=0; while [ ! -e "$T/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
     expect 0 "info with memory in use" -- "$GS" info
     if grep -E '^  memory +8\.0 GiB total, [0-9]+\.[0-9] GiB used, [0-9]+\.[0-9] GiB free$' "$T/out" >/dev/null && ! grep "^  memory" "$T/out" | grep -q "MiB"; then
         ok "info's memory lines: one unit each"; else bad "info's memory lines mix units"; grep memory "$T/out"; fi
     touch "$T/info-release"
-    expect 0 "info --json with green contexts" -- "$GS" info --json
+    wait $MPID
+    # The driver's own fields as it reports them, apart from the groups its splits make (a
+    # driver may report a co-scheduled alignment other than its smallest partition).
+    GPUSLICE_SIM_SM_ALIGNMENT=4 expect 0 "info --json with green contexts" -- "$GS" info --json
     json_ok "info --json: the driver's granularity" '
 for x in d["gpus"]:
     gc = x["green_contexts"]
     assert gc["supported"] is True and gc["reason"] is None, gc
     assert (gc["min_sms"], gc["alignment"], gc["finest_split_sms"]) == (8, 8, 2), gc
-    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 8), gc
+    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 4), gc
     assert (gc["groups"], gc["groups_left_over_sms"], gc["finest_groups"]) == (8, 2, 33), gc'
+    # The whole table, to the character (nothing in use: the prober has ended).
     expect 0 "info as a table with green contexts" -- "$GS" info
-    if grep -q "green contexts  groups of 8 SMs or more" "$T/out"; then ok "the table gives the granularity"; else bad "table granularity"; cat "$T/out"; fi
+    table_is "the table: every GPU's lines, MPS, no tenants" "driver 580.159.04-sim, CUDA 13.0, 2 GPUs" "" \
+        "GPU 0: gpuslice simulated GPU  GPU-5ac1ce00-0000-4000-8000-000000000000" \
+        "  memory          8.0 GiB total, 0.0 GiB used, 8.0 GiB free" \
+        "  SMs             66, compute capability 9.0" \
+        "  green contexts  groups of 8 SMs or more, in steps of 8; 2 when co-scheduling is ignored" \
+        "                  split: 8 groups of 8 and 2 SMs left over, or 33 groups of 2" \
+        "  MPS             not running ($T/mps)" "" \
+        "GPU 1: gpuslice simulated GPU  GPU-5ac1ce00-0000-4000-8000-000000000001" \
+        "  memory          8.0 GiB total, 0.0 GiB used, 8.0 GiB free" \
+        "  SMs             66, compute capability 9.0" \
+        "  green contexts  groups of 8 SMs or more, in steps of 8; 2 when co-scheduling is ignored" \
+        "                  split: 8 groups of 8 and 2 SMs left over, or 33 groups of 2" \
+        "  MPS             not running ($T/mps)" "" \
+        "tenants: none in $GPUSLICE_RUN_DIR"
+    # 8 SMs: one group of 8, so no step between sizes to measure: said so.
+    GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info --json on 8 SMs" -- "$GS" info --json
+    json_ok "8 SMs: one group of 8, four of 2, no alignment" '
+gc = d["gpus"][0]["green_contexts"]
+assert gc == {"supported": True, "min_sms": 8, "alignment": None, "finest_split_sms": 2, "groups": 1,
+              "groups_left_over_sms": 0, "finest_groups": 4, "driver_min_sm_partition_size": 8,
+              "driver_sm_coscheduled_alignment": 8,
+              "reason": "alignment could not be measured with cuDevSmResourceSplitByCount"}, gc'
+    GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info on 8 SMs" -- "$GS" info
+    if grep -qxF "  green contexts  groups of 8 SMs or more; 2 when co-scheduling is ignored" "$T/out" &&
+        grep -qxF "                  split: 1 groups of 8 and 0 SMs left over, or 4 groups of 2" "$T/out" &&
+        grep -qxF "                  (alignment could not be measured with cuDevSmResourceSplitByCount)" "$T/out" &&
+        grep -qxF "driver 580.159.04-sim, CUDA 13.0, 1 GPU" "$T/out"; then
+        ok "8 SMs: no step, the split and why"; else bad "8 SMs as a table"; cat "$T/out"; fi
+    # Each memory figure in the unit the total is best told in, at the unit's edge.
+    for m in "1G 1.0 GiB total, 0.0 GiB used, 1.0 GiB free" "1023M 1023 MiB total, 0 MiB used, 1023 MiB free"; do
+        GPUSLICE_SIM_STATE="$T/mem-${m%% *}.state" GPUSLICE_SIM_MEMORY=${m%% *} GPUSLICE_SIM_DEVICES=1 expect 0 "info on ${m%% *}" -- "$GS" info
+        if grep -qxF "  memory          ${m#* }" "$T/out"; then ok "${m%% *}: ${m#* }"; else bad "${m%% *}: $(grep memory "$T/out")"; fi
+    done
+    # No GPU visible (cuInit: CUDA_ERROR_NO_DEVICE): none described, and -d names none.
+    CUDA_VISIBLE_DEVICES= expect 0 "info with CUDA_VISIBLE_DEVICES empty" -- "$GS" info
+    table_is "no GPUs" "driver 580.159.04-sim, CUDA 13.0, 0 GPUs" "" "tenants: none in $GPUSLICE_RUN_DIR"
+    CUDA_VISIBLE_DEVICES= expect 2 "info -d 0 with no GPU" -- "$GS" info -d 0
+    if [ "$(cat "$T/err")" = 'gpuslice: --device: "0" is none of the 0 GPUs described here (none)' ]; then ok "none named"; else bad "-d 0 with no GPU"; cat "$T/err"; fi
+    CUDA_VISIBLE_DEVICES=1 expect 2 "info -d 1 with one GPU visible" -- "$GS" info -d 1
+    if [ "$(cat "$T/err")" = 'gpuslice: --device: "1" is none of the 1 GPU described here (CUDA indexes 0)' ]; then ok "one GPU named"; else bad "-d 1 with one GPU"; cat "$T/err"; fi
     export GPUSLICE_SIM_GREEN=0
     expect 0 "info --json" -- "$GS" info --json
     json_ok "info --json: two GPUs as configured, green contexts not supported, with a reason" '
@@ -1263,14 +1313,15 @@ for x in g:
     assert x["compute_capability"] == "9.0" and x["memory_total_bytes"] == 8 << 30, x
     assert x["memory_used_bytes"] + x["memory_free_bytes"] == x["memory_total_bytes"], x
     gc = x["green_contexts"]
-    assert gc["supported"] is False and "not supported by this driver" in gc["reason"], gc
+    assert gc["supported"] is False and gc["reason"] == "not supported by this driver (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)", gc
+    assert [gc[k] for k in ("groups", "groups_left_over_sms", "finest_groups", "driver_min_sm_partition_size", "driver_sm_coscheduled_alignment")] == [None] * 5, gc
     assert gc["min_sms"] is None and gc["alignment"] is None and gc["finest_split_sms"] is None, gc
     assert x["mps"] == "not running", x
 assert g[1]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000001", g
 assert d["driver_version"] == "580.159.04-sim" and d["cuda_driver_version"] == "13.0", d
 assert d["tenants"] == [], d["tenants"]'
     expect 0 "info as a table" -- "$GS" info
-    if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && grep -q "not supported by this driver" "$T/out"; then
+    if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && [ "$(grep -cxF "  green contexts  not supported by this driver (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)" "$T/out")" = 2 ]; then
         ok "the table names each UUID and why green contexts are unknown"
     else bad "table lacks the UUID or the reason"; cat "$T/out"; fi
     LD_LIBRARY_PATH="$T/empty" expect 1 "info without a driver fails" -- "$GS" info; stderr_has "no NVIDIA driver found: libcuda.so.1"
@@ -1282,6 +1333,12 @@ assert d["tenants"] == [], d["tenants"]'
     # -q after the command, as before it: notes (here: NVML missing) are not printed.
     GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "info without NVML" -- "$GS" info --json
     stderr_has "info: NVML not loaded"
+    json_ok "without NVML: no memory figures, no driver version" '
+assert d["driver_version"] is None and d["cuda_driver_version"] == "13.0", d
+assert all(x["memory_total_bytes"] is None and x["memory_used_bytes"] is None and x["memory_free_bytes"] is None for x in d["gpus"]), d'
+    GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "info without NVML as a table" -- "$GS" info
+    if grep -qxF "driver ?, CUDA 13.0, 2 GPUs" "$T/out" && [ "$(grep -cxF "  memory          ? total, ? used, ? free" "$T/out")" = 2 ]; then
+        ok "without NVML: ? for what is unknown"; else bad "table without NVML"; cat "$T/out"; fi
     for q in "info -q" "info --quiet" "-q info"; do
         GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "gpuslice $q without NVML" -- "$GS" $q --json
         if [ -s "$T/err" ]; then bad "gpuslice $q printed a note"; cat "$T/err"; else ok "gpuslice $q is quiet"; fi
@@ -1305,9 +1362,31 @@ assert len(t) == 1 and len(t[0]["pids"]) == 1, d["tenants"]
 dev = t[0]["devices"][0]
 assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memory_used_bytes"] >= 536870912, dev
 assert dev["uuid"] == g["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", (dev, g["uuid"])'
-    expect 0 "info table with a tenant" -- "$GS" info
-    if grep -q "infohold" "$T/out"; then ok "the table lists the tenant"; else bad "table lacks the tenant"; cat "$T/out"; fi
-    release ;;
+    # The table's tenant rows, column by column: a limit and no ceiling; a limit and a ceiling;
+    # a tenant named after its program (sh) that has not used a GPU yet.
+    "$GS" run -q --name ceil --memory 2G --compute 30 -- "$IT" hold 1048576 "$T/release" >"$T/ceil.out" 2>&1 &
+    CPID=$!
+    "$GS" run -q --memory 3G --compute 40 -- sh -c 'touch "$1/nodev.up"; while [ ! -e "$1/release" ]; do sleep 0.05; done' sh "$T" &
+    NPID=$!
+    for i in $(seq 200); do grep -q "^hold" "$T/ceil.out" 2>/dev/null && [ -e "$T/nodev.up" ] && break; sleep 0.05; done
+    expect 0 "info --json with three tenants" -- "$GS" info --json
+    ids=$(python3 -c 'import json, sys
+t = {x["name"]: x["id"] for x in json.load(open(sys.argv[1]))["tenants"]}
+print(t.get("infohold", "?"), t.get("ceil", "?"), t.get("sh", "?"))' "$T/out")
+    expect 0 "info table with tenants" -- "$GS" info
+    set -- $ids
+    u1=$(awk -v id="$1" '$1 == id { print $4 " " $5 }' "$T/out")
+    u2=$(awk -v id="$2" '$1 == id { print $4 " " $5 }' "$T/out")
+    row() { printf '  %-28s %-16s %-4s %-12s %-12s %s\n' "$@"; }
+    want=$(row ID NAME GPU "MEM USED" "MEM LIMIT" CEILING)
+    if grep -qxF "tenants (details: gpuslice tenants):" "$T/out" && grep -qxF -- "$want" "$T/out"; then ok "the tenants' header"; else bad "tenants' header"; cat "$T/out"; fi
+    for r in "$1|infohold|0|$u1|1 GiB|none" "$2|ceil|0|$u2|2 GiB|30%" "$3|sh|-|-|-|-"; do
+        want=$(IFS='|'; set -- $r; row "$@")
+        if grep -qxF -- "$want" "$T/out"; then ok "row: $r"; else bad "no row '$want'"; cat "$T/out"; fi
+    done
+    case "$u1" in [0-9]*" MiB") ok "MEM USED in MiB: $u1" ;; *) bad "MEM USED '$u1'" ;; esac
+    release
+    wait $CPID $NPID ;;
 mps)
     # GPUSLICE_MPS_TIMEOUT: decimal seconds above 0, at most 600; 0 would time out every call.
     for v in abc 0 0.0 -1 601 1e1 " 5" inf 0x10 .; do
