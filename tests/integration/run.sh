@@ -1170,7 +1170,15 @@ cli_device)
     unset CUDA_VISIBLE_DEVICES
     # A GPU that does not exist is refused before anything starts (issue 31: CUDA would stop
     # reading CUDA_VISIBLE_DEVICES there, and the program see fewer GPUs, or none).
-    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"; stderr_has "exec: -d/--device: there is no GPU 6: the machine has 6 GPUs (0 = $U0, "
+    six="0 = $U0, 1 = $U1, 2 = ${U0%0}2, 3 = ${U0%0}3, 4 = ${U0%0}4, 5 = ${U0%0}5"
+    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"
+    if [ "$(cat "$T/err")" = "gpuslice: exec: -d/--device: there is no GPU 6: the machine has 6 GPUs ($six)" ]; then
+        ok "every GPU of the machine named"; else bad "-d 6 on six GPUs"; cat "$T/err"; fi
+    # The machine's GPUs are counted without the caller's CUDA_VISIBLE_DEVICES (with it CUDA
+    # would see one here: it stops at 7).
+    CUDA_VISIBLE_DEVICES=1,7 expect 2 "-d 1 picking 7 of CUDA_VISIBLE_DEVICES=1,7 on six GPUs" -- "$GS" run -q -d 1 -- touch "$T/started"
+    if [ "$(cat "$T/err")" = "gpuslice: run: -d/--device: there is no GPU 7 (picked from CUDA_VISIBLE_DEVICES=\"1,7\"): the machine has 6 GPUs ($six)" ]; then
+        ok "the machine's six, not the one CUDA_VISIBLE_DEVICES leaves"; else bad "-d 1 under 1,7"; cat "$T/err"; fi
     unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/one.state"
     expect 2 "-d 3 on one GPU" -- "$GS" run -d 3 -- touch "$T/started"; stderr_has "run: -d/--device: there is no GPU 3: the machine has 1 GPU (0 = $U0)"
     expect 2 "-d 0,1 on one GPU" -- "$GS" run -q -d 0,1 -- touch "$T/started"; stderr_has "there is no GPU 1: "
@@ -1783,6 +1791,7 @@ procs)
     expect 0 "procs --dry-run 20,30,50" -- "$GS" procs --shares 20,30,50 --dry-run -- a ::: b ::: c
     json_ok "three lanes in groups of 8, the 12 left over to the last" '
 assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
+assert d["device"]["index"] == 0 and d["device"]["name"] == "gpuslice simulated GPU" and d["device"]["memory_bytes"] == 16 << 30, d
 assert d["device"]["coscheduled"] is True and d["device"]["max_cluster"] == 8, d
 assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
     # Issue 30: groups of 8 gave 16/24/32/60 for 10/20/30/40 and 24/24/24/24/36 for 5 x 20.
@@ -1801,8 +1810,15 @@ assert [l["memory_limit_bytes"] for l in d["lanes"]] == [1 << 30, 4 << 30, 3 << 
     json_ok "12.5% of 40 GiB is 5 GiB" 'assert d["device"]["memory_bytes"] == 40 << 30 and [l["memory_limit_bytes"] for l in d["lanes"]] == [5 << 30, 8 << 30], d'
     expect 0 "procs --dry-run without --memory" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
     json_ok "no limits" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [None, None], d'
-    expect 0 "procs --dry-run -d UUID" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5ac1ce00-0000-4000-8000-000000000000 -- a ::: b
-    json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
+    expect 0 "procs --dry-run -d UUID (upper-case hex)" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5AC1CE00-0000-4000-8000-000000000000 -- a ::: b
+    json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000" and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
+    # A GPU the driver does not have, by index (at most 3 digits) or by UUID: named as given.
+    expect 1 "procs -d 999 on one GPU" -- "$GS" procs --shares 1,1 --dry-run -d 999 -- a ::: b
+    if [ "$(cat "$T/err")" = "gpuslice: procs: --device: there is no GPU 999 (1 visible)" ]; then ok "-d 999: none"; else bad "-d 999"; cat "$T/err"; fi
+    expect 2 "procs -d 1000" -- "$GS" procs --shares 1,1 --dry-run -d 1000 -- a ::: b; stderr_has '"1000" is not a GPU'
+    expect 1 "procs -d UUID of no GPU" -- "$GS" procs --shares 1,1 --dry-run -d gpu-5AC1CE00-0000-4000-8000-000000000009 -- a ::: b
+    if [ "$(cat "$T/err")" = "gpuslice: procs: --device: no GPU gpu-5AC1CE00-0000-4000-8000-000000000009 among the 1 this process sees" ]; then
+        ok "an unknown UUID named"; else bad "-d unknown UUID"; cat "$T/err"; fi
     expect 0 "procs --dry-run with 17 lanes" -- "$GS" procs --shares 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --dry-run -- a ::: b ::: c ::: d ::: e ::: f ::: g ::: h ::: i ::: j ::: k ::: l ::: m ::: n ::: o ::: p ::: q
     json_ok "more lanes than groups of 8: groups of 2" 'assert d["device"]["group_sms"] == 2 and sum(l["sm_count"] for l in d["lanes"]) == 132 and all(l["sm_count"] % 2 == 0 for l in d["lanes"]), d'
     GPUSLICE_SIM_GREEN=0 expect 1 "procs on a driver without green contexts" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
@@ -1819,7 +1835,9 @@ assert [l["sm_count"] for l in d["lanes"]] == [24, 40, 68] and all(l["pid"] > 0 
 PY
     grep -q "^thread 0 null sms 24 " "$T/l0" && grep -q "^thread 0 null sms 40 " "$T/l1" && grep -q "^thread 1 graph sms 68 " "$T/out" && ok "every lane on its partition" || { bad "lane partitions"; cat "$T/l0" "$T/l1" "$T/out"; }
     if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
-    stderr_has "procs: lane 2: PID"; stderr_has "released together"
+    stderr_has "procs: lane 2: PID"
+    stderr_has "^gpuslice: procs: started the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
+    stderr_has "^gpuslice: procs: 3 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together$"
     grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
     # Four lanes on the 2-SM split: each made from that split's groups (COUNT@FIRST/fine).
     GPUSLICE_DEBUG=1 expect 0 "procs --shares 10,20,30,40 --json" -- "$GS" procs --shares 10,20,30,40 --json -- "$SP" 1 ::: "$SP" 1 ::: "$SP" 1 ::: "$SP" 1
@@ -1849,7 +1867,8 @@ PY
     expect 0 "a lane started through subprocess (close_fds)" -- "$GS" procs --shares 1,1 -- \
         python3 -c "import subprocess, sys; sys.exit(subprocess.run(['$SP', '1']).returncode)" ::: \
         sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; exec '$SP' 1"
-    stderr_has "procs: lane 0: PID"; stderr_has "released together"
+    stderr_has "procs: lane 0: PID"; stderr_has "procs: 2 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together"
+    stderr_has "^gpuslice: procs: reusing the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
     python3 -c "import sys; m = int(open(sys.argv[1]).read().split()[1], 16); sys.exit(m & 0x1000)" "$T/sig" && ok "SIGPIPE is not ignored in a lane" || { bad "SIGPIPE ignored in a lane"; cat "$T/sig"; }
     grep -q "^/dev/null$" "$T/stdin" && ok "a lane reads /dev/null, not the terminal" || { bad "lane stdin"; cat "$T/stdin"; }
     if [ -z "$(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-* 2>/dev/null)" ]; then ok "the lanes' directory is removed"; else bad "left: $(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-*)"; fi
@@ -1875,6 +1894,26 @@ PY
     if ! pgrep -f "sleep 30.4322" >/dev/null; then ok "the waiting lane was terminated"; else bad "left running"; pkill -f "sleep 30.4322"; fi
     expect 1 "a lane that never uses CUDA" -- "$GS" procs --shares 1,1 --timeout 1 -- "$SP" 1 ::: sleep 30.4323
     stderr_has "lane 1 (sleep) did not make its partition within 1 s"
+    # A lane that ends before the release fails procs at once, whether it exits 0 before making
+    # its partition or fails after making it (its CUDA process left waiting); with --timeout 30,
+    # waiting for it would take 30 s.
+    start=$(date +%s)
+    expect 1 "a lane that exits 0 before its partition" -- "$GS" procs --shares 1,1 --timeout 30 -- true ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 (true) ended before the lanes were released, with status 0$"
+    expect 4 "a lane that exits 4 after its partition, before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- \
+        sh -c "'$SP' 1 >/dev/null 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 4$"
+    if [ $(($(date +%s) - start)) -lt 20 ]; then ok "neither waited for --timeout"; else bad "took $(($(date +%s) - start)) s"; fi
+    # A lane whose partition is refused (its driver has no green contexts): the reason, not the PID.
+    expect 1 "a lane whose partition is refused" -- "$GS" procs --shares 1,1 -- sh -c "GPUSLICE_SIM_GREEN=0 exec '$SP' 1" ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 cannot have its partition: GPU 0 cannot partition its SMs with green contexts (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)$"
+    # procs told to stop while the lanes wait: they are terminated, and it says by what.
+    "$GS" procs --shares 1,1 -- "$SP" 1 ::: sleep 30.4325 >/dev/null 2>"$T/err" & PP=$!
+    for i in $(seq 200); do [ -n "$(ls "$XDG_RUNTIME_DIR"/gpuslice-procs-*/ready.0 2>/dev/null)" ] && break; sleep 0.05; done
+    kill -TERM $PP; wait $PP; rc=$?
+    if [ $rc = 143 ]; then ok "SIGTERM: exit 143"; else bad "SIGTERM: exit $rc"; cat "$T/err"; fi
+    stderr_has "^gpuslice: procs: Terminated: terminating the lanes$"
+    if ! pgrep -f "sleep 30.4325" >/dev/null; then ok "every waiting lane was terminated"; else bad "lanes left running"; fi
     pkill -f "sleep 30.432" 2>/dev/null
     "$GS" mps stop --force >/dev/null 2>&1 ;;
 python_green)
