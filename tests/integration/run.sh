@@ -1866,11 +1866,12 @@ PY
     # have SIGPIPE at its default.
     expect 0 "a lane started through subprocess (close_fds)" -- "$GS" procs --shares 1,1 -- \
         python3 -c "import subprocess, sys; sys.exit(subprocess.run(['$SP', '1']).returncode)" ::: \
-        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; exec '$SP' 1"
+        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; echo \$GPUSLICE_LANE > '$T/lane'; exec '$SP' 1"
     stderr_has "procs: lane 0: PID"; stderr_has "procs: 2 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together"
     stderr_has "^gpuslice: procs: reusing the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
     python3 -c "import sys; m = int(open(sys.argv[1]).read().split()[1], 16); sys.exit(m & 0x1000)" "$T/sig" && ok "SIGPIPE is not ignored in a lane" || { bad "SIGPIPE ignored in a lane"; cat "$T/sig"; }
     grep -q "^/dev/null$" "$T/stdin" && ok "a lane reads /dev/null, not the terminal" || { bad "lane stdin"; cat "$T/stdin"; }
+    [ "$(cat "$T/lane")" = 1 ] && ok "the second lane has GPUSLICE_LANE=1" || { bad "GPUSLICE_LANE: $(cat "$T/lane")"; }
     if [ -z "$(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-* 2>/dev/null)" ]; then ok "the lanes' directory is removed"; else bad "left: $(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-*)"; fi
     # A stale barrier variable outside procs: no wait, no harm.
     expect 0 "GPUSLICE_LANE_BARRIER of no procs run" -- env GPUSLICE_LANE_BARRIER="$T/gone/0" "$GS" run -q --sms 16 -- "$SP" 1
@@ -1888,6 +1889,8 @@ PY
     start=$(date +%s)
     expect 3 "a lane exits 3 after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; exit 3" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
     stderr_has "lane 0 (sh) failed with status 3; terminating the others"
+    expect 137 "a lane killed by SIGKILL after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; kill -KILL \$\$" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
+    stderr_has "^gpuslice: procs: lane 0 (sh) failed with status 137; terminating the others$"
     if [ $(($(date +%s) - start)) -lt 15 ] && ! pgrep -f "sleep 30.4321" >/dev/null; then ok "the other lane was terminated"; else bad "the other lane ran on"; pkill -f "sleep 30.4321"; fi
     expect 1 "a lane that ends before its partition" -- "$GS" procs --shares 1,1 -- false ::: sh -c "exec sleep 30.4322"
     stderr_has "lane 0 (false) ended before the lanes were released"
