@@ -1904,8 +1904,11 @@ PY
     expect 1 "a lane that exits 0 before its partition" -- "$GS" procs --shares 1,1 --timeout 30 -- true ::: sleep 30.4325
     stderr_has "^gpuslice: procs: lane 0 (true) ended before the lanes were released, with status 0$"
     expect 4 "a lane that exits 4 after its partition, before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- \
-        sh -c "'$SP' 1 >/dev/null 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
+        sh -c "'$SP' 1 >'$T/left' 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
     stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 4$"
+    # Its CUDA program, left waiting for the release, is terminated with it: never released.
+    for i in $(seq 20); do grep -q "^thread" "$T/left" && break; sleep 0.05; done
+    if ! grep -q "^thread" "$T/left"; then ok "the program it left waiting never ran"; else bad "a failed lane's program ran after procs gave up"; cat "$T/left"; fi
     if [ $(($(date +%s) - start)) -lt 20 ]; then ok "neither waited for --timeout"; else bad "took $(($(date +%s) - start)) s"; fi
     # A lane whose partition is refused (its driver has no green contexts): the reason, not the PID.
     expect 1 "a lane whose partition is refused" -- "$GS" procs --shares 1,1 -- sh -c "GPUSLICE_SIM_GREEN=0 exec '$SP' 1" ::: sleep 30.4325
