@@ -89,6 +89,12 @@ assert all(v['memory_limit_bytes'] == 16 << 30 for v in dv), dv
 assert all(15000 << 20 <= v['memory_used_bytes'] < 15200 << 20 for v in dv), dv"
     # info's table: the tenant's first row names it, the others only their GPU.
     expect 0 "info while the $N workers hold memory" -- "$GS" info
+    # Each GPU's MPS: the daemon gpuslice made for it (stopped: GPU $L's of the round before), else
+    # the default pipe directory's (CUDA_MPS_PIPE_DIRECTORY unset), whatever runs there.
+    want=$(for g in $(seq 0 $L); do p="$XDG_RUNTIME_DIR/gpuslice-mps/$U$g/pipe"
+        if [ -d "$p" ]; then echo "not running ($p)"; else echo "(/tmp/nvidia-mps)"; fi; done)
+    got=$(grep "^  MPS  " "$T/out" | sed 's/^  MPS  *//; s/^[a-z ]* (\/tmp\/nvidia-mps)$/(\/tmp\/nvidia-mps)/')
+    if [ "$got" = "$want" ]; then ok "each GPU's MPS pipe directory"; else bad "MPS lines"; echo "$got"; echo "want:"; echo "$want"; fi
     id=$(awk '$2 == "ddp" { print $1 }' "$T/out")
     # ID|NAME|GPU|MEM LIMIT|CEILING of the tenant's rows (its own, then those with ID and NAME blank).
     rows=$(awk -v id="$id" 'f && substr($0, 1, 48) !~ /^ +$/ { f = 0 } $1 == id { f = 1 }
@@ -157,5 +163,5 @@ assert 900 << 20 <= u[1] < 1000 << 20 and u[0] < 100 << 20, u"
         ok "procs -d $L: both lanes on GPU $L, on 32 and 100 SMs"
     else bad "procs -d $L"; cat "$T/l0" "$T/l1" "$T/l2"; fi
     grep -q "CUDA_VISIBLE_DEVICES=${U}$L" "$XDG_RUNTIME_DIR/gpuslice-mps/${U}$L/pipe/fake.starts" 2>/dev/null && ok "GPU $L's own MPS daemon" || bad "no MPS daemon for GPU $L"
-    "$GS" mps stop --force >/dev/null 2>&1
+    "$GS" mps stop --force -d $L >/dev/null 2>&1
 done

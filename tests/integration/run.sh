@@ -1293,11 +1293,12 @@ assert gc == {"supported": True, "min_sms": 8, "alignment": None, "finest_split_
               "groups_left_over_sms": 0, "finest_groups": 4, "driver_min_sm_partition_size": 8,
               "driver_sm_coscheduled_alignment": 8,
               "reason": "alignment could not be measured with cuDevSmResourceSplitByCount"}, gc'
-    GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info on 8 SMs" -- "$GS" info
+    # (and with CUDA_MPS_PIPE_DIRECTORY empty: the default pipe directory)
+    CUDA_MPS_PIPE_DIRECTORY= GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info on 8 SMs" -- "$GS" info
     if grep -qxF "  green contexts  groups of 8 SMs or more; 2 when co-scheduling is ignored" "$T/out" &&
         grep -qxF "                  split: 1 groups of 8 and 0 SMs left over, or 4 groups of 2" "$T/out" &&
         grep -qxF "                  (alignment could not be measured with cuDevSmResourceSplitByCount)" "$T/out" &&
-        grep -qxF "driver 580.159.04-sim, CUDA 13.0, 1 GPU" "$T/out"; then
+        grep -qxF "driver 580.159.04-sim, CUDA 13.0, 1 GPU" "$T/out" && grep -qx "  MPS             [a-z ]* (/tmp/nvidia-mps)" "$T/out"; then
         ok "8 SMs: no step, the split and why"; else bad "8 SMs as a table"; cat "$T/out"; fi
     # Each memory figure in the unit the total is best told in, at the unit's edge.
     for m in "1G 1.0 GiB total, 0.0 GiB used, 1.0 GiB free" "1023M 1023 MiB total, 0 MiB used, 1023 MiB free"; do
@@ -1327,7 +1328,7 @@ for x in g:
     assert x["mps"] == "not running", x
 assert g[1]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000001", g
 assert d["driver_version"] == "580.159.04-sim" and d["cuda_driver_version"] == "13.0", d
-assert d["tenants"] == [], d["tenants"]'
+assert d["tenants"] == [] and d["tenants_source"] == "run-directory", d'
     expect 0 "info as a table" -- "$GS" info
     if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && [ "$(grep -cxF "  green contexts  not supported by this driver (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)" "$T/out")" = 2 ]; then
         ok "the table names each UUID and why green contexts are unknown"
@@ -1351,6 +1352,9 @@ assert all(x["memory_total_bytes"] is None and x["memory_used_bytes"] is None an
         GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "gpuslice $q without NVML" -- "$GS" $q --json
         if [ -s "$T/err" ]; then bad "gpuslice $q printed a note"; cat "$T/err"; else ok "gpuslice $q is quiet"; fi
     done
+    # Run again without the interposer, -q before the command is kept.
+    LD_PRELOAD="$LIB" GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "gpuslice -q info under the interposer without NVML" -- "$GS" -q info --json
+    if [ -s "$T/err" ]; then bad "-q was lost"; cat "$T/err"; else ok "still quiet"; fi
     expect 2 "info with an unknown option" -- "$GS" info --bogus
     expect 2 "info --json=1" -- "$GS" info --json=1
     expect 2 "info with an argument" -- "$GS" info extra
@@ -1866,12 +1870,13 @@ PY
     # have SIGPIPE at its default.
     expect 0 "a lane started through subprocess (close_fds)" -- "$GS" procs --shares 1,1 -- \
         python3 -c "import subprocess, sys; sys.exit(subprocess.run(['$SP', '1']).returncode)" ::: \
-        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; echo \$GPUSLICE_LANE > '$T/lane'; exec '$SP' 1"
+        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; echo \$GPUSLICE_LANE \$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \$CUDA_MPS_PIPE_DIRECTORY > '$T/lane'; exec '$SP' 1"
     stderr_has "procs: lane 0: PID"; stderr_has "procs: 2 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together"
     stderr_has "^gpuslice: procs: reusing the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
     python3 -c "import sys; m = int(open(sys.argv[1]).read().split()[1], 16); sys.exit(m & 0x1000)" "$T/sig" && ok "SIGPIPE is not ignored in a lane" || { bad "SIGPIPE ignored in a lane"; cat "$T/sig"; }
     grep -q "^/dev/null$" "$T/stdin" && ok "a lane reads /dev/null, not the terminal" || { bad "lane stdin"; cat "$T/stdin"; }
-    [ "$(cat "$T/lane")" = 1 ] && ok "the second lane has GPUSLICE_LANE=1" || { bad "GPUSLICE_LANE: $(cat "$T/lane")"; }
+    [ "$(cat "$T/lane")" = "1 100 $XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe" ] &&
+        ok "the second lane: GPUSLICE_LANE=1, all the GPU's threads, through its MPS daemon" || { bad "lane 1's environment: $(cat "$T/lane")"; }
     if [ -z "$(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-* 2>/dev/null)" ]; then ok "the lanes' directory is removed"; else bad "left: $(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-*)"; fi
     # A stale barrier variable outside procs: no wait, no harm.
     expect 0 "GPUSLICE_LANE_BARRIER of no procs run" -- env GPUSLICE_LANE_BARRIER="$T/gone/0" "$GS" run -q --sms 16 -- "$SP" 1
