@@ -250,15 +250,18 @@ else
 fi
 
 # Without an absolute XDG_RUNTIME_DIR: /tmp/gpuslice-mps-EUID (in a mount namespace whose /tmp is
-# a directory of the case's: root only).
+# a directory of the case's, holding copies of gpuslice and the simulated driver, which may be
+# under /tmp themselves: root only).
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
-    mkdir -p "$T/tmpns/bin"
+    mkdir -p "$T/tmpns/bin" "$T/tmpns/lib"
     chmod 1777 "$T/tmpns"
     cp "$SRC/tests/integration/fake-mps-control" "$T/tmpns/bin/nvidia-cuda-mps-control"
-    in_tmp() { # in_tmp XDG COMMAND...: COMMAND with /tmp being $T/tmpns, XDG_RUNTIME_DIR=XDG (- unset)
-        unshare -m sh -c 'mount --bind "$1" /tmp || exit 99; x=$2; shift 2
+    cp "$GS" "$T/tmpns/bin/gpuslice"
+    cp -P "$B"/lib/sim/libcuda.so* "$B"/lib/sim/libnvidia-ml.so* "$T/tmpns/lib/"
+    in_tmp() { # in_tmp XDG gpuslice ARGS...: with /tmp being $T/tmpns, XDG_RUNTIME_DIR=XDG (- unset)
+        unshare -m sh -c 'mount --bind "$1" /tmp || exit 99; x=$2; shift 3
             if [ "$x" = - ]; then unset XDG_RUNTIME_DIR; else export XDG_RUNTIME_DIR="$x"; fi
-            PATH=/tmp/bin:/usr/bin:/bin GPUSLICE_SIM_STATE=/tmp/sim.state exec "$@"' sh "$T/tmpns" "$@"
+            PATH=/tmp/bin:/usr/bin:/bin LD_LIBRARY_PATH=/tmp/lib GPUSLICE_SIM_STATE=/tmp/sim.state exec /tmp/bin/gpuslice "$@"' sh "$T/tmpns" "$@"
     }
     TP="/tmp/gpuslice-mps-$(id -u)/$U0/pipe"
     expect 0 "mps start without XDG_RUNTIME_DIR" -- in_tmp - "$GS" mps start
