@@ -98,14 +98,20 @@ static int exit_status(int st)
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : GS_EXIT_ERROR;
 }
 
-/* Ends every lane still running: SIGTERM to its process group, SIGKILL after 5 s. */
-static void terminate(struct lane *l, int n)
+/*
+ * Ends every lane still running: SIGTERM to its process group, SIGKILL after 5 s. Before the
+ * release (released 0) the groups of lanes that ended are sent SIGTERM too: a process such a
+ * lane left waiting for the release (its CUDA program, started in the background) would take
+ * the removal of the directory for the release and run on, unsupervised, after procs failed.
+ * The group's ID cannot have been reused while a process of it is left.
+ */
+static void terminate(struct lane *l, int n, int released)
 {
     double deadline = now_s() + 5;
     int i, left;
 
     for (i = 0; i < n; i++)
-        if (l[i].pid > 0 && !l[i].ended)
+        if (l[i].pid > 0 && (!l[i].ended || !released))
             kill(-l[i].pid, SIGTERM);
     do {
         left = 0;
@@ -174,7 +180,7 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int 
     struct mps_gpu g;
     struct sigaction sa;
     double deadline;
-    int i, started = 0, failed = -1, status = 0, fd;
+    int i, started = 0, failed = -1, status = 0, fd, go = 0;
 
     /* Concurrency across processes needs MPS. */
     if (mps_check_platform(bin, sizeof(bin), err, sizeof(err)) < 0) {
@@ -294,6 +300,7 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int 
         snprintf(path, sizeof(path), "%s/go", dir);
         if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0)
             close(fd);
+        go = 1;
         gs_log_note("procs: %d lanes on %s released together", n, q->uuid);
         /* Until all end, or one fails. */
         for (;;) {
@@ -329,7 +336,7 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int 
         status = 128 + stop_signal;
     }
     /* Before the directory goes: lanes still waiting would take its end for a release. */
-    terminate(lanes, n);
+    terminate(lanes, n, go);
     remove_dir(dir);
     return status;
 }

@@ -34,7 +34,9 @@ for N in 2 4; do
     json_ok "$N GPUs, in order, each with its UUID and memory" "
 assert [g['index'] for g in d['gpus']] == list(range($N)), d
 assert [g['uuid'] for g in d['gpus']] == ['$U%d' % i for i in range($N)], d
-assert all(g['memory_total_bytes'] == $GI and g['sm_count'] == 132 for g in d['gpus']), d"
+assert all(g['memory_total_bytes'] == $GI and g['sm_count'] == 132 for g in d['gpus']), d
+gc = [g['green_contexts'] for g in d['gpus']]
+assert all((c['min_sms'], c['alignment'], c['finest_split_sms'], c['groups'], c['groups_left_over_sms'], c['finest_groups']) == (8, 8, 2, 15, 12, 66) for c in gc), gc"
     expect 0 "info -d $L --json" -- "$GS" info -d $L --json
     json_ok "GPU $L alone" "assert [g['uuid'] for g in d['gpus']] == ['$U$L'], d"
     expect 0 "info -d $L -d gpu-5AC1CE00-…-0 (by UUID, any case)" -- "$GS" info -d $L -d gpu-5AC1CE00-0000-4000-8000-000000000000 --json
@@ -85,6 +87,25 @@ dv = sorted(t['devices'], key=lambda v: v['index'])
 assert [v['uuid'] for v in dv] == ['$U%d' % i for i in range($N)], dv
 assert all(v['memory_limit_bytes'] == 16 << 30 for v in dv), dv
 assert all(15000 << 20 <= v['memory_used_bytes'] < 15200 << 20 for v in dv), dv"
+    # info's table: the tenant's first row names it, the others only their GPU.
+    expect 0 "info while the $N workers hold memory" -- "$GS" info
+    # Each GPU's MPS: the daemon gpuslice made for it (stopped: GPU $L's of the round before), else
+    # the default pipe directory's (CUDA_MPS_PIPE_DIRECTORY unset), whatever runs there.
+    want=$(for g in $(seq 0 $L); do p="$XDG_RUNTIME_DIR/gpuslice-mps/$U$g/pipe"
+        if [ -d "$p" ]; then echo "not running ($p)"; else echo "(/tmp/nvidia-mps)"; fi; done)
+    got=$(grep "^  MPS  " "$T/out" | sed 's/^  MPS  *//; s/^[a-z ]* (\/tmp\/nvidia-mps)$/(\/tmp\/nvidia-mps)/')
+    if [ "$got" = "$want" ]; then ok "each GPU's MPS pipe directory"; else bad "MPS lines"; echo "$got"; echo "want:"; echo "$want"; fi
+    id=$(awk '$2 == "ddp" { print $1 }' "$T/out")
+    # ID|NAME|GPU|MEM LIMIT|CEILING of the tenant's rows (its own, then those with ID and NAME blank).
+    rows=$(awk -v id="$id" 'f && substr($0, 1, 48) !~ /^ +$/ { f = 0 } $1 == id { f = 1 }
+        f { x = substr($0, 3, 28); y = substr($0, 32, 16); gsub(/ +$/, "", x); gsub(/ +$/, "", y)
+            print x "|" y "|" substr($0, 49, 4) + 0 "|" $(NF - 2) " " $(NF - 1) "|" $NF }' "$T/out")
+    names=$(echo "$rows" | cut -d'|' -f1,2,4,5)
+    gpus=$(echo "$rows" | cut -d'|' -f3 | sort -n | tr '\n' ' ')
+    want=$(echo "$id|ddp|16 GiB|none"; for r in $(seq 1 $L); do echo "||16 GiB|none"; done)
+    if [ -n "$id" ] && [ "$names" = "$want" ] && [ "$gpus" = "$(seq 0 $L | tr '\n' ' ')" ]; then
+        ok "info: one row per GPU, the tenant named on the first only"; else
+        bad "info's rows for ddp"; echo "$rows"; echo "want:"; echo "$want"; cat "$T/out"; fi
     touch "$T/go"
     wait $W; rc=$?
     if [ $rc = 0 ]; then ok "the workers ended (no hang)"; else bad "workers: exit $rc"; cat "$T/werr"; fi
@@ -131,7 +152,10 @@ assert 900 << 20 <= u[1] < 1000 << 20 and u[0] < 100 << 20, u"
     # SM partitions on the last GPU: run --sms, and procs -d.
     expect 0 "run -d $L --sms 16" -- "$GS" run -q -d $L --sms 16 -- "$SP" 1
     grep -q "^thread 0 null sms 16 " "$T/out" && ok "GPU $L: 16 SMs" || { bad "run -d $L --sms 16"; cat "$T/out"; }
-    expect 0 "procs -d $L --dry-run" -- "$GS" procs -d $L --shares 1,3 --dry-run -- a ::: b
+    # By index on 2 GPUs, by UUID on 4: the plan gives the GPU's CUDA index either way.
+    dev=$L
+    [ $N = 4 ] && dev=$U$L
+    expect 0 "procs -d $dev --dry-run" -- "$GS" procs -d $dev --shares 1,3 --dry-run -- a ::: b
     json_ok "the plan is for GPU $L" "assert d['device']['index'] == $L and d['device']['uuid'] == '$U$L' and [l['sm_count'] for l in d['lanes']] == [32, 100], d"
     expect 0 "procs -d $L --shares 1,3" -- "$GS" procs -q -d $L --shares 1,3 -- \
         sh -c "'$SP' 1 > '$T/l0'" ::: sh -c "'$MP' uuid > '$T/l1'; exec '$SP' 1 > '$T/l2'"
@@ -139,5 +163,5 @@ assert 900 << 20 <= u[1] < 1000 << 20 and u[0] < 100 << 20, u"
         ok "procs -d $L: both lanes on GPU $L, on 32 and 100 SMs"
     else bad "procs -d $L"; cat "$T/l0" "$T/l1" "$T/l2"; fi
     grep -q "CUDA_VISIBLE_DEVICES=${U}$L" "$XDG_RUNTIME_DIR/gpuslice-mps/${U}$L/pipe/fake.starts" 2>/dev/null && ok "GPU $L's own MPS daemon" || bad "no MPS daemon for GPU $L"
-    "$GS" mps stop --force >/dev/null 2>&1
+    "$GS" mps stop --force -d $L >/dev/null 2>&1
 done

@@ -143,6 +143,12 @@ side_by_side() {
         ok "$label: the tenant at $cb%: $b"
     else bad "$label: the tenant at $cb%: $b, want $lob..$hib"; cat "$T/b.err"; fi
 }
+table_is() { # table_is DESCRIPTION LINE...: stdout of the last expect is exactly these lines
+    local what=$1
+    shift
+    if [ "$(cat "$T/out")" = "$(printf '%s\n' "$@")" ]; then ok "$what"; else
+        bad "$what"; echo "got:"; cat "$T/out"; echo "want:"; printf '%s\n' "$@"; fi
+}
 json_ok() { # json_ok DESCRIPTION PYTHON: runs PYTHON with d = the JSON on stdout of the last expect
     if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2])' "$T/out" "$2" 2>"$T/py"; then
         ok "$1"
@@ -1164,7 +1170,15 @@ cli_device)
     unset CUDA_VISIBLE_DEVICES
     # A GPU that does not exist is refused before anything starts (issue 31: CUDA would stop
     # reading CUDA_VISIBLE_DEVICES there, and the program see fewer GPUs, or none).
-    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"; stderr_has "exec: -d/--device: there is no GPU 6: the machine has 6 GPUs (0 = $U0, "
+    six="0 = $U0, 1 = $U1, 2 = ${U0%0}2, 3 = ${U0%0}3, 4 = ${U0%0}4, 5 = ${U0%0}5"
+    expect 2 "-d 6 on six GPUs" -- "$GS" exec -d 6 -- touch "$T/started"
+    if [ "$(cat "$T/err")" = "gpuslice: exec: -d/--device: there is no GPU 6: the machine has 6 GPUs ($six)" ]; then
+        ok "every GPU of the machine named"; else bad "-d 6 on six GPUs"; cat "$T/err"; fi
+    # The machine's GPUs are counted without the caller's CUDA_VISIBLE_DEVICES (with it CUDA
+    # would see one here: it stops at 7).
+    CUDA_VISIBLE_DEVICES=1,7 expect 2 "-d 1 picking 7 of CUDA_VISIBLE_DEVICES=1,7 on six GPUs" -- "$GS" run -q -d 1 -- touch "$T/started"
+    if [ "$(cat "$T/err")" = "gpuslice: run: -d/--device: there is no GPU 7 (picked from CUDA_VISIBLE_DEVICES=\"1,7\"): the machine has 6 GPUs ($six)" ]; then
+        ok "the machine's six, not the one CUDA_VISIBLE_DEVICES leaves"; else bad "-d 1 under 1,7"; cat "$T/err"; fi
     unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/one.state"
     expect 2 "-d 3 on one GPU" -- "$GS" run -d 3 -- touch "$T/started"; stderr_has "run: -d/--device: there is no GPU 3: the machine has 1 GPU (0 = $U0)"
     expect 2 "-d 0,1 on one GPU" -- "$GS" run -q -d 0,1 -- touch "$T/started"; stderr_has "there is no GPU 1: "
@@ -1237,22 +1251,67 @@ info)
     mkdir -p "$T/mps" "$T/empty"
     # One unit per memory line (issue 31: "16 GiB total, 838 MiB used, 15546 MiB free").
     "$GS" run -q -- "$B/tests/mem_probe" alloc:838 mark:"$T/held" wait:"$T/info-release" >/dev/null 2>&1 &
-    BG="$BG $!"
+    MPID=$!
+    BG="$BG $MPID"
     i=0; while [ ! -e "$T/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
     expect 0 "info with memory in use" -- "$GS" info
     if grep -E '^  memory +8\.0 GiB total, [0-9]+\.[0-9] GiB used, [0-9]+\.[0-9] GiB free$' "$T/out" >/dev/null && ! grep "^  memory" "$T/out" | grep -q "MiB"; then
         ok "info's memory lines: one unit each"; else bad "info's memory lines mix units"; grep memory "$T/out"; fi
     touch "$T/info-release"
-    expect 0 "info --json with green contexts" -- "$GS" info --json
+    wait $MPID
+    # The driver's own fields as it reports them, apart from the groups its splits make (a
+    # driver may report a co-scheduled alignment other than its smallest partition).
+    GPUSLICE_SIM_SM_ALIGNMENT=4 expect 0 "info --json with green contexts" -- "$GS" info --json
     json_ok "info --json: the driver's granularity" '
 for x in d["gpus"]:
     gc = x["green_contexts"]
     assert gc["supported"] is True and gc["reason"] is None, gc
     assert (gc["min_sms"], gc["alignment"], gc["finest_split_sms"]) == (8, 8, 2), gc
-    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 8), gc
+    assert (gc["driver_min_sm_partition_size"], gc["driver_sm_coscheduled_alignment"]) == (8, 4), gc
     assert (gc["groups"], gc["groups_left_over_sms"], gc["finest_groups"]) == (8, 2, 33), gc'
+    # The whole table, to the character (nothing in use: the prober has ended).
     expect 0 "info as a table with green contexts" -- "$GS" info
-    if grep -q "green contexts  groups of 8 SMs or more" "$T/out"; then ok "the table gives the granularity"; else bad "table granularity"; cat "$T/out"; fi
+    table_is "the table: every GPU's lines, MPS, no tenants" "driver 580.159.04-sim, CUDA 13.0, 2 GPUs" "" \
+        "GPU 0: gpuslice simulated GPU  GPU-5ac1ce00-0000-4000-8000-000000000000" \
+        "  memory          8.0 GiB total, 0.0 GiB used, 8.0 GiB free" \
+        "  SMs             66, compute capability 9.0" \
+        "  green contexts  groups of 8 SMs or more, in steps of 8; 2 when co-scheduling is ignored" \
+        "                  split: 8 groups of 8 and 2 SMs left over, or 33 groups of 2" \
+        "  MPS             not running ($T/mps)" "" \
+        "GPU 1: gpuslice simulated GPU  GPU-5ac1ce00-0000-4000-8000-000000000001" \
+        "  memory          8.0 GiB total, 0.0 GiB used, 8.0 GiB free" \
+        "  SMs             66, compute capability 9.0" \
+        "  green contexts  groups of 8 SMs or more, in steps of 8; 2 when co-scheduling is ignored" \
+        "                  split: 8 groups of 8 and 2 SMs left over, or 33 groups of 2" \
+        "  MPS             not running ($T/mps)" "" \
+        "tenants: none in $GPUSLICE_RUN_DIR"
+    # 8 SMs: one group of 8, so no step between sizes to measure: said so.
+    GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info --json on 8 SMs" -- "$GS" info --json
+    json_ok "8 SMs: one group of 8, four of 2, no alignment" '
+gc = d["gpus"][0]["green_contexts"]
+assert gc == {"supported": True, "min_sms": 8, "alignment": None, "finest_split_sms": 2, "groups": 1,
+              "groups_left_over_sms": 0, "finest_groups": 4, "driver_min_sm_partition_size": 8,
+              "driver_sm_coscheduled_alignment": 8,
+              "reason": "alignment could not be measured with cuDevSmResourceSplitByCount"}, gc'
+    # (and with CUDA_MPS_PIPE_DIRECTORY empty: the default pipe directory)
+    CUDA_MPS_PIPE_DIRECTORY= GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info on 8 SMs" -- "$GS" info
+    if grep -qxF "  green contexts  groups of 8 SMs or more; 2 when co-scheduling is ignored" "$T/out" &&
+        grep -qxF "                  split: 1 groups of 8 and 0 SMs left over, or 4 groups of 2" "$T/out" &&
+        grep -qxF "                  (alignment could not be measured with cuDevSmResourceSplitByCount)" "$T/out" &&
+        grep -qxF "driver 580.159.04-sim, CUDA 13.0, 1 GPU" "$T/out" && grep -qx "  MPS             [a-z ]* (/tmp/nvidia-mps)" "$T/out"; then
+        ok "8 SMs: no step, the split and why"; else bad "8 SMs as a table"; cat "$T/out"; fi
+    # Each memory figure in the unit the total is best told in, at the unit's edge.
+    for m in "1G 1.0 GiB total, 0.0 GiB used, 1.0 GiB free" "1023M 1023 MiB total, 0 MiB used, 1023 MiB free"; do
+        GPUSLICE_SIM_STATE="$T/mem-${m%% *}.state" GPUSLICE_SIM_MEMORY=${m%% *} GPUSLICE_SIM_DEVICES=1 expect 0 "info on ${m%% *}" -- "$GS" info
+        if grep -qxF "  memory          ${m#* }" "$T/out"; then ok "${m%% *}: ${m#* }"; else bad "${m%% *}: $(grep memory "$T/out")"; fi
+    done
+    # No GPU visible (cuInit: CUDA_ERROR_NO_DEVICE): none described, and -d names none.
+    CUDA_VISIBLE_DEVICES= expect 0 "info with CUDA_VISIBLE_DEVICES empty" -- "$GS" info
+    table_is "no GPUs" "driver 580.159.04-sim, CUDA 13.0, 0 GPUs" "" "tenants: none in $GPUSLICE_RUN_DIR"
+    CUDA_VISIBLE_DEVICES= expect 2 "info -d 0 with no GPU" -- "$GS" info -d 0
+    if [ "$(cat "$T/err")" = 'gpuslice: --device: "0" is none of the 0 GPUs described here (none)' ]; then ok "none named"; else bad "-d 0 with no GPU"; cat "$T/err"; fi
+    CUDA_VISIBLE_DEVICES=1 expect 2 "info -d 1 with one GPU visible" -- "$GS" info -d 1
+    if [ "$(cat "$T/err")" = 'gpuslice: --device: "1" is none of the 1 GPU described here (CUDA indexes 0)' ]; then ok "one GPU named"; else bad "-d 1 with one GPU"; cat "$T/err"; fi
     export GPUSLICE_SIM_GREEN=0
     expect 0 "info --json" -- "$GS" info --json
     json_ok "info --json: two GPUs as configured, green contexts not supported, with a reason" '
@@ -1263,14 +1322,15 @@ for x in g:
     assert x["compute_capability"] == "9.0" and x["memory_total_bytes"] == 8 << 30, x
     assert x["memory_used_bytes"] + x["memory_free_bytes"] == x["memory_total_bytes"], x
     gc = x["green_contexts"]
-    assert gc["supported"] is False and "not supported by this driver" in gc["reason"], gc
+    assert gc["supported"] is False and gc["reason"] == "not supported by this driver (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)", gc
+    assert [gc[k] for k in ("groups", "groups_left_over_sms", "finest_groups", "driver_min_sm_partition_size", "driver_sm_coscheduled_alignment")] == [None] * 5, gc
     assert gc["min_sms"] is None and gc["alignment"] is None and gc["finest_split_sms"] is None, gc
     assert x["mps"] == "not running", x
 assert g[1]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000001", g
 assert d["driver_version"] == "580.159.04-sim" and d["cuda_driver_version"] == "13.0", d
-assert d["tenants"] == [], d["tenants"]'
+assert d["tenants"] == [] and d["tenants_source"] == "run-directory", d'
     expect 0 "info as a table" -- "$GS" info
-    if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && grep -q "not supported by this driver" "$T/out"; then
+    if grep -q "GPU-5ac1ce00-0000-4000-8000-000000000001" "$T/out" && [ "$(grep -cxF "  green contexts  not supported by this driver (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)" "$T/out")" = 2 ]; then
         ok "the table names each UUID and why green contexts are unknown"
     else bad "table lacks the UUID or the reason"; cat "$T/out"; fi
     LD_LIBRARY_PATH="$T/empty" expect 1 "info without a driver fails" -- "$GS" info; stderr_has "no NVIDIA driver found: libcuda.so.1"
@@ -1282,10 +1342,19 @@ assert d["tenants"] == [], d["tenants"]'
     # -q after the command, as before it: notes (here: NVML missing) are not printed.
     GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "info without NVML" -- "$GS" info --json
     stderr_has "info: NVML not loaded"
+    json_ok "without NVML: no memory figures, no driver version" '
+assert d["driver_version"] is None and d["cuda_driver_version"] == "13.0", d
+assert all(x["memory_total_bytes"] is None and x["memory_used_bytes"] is None and x["memory_free_bytes"] is None for x in d["gpus"]), d'
+    GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "info without NVML as a table" -- "$GS" info
+    if grep -qxF "driver ?, CUDA 13.0, 2 GPUs" "$T/out" && [ "$(grep -cxF "  memory          ? total, ? used, ? free" "$T/out")" = 2 ]; then
+        ok "without NVML: ? for what is unknown"; else bad "table without NVML"; cat "$T/out"; fi
     for q in "info -q" "info --quiet" "-q info"; do
         GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "gpuslice $q without NVML" -- "$GS" $q --json
         if [ -s "$T/err" ]; then bad "gpuslice $q printed a note"; cat "$T/err"; else ok "gpuslice $q is quiet"; fi
     done
+    # Run again without the interposer, -q before the command is kept.
+    LD_PRELOAD="$LIB" GPUSLICE_REAL_LIBNVML="$T/none.so" expect 0 "gpuslice -q info under the interposer without NVML" -- "$GS" -q info --json
+    if [ -s "$T/err" ]; then bad "-q was lost"; cat "$T/err"; else ok "still quiet"; fi
     expect 2 "info with an unknown option" -- "$GS" info --bogus
     expect 2 "info --json=1" -- "$GS" info --json=1
     expect 2 "info with an argument" -- "$GS" info extra
@@ -1305,9 +1374,31 @@ assert len(t) == 1 and len(t[0]["pids"]) == 1, d["tenants"]
 dev = t[0]["devices"][0]
 assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memory_used_bytes"] >= 536870912, dev
 assert dev["uuid"] == g["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", (dev, g["uuid"])'
-    expect 0 "info table with a tenant" -- "$GS" info
-    if grep -q "infohold" "$T/out"; then ok "the table lists the tenant"; else bad "table lacks the tenant"; cat "$T/out"; fi
-    release ;;
+    # The table's tenant rows, column by column: a limit and no ceiling; a limit and a ceiling;
+    # a tenant named after its program (sh) that has not used a GPU yet.
+    "$GS" run -q --name ceil --memory 2G --compute 30 -- "$IT" hold 1048576 "$T/release" >"$T/ceil.out" 2>&1 &
+    CPID=$!
+    "$GS" run -q --memory 3G --compute 40 -- sh -c 'touch "$1/nodev.up"; while [ ! -e "$1/release" ]; do sleep 0.05; done' sh "$T" &
+    NPID=$!
+    for i in $(seq 200); do grep -q "^hold" "$T/ceil.out" 2>/dev/null && [ -e "$T/nodev.up" ] && break; sleep 0.05; done
+    expect 0 "info --json with three tenants" -- "$GS" info --json
+    ids=$(python3 -c 'import json, sys
+t = {x["name"]: x["id"] for x in json.load(open(sys.argv[1]))["tenants"]}
+print(t.get("infohold", "?"), t.get("ceil", "?"), t.get("sh", "?"))' "$T/out")
+    expect 0 "info table with tenants" -- "$GS" info
+    set -- $ids
+    u1=$(awk -v id="$1" '$1 == id { print $4 " " $5 }' "$T/out")
+    u2=$(awk -v id="$2" '$1 == id { print $4 " " $5 }' "$T/out")
+    row() { printf '  %-28s %-16s %-4s %-12s %-12s %s\n' "$@"; }
+    want=$(row ID NAME GPU "MEM USED" "MEM LIMIT" CEILING)
+    if grep -qxF "tenants (details: gpuslice tenants):" "$T/out" && grep -qxF -- "$want" "$T/out"; then ok "the tenants' header"; else bad "tenants' header"; cat "$T/out"; fi
+    for r in "$1|infohold|0|$u1|1 GiB|none" "$2|ceil|0|$u2|2 GiB|30%" "$3|sh|-|-|-|-"; do
+        want=$(IFS='|'; set -- $r; row "$@")
+        if grep -qxF -- "$want" "$T/out"; then ok "row: $r"; else bad "no row '$want'"; cat "$T/out"; fi
+    done
+    case "$u1" in [0-9]*" MiB") ok "MEM USED in MiB: $u1" ;; *) bad "MEM USED '$u1'" ;; esac
+    release
+    wait $CPID $NPID ;;
 mps)
     # GPUSLICE_MPS_TIMEOUT: decimal seconds above 0, at most 600; 0 would time out every call.
     for v in abc 0 0.0 -1 601 1e1 " 5" inf 0x10 .; do
@@ -1704,6 +1795,7 @@ procs)
     expect 0 "procs --dry-run 20,30,50" -- "$GS" procs --shares 20,30,50 --dry-run -- a ::: b ::: c
     json_ok "three lanes in groups of 8, the 12 left over to the last" '
 assert d["device"]["sm_count"] == 132 and d["device"]["group_sms"] == 8 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", d
+assert d["device"]["index"] == 0 and d["device"]["name"] == "gpuslice simulated GPU" and d["device"]["memory_bytes"] == 16 << 30, d
 assert d["device"]["coscheduled"] is True and d["device"]["max_cluster"] == 8, d
 assert [(l["index"], l["requested_share"], l["sm_count"], l["first_sm"]) for l in d["lanes"]] == [(0, 20, 24, 0), (1, 30, 40, 24), (2, 50, 68, 64)], d'
     # Issue 30: groups of 8 gave 16/24/32/60 for 10/20/30/40 and 24/24/24/24/36 for 5 x 20.
@@ -1722,8 +1814,15 @@ assert [l["memory_limit_bytes"] for l in d["lanes"]] == [1 << 30, 4 << 30, 3 << 
     json_ok "12.5% of 40 GiB is 5 GiB" 'assert d["device"]["memory_bytes"] == 40 << 30 and [l["memory_limit_bytes"] for l in d["lanes"]] == [5 << 30, 8 << 30], d'
     expect 0 "procs --dry-run without --memory" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
     json_ok "no limits" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [None, None], d'
-    expect 0 "procs --dry-run -d UUID" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5ac1ce00-0000-4000-8000-000000000000 -- a ::: b
-    json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
+    expect 0 "procs --dry-run -d UUID (upper-case hex)" -- "$GS" procs --shares 1,3 --dry-run -d GPU-5AC1CE00-0000-4000-8000-000000000000 -- a ::: b
+    json_ok "the device by UUID, with its index" 'assert d["device"]["index"] == 0 and d["device"]["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000" and [l["sm_count"] for l in d["lanes"]] == [32, 100], d'
+    # A GPU the driver does not have, by index (at most 3 digits) or by UUID: named as given.
+    expect 1 "procs -d 999 on one GPU" -- "$GS" procs --shares 1,1 --dry-run -d 999 -- a ::: b
+    if [ "$(cat "$T/err")" = "gpuslice: procs: --device: there is no GPU 999 (1 visible)" ]; then ok "-d 999: none"; else bad "-d 999"; cat "$T/err"; fi
+    expect 2 "procs -d 1000" -- "$GS" procs --shares 1,1 --dry-run -d 1000 -- a ::: b; stderr_has '"1000" is not a GPU'
+    expect 1 "procs -d UUID of no GPU" -- "$GS" procs --shares 1,1 --dry-run -d gpu-5AC1CE00-0000-4000-8000-000000000009 -- a ::: b
+    if [ "$(cat "$T/err")" = "gpuslice: procs: --device: no GPU gpu-5AC1CE00-0000-4000-8000-000000000009 among the 1 this process sees" ]; then
+        ok "an unknown UUID named"; else bad "-d unknown UUID"; cat "$T/err"; fi
     expect 0 "procs --dry-run with 17 lanes" -- "$GS" procs --shares 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --dry-run -- a ::: b ::: c ::: d ::: e ::: f ::: g ::: h ::: i ::: j ::: k ::: l ::: m ::: n ::: o ::: p ::: q
     json_ok "more lanes than groups of 8: groups of 2" 'assert d["device"]["group_sms"] == 2 and sum(l["sm_count"] for l in d["lanes"]) == 132 and all(l["sm_count"] % 2 == 0 for l in d["lanes"]), d'
     GPUSLICE_SIM_GREEN=0 expect 1 "procs on a driver without green contexts" -- "$GS" procs --shares 1,1 --dry-run -- a ::: b
@@ -1740,7 +1839,9 @@ assert [l["sm_count"] for l in d["lanes"]] == [24, 40, 68] and all(l["pid"] > 0 
 PY
     grep -q "^thread 0 null sms 24 " "$T/l0" && grep -q "^thread 0 null sms 40 " "$T/l1" && grep -q "^thread 1 graph sms 68 " "$T/out" && ok "every lane on its partition" || { bad "lane partitions"; cat "$T/l0" "$T/l1" "$T/out"; }
     if [ "$(cat "$T/a")" -gt "$(cat "$T/b")" ]; then ok "the quick lane waited for the slow one (released together)"; else bad "lane 0 ran before lane 1 was ready"; fi
-    stderr_has "procs: lane 2: PID"; stderr_has "released together"
+    stderr_has "procs: lane 2: PID"
+    stderr_has "^gpuslice: procs: started the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
+    stderr_has "^gpuslice: procs: 3 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together$"
     grep -q "CUDA_VISIBLE_DEVICES=GPU-5ac1ce00" "$XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe/fake.starts" && ok "the GPU's MPS daemon was started" || bad "no MPS daemon"
     # Four lanes on the 2-SM split: each made from that split's groups (COUNT@FIRST/fine).
     GPUSLICE_DEBUG=1 expect 0 "procs --shares 10,20,30,40 --json" -- "$GS" procs --shares 10,20,30,40 --json -- "$SP" 1 ::: "$SP" 1 ::: "$SP" 1 ::: "$SP" 1
@@ -1769,10 +1870,13 @@ PY
     # have SIGPIPE at its default.
     expect 0 "a lane started through subprocess (close_fds)" -- "$GS" procs --shares 1,1 -- \
         python3 -c "import subprocess, sys; sys.exit(subprocess.run(['$SP', '1']).returncode)" ::: \
-        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; exec '$SP' 1"
-    stderr_has "procs: lane 0: PID"; stderr_has "released together"
+        sh -c "grep SigIgn /proc/self/status > '$T/sig'; readlink /proc/self/fd/0 > '$T/stdin'; echo \$GPUSLICE_LANE \$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE \$CUDA_MPS_PIPE_DIRECTORY > '$T/lane'; exec '$SP' 1"
+    stderr_has "procs: lane 0: PID"; stderr_has "procs: 2 lanes on GPU-5ac1ce00-0000-4000-8000-000000000000 released together"
+    stderr_has "^gpuslice: procs: reusing the MPS control daemon for GPU-5ac1ce00-0000-4000-8000-000000000000$"
     python3 -c "import sys; m = int(open(sys.argv[1]).read().split()[1], 16); sys.exit(m & 0x1000)" "$T/sig" && ok "SIGPIPE is not ignored in a lane" || { bad "SIGPIPE ignored in a lane"; cat "$T/sig"; }
     grep -q "^/dev/null$" "$T/stdin" && ok "a lane reads /dev/null, not the terminal" || { bad "lane stdin"; cat "$T/stdin"; }
+    [ "$(cat "$T/lane")" = "1 100 $XDG_RUNTIME_DIR/gpuslice-mps/GPU-5ac1ce00-0000-4000-8000-000000000000/pipe" ] &&
+        ok "the second lane: GPUSLICE_LANE=1, all the GPU's threads, through its MPS daemon" || { bad "lane 1's environment: $(cat "$T/lane")"; }
     if [ -z "$(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-* 2>/dev/null)" ]; then ok "the lanes' directory is removed"; else bad "left: $(ls -d "$XDG_RUNTIME_DIR"/gpuslice-procs-*)"; fi
     # A stale barrier variable outside procs: no wait, no harm.
     expect 0 "GPUSLICE_LANE_BARRIER of no procs run" -- env GPUSLICE_LANE_BARRIER="$T/gone/0" "$GS" run -q --sms 16 -- "$SP" 1
@@ -1790,12 +1894,37 @@ PY
     start=$(date +%s)
     expect 3 "a lane exits 3 after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; exit 3" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
     stderr_has "lane 0 (sh) failed with status 3; terminating the others"
+    expect 137 "a lane killed by SIGKILL after the release" -- "$GS" procs --shares 1,1 -- sh -c "'$SP' 1 >/dev/null; kill -KILL \$\$" ::: sh -c "'$SP' 1 >/dev/null; exec sleep 30.4321"
+    stderr_has "^gpuslice: procs: lane 0 (sh) failed with status 137; terminating the others$"
     if [ $(($(date +%s) - start)) -lt 15 ] && ! pgrep -f "sleep 30.4321" >/dev/null; then ok "the other lane was terminated"; else bad "the other lane ran on"; pkill -f "sleep 30.4321"; fi
     expect 1 "a lane that ends before its partition" -- "$GS" procs --shares 1,1 -- false ::: sh -c "exec sleep 30.4322"
     stderr_has "lane 0 (false) ended before the lanes were released"
     if ! pgrep -f "sleep 30.4322" >/dev/null; then ok "the waiting lane was terminated"; else bad "left running"; pkill -f "sleep 30.4322"; fi
     expect 1 "a lane that never uses CUDA" -- "$GS" procs --shares 1,1 --timeout 1 -- "$SP" 1 ::: sleep 30.4323
     stderr_has "lane 1 (sleep) did not make its partition within 1 s"
+    # A lane that ends before the release fails procs at once, whether it exits 0 before making
+    # its partition or fails after making it (its CUDA process left waiting); with --timeout 30,
+    # waiting for it would take 30 s.
+    start=$(date +%s)
+    expect 1 "a lane that exits 0 before its partition" -- "$GS" procs --shares 1,1 --timeout 30 -- true ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 (true) ended before the lanes were released, with status 0$"
+    expect 4 "a lane that exits 4 after its partition, before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- \
+        sh -c "'$SP' 1 >'$T/left' 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 4$"
+    # Its CUDA program, left waiting for the release, is terminated with it: never released.
+    for i in $(seq 20); do grep -q "^thread" "$T/left" && break; sleep 0.05; done
+    if ! grep -q "^thread" "$T/left"; then ok "the program it left waiting never ran"; else bad "a failed lane's program ran after procs gave up"; cat "$T/left"; fi
+    if [ $(($(date +%s) - start)) -lt 20 ]; then ok "neither waited for --timeout"; else bad "took $(($(date +%s) - start)) s"; fi
+    # A lane whose partition is refused (its driver has no green contexts): the reason, not the PID.
+    expect 1 "a lane whose partition is refused" -- "$GS" procs --shares 1,1 -- sh -c "GPUSLICE_SIM_GREEN=0 exec '$SP' 1" ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 cannot have its partition: GPU 0 cannot partition its SMs with green contexts (cuDeviceGetDevResource: CUDA_ERROR_NOT_SUPPORTED)$"
+    # procs told to stop while the lanes wait: they are terminated, and it says by what.
+    "$GS" procs --shares 1,1 -- "$SP" 1 ::: sleep 30.4325 >/dev/null 2>"$T/err" & PP=$!
+    for i in $(seq 200); do [ -n "$(ls "$XDG_RUNTIME_DIR"/gpuslice-procs-*/ready.0 2>/dev/null)" ] && break; sleep 0.05; done
+    kill -TERM $PP; wait $PP; rc=$?
+    if [ $rc = 143 ]; then ok "SIGTERM: exit 143"; else bad "SIGTERM: exit $rc"; cat "$T/err"; fi
+    stderr_has "^gpuslice: procs: Terminated: terminating the lanes$"
+    if ! pgrep -f "sleep 30.4325" >/dev/null; then ok "every waiting lane was terminated"; else bad "lanes left running"; fi
     pkill -f "sleep 30.432" 2>/dev/null
     "$GS" mps stop --force >/dev/null 2>&1 ;;
 python_green)
@@ -2030,6 +2159,7 @@ compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
 multi_gpu) . "$SRC/tests/integration/multi_gpu.sh" ;;
+mps_cli) . "$SRC/tests/integration/mps.sh" ;;
 hami | compute_hami) . "$SRC/tests/integration/hami.sh" ;;
 faults_*) . "$SRC/tests/integration/faults.sh" ;;
 hermetic_*) . "$SRC/tests/integration/hermetic.sh" ;;

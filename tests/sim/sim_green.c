@@ -58,7 +58,8 @@ static void fill(CUdevResource *r, int dev, unsigned sms, uint32_t split, unsign
     r->type = CU_DEV_RESOURCE_TYPE_SM;
     r->sm.smCount = sms;
     r->sm.minSmPartitionSize = group_size(0);
-    r->sm.smCoscheduledAlignment = group_size(0);
+    /* The split is the same whatever the driver says here (GPUSLICE_SIM_SM_ALIGNMENT). */
+    r->sm.smCoscheduledAlignment = sim_drv.cfg.sm_align ? sim_drv.cfg.sm_align : group_size(0);
     memcpy(r->internal_padding, &t, sizeof(t));
 }
 

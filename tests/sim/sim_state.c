@@ -262,6 +262,17 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->pitch_align = (uint32_t)n;
     }
+    /* What the driver says of co-scheduling, apart from how it splits (never measured: below). */
+    if ((v = getenv("GPUSLICE_SIM_SM_ALIGNMENT"))) {
+        if (parse_uint(v, 1, SIM_MAX_SMS, &n) < 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_SM_ALIGNMENT: \"%s\" is not an SM count "
+                    "(use 1 to %d)\n",
+                    v, SIM_MAX_SMS);
+            return -EINVAL;
+        }
+        cfg->sm_align = (uint32_t)n;
+    }
     if ((v = getenv("GPUSLICE_SIM_MODULE_BYTES"))) {
         if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
             fprintf(stderr,

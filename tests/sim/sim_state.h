@@ -63,6 +63,7 @@ struct sim_config {
     uint32_t green;        /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     uint32_t dev_shift_pct; /* device sample periods end this % of one before the processes' */
     uint32_t pitch_align;   /* cuMemAllocPitch pads rows to this (GPUSLICE_SIM_PITCH_ALIGN) */
+    uint32_t sm_align;      /* SM resources' smCoscheduledAlignment; 0: their minSmPartitionSize */
     uint32_t dev_samples_mono; /* device samples on the monotonic clock, typed ULL */
     uint64_t module_bytes;     /* device memory each loaded module holds */
     char state_path[PATH_MAX];

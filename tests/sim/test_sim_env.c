@@ -70,6 +70,7 @@ static void test_config_defaults(void **state)
     unsetenv("GPUSLICE_SIM_CONTEXT_BYTES");
     unsetenv("GPUSLICE_SIM_DEV_SAMPLE_SHIFT_PCT");
     unsetenv("GPUSLICE_SIM_PITCH_ALIGN");
+    unsetenv("GPUSLICE_SIM_SM_ALIGNMENT");
     unsetenv("GPUSLICE_SIM_MODULE_BYTES");
     unsetenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
     unsetenv("GPUSLICE_SIM_HOST_PROC");
@@ -81,6 +82,7 @@ static void test_config_defaults(void **state)
     assert_int_equal(cfg.context_bytes, 64 * MiB);
     assert_int_equal(cfg.dev_shift_pct, 40);
     assert_int_equal(cfg.pitch_align, 512);
+    assert_int_equal(cfg.sm_align, 0);
     assert_int_equal(cfg.module_bytes, 0);
     assert_int_equal(cfg.dev_samples_mono, 0);
     snprintf(want, sizeof(want), "/dev/shm/gpuslice-sim-%u", (unsigned)getuid());
@@ -210,6 +212,10 @@ static const struct env_case env_cases[] = {
     { "GPUSLICE_SIM_PITCH_ALIGN", "256", 0 },
     { "GPUSLICE_SIM_PITCH_ALIGN", "768", 0 },
     { "GPUSLICE_SIM_PITCH_ALIGN", "131072", 0 },
+    { "GPUSLICE_SIM_SM_ALIGNMENT", "1", 1 },
+    { "GPUSLICE_SIM_SM_ALIGNMENT", "1024", 1 },
+    { "GPUSLICE_SIM_SM_ALIGNMENT", "0", 0 },
+    { "GPUSLICE_SIM_SM_ALIGNMENT", "1025", 0 },
     { "GPUSLICE_SIM_MODULE_BYTES", "64M", 1 },
     { "GPUSLICE_SIM_MODULE_BYTES", "12Q", 0 },
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "monotonic", 1 },
