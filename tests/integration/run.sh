@@ -297,6 +297,29 @@ cli)
     expect 137 "run returns 128+N for a signal" -- "$GS" run -q -- sh -c 'kill -9 $$'
     expect 127 "run of a missing program" -- "$GS" run -q -- /nonexistent/prog
     expect 0 "python-style trailing args reach the program" -- "$GS" run -q -- sh -c 'test "$1" = --epochs' sh --epochs
+    # --name: 63 characters fit the tenant's name (64 bytes with its NUL), all of them kept; 64 do not.
+    n63=$(printf '%063d' 0 | tr 0 n)
+    expect 0 "--name of 63 characters" -- "$GS" run -q --name "$n63" -- "$GS" tenants --json --interval 0
+    json_ok "the tenant has all 63 of them" "assert [t['name'] for t in d['tenants']] == ['$n63'], d"
+    expect 2 "--name of 64 characters" -- "$GS" run --name "${n63}x" -- touch "$T/started"
+    stderr_has "^gpuslice: --name: \"${n63}x\" is longer than 63 characters$"
+    # --tenant takes the daemon tenant's limits, class, weight and name: each option of its own is
+    # refused before any daemon is asked, naming the tenant.
+    for o in "--memory 1G" "--compute 30" "--filled 0.5" "--name x" "--priority background" "--weight 3"; do
+        expect 2 "--tenant job with $o" -- "$GS" run --tenant job $o -- touch "$T/started"
+        stderr_has "^gpuslice: --tenant job: the daemon's tenant has its limits, class, weight and name; give "
+    done
+    # The limits, class and weight in run's environment become the tenant's: bad ones are bad usage.
+    GPUSLICE_MEMORY_LIMIT=lots expect 2 "a bad GPUSLICE_MEMORY_LIMIT" -- "$GS" run -- touch "$T/started"
+    stderr_has "GPUSLICE_MEMORY_LIMIT.*(the limits in run's environment become the tenant's)$"
+    GPUSLICE_COMPUTE_LIMIT=101 expect 2 "a bad GPUSLICE_COMPUTE_LIMIT" -- "$GS" exec -- touch "$T/started"
+    stderr_has "GPUSLICE_COMPUTE_LIMIT.*(the limits in exec's environment become the tenant's)$"
+    GPUSLICE_WEIGHT=0 expect 2 "a bad GPUSLICE_WEIGHT" -- "$GS" run -- touch "$T/started"
+    stderr_has "GPUSLICE_WEIGHT: \"0\" is not a weight (use an integer from 1 to 100) (the environment's class and weight become the tenant's)$"
+    # ... and good ones are the tenant's, unless an option says otherwise.
+    GPUSLICE_MEMORY_LIMIT=3G expect 0 "GPUSLICE_MEMORY_LIMIT under run" -- "$GS" run -q -- "$IT" totalmem $((3 * G))
+    GPUSLICE_MEMORY_LIMIT=3G expect 0 "--memory over GPUSLICE_MEMORY_LIMIT" -- "$GS" run -q --memory 2G -- "$IT" totalmem $((2 * G))
+    if [ -e "$T/started" ]; then bad "a refused run started its program"; else ok "no refused run started its program"; fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 tenant)
     # Two processes of one tenant share the limit; a SIGKILLed one gives its usage back within a second.
@@ -1000,6 +1023,9 @@ cli_python)
         if [ $got = 5 ] && [ "$(cat "$T/out")" = "python x" ]; then ok "a relative train.py"; else bad "relative train.py: exit $got, $(cat "$T/out")"; cat "$T/err"; fi
         expect 5 "run --memory ... train.py" -- "$GS" run --memory 1G "$T/train.py"
         stderr_has "running the Python script .*train.py with python3"
+        # An empty PYTHON is no interpreter's name: python3 runs the script.
+        PYTHON= expect 5 "an empty PYTHON: python3" -- "$GS" run -q "$T/train.py" y
+        if [ "$(cat "$T/out")" = "python y" ]; then ok "PYTHON= runs python3"; else bad "PYTHON= printed: $(cat "$T/out")"; cat "$T/err"; fi
     else
         ok "python3 missing: skipped the python3 checks"
     fi
@@ -1208,6 +1234,17 @@ cli_nice)
         stderr_has "--nice: "
     done
     expect 2 "--nice without a value" -- "$GS" exec --nice; stderr_has "--nice needs a value"
+    # Both ends of -20..19 are nice values: 19 is set; -20 is set where it may be, else a warning.
+    expect 0 "--nice 19, the highest" -- "$GS" exec -q --nice 19 -- nice
+    nice_is 19 "--nice 19"
+    expect 0 "--nice -20, the lowest" -- "$GS" exec -q --nice -20 -- nice
+    if [ "$(nice -n -40 nice 2>/dev/null)" = -20 ]; then
+        nice_is -20 "--nice -20 where it may be lowered"
+    else
+        stderr_has "warning: --nice -20: Permission denied"
+    fi
+    expect 2 "--nice 20 is bad usage" -- "$GS" exec --nice 20 -- touch "$T/started"
+    stderr_has '^gpuslice: --nice: "20" is not a nice value (use an integer from -20 to 19)$'
     if [ -e "$T/started" ]; then bad "a refused run started the program"; else ok "nothing started"; fi
     lowered=$((base - 5))
     if [ "$(id -u)" != 0 ]; then
