@@ -1566,16 +1566,18 @@ reserve)
     }
     M=1048576
     expect 2 "reserve without a ratio" -- "$GS" reserve; stderr_has "no RATIO"
-    for r in 0 1.5 -0.5 abc 0.5x "" nan inf; do
-        expect 2 "reserve '$r'" -- "$GS" reserve "$r"; stderr_has "is not a ratio"
+    for r in 0 1.5 -0.5 abc 0.5x "" nan inf 0.5.1 0..5 . 1.01 5e-1 " 0.5"; do
+        expect 2 "reserve '$r'" -- "$GS" reserve "$r"
+        stderr_has "^gpuslice: reserve: \"$r\" is not a ratio (use a number in (0, 1\], e.g. 0.9)$"
     done
     expect 2 "reserve with two ratios" -- "$GS" reserve 0.5 0.6
     expect 2 "reserve --device banana" -- "$GS" reserve -d banana 0.5; stderr_has "--device"
     expect 2 "reserve --bogus" -- "$GS" reserve --bogus 0.5
     expect 0 "reserve --help" -- "$GS" reserve --help
     LD_LIBRARY_PATH="$T/empty" expect 1 "reserve without a driver" -- "$GS" reserve 0.5; stderr_has "no NVIDIA driver found"
-    for r in 0 1.01 abc; do
-        expect 2 "run --filled $r" -- "$GS" run --filled "$r" -- touch "$T/started"; stderr_has "--filled"
+    for r in 0 1.01 abc 0.5.1; do
+        expect 2 "run --filled $r" -- "$GS" run --filled "$r" -- touch "$T/started"
+        stderr_has "^gpuslice: --filled: \"$r\" is not a ratio (use a number in (0, 1\], e.g. 0.9)$"
     done
     expect 2 "--filled with --gpu-share" -- "$GS" run -f 0.5 --gpu-share 50 -- touch "$T/started"; stderr_has "cannot be used with --gpu-share"
     if [ ! -e "$T/started" ]; then ok "refused usage starts nothing"; else bad "started"; fi
@@ -1644,7 +1646,81 @@ reserve)
     for i in $(seq 100); do [ "$(used)" -ge $((8000 * M)) ] 2>/dev/null && break; sleep 0.05; done
     kill -9 $RUNP; wait $RUNP 2>/dev/null
     near "gpuslice run killed: its reservation is given back" 0 $((66 * M))
-    pkill -f "sleep 30.1237" 2>/dev/null ;;
+    pkill -f "sleep 30.1237" 2>/dev/null
+    # The reserver's turns, made at once by a process of the tenant (reserve_probe): it shrinks
+    # for the tenant's growth at the second turn in a row that sees it, never at the first (an
+    # allocation is charged before the driver is asked, and uncharged at once when refused),
+    # and takes the memory again at the turn after the growth is gone.
+    RP="$B/tests/reserve_probe"
+    expect 0 "--filled 0.5: the tenant's use grows by 1 GiB for two turns, four times" -- "$GS" run -q --filled 0.5 -- "$RP" steer 1024 4
+    python3 - "$T/out" <<'PY' && ok "the reservation shrank by the 1 GiB at the second turn only, and took it again once it was gone" || { bad "the reservation's turns"; cat "$T/out" "$T/err"; }
+import sys
+G, band = 1 << 30, 64 << 20
+t = [[float(x) for x in l.split()[1:]] for l in open(sys.argv[1]) if l.startswith("trial ")]
+assert len(t) == 4, t
+# Over 10 ms between the turn before the growth and the first that saw it: another turn may have
+# come between (on a loaded machine); such a trial says nothing of the first turn.
+c = [x for x in t if x[4] <= 10]
+assert len(c) >= 2, ("too few trials without a turn between", t)
+assert all(h1 == h0 for h0, h1, h2, h3, ms in c), ("shrank at the first turn", t)
+assert all(h0 - G - band <= h2 <= h0 - G + band for h0, h1, h2, h3, ms in t), ("not by 1 GiB at the second", t)
+assert all(abs(h3 - h0) <= band for h0, h1, h2, h3, ms in t), ("not taken again", t)
+PY
+    # An ask is met with what it asks and the dead band (64 MiB) more, and the reservation then
+    # takes nothing for 0.5 s (so that the process that asked gets it first), even though the
+    # tenant allocated nothing: then it holds what it held again.
+    expect 0 "--filled 0.5: an ask for 1 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff 1024
+    python3 - "$T/out" <<'PY' && ok "1 GiB and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
+import sys
+G, band, chunk = 1 << 30, 64 << 20, 256 << 20
+l = [x.split() for x in open(sys.argv[1]) if x.startswith("holdoff ")]
+assert len(l) == 1, l
+ask, h0, h1, back = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4])
+assert ask == 1, l
+assert h0 - G - band - chunk <= h1 <= h0 - G - band, l
+assert 450 <= back <= 3000, l
+PY
+    # Two GPUs (GPU-5ac1ce00-...-00000000000N: every UUID starts alike): each GPU's reservation
+    # follows the tenant's use on that GPU, found by its whole UUID.
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    U=GPU-5ac1ce00-0000-4000-8000-00000000000
+    used_of() { "$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["gpus"][int(sys.argv[1])]["memory_used_bytes"])' "$1"; }
+    MEM_PROBE_DEVICE=1 "$GS" run -q --filled 0.5 -- "$MP" alloc:3072 mark:"$T/d1" wait:"$T/d2" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
+    if step d1; then
+        for i in $(seq 60); do
+            a=$(used_of 0); b=$(used_of 1)
+            [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ] && break
+            sleep 0.05
+        done
+        if [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ]; then
+            ok "a program holding 3 GiB on GPU 1 only: both GPUs half full ($a and $b bytes in use)"
+        else bad "a program holding 3 GiB on GPU 1 only: $a and $b bytes in use, want 8 GiB each"; cat "$T/prog.err"; fi
+    fi
+    touch "$T/d2"; wait $PROG
+    # reserve -d picks from CUDA_VISIBLE_DEVICES and fills its pick only, whatever was visible.
+    for cvd in 0,1 "$U"1,"$U"0; do
+        pick=1; [ "$cvd" = 0,1 ] || pick=0
+        CUDA_VISIBLE_DEVICES=$cvd "$GS" reserve -d $pick --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+        for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["ratio"] == 0.25 and [(x["index"], x["uuid"], x["total_bytes"], x["target_bytes"]) for x in g] == [(0, sys.argv[2], 16 << 30, 4 << 30)], d' "$T/res.out" "${U}1" 2>"$T/py" &&
+            ok "CUDA_VISIBLE_DEVICES=$cvd reserve -d $pick: GPU 1 alone" || { bad "CUDA_VISIBLE_DEVICES=$cvd reserve -d $pick"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+        if [ $pick = 1 ]; then
+            a=$(used_of 0); b=$(used_of 1)
+            if [ "$a" = 0 ] && [ $((b > 4096 * M ? b - 4096 * M : 4096 * M - b)) -le $((66 * M)) ]; then ok "GPU 0 untouched, GPU 1 a quarter full ($b)"; else bad "GPU 0 $a, GPU 1 $b bytes in use"; fi
+        fi
+        kill -INT $RES; wait $RES
+    done
+    # -d given twice and as a list: both GPUs, in the order given.
+    "$GS" reserve -d 1 -d 0 --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
+    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gpus"]; assert [(x["index"], x["uuid"]) for x in g] == [(0, sys.argv[2] + "1"), (1, sys.argv[2] + "0")], g' "$T/res.out" "$U" 2>"$T/py" &&
+        ok "reserve -d 1 -d 0: GPU 1 then GPU 0" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+    kill -TERM $RES; wait $RES
+    CUDA_VISIBLE_DEVICES=0 expect 2 "reserve -d 1 where only GPU 0 is visible" -- "$GS" reserve -d 1 0.5; stderr_has "--device"
+    # No GPU visible: the driver's answer, said.
+    CUDA_VISIBLE_DEVICES= expect 1 "reserve with no GPU visible" -- "$GS" reserve 0.5
+    stderr_has "^gpuslice: reserve: the CUDA driver did not initialise: CUDA_ERROR_NO_DEVICE$"
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/sim.state" ;;
 sms)
     # SM partitions (GPUSLICE_SMS, run --sms/--sm-share) on the simulated GPU: 132 SMs in groups
     # of 8, of 2 ignoring co-scheduling; a spin_2000us kernel takes 2 ms on all of them.
