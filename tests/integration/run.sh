@@ -1686,14 +1686,19 @@ PY
     U=GPU-5ac1ce00-0000-4000-8000-00000000000
     used_of() { "$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["gpus"][int(sys.argv[1])]["memory_used_bytes"])' "$1"; }
     MEM_PROBE_DEVICE=1 "$GS" run -q --filled 0.5 -- "$MP" alloc:3072 mark:"$T/d1" wait:"$T/d2" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
-    if step d1; then
-        for i in $(seq 60); do
-            a=$(used_of 0); b=$(used_of 1)
-            [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ] && break
-            sleep 0.05
+    # half_full: both GPUs' use is 8 GiB within 66 MiB (one reading of both), for 4 s at most.
+    half_full() {
+        local end=$(($(date +%s) + 4))
+        while :; do
+            set -- $("$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(*[g["memory_used_bytes"] for g in json.load(sys.stdin)["gpus"]])')
+            a=${1:-0} b=${2:-0}
+            [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ] && return 0
+            [ "$(date +%s)" -ge $end ] && return 1
+            sleep 0.1
         done
-        if [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ]; then
-            ok "a program holding 3 GiB on GPU 1 only: both GPUs half full ($a and $b bytes in use)"
+    }
+    if step d1; then
+        if half_full; then ok "a program holding 3 GiB on GPU 1 only: both GPUs half full ($a and $b bytes in use)"
         else bad "a program holding 3 GiB on GPU 1 only: $a and $b bytes in use, want 8 GiB each"; cat "$T/prog.err"; fi
     fi
     touch "$T/d2"; wait $PROG
