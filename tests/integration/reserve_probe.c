@@ -4,7 +4,8 @@
  * makes device 0's primary context current (so that the tenant has an entry for the GPU),
  * maps its tenant's state file ($GPUSLICE_TENANT), and runs one command:
  *
- *   steer MIB TRIALS  TRIALS times: the tenant's use on the GPU grows by MIB without an
+ *   steer MIB TRIALS  until TRIALS trials say something (10 x TRIALS at most): the tenant's
+ *                     use on the GPU grows by MIB without an
  *                     allocation (its counter, as the interposer charges one before asking the
  *                     driver) for two of the reserver's turns, then falls back for a third;
  *                     each turn is made at once by an ask for nothing (ask_seq bumped), right
@@ -85,9 +86,9 @@ static int turn(void)
 
 static int steer(uint64_t bytes, int trials)
 {
-    int i;
+    int i, told = 0;
 
-    for (i = 0; i < trials; i++) {
+    for (i = 0; i < 10 * trials && told < trials; i++) {
         uint64_t h0, h1, h2, h3, t0;
 
         if (turn() < 0)
@@ -108,6 +109,7 @@ static int steer(uint64_t bytes, int trials)
         h3 = held();
         printf("trial %llu %llu %llu %llu %.1f\n", (unsigned long long)h0, (unsigned long long)h1,
                (unsigned long long)h2, (unsigned long long)h3, t0 / 1e6);
+        told += t0 <= 10000000ULL;
         sleep_ms(30);
     }
     return 0;
