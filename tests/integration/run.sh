@@ -2140,7 +2140,45 @@ PY
     GPUSLICE_SIM_STATE="$T/nogreen.state" GPUSLICE_SIM_GREEN=0 expect 1 "a driver without green contexts" -- "$LP" 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "cannot partition its SMs with green contexts" "$T/out" && ok "ENOTSUP naming the requirement" || { bad "no green"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
-    grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
+    grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; }
+    # Each lane its own argument, and its own record filled in: the weight given, its SMs and
+    # first SM, what its function returned (100 + I under -q, which runs no kernel).
+    # lanes_ok FILE N: N lanes, lane I given "aI", its record its partition's, side by side from SM 0.
+    lanes_ok() {
+        python3 - "$1" "$2" <<'PY'
+import sys
+n = int(sys.argv[2])
+rows = [l.split() for l in open(sys.argv[1])]
+lane = {int(r[1]): r for r in rows if r[0] == "lane"}
+info = {int(r[1]): r for r in rows if r[0] == "info"}
+assert sorted(lane) == list(range(n)) and sorted(info) == list(range(n)), rows
+first = 0
+for i in range(n):
+    l, f = lane[i], info[i]
+    assert l[3] == "a%d" % i, ("lane %d's argument" % i, l)
+    assert l[5] == l[7] == f[5], ("lane %d's SMs" % i, l, f)
+    assert int(f[7]) == first, ("lane %d's first SM" % i, f)
+    assert (f[9], f[11]) == (str(100 + i), "0"), ("lane %d's result" % i, f)
+    first += int(f[5])
+assert first <= 132, rows
+print(" ".join(info[i][5] for i in range(n)), " ".join(info[i][3] for i in range(n)))
+PY
+    }
+    expect 0 "three lanes 1/2/3, each with its argument" -- "$LP" -q 1 2 3
+    v=$(lanes_ok "$T/out" 3) && [ "$v" = "22 44 66 1 2 3" ] && ok "each lane its argument and record: SMs and weights $v" || { bad "lanes 1/2/3: ${v:-}"; cat "$T/out"; }
+    # 64 lanes, the most the API takes: 2 SMs each at least, 132 in all; 65 are refused.
+    expect 0 "64 lanes" -- "$LP" -q $(seq 64 | sed 's/.*/1/')
+    v=$(lanes_ok "$T/out" 64) && awk -v v="$v" 'BEGIN { n = split(v, x, " "); s = 0; for (i = 1; i <= 64; i++) { if (x[i] < 2) exit 1; s += x[i] } exit !(s == 132) }' && ok "64 lanes of one weight: 132 SMs, 2 at least each" || { bad "64 lanes"; cat "$T/out"; }
+    expect 1 "65 lanes" -- "$LP" -q $(seq 65 | sed 's/.*/1/')
+    grep -q "^rc -22$" "$T/out" && grep -q "^err gpuslice_lanes_run: n must be 1 to 64$" "$T/out" && ok "65 lanes: EINVAL, n must be 1 to 64" || { bad "65 lanes"; cat "$T/out"; }
+    for w in inf nan -1; do
+        expect 1 "a weight of $w" -- "$LP" -q 1 "$w"
+        grep -q "^rc -22$" "$T/out" && grep -q "^err gpuslice_lanes_run: weight 1 ($w) is not a positive number$" "$T/out" && ok "weight $w: EINVAL naming lane 1" || { bad "weight $w"; cat "$T/out"; }
+    done
+    for d in 1 -1; do
+        expect 1 "GPU $d of one" -- "$LP" -d "$d" -q 1
+        grep -q "^rc -19$" "$T/out" && grep -q "^err gpuslice_lanes_run: there is no GPU $d (1 visible)$" "$T/out" && ok "GPU $d: ENODEV" || { bad "GPU $d"; cat "$T/out"; }
+    done ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
 mem_lock | mem_lock_ns | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
