@@ -946,6 +946,16 @@ compute_duty_fresh)
         ok "NVML silent for 5 s: the duty went stale, $r_after launches/s against $r_before/s before"
     else bad "NVML silent for 5 s: $r_after launches/s against $r_before/s before (the old duty kept)"
         cat "$T/silenced" "$T/silenced.err"; fi ;;
+compute_fork)
+    # A child forked after its parent launched under a ceiling is a process of its own: it
+    # launches as itself (its board turns and NVML's samples under its own PID, as the debug
+    # summary at its exit says), and both are governed.
+    expect 0 "a child forked after the parent launched, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 1000 20
+    cp=$(awk '/^child / { print $2 }' "$T/out"); pp=$(awk '/^parent / { print $2 }' "$T/out")
+    grep -q "^parent $pp status 0$" "$T/out" && ok "the child ended with 0" || { bad "the child's status"; cat "$T/out"; }
+    n=$(grep -c "board held by [0-9]* (this process $cp, " "$T/err"); m=$(grep -c "board held by [0-9]* (this process $pp, " "$T/err")
+    if [ -n "$cp" ] && [ "$n" = 1 ] && [ "$m" = 1 ]; then ok "the child ($cp) launched as itself, the parent ($pp) as itself"
+    else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
@@ -2180,7 +2190,7 @@ PY
         grep -q "^rc -19$" "$T/out" && grep -q "^err gpuslice_lanes_run: there is no GPU $d (1 visible)$" "$T/out" && ok "GPU $d: ENODEV" || { bad "GPU $d"; cat "$T/out"; }
     done ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
-mem_lock | mem_lock_ns | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
+mem_lock | mem_lock_ns | mem_lock_compute | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;
