@@ -955,7 +955,10 @@ compute_fork)
     grep -q "^parent $pp status 0$" "$T/out" && ok "the child ended with 0" || { bad "the child's status"; cat "$T/out"; }
     n=$(grep -c "board held by [0-9]* (this process $cp, " "$T/err"); m=$(grep -c "board held by [0-9]* (this process $pp, " "$T/err")
     if [ -n "$cp" ] && [ "$n" = 1 ] && [ "$m" = 1 ]; then ok "the child ($cp) launched as itself, the parent ($pp) as itself"
-    else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi ;;
+    else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi
+    # Each summary counts the process's own 20 launches (the child's not its parent's too).
+    n=$(grep -c "debug: compute: 20 launches governed, 20 markers" "$T/err")
+    [ "$n" = 2 ] && ok "each governed its own 20 launches" || { bad "launches governed: $n summaries of 20"; grep "launches governed" "$T/err"; } ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
