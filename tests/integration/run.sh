@@ -1048,6 +1048,10 @@ cli_python)
     if [ "$(cat "$T/out")" = "interpreter $T/train.py" ]; then ok "run -- train.py too"; else bad "printed: $(cat "$T/out")"; fi
     PYTHON=/nonexistent/python expect 127 "a missing interpreter" -- "$GS" run -q "$T/train.py"; stderr_has "set PYTHON"
     PYTHON="$T/fakepy" expect 127 "a missing .py file is not handed to Python" -- "$GS" run -q "$T/none.py"
+    # ".py" alone is a name with no script's name before the suffix: run as it is (from PATH).
+    printf '#!/bin/sh\necho "direct $*"\n' >"$T/.py"; chmod +x "$T/.py"
+    (cd "$T" && PATH="$T:$PATH" PYTHON="$T/fakepy" "$GS" run -q .py z >"$T/out" 2>"$T/err"); got=$?
+    if [ $got = 0 ] && [ "$(cat "$T/out")" = "direct z" ]; then ok "run .py runs the file itself"; else bad "run .py: exit $got, $(cat "$T/out")"; cat "$T/err"; fi
     mkdir "$T/dir.py"
     PYTHON="$T/fakepy" expect 126 "a directory named *.py is not handed to Python" -- "$GS" run -q "$T/dir.py"
     PYTHON="$T/fakepy" expect 126 "exec train.py is not handed to Python" -- "$GS" exec -q "$T/train.py"
@@ -1579,11 +1583,12 @@ reserve)
     }
     M=1048576
     expect 2 "reserve without a ratio" -- "$GS" reserve; stderr_has "no RATIO"
-    for r in 0 1.5 -0.5 abc 0.5x "" nan inf 0.5.1 0..5 . 1.01 5e-1 " 0.5"; do
+    for r in 0 1.5 -0.5 -.5 abc 0.5x "" nan inf 0.5.1 0..5 . 1.01 5e-1 " 0.5"; do
         expect 2 "reserve '$r'" -- "$GS" reserve "$r"
         stderr_has "^gpuslice: reserve: \"$r\" is not a ratio (use a number in (0, 1\], e.g. 0.9)$"
     done
     expect 2 "reserve with two ratios" -- "$GS" reserve 0.5 0.6
+    stderr_has "^gpuslice: reserve: one RATIO only (usage: gpuslice reserve \[OPTIONS\] RATIO)$"
     expect 2 "reserve --device banana" -- "$GS" reserve -d banana 0.5; stderr_has "--device"
     expect 2 "reserve --bogus" -- "$GS" reserve --bogus 0.5
     expect 0 "reserve --help" -- "$GS" reserve --help
@@ -1600,17 +1605,32 @@ reserve)
     # Alone: fills to the ratio, counting what is in use; gives it back at SIGTERM and SIGINT.
     "$MP" alloc:1024 mark:"$T/other" wait:"$T/other.end" >/dev/null 2>&1 & OTHER=$!
     for i in $(seq 100); do [ -e "$T/other" ] && break; sleep 0.05; done
-    for sig in TERM INT; do
-        "$GS" reserve --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for sig in TERM HUP INT; do
+        # (-q under SIGTERM: nothing on stderr.)
+        q=; [ $sig = TERM ] && q=-q
+        "$GS" reserve $q --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
         for i in $(seq 100); do [ -s "$T/res.out" ] && break; sleep 0.05; done
         near "reserve 0.25 beside a process holding 1 GiB" $((4096 * M)) $((66 * M))
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["gpus"][0]; assert d["target_bytes"] == 4 << 30 and d["used_bytes"] == 4 << 30 and d["reserved_bytes"] == (4 << 30) - (1 << 30) - (128 << 20), d' "$T/res.out" 2>"$T/py" && ok "reserve --json: target, use and what it holds" || { bad "reserve --json"; cat "$T/res.out" "$T/py"; }
         kill -$sig $RES; wait $RES; rc=$?
         if [ $rc = 0 ]; then ok "reserve ends with 0 on SIG$sig"; else bad "reserve exit $rc on SIG$sig"; cat "$T/res.err"; fi
         near "after SIG$sig only the other process remains" $((1088 * M)) $((2 * M))
+        if [ $sig = TERM ]; then
+            [ -s "$T/res.err" ] && { bad "reserve -q wrote on stderr"; cat "$T/res.err"; } || ok "reserve -q: nothing on stderr"
+        fi
     done
+    grep -q "^gpuslice: reserve: all memory given back$" "$T/res.err" && ok "reserve says it gave everything back" || { bad "reserve's last note"; cat "$T/res.err"; }
     grep -q "holding 2.88 GiB; the GPU is 25.0% full" "$T/res.err" && ok "reserve says what it holds" || { bad "reserve's note"; cat "$T/res.err"; }
-    touch "$T/other.end"; wait $OTHER
+    # Beside 4 GiB more, the GPU is fuller than the target: nothing held, and said.
+    "$MP" alloc:4096 mark:"$T/other2" wait:"$T/other.end" >/dev/null 2>&1 & OTHER2=$!
+    for i in $(seq 100); do [ -e "$T/other2" ] && break; sleep 0.05; done
+    "$GS" reserve --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for i in $(seq 100); do [ -s "$T/res.out" ] && break; sleep 0.05; done
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["gpus"][0]; assert d["target_bytes"] == 4 << 30 and d["reserved_bytes"] == 0 and d["used_bytes"] == (5 << 30) + (192 << 20), d' "$T/res.out" 2>"$T/py" && ok "reserve 0.25 beside 5 GiB in use: nothing held" || { bad "reserve above the target"; cat "$T/res.out" "$T/py"; }
+    near "the GPU holds only the others' 5 GiB and the three contexts" $((5312 * M)) 0
+    kill -TERM $RES; wait $RES
+    grep -q "^gpuslice: reserve: GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000) is already 32.4% full, above the target: nothing held$" "$T/res.err" && ok "and says the GPU is already fuller" || { bad "the note of a GPU above the target"; cat "$T/res.err"; }
+    touch "$T/other.end"; wait $OTHER $OTHER2
     # Around a program: the device stays at half; the program's allocations are served from it.
     "$GS" run --filled 0.5 -- "$MP" used nvmlused mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
         free alloc:32768 mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!

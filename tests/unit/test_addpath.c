@@ -123,14 +123,14 @@ static void test_every_variable_goes_to_its_own_place(void **state)
     char *e;
 
     (void)state;
-    e = env_after("PATH=/orig TF_PATH=/tf-add TF_PREPEND_PATH=/tf-pre GPUSLICE_PATH=/gs-add "
+    e = env_after("PATH=/orig TF_PATH=/tf-add TF_PREPEND_PATH=/tf-pre 'GPUSLICE_PATH=/gs add' "
                   "GPUSLICE_PREPEND_PATH=/gs-pre "
                   "TF_LD_PRELOAD=tf-add.so 'TF_PREPEND_LD_PRELOAD=tf-pre1.so tf-pre2.so' "
                   "GPUSLICE_LD_PRELOAD=gs-add.so GPUSLICE_PREPEND_LD_PRELOAD=gs-pre.so "
                   "LD_LIBRARY_PATH=/lib-orig TF_LD_LIBRARY_PATH=/tf-lib "
                   "'TF_PREPEND_LD_LIBRARY_PATH=/tf pre' GPUSLICE_LD_LIBRARY_PATH=/gs-lib "
                   "GPUSLICE_PREPEND_LD_LIBRARY_PATH=/gs-prelib");
-    if (!strstr(e, "\nPATH=/gs-pre:/tf-pre:/orig:/tf-add:/gs-add\n") ||
+    if (!strstr(e, "\nPATH=/gs-pre:/tf-pre:/orig:/tf-add:/gs add\n") ||
         !strstr(e, "\nLD_PRELOAD=gs-pre.so:tf-pre1.so:tf-pre2.so:" GS_ADDPATH_LIB
                    ":tf-add.so:gs-add.so\n") ||
         !strstr(e, "\nLD_LIBRARY_PATH=/gs-prelib:/tf pre:/lib-orig:/tf-lib:/gs-lib\n"))

@@ -166,6 +166,7 @@ static void test_delete_leaves_the_rest_findable(void **state)
     /* A deleted key put again is new, and reuses a tombstone's count. */
     assert_non_null(gs_map_put(&m, key(0)));
     assert_int_equal(m.used, 51);
+    assert_int_equal(m.deleted, 49);
     assert_non_null(gs_map_get(&m, key(0)));
     done(&m);
 }
