@@ -49,12 +49,28 @@ hermetic_discovery)
     # names the real cause (permission denied, and the group to ask for), not "start gpusliced".
     in_private_run
     chmod 755 "$T"
+    # GPUSLICE_POD with no daemon in /run/gpuslice nor in the case's directory: 0 (or empty) is
+    # not a pod's process, and gets CUDA; 1 must join a pod's tenant, and gets none, saying why;
+    # anything else is refused, naming it.
+    for v in 0 ""; do
+        expect 0 "GPUSLICE_POD='$v' without a daemon" -- env GPUSLICE_POD="$v" LD_PRELOAD="$LIB" "$P" alloc:1
+    done
+    expect 1 "GPUSLICE_POD=1 without a daemon" -- env GPUSLICE_POD=1 LD_PRELOAD="$LIB" "$P" alloc:1
+    stderr_has "GPUSLICE_POD=1, but no daemon joined this process to its pod's tenant (none runs in /run/gpuslice or $GPUSLICE_DAEMON_DIR)"
+    for v in 2 yes 01 " 1"; do
+        expect 1 "GPUSLICE_POD='$v'" -- env GPUSLICE_POD="$v" LD_PRELOAD="$LIB" "$P" alloc:1
+        stderr_has "GPUSLICE_POD=\"$v\": give 1 (a pod's process, which must join its pod's tenant) or 0"
+    done
     env -u GPUSLICE_DAEMON_DIR -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null \
         --state-dir "$T/sysstate" >"$T/sys.log" 2>&1 &
     SYSPID=$!; BG="$BG $SYSPID"
     i=0; while [ "$(sys_api GET /readyz)" != 200 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
     [ "$(sys_api POST /v1/tenants '{"name":"sys","memory":"1G"}')" = 201 ] && ok "the system daemon in /run/gpuslice, its tenant sys" || { bad "the system daemon"; cat "$T/sys.log"; exit 1; }
     ls -l "$SYS" | grep -q '^srw-rw----' && ok "its socket is its group's alone (0660)" || { bad "socket mode"; ls -l "$SYS"; }
+    # It follows no pods (no pods' socket): GPUSLICE_POD=0 runs, GPUSLICE_POD=1 is told so.
+    expect 0 "GPUSLICE_POD=0 beside a daemon that follows no pods" -- env GPUSLICE_POD=0 LD_PRELOAD="$LIB" "$P" alloc:1
+    expect 1 "GPUSLICE_POD=1 beside a daemon that follows no pods" -- env GPUSLICE_POD=1 LD_PRELOAD="$LIB" "$P" alloc:1
+    stderr_has "could not join its pod's tenant (GPUSLICE_POD=1): /run/gpuslice/gpusliced.pods does not exist (the daemon does not follow Kubernetes pods)"
     # Root (no GPUSLICE_DAEMON_DIR) asks it; with GPUSLICE_DAEMON_DIR, only the daemon there.
     env -u GPUSLICE_DAEMON_DIR "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
     json_ok "root's CLI lists the system daemon's tenants" "assert d['source'] == 'gpusliced' and [t['name'] for t in d['tenants']] == ['sys'], d"
@@ -97,7 +113,26 @@ hermetic_discovery)
     python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.close()' \
         /run/gpuslice/gpusliced.pods
     expect 1 "a process beside a pods' socket that refuses" -- env LD_PRELOAD="$LIB" "$P" alloc:1
-    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods: Connection refused" ;;
+    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods: Connection refused"
+    # A pods' socket served by another user than the daemon's (root's) is not the daemon's: its
+    # answer is never taken (it would hand over any state file), and the process gets no CUDA.
+    rm -f /run/gpuslice/gpusliced.pods
+    python3 -c 'import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o666)
+ready = open(sys.argv[2], "w")
+os.setgid(65534); os.setuid(65534)  # the peer credentials are those of the listen
+s.listen(4)
+ready.write("listening\n"); ready.close()
+s.settimeout(20)
+c, _ = s.accept()
+c.sendall(b"ok 1\n")
+c.close()' /run/gpuslice/gpusliced.pods "$T/planted" &
+    BG="$BG $!"
+    i=0; while [ ! -s "$T/planted" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    expect 1 "a process beside a pods' socket served by uid 65534" -- env LD_PRELOAD="$LIB" "$P" alloc:1
+    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods is served by uid 65534, not the daemon's (0)" ;;
 *) echo "hermetic.sh: no case $CASE"; exit 2 ;;
 esac
 stop_daemon

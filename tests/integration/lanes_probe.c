@@ -14,7 +14,11 @@
  * runtime starts; cluster: the largest thread-block cluster of 16, 8, 4, 2
  * or 1 blocks a cuLaunchKernelEx on its NULL stream is not refused)
  * then "rc R" and, when R < 0, "err MESSAGE".
- * usage: lanes_probe [-d DEVICE] WEIGHT...     exit status 0 when R is 0
+ * usage: lanes_probe [-d DEVICE] [-q] WEIGHT...     exit status 0 when R is 0
+ * -q: each lane runs no kernel: it prints "lane I arg A sms N", A the argument it was given
+ * (lane I's is "a<I>"), and returns 100 + I; after the run, "info I weight W sms N first F
+ * result R cuda_error E" for each lane, as gpuslice_lanes_run filled it in. Up to 65 weights
+ * are passed on, one more than the API allows.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -66,6 +70,21 @@ static int ask(attr_fn fn)
     if (fn == NULL || fn(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0) != CUDA_SUCCESS)
         return -1;
     return v;
+}
+
+/* -q: the lane's own argument and partition, no kernel. */
+static int quick_lane(int i, const struct gpuslice_lane *info, void *arg)
+{
+    CUdevResource res;
+    CUcontext cur;
+
+    memset(&res, 0, sizeof(res));
+    if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS ||
+        cuCtxGetDevResource(cur, &res, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+        return 1;
+    printf("lane %d arg %s sms %u reported %u\n", i, arg ? (const char *)arg : "(null)",
+           res.sm.smCount, info->sm_count);
+    return 100 + i;
 }
 
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
@@ -122,26 +141,40 @@ static int lane(int i, const struct gpuslice_lane *info, void *arg)
 
 int main(int argc, char **argv)
 {
-    struct gpuslice_lane lanes[GPUSLICE_LANES_MAX];
-    double w[GPUSLICE_LANES_MAX];
+    struct gpuslice_lane lanes[GPUSLICE_LANES_MAX + 1];
+    double w[GPUSLICE_LANES_MAX + 1];
+    static char names[GPUSLICE_LANES_MAX + 1][8];
+    void *args[GPUSLICE_LANES_MAX + 1];
     char err[512] = "";
-    int n = 0, i = 1, dev = 0, rc, attr = -1;
+    int n = 0, i = 1, dev = 0, rc, attr = -1, quick = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 2 && strcmp(argv[1], "-d") == 0) {
         dev = atoi(argv[2]);
         i = 3;
     }
-    for (; i < argc && n < GPUSLICE_LANES_MAX; i++)
+    if (i < argc && strcmp(argv[i], "-q") == 0) {
+        quick = 1;
+        i++;
+    }
+    for (; i < argc && n < GPUSLICE_LANES_MAX + 1; i++) {
+        snprintf(names[n], sizeof(names[n]), "a%d", n);
+        args[n] = names[n];
         w[n++] = strtod(argv[i], NULL);
-    rc = gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
+    }
+    memset(lanes, 0xff, sizeof(lanes)); /* what the API fills in shows */
+    rc = quick ? gpuslice_lanes_run(dev, n, w, quick_lane, args, lanes, err, sizeof(err))
+               : gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
     printf("rc %d\n", rc);
+    for (i = 0; quick && rc == 0 && i < n; i++)
+        printf("info %d weight %g sms %u first %u result %d cuda_error %d\n", i, lanes[i].weight,
+               lanes[i].sm_count, lanes[i].first_sm, lanes[i].result, lanes[i].cuda_error);
     if (cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
         printf("after attribute %d\n", attr); /* no lane current: the whole GPU's */
     if (rc < 0)
         printf("err %s\n", err);
     for (i = 0; rc == 0 && i < n; i++)
-        if (lanes[i].result != 0 || lanes[i].cuda_error != 0)
+        if (lanes[i].result != (quick ? 100 + i : 0) || lanes[i].cuda_error != 0)
             rc = 1;
     return rc == 0 ? 0 : 1;
 }

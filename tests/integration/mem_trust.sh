@@ -183,6 +183,37 @@ mem_pools)
     # driver's overhead before the pool's: the drop was given back twice.
     expect 0 "a pool's unseen release is not given back twice" -- \
         "$GS" run -q --memory 1G -- "$ACCT" pool_release_unseen ;;
+mem_lock_compute)
+    # A launch that cannot resolve its GPU's tenant entry because a process of the tenant is
+    # stopped inside the tenant's lock waits for the lock, as an allocation is refused: it never
+    # runs ungoverned. The launcher's GPU entry is not resolved before its first launch: it makes
+    # no primary context, only a green context (which only the driver sees) of 8 SMs. Each try
+    # waits out the lock's 2 s bound: a launch let through after one try starts 2 s in.
+    LP="$B/tests/life_probe"
+    "$GS" run -q --name lkc --compute 30 -- "$MP" lockstop mark:"$T/h2" wait:"$T/end" >"$T/holder.out" 2>"$T/holder.err" &
+    BG=$!
+    for i in $(seq 100); do grep -q "^lockstop [0-9]" "$T/holder.out" && break; sleep 0.05; done
+    hp=$(awk '/^lockstop [0-9]/ { print $2 }' "$T/holder.out")
+    if [ -n "$hp" ] && stopped "$hp"; then ok "a process of the tenant stopped inside its lock ($hp)"; else bad "the holder did not stop in the lock"; cat "$T/holder.out" "$T/holder.err"; fi
+    f=$(ls "$GPUSLICE_RUN_DIR"/gpuslice-*.tenant)
+    GPUSLICE_TENANT=$f preload "$LP" green 500 1 >"$T/g.out" 2>"$T/g.err" &
+    gp=$!; BG="$BG $gp"
+    for i in $(seq 100); do grep -q "^green ready" "$T/g.out" && break; sleep 0.1; done
+    grep -q "^green ready" "$T/g.out" && ok "the launcher has its green context under the held lock" || { bad "the launcher did not start"; cat "$T/g.out" "$T/g.err"; }
+    sleep 4.5
+    if grep -q "^green launches" "$T/g.out"; then bad "its launches ran while the lock was held: $(cat "$T/g.out")"; else ok "4.5 s later it has launched nothing: its first launch waits"; fi
+    kill -CONT "$hp"
+    wait_mark "$T/h2" || bad "the holder did not let the lock go"
+    wait "$gp"
+    python3 - "$T/g.out" <<'PY' && ok "its first launch ran after the lock was let go, and its load under the 30 % ceiling: $(grep '^green launches' "$T/g.out")" || { bad "the launcher after the lock"; cat "$T/g.out" "$T/g.err"; }
+import sys
+l = [x.split() for x in open(sys.argv[1]) if x.startswith("green launches")]
+assert len(l) == 1, l
+n, first = int(l[0][2]), float(l[0][4])
+# Ungoverned, 1 s of 500 us kernels on 8 of 132 SMs (8.25 ms each) is 121 launches; 30 % is 36.
+assert first >= 4000 and n <= 60, l
+PY
+    touch "$T/end"; wait $BG; BG= ;;
 mem_lock_ns)
     # A holder in another PID namespace is alive there whatever kill(2) says here. Before issue
     # 28 a process in a container's namespace (a pod's) took a host process's live holder for

@@ -303,6 +303,29 @@ cli)
     expect 137 "run returns 128+N for a signal" -- "$GS" run -q -- sh -c 'kill -9 $$'
     expect 127 "run of a missing program" -- "$GS" run -q -- /nonexistent/prog
     expect 0 "python-style trailing args reach the program" -- "$GS" run -q -- sh -c 'test "$1" = --epochs' sh --epochs
+    # --name: 63 characters fit the tenant's name (64 bytes with its NUL), all of them kept; 64 do not.
+    n63=$(printf '%063d' 0 | tr 0 n)
+    expect 0 "--name of 63 characters" -- "$GS" run -q --name "$n63" -- "$GS" tenants --json --interval 0
+    json_ok "the tenant has all 63 of them" "assert [t['name'] for t in d['tenants']] == ['$n63'], d"
+    expect 2 "--name of 64 characters" -- "$GS" run --name "${n63}x" -- touch "$T/started"
+    stderr_has "^gpuslice: --name: \"${n63}x\" is longer than 63 characters$"
+    # --tenant takes the daemon tenant's limits, class, weight and name: each option of its own is
+    # refused before any daemon is asked, naming the tenant.
+    for o in "--memory 1G" "--compute 30" "--filled 0.5" "--name x" "--priority background" "--weight 3"; do
+        expect 2 "--tenant job with $o" -- "$GS" run --tenant job $o -- touch "$T/started"
+        stderr_has "^gpuslice: --tenant job: the daemon's tenant has its limits, class, weight and name; give "
+    done
+    # The limits, class and weight in run's environment become the tenant's: bad ones are bad usage.
+    GPUSLICE_MEMORY_LIMIT=lots expect 2 "a bad GPUSLICE_MEMORY_LIMIT" -- "$GS" run -- touch "$T/started"
+    stderr_has "GPUSLICE_MEMORY_LIMIT.*(the limits in run's environment become the tenant's)$"
+    GPUSLICE_COMPUTE_LIMIT=101 expect 2 "a bad GPUSLICE_COMPUTE_LIMIT" -- "$GS" exec -- touch "$T/started"
+    stderr_has "GPUSLICE_COMPUTE_LIMIT.*(the limits in exec's environment become the tenant's)$"
+    GPUSLICE_WEIGHT=0 expect 2 "a bad GPUSLICE_WEIGHT" -- "$GS" run -- touch "$T/started"
+    stderr_has "GPUSLICE_WEIGHT: \"0\" is not a weight (use an integer from 1 to 100) (the environment's class and weight become the tenant's)$"
+    # ... and good ones are the tenant's, unless an option says otherwise.
+    GPUSLICE_MEMORY_LIMIT=3G expect 0 "GPUSLICE_MEMORY_LIMIT under run" -- "$GS" run -q -- "$IT" totalmem $((3 * G))
+    GPUSLICE_MEMORY_LIMIT=3G expect 0 "--memory over GPUSLICE_MEMORY_LIMIT" -- "$GS" run -q --memory 2G -- "$IT" totalmem $((2 * G))
+    if [ -e "$T/started" ]; then bad "a refused run started its program"; else ok "no refused run started its program"; fi
     if [ -z "$(ls -A "$GPUSLICE_RUN_DIR")" ]; then ok "no tenant state left behind"; else bad "stale tenant files: $(ls "$GPUSLICE_RUN_DIR")"; fi ;;
 tenant)
     # Two processes of one tenant share the limit; a SIGKILLed one gives its usage back within a second.
@@ -929,6 +952,19 @@ compute_duty_fresh)
         ok "NVML silent for 5 s: the duty went stale, $r_after launches/s against $r_before/s before"
     else bad "NVML silent for 5 s: $r_after launches/s against $r_before/s before (the old duty kept)"
         cat "$T/silenced" "$T/silenced.err"; fi ;;
+compute_fork)
+    # A child forked after its parent launched under a ceiling is a process of its own: it
+    # launches as itself (its board turns and NVML's samples under its own PID, as the debug
+    # summary at its exit says), and both are governed.
+    expect 0 "a child forked after the parent launched, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 1000 20
+    cp=$(awk '/^child / { print $2 }' "$T/out"); pp=$(awk '/^parent / { print $2 }' "$T/out")
+    grep -q "^parent $pp status 0$" "$T/out" && ok "the child ended with 0" || { bad "the child's status"; cat "$T/out"; }
+    n=$(grep -c "board held by [0-9]* (this process $cp, " "$T/err"); m=$(grep -c "board held by [0-9]* (this process $pp, " "$T/err")
+    if [ -n "$cp" ] && [ "$n" = 1 ] && [ "$m" = 1 ]; then ok "the child ($cp) launched as itself, the parent ($pp) as itself"
+    else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi
+    # Each summary counts the process's own 20 launches (the child's not its parent's too).
+    n=$(grep -c "debug: compute: 20 launches governed, 20 markers" "$T/err")
+    [ "$n" = 2 ] && ok "each governed its own 20 launches" || { bad "launches governed: $n summaries of 20"; grep "launches governed" "$T/err"; } ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
@@ -1006,6 +1042,9 @@ cli_python)
         if [ $got = 5 ] && [ "$(cat "$T/out")" = "python x" ]; then ok "a relative train.py"; else bad "relative train.py: exit $got, $(cat "$T/out")"; cat "$T/err"; fi
         expect 5 "run --memory ... train.py" -- "$GS" run --memory 1G "$T/train.py"
         stderr_has "running the Python script .*train.py with python3"
+        # An empty PYTHON is no interpreter's name: python3 runs the script.
+        PYTHON= expect 5 "an empty PYTHON: python3" -- "$GS" run -q "$T/train.py" y
+        if [ "$(cat "$T/out")" = "python y" ]; then ok "PYTHON= runs python3"; else bad "PYTHON= printed: $(cat "$T/out")"; cat "$T/err"; fi
     else
         ok "python3 missing: skipped the python3 checks"
     fi
@@ -1015,6 +1054,10 @@ cli_python)
     if [ "$(cat "$T/out")" = "interpreter $T/train.py" ]; then ok "run -- train.py too"; else bad "printed: $(cat "$T/out")"; fi
     PYTHON=/nonexistent/python expect 127 "a missing interpreter" -- "$GS" run -q "$T/train.py"; stderr_has "set PYTHON"
     PYTHON="$T/fakepy" expect 127 "a missing .py file is not handed to Python" -- "$GS" run -q "$T/none.py"
+    # ".py" alone is a name with no script's name before the suffix: run as it is (from PATH).
+    printf '#!/bin/sh\necho "direct $*"\n' >"$T/.py"; chmod +x "$T/.py"
+    (cd "$T" && PATH="$T:$PATH" PYTHON="$T/fakepy" "$GS" run -q .py z >"$T/out" 2>"$T/err"); got=$?
+    if [ $got = 0 ] && [ "$(cat "$T/out")" = "direct z" ]; then ok "run .py runs the file itself"; else bad "run .py: exit $got, $(cat "$T/out")"; cat "$T/err"; fi
     mkdir "$T/dir.py"
     PYTHON="$T/fakepy" expect 126 "a directory named *.py is not handed to Python" -- "$GS" run -q "$T/dir.py"
     PYTHON="$T/fakepy" expect 126 "exec train.py is not handed to Python" -- "$GS" exec -q "$T/train.py"
@@ -1222,6 +1265,17 @@ cli_nice)
         stderr_has "--nice: "
     done
     expect 2 "--nice without a value" -- "$GS" exec --nice; stderr_has "--nice needs a value"
+    # Both ends of -20..19 are nice values: 19 is set; -20 is set where it may be, else a warning.
+    expect 0 "--nice 19, the highest" -- "$GS" exec -q --nice 19 -- nice
+    nice_is 19 "--nice 19"
+    expect 0 "--nice -20, the lowest" -- "$GS" exec -q --nice -20 -- nice
+    if [ "$(nice -n -40 nice 2>/dev/null)" = -20 ]; then
+        nice_is -20 "--nice -20 where it may be lowered"
+    else
+        stderr_has "warning: --nice -20: Permission denied"
+    fi
+    expect 2 "--nice 20 is bad usage" -- "$GS" exec --nice 20 -- touch "$T/started"
+    stderr_has '^gpuslice: --nice: "20" is not a nice value (use an integer from -20 to 19)$'
     if [ -e "$T/started" ]; then bad "a refused run started the program"; else ok "nothing started"; fi
     lowered=$((base - 5))
     if [ "$(id -u)" != 0 ]; then
@@ -1620,16 +1674,19 @@ reserve)
     }
     M=1048576
     expect 2 "reserve without a ratio" -- "$GS" reserve; stderr_has "no RATIO"
-    for r in 0 1.5 -0.5 abc 0.5x "" nan inf; do
-        expect 2 "reserve '$r'" -- "$GS" reserve "$r"; stderr_has "is not a ratio"
+    for r in 0 1.5 -0.5 -.5 abc 0.5x "" nan inf 0.5.1 0..5 . 1.01 5e-1 " 0.5"; do
+        expect 2 "reserve '$r'" -- "$GS" reserve "$r"
+        stderr_has "^gpuslice: reserve: \"$r\" is not a ratio (use a number in (0, 1\], e.g. 0.9)$"
     done
     expect 2 "reserve with two ratios" -- "$GS" reserve 0.5 0.6
+    stderr_has "^gpuslice: reserve: one RATIO only (usage: gpuslice reserve \[OPTIONS\] RATIO)$"
     expect 2 "reserve --device banana" -- "$GS" reserve -d banana 0.5; stderr_has "--device"
     expect 2 "reserve --bogus" -- "$GS" reserve --bogus 0.5
     expect 0 "reserve --help" -- "$GS" reserve --help
     LD_LIBRARY_PATH="$T/empty" expect 1 "reserve without a driver" -- "$GS" reserve 0.5; stderr_has "no NVIDIA driver found"
-    for r in 0 1.01 abc; do
-        expect 2 "run --filled $r" -- "$GS" run --filled "$r" -- touch "$T/started"; stderr_has "--filled"
+    for r in 0 1.01 abc 0.5.1; do
+        expect 2 "run --filled $r" -- "$GS" run --filled "$r" -- touch "$T/started"
+        stderr_has "^gpuslice: --filled: \"$r\" is not a ratio (use a number in (0, 1\], e.g. 0.9)$"
     done
     expect 2 "--filled with --gpu-share" -- "$GS" run -f 0.5 --gpu-share 50 -- touch "$T/started"; stderr_has "cannot be used with --gpu-share"
     if [ ! -e "$T/started" ]; then ok "refused usage starts nothing"; else bad "started"; fi
@@ -1639,17 +1696,32 @@ reserve)
     # Alone: fills to the ratio, counting what is in use; gives it back at SIGTERM and SIGINT.
     "$MP" alloc:1024 mark:"$T/other" wait:"$T/other.end" >/dev/null 2>&1 & OTHER=$!
     for i in $(seq 100); do [ -e "$T/other" ] && break; sleep 0.05; done
-    for sig in TERM INT; do
-        "$GS" reserve --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for sig in TERM HUP INT; do
+        # (-q under SIGTERM: nothing on stderr.)
+        q=; [ $sig = TERM ] && q=-q
+        "$GS" reserve $q --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
         for i in $(seq 100); do [ -s "$T/res.out" ] && break; sleep 0.05; done
         near "reserve 0.25 beside a process holding 1 GiB" $((4096 * M)) $((66 * M))
         python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["gpus"][0]; assert d["target_bytes"] == 4 << 30 and d["used_bytes"] == 4 << 30 and d["reserved_bytes"] == (4 << 30) - (1 << 30) - (128 << 20), d' "$T/res.out" 2>"$T/py" && ok "reserve --json: target, use and what it holds" || { bad "reserve --json"; cat "$T/res.out" "$T/py"; }
         kill -$sig $RES; wait $RES; rc=$?
         if [ $rc = 0 ]; then ok "reserve ends with 0 on SIG$sig"; else bad "reserve exit $rc on SIG$sig"; cat "$T/res.err"; fi
         near "after SIG$sig only the other process remains" $((1088 * M)) $((2 * M))
+        if [ $sig = TERM ]; then
+            [ -s "$T/res.err" ] && { bad "reserve -q wrote on stderr"; cat "$T/res.err"; } || ok "reserve -q: nothing on stderr"
+        fi
     done
+    grep -q "^gpuslice: reserve: all memory given back$" "$T/res.err" && ok "reserve says it gave everything back" || { bad "reserve's last note"; cat "$T/res.err"; }
     grep -q "holding 2.88 GiB; the GPU is 25.0% full" "$T/res.err" && ok "reserve says what it holds" || { bad "reserve's note"; cat "$T/res.err"; }
-    touch "$T/other.end"; wait $OTHER
+    # Beside 4 GiB more, the GPU is fuller than the target: nothing held, and said.
+    "$MP" alloc:4096 mark:"$T/other2" wait:"$T/other.end" >/dev/null 2>&1 & OTHER2=$!
+    for i in $(seq 100); do [ -e "$T/other2" ] && break; sleep 0.05; done
+    "$GS" reserve --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for i in $(seq 100); do [ -s "$T/res.out" ] && break; sleep 0.05; done
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["gpus"][0]; assert d["target_bytes"] == 4 << 30 and d["reserved_bytes"] == 0 and d["used_bytes"] == (5 << 30) + (192 << 20), d' "$T/res.out" 2>"$T/py" && ok "reserve 0.25 beside 5 GiB in use: nothing held" || { bad "reserve above the target"; cat "$T/res.out" "$T/py"; }
+    near "the GPU holds only the others' 5 GiB and the three contexts" $((5312 * M)) 0
+    kill -TERM $RES; wait $RES
+    grep -q "^gpuslice: reserve: GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000) is already 32.4% full, above the target: nothing held$" "$T/res.err" && ok "and says the GPU is already fuller" || { bad "the note of a GPU above the target"; cat "$T/res.err"; }
+    touch "$T/other.end"; wait $OTHER $OTHER2
     # Around a program: the device stays at half; the program's allocations are served from it.
     "$GS" run --filled 0.5 -- "$MP" used nvmlused mark:"$T/s0" wait:"$T/g0" alloc:3072 mark:"$T/s1" wait:"$T/g1" \
         free alloc:32768 mark:"$T/s2" wait:"$T/g2" alloc:12288 mark:"$T/s3" wait:"$T/g3" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
@@ -1698,7 +1770,85 @@ reserve)
     for i in $(seq 100); do [ "$(used)" -ge $((8000 * M)) ] 2>/dev/null && break; sleep 0.05; done
     kill -9 $RUNP; wait $RUNP 2>/dev/null
     near "gpuslice run killed: its reservation is given back" 0 $((66 * M))
-    pkill -f "sleep 30.1237" 2>/dev/null ;;
+    pkill -f "sleep 30.1237" 2>/dev/null
+    # The reserver's turns, made at once by a process of the tenant (reserve_probe): it shrinks
+    # for the tenant's growth at the second turn in a row that sees it, never at the first (an
+    # allocation is charged before the driver is asked, and uncharged at once when refused),
+    # and takes the memory again at the turn after the growth is gone.
+    RP="$B/tests/reserve_probe"
+    expect 0 "--filled 0.5: the tenant's use grows by 1 GiB for two turns, three times" -- "$GS" run -q --filled 0.5 -- "$RP" steer 1024 3
+    python3 - "$T/out" <<'PY' && ok "the reservation shrank by the 1 GiB at the second turn only, and took it again once it was gone" || { bad "the reservation's turns"; cat "$T/out" "$T/err"; }
+import sys
+G, band = 1 << 30, 64 << 20
+t = [[float(x) for x in l.split()[1:]] for l in open(sys.argv[1]) if l.startswith("trial ")]
+# Over 10 ms between the turn before the growth and the first that saw it: another turn may have
+# come between (on a loaded machine); such a trial says nothing of the first turn.
+c = [x for x in t if x[4] <= 10]
+assert len(c) == 3, ("too few trials without a turn between", t)
+assert all(h1 == h0 for h0, h1, h2, h3, ms in c), ("shrank at the first turn", t)
+assert all(h0 - G - band <= h2 <= h0 - G + band for h0, h1, h2, h3, ms in t), ("not by 1 GiB at the second", t)
+assert all(abs(h3 - h0) <= band for h0, h1, h2, h3, ms in t), ("not taken again", t)
+PY
+    # An ask is met with what it asks and the dead band (64 MiB) more, and the reservation then
+    # takes nothing for 0.5 s (so that the process that asked gets it first), even though the
+    # tenant allocated nothing: then it holds what it held again.
+    expect 0 "--filled 0.5: an ask for 1 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff 1024
+    python3 - "$T/out" <<'PY' && ok "1 GiB and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
+import sys
+G, band, chunk = 1 << 30, 64 << 20, 256 << 20
+l = [x.split() for x in open(sys.argv[1]) if x.startswith("holdoff ")]
+assert len(l) == 1, l
+ask, h0, h1, back = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4])
+assert ask == 1, l
+assert h0 - G - band - chunk <= h1 <= h0 - G - band, l
+assert 450 <= back <= 3000, l
+PY
+    # Two GPUs (GPU-5ac1ce00-...-00000000000N: every UUID starts alike): each GPU's reservation
+    # follows the tenant's use on that GPU, found by its whole UUID.
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    U=GPU-5ac1ce00-0000-4000-8000-00000000000
+    used_of() { "$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["gpus"][int(sys.argv[1])]["memory_used_bytes"])' "$1"; }
+    MEM_PROBE_DEVICE=1 "$GS" run -q --filled 0.5 -- "$MP" alloc:3072 mark:"$T/d1" wait:"$T/d2" >"$T/prog.out" 2>"$T/prog.err" & PROG=$!
+    # half_full: both GPUs' use is 8 GiB within 66 MiB (one reading of both), for 4 s at most.
+    half_full() {
+        local end=$(($(date +%s) + 4))
+        while :; do
+            set -- $("$GS" info --json 2>/dev/null | python3 -c 'import json, sys; print(*[g["memory_used_bytes"] for g in json.load(sys.stdin)["gpus"]])')
+            a=${1:-0} b=${2:-0}
+            [ $((a > 8192 * M ? a - 8192 * M : 8192 * M - a)) -le $((66 * M)) ] && [ $((b > 8192 * M ? b - 8192 * M : 8192 * M - b)) -le $((66 * M)) ] && return 0
+            [ "$(date +%s)" -ge $end ] && return 1
+            sleep 0.1
+        done
+    }
+    if step d1; then
+        if half_full; then ok "a program holding 3 GiB on GPU 1 only: both GPUs half full ($a and $b bytes in use)"
+        else bad "a program holding 3 GiB on GPU 1 only: $a and $b bytes in use, want 8 GiB each"; cat "$T/prog.err"; fi
+    fi
+    touch "$T/d2"; wait $PROG
+    # reserve -d picks from CUDA_VISIBLE_DEVICES and fills its pick only, whatever was visible.
+    for cvd in 0,1 "$U"1,"$U"0; do
+        pick=1; [ "$cvd" = 0,1 ] || pick=0
+        CUDA_VISIBLE_DEVICES=$cvd "$GS" reserve -d $pick --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+        for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
+        python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["ratio"] == 0.25 and [(x["index"], x["uuid"], x["total_bytes"], x["target_bytes"]) for x in g] == [(0, sys.argv[2], 16 << 30, 4 << 30)], d' "$T/res.out" "${U}1" 2>"$T/py" &&
+            ok "CUDA_VISIBLE_DEVICES=$cvd reserve -d $pick: GPU 1 alone" || { bad "CUDA_VISIBLE_DEVICES=$cvd reserve -d $pick"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+        if [ $pick = 1 ]; then
+            a=$(used_of 0); b=$(used_of 1)
+            if [ "$a" = 0 ] && [ $((b > 4096 * M ? b - 4096 * M : 4096 * M - b)) -le $((66 * M)) ]; then ok "GPU 0 untouched, GPU 1 a quarter full ($b)"; else bad "GPU 0 $a, GPU 1 $b bytes in use"; fi
+        fi
+        kill -INT $RES; wait $RES
+    done
+    # -d given twice and as a list: both GPUs, in the order given.
+    "$GS" reserve -d 1 -d 0 --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
+    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gpus"]; assert [(x["index"], x["uuid"]) for x in g] == [(0, sys.argv[2] + "1"), (1, sys.argv[2] + "0")], g' "$T/res.out" "$U" 2>"$T/py" &&
+        ok "reserve -d 1 -d 0: GPU 1 then GPU 0" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+    kill -TERM $RES; wait $RES
+    CUDA_VISIBLE_DEVICES=0 expect 2 "reserve -d 1 where only GPU 0 is visible" -- "$GS" reserve -d 1 0.5; stderr_has "--device"
+    # No GPU visible: the driver's answer, said.
+    CUDA_VISIBLE_DEVICES= expect 1 "reserve with no GPU visible" -- "$GS" reserve 0.5
+    stderr_has "^gpuslice: reserve: the CUDA driver did not initialise: CUDA_ERROR_NO_DEVICE$"
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/sim.state" ;;
 sms)
     # SM partitions (GPUSLICE_SMS, run --sms/--sm-share) on the simulated GPU: 132 SMs in groups
     # of 8, of 2 ignoring co-scheduling; a spin_2000us kernel takes 2 ms on all of them.
@@ -2152,9 +2302,47 @@ PY
     GPUSLICE_SIM_STATE="$T/nogreen.state" GPUSLICE_SIM_GREEN=0 expect 1 "a driver without green contexts" -- "$LP" 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "cannot partition its SMs with green contexts" "$T/out" && ok "ENOTSUP naming the requirement" || { bad "no green"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
-    grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; } ;;
+    grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; }
+    # Each lane its own argument, and its own record filled in: the weight given, its SMs and
+    # first SM, what its function returned (100 + I under -q, which runs no kernel).
+    # lanes_ok FILE N: N lanes, lane I given "aI", its record its partition's, side by side from SM 0.
+    lanes_ok() {
+        python3 - "$1" "$2" <<'PY'
+import sys
+n = int(sys.argv[2])
+rows = [l.split() for l in open(sys.argv[1])]
+lane = {int(r[1]): r for r in rows if r[0] == "lane"}
+info = {int(r[1]): r for r in rows if r[0] == "info"}
+assert sorted(lane) == list(range(n)) and sorted(info) == list(range(n)), rows
+first = 0
+for i in range(n):
+    l, f = lane[i], info[i]
+    assert l[3] == "a%d" % i, ("lane %d's argument" % i, l)
+    assert l[5] == l[7] == f[5], ("lane %d's SMs" % i, l, f)
+    assert int(f[7]) == first, ("lane %d's first SM" % i, f)
+    assert (f[9], f[11]) == (str(100 + i), "0"), ("lane %d's result" % i, f)
+    first += int(f[5])
+assert first <= 132, rows
+print(" ".join(info[i][5] for i in range(n)), " ".join(info[i][3] for i in range(n)))
+PY
+    }
+    expect 0 "three lanes 1/2/3, each with its argument" -- "$LP" -q 1 2 3
+    v=$(lanes_ok "$T/out" 3) && [ "$v" = "22 44 66 1 2 3" ] && ok "each lane its argument and record: SMs and weights $v" || { bad "lanes 1/2/3: ${v:-}"; cat "$T/out"; }
+    # 64 lanes, the most the API takes: 2 SMs each at least, 132 in all; 65 are refused.
+    expect 0 "64 lanes" -- "$LP" -q $(seq 64 | sed 's/.*/1/')
+    v=$(lanes_ok "$T/out" 64) && awk -v v="$v" 'BEGIN { n = split(v, x, " "); s = 0; for (i = 1; i <= 64; i++) { if (x[i] < 2) exit 1; s += x[i] } exit !(s == 132) }' && ok "64 lanes of one weight: 132 SMs, 2 at least each" || { bad "64 lanes"; cat "$T/out"; }
+    expect 1 "65 lanes" -- "$LP" -q $(seq 65 | sed 's/.*/1/')
+    grep -q "^rc -22$" "$T/out" && grep -q "^err gpuslice_lanes_run: n must be 1 to 64$" "$T/out" && ok "65 lanes: EINVAL, n must be 1 to 64" || { bad "65 lanes"; cat "$T/out"; }
+    for w in inf nan -1; do
+        expect 1 "a weight of $w" -- "$LP" -q 1 "$w"
+        grep -q "^rc -22$" "$T/out" && grep -q "^err gpuslice_lanes_run: weight 1 ($w) is not a positive number$" "$T/out" && ok "weight $w: EINVAL naming lane 1" || { bad "weight $w"; cat "$T/out"; }
+    done
+    for d in 1 -1; do
+        expect 1 "GPU $d of one" -- "$LP" -d "$d" -q 1
+        grep -q "^rc -19$" "$T/out" && grep -q "^err gpuslice_lanes_run: there is no GPU $d (1 visible)$" "$T/out" && ok "GPU $d: ENODEV" || { bad "GPU $d"; cat "$T/out"; }
+    done ;;
 accounting | audit_* | compute_board) . "$SRC/tests/integration/audit.sh" ;;
-mem_lock | mem_lock_ns | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
+mem_lock | mem_lock_ns | mem_lock_compute | mem_pools) . "$SRC/tests/integration/mem_trust.sh" ;;
 compute_weights | compute_priority) . "$SRC/tests/integration/priority.sh" ;;
 daemon_net_*) . "$SRC/tests/integration/daemon_net.sh" ;;
 daemon_*) . "$SRC/tests/integration/daemon.sh" ;;

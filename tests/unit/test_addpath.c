@@ -81,9 +81,11 @@ static char *env_after(const char *vars)
     size_t n;
     FILE *p;
 
-    /* (ASAN_OPTIONS: under the sanitizers the library needs their runtime, loaded after env's.) */
+    /* (ASAN_OPTIONS: under the sanitizers the library needs their runtime, loaded after env's.
+       env by its path: the PATH given may not lead to it.) */
     snprintf(cmd, sizeof(cmd),
-             "env -i ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 %s LD_PRELOAD=%s env",
+             "env -i ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 %s LD_PRELOAD=%s "
+             "\"$(command -v env)\"",
              vars, GS_ADDPATH_LIB);
     assert_non_null(p = popen(cmd, "r"));
     n = fread(out, 1, sizeof(out) - 1, p);
@@ -111,6 +113,47 @@ static void test_the_library_composes_from_its_constructor(void **state)
     assert_non_null(strstr(e, "LD_LIBRARY_PATH=/opt/tf/lib\n"));
 }
 
+/*
+ * All twelve variables at once: for each of PATH, LD_PRELOAD and LD_LIBRARY_PATH its own
+ * TF_ and GPUSLICE_ append and prepend rules, applied in the order TF_ append, TF_ prepend,
+ * GPUSLICE_ append, GPUSLICE_ prepend; spaces separate in LD_PRELOAD's only.
+ */
+static void test_every_variable_goes_to_its_own_place(void **state)
+{
+    char *e;
+
+    (void)state;
+    e = env_after("PATH=/orig TF_PATH=/tf-add TF_PREPEND_PATH=/tf-pre 'GPUSLICE_PATH=/gs add' "
+                  "GPUSLICE_PREPEND_PATH=/gs-pre "
+                  "TF_LD_PRELOAD=tf-add.so 'TF_PREPEND_LD_PRELOAD=tf-pre1.so tf-pre2.so' "
+                  "GPUSLICE_LD_PRELOAD=gs-add.so GPUSLICE_PREPEND_LD_PRELOAD=gs-pre.so "
+                  "LD_LIBRARY_PATH=/lib-orig TF_LD_LIBRARY_PATH=/tf-lib "
+                  "'TF_PREPEND_LD_LIBRARY_PATH=/tf pre' GPUSLICE_LD_LIBRARY_PATH=/gs-lib "
+                  "GPUSLICE_PREPEND_LD_LIBRARY_PATH=/gs-prelib");
+    if (!strstr(e, "\nPATH=/gs-pre:/tf-pre:/orig:/tf-add:/gs add\n") ||
+        !strstr(e, "\nLD_PRELOAD=gs-pre.so:tf-pre1.so:tf-pre2.so:" GS_ADDPATH_LIB
+                   ":tf-add.so:gs-add.so\n") ||
+        !strstr(e, "\nLD_LIBRARY_PATH=/gs-prelib:/tf pre:/lib-orig:/tf-lib:/gs-lib\n"))
+        fail_msg("the environment after the constructor:\n%s", e);
+    /* Each GPUSLICE_ rule alone, the variable unset before (LD_PRELOAD holds the library). */
+    e = env_after("GPUSLICE_PREPEND_LD_PRELOAD=only-pre.so");
+    if (!strstr(e, "LD_PRELOAD=only-pre.so:" GS_ADDPATH_LIB "\n"))
+        fail_msg("GPUSLICE_PREPEND_LD_PRELOAD alone:\n%s", e);
+    e = env_after("GPUSLICE_LD_PRELOAD=only-add.so");
+    if (!strstr(e, "LD_PRELOAD=" GS_ADDPATH_LIB ":only-add.so\n"))
+        fail_msg("GPUSLICE_LD_PRELOAD alone:\n%s", e);
+    e = env_after("GPUSLICE_PREPEND_PATH=/p GPUSLICE_LD_LIBRARY_PATH=/l");
+    if (!strstr(e, "\nPATH=/p\n") || !strstr(e, "\nLD_LIBRARY_PATH=/l\n"))
+        fail_msg("GPUSLICE_PREPEND_PATH and GPUSLICE_LD_LIBRARY_PATH alone:\n%s", e);
+    e = env_after("TF_PREPEND_LD_LIBRARY_PATH=/q GPUSLICE_PREPEND_LD_LIBRARY_PATH=/r");
+    if (!strstr(e, "\nLD_LIBRARY_PATH=/r:/q\n") || strstr(e, "\nPATH="))
+        fail_msg("the LD_LIBRARY_PATH prepend rules alone:\n%s", e);
+    /* Empty values add nothing (no empty component, which would mean the working directory). */
+    e = env_after("PATH=/orig TF_PATH= GPUSLICE_PREPEND_PATH= GPUSLICE_LD_LIBRARY_PATH=");
+    if (!strstr(e, "\nPATH=/orig\n") || strstr(e, "\nLD_LIBRARY_PATH="))
+        fail_msg("empty values:\n%s", e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -118,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_present_and_empty_components_are_skipped),
         cmocka_unit_test(test_ld_preload_separates_by_spaces_too),
         cmocka_unit_test(test_the_library_composes_from_its_constructor),
+        cmocka_unit_test(test_every_variable_goes_to_its_own_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

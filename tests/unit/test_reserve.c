@@ -17,6 +17,7 @@
 
 #include "common/reserve.h"
 #include "common/tenant.h"
+#include "control/reserver.h"
 
 static const uint8_t gpu0[16] = { 0xa, 1, 2, 3 };
 static const uint8_t gpu1[16] = { 0xb, 1, 2, 3 };
@@ -195,6 +196,222 @@ static void test_ask_answered_by_another_process(void **state)
     gs_tenant_close(t);
 }
 
+static uint64_t ns_since(const struct timespec *a)
+{
+    struct timespec b;
+
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (uint64_t)((b.tv_sec - a->tv_sec) * 1000000000L + (b.tv_nsec - a->tv_nsec));
+}
+
+/*
+ * A PID reused by a new reserver: the file still names the PID with the dead one's start
+ * time. The new one's claim is its own (its start time recorded), and it is alive.
+ */
+static void test_claim_after_pid_reuse_records_the_new_start_time(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    uint64_t start = gs_proc_start_time(getpid());
+
+    (void)state;
+    t->reserve.pid = getpid();
+    t->reserve.start_time = start + 12345; /* the dead reserver's */
+    assert_false(gs_reserve_alive(t));
+    assert_int_equal(gs_reserve_claim(t, getpid(), start), 0);
+    assert_int_equal(t->reserve.pid, getpid());
+    assert_int_equal(t->reserve.start_time, start);
+    assert_true(gs_reserve_alive(t));
+    /* A start time of 0 is never alive, whatever the PID. */
+    t->reserve.start_time = 0;
+    assert_false(gs_reserve_alive(t));
+    t->reserve.start_time = start;
+    t->reserve.pid = 0;
+    assert_false(gs_reserve_alive(t));
+    gs_tenant_close(t);
+}
+
+/* held reads 0 without a reserver, and for an index outside the table. */
+static void test_held_and_take_bounds(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    int e;
+
+    (void)state;
+    e = gs_reserve_add(t, gpu0, 1 << 30);
+    assert_int_equal(e, 0);
+    t->reserve.dev[0].held = 5 << 20;
+    t->reserve.dev[GPUSLICE_MAX_DEVICES - 1].held = 7 << 20;
+    assert_int_equal(gs_reserve_held(t, 0), 0); /* nobody holds it: pid 0 */
+    assert_int_equal(gs_reserve_claim(t, getpid(), gs_proc_start_time(getpid())), 0);
+    assert_int_equal(gs_reserve_held(t, 0), 5 << 20);
+    assert_int_equal(gs_reserve_held(t, GPUSLICE_MAX_DEVICES - 1), 7 << 20);
+    assert_int_equal(gs_reserve_held(t, GPUSLICE_MAX_DEVICES), 0);
+    assert_int_equal(gs_reserve_held(t, -1), 0);
+    t->reserve.dev[GPUSLICE_MAX_DEVICES - 1].want = 9;
+    assert_int_equal(gs_reserve_take(t, GPUSLICE_MAX_DEVICES - 1), 9);
+    assert_int_equal(gs_reserve_take(t, GPUSLICE_MAX_DEVICES - 1), 0);
+    assert_int_equal(gs_reserve_take(t, GPUSLICE_MAX_DEVICES), 0);
+    assert_int_equal(gs_reserve_take(t, -1), 0);
+    gs_tenant_close(t);
+}
+
+/* Entries: the first unused slot, reset when taken; the all-zero UUID names no entry; full. */
+static void test_add_fills_free_slots_until_full(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    static const uint8_t zero[16];
+    uint8_t u[16];
+    int i;
+
+    (void)state;
+    assert_int_equal(gs_reserve_entry(t, zero), -ENOENT);
+    t->reserve.dev[0].held = 11;
+    t->reserve.dev[0].want = 12;
+    assert_int_equal(gs_reserve_add(t, gpu1, 100), 0);
+    assert_int_equal(t->reserve.dev[0].held, 0);
+    assert_int_equal(t->reserve.dev[0].want, 0);
+    assert_int_equal(t->reserve.dev[0].target, 100);
+    assert_memory_equal(t->reserve.dev[0].uuid, gpu1, 16);
+    assert_int_equal(gs_reserve_entry(t, zero), -ENOENT); /* the free slots are not entries */
+    for (i = 1; i < GPUSLICE_MAX_DEVICES; i++) {
+        memset(u, 0, sizeof(u));
+        u[15] = (uint8_t)i;
+        assert_int_equal(gs_reserve_add(t, u, (uint64_t)i), i);
+    }
+    u[15] = 0xee;
+    assert_int_equal(gs_reserve_add(t, u, 1), -ENOSPC);
+    u[15] = GPUSLICE_MAX_DEVICES - 1; /* the last one is found */
+    assert_int_equal(gs_reserve_entry(t, u), GPUSLICE_MAX_DEVICES - 1);
+    assert_int_equal(gs_reserve_add(t, u, 77), GPUSLICE_MAX_DEVICES - 1);
+    assert_int_equal(t->reserve.dev[GPUSLICE_MAX_DEVICES - 1].target, 77);
+    gs_tenant_close(t);
+}
+
+/* Release: every entry's held goes to 0, the claim is cleared, and waiters are answered. */
+static void test_release_clears_every_entry_and_answers(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    int i;
+
+    (void)state;
+    assert_int_equal(gs_reserve_claim(t, getpid(), gs_proc_start_time(getpid())), 0);
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
+        t->reserve.dev[i].held = (uint64_t)(i + 1) << 20;
+    t->reserve.ask_seq = 41;
+    t->reserve.gave_seq = 40;
+    gs_reserve_release(t, getpid());
+    for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
+        assert_int_equal(t->reserve.dev[i].held, 0);
+    assert_int_equal(t->reserve.pid, 0);
+    assert_int_equal(t->reserve.start_time, 0);
+    assert_int_equal(t->reserve.gave_seq, 41);
+    gs_tenant_close(t);
+}
+
+/* wait: at once when an ask is newer than seen, or with no time to wait; else up to the time. */
+static void test_wait_returns_the_newest_ask(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    struct timespec a;
+
+    (void)state;
+    t->reserve.ask_seq = 5;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(gs_reserve_wait(t, 4, 2000000000ULL), 5);
+    assert_int_equal(gs_reserve_wait(t, 5, 0), 5);
+    assert_true(ns_since(&a) < 500000000ULL);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(gs_reserve_wait(t, 5, 30000000ULL), 5);
+    assert_true(ns_since(&a) >= 25000000ULL);
+    gs_tenant_close(t);
+}
+
+/*
+ * The reserver's answer carries the sequence number of the ask it read (gs_reserve_answer
+ * with ask_seq): that answers the ask at once, while the reserver lives on. An older answer
+ * does not.
+ */
+static void test_answer_with_the_asks_own_number_answers_it(void **state)
+{
+    struct gpuslice_tenant *t = fresh();
+    struct timespec a;
+    int fds[2], status, e;
+    pid_t child;
+    char c;
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    child = fork();
+    if (child == 0) {
+        struct timespec ts = { 1, 500000000L };
+        uint32_t seen, seq;
+        int i;
+        close(fds[0]);
+        gs_reserve_claim(t, getpid(), gs_proc_start_time(getpid()));
+        i = gs_reserve_add(t, gpu0, 1ULL << 30);
+        __atomic_store_n(&t->reserve.dev[i].held, 1ULL << 29, __ATOMIC_RELEASE);
+        seen = __atomic_load_n(&t->reserve.ask_seq, __ATOMIC_ACQUIRE);
+        if (write(fds[1], "r", 1) != 1)
+            _exit(3);
+        for (i = 0; i < 300 && (seq = gs_reserve_wait(t, seen, 10000000ULL)) == seen; i++)
+            ;
+        gs_reserve_answer(t, seq);
+        nanosleep(&ts, NULL); /* alive, answering nothing more */
+        gs_reserve_release(t, getpid());
+        _exit(0);
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    e = gs_reserve_entry(t, gpu0);
+    assert_int_equal(e, 0);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(gs_reserve_ask(t, e, 1 << 20, 1000000000ULL), 1);
+    assert_true(ns_since(&a) < 900000000ULL);
+    assert_true(gs_reserve_alive(t));
+    /* An answer to an earlier ask leaves a new one waiting until its time runs out. */
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(gs_reserve_ask(t, e, 1 << 20, 100000000ULL), -ETIMEDOUT);
+    assert_true(ns_since(&a) >= 100000000ULL);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    gs_tenant_close(t);
+}
+
+/* RATIO of reserve and --filled: digits with at most one '.', in (0, 1]. */
+static void test_ratio_accepts_only_0_to_1(void **state)
+{
+    static const struct {
+        const char *s;
+        double v; /* 0: refused */
+    } cases[] = {
+        { "1", 1 },     { "1.0", 1 },      { "1.", 1 },          { ".5", 0.5 },
+        { "0.5", 0.5 }, { "0.9", 0.9 },    { "0.000001", 1e-6 }, { "00.25", 0.25 },
+        { "0", 0 },     { "0.0", 0 },      { ".", 0 },           { "", 0 },
+        { "1.01", 0 },  { "1.000001", 0 }, { "2", 0 },           { "0.5.1", 0 },
+        { "0..5", 0 },  { "..5", 0 },      { "-0.5", 0 },        { "+0.5", 0 },
+        { "0.5 ", 0 },  { " 0.5", 0 },     { "5e-1", 0 },        { "0x0.8", 0 },
+        { "nan", 0 },   { "inf", 0 },      { "0,5", 0 },         { "0.5x", 0 },
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double v = -1;
+        int r = reserve_parse_ratio(cases[i].s, &v);
+        if (cases[i].v > 0) {
+            if (r != 0 || v != cases[i].v)
+                fail_msg("\"%s\": %d, %g; want %g", cases[i].s, r, v, cases[i].v);
+        } else if (r != -EINVAL || v != -1) {
+            fail_msg("\"%s\": %d, %g; want -EINVAL and nothing stored", cases[i].s, r, v);
+        }
+    }
+    {
+        double v = -1;
+        assert_int_equal(reserve_parse_ratio(NULL, &v), -EINVAL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +422,13 @@ int main(void)
         cmocka_unit_test(test_entries_by_uuid),
         cmocka_unit_test(test_ask_without_answer_times_out_and_is_withdrawn),
         cmocka_unit_test(test_ask_answered_by_another_process),
+        cmocka_unit_test(test_claim_after_pid_reuse_records_the_new_start_time),
+        cmocka_unit_test(test_held_and_take_bounds),
+        cmocka_unit_test(test_add_fills_free_slots_until_full),
+        cmocka_unit_test(test_release_clears_every_entry_and_answers),
+        cmocka_unit_test(test_wait_returns_the_newest_ask),
+        cmocka_unit_test(test_answer_with_the_asks_own_number_answers_it),
+        cmocka_unit_test(test_ratio_accepts_only_0_to_1),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -42,6 +42,7 @@ void gs__compute_fork_child(void)
     __atomic_store_n(&gov_pid, 0, __ATOMIC_RELAXED);
     gov_idle = 0;
     my_pid = 0;
+    memset(&stats, 0, sizeof(stats)); /* its debug summary counts its own work, not the parent's */
     duty_fork_child();
 }
 
