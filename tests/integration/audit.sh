@@ -38,7 +38,7 @@ accounting)
     for c in plain small small_pages pitch array array3d async async_ptsz pool pool_ptsz \
         pool_destroyed_live pool_destroyed_free pool_destroyed_last_ctx async_free_moment vmm vmm_retain \
         vmm_threads managed \
-        legacy_info huge last_ctx_pool limit_lowered contexts; do
+        legacy_info huge last_ctx_pool limit_lowered contexts reset reset_released; do
         expect 0 "accounting, $c: the crossing allocation refused, nothing reserved" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
         # In a container's PID namespace NVML does not list the process, so nothing is re-read

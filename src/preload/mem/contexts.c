@@ -98,7 +98,25 @@ static void context_appeared(struct dev_state *d, int64_t device_used_before)
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* Context ctx on d is gone: so is everything allocated in it. */
+/*
+ * The primary context, reset while retained (it still counts in ctx_count), is
+ * made again by a retain: its memory is charged again. Where NVML lists the
+ * process a re-read finds it; where it does not (a PID namespace), its
+ * footprint, which the reset gave back, is charged again.
+ */
+static void context_back(struct dev_state *d)
+{
+    pthread_mutex_lock(&mem_mu);
+    d->primary_reset = 0;
+    if (d->mode == OVERHEAD_FOOTPRINT) {
+        force_charge(d, d->footprint);
+        d->overhead += d->footprint;
+    } else {
+        refresh_overhead(d);
+    }
+    pthread_mutex_unlock(&mem_mu);
+}
+
 /*
  * ctx ended: what was allocated in it is gone. also, when not NULL, is a
  * second handle of the same context (the real primary context behind a
@@ -208,6 +226,8 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     d->real_primary = real;
     if (d->primary_refs++ == 0)
         context_appeared(d, before);
+    else if (d->primary_reset)
+        context_back(d);
     return r;
 }
 
@@ -226,11 +246,16 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         if (d == NULL || d->primary_refs == 0)                                                     \
             return r;                                                                              \
         if (reset) {                                                                               \
+            if (d->primary_reset)                                                                  \
+                context_back(d); /* reset twice: its footprint is taken off once */                \
             context_gone(d, dev, d->primary, d->real_primary);                                     \
             pthread_mutex_lock(&mem_mu);                                                           \
             d->ctx_count++; /* still retained: it comes back on use */                             \
+            d->primary_reset = 1;                                                                  \
             pthread_mutex_unlock(&mem_mu);                                                         \
         } else if (--d->primary_refs == 0) {                                                       \
+            if (d->primary_reset)                                                                  \
+                context_back(d); /* never made again: what goes with it went at the reset */       \
             context_gone(d, dev, d->primary, d->real_primary);                                     \
         }                                                                                          \
         return r;                                                                                  \
