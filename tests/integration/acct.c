@@ -1226,6 +1226,55 @@ static int run(const char *c)
         CHECK(t0 == 0 && tenant_used() == 0,
               "no context left: the driver holds %llu, the tenant %llu", (unsigned long long)t0,
               (unsigned long long)tenant_used());
+    } else if (strcmp(c, "partition_release") == 0) {
+        /*
+         * Under an SM partition (run --sms) the primary context is handed out as its green
+         * context, which holds a reference to the real one (as CUDA 13's do); the CUDA runtime
+         * makes the real one current through its own entry points (the simulator's
+         * cuSimRuntimeMakePrimaryCurrent, with a reference of its own): allocations are made
+         * with either current. The program's release leaves the context alive for the other
+         * references: all of it stays charged, exactly what the driver holds, and a retain
+         * again counts nothing twice. A reset ends it, with what was made with either
+         * handle current.
+         */
+        CUresult (*runtime_current)(CUdevice) =
+            (CUresult(*)(CUdevice))dlsym(RTLD_DEFAULT, "cuSimRuntimeMakePrimaryCurrent");
+        uint64_t f0 = tenant_free();
+        CHECK(runtime_current != NULL, "the simulator's runtime entry point");
+        if (!runtime_current)
+            return 1;
+        admitted("64 MiB with the partition current", cuMemAlloc_v2(&p, 64 * MiB));
+        CHECK(runtime_current(0) == CUDA_SUCCESS, "the runtime makes the real primary current");
+        admitted("64 MiB with the real primary context current", cuMemAlloc_v2(&q, 64 * MiB));
+        agree("64 MiB allocated with each handle of the primary context current");
+        CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
+                  cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
+              "the program's release");
+        t0 = truth();
+        printf("released by the program: the driver holds %llu, the tenant's file says %llu\n",
+               (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(t0 > 128 * MiB && tenant_used() == t0,
+              "released by the program, alive for the other references: the driver holds %llu, "
+              "the tenant %llu",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "retained again");
+        agree("retained again: nothing counted twice");
+        CHECK(tenant_free() == f0 - 128 * MiB, "retained again, free %llu, want %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)(f0 - 128 * MiB));
+        CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "reset");
+        t0 = truth();
+        CHECK(t0 == 0 && tenant_used() == 0,
+              "after the reset the driver holds %llu, the tenant %llu (both handles' "
+              "allocations go)",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "retained after the reset: a new partition");
+        agree("the context made again on a new partition");
+        CHECK(tenant_free() == f0, "the context made again leaves %llu free, the first left %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
     } else if (strcmp(c, "last_ctx_pool") == 0) {
         /*
          * The device's last context goes with what the device's pool reserved for a live

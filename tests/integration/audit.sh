@@ -72,6 +72,13 @@ accounting)
             "accounting, NVML under a limit above the device (PID offset $off): the device's total and free" -- \
             "$GS" run -q --memory 1T -- "$ACCT" nvml_above
     done
+    # Under an SM partition the program's release of the primary context leaves it alive for the
+    # partition's green context and the CUDA runtime's own reference: nothing goes until a reset.
+    for off in 0 100000; do
+        GPUSLICE_SIM_NVML_PID_OFFSET=$off expect 0 \
+            "accounting under an SM partition (PID offset $off): the released primary context lives on, charged" -- \
+            "$GS" run -q --memory 1G --sms 16 -- "$ACCT" partition_release
+    done
     # The 32-bit calls under a limit past 4 GiB: 4 GiB - 1, as the driver says, never cut to 32 bits.
     expect 0 "accounting, the 32-bit calls under an 8 GiB limit say 4 GiB - 1" -- \
         "$GS" run -q --memory 8G -- "$ACCT" legacy_info_big ;;
