@@ -11,12 +11,17 @@
  * beyond the request — pages of small allocations, the pitch, array padding,
  * a pool's 32 MiB growth — so an interposer that charges the request alone,
  * or skips a family, or lets a huge request wrap its counters, fails here.
+ * What the tenant's other processes are shown is read from its file (no view
+ * of this process re-reads anything first), and NVML's view is checked beside
+ * cuMemGetInfo's.
  *
  * usage: acct CASE     (exit 0 when every check held; "FAIL …" lines otherwise)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,7 @@
 #include "common/cuda_api.h"
 #include "common/cuda_funcs.h"
 #include "common/nvml_api.h"
+#include "gpuslice/tenant_abi.h"
 
 #include "check.h"
 
@@ -38,10 +44,15 @@ GS_CUDA_FUNCS(DECL)
 #define MiB (1ULL << 20)
 
 static gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 nvml_procs;
+static gs_pfn_nvmlDeviceGetMemoryInfo nvml_mem;       /* through the interposer */
+static gs_pfn_nvmlDeviceGetMemoryInfo_v2 nvml_mem_v2; /* likewise */
 static nvmlDevice_t nvml_dev;
 
-/* The child's part: device 0's use as NVML reports it, on stdout. */
-static int device_used(void)
+/*
+ * The child's part: device 0's use as NVML reports it, on stdout (--device-used, which
+ * mem_trust.sh reads too), or its use and free memory (--device-figures).
+ */
+static int device_used(int with_free)
 {
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     gs_pfn_nvmlInit_v2 in;
@@ -55,7 +66,10 @@ static int device_used(void)
         !(mi = (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo")) ||
         in() != NVML_SUCCESS || gh(0, &dev) != NVML_SUCCESS || mi(dev, &m) != NVML_SUCCESS)
         return 1;
-    printf("%llu\n", m.used);
+    if (with_free)
+        printf("%llu %llu\n", m.used, m.free);
+    else
+        printf("%llu\n", m.used);
     return 0;
 }
 
@@ -139,34 +153,114 @@ static uint64_t sampler_stop(struct sampler *s, unsigned long long *samples)
     return most;
 }
 
-/* What the (simulated) device holds, read from outside the interposer: the truth. */
-static uint64_t truth(void)
+/*
+ * Device 0's use and free memory, read from outside the interposer (a child without it):
+ * the truth. Both UINT64_MAX when they could not be read.
+ */
+static void device_figures(uint64_t *used, uint64_t *free)
 {
-    unsigned long long v = UINT64_MAX;
+    unsigned long long u = UINT64_MAX, f = UINT64_MAX;
     int fds[2], st;
     pid_t pid;
-    FILE *f;
+    FILE *in;
 
+    *used = *free = UINT64_MAX;
     if (pipe(fds) < 0 || (pid = fork()) < 0)
-        return UINT64_MAX;
+        return;
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         unsetenv("LD_PRELOAD");
         unsetenv("GPUSLICE_TENANT");
-        execl("/proc/self/exe", "acct", "--device-used", (char *)NULL);
+        execl("/proc/self/exe", "acct", "--device-figures", (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
-    if ((f = fdopen(fds[0], "r")) != NULL) {
-        if (fscanf(f, "%llu", &v) != 1)
-            v = UINT64_MAX;
-        fclose(f);
+    if ((in = fdopen(fds[0], "r")) != NULL) {
+        if (fscanf(in, "%llu %llu", &u, &f) != 2)
+            u = f = UINT64_MAX;
+        fclose(in);
     }
     waitpid(pid, &st, 0);
+    *used = u;
+    *free = f;
+}
+
+/* What the (simulated) device holds, read from outside the interposer: the truth. */
+static uint64_t truth(void)
+{
+    uint64_t used, free;
+
+    device_figures(&used, &free);
     (void)nvml_procs;
     (void)nvml_dev;
+    return used;
+}
+
+/* What the device has free, read from outside the interposer. */
+static uint64_t device_free(void)
+{
+    uint64_t used, free;
+
+    device_figures(&used, &free);
+    return free;
+}
+
+/*
+ * The tenant's file as another process (the CLI, the daemon) reads it: the offset of device
+ * 0's entry's field off, found by the ordinal its entry records.
+ */
+static size_t tenant_dev_off(size_t field)
+{
+    struct gpuslice_tenant_device dv;
+    const char *path = getenv("GPUSLICE_TENANT");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1, e;
+    size_t at = (size_t)-1;
+
+    for (e = 0; fd >= 0 && e < GPUSLICE_MAX_DEVICES; e++) {
+        size_t off = offsetof(struct gpuslice_tenant, dev) + (size_t)e * sizeof(dv);
+        static const uint8_t none[16];
+        if (pread(fd, &dv, sizeof(dv), (off_t)off) != (ssize_t)sizeof(dv))
+            break;
+        if (memcmp(dv.uuid, none, sizeof(none)) != 0 && dv.ordinal == 0) {
+            at = off + field;
+            break;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    CHECK(at != (size_t)-1, "no entry for device 0 in the tenant's file %s",
+          path ? path : "(none)");
+    return at;
+}
+
+/* The tenant's use of device 0 as its file says: what every other process is shown. */
+static uint64_t tenant_used(void)
+{
+    const char *path = getenv("GPUSLICE_TENANT");
+    size_t off = tenant_dev_off(offsetof(struct gpuslice_tenant_device, mem_used));
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    uint64_t v = UINT64_MAX;
+
+    if (fd >= 0 && off != (size_t)-1 && pread(fd, &v, sizeof(v), (off_t)off) != (ssize_t)sizeof(v))
+        v = UINT64_MAX;
+    if (fd >= 0)
+        close(fd);
     return v;
+}
+
+/* Sets device 0's limit in the tenant's file, as `gpuslice set` does (lowered under the use). */
+static void tenant_set_limit(uint64_t limit)
+{
+    const char *path = getenv("GPUSLICE_TENANT");
+    size_t off = tenant_dev_off(offsetof(struct gpuslice_tenant_device, mem_limit));
+    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+
+    CHECK(fd >= 0 && off != (size_t)-1 &&
+              pwrite(fd, &limit, sizeof(limit), (off_t)off) == (ssize_t)sizeof(limit),
+          "cannot set the limit in %s", path ? path : "(none)");
+    if (fd >= 0)
+        close(fd);
 }
 
 static uint64_t tenant_free(void)
@@ -189,6 +283,9 @@ static void setup(void)
         !(gh = (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2")) ||
         !(nvml_procs = (gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
               lib, "nvmlDeviceGetComputeRunningProcesses_v3")) ||
+        !(nvml_mem = (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo")) ||
+        !(nvml_mem_v2 =
+              (gs_pfn_nvmlDeviceGetMemoryInfo_v2)dlsym(lib, "nvmlDeviceGetMemoryInfo_v2")) ||
         in() != NVML_SUCCESS || gh(0, &nvml_dev) != NVML_SUCCESS) {
         printf("FAIL: no NVML\n");
         exit(2);
@@ -479,14 +576,18 @@ static int run(const char *c)
          */
         leave(6 * MiB);
         t0 = truth();
-        refused("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 6 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4), t0);
+        refused("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 6 MiB",
+                cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4), t0);
         leave(8 * MiB);
-        admitted("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 8 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4));
+        admitted("cuMemAllocPitch(513 x 4096) padded to 8 MiB in 8 MiB",
+                 cuMemAllocPitch_v2(&p, &pitch, 513, 4096, 4));
         CHECK(pitch == 2048, "pitch %zu", pitch);
-        CHECK(tenant_free() == 0, "charged the pitch it got: free %llu", (unsigned long long)tenant_free());
+        CHECK(tenant_free() == 0, "charged the pitch it got: free %llu",
+              (unsigned long long)tenant_free());
         agree("pitched wide");
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
-        CHECK(tenant_free() == 8 * MiB, "given back whole: free %llu", (unsigned long long)tenant_free());
+        CHECK(tenant_free() == 8 * MiB, "given back whole: free %llu",
+              (unsigned long long)tenant_free());
         /*
          * Estimated small (1 MiB: it would share the page a 1 MiB allocation opened), a whole
          * 2 MiB granule of its own after all: beyond the limit.
@@ -494,16 +595,20 @@ static int run(const char *c)
         leave(2 * MiB);
         admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&q, MiB));
         t0 = truth();
-        refused("cuMemAllocPitch(513 x 1024) padded to 2 MiB beside it", cuMemAllocPitch_v2(&p, &pitch, 513, 1024, 4), t0);
+        refused("cuMemAllocPitch(513 x 1024) padded to 2 MiB beside it",
+                cuMemAllocPitch_v2(&p, &pitch, 513, 1024, 4), t0);
         agree("a small pitched one, padded to a granule, refused");
         CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
         /* Estimated 1.5 MiB (small), padded to 3 MiB: two granules, not one page. */
         leave(4 * MiB);
-        admitted("cuMemAllocPitch(513 x 1536) padded to 3 MiB", cuMemAllocPitch_v2(&p, &pitch, 513, 1536, 4));
-        CHECK(tenant_free() == 0, "charged two granules: free %llu", (unsigned long long)tenant_free());
+        admitted("cuMemAllocPitch(513 x 1536) padded to 3 MiB",
+                 cuMemAllocPitch_v2(&p, &pitch, 513, 1536, 4));
+        CHECK(tenant_free() == 0, "charged two granules: free %llu",
+              (unsigned long long)tenant_free());
         agree("a small pitched one, padded past a granule");
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
-        CHECK(tenant_free() == 4 * MiB, "given back whole: free %llu", (unsigned long long)tenant_free());
+        CHECK(tenant_free() == 4 * MiB, "given back whole: free %llu",
+              (unsigned long long)tenant_free());
     } else if (strcmp(c, "array") == 0) {
         CUDA_ARRAY_DESCRIPTOR d;
         CUarray a;
@@ -699,7 +804,8 @@ static int run(const char *c)
         CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
                   cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
               "release the primary context: the device's last");
-        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
               "a new primary context");
         CHECK(tenant_free() == f0,
               "after the last context went, a new one has %llu free, as the first had %llu",
@@ -1000,8 +1106,8 @@ static int run(const char *c)
         ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
         printf("48 allocations in %.1f ms asked NVML for %llu process lists\n", ms, n1 - n0);
         CHECK(n1 - n0 <= 1 + (unsigned long long)(ms / 100.0),
-              "48 allocations in %.1f ms asked for %llu process lists (at most one per 100 ms)",
-              ms, n1 - n0);
+              "48 allocations in %.1f ms asked for %llu process lists (at most one per 100 ms)", ms,
+              n1 - n0);
         for (i = 0; i < 48; i++)
             CHECK(cuMemFree_v2(small[i]) == CUDA_SUCCESS, "free %d", i);
         CHECK(cuModuleUnload(m) == CUDA_SUCCESS, "unload the module");
@@ -1052,6 +1158,283 @@ static int run(const char *c)
               total);
         agree("a limit above the device");
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+    } else if (strcmp(c, "reset") == 0) {
+        /*
+         * cuDevicePrimaryCtxReset ends everything the primary context held (its allocations,
+         * its own memory) without releasing it: the tenant is charged nothing for it at once,
+         * in its file too. The next retain makes it again, and that context is charged again,
+         * its part in no NVML figure with it; the two references are released one by one.
+         */
+        uint64_t f0 = tenant_free();
+        admitted("64 MiB before the reset", cuMemAlloc_v2(&p, 64 * MiB));
+        agree("64 MiB in the primary context");
+        CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "reset");
+        t0 = truth();
+        printf("after the reset: the driver holds %llu, the tenant's file says %llu\n",
+               (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(t0 == 0, "the reset left %llu on the device", (unsigned long long)t0);
+        CHECK(tenant_used() == 0, "after the reset the tenant still holds %llu",
+              (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "retained again after the reset");
+        CHECK(truth() > 0, "the retain did not make the context again");
+        agree("the primary context made again after the reset");
+        CHECK(tenant_free() == f0, "the context made again leaves %llu free, the first left %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+        leave(64 * MiB);
+        t0 = truth();
+        refused("66 MiB with 64 left in the context made again", cuMemAlloc_v2(&q, 66 * MiB), t0);
+        admitted("64 MiB in it", cuMemAlloc_v2(&q, 64 * MiB));
+        agree("the context made again, full");
+        CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
+                  cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
+              "release one of the two references");
+        t0 = truth();
+        CHECK(t0 > 0 && tenant_used() == t0,
+              "with one reference left the context lives: the driver holds %llu, the tenant %llu",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "release the other");
+        t0 = truth();
+        CHECK(t0 == 0 && tenant_used() == 0,
+              "the last reference released: the driver holds %llu, the tenant %llu",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+    } else if (strcmp(c, "reset_released") == 0) {
+        /*
+         * The primary context reset, then released without being made again, beside a
+         * context of the program's: what went with the reset is not taken off a second time
+         * (in a PID namespace, where each context is charged its footprint, that was the
+         * other context's).
+         */
+        CUcontext c2;
+        CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS, "a second context");
+        admitted("64 MiB in it", cuMemAlloc_v2(&p, 64 * MiB));
+        CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "the primary current");
+        admitted("64 MiB in the primary", cuMemAlloc_v2(&q, 64 * MiB));
+        CHECK(cuCtxSetCurrent(c2) == CUDA_SUCCESS, "the second current");
+        agree("two contexts, 64 MiB each");
+        CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "reset the primary context");
+        CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "release it");
+        agree("the second context alone, after the primary was reset and released");
+        leave(64 * MiB);
+        t0 = truth();
+        refused("66 MiB with 64 left", cuMemAlloc_v2(&s, 66 * MiB), t0);
+        admitted("64 MiB", cuMemAlloc_v2(&s, 64 * MiB));
+        agree("the second context, full");
+        CHECK(cuCtxDestroy_v2(c2) == CUDA_SUCCESS, "destroy the second context");
+        t0 = truth();
+        CHECK(t0 == 0 && tenant_used() == 0,
+              "no context left: the driver holds %llu, the tenant %llu", (unsigned long long)t0,
+              (unsigned long long)tenant_used());
+    } else if (strcmp(c, "partition_release") == 0) {
+        /*
+         * Under an SM partition (run --sms) the primary context is handed out as its green
+         * context, which holds a reference to the real one (as CUDA 13's do); the CUDA runtime
+         * makes the real one current through its own entry points (the simulator's
+         * cuSimRuntimeMakePrimaryCurrent, with a reference of its own): allocations are made
+         * with either current. The program's release leaves the context alive for the other
+         * references: all of it stays charged, exactly what the driver holds, and a retain
+         * again counts nothing twice. A reset ends it, with what was made with either
+         * handle current.
+         */
+        CUresult (*runtime_current)(CUdevice) =
+            (CUresult(*)(CUdevice))dlsym(RTLD_DEFAULT, "cuSimRuntimeMakePrimaryCurrent");
+        uint64_t f0 = tenant_free();
+        CHECK(runtime_current != NULL, "the simulator's runtime entry point");
+        if (!runtime_current)
+            return 1;
+        admitted("64 MiB with the partition current", cuMemAlloc_v2(&p, 64 * MiB));
+        CHECK(runtime_current(0) == CUDA_SUCCESS, "the runtime makes the real primary current");
+        admitted("64 MiB with the real primary context current", cuMemAlloc_v2(&q, 64 * MiB));
+        agree("64 MiB allocated with each handle of the primary context current");
+        CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
+                  cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
+              "the program's release");
+        t0 = truth();
+        printf("released by the program: the driver holds %llu, the tenant's file says %llu\n",
+               (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(t0 > 128 * MiB && tenant_used() == t0,
+              "released by the program, alive for the other references: the driver holds %llu, "
+              "the tenant %llu",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "retained again");
+        agree("retained again: nothing counted twice");
+        CHECK(tenant_free() == f0 - 128 * MiB, "retained again, free %llu, want %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)(f0 - 128 * MiB));
+        CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "reset");
+        t0 = truth();
+        CHECK(t0 == 0 && tenant_used() == 0,
+              "after the reset the driver holds %llu, the tenant %llu (both handles' "
+              "allocations go)",
+              (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "retained after the reset: a new partition");
+        agree("the context made again on a new partition");
+        CHECK(tenant_free() == f0, "the context made again leaves %llu free, the first left %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+    } else if (strcmp(c, "last_ctx_pool") == 0) {
+        /*
+         * The device's last context goes with what the device's pool reserved for a live
+         * allocation: at once the tenant is charged nothing, in its file (what its other
+         * processes, the CLI and the daemon see), not only at this process's next view. A new
+         * context starts with the whole limit but its own memory.
+         */
+        CUstream st;
+        uint64_t f0 = tenant_free();
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        admitted("128 MiB from the device's pool", cuMemAllocAsync(&p, 128 * MiB, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        agree("the device's pool holds 128 MiB");
+        CHECK(tenant_used() == truth(), "the tenant's file says %llu, the driver holds %llu",
+              (unsigned long long)tenant_used(), (unsigned long long)truth());
+        CHECK(cuStreamDestroy_v2(st) == CUDA_SUCCESS, "stream destroyed");
+        CHECK(cuCtxSetCurrent(NULL) == CUDA_SUCCESS &&
+                  cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS,
+              "release the primary context, the device's last, its pool allocation live");
+        t0 = truth();
+        printf("the last context gone: the driver holds %llu, the tenant's file says %llu\n",
+               (unsigned long long)t0, (unsigned long long)tenant_used());
+        CHECK(t0 == 0, "the last context left %llu on the device", (unsigned long long)t0);
+        CHECK(tenant_used() == 0,
+              "the last context took the pool's 128 MiB, the tenant's file still says %llu",
+              (unsigned long long)tenant_used());
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "a new primary context");
+        CHECK(tenant_free() == f0, "a new context leaves %llu free, the first left %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+        agree("a new context after the last went with the pool's memory");
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        admitted("128 MiB from the new context's pool", cuMemAllocAsync(&p, 128 * MiB, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        agree("the new context's pool holds 128 MiB");
+    } else if (strcmp(c, "contexts") == 0) {
+        /*
+         * Every context costs its own memory and its part in no NVML figure (6 MiB here, for
+         * each): three contexts, each charged, each given back when destroyed.
+         */
+        CUcontext c2, c3;
+        agree("the primary context");
+        CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS, "a second context");
+        agree("two contexts");
+        CHECK(cuCtxCreate_v2(&c3, 0, 0) == CUDA_SUCCESS, "a third context");
+        agree("three contexts");
+        admitted("64 MiB in the third", cuMemAlloc_v2(&p, 64 * MiB));
+        t0 = truth();
+        printf("three contexts and 64 MiB: the driver holds %llu\n", (unsigned long long)t0);
+        refused("2 MiB more than the limit leaves", cuMemAlloc_v2(&q, 1024 * MiB - t0 + 2 * MiB),
+                t0);
+        admitted("what the limit leaves", cuMemAlloc_v2(&q, 1024 * MiB - t0));
+        CHECK(tenant_free() == 0, "three contexts, full: free %llu",
+              (unsigned long long)tenant_free());
+        agree("three contexts, full");
+        CHECK(cuCtxDestroy_v2(c3) == CUDA_SUCCESS, "destroy the third with its allocations");
+        CHECK(cuCtxSetCurrent(c2) == CUDA_SUCCESS, "the second current");
+        agree("two contexts after the third was destroyed");
+        CHECK(cuCtxDestroy_v2(c2) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+              "destroy the second");
+        agree("the primary context alone again");
+    } else if (strcmp(c, "nvml_busy") == 0 || strcmp(c, "nvml_above") == 0) {
+        /*
+         * NVML's memory figures under a limit (nvidia-smi's view), with cuMemGetInfo's beside
+         * them. nvml_busy: a 1 GiB limit on a device others fill (GPUSLICE_SIM_IDLE_USED
+         * leaves 512 MiB free): total is the limit, used the tenant's, free what the device
+         * has free, never limit - used. nvml_above: a limit above the device's memory: total
+         * and free are the device's, used the tenant's.
+         */
+        int busy = strcmp(c, "nvml_busy") == 0;
+        nvmlMemory_t m;
+        nvmlMemory_v2_t m2;
+        size_t f, t, dtotal = 0;
+        uint64_t dfree, used;
+        int k;
+        CHECK(cuDeviceTotalMem_v2(&dtotal, 0) == CUDA_SUCCESS, "cuDeviceTotalMem");
+        for (k = 0; k < 2; k++) {
+            const char *when = k ? "after 256 MiB" : "with the context alone";
+            if (k)
+                admitted("256 MiB", cuMemAlloc_v2(&p, 256 * MiB));
+            memset(&m2, 0, sizeof(m2));
+            m2.version = nvmlMemory_v2;
+            CHECK(nvml_mem(nvml_dev, &m) == NVML_SUCCESS &&
+                      nvml_mem_v2(nvml_dev, &m2) == NVML_SUCCESS,
+                  "NVML memory info");
+            CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo");
+            dfree = device_free();
+            used = tenant_used();
+            printf("%s: NVML total %llu used %llu free %llu; v2 total %llu used %llu free %llu "
+                   "reserved %llu; cuMemGetInfo total %zu free %zu; the tenant uses %llu; the "
+                   "device has %llu free; cuDeviceTotalMem %zu\n",
+                   when, m.total, m.used, m.free, m2.total, m2.used, m2.free, m2.reserved, t, f,
+                   (unsigned long long)used, (unsigned long long)dfree, dtotal);
+            if (busy) {
+                CHECK(dtotal == 1024 * MiB && t == 1024 * MiB,
+                      "%s: cuMemGetInfo's total %zu, cuDeviceTotalMem's %zu, want the limit", when,
+                      t, dtotal);
+                CHECK(m.total == 1024 * MiB && m2.total == 1024 * MiB,
+                      "%s: NVML's total %llu (v2 %llu), want the 1 GiB limit", when, m.total,
+                      m2.total);
+                CHECK(dfree < 1024 * MiB - used,
+                      "%s: the device has %llu free, not less than limit - used (the case "
+                      "needs a busy device)",
+                      when, (unsigned long long)dfree);
+            } else {
+                CHECK(dtotal == t && m.total == t && m2.total == t && t < 1024 * 1024 * MiB,
+                      "%s: totals NVML %llu, v2 %llu, cuMemGetInfo %zu, cuDeviceTotalMem %zu: "
+                      "want the device's, under the 1 TiB limit",
+                      when, m.total, m2.total, t, dtotal);
+            }
+            CHECK(used > 0 && m.used == used && m2.used == used,
+                  "%s: NVML's used %llu (v2 %llu), the tenant uses %llu", when, m.used, m2.used,
+                  (unsigned long long)used);
+            CHECK(m.free == dfree && m2.free == dfree && f == dfree,
+                  "%s: free NVML %llu, v2 %llu, cuMemGetInfo %zu; the device has %llu", when,
+                  m.free, m2.free, f, (unsigned long long)dfree);
+            CHECK(m2.reserved == 0, "%s: v2's reserved %llu under a limit", when, m2.reserved);
+        }
+    } else if (strcmp(c, "limit_lowered") == 0) {
+        /*
+         * The limit lowered below what the tenant holds (gpuslice set): nothing is free, NVML's
+         * used is the whole (lower) total, and nothing more is admitted until enough is freed.
+         */
+        nvmlMemory_t m;
+        size_t f, t;
+        admitted("512 MiB", cuMemAlloc_v2(&p, 512 * MiB));
+        tenant_set_limit(256 * MiB);
+        CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo");
+        CHECK(nvml_mem(nvml_dev, &m) == NVML_SUCCESS, "NVML memory info");
+        printf("the limit lowered to 256 MiB under %llu used: cuMemGetInfo free %zu total %zu; "
+               "NVML total %llu used %llu free %llu\n",
+               (unsigned long long)tenant_used(), f, t, m.total, m.used, m.free);
+        CHECK(t == 256 * MiB && f == 0, "cuMemGetInfo: free %zu of %zu, want 0 of 256 MiB", f, t);
+        CHECK(m.total == 256 * MiB && m.used == 256 * MiB && m.free == 0,
+              "NVML: total %llu used %llu free %llu, want 256 MiB all used", m.total, m.used,
+              m.free);
+        t0 = truth();
+        refused("2 MiB over a lowered limit", cuMemAlloc_v2(&q, 2 * MiB), t0);
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free the 512 MiB");
+        t0 = truth();
+        CHECK(tenant_free() == 256 * MiB - t0, "under the lowered limit, free %llu, want %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)(256 * MiB - t0));
+        admitted("what the lowered limit leaves", cuMemAlloc_v2(&p, 256 * MiB - t0));
+        agree("full under the lowered limit");
+        tenant_set_limit(1024 * MiB);
+    } else if (strcmp(c, "legacy_info_big") == 0) {
+        /*
+         * Under a limit past 4 GiB (8 GiB here) the 32-bit calls say at most 4 GiB - 1, as
+         * the driver's do, never the limit cut to 32 bits.
+         */
+        unsigned int f1 = 0, t1 = 0, tm1 = 0;
+        CHECK(cuMemGetInfo(&f1, &t1) == CUDA_SUCCESS, "cuMemGetInfo v1");
+        CHECK(cuDeviceTotalMem(&tm1, 0) == CUDA_SUCCESS, "cuDeviceTotalMem v1");
+        printf("8 GiB limit: v1 free %u total %u, cuDeviceTotalMem v1 %u\n", f1, t1, tm1);
+        CHECK(t1 == UINT32_MAX && f1 == UINT32_MAX && tm1 == UINT32_MAX,
+              "the 32-bit calls say free %u total %u device %u, want 4 GiB - 1", f1, t1, tm1);
+        leave(64 * MiB);
+        CHECK(cuMemGetInfo(&f1, &t1) == CUDA_SUCCESS, "cuMemGetInfo v1");
+        CHECK(f1 == 64 * MiB && t1 == UINT32_MAX, "with 64 MiB left, v1 free %u total %u", f1, t1);
     } else if (strcmp(c, "huge") == 0) {
         /* Requests of about 2^64 bytes: refused without wrapping the tenant's counters. */
         CUmemAllocationProp prop = vmm_prop();
@@ -1084,7 +1467,9 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc == 2 && strcmp(argv[1], "--device-used") == 0)
-        return device_used();
+        return device_used(0);
+    if (argc == 2 && strcmp(argv[1], "--device-figures") == 0)
+        return device_used(1);
     if (argc == 3 && strcmp(argv[1], "--sample-until") == 0)
         return sample_until(argv[2]);
     if (argc != 2) {

@@ -38,7 +38,7 @@ accounting)
     for c in plain small small_pages pitch array array3d async async_ptsz pool pool_ptsz \
         pool_destroyed_live pool_destroyed_free pool_destroyed_last_ctx async_free_moment vmm vmm_retain \
         vmm_threads managed \
-        legacy_info huge; do
+        legacy_info huge last_ctx_pool limit_lowered contexts reset reset_released; do
         expect 0 "accounting, $c: the crossing allocation refused, nothing reserved" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
         # In a container's PID namespace NVML does not list the process, so nothing is re-read
@@ -60,7 +60,28 @@ accounting)
         "accounting, the driver's own use re-read at most every 100 ms on the allocation path" -- \
         "$GS" run -q --memory 1G -- "$ACCT" overhead_reread
     expect 0 "accounting, view: under a limit above the device, free is the device's free" -- \
-        "$GS" run -q --memory 1T -- "$ACCT" view ;;
+        "$GS" run -q --memory 1T -- "$ACCT" view
+    # NVML's figures beside cuMemGetInfo's: on a device others fill (512 MiB of its 16 GiB left
+    # free), free is the device's, never limit - used; under a limit above the device, the
+    # device's total and free. Where NVML lists the process and where it does not.
+    for off in 0 100000; do
+        GPUSLICE_SIM_NVML_PID_OFFSET=$off GPUSLICE_SIM_IDLE_USED=15872M expect 0 \
+            "accounting, NVML on a busy device under 1 GiB (PID offset $off): free is the device's" -- \
+            "$GS" run -q --memory 1G -- "$ACCT" nvml_busy
+        GPUSLICE_SIM_NVML_PID_OFFSET=$off expect 0 \
+            "accounting, NVML under a limit above the device (PID offset $off): the device's total and free" -- \
+            "$GS" run -q --memory 1T -- "$ACCT" nvml_above
+    done
+    # Under an SM partition the program's release of the primary context leaves it alive for the
+    # partition's green context and the CUDA runtime's own reference: nothing goes until a reset.
+    for off in 0 100000; do
+        GPUSLICE_SIM_NVML_PID_OFFSET=$off expect 0 \
+            "accounting under an SM partition (PID offset $off): the released primary context lives on, charged" -- \
+            "$GS" run -q --memory 1G --sms 16 -- "$ACCT" partition_release
+    done
+    # The 32-bit calls under a limit past 4 GiB: 4 GiB - 1, as the driver says, never cut to 32 bits.
+    expect 0 "accounting, the 32-bit calls under an 8 GiB limit say 4 GiB - 1" -- \
+        "$GS" run -q --memory 8G -- "$ACCT" legacy_info_big ;;
 audit_tenant)
     # Defect 1: one huge request wraps no counter, with or without a limit.
     expect 0 "defect 1: requests of ~2^64 bytes are refused and leave the charge whole" -- \

@@ -27,10 +27,10 @@
 
 #define API_FUNCS(X)                                                                               \
     X(cuInit, "cuInit", 2000)                                                                      \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                                        \
-      7000) X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000)                    \
-        X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000) X(cuCtxCreate_v4, "cuCtxCreate", 12050) X(     \
-            cuCtxDestroy_v2, "cuCtxDestroy", 4000) X(cuMemGetInfo_v2, "cuMemGetInfo", 3020)        \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000)                                  \
+    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease",                                   \
+      11000) X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000) X(cuCtxCreate_v4, "cuCtxCreate", 12050)   \
+        X(cuCtxDestroy_v2, "cuCtxDestroy", 4000) X(cuMemGetInfo_v2, "cuMemGetInfo", 3020)          \
             X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020) X(cuMemAlloc_v2, "cuMemAlloc", 3020)  \
                 X(cuMemFree_v2, "cuMemFree", 3020) X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020)  \
                     X(cuMemAllocManaged, "cuMemAllocManaged",                                      \
@@ -177,25 +177,26 @@ static int sc_families(unsigned long long limit)
     init();
     meminfo(&f0, &t0);
     CHECK(t0 == limit, "total");
-    /* pitch: charged by the real pitch */
+    /* pitch: charged by the real pitch (1000 bytes wide rows take 1024: 4 MiB) */
     CHECK(A.cuMemAllocPitch_v2(&d, &pitch, 1000, 4096, 4) == CUDA_SUCCESS, "pitch");
     meminfo(&f, &t);
     printf("pitch=%zu charged=%zu\n", pitch, f0 - f);
-    CHECK(f0 - f >= pitch * 4096, "pitch charge %zu < %zu", f0 - f, pitch * 4096);
+    CHECK(pitch == 1024 && f0 - f == 4 * MiB, "pitch %zu charged %zu, want 1024 and 4 MiB", pitch,
+          f0 - f);
     CHECK(A.cuMemFree_v2(d) == CUDA_SUCCESS, "free pitch");
     meminfo(&f, &t);
     CHECK(f == f0, "pitch given back");
     /* managed */
     CHECK(A.cuMemAllocManaged(&m, 100 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS, "managed");
     meminfo(&f, &t);
-    CHECK(f0 - f >= 100 * MiB, "managed charged %zu", f0 - f);
+    CHECK(f0 - f == 100 * MiB, "managed charged %zu, want 100 MiB", f0 - f);
     CHECK(A.cuMemAllocManaged(&d, limit, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY,
           "managed over the limit");
     CHECK(A.cuMemFree_v2(m) == CUDA_SUCCESS, "free managed");
     /* stream-ordered: pool grows, free keeps it until sync, trim gives back */
     CHECK(A.cuMemAllocAsync(&a, 200 * MiB, NULL) == CUDA_SUCCESS, "async");
     meminfo(&f, &t);
-    CHECK(f0 - f >= 200 * MiB, "async charged %zu", f0 - f);
+    CHECK(f0 - f == 224 * MiB, "async charged %zu, want the pool's 224 MiB (32 MiB steps)", f0 - f);
     CHECK(A.cuMemAllocAsync(&d, limit, NULL) == CUDA_ERROR_OUT_OF_MEMORY, "async over limit");
     CHECK(A.cuMemFreeAsync(a, NULL) == CUDA_SUCCESS, "free async");
     CHECK(A.cuStreamSynchronize(NULL) == CUDA_SUCCESS, "sync");
@@ -215,7 +216,7 @@ static int sc_families(unsigned long long limit)
     CHECK(A.cuMemMap(va, 256 * MiB, 0, h, 0) == CUDA_SUCCESS, "map");
     CHECK(A.cuMemRelease(h) == CUDA_SUCCESS, "release while mapped");
     meminfo(&f, &t);
-    CHECK(f0 - f >= 256 * MiB, "mapped memory still charged: %zu", f0 - f);
+    CHECK(f0 - f == 256 * MiB, "mapped memory still charged: %zu, want 256 MiB", f0 - f);
     CHECK(A.cuMemUnmap(va, 256 * MiB) == CUDA_SUCCESS, "unmap");
     CHECK(A.cuMemAddressFree(va, 256 * MiB) == CUDA_SUCCESS, "address free");
     meminfo(&f, &t);
@@ -228,7 +229,7 @@ static int sc_families(unsigned long long limit)
     ad.NumChannels = 4;
     CHECK(A.cuArrayCreate_v2(&arr, &ad) == CUDA_SUCCESS, "array");
     meminfo(&f, &t);
-    CHECK(f0 - f >= 256 * MiB, "array charged %zu", f0 - f);
+    CHECK(f0 - f == 256 * MiB, "array charged %zu, want 256 MiB", f0 - f);
     CHECK(A.cuArrayDestroy(arr) == CUDA_SUCCESS, "array destroy");
     meminfo(&f, &t);
     CHECK(f == f0, "array given back");
@@ -430,8 +431,8 @@ static int sc_nvml(unsigned long long limit)
         meminfo(&f, &t);
         printf("after 256 MiB: nvml used=%llu free=%llu, cuda used=%zu\n", m.used, m.free, t - f);
         CHECK(m.used == u0 + 256 * MiB, "NVML used %llu, want %llu", m.used, u0 + 256 * MiB);
-        CHECK(m.used == t - f && m.free == f, "NVML %llu/%llu, CUDA %zu/%zu", m.used, m.free,
-              t - f, f);
+        CHECK(m.used == t - f && m.free == f, "NVML %llu/%llu, CUDA %zu/%zu", m.used, m.free, t - f,
+              f);
         CHECK(A.cuMemFree_v2(p) == CUDA_SUCCESS, "free");
         CHECK(mi(dev, &m) == NVML_SUCCESS && m.used == u0, "NVML used %llu after the free", m.used);
     }

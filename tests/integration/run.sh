@@ -218,7 +218,11 @@ getproc_pointers)
     PC="$B/tests/procaddr_check"
     GPUSLICE_MEMORY_LIMIT=8G expect 0 "cuGetProcAddress gives the driver's variant's hook (exported pointers)" -- preload "$PC"
     GPUSLICE_MEMORY_LIMIT=8G GPUSLICE_SIM_PROCADDR=unexported expect 0 "cuGetProcAddress gives the driver's variant's hook (unexported pointers: the version rules)" -- preload "$PC" ;;
-families) expect 0 "every allocation family counted and given back" -- "$GS" run -q --memory 2G -- "$IT" families $((2 * G)) ;;
+families)
+    expect 0 "every allocation family counted and given back" -- "$GS" run -q --memory 2G -- "$IT" families $((2 * G))
+    # Where NVML does not list the process (a PID namespace) the charges alone say it, as exactly.
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 expect 0 "every allocation family counted and given back, in a PID namespace" -- \
+        "$GS" run -q --memory 2G -- "$IT" families $((2 * G)) ;;
 threads) expect 0 "16 threads cannot overshoot together" -- "$GS" run -q --memory 1G -- "$IT" threads $G ;;
 contexts) expect 0 "a context's footprint is counted; destroying it gives all back" -- "$GS" run -q --memory 2G -- "$IT" ctx $((2 * G)) ;;
 views)
@@ -232,7 +236,16 @@ views)
         "$0" nvml_used >"$1/u1"; kill -9 $h; wait $h 2>/dev/null; "$0" nvml_used >"$1/u2"' "$IT" "$T"
     u1=$(awk '{print $2}' "$T/u1"); u2=$(awk '{print $2}' "$T/u2")
     if [ -n "$u1" ] && [ "$u1" -ge $((512 << 20)) ] && [ "$u2" = 0 ]; then ok "NVML's used: $u1 with a member holding 512 MiB, $u2 once it was killed"
-    else bad "NVML's used: ${u1:-?} with the member, ${u2:-?} after it was killed"; cat "$T/u1" "$T/u2" "$T/holder"; fi ;;
+    else bad "NVML's used: ${u1:-?} with the member, ${u2:-?} after it was killed"; cat "$T/u1" "$T/u2" "$T/holder"; fi
+    # A refused configuration refuses NVML too: nvidia-smi under it fails, never shows the
+    # device's memory as the tenant's.
+    GPUSLICE_MEMORY_LIMIT=banana expect 1 "NVML under a refused configuration fails" -- preload "$IT" nvml_used
+    grep -qx "NVML failed" "$T/out" && ok "nvmlInit refused" || { bad "NVML under a refused configuration"; cat "$T/out"; }
+    stderr_has '"banana" is not a size'
+    # A tenant with no memory limit (a compute ceiling only) sees the device's own figures.
+    expect 0 "no memory limit: cuDeviceTotalMem is the device's 16 GiB" -- "$GS" run -q --compute 50 -- "$IT" totalmem $((16 * G))
+    expect 0 "no memory limit: NVML's total is the device's 16 GiB, its used the process's" -- \
+        "$GS" run -q --compute 50 -- "$IT" nvml $((16 * G)) ;;
 env_forms)
     GPUSLICE_MEMORY_LIMIT=1G expect 0 "GPUSLICE_MEMORY_LIMIT" -- preload "$IT" limit $G
     GPUSLICE_MEMORY_LIMIT=0:1G expect 0 "GPUSLICE_MEMORY_LIMIT per index" -- preload "$IT" limit $G

@@ -482,7 +482,10 @@ int64_t nvml_device_used(struct dev_state *d)
  * context in its figure (CTX_LISTED_MIN; while contexts are being made that
  * use reached 27 GiB on the H200). Stored in the tenant's ctx_hidden, charged
  * per context (refresh_overhead); nothing where the device was not settled.
- * base is the tenant's ctx_base word (not 0).
+ * The part is a context's, so the growth is divided among the contexts made
+ * since the base: this process's own (d->ctx_count; with three, dividing by
+ * processes took each for three parts, and charged nine) and one for each
+ * other process listed since. base is the tenant's ctx_base word (not 0).
  */
 static void hidden_from_look(struct dev_state *d, uint64_t base, int64_t device_used,
                              const struct nvml_look *l)
@@ -490,17 +493,18 @@ static void hidden_from_look(struct dev_state *d, uint64_t base, int64_t device_
     uint64_t before, unattributed, hidden, own;
     unsigned listed_before;
 
-    if (device_used < 0 || !l->complete || l->mine < 0)
+    if (device_used < 0 || !l->complete || l->mine < 0 || d->ctx_count <= 0)
         return;
     before = GPUSLICE_CTX_BASE_BYTES(base);
     listed_before = GPUSLICE_CTX_BASE_LISTED(base);
-    own = (uint64_t)l->mine > d->charged ? (uint64_t)l->mine - d->charged : 0;
+    /* What one of this process's contexts holds in its figure. */
+    own = (uint64_t)l->mine > d->charged ? ((uint64_t)l->mine - d->charged) / d->ctx_count : 0;
     if (l->listed <= listed_before || l->smallest < CTX_LISTED_MIN || l->smallest < own / 2)
         return;
     if ((uint64_t)device_used < before + l->sum)
         return; /* a figure changed between the two reads */
     unattributed = (uint64_t)device_used - l->sum - before;
-    hidden = unattributed / (l->listed - listed_before);
+    hidden = unattributed / (l->listed - listed_before + (unsigned)d->ctx_count - 1);
     if (hidden > CTX_HIDDEN_MAX)
         return;
     __atomic_store_n(&gs__state.tenant->dev[d->entry].ctx_hidden, hidden, __ATOMIC_RELEASE);

@@ -98,7 +98,25 @@ static void context_appeared(struct dev_state *d, int64_t device_used_before)
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* Context ctx on d is gone: so is everything allocated in it. */
+/*
+ * The primary context, reset while retained (it still counts in ctx_count), is
+ * made again by a retain: its memory is charged again. Where NVML lists the
+ * process a re-read finds it; where it does not (a PID namespace), its
+ * footprint, which the reset gave back, is charged again.
+ */
+static void context_back(struct dev_state *d)
+{
+    pthread_mutex_lock(&mem_mu);
+    d->primary_reset = 0;
+    if (d->mode == OVERHEAD_FOOTPRINT) {
+        force_charge(d, d->footprint);
+        d->overhead += d->footprint;
+    } else {
+        refresh_overhead(d);
+    }
+    pthread_mutex_unlock(&mem_mu);
+}
+
 /*
  * ctx ended: what was allocated in it is gone. also, when not NULL, is a
  * second handle of the same context (the real primary context behind a
@@ -206,9 +224,26 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return r;
     d->primary = *pctx;
     d->real_primary = real;
-    if (d->primary_refs++ == 0)
+    if (d->primary_refs++ == 0 && !d->primary_kept)
         context_appeared(d, before);
+    else if (d->primary_reset)
+        context_back(d);
+    d->primary_kept = 0; /* a context kept alive meanwhile never went: it is counted */
     return r;
+}
+
+/*
+ * Whether dev's primary context is still alive after the program released its
+ * last reference: another holds it (an SM partition's green context, the CUDA
+ * runtime's own reference), and what was made in it lives on.
+ */
+static int primary_alive(CUdevice dev)
+{
+    unsigned int flags;
+    int active = 0;
+
+    return gs__real.cuDevicePrimaryCtxGetState &&
+           gs__real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
 }
 
 #define GS_PRIMARY_RELEASE_BODY(sym, reset)                                                        \
@@ -223,15 +258,30 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
             gs__sm_reset(dev);                                                                     \
         if ((r = gs__real.sym(dev)) != CUDA_SUCCESS)                                               \
             return r;                                                                              \
-        if (d == NULL || d->primary_refs == 0)                                                     \
+        if (d == NULL || (d->primary_refs == 0 && !d->primary_kept))                               \
             return r;                                                                              \
         if (reset) {                                                                               \
+            if (d->primary_reset)                                                                  \
+                context_back(d); /* reset twice: its footprint is taken off once */                \
             context_gone(d, dev, d->primary, d->real_primary);                                     \
             pthread_mutex_lock(&mem_mu);                                                           \
-            d->ctx_count++; /* still retained: it comes back on use */                             \
+            if (d->primary_refs > 0) {                                                             \
+                d->ctx_count++; /* still retained: it comes back on use */                         \
+                d->primary_reset = 1;                                                              \
+            }                                                                                      \
+            d->primary_kept = 0;                                                                   \
             pthread_mutex_unlock(&mem_mu);                                                         \
-        } else if (--d->primary_refs == 0) {                                                       \
-            context_gone(d, dev, d->primary, d->real_primary);                                     \
+        } else {                                                                                   \
+            if (d->primary_refs > 0)                                                               \
+                d->primary_refs--;                                                                 \
+            if (d->primary_refs == 0 && primary_alive(dev)) {                                      \
+                d->primary_kept = 1; /* another reference keeps it: nothing went */                \
+            } else if (d->primary_refs == 0) {                                                     \
+                if (d->primary_reset)                                                              \
+                    context_back(d); /* never made again: what went with it went at the reset */   \
+                d->primary_kept = 0;                                                               \
+                context_gone(d, dev, d->primary, d->real_primary);                                 \
+            }                                                                                      \
         }                                                                                          \
         return r;                                                                                  \
     } while (0)

@@ -38,6 +38,8 @@ struct dev_state {
     uint64_t gran;
     char uuid[GS_UUID_STRLEN]; /* "gpu-…" */
     int primary_refs;
+    int primary_reset;      /* reset while retained: gone until it is retained again */
+    int primary_kept;       /* released by the program, alive for another reference */
     CUcontext primary;      /* as handed out: with an SM partition, its green context */
     CUcontext real_primary; /* the device's own primary context */
     int ctx_count;
