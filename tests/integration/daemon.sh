@@ -145,6 +145,72 @@ PY
     for n in -a _a .a "${N63}n" ""; do
         want 400 "a name starting with '${n%"${n#?}"}' (${#n} characters)" POST /v1/tenants "{\"name\":\"$n\"}"
     done
+    # A gpuslice run's ID's form (UID-PID-HEX, its tenant's name) is refused from uid 0 up,
+    # root's runs too; a name like it in any other way is a name.
+    for n in 0-1234-abc 9-1-f 1000-123-abc; do
+        want 400 "a name of a gpuslice run's ID's form ($n)" POST /v1/tenants "{\"name\":\"$n\"}"
+    done
+    body_has 'nor of the form UID-PID-HEX'
+    for n in a-1-2 0-1-2-3 0-1-g 0-1 pod podx claim; do
+        want 201 "a name that only looks like one ($n)" POST /v1/tenants "{\"name\":\"$n\"}"
+        want 204 "and deleted" DELETE "/v1/tenants/$n"
+    done
+    want 400 "a name starting with claim-" POST /v1/tenants '{"name":"claim-"}'
+    body_has 'names starting with \\"pod-\\" or \\"claim-\\" are the daemon'"'"'s'
+    # The ends of each range (issue 32): memory from 1M (0 or null: none), compute 0..100
+    # (0, 100 or null: no ceiling), weight 1..100, owner a uid 0..2^31-1; each value as given.
+    lim_is() { # lim_is WHAT TEXT: the answer (compact JSON) holds TEXT as it is
+        grep -qF -- "$2" "$T/body" && ok "$1" || bad "$1: no $2 in $(cat "$T/body")"
+    }
+    want 201 "memory of exactly 1M as bytes" POST /v1/tenants '{"name":"m1","memory":1048576}'
+    lim_is "its limit 1048576 bytes" '"limits":{"memory":{"default":1048576},'
+    want 201 "memory \"1M\" on GPU 0" POST /v1/tenants '{"name":"m2","memory":{"0":"1M"}}'
+    lim_is "GPU 0's limit 1048576 bytes, no default" '"limits":{"memory":{"default":null,"GPU-5ac1ce00-0000-4000-8000-000000000000":1048576},'
+    want 201 "memory 0: no limit" POST /v1/tenants '{"name":"m3","memory":0,"compute":0}'
+    lim_is "memory 0 and compute 0 read as none" '"limits":{"memory":{"default":null},"compute":{"default":null}}'
+    want 201 "compute 100: no ceiling" POST /v1/tenants '{"name":"c100","compute":100}'
+    lim_is "compute 100 read as none" '"compute":{"default":null}}'
+    want 201 "compute 1 and 99" POST /v1/tenants '{"name":"c1","compute":{"default":1,"0":99}}'
+    lim_is "the default 1 %, GPU 0 99 %" '"compute":{"default":1,"GPU-5ac1ce00-0000-4000-8000-000000000000":99}}'
+    want 201 "weight 100, class background" POST /v1/tenants '{"name":"w100","weight":100,"priority":"background"}'
+    lim_is "class background" '"priority":"background",'
+    lim_is "weight 100" '"weight":100,'
+    want 201 "weight 1, class normal" POST /v1/tenants '{"name":"w1","weight":1,"priority":"normal"}'
+    lim_is "class normal" '"priority":"normal",'
+    lim_is "weight 1" '"weight":1,'
+    want 201 "owner 2147483647" POST /v1/tenants '{"name":"o1","owner":2147483647}'
+    lim_is "its owner 2147483647" '"owner":2147483647,'
+    for n in m1 m2 m3 c100 c1 w100 w1 o1; do want 204 "$n deleted" DELETE "/v1/tenants/$n"; done
+    want 400 "memory one byte under 1M" POST /v1/tenants '{"name":"x","memory":1048575}'
+    body_has 'memory: 1048575 bytes is below the smallest limit, 1M'
+    want 400 "GPU 0's memory one byte under 1M" POST /v1/tenants '{"name":"x","memory":{"0":1048575}}'
+    body_has 'memory.0: 1048575 bytes is below the smallest limit, 1M'
+    want 400 "memory of -1 bytes" POST /v1/tenants '{"name":"x","memory":-1}'
+    body_has 'memory: give a size as a string'
+    want 400 "memory as a number that is not an integer" POST /v1/tenants '{"name":"x","memory":1.5}'
+    want 400 "compute -1" POST /v1/tenants '{"name":"x","compute":-1}'
+    body_has 'compute: give a percentage'
+    want 400 "GPU 0's compute 101" POST /v1/tenants '{"name":"x","compute":{"0":101}}'
+    body_has 'compute.0: give a percentage'
+    want 400 "a default's compute 101" POST /v1/tenants '{"name":"x","compute":{"default":101}}'
+    body_has 'compute.default: give a percentage'
+    want 400 "a default's memory that is no size" POST /v1/tenants '{"name":"x","memory":{"default":"lots"}}'
+    body_has 'memory.default: \\"lots\\" is not a size'
+    want 400 "owner 2147483648" POST /v1/tenants '{"name":"x","owner":2147483648}'
+    body_has 'owner: give a user ID'
+    want 400 "owner -1" POST /v1/tenants '{"name":"x","owner":-1}'
+    want 400 "owner as a string" POST /v1/tenants '{"name":"x","owner":"0"}'
+    want 400 "one GPU by its UUID and its index" POST /v1/tenants '{"name":"x","compute":{"default":10,"0":20}, "memory":{"default":"1G","GPU-5ac1ce00-0000-4000-8000-000000000000":"2G","0":"3G"}}'
+    body_has 'memory: \\"GPU-5ac1ce00-0000-4000-8000-000000000000\\" and \\"0\\" name the same GPU'
+    want 404 "none of the refused ones made" GET /v1/tenants/x
+    # The content type: application/json in any case, with parameters; nothing else.
+    for ct in 'application/json; charset=utf-8' 'Application/JSON'; do
+        got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H "Content-Type: $ct" --data '{"name":"ct"}' http://d/v1/tenants)
+        [ "$got" = 201 ] && ok "Content-Type: $ct: 201" || bad "Content-Type: $ct: $got"
+        want 204 "and deleted" DELETE /v1/tenants/ct
+    done
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H 'Content-Type: application/jsonx' --data '{"name":"ct"}' http://d/v1/tenants)
+    [ "$got" = 415 ] && grep -q '(got application/jsonx)' "$T/body" && ok "Content-Type: application/jsonx: 415, naming it" || { bad "application/jsonx: $got"; cat "$T/body"; }
     want 400 "no name" POST /v1/tenants '{"memory":"1G"}'
     want 400 "a size that is not one" POST /v1/tenants '{"name":"x","memory":"8 GB"}'
     body_has "memory: \\\\\"8 GB\\\\\" is not a size"
@@ -216,15 +282,51 @@ def send(body, size):
         pass
     return data.split(b"\r\n")[0].decode("latin-1") or "closed"
 
+def send_length(body):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sys.argv[1])
+    s.sendall(b"POST /v1/tenants HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    try:
+        s.sendall(body)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+
+def padded(name, size):
+    doc = json.dumps({"name": name, "memory": "1G"}).encode()
+    return doc + b" " * (size - len(doc))
+
 doc = json.dumps({"name": "chunky", "memory": "1G", "compute": 30}).encode()
 print("small", send(doc + b" " * (3000 - len(doc)), 1))
 print("big", send(b'{"name":"huge","memory":"1G","x":"' + b"a" * 70000 + b'"}', 64))
+# max-body (65536) at its ends: exactly it is read whole, one byte more is not.
+print("exact", send_length(padded("exact", 65536)))
+print("over", send_length(padded("over", 65537)))
+print("exactc", send(padded("exactc", 65536), 1024))
+print("overc", send(padded("overc", 65537), 1024))
 PYEOF
     grep -q "^small HTTP/1.1 201 " "$T/chunks" && ok "a body in 3000 one-byte chunks: 201" || { bad "one-byte chunks"; cat "$T/chunks"; }
     want 200 "the chunked tenant" GET /v1/tenants/chunky
     jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==30, d' && ok "its limits, read from the chunks in order" || bad "chunked tenant's limits: $(cat "$T/body")"
     if grep -q "^big HTTP/1.1 2" "$T/chunks"; then bad "a chunked body past max-body was taken: $(cat "$T/chunks")"; else ok "a chunked body past max-body in 64-byte chunks: cut off ($(sed -n 's/^big //p' "$T/chunks"))"; fi
     want 404 "no tenant from it" GET /v1/tenants/huge
+    grep -q "^exact HTTP/1.1 201 " "$T/chunks" && ok "a body of exactly max-body (65536 bytes): 201" || { bad "a body of exactly max-body"; cat "$T/chunks"; }
+    grep -q "^over HTTP/1.1 413 " "$T/chunks" && ok "a body of max-body + 1 bytes: 413" || { bad "a body one byte over max-body"; cat "$T/chunks"; }
+    grep -q "^exactc HTTP/1.1 201 " "$T/chunks" && ok "a chunked body of exactly max-body: 201" || { bad "a chunked body of exactly max-body"; cat "$T/chunks"; }
+    if grep -q "^overc HTTP/1.1 2" "$T/chunks"; then bad "a chunked body of max-body + 1 was taken"; else ok "a chunked body of max-body + 1: cut off ($(sed -n 's/^overc //p' "$T/chunks"))"; fi
+    for n in exact exactc; do want 204 "tenant $n deleted" DELETE "/v1/tenants/$n"; done
+    for n in over overc; do want 404 "no tenant $n" GET "/v1/tenants/$n"; done
     want 204 "the chunked tenant deleted" DELETE /v1/tenants/chunky
     got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' 'b')" http://d/healthz)
     [ "$got" = 431 ] || [ "$got" = 413 ] && ok "headers over max-header: $got" || bad "big header: $got"
