@@ -896,8 +896,15 @@ daemon_events)
     # since, after an events.lost that says so; ids of the new run are above the old ones.
     last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
     stop_daemon
-    start_daemon --max-sse 2 --events-history 16 || exit 1
+    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 || exit 1
     want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
+    # A subscriber without Last-Event-ID, held through what follows (a third place in max-sse:
+    # a stream closed by its client is seen gone at the next event): it is sent what happens
+    # from now on, not the history; and a stream has no deadline (request-timeout-s, 1 s here,
+    # is a request's).
+    curl -s -N --max-time 30 --unix-socket "$SOCK" http://d/v1/events >"$T/ssenow" 2>/dev/null &
+    CN=$!; BG="$BG $CN"
+    sleep 0.3
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $last_old" http://d/v1/events >"$T/sse3" 2>/dev/null
     new_id=$(sed -n 's/^id: //p' "$T/sse3" | head -1)
     if head -n 1 "$T/sse3" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse3" &&
@@ -918,22 +925,49 @@ daemon_events)
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse5" 2>/dev/null
     [ "$n" = 16 ] && [ "$(grep -c '^id: ' "$T/sse5")" = 16 ] && ! grep -q "events.lost" "$T/sse5" &&
         ok "a history of 16 events, full: all 16 sent, none said lost" || { bad "a full history of 16 ($n events)"; cat "$T/sse5"; }
+    # Past it (4 events more): the ring reaches back 16 events, and no further. From the
+    # first event's id, 3 are lost: events.lost names where it resumes, then the 16 kept; from
+    # exactly 16 back, the 16 and nothing said lost.
+    first=$(sed -n 's/^id: //p' "$T/sse5" | head -n 1)
+    while [ "$n" -lt 20 ]; do
+        want 200 "one more event" PATCH /v1/tenants/ev2 '{"memory":"'$((1000 - n))'M"}' >/dev/null
+        n=$((n + 1))
+    done
+    last=$((first + 19))
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $first" http://d/v1/events >"$T/sse6" 2>/dev/null
+    ids=$(sed -n 's/^id: //p' "$T/sse6" | tr '\n' ' ')
+    if head -n 2 "$T/sse6" | tr '\n' ' ' | grep -q "^event: events.lost data: {\"type\":\"events.lost\",\"after\":$first,\"resumed_after\":$((last - 16))} " &&
+        [ "$ids" = "$(seq $((last - 15)) $last | tr '\n' ' ')" ]; then
+        ok "the ring overrun: from id $first, events.lost resumed after $((last - 16)), then the 16 kept"
+    else bad "the ring overrun from id $first (last $last): ids $ids"; head -n 3 "$T/sse6"; fi
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $((last - 16))" http://d/v1/events >"$T/sse7" 2>/dev/null
+    ids=$(sed -n 's/^id: //p' "$T/sse7" | tr '\n' ' ')
+    [ "$ids" = "$(seq $((last - 15)) $last | tr '\n' ' ')" ] && ! grep -q "events.lost" "$T/sse7" &&
+        ok "from exactly 16 back: the 16, none said lost" || { bad "from 16 back ($((last - 16))): ids $ids"; head -n 3 "$T/sse7"; }
+    kill "$CN" 2>/dev/null; wait "$CN" 2>/dev/null
+    now_ids=$(sed -n 's/^id: //p' "$T/ssenow" | tr '\n' ' ')
+    [ "$now_ids" = "$(seq $((first + 1)) $last | tr '\n' ' ')" ] &&
+        ok "the subscriber without Last-Event-ID: every event after it came ($((first + 1))..$last), none before" || { bad "the subscriber without Last-Event-ID: $now_ids"; head -n 3 "$T/ssenow"; }
+    grep -q '^data: {"id":'"$last"',"type":"tenant.changed"' "$T/ssenow" &&
+        ok "and it was still open seconds after request-timeout-s (1 s)" || bad "the stream was cut: its last id $(sed -n 's/^id: //p' "$T/ssenow" | tail -n 1), not $last"
     want 204 "ev2 ended" DELETE /v1/tenants/ev2
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got"
-    # max-sse 2, and the count after refusals (issue 32): two subscribers held open, a third
-    # refused three times over (429); one of the two gone, a new one is let in.
+    # max-sse 3, and the count after refusals (issue 32): three subscribers held open, a fourth
+    # refused three times over (429); one of the three gone, a new one is let in.
     curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
     s1=$!
     curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
     s2=$!
+    curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
+    s3=$!
     sleep 0.5
     n429=0
     for i in 1 2 3; do
         got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" http://d/v1/events)
         [ "$got" = 429 ] && n429=$((n429 + 1))
     done
-    [ "$n429" = 3 ] && err_code too_many_subscribers && ok "a third subscriber: 429, three times" || bad "a third subscriber: $n429 of 3 refused (last $got)"
+    [ "$n429" = 3 ] && err_code too_many_subscribers && ok "a fourth subscriber: 429, three times" || bad "a fourth subscriber: $n429 of 3 refused (last $got)"
     kill "$s1"; wait "$s1" 2>/dev/null
     # (An event makes the daemon write to every stream and find the closed one.)
     i=0
@@ -944,7 +978,7 @@ daemon_events)
         i=$((i + 1)); sleep 0.1
     done
     [ "$got" = 200 ] && ok "one subscriber gone: a new one let in (the refusals counted none)" || bad "one subscriber gone, a new one still refused: $got"
-    kill "$s2" 2>/dev/null; wait "$s2" 2>/dev/null ;;
+    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null ;;
 daemon_events_balance)
     # Every process the events announce (process.started or process.joined) gets exactly one
     # process.ended, so that a consumer counting live processes from them does not drift
