@@ -1335,7 +1335,43 @@ daemon_authz)
     # A process in nobody's tenant may not move to a tenant of its own making.
     n_want 201 "nobody makes a tenant of its own" -X POST -H 'Content-Type: application/json' -d '{"name":"free"}' http://d/v1/tenants
     as_nobody "$GS" run --tenant theirs -- "$GS" run --tenant free -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"; rc=$?
-    [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; } ;;
+    [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; }
+    # A gpuslice run of nobody's (in the run directory the daemon lists): its owner may lower
+    # it, not raise it, judged on each GPU by the key that names that GPU, in any order; its
+    # class and weight the same, from what they are.
+    chmod 1777 "$GPUSLICE_RUN_DIR"
+    setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" \
+        GPUSLICE_SIM_STATE="$T/nobody/sim" "$GS" run -q --memory 1G --compute 50 -- \
+        "$P" alloc:10 mark:"$T/nobody/up" wait:"$T/nobody/go" >"$T/run.out" 2>&1 &
+    RN=$!; BG="$BG $RN"
+    i=0; while [ ! -e "$T/nobody/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    rid=
+    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
+        api GET /v1/tenants >/dev/null
+        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if t["owner"] == 65534 and not t["managed"] and t["devices"]))')
+        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
+    done
+    [ -n "$rid" ] && ok "nobody's gpuslice run listed: $rid" || { bad "nobody's run tenant not listed"; cat "$T/run.out"; }
+    r_patch() { # r_patch WANT WHAT BODY [TEXT]: nobody's PATCH of its run tenant; TEXT in the answer
+        got=$(n_api -X PATCH -H 'Content-Type: application/json' -d "$3" "http://d/v1/tenants/$rid")
+        if [ "$got" = "$1" ] && { [ -z "${4:-}" ] || grep -qF -- "$4" "$T/nobody/body"; }; then ok "nobody's run: $2 ($1)"
+        else bad "nobody's run: $2: $got, want $1${4:+ saying '$4'}"; cat "$T/nobody/body"; echo; fi
+    }
+    r_patch 403 "the default lowered, GPU 0 raised by its index" '{"memory":{"default":"512M","0":"8G"}}' \
+        "memory on GPU 0 from 1 GiB (1073741824 bytes) to 8 GiB (8589934592 bytes)"
+    r_patch 403 "GPU 0 raised by its UUID, then the default lowered" '{"memory":{"'$U0'":"2G","default":"512M"}}' "memory on GPU 0 from 1 GiB"
+    r_patch 403 "GPU 0's limit lifted, the default lowered" '{"memory":{"default":"512M","0":null}}' "memory on GPU 0 from 1 GiB (1073741824 bytes) to no limit"
+    r_patch 403 "compute: the default lowered, GPU 0 raised" '{"compute":{"default":20,"0":90}}' "compute on GPU 0 from 50 % to 90 %"
+    r_patch 403 "compute: a bare 100 (no ceiling)" '{"compute":100}' "compute on GPU 0 from 50 % to no limit"
+    r_patch 403 "its class raised to latency" '{"priority":"latency"}' "the priority class from normal to latency"
+    r_patch 403 "its weight raised to 2" '{"weight":2}' "the weight from 1 to 2"
+    r_patch 200 "its class as it is (normal)" '{"priority":"normal"}'
+    r_patch 200 "its weight as it is (1)" '{"weight":1}'
+    r_patch 200 "the same memory, and compute as it is" '{"memory":"1G","compute":50}'
+    r_patch 200 "GPU 0 lowered by its index, the default raised (no other GPU)" '{"memory":{"0":"768M","default":"2G"}}'
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50, g' "$T/nobody/body" &&
+        ok "the answer: nobody's run held to 768 MiB and 50 % on GPU 0 (its file read again, not the sweep's copy)" || { bad "nobody's run's limits in the answer"; cat "$T/nobody/body"; }
+    touch "$T/nobody/go"; wait "$RN" ;;
 daemon_authz_keys)
     # Issue 32: an owner's change that mixes the default with per-GPU keys, on 2 GPUs, judged
     # per GPU on the whole change (a managed tenant's; a gpuslice run's is not listed for another
