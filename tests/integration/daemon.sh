@@ -1729,8 +1729,27 @@ daemon_pod_tenants)
     kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
     if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
     # Under its name again: a new uid, a new tenant.
-    kctl -d "$(upod web "$U4" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
-    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U3"'", "pod-'"$U4"'"]'; then ok "web again: tenant pod-<new uid>"; else bad "recreated"; fi
+    # (Its limit on its containers' CUDA device 0; pod bad refused again.)
+    kctl -d "$(upod web "$U4" '{"gpuslice.io/memory":"0:1G"}')" "$KC/pods" >/dev/null
+    kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U3"'", "pod-'"$U4"'"] and '"$podt"'["pod-'"$U2"'"]["pod"]["refused"]'; then ok "web again: tenant pod-<new uid>"; else bad "recreated"; fi
+    # A reboot (the node segment gone) while the API server cannot be reached: the pods'
+    # tenants come back from the daemon's state alone, each limit under its key (the
+    # containers' CUDA index 0) and a refused pod's refusal with them.
+    stop_daemon
+    rm -f "$T/drun/gpusliced.node"
+    start_daemon --kube-api "https://127.0.0.1:1" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    api GET "/v1/tenants/pod-$U4" >/dev/null
+    jq_py 'assert d["limits"]["memory"] == {"default": None, "cuda:0": 1 << 30}, d["limits"]' && ok "after a reboot with no API server: web's limit on its cuda:0 read back" || { bad "web's cuda:0 limit after a reboot"; cat "$T/body"; }
+    # (Its processes wait for the first list; the definitions, written again from the node
+    # segment so made, keep the pods' flags and keys for it.)
+    python3 - "$T/drun/state/tenants.json" "$U2" "$U4" <<'PY' && ok "tenants.json after the reboot: bad still refused, web's cuda:0 kept" || { bad "the definitions after a reboot"; cat "$T/drun/state/tenants.json"; }
+import json, sys
+by = {t["name"]: t for t in json.load(open(sys.argv[1]))}
+bad, web = by["pod-" + sys.argv[2]], by["pod-" + sys.argv[3]]
+assert bad["pod"] and bad["refused"], bad
+assert web["pod"] and not web["refused"] and web["memory"] == {"cuda:0": 1 << 30}, web
+PY
     # A restart: the tenants come back from the daemon's state, and a pod deleted meanwhile ends.
     stop_daemon
     kctl -X DELETE "$KC/pods/ns1/late" >/dev/null
