@@ -995,9 +995,11 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
             pthread_mutex_lock(&gd.mu);
             if (r < 0)
                 gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
-            else if ((t = gd_tenant_find(req->params[0])) != NULL)
+            else if ((t = gd_tenant_find(req->params[0])) != NULL) {
+                /* Its limits as changed, not as the last sweep read them. */
+                gd_run_tenant_reread(t);
                 reply(resp, 200, tenant_json(t));
-            else
+            } else
                 reply(resp, 200, json_pack("{s:s}", "status", "changed"));
         } else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
             gd_api_error(resp,

@@ -273,6 +273,13 @@ int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struc
                       char *err, size_t errlen);
 
 /*
+ * Reads gpuslice run tenant t's file again (under gd.mu), so that an answer after a change
+ * shows it rather than the last sweep's copy; t is kept as it was where the file cannot be
+ * read as its owner's.
+ */
+void gd_run_tenant_reread(struct gd_tenant *t);
+
+/*
  * Applies l to t (under gd.mu); 0 or a negative errno with a message (GD_ESTATE_*: not made
  * durable, so not applied).
  */

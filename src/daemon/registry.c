@@ -674,6 +674,21 @@ int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struc
     return r;
 }
 
+void gd_run_tenant_reread(struct gd_tenant *t)
+{
+    struct gpuslice_tenant *m;
+    uid_t o;
+
+    if (t->managed || gs_tenant_open_owned(t->path, 0, &o, &m) < 0)
+        return;
+    if (o != t->owner) {
+        gs_tenant_close(m);
+        return;
+    }
+    gs_tenant_close(t->t);
+    t->t = m;
+}
+
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen)
 {
     struct gpuslice_node_tenant p;

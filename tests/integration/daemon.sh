@@ -145,6 +145,72 @@ PY
     for n in -a _a .a "${N63}n" ""; do
         want 400 "a name starting with '${n%"${n#?}"}' (${#n} characters)" POST /v1/tenants "{\"name\":\"$n\"}"
     done
+    # A gpuslice run's ID's form (UID-PID-HEX, its tenant's name) is refused from uid 0 up,
+    # root's runs too; a name like it in any other way is a name.
+    for n in 0-1234-abc 9-1-f 1000-123-abc; do
+        want 400 "a name of a gpuslice run's ID's form ($n)" POST /v1/tenants "{\"name\":\"$n\"}"
+    done
+    body_has 'nor of the form UID-PID-HEX'
+    for n in a-1-2 0-1-2-3 0-1-g 0-1 pod podx claim; do
+        want 201 "a name that only looks like one ($n)" POST /v1/tenants "{\"name\":\"$n\"}"
+        want 204 "and deleted" DELETE "/v1/tenants/$n"
+    done
+    want 400 "a name starting with claim-" POST /v1/tenants '{"name":"claim-"}'
+    body_has 'names starting with \\"pod-\\" or \\"claim-\\" are the daemon'"'"'s'
+    # The ends of each range (issue 32): memory from 1M (0 or null: none), compute 0..100
+    # (0, 100 or null: no ceiling), weight 1..100, owner a uid 0..2^31-1; each value as given.
+    lim_is() { # lim_is WHAT TEXT: the answer (compact JSON) holds TEXT as it is
+        grep -qF -- "$2" "$T/body" && ok "$1" || bad "$1: no $2 in $(cat "$T/body")"
+    }
+    want 201 "memory of exactly 1M as bytes" POST /v1/tenants '{"name":"m1","memory":1048576}'
+    lim_is "its limit 1048576 bytes" '"limits":{"memory":{"default":1048576},'
+    want 201 "memory \"1M\" on GPU 0" POST /v1/tenants '{"name":"m2","memory":{"0":"1M"}}'
+    lim_is "GPU 0's limit 1048576 bytes, no default" '"limits":{"memory":{"default":null,"GPU-5ac1ce00-0000-4000-8000-000000000000":1048576},'
+    want 201 "memory 0: no limit" POST /v1/tenants '{"name":"m3","memory":0,"compute":0}'
+    lim_is "memory 0 and compute 0 read as none" '"limits":{"memory":{"default":null},"compute":{"default":null}}'
+    want 201 "compute 100: no ceiling" POST /v1/tenants '{"name":"c100","compute":100}'
+    lim_is "compute 100 read as none" '"compute":{"default":null}}'
+    want 201 "compute 1 and 99" POST /v1/tenants '{"name":"c1","compute":{"default":1,"0":99}}'
+    lim_is "the default 1 %, GPU 0 99 %" '"compute":{"default":1,"GPU-5ac1ce00-0000-4000-8000-000000000000":99}}'
+    want 201 "weight 100, class background" POST /v1/tenants '{"name":"w100","weight":100,"priority":"background"}'
+    lim_is "class background" '"priority":"background",'
+    lim_is "weight 100" '"weight":100,'
+    want 201 "weight 1, class normal" POST /v1/tenants '{"name":"w1","weight":1,"priority":"normal"}'
+    lim_is "class normal" '"priority":"normal",'
+    lim_is "weight 1" '"weight":1,'
+    want 201 "owner 2147483647" POST /v1/tenants '{"name":"o1","owner":2147483647}'
+    lim_is "its owner 2147483647" '"owner":2147483647,'
+    for n in m1 m2 m3 c100 c1 w100 w1 o1; do want 204 "$n deleted" DELETE "/v1/tenants/$n"; done
+    want 400 "memory one byte under 1M" POST /v1/tenants '{"name":"x","memory":1048575}'
+    body_has 'memory: 1048575 bytes is below the smallest limit, 1M'
+    want 400 "GPU 0's memory one byte under 1M" POST /v1/tenants '{"name":"x","memory":{"0":1048575}}'
+    body_has 'memory.0: 1048575 bytes is below the smallest limit, 1M'
+    want 400 "memory of -1 bytes" POST /v1/tenants '{"name":"x","memory":-1}'
+    body_has 'memory: give a size as a string'
+    want 400 "memory as a number that is not an integer" POST /v1/tenants '{"name":"x","memory":1.5}'
+    want 400 "compute -1" POST /v1/tenants '{"name":"x","compute":-1}'
+    body_has 'compute: give a percentage'
+    want 400 "GPU 0's compute 101" POST /v1/tenants '{"name":"x","compute":{"0":101}}'
+    body_has 'compute.0: give a percentage'
+    want 400 "a default's compute 101" POST /v1/tenants '{"name":"x","compute":{"default":101}}'
+    body_has 'compute.default: give a percentage'
+    want 400 "a default's memory that is no size" POST /v1/tenants '{"name":"x","memory":{"default":"lots"}}'
+    body_has 'memory.default: \\"lots\\" is not a size'
+    want 400 "owner 2147483648" POST /v1/tenants '{"name":"x","owner":2147483648}'
+    body_has 'owner: give a user ID'
+    want 400 "owner -1" POST /v1/tenants '{"name":"x","owner":-1}'
+    want 400 "owner as a string" POST /v1/tenants '{"name":"x","owner":"0"}'
+    want 400 "one GPU by its UUID and its index" POST /v1/tenants '{"name":"x","compute":{"default":10,"0":20}, "memory":{"default":"1G","GPU-5ac1ce00-0000-4000-8000-000000000000":"2G","0":"3G"}}'
+    body_has 'memory: \\"GPU-5ac1ce00-0000-4000-8000-000000000000\\" and \\"0\\" name the same GPU'
+    want 404 "none of the refused ones made" GET /v1/tenants/x
+    # The content type: application/json in any case, with parameters; nothing else.
+    for ct in 'application/json; charset=utf-8' 'Application/JSON'; do
+        got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H "Content-Type: $ct" --data '{"name":"ct"}' http://d/v1/tenants)
+        [ "$got" = 201 ] && ok "Content-Type: $ct: 201" || bad "Content-Type: $ct: $got"
+        want 204 "and deleted" DELETE /v1/tenants/ct
+    done
+    got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -X POST -H 'Content-Type: application/jsonx' --data '{"name":"ct"}' http://d/v1/tenants)
+    [ "$got" = 415 ] && grep -q '(got application/jsonx)' "$T/body" && ok "Content-Type: application/jsonx: 415, naming it" || { bad "application/jsonx: $got"; cat "$T/body"; }
     want 400 "no name" POST /v1/tenants '{"memory":"1G"}'
     want 400 "a size that is not one" POST /v1/tenants '{"name":"x","memory":"8 GB"}'
     body_has "memory: \\\\\"8 GB\\\\\" is not a size"
@@ -216,15 +282,51 @@ def send(body, size):
         pass
     return data.split(b"\r\n")[0].decode("latin-1") or "closed"
 
+def send_length(body):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sys.argv[1])
+    s.sendall(b"POST /v1/tenants HTTP/1.1\r\nHost: d\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    try:
+        s.sendall(body)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+
+def padded(name, size):
+    doc = json.dumps({"name": name, "memory": "1G"}).encode()
+    return doc + b" " * (size - len(doc))
+
 doc = json.dumps({"name": "chunky", "memory": "1G", "compute": 30}).encode()
 print("small", send(doc + b" " * (3000 - len(doc)), 1))
 print("big", send(b'{"name":"huge","memory":"1G","x":"' + b"a" * 70000 + b'"}', 64))
+# max-body (65536) at its ends: exactly it is read whole, one byte more is not.
+print("exact", send_length(padded("exact", 65536)))
+print("over", send_length(padded("over", 65537)))
+print("exactc", send(padded("exactc", 65536), 1024))
+print("overc", send(padded("overc", 65537), 1024))
 PYEOF
     grep -q "^small HTTP/1.1 201 " "$T/chunks" && ok "a body in 3000 one-byte chunks: 201" || { bad "one-byte chunks"; cat "$T/chunks"; }
     want 200 "the chunked tenant" GET /v1/tenants/chunky
     jq_py 'assert d["limits"]["memory"]["default"]==1<<30 and d["limits"]["compute"]["default"]==30, d' && ok "its limits, read from the chunks in order" || bad "chunked tenant's limits: $(cat "$T/body")"
     if grep -q "^big HTTP/1.1 2" "$T/chunks"; then bad "a chunked body past max-body was taken: $(cat "$T/chunks")"; else ok "a chunked body past max-body in 64-byte chunks: cut off ($(sed -n 's/^big //p' "$T/chunks"))"; fi
     want 404 "no tenant from it" GET /v1/tenants/huge
+    grep -q "^exact HTTP/1.1 201 " "$T/chunks" && ok "a body of exactly max-body (65536 bytes): 201" || { bad "a body of exactly max-body"; cat "$T/chunks"; }
+    grep -q "^over HTTP/1.1 413 " "$T/chunks" && ok "a body of max-body + 1 bytes: 413" || { bad "a body one byte over max-body"; cat "$T/chunks"; }
+    grep -q "^exactc HTTP/1.1 201 " "$T/chunks" && ok "a chunked body of exactly max-body: 201" || { bad "a chunked body of exactly max-body"; cat "$T/chunks"; }
+    if grep -q "^overc HTTP/1.1 2" "$T/chunks"; then bad "a chunked body of max-body + 1 was taken"; else ok "a chunked body of max-body + 1: cut off ($(sed -n 's/^overc //p' "$T/chunks"))"; fi
+    for n in exact exactc; do want 204 "tenant $n deleted" DELETE "/v1/tenants/$n"; done
+    for n in over overc; do want 404 "no tenant $n" GET "/v1/tenants/$n"; done
     want 204 "the chunked tenant deleted" DELETE /v1/tenants/chunky
     got=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$SOCK" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' 'b')" http://d/healthz)
     [ "$got" = 431 ] || [ "$got" = 413 ] && ok "headers over max-header: $got" || bad "big header: $got"
@@ -810,8 +912,15 @@ daemon_events)
     # since, after an events.lost that says so; ids of the new run are above the old ones.
     last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
     stop_daemon
-    start_daemon --max-sse 2 --events-history 16 || exit 1
+    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 || exit 1
     want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
+    # A subscriber without Last-Event-ID, held through what follows (a third place in max-sse:
+    # a stream closed by its client is seen gone at the next event): it is sent what happens
+    # from now on, not the history; and a stream has no deadline (request-timeout-s, 1 s here,
+    # is a request's).
+    curl -s -N --max-time 30 --unix-socket "$SOCK" http://d/v1/events >"$T/ssenow" 2>/dev/null &
+    CN=$!; BG="$BG $CN"
+    sleep 0.3
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $last_old" http://d/v1/events >"$T/sse3" 2>/dev/null
     new_id=$(sed -n 's/^id: //p' "$T/sse3" | head -1)
     if head -n 1 "$T/sse3" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse3" &&
@@ -832,22 +941,49 @@ daemon_events)
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse5" 2>/dev/null
     [ "$n" = 16 ] && [ "$(grep -c '^id: ' "$T/sse5")" = 16 ] && ! grep -q "events.lost" "$T/sse5" &&
         ok "a history of 16 events, full: all 16 sent, none said lost" || { bad "a full history of 16 ($n events)"; cat "$T/sse5"; }
+    # Past it (4 events more): the ring reaches back 16 events, and no further. From the
+    # first event's id, 3 are lost: events.lost names where it resumes, then the 16 kept; from
+    # exactly 16 back, the 16 and nothing said lost.
+    first=$(sed -n 's/^id: //p' "$T/sse5" | head -n 1)
+    while [ "$n" -lt 20 ]; do
+        want 200 "one more event" PATCH /v1/tenants/ev2 '{"memory":"'$((1000 - n))'M"}' >/dev/null
+        n=$((n + 1))
+    done
+    last=$((first + 19))
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $first" http://d/v1/events >"$T/sse6" 2>/dev/null
+    ids=$(sed -n 's/^id: //p' "$T/sse6" | tr '\n' ' ')
+    if head -n 2 "$T/sse6" | tr '\n' ' ' | grep -q "^event: events.lost data: {\"type\":\"events.lost\",\"after\":$first,\"resumed_after\":$((last - 16))} " &&
+        [ "$ids" = "$(seq $((last - 15)) $last | tr '\n' ' ')" ]; then
+        ok "the ring overrun: from id $first, events.lost resumed after $((last - 16)), then the 16 kept"
+    else bad "the ring overrun from id $first (last $last): ids $ids"; head -n 3 "$T/sse6"; fi
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: $((last - 16))" http://d/v1/events >"$T/sse7" 2>/dev/null
+    ids=$(sed -n 's/^id: //p' "$T/sse7" | tr '\n' ' ')
+    [ "$ids" = "$(seq $((last - 15)) $last | tr '\n' ' ')" ] && ! grep -q "events.lost" "$T/sse7" &&
+        ok "from exactly 16 back: the 16, none said lost" || { bad "from 16 back ($((last - 16))): ids $ids"; head -n 3 "$T/sse7"; }
+    kill "$CN" 2>/dev/null; wait "$CN" 2>/dev/null
+    now_ids=$(sed -n 's/^id: //p' "$T/ssenow" | tr '\n' ' ')
+    [ "$now_ids" = "$(seq $((first + 1)) $last | tr '\n' ' ')" ] &&
+        ok "the subscriber without Last-Event-ID: every event after it came ($((first + 1))..$last), none before" || { bad "the subscriber without Last-Event-ID: $now_ids"; head -n 3 "$T/ssenow"; }
+    grep -q '^data: {"id":'"$last"',"type":"tenant.changed"' "$T/ssenow" &&
+        ok "and it was still open seconds after request-timeout-s (1 s)" || bad "the stream was cut: its last id $(sed -n 's/^id: //p' "$T/ssenow" | tail -n 1), not $last"
     want 204 "ev2 ended" DELETE /v1/tenants/ev2
     got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" -H 'Last-Event-ID: x' http://d/v1/events)
     [ "$got" = 400 ] && ok "bad Last-Event-ID: 400" || bad "bad Last-Event-ID: $got"
-    # max-sse 2, and the count after refusals (issue 32): two subscribers held open, a third
-    # refused three times over (429); one of the two gone, a new one is let in.
+    # max-sse 3, and the count after refusals (issue 32): three subscribers held open, a fourth
+    # refused three times over (429); one of the three gone, a new one is let in.
     curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
     s1=$!
     curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
     s2=$!
+    curl -s -N --max-time 8 --unix-socket "$SOCK" http://d/v1/events >/dev/null 2>&1 &
+    s3=$!
     sleep 0.5
     n429=0
     for i in 1 2 3; do
         got=$(curl -s -o "$T/body" -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" http://d/v1/events)
         [ "$got" = 429 ] && n429=$((n429 + 1))
     done
-    [ "$n429" = 3 ] && err_code too_many_subscribers && ok "a third subscriber: 429, three times" || bad "a third subscriber: $n429 of 3 refused (last $got)"
+    [ "$n429" = 3 ] && err_code too_many_subscribers && ok "a fourth subscriber: 429, three times" || bad "a fourth subscriber: $n429 of 3 refused (last $got)"
     kill "$s1"; wait "$s1" 2>/dev/null
     # (An event makes the daemon write to every stream and find the closed one.)
     i=0
@@ -858,7 +994,7 @@ daemon_events)
         i=$((i + 1)); sleep 0.1
     done
     [ "$got" = 200 ] && ok "one subscriber gone: a new one let in (the refusals counted none)" || bad "one subscriber gone, a new one still refused: $got"
-    kill "$s2" 2>/dev/null; wait "$s2" 2>/dev/null ;;
+    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null ;;
 daemon_events_balance)
     # Every process the events announce (process.started or process.joined) gets exactly one
     # process.ended, so that a consumer counting live processes from them does not drift
@@ -1076,6 +1212,19 @@ daemon_classes)
     # background keeps about one kernel in flight while the latency job is active.
     want 201 "a latency tenant (admin)" POST /v1/tenants '{"name":"lat","owner":0,"priority":"latency"}'
     want 201 "a background tenant of nobody's" POST /v1/tenants '{"name":"bg","owner":65534,"priority":"background"}'
+    # A tenant of no class with a weight (governed: nobody's n3) beside the one tenant of a
+    # higher class on the node (root's lat, saturating with short kernels): it yields at each
+    # launch, keeping one kernel queued, where one that did not look would queue two at a time
+    # and wait at every third launch only (measured: 0.90-0.91 of launches, 0.44-0.45 not).
+    "$GS" run -q --tenant lat -- "$CL" stream 1.8 100 >"$T/lat9" 2>&1 &
+    pa=$!
+    sleep 0.3
+    as_nobody GPUSLICE_DEBUG=1 "$GS" run -q --tenant n3 -- "$CL" stream 1.2 2000 >"$T/n9" 2>"$T/n9.err"
+    wait $pa
+    l=$(awk '/^share/ {print $4}' "$T/n9"); w=$(grep -o '[0-9]* waits for a higher class' "$T/n9.err" | awk '{print $1}')
+    if [ -n "$l" ] && [ -n "$w" ] && [ "$l" -gt 0 ] && [ $((w * 10)) -ge $((l * 7)) ]; then
+        ok "nobody's tenant of no class beside root's latency one: $w of its $l launches waited for the higher class"
+    else bad "nobody's tenant of no class beside the one latency tenant: ${w:-no} waits for the higher class of ${l:-no} launches"; cat "$T/n9" "$T/n9.err"; fi
     as_nobody "$CL" stream 3 2000 >"$T/bg0" 2>"$T/bg0.err" &
     pa=$!
     sleep 0.3
@@ -1114,6 +1263,35 @@ PY
     grep -qE "^forged [0-9]{3,}" "$T/forge" && ok "nobody wrote latency stamps on the daemon's board" || { bad "the forger did not run"; cat "$T/forge"; }
     shares_in "$T/rbg" 0.85 1.0 "root's background tenant beside forged stamps"
     grep -q " 0 waits for a higher class" "$T/rbg.err" && ok "and it never waited for a higher class" || { bad "forged stamps believed"; cat "$T/rbg.err"; }
+    # Nor hold root's tenants back by a turn it writes on the board: nobody claims the board
+    # (its own live PID and start time, so not a dead holder) and writes a turn of an hour.
+    # Root's tenant waits for the board at most a turn's longest (200 ms) and its queue, then
+    # runs beside the holder that does not let go.
+    as_nobody python3 - "$T/drun/gpusliced.boards" 4 >"$T/hold" 2>&1 <<'PY' &
+import mmap, os, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+msg, fds, flags, addr = socket.recv_fds(s, 4096, 16)
+m = mmap.mmap(fds[0], 136)
+start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])  # field 22
+since = time.monotonic_ns() - 10**9
+print("holding", os.getpid(), flush=True)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    m[32:36] = struct.pack("<i", os.getpid())  # holder_pid
+    m[40:56] = struct.pack("<QQ", start, since)  # holder_start_time, acquired_ns
+    m[120:128] = struct.pack("<Q", 3600 * 10**9)  # holder_turn_ns
+    time.sleep(0.01)
+PY
+    pf=$!
+    i=0; while ! grep -q '^holding' "$T/hold" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.1
+    GPUSLICE_DEBUG=1 timeout 10 "$GS" run -q --tenant r1 -- "$CL" stream 1 2000 >"$T/r1h" 2>"$T/r1h.err"
+    kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null
+    hp=$(awk '/^holding/ {print $2}' "$T/hold")
+    grep -qE " [1-9][0-9]* ran beside a holder that did not let go" "$T/r1h.err" && grep -q "board held by $hp " "$T/r1h.err" &&
+        ok "root's tenant ran beside nobody's claim of the board (PID $hp, a turn of an hour)" || { bad "a forged turn held root's tenant back"; cat "$T/hold"; grep -E "launches governed|board held" "$T/r1h.err"; }
+    shares_in "$T/r1h" 0.45 1.0 "root's tenant beside the forged claim (its first 250 ms waited)"
     # Which of another user's tenants are above and which are peers (issue 32): nobody's
     # tenant of class normal (set) is above root's background, and root's normal tenant is
     # its peer: the background waits for it, the peer never does; nor does root's tenant of no
@@ -1215,7 +1393,43 @@ daemon_authz)
     # A process in nobody's tenant may not move to a tenant of its own making.
     n_want 201 "nobody makes a tenant of its own" -X POST -H 'Content-Type: application/json' -d '{"name":"free"}' http://d/v1/tenants
     as_nobody "$GS" run --tenant theirs -- "$GS" run --tenant free -- "$P" alloc:512 alloc:400 >"$T/out" 2>"$T/err"; rc=$?
-    [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; } ;;
+    [ $rc = 1 ] && grep -q "may not leave it" "$T/err" && ok "leaving its tenant for another: refused" || { bad "leave: $rc"; cat "$T/out" "$T/err"; }
+    # A gpuslice run of nobody's (in the run directory the daemon lists): its owner may lower
+    # it, not raise it, judged on each GPU by the key that names that GPU, in any order; its
+    # class and weight the same, from what they are.
+    chmod 1777 "$GPUSLICE_RUN_DIR"
+    setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" \
+        GPUSLICE_SIM_STATE="$T/nobody/sim" "$GS" run -q --memory 1G --compute 50 -- \
+        "$P" alloc:10 mark:"$T/nobody/up" wait:"$T/nobody/go" >"$T/run.out" 2>&1 &
+    RN=$!; BG="$BG $RN"
+    i=0; while [ ! -e "$T/nobody/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    rid=
+    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
+        api GET /v1/tenants >/dev/null
+        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if t["owner"] == 65534 and not t["managed"] and t["devices"]))')
+        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
+    done
+    [ -n "$rid" ] && ok "nobody's gpuslice run listed: $rid" || { bad "nobody's run tenant not listed"; cat "$T/run.out"; }
+    r_patch() { # r_patch WANT WHAT BODY [TEXT]: nobody's PATCH of its run tenant; TEXT in the answer
+        got=$(n_api -X PATCH -H 'Content-Type: application/json' -d "$3" "http://d/v1/tenants/$rid")
+        if [ "$got" = "$1" ] && { [ -z "${4:-}" ] || grep -qF -- "$4" "$T/nobody/body"; }; then ok "nobody's run: $2 ($1)"
+        else bad "nobody's run: $2: $got, want $1${4:+ saying '$4'}"; cat "$T/nobody/body"; echo; fi
+    }
+    r_patch 403 "the default lowered, GPU 0 raised by its index" '{"memory":{"default":"512M","0":"8G"}}' \
+        "memory on GPU 0 from 1 GiB (1073741824 bytes) to 8 GiB (8589934592 bytes)"
+    r_patch 403 "GPU 0 raised by its UUID, then the default lowered" '{"memory":{"'$U0'":"2G","default":"512M"}}' "memory on GPU 0 from 1 GiB"
+    r_patch 403 "GPU 0's limit lifted, the default lowered" '{"memory":{"default":"512M","0":null}}' "memory on GPU 0 from 1 GiB (1073741824 bytes) to no limit"
+    r_patch 403 "compute: the default lowered, GPU 0 raised" '{"compute":{"default":20,"0":90}}' "compute on GPU 0 from 50 % to 90 %"
+    r_patch 403 "compute: a bare 100 (no ceiling)" '{"compute":100}' "compute on GPU 0 from 50 % to no limit"
+    r_patch 403 "its class raised to latency" '{"priority":"latency"}' "the priority class from normal to latency"
+    r_patch 403 "its weight raised to 2" '{"weight":2}' "the weight from 1 to 2"
+    r_patch 200 "its class as it is (normal)" '{"priority":"normal"}'
+    r_patch 200 "its weight as it is (1)" '{"weight":1}'
+    r_patch 200 "the same memory, and compute as it is" '{"memory":"1G","compute":50}'
+    r_patch 200 "GPU 0 lowered by its index, the default raised (no other GPU)" '{"memory":{"0":"768M","default":"2G"}}'
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50, g' "$T/nobody/body" &&
+        ok "the answer: nobody's run held to 768 MiB and 50 % on GPU 0 (its file read again, not the sweep's copy)" || { bad "nobody's run's limits in the answer"; cat "$T/nobody/body"; }
+    touch "$T/nobody/go"; wait "$RN" ;;
 daemon_authz_keys)
     # Issue 32: an owner's change that mixes the default with per-GPU keys, on 2 GPUs, judged
     # per GPU on the whole change (a managed tenant's; a gpuslice run's is not listed for another
@@ -1573,8 +1787,27 @@ daemon_pod_tenants)
     kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
     if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
     # Under its name again: a new uid, a new tenant.
-    kctl -d "$(upod web "$U4" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
-    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U3"'", "pod-'"$U4"'"]'; then ok "web again: tenant pod-<new uid>"; else bad "recreated"; fi
+    # (Its limit on its containers' CUDA device 0; pod bad refused again.)
+    kctl -d "$(upod web "$U4" '{"gpuslice.io/memory":"0:1G"}')" "$KC/pods" >/dev/null
+    kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U2"'", "pod-'"$U3"'", "pod-'"$U4"'"] and '"$podt"'["pod-'"$U2"'"]["pod"]["refused"]'; then ok "web again: tenant pod-<new uid>"; else bad "recreated"; fi
+    # A reboot (the node segment gone) while the API server cannot be reached: the pods'
+    # tenants come back from the daemon's state alone, each limit under its key (the
+    # containers' CUDA index 0) and a refused pod's refusal with them.
+    stop_daemon
+    rm -f "$T/drun/gpusliced.node"
+    start_daemon --kube-api "https://127.0.0.1:1" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    api GET "/v1/tenants/pod-$U4" >/dev/null
+    jq_py 'assert d["limits"]["memory"] == {"default": None, "cuda:0": 1 << 30}, d["limits"]' && ok "after a reboot with no API server: web's limit on its cuda:0 read back" || { bad "web's cuda:0 limit after a reboot"; cat "$T/body"; }
+    # (Its processes wait for the first list; the definitions, written again from the node
+    # segment so made, keep the pods' flags and keys for it.)
+    python3 - "$T/drun/state/tenants.json" "$U2" "$U4" <<'PY' && ok "tenants.json after the reboot: bad still refused, web's cuda:0 kept" || { bad "the definitions after a reboot"; cat "$T/drun/state/tenants.json"; }
+import json, sys
+by = {t["name"]: t for t in json.load(open(sys.argv[1]))}
+bad, web = by["pod-" + sys.argv[2]], by["pod-" + sys.argv[3]]
+assert bad["pod"] and bad["refused"], bad
+assert web["pod"] and not web["refused"] and web["memory"] == {"cuda:0": 1 << 30}, web
+PY
     # A restart: the tenants come back from the daemon's state, and a pod deleted meanwhile ends.
     stop_daemon
     kctl -X DELETE "$KC/pods/ns1/late" >/dev/null
