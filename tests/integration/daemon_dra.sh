@@ -68,7 +68,7 @@ daemon_dra)
     CC=cccccccc-1111-4000-8000-00000000000c CD=cccccccc-1111-4000-8000-00000000000d
     CE=cccccccc-1111-4000-8000-00000000000e
     C1=$(printf 'd1%062d' 0) C2=$(printf 'd2%062d' 0)
-    trap 'cg_cleanup_own $UA $UB cccccccc-0000-4000-8000-0000000000cc; cleanup' EXIT
+    trap 'cg_cleanup_own $UA $UB cccccccc-0000-4000-8000-0000000000cc dddddddd-0000-4000-8000-0000000000dd; cleanup' EXIT
     start_daemon $DRA_ARGS || exit 1
     # Publishing: one device of the GPU, shared, its capacities; the slice passes the schema.
     if slice_until 10; then ok "the node's ResourceSlice is published"; else bad "no slice"; fi
@@ -90,9 +90,28 @@ PY
     kctl -X DELETE "$KC/objects/resourceslices/$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["metadata"]["name"])' "$T/slices")" >/dev/null
     sleep 0.3
     if slice_until 5; then ok "a slice deleted by another is published again"; else bad "slice not republished"; fi
+    # Changed by another: replaced as it should be, under the next generation of its pool.
+    python3 - "$KC" <<'PY' && ok "a slice changed by another is replaced, its pool's generation 1 -> 2" || bad "changed slice"
+import json, sys, time, urllib.request
+kc = sys.argv[1]
+def slices():
+    return json.load(urllib.request.urlopen(kc + "/objects/resourceslices", timeout=10))
+s = slices()[0]
+assert s["spec"]["pool"]["generation"] == 1, s["spec"]["pool"]
+s["spec"]["devices"][0]["attributes"]["index"] = {"int": 7}
+urllib.request.urlopen(urllib.request.Request(kc + "/objects", data=json.dumps(s).encode(), headers={"Content-Type": "application/json"}), timeout=10).read()
+end = time.time() + 15
+while time.time() < end:
+    s = slices()[0]
+    if s["spec"]["devices"][0]["attributes"]["index"] == {"int": 0}:
+        break
+    time.sleep(0.1)
+assert s["spec"]["devices"][0]["attributes"]["index"] == {"int": 0}, s
+assert s["spec"]["pool"]["generation"] == 2 and s["spec"]["pool"]["resourceSliceCount"] == 1, s["spec"]["pool"]
+PY
     # Registration, as the kubelet does it.
     kubelet register --registry-sock "$REG/gpu.gpuslice.io-reg.sock" >"$T/reg" 2>&1 && ok "registration: GetInfo and NotifyRegistrationStatus" || { bad "registration"; cat "$T/reg"; }
-    grep -q '"endpoint": *"'"$PLUG/dra.sock"'"' "$T/reg" && grep -q 'v1.DRAPlugin' "$T/reg" && ok "PluginInfo names the driver's socket and v1.DRAPlugin" || { bad "plugin info"; cat "$T/reg"; }
+    grep -q '"endpoint": *"'"$PLUG/dra.sock"'"' "$T/reg" && grep -q '"v1.DRAPlugin"' "$T/reg" && grep -q '"v1beta1.DRAPlugin"' "$T/reg" && ok "PluginInfo names the driver's socket, v1.DRAPlugin and v1beta1.DRAPlugin (kubelets of 1.32, 1.33)" || { bad "plugin info"; cat "$T/reg"; }
     grep -q "registered with the kubelet" "$T/dlog" && ok "the daemon logs its registration" || bad "registration not logged"
     # Two claims, 8Gi/25 cores and 4Gi/50 cores, allocated to one device, prepared in one call.
     claim a "$CA" 8Gi 25; claim b "$CB" 4Gi 50
@@ -126,6 +145,11 @@ PY
     kctl -d '{"metadata":{"name":"pc","namespace":"ns1","uid":"'"$UC"'"},"spec":{"nodeName":"node1","resourceClaims":[{"name":"gpu","resourceClaimName":"b"}],"containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$C3"'"}]}}' "$KC/pods" >/dev/null
     expect 0 "a process of pod pc, which names claim b (prepared for pb)" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UC $C3 "$P" total alloc:100
     grep -q "total $((4 << 30))" "$T/out" && ok "pod pc joins claim b's tenant: 4 GiB" || { bad "shared claim"; cat "$T/out" "$T/err"; }
+    # A pod of another namespace that names "b" names its own namespace's b: it joins nothing of ns1's.
+    UD=dddddddd-0000-4000-8000-0000000000dd C5=$(printf 'd9%062d' 0)
+    kctl -d '{"metadata":{"name":"pd","namespace":"ns2","uid":"'"$UD"'"},"spec":{"nodeName":"node1","resourceClaims":[{"name":"gpu","resourceClaimName":"b"}],"containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$C5"'"}]}}' "$KC/pods" >/dev/null
+    expect 1 "a process of pod pd of ns2, which names b" -- in_claim "$CDI/gpuslice.io-claim_$CB.json" $UD $C5 "$P" total alloc:100
+    ! grep -q "total $((4 << 30))" "$T/out" && grep -q "claim ns2/b cannot be read" "$T/err" && ok "pod pd of ns2 does not join ns1/b's tenant: its claim is ns2/b" || { bad "pod of ns2 and ns1/b"; cat "$T/out" "$T/err"; }
     # A process of a pod the claim is not reserved for gets nothing of it.
     expect 1 "a process of a pod with no claim and no tenant" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" eeeeeeee-0000-4000-8000-00000000000e $C1 "$P" alloc:100
     # A broken scheduler: 8Gi more forced onto gpu-0 (now 12 of 16 GiB held) is refused by name.
@@ -169,10 +193,16 @@ PY
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["claims"][sys.argv[2]]; assert not d.get("error") and d["devices"][0]["request_names"] == ["gpu"], d' "$T/prep" cccccccc-1111-4000-8000-000000000014 && ok "a subrequest's device answered under its request's name" || { bad "subrequest"; cat "$T/prep"; }
     unprep v1 ns1/sub/cccccccc-1111-4000-8000-000000000014
     alloc release --claim ns1/sub >/dev/null 2>&1
-    # Without NVIDIA's CDI spec of the GPU, Prepare says how to make it.
+    # NVIDIA's spec as JSON (nvidia-ctk --format=json) names the GPU as well as its YAML.
     mv "$NVCDI/nvidia.yaml" "$T/nvidia.yaml.off"
     claim g cccccccc-1111-4000-8000-000000000011 1Gi ""
     alloc allocate --claim ns1/g --node node1 >/dev/null 2>&1 || bad "allocation of g"
+    printf '{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"%s","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0"}]}}]}\n' "$UUID0" >"$NVCDI/nvidia.json"
+    prep v1 ns1/g/cccccccc-1111-4000-8000-000000000011
+    [ -z "$(claim_err cccccccc-1111-4000-8000-000000000011)" ] && ok "NVIDIA's CDI spec in JSON names the GPU: prepared" || { bad "nvidia spec in JSON"; cat "$T/prep"; }
+    unprep v1 ns1/g/cccccccc-1111-4000-8000-000000000011
+    # Without NVIDIA's CDI spec of the GPU, Prepare says how to make it.
+    rm "$NVCDI/nvidia.json"
     prep v1 ns1/g/cccccccc-1111-4000-8000-000000000011
     e=$(claim_err cccccccc-1111-4000-8000-000000000011)
     case $e in *"ns1/g"*"nvidia.com/gpu=$UUID0"*"nvidia-ctk cdi generate"*) ok "no NVIDIA CDI spec: refused, saying how to generate it" ;; *) bad "nvidia spec missing: '$e'" ;; esac
@@ -202,6 +232,35 @@ PY
     want 404 "claim a's tenant is gone" GET /v1/tenants/claim-$CA
     [ ! -e "$CDI/gpuslice.io-claim_$CA.json" ] && [ ! -e "$CDI/gpuslice.io-claim_$CB.json" ] && ok "their CDI specs are removed" || bad "specs left"
     unprep v1 ns1/a/$CA && ok "Unprepare again: no error" || bad "second unprepare"
+    # The counters: prepared a, b, sub, g, a again; unprepared sub, g, a, b; refused d, f, lat,
+    # wt, h, g (no NVIDIA spec), nv twice, the odd UID and ghost. The slice of generation 2.
+    api GET /metrics >/dev/null
+    for m in prepares_total:5 unprepares_total:4 refusals_total:10 prepared_claims:0 registered:1 slice_generation:2; do
+        grep -q "^gpuslice_dra_${m%%:*} ${m#*:}\$" "$T/body" || { bad "metric gpuslice_dra_${m%%:*}: want ${m#*:}"; grep "^gpuslice_dra" "$T/body"; }
+    done
+    ok "metrics: 5 prepares, 4 unprepares, 10 refusals, slice generation 2"
+    # A claim of the whole GPU (no memory consumed) is alone on it: refused beside one claim
+    # prepared, and one claim beside it refused while it is prepared. Claims that fill the GPU
+    # exactly (1 + 15 GiB of 16; 100 cores) are prepared.
+    UX=cccccccc-1111-4000-8000-000000000015 UW=cccccccc-1111-4000-8000-000000000016
+    UY=cccccccc-1111-4000-8000-000000000017
+    # allocated NAME UID [CONSUMED]: a claim of ns1 allocated gpu-0, consuming CONSUMED (JSON).
+    allocated() {
+        kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"'"$1"'","namespace":"ns1","uid":"'"$2"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.gpuslice.io","pool":"node1","device":"gpu-0"'"${3:+,\"consumedCapacity\":$3}"'}]}}}}' "$KC/objects" >/dev/null
+    }
+    allocated x $UX '{"memory":"1Gi"}'
+    allocated w $UW
+    allocated y $UY '{"memory":"15Gi","cores":"100"}'
+    prep v1 ns1/x/$UX ns1/w/$UW ns1/y/$UY
+    e=$(claim_err $UW)
+    [ -z "$(claim_err $UX)" ] && [ "$e" = "claim ns1/w: gpu-0 (GPU $UUID0) is held whole by a claim prepared here, or this claim asks it whole beside 1 other(s): the scheduler's allocation overfills it" ] && ok "the whole GPU beside one claim prepared: refused: $e" || { bad "whole beside one: '$e'"; cat "$T/prep"; }
+    e=$(claim_err $UY)
+    [ -z "$e" ] && ok "15 GiB and 100 cores beside 1 GiB: the GPU filled exactly, prepared" || bad "exact fill refused: '$e'"
+    unprep v1 ns1/x/$UX ns1/y/$UY
+    prep v1 ns1/w/$UW ns1/x/$UX
+    e=$(claim_err $UX)
+    [ -z "$(claim_err $UW)" ] && case $e in "claim ns1/x: gpu-0 (GPU $UUID0) is held whole by a claim prepared here"*"beside 1 other(s)"*) true ;; *) false ;; esac && ok "the whole GPU alone: prepared; a claim beside it refused: $e" || { bad "beside the whole: '$e'"; cat "$T/prep"; }
+    unprep v1 ns1/w/$UW
     # Stopped, the driver removes its slice.
     stop_daemon
     kctl "$KC/objects/resourceslices" >"$T/slices"
@@ -230,7 +289,7 @@ daemon_dra_guard)
     # The guard holds a claim's pods to the claim, from NVML: a process of the pod without the
     # interposer (a bypass) that takes 1500 MiB under the claim's 1 GiB is stopped.
     UA=aaaaaaaa-0000-4000-8000-0000000000da CA=cccccccc-4444-4000-8000-00000000000a
-    trap 'cg_cleanup_own $UA; cleanup' EXIT
+    trap 'cg_cleanup_own $UA aaaaaaaa-0000-4000-8000-0000000000db; cleanup' EXIT
     start_daemon $DRA_ARGS --sweep-ms 100 || exit 1
     slice_until 10 || bad "no slice"
     claim a "$CA" 1Gi ""
@@ -248,6 +307,26 @@ daemon_dra_guard)
     else ok "the guard stopped it within $((i * 100)) ms (the claim's tenant, by its pod's cgroup)"; fi
     wait "$E" 2>/dev/null
     grep -q "claim-$CA" "$T/dlog" && ok "the log names the claim's tenant" || { bad "guard log"; tail -15 "$T/dlog"; }
+    # A pod keyed by CUDA index (gpuslice.io/memory "2G,0:1G": 1 GiB on its CUDA device 0, 2 GiB
+    # on any other): which of its indexes this GPU is, the guard cannot tell, so it holds the
+    # pod to the loosest, 2 GiB: 1500 MiB past the interposer is left alone, 2500 MiB stopped.
+    UP=aaaaaaaa-0000-4000-8000-0000000000db CP=$(printf 'd8%062d' 0)
+    kctl -d '{"metadata":{"name":"px","namespace":"ns1","uid":"'"$UP"'","annotations":{"gpuslice.io/memory":"2G,0:1G"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$CP"'"}]}}' "$KC/pods" >/dev/null
+    i=0; while [ $i -lt 100 ] && [ "$(api GET "/v1/tenants/pod-$UP")" != 200 ]; do sleep 0.1; i=$((i + 1)); done
+    dp="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$UP" | tr - _).slice/cri-containerd-$CP.scope"
+    mkdir -p "$dp"
+    rm -f "$T/p1.up" "$T/p2.up"
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec env -u LD_PRELOAD "$1" alloc:1500 mark:"$2" sleep:8000' "$dp" "$P" "$T/p1.up" >"$T/p1.out" 2>&1 &
+    P1=$!
+    for i in $(seq 300); do [ -e "$T/p1.up" ] && break; sleep 0.01; done
+    sleep 1.5
+    kill -0 "$P1" 2>/dev/null && ok "a pod of 2G,0:1G holding 1500 MiB on the GPU is left alone (the loosest of its limits)" || { bad "the pod was stopped within its loosest limit"; cat "$T/p1.out"; tail -5 "$T/dlog"; }
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec env -u LD_PRELOAD "$1" alloc:1000 mark:"$2" sleep:8000' "$dp" "$P" "$T/p2.up" >"$T/p2.out" 2>&1 &
+    P2=$!
+    i=0; while kill -0 "$P1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$P1" 2>/dev/null; then bad "the pod runs on at 2500 MiB over its 2 GiB"; kill -9 "$P1" "$P2" 2>/dev/null
+    else ok "at 2500 MiB, over its 2 GiB, it is stopped within $((i * 100)) ms"; fi
+    kill "$P2" 2>/dev/null; wait "$P1" "$P2" 2>/dev/null
     stop_daemon
     ;;
 daemon_dra_restart)

@@ -256,7 +256,15 @@ daemon_guard_escape)
     pod_cgroups # CGB
     [ -f "$CGB/cgroup.controllers" ] || { echo "skip: needs a cgroup v2 hierarchy"; exit 77; }
     TC="$CGB/gs-tc-$$"
-    trap 'find "$TC" -depth -type d -exec rmdir {} \; 2>/dev/null; cleanup' EXIT
+    trap 'find "$TC" -depth -type d -exec rmdir {} \; 2>/dev/null; rmdir "$TC-w775" "$TC-w757" 2>/dev/null; cleanup' EXIT
+    # A directory its group or others may write is refused: whoever could write it could move
+    # processes out of a tenant's cgroup.
+    for m in 775 757; do
+        mkdir "$TC-w$m" && chmod "$m" "$TC-w$m"
+        expect 1 "tenant-cgroup of mode $m: the daemon does not start" -- timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun-w$m" --tenant-cgroup "$TC-w$m"
+        grep -q "cannot start: tenant-cgroup: $TC-w$m must be a cgroup directory of the daemon's user that only it may write" "$T/out" "$T/err" && ok "mode $m: refused, saying why" || { bad "mode $m: message"; cat "$T/out" "$T/err"; }
+        rmdir "$TC-w$m"
+    done
     start_daemon --sweep-ms 100 --tenant-cgroup "$TC" || exit 1
     grep -q "managed tenants each get a cgroup under $TC" "$T/dlog" && ok "the daemon makes tenants' cgroups under $TC" || bad "tenant-cgroup log"
     want 201 "a tenant of 1G" POST /v1/tenants '{"name":"cheat","memory":"1G"}'
@@ -300,7 +308,7 @@ daemon_guard_report)
     rm -f "$T/r.up"
     # (It sleeps 20 s, killed at the end: 3 s ran out before the GET under ASan on a loaded CI
     # machine, and the API showed no device.)
-    "$GS" run --tenant over -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/r.up" sleep:20000 >"$T/r.out" 2>&1 &
+    "$GS" run --tenant over -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/r.up" wait:"$T/r.go" free mark:"$T/r.freed" wait:"$T/r.go2" alloc:1500 mark:"$T/r.up2" sleep:20000 >"$T/r.out" 2>&1 &
     R=$!; BG="$BG $R"
     for i in $(seq 300); do [ -e "$T/r.up" ] && break; sleep 0.01; done
     sleep 0.8
@@ -309,6 +317,21 @@ daemon_guard_report)
     python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==1 and e[0]["action"]=="reported" and e[0]["name"]=="over", e' "$T/ev" && ok "one event, action reported" || { bad "report event"; cat "$T/ev"; }
     want 200 "the tenant" GET /v1/tenants/over
     jq_py 'v=d["devices"]; assert len(v)==1 and v[0]["memory_nvml_bytes"] > 1<<30 and v[0]["memory_used_bytes"] == v[0]["memory_nvml_bytes"] and v[0]["memory_limit_bytes"] == 1<<30, v' && ok "the API shows its GPU and NVML's $(jq_py 'print(d["devices"][0]["memory_nvml_bytes"]>>20)') MiB" || { bad "devices"; cat "$T/body"; }
+    # Back under its limit, then over it again: said again (once for each time it goes over).
+    touch "$T/r.go"
+    for i in $(seq 300); do [ -e "$T/r.freed" ] && break; sleep 0.01; done
+    # (The guard's own figure: once the API shows it under, a pass judged it so.)
+    for i in $(seq 60); do
+        api GET /v1/tenants/over >/dev/null
+        jq_py 'v=d["devices"]; assert not v or v[0]["memory_nvml_bytes"] < 1<<30' 2>/dev/null && break
+        sleep 0.05
+    done
+    touch "$T/r.go2"
+    for i in $(seq 300); do [ -e "$T/r.up2" ] && break; sleep 0.01; done
+    sleep 0.8
+    for i in 1 2 3; do events_of tenant.over_limit; [ "$(wc -l <"$T/ev")" -ge 2 ] && break; done
+    python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==2 and all(x["action"]=="reported" and x["name"]=="over" and x["limit"]==1<<30 for x in e), e' "$T/ev" && ok "under its limit, then over again: a second event" || { bad "second report"; cat "$T/ev"; }
+    kill -0 "$R" 2>/dev/null && ok "and it still runs" || bad "stopped under report"
     kill "$R" 2>/dev/null; wait "$R" 2>/dev/null
     ;;
 esac

@@ -307,6 +307,261 @@ static void test_reg_status_decodes_and_refuses(void **state)
     assert_int_equal(gd_dra_decode_reg_status(b.b, b.n, &reg, err, sizeof err), -1);
 }
 
+/* A NUL in any of a claim's three strings is refused naming its field; elsewhere it is data. */
+static void test_decode_claims_nul_in_each_field(void **state)
+{
+    char err[256], want[64];
+    int n;
+    (void)state;
+    for (int f = 1; f <= 3; f++) {
+        struct buf b = { .n = 0 }, c = { .n = 0 };
+        for (int k = 1; k <= 3; k++) {
+            if (k == f)
+                put_bytes(&c, k, "ok\0x", 4);
+            else
+                put_str(&c, k, "ok");
+        }
+        put_bytes(&b, 1, c.b, c.n);
+        err[0] = '\0';
+        assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), -1);
+        snprintf(want, sizeof want, "field %d holds a NUL byte", f);
+        assert_string_equal(err, want);
+        assert_int_equal(n, 0);
+    }
+    /* An unknown field of a claim (4), or of the request (2), may hold any bytes. */
+    struct buf b = { .n = 0 }, c = { .n = 0 };
+    put_str(&c, 1, "ns");
+    put_str(&c, 2, "u");
+    put_str(&c, 3, "nm");
+    put_bytes(&c, 4, "a\0b", 3);
+    put_bytes(&b, 1, c.b, c.n);
+    put_bytes(&b, 2, "a\0b", 3);
+    assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(refs[0].ns, "ns");
+    assert_string_equal(refs[0].uid, "u");
+    assert_string_equal(refs[0].name, "nm");
+}
+
+/* Each wire type protobuf has is walked past; one cut short, or a group or bad type, is not. */
+static void test_decode_claims_wire_types(void **state)
+{
+    static const uint8_t fixed64[] = { 0x79, 1, 2, 3, 4, 5, 6, 7, 8 };   /* field 15, type 1 */
+    static const uint8_t fixed32[] = { 0x7d, 1, 2, 3, 4 };               /* field 15, type 5 */
+    static const uint8_t var10[] = { 0x78, 0xff, 0xff, 0xff, 0xff, 0xff, /* 10-byte varint */
+                                     0xff, 0xff, 0xff, 0xff, 0x01 };
+    static const uint8_t exact[] = { 0x7a, 0x02, 'a', 'b' }; /* a length to the very end */
+    static const uint8_t short64[] = { 0x79, 1, 2, 3, 4, 5, 6, 7 };
+    static const uint8_t short32[] = { 0x7d, 1, 2, 3 };
+    static const uint8_t group[] = { 0x7b, 0x7c }; /* start and end group */
+    static const uint8_t type6[] = { 0x7e, 0x00 };
+    static const uint8_t type7[] = { 0x7f, 0x00 };
+    static const uint8_t cutvar[] = { 0x78, 0x80 }; /* a varint with no last byte */
+    static const uint8_t cutkey[] = { 0x80 };
+    static const uint8_t zero[] = { 0x02, 0x00 }; /* field 0, type 2 */
+    const struct {
+        const uint8_t *p;
+        size_t n;
+        const char *err; /* NULL: accepted */
+    } cases[] = {
+        { fixed64, sizeof fixed64, NULL },
+        { fixed32, sizeof fixed32, NULL },
+        { var10, sizeof var10, NULL },
+        { exact, sizeof exact, NULL },
+        { short64, sizeof short64,
+          "the message is not protobuf (a field cut short or of a bad type)" },
+        { short32, sizeof short32,
+          "the message is not protobuf (a field cut short or of a bad type)" },
+        { group, sizeof group, "the message is not protobuf (a field cut short or of a bad type)" },
+        { type6, sizeof type6, "the message is not protobuf (a field cut short or of a bad type)" },
+        { type7, sizeof type7, "the message is not protobuf (a field cut short or of a bad type)" },
+        { cutvar, sizeof cutvar,
+          "the message is not protobuf (a field cut short or of a bad type)" },
+        { cutkey, sizeof cutkey, "the message is not protobuf (a bad field key)" },
+        { zero, sizeof zero, "the message is not protobuf (a bad field key)" },
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct buf b = { .n = 0 };
+        char err[256] = "";
+        int n = -1;
+        put_claim(&b, "ns", "u", "c");
+        memcpy(b.b + b.n, cases[i].p, cases[i].n);
+        b.n += cases[i].n;
+        int r = gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err);
+        if (cases[i].err ? r != -1 || strcmp(err, cases[i].err) != 0 : r != 0 || n != 1)
+            fail_msg("case %zu: %d, n %d, \"%s\"", i, r, n, err);
+    }
+}
+
+/* The fields of a claim count toward the bound with the request's own. */
+static void test_decode_claims_counts_nested_fields(void **state)
+{
+    char err[256] = "";
+    int n;
+    (void)state;
+    for (int extra = 1020; extra <= 1021; extra++) {
+        struct buf b = { .n = 0 };
+        for (int i = 0; i < extra; i++) {
+            put_varint(&b, 15 << 3);
+            put_varint(&b, 1);
+        }
+        put_claim(&b, "ns", "u", "c"); /* 4 fields: the claim and its three */
+        int r = gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err);
+        if (extra == 1020) {
+            assert_int_equal(r, 0);
+            assert_int_equal(n, 1);
+        } else {
+            assert_int_equal(r, -1);
+            assert_string_equal(err, "the message has more than 1024 fields");
+        }
+    }
+}
+
+/* A namespace and a name hold 253 bytes (a DNS subdomain); one more is refused, named. */
+static void test_decode_claims_namespace_and_name_lengths(void **state)
+{
+    char big[300], err[256];
+    int n;
+    (void)state;
+    memset(big, 'a', sizeof big);
+    for (int which = 0; which < 2; which++) {
+        struct buf b = { .n = 0 };
+        big[253] = '\0';
+        put_claim(&b, which ? "ns" : big, "u", which ? big : "c");
+        assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), 0);
+        assert_int_equal(strlen(which ? refs[0].name : refs[0].ns), 253);
+        big[253] = 'a';
+        big[254] = '\0';
+        b.n = 0;
+        put_claim(&b, "ok", "u", "c");
+        put_claim(&b, which ? "ns" : big, "u", which ? big : "c");
+        assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 4, &n, err, sizeof err), -1);
+        assert_string_equal(err, which ? "claim 1: name is 254 bytes, more than 253"
+                                       : "claim 1: namespace is 254 bytes, more than 253");
+        big[254] = 'a';
+    }
+    /* max is the caller's: 2 claims where 1 may come */
+    struct buf b = { .n = 0 };
+    put_claim(&b, "a", "u1", "c");
+    put_claim(&b, "a", "u2", "c");
+    assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 2, &n, err, sizeof err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(gd_dra_decode_claims(b.b, b.n, refs, 1, &n, err, sizeof err), -1);
+    assert_string_equal(err, "2 claims in one call, more than 1");
+}
+
+/*
+ * An answer carries at most 16 devices a claim, 4 request names and 4 CDI IDs a device; the
+ * next claim's devices follow its own, whatever was left out before.
+ */
+static void test_encode_prepare_bounds(void **state)
+{
+    static struct gd_dra_answer two[2];
+    uint8_t *out = NULL;
+    size_t len = 0;
+    (void)state;
+    memset(two, 0, sizeof two);
+    snprintf(two[0].uid, sizeof two[0].uid, "uid-a");
+    two[0].ndev = GD_DRA_MAX_DEVS + 1;
+    for (int d = 0; d < GD_DRA_MAX_DEVS; d++) {
+        struct gd_dra_dev_answer *da = &two[0].dev[d];
+        snprintf(da->pool, sizeof da->pool, "node-1");
+        snprintf(da->device, sizeof da->device, "gpu-%d", d);
+        da->nreq = 5;
+        for (int q = 0; q < 4; q++)
+            snprintf(da->request[q], sizeof da->request[q], "r%d", q);
+        da->ncdi = GD_DRA_MAX_CDI + 1;
+        for (int q = 0; q < GD_DRA_MAX_CDI; q++)
+            snprintf(da->cdi[q], sizeof da->cdi[q], "k.io/c=%d-%d", d, q);
+    }
+    snprintf(two[1].uid, sizeof two[1].uid, "uid-b");
+    two[1].ndev = 1;
+    snprintf(two[1].dev[0].pool, sizeof two[1].dev[0].pool, "node-1");
+    snprintf(two[1].dev[0].device, sizeof two[1].dev[0].device, "gpu-b");
+    two[1].dev[0].nreq = 1;
+    snprintf(two[1].dev[0].request[0], 64, "gpu");
+    two[1].dev[0].ncdi = 1;
+    snprintf(two[1].dev[0].cdi[0], 512, "gpuslice.io/claim=uid-b");
+    assert_int_equal(gd_dra_encode_prepare(two, 2, &out, &len), 0);
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse *r =
+        k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__unpack(
+            NULL, len, out);
+    assert_non_null(r);
+    assert_int_equal(r->n_claims, 2);
+    assert_int_equal(r->claims[0]->value->n_devices, GD_DRA_MAX_DEVS);
+    for (int d = 0; d < GD_DRA_MAX_DEVS; d++) {
+        char want[32];
+        const K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Device *wd =
+            r->claims[0]->value->devices[d];
+        snprintf(want, sizeof want, "gpu-%d", d);
+        assert_string_equal(wd->device_name, want);
+        assert_int_equal(wd->n_request_names, 4);
+        assert_string_equal(wd->request_names[3], "r3");
+        assert_int_equal(wd->n_cdi_device_ids, GD_DRA_MAX_CDI);
+        snprintf(want, sizeof want, "k.io/c=%d-%d", d, GD_DRA_MAX_CDI - 1);
+        assert_string_equal(wd->cdi_device_ids[GD_DRA_MAX_CDI - 1], want);
+    }
+    assert_string_equal(r->claims[1]->key, "uid-b");
+    assert_int_equal(r->claims[1]->value->n_devices, 1);
+    assert_string_equal(r->claims[1]->value->devices[0]->device_name, "gpu-b");
+    assert_string_equal(r->claims[1]->value->devices[0]->pool_name, "node-1");
+    assert_int_equal(r->claims[1]->value->devices[0]->n_request_names, 1);
+    assert_string_equal(r->claims[1]->value->devices[0]->request_names[0], "gpu");
+    assert_int_equal(r->claims[1]->value->devices[0]->n_cdi_device_ids, 1);
+    assert_string_equal(r->claims[1]->value->devices[0]->cdi_device_ids[0],
+                        "gpuslice.io/claim=uid-b");
+    k8s__io__kubelet__pkg__apis__dra__v1beta1__node_prepare_resources_response__free_unpacked(r,
+                                                                                              NULL);
+    free(out);
+}
+
+/* PluginInfo with one version, or none (a count below one lists none). */
+static void test_plugin_info_version_counts(void **state)
+{
+    static const char *const v[] = { "v1.DRAPlugin", "v1beta1.DRAPlugin" };
+    (void)state;
+    for (int k = -1; k <= 1; k++) {
+        uint8_t *out = NULL;
+        size_t len = 0;
+        assert_int_equal(gd_dra_encode_plugin_info("d", "/e", v, k, &out, &len), 0);
+        Pluginregistration__PluginInfo *pi =
+            pluginregistration__plugin_info__unpack(NULL, len, out);
+        assert_non_null(pi);
+        assert_int_equal(pi->n_supported_versions, k > 0 ? (size_t)k : 0);
+        if (k == 1)
+            assert_string_equal(pi->supported_versions[0], "v1.DRAPlugin");
+        assert_string_equal(pi->name, "d");
+        assert_string_equal(pi->endpoint, "/e");
+        pluginregistration__plugin_info__free_unpacked(pi, NULL);
+        free(out);
+    }
+}
+
+/* A refused registration: not registered, with the kubelet's reason; a NUL named by field. */
+static void test_reg_status_refused_and_fields(void **state)
+{
+    struct buf b = { .n = 0 };
+    char err[64];
+    int reg = -1;
+    (void)state;
+    put_varint(&b, 1 << 3); /* plugin_registered = false, written out */
+    put_varint(&b, 0);
+    put_str(&b, 2, "no");
+    put_bytes(&b, 3, "x\0y", 3); /* an unknown field: any bytes */
+    assert_int_equal(gd_dra_decode_reg_status(b.b, b.n, &reg, err, sizeof err), 0);
+    assert_int_equal(reg, 0);
+    assert_string_equal(err, "no");
+    b.n = 0;
+    put_varint(&b, 1 << 3);
+    put_varint(&b, 1);
+    put_bytes(&b, 2, "a\0b", 3);
+    reg = -1;
+    assert_int_equal(gd_dra_decode_reg_status(b.b, b.n, &reg, err, sizeof err), -1);
+    assert_string_equal(err, "field 2 holds a NUL byte");
+    assert_int_equal(reg, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +576,13 @@ int main(void)
         cmocka_unit_test(test_encode_unprepare_reads_back),
         cmocka_unit_test(test_plugin_info_reads_back),
         cmocka_unit_test(test_reg_status_decodes_and_refuses),
+        cmocka_unit_test(test_decode_claims_nul_in_each_field),
+        cmocka_unit_test(test_decode_claims_wire_types),
+        cmocka_unit_test(test_decode_claims_counts_nested_fields),
+        cmocka_unit_test(test_decode_claims_namespace_and_name_lengths),
+        cmocka_unit_test(test_encode_prepare_bounds),
+        cmocka_unit_test(test_plugin_info_version_counts),
+        cmocka_unit_test(test_reg_status_refused_and_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

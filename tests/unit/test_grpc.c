@@ -18,7 +18,7 @@
 
 #include "daemon/grpc.h"
 
-#define MAXS 8
+#define MAXS 16
 
 struct answer {
     int32_t id;
@@ -135,27 +135,69 @@ static void client_done(struct client *c)
     nghttp2_session_del(c->h2);
 }
 
-/* A call's request: body is the whole DATA (prefix included), sent with END_STREAM. */
-static struct answer *call(struct client *c, const char *path, const char *ctype, const void *body,
-                           size_t len)
+/* A body sent in parts: what it has goes, then it waits (open) until it is ended. */
+struct part {
+    const uint8_t *p;
+    size_t len, off;
+    int open;
+    int32_t id;
+};
+
+static ssize_t read_part(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    struct part *b = src->ptr;
+    (void)h2;
+    (void)id;
+    (void)user;
+    size_t n = b->len - b->off;
+    if (n == 0 && b->open)
+        return NGHTTP2_ERR_DEFERRED;
+    if (n > length)
+        n = length;
+    memcpy(buf, b->p + b->off, n);
+    b->off += n;
+    if (b->off == b->len && !b->open)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/*
+ * A call's request with its method and content-type (NULL: none sent); body is the whole DATA
+ * (prefix included), sent with END_STREAM, or part's when part is given.
+ */
+static struct answer *call_as(struct client *c, const char *method, const char *path,
+                              const char *ctype, const void *body, size_t len, struct part *part)
 {
     nghttp2_nv nv[] = {
-        { (uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0 },
+        { (uint8_t *)":method", (uint8_t *)method, 7, strlen(method), 0 },
         { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
         { (uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0 },
         { (uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0 },
-        { (uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0 },
         { (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0 },
+        { (uint8_t *)"content-type", (uint8_t *)ctype, 12, ctype ? strlen(ctype) : 0, 0 },
     };
     c->body = body;
     c->body_len = len;
     c->body_off = 0;
     nghttp2_data_provider dp = { .source.ptr = c, .read_callback = read_body };
-    int32_t id = nghttp2_submit_request(c->h2, NULL, nv, 6, &dp, NULL);
+    if (part) {
+        dp.source.ptr = part;
+        dp.read_callback = read_part;
+    }
+    int32_t id = nghttp2_submit_request(c->h2, NULL, nv, ctype ? 6 : 5, &dp, NULL);
     assert_true(id > 0);
+    if (part)
+        part->id = id;
     struct answer *a = &c->a[c->n++];
     a->id = id;
     return a;
+}
+
+static struct answer *call(struct client *c, const char *path, const char *ctype, const void *body,
+                           size_t len)
+{
+    return call_as(c, "POST", path, ctype, body, len, NULL);
 }
 
 /* Carries bytes both ways until neither side has more; the server's feed results. */
@@ -245,17 +287,45 @@ static int big(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t
     return GD_GRPC_OK;
 }
 
-static int odd = 99;
+/* A refusal with no message for a person, or with characters at the ends of printable ASCII. */
+static int mute(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                size_t ml)
+{
+    (void)ctx;
+    (void)req;
+    (void)len;
+    (void)resp;
+    (void)rl;
+    (void)msg;
+    (void)ml;
+    return GD_GRPC_NOT_FOUND;
+}
+
+static int edges(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                 size_t ml)
+{
+    (void)ctx;
+    (void)req;
+    (void)len;
+    (void)resp;
+    (void)rl;
+    snprintf(msg, ml, "a ~\x7f\x1f%%z");
+    return GD_GRPC_ABORTED;
+}
+
+static int odd = 99, last = 16, past = 17, below = -1;
 static const struct gd_grpc_method methods[] = {
-    { "/t.S/Echo", echo, NULL },
-    { "/t.S/Refuse", refuse, NULL },
-    { "/t.S/Odd", refuse, &odd },
-    { "/t.S/Big", big, NULL },
+    { "/t.S/Echo", echo, NULL },      { "/t.S/Refuse", refuse, NULL },
+    { "/t.S/Odd", refuse, &odd },     { "/t.S/Big", big, NULL },
+    { "/t.S/Last", refuse, &last },   { "/t.S/Past", refuse, &past },
+    { "/t.S/Below", refuse, &below }, { "/t.S/Mute", mute, NULL },
+    { "/t.S/Edges", edges, NULL },
 };
 
 static struct gd_grpc_sess *new_sess(int async)
 {
-    struct gd_grpc_sess *s = gd_grpc_sess_new(methods, 4, async);
+    struct gd_grpc_sess *s =
+        gd_grpc_sess_new(methods, (int)(sizeof methods / sizeof methods[0]), async);
     assert_non_null(s);
     return s;
 }
@@ -284,17 +354,23 @@ static void check_status(struct answer *a, const char *code, const char *in_msg)
         fail_msg("grpc-message \"%s\" does not hold \"%s\"", a->gmsg, in_msg);
 }
 
-static void run_one(int async, const char *path, const char *ctype, const void *body, size_t len,
-                    const char *code, const char *in_msg)
+static void run_as(int async, const char *method, const char *path, const char *ctype,
+                   const void *body, size_t len, const char *code, const char *in_msg)
 {
     struct client c;
     struct gd_grpc_sess *s = new_sess(async);
     client_init(&c);
-    struct answer *a = call(&c, path, ctype, body, len);
+    struct answer *a = call_as(&c, method, path, ctype, body, len, NULL);
     assert_int_equal(pump_both(&c, s), 0);
     check_status(a, code, in_msg);
     client_done(&c);
     gd_grpc_sess_free(s);
+}
+
+static void run_one(int async, const char *path, const char *ctype, const void *body, size_t len,
+                    const char *code, const char *in_msg)
+{
+    run_as(async, "POST", path, ctype, body, len, code, in_msg);
 }
 
 static void test_echo_answers_message_and_trailers(void **state)
@@ -430,6 +506,212 @@ static void test_garbage_closes_the_session(void **state)
     gd_grpc_sess_free(s);
 }
 
+/* A request of another method is no call, whatever else it has right. */
+static void test_only_post_is_served(void **state)
+{
+    static const char *const other[] = { "GET", "PUT", "post", "POSTS", "PATCH" };
+    uint8_t *b = framed("x", 1, 0);
+    (void)state;
+    for (int async = 0; async <= 1; async++) {
+        for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+            run_as(async, other[i], "/t.S/Echo", "application/grpc", b, 6, "12",
+                   "only POST is served");
+        run_as(async, "POST", "/t.S/Echo", "application/grpc", b, 6, "0", NULL);
+    }
+    free(b);
+}
+
+/*
+ * content-type is application/grpc, or it with a suffix after '+' or ';' (gRPC's
+ * application/grpc+proto); another framing that merely starts so (grpc-web) is refused.
+ */
+static void test_content_type_is_grpc_or_its_subtypes(void **state)
+{
+    static const char *const good[] = { "application/grpc", "application/grpc+proto",
+                                        "application/grpc+json", "application/grpc;charset=utf-8" };
+    static const char *const bad[] = { "application/grpc-web",
+                                       "application/grpc-web+proto",
+                                       "application/grpcx",
+                                       "application/grp",
+                                       "application/json",
+                                       "text/plain",
+                                       "" };
+    uint8_t *b = framed("hi", 2, 0);
+    (void)state;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(0);
+        client_init(&c);
+        struct answer *a = call(&c, "/t.S/Echo", good[i], b, 7);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_ok(a, "hi", 2);
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        run_one(0, "/t.S/Echo", bad[i], b, 7, "12",
+                "content-type must be application/grpc (this is a gRPC server)");
+    /* none at all */
+    run_as(0, "POST", "/t.S/Echo", NULL, b, 7, "12", "content-type must be application/grpc");
+    free(b);
+}
+
+/* :path holds 255 bytes (named when unknown); 256 and more are refused as too long. */
+static void test_path_length_bound(void **state)
+{
+    char path[300], want[320];
+    uint8_t *b = framed("x", 1, 0);
+    (void)state;
+    memset(path, 'p', sizeof path);
+    path[0] = '/';
+    path[255] = '\0';
+    snprintf(want, sizeof want, "unknown method %s", path);
+    run_one(0, path, "application/grpc", b, 6, "12", want);
+    path[255] = 'p';
+    path[256] = '\0';
+    run_one(0, path, "application/grpc", b, 6, "12", "no method named (:path too long)");
+    run_one(1, path, "application/grpc", b, 6, "12", "no method named (:path too long)");
+    free(b);
+}
+
+/*
+ * A handler's status goes out as it is from 1 to 16; another is UNKNOWN (2). A refusal without
+ * a message says "failed". grpc-message is percent-encoded outside ' '..'~', and '%' itself.
+ */
+static void test_handler_statuses_and_message_bounds(void **state)
+{
+    uint8_t *b = framed(NULL, 0, 0);
+    (void)state;
+    for (int async = 0; async <= 1; async++) {
+        run_one(async, "/t.S/Last", "application/grpc", b, 5, "16", "50%25 done%0A%C3%A9");
+        run_one(async, "/t.S/Past", "application/grpc", b, 5, "2", "50%25 done");
+        run_one(async, "/t.S/Below", "application/grpc", b, 5, "2", "50%25 done");
+        run_one(async, "/t.S/Refuse", "application/grpc", b, 5, "9", NULL);
+        run_one(async, "/t.S/Mute", "application/grpc", b, 5, "5", NULL);
+        run_one(async, "/t.S/Edges", "application/grpc", b, 5, "10", NULL);
+    }
+    {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(0);
+        client_init(&c);
+        struct answer *m = call(&c, "/t.S/Mute", "application/grpc", b, 5);
+        assert_int_equal(pump_both(&c, s), 0);
+        struct answer *e = call(&c, "/t.S/Edges", "application/grpc", b, 5);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_status(m, "5", NULL);
+        assert_string_equal(m->gmsg, "failed");
+        check_status(e, "10", NULL);
+        assert_string_equal(e->gmsg, "a ~%7F%1F%25z");
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+    free(b);
+}
+
+/* A message of max bytes framed: the whole request, prefix included. */
+static uint8_t *max_request(void)
+{
+    size_t max = GD_GRPC_MAX_MSG;
+    uint8_t *b = malloc(max + 5);
+    b[0] = 0;
+    b[1] = (uint8_t)(max >> 24), b[2] = (uint8_t)(max >> 16), b[3] = (uint8_t)(max >> 8),
+    b[4] = (uint8_t)max;
+    memset(b + 5, 'q', max);
+    return b;
+}
+
+/*
+ * A kubelet keeps its connection for good: what each answered or refused call held goes back
+ * to the connection's budget, so the calls go on being served, however many came before.
+ */
+static void test_a_long_connection_keeps_its_budget(void **state)
+{
+    size_t max = GD_GRPC_MAX_MSG;
+    uint8_t *b = max_request(), *big = malloc(max + 6);
+    (void)state;
+    memcpy(big, b, 5);
+    memset(big + 5, 'q', max + 1);
+    big[1] = (uint8_t)((max + 1) >> 24), big[2] = (uint8_t)((max + 1) >> 16),
+    big[3] = (uint8_t)((max + 1) >> 8), big[4] = (uint8_t)(max + 1);
+    for (int async = 0; async <= 1; async++) {
+        struct client c;
+        struct gd_grpc_sess *s = new_sess(async);
+        client_init(&c);
+        for (int i = 0; i < 3; i++) {
+            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+            assert_int_equal(pump_both(&c, s), 0);
+            check_ok(a, b + 5, max);
+            free(a->data);
+            a->data = NULL;
+        }
+        /* refused while it came in, then with its prefix read: released all the same */
+        for (int i = 0; i < 2; i++) {
+            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", big, max + 6);
+            assert_int_equal(pump_both(&c, s), 0);
+            check_status(a, "8", "the request is more than 4194304 bytes");
+        }
+        b[0] = 1;
+        for (int i = 0; i < 2; i++) {
+            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+            assert_int_equal(pump_both(&c, s), 0);
+            check_status(a, "12", "compressed");
+        }
+        b[0] = 0;
+        struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+        assert_int_equal(pump_both(&c, s), 0);
+        check_ok(a, b + 5, max);
+        assert_int_equal(gd_grpc_sess_busy(s), 0);
+        client_done(&c);
+        gd_grpc_sess_free(s);
+    }
+    free(b);
+    free(big);
+}
+
+/*
+ * The calls open at once on a connection may hold two whole requests of the largest message
+ * between them, not a byte more: a third is refused naming the bound, the two are served.
+ */
+static void test_calls_at_once_share_the_budget(void **state)
+{
+    size_t max = GD_GRPC_MAX_MSG;
+    uint8_t *b = max_request(), *small = framed("s", 1, 0);
+    struct part p1 = { b, max + 5, 0, 1, 0 }, p2 = { b, max + 5, 0, 1, 0 },
+                p3 = { small, 6, 0, 1, 0 };
+    struct client c;
+    struct gd_grpc_sess *s = new_sess(0);
+    (void)state;
+    client_init(&c);
+    struct answer *a1 = call_as(&c, "POST", "/t.S/Echo", "application/grpc", NULL, 0, &p1);
+    assert_int_equal(pump_both(&c, s), 0);
+    struct answer *a2 = call_as(&c, "POST", "/t.S/Echo", "application/grpc", NULL, 0, &p2);
+    assert_int_equal(pump_both(&c, s), 0);
+    assert_int_equal(p1.off, max + 5);
+    assert_int_equal(p2.off, max + 5);
+    struct answer *a3 = call_as(&c, "POST", "/t.S/Echo", "application/grpc", NULL, 0, &p3);
+    assert_int_equal(pump_both(&c, s), 0);
+    assert_string_equal(a3->gstatus, "8");
+    if (!strstr(a3->gmsg, "the calls of this connection hold more than 8388618 bytes at once"))
+        fail_msg("grpc-message \"%s\"", a3->gmsg);
+    assert_false(a1->closed);
+    assert_false(a2->closed);
+    p3.open = 0;
+    p1.open = 0;
+    p2.open = 0;
+    assert_int_equal(nghttp2_session_resume_data(c.h2, p3.id), 0);
+    assert_int_equal(nghttp2_session_resume_data(c.h2, p1.id), 0);
+    assert_int_equal(nghttp2_session_resume_data(c.h2, p2.id), 0);
+    assert_int_equal(pump_both(&c, s), 0);
+    check_status(a3, "8", NULL);
+    check_ok(a1, b + 5, max);
+    check_ok(a2, b + 5, max);
+    assert_int_equal(gd_grpc_sess_busy(s), 0);
+    client_done(&c);
+    gd_grpc_sess_free(s);
+    free(b);
+    free(small);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +722,12 @@ int main(void)
         cmocka_unit_test(test_handler_status_and_message_encoded),
         cmocka_unit_test(test_several_streams_on_one_connection),
         cmocka_unit_test(test_garbage_closes_the_session),
+        cmocka_unit_test(test_only_post_is_served),
+        cmocka_unit_test(test_content_type_is_grpc_or_its_subtypes),
+        cmocka_unit_test(test_path_length_bound),
+        cmocka_unit_test(test_handler_statuses_and_message_bounds),
+        cmocka_unit_test(test_a_long_connection_keeps_its_budget),
+        cmocka_unit_test(test_calls_at_once_share_the_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

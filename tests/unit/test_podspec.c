@@ -460,6 +460,302 @@ static void test_kubernetes_quantities(void **state)
     assert_int_equal(gs_parse_quantity(NULL, &v), -EINVAL);
 }
 
+/* A pod of containers w and v (and init containers i, j) with these limits objects ("" none). */
+static int limits_pod(const char *w, const char *v, const char *i, const char *j,
+                      struct gd_pod_spec *s)
+{
+    char text[2048];
+
+    snprintf(text, sizeof(text),
+             "{\"spec\":{\"containers\":[{\"name\":\"w\",\"resources\":{\"limits\":{%s}}},"
+             "{\"name\":\"v\",\"resources\":{\"limits\":{%s}}}],\"initContainers\":["
+             "{\"name\":\"i\",\"resources\":{\"limits\":{%s}}},"
+             "{\"name\":\"j\",\"resources\":{\"limits\":{%s}}}]}}",
+             w, v, i, j);
+    return spec_of(text, s);
+}
+
+/*
+ * HAMi's resources at both ends of what each accepts, and the messages naming the container,
+ * the resource, the value and the accepted form exactly.
+ */
+static void test_hami_resources_at_both_ends(void **state)
+{
+    static const struct {
+        const char *w, *v, *i, *j;
+        uint64_t mem;   /* bytes; 0: none */
+        uint64_t cores; /* 0: none */
+        uint32_t gpus;
+        const char *err; /* NULL: accepted */
+    } cases[] = {
+        { "\"nvidia.com/gpumem\":\"1\"", "", "", "", MiB, 0, 0, NULL },
+        { "\"nvidia.com/gpumem\":\"0\"", "", "", "", 0, 0, 0,
+          "resource nvidia.com/gpumem of container w: \"0\" is not a count of MiB, e.g. 4096" },
+        { "", "\"nvidia.com/gpumem\":4096", "", "", 0, 0, 0,
+          "resource nvidia.com/gpumem of container v: \"?\" is not a count of MiB, e.g. 4096" },
+        { "", "", "", "\"nvidia.com/gpumem\":\"0\"", 0, 0, 0,
+          "resource nvidia.com/gpumem of init container j: \"0\" is not a count of MiB, e.g. "
+          "4096" },
+        { "\"nvidia.com/gpucores\":\"1\"", "", "", "", 0, 1, 0, NULL },
+        { "\"nvidia.com/gpucores\":\"100\"", "", "", "", 0, 100, 0, NULL },
+        { "\"nvidia.com/gpucores\":\"0\"", "", "", "", 0, 0, 0,
+          "resource nvidia.com/gpucores of container w: \"0\" is not a percentage from 1 to 100" },
+        { "\"nvidia.com/gpucores\":\"101\"", "", "", "", 0, 0, 0,
+          "resource nvidia.com/gpucores of container w: \"101\" is not a percentage from 1 to "
+          "100" },
+        { "\"nvidia.com/gpucores\":\"60\"", "\"nvidia.com/gpucores\":\"40\"", "", "", 0, 100, 0,
+          NULL },
+        { "\"nvidia.com/gpucores\":\"60\"", "\"nvidia.com/gpucores\":\"41\"", "", "", 0, 0, 0,
+          "resource nvidia.com/gpucores: the pod's containers ask for more than 100 in all" },
+        /* init containers run one at a time: the most of them counts, never their sum */
+        { "", "", "\"nvidia.com/gpucores\":\"60\"", "\"nvidia.com/gpucores\":\"70\"", 0, 70, 0,
+          NULL },
+        { "\"nvidia.com/gpucores\":\"30\"", "", "\"nvidia.com/gpucores\":\"20\"", "", 0, 30, 0,
+          NULL },
+        { "", "", "\"nvidia.com/gpucores\":\"101\"", "", 0, 0, 0,
+          "resource nvidia.com/gpucores of init container i: \"101\" is not a percentage from 1 "
+          "to 100" },
+        { "\"nvidia.com/gpu\":\"1024\"", "", "", "", 0, 0, 1024, NULL },
+        { "\"nvidia.com/gpu\":\"1025\"", "", "", "", 0, 0, 0,
+          "resource nvidia.com/gpu of container w: \"1025\" is not a whole number of GPUs" },
+        { "\"nvidia.com/gpu\":\"1000\"", "\"nvidia.com/gpu\":\"24\"", "", "", 0, 0, 1024, NULL },
+        { "\"nvidia.com/gpu\":\"1000\"", "\"nvidia.com/gpu\":\"25\"", "", "", 0, 0, 0,
+          "resource nvidia.com/gpu: the pod's containers ask for more than 1024 in all" },
+        { "\"nvidia.com/gpu\":\"1\"", "\"nvidia.com/gpu\":\"1\"", "\"nvidia.com/gpu\":\"2\"",
+          "\"nvidia.com/gpu\":\"3\"", 0, 0, 3, NULL },
+        { "\"nvidia.com/gpu\":\"2\"", "\"nvidia.com/gpu\":\"1\"", "\"nvidia.com/gpu\":\"2\"", "", 0,
+          0, 3, NULL },
+        { "\"nvidia.com/gpu\":\"0\"", "", "", "", 0, 0, 0,
+          "resource nvidia.com/gpu of container w: \"0\" is not a whole number of GPUs" },
+    };
+    struct gd_pod_spec s;
+    size_t k;
+
+    (void)state;
+    for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int r = limits_pod(cases[k].w, cases[k].v, cases[k].i, cases[k].j, &s);
+
+        if (cases[k].err) {
+            if (r != -EINVAL || strcmp(err, cases[k].err) != 0)
+                fail_msg("case %zu: %d \"%s\", want \"%s\"", k, r, err, cases[k].err);
+            continue;
+        }
+        if (r != 0)
+            fail_msg("case %zu: refused: %s", k, err);
+        if (s.gpus != cases[k].gpus)
+            fail_msg("case %zu: %u GPUs, want %u", k, s.gpus, cases[k].gpus);
+        if ((cases[k].mem ? s.memory.n != 1 || gs_limits_lookup(&s.memory, 0, NULL) != cases[k].mem
+                          : s.memory.n != 0) ||
+            (cases[k].cores
+                 ? s.compute.n != 1 || gs_limits_lookup(&s.compute, 0, NULL) != cases[k].cores
+                 : s.compute.n != 0))
+            fail_msg("case %zu: memory %d entries, compute %d entries (%llu)", k, s.memory.n,
+                     s.compute.n, (unsigned long long)gs_limits_lookup(&s.compute, 0, NULL));
+    }
+}
+
+/* HAMi's priority: 0 (high) in any container, init ones too, wins whatever its place. */
+static void test_hami_priority_any_high_wins(void **state)
+{
+    struct gd_pod_spec s;
+
+    (void)state;
+    assert_int_equal(
+        limits_pod("\"nvidia.com/priority\":\"0\"", "\"nvidia.com/priority\":\"1\"", "", "", &s),
+        0);
+    assert_int_equal(s.priority, GPUSLICE_PRIORITY_LATENCY);
+    assert_string_equal(s.priority_from, GD_HAMI_PRIORITY);
+    assert_int_equal(
+        limits_pod("\"nvidia.com/priority\":\"1\"", "\"nvidia.com/priority\":\"1\"", "", "", &s),
+        0);
+    assert_int_equal(s.priority, GPUSLICE_PRIORITY_BACKGROUND);
+    assert_int_equal(
+        limits_pod("\"nvidia.com/priority\":\"1\"", "", "", "\"nvidia.com/priority\":\"0\"", &s),
+        0);
+    assert_int_equal(s.priority, GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(limits_pod("", "", "", "", &s), 0);
+    assert_int_equal(s.priority, GPUSLICE_PRIORITY_UNSET);
+    assert_null(s.priority_from);
+    assert_int_equal(limits_pod("", "\"nvidia.com/priority\":\"00\"", "", "", &s), -EINVAL);
+    assert_string_equal(err, "resource nvidia.com/priority of container v: \"00\" is not 0 (high) "
+                             "or 1 (low)");
+    assert_int_equal(limits_pod("", "", "\"nvidia.com/priority\":0", "", &s), -EINVAL);
+    assert_string_equal(err, "resource nvidia.com/priority of container i: \"?\" is not 0 (high) "
+                             "or 1 (low)");
+}
+
+/* TensorFusion's annotations at both ends of what each accepts. */
+static void test_tensor_fusion_at_both_ends(void **state)
+{
+    struct gd_pod_spec s;
+
+    (void)state;
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/vram-limit\":\"1Mi\","
+                "\"tensor-fusion.ai/compute-percent-limit\":\"1\"}}}",
+                &s),
+        0);
+    assert_int_equal(gs_limits_lookup(&s.memory, 0, NULL), MiB);
+    assert_int_equal(gs_limits_lookup(&s.compute, 0, NULL), 1);
+    assert_string_equal(s.compute.source, GD_TF_COMPUTE);
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/compute-percent-limit\":"
+                "\"100\",\"tensor-fusion.ai/qos\":\"LOW\"}}}",
+                &s),
+        0);
+    assert_int_equal(gs_limits_lookup(&s.compute, 0, NULL), 100);
+    assert_int_equal(s.priority, GPUSLICE_PRIORITY_BACKGROUND);
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/vram-limit\":\"1048575\"}}}",
+                &s),
+        -EINVAL);
+    assert_string_equal(
+        err, "annotation tensor-fusion.ai/vram-limit: \"1048575\" is not " GS_QUANTITY_FORMS
+             " of at least 1Mi");
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/compute-percent-limit\":"
+                "\"101\"}}}",
+                &s),
+        -EINVAL);
+    assert_string_equal(err, "annotation tensor-fusion.ai/compute-percent-limit: \"101\" is not a "
+                             "percentage from 1 to 100");
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"tensor-fusion.ai/qos\":\"lowest\"}}}", &s),
+        -EINVAL);
+    assert_string_equal(err, "annotation tensor-fusion.ai/qos: \"lowest\" is not a QoS (use low, "
+                             "medium, high or critical)");
+}
+
+/* Each annotation read is refused, by its name, when it is not a string. */
+static void test_each_annotation_must_be_a_string(void **state)
+{
+    static const char *const names[] = { GD_ANN_MEMORY, GD_ANN_COMPUTE, GD_ANN_PRIORITY, GD_ANN_SMS,
+                                         GD_TF_VRAM,    GD_TF_COMPUTE,  GD_TF_QOS };
+    struct gd_pod_spec s;
+    char text[256], want[128];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(text, sizeof(text), "{\"metadata\":{\"annotations\":{\"%s\":50}}}", names[i]);
+        assert_int_equal(spec_of(text, &s), -EINVAL);
+        snprintf(want, sizeof(want), "annotation %s is not a string", names[i]);
+        assert_string_equal(err, want);
+        /* and, as a string, it is what makes a GPU pod */
+        snprintf(text, sizeof(text), "{\"metadata\":{\"annotations\":{\"%s\":\"x\"}}}", names[i]);
+        {
+            json_t *pod = json_loads(text, 0, NULL);
+
+            assert_int_equal(gd_pod_wants_gpus(pod), 1);
+            json_decref(pod);
+        }
+    }
+    /* Each of the resources, in limits or in requests, of a container or an init container. */
+    {
+        static const char *const res[] = { GD_NVIDIA_GPU, GD_HAMI_MEM, GD_HAMI_CORES,
+                                           GD_HAMI_PRIORITY };
+        static const char *const parts[] = { "limits", "requests" };
+        static const char *const lists[] = { "containers", "initContainers" };
+        size_t r, p, l;
+
+        for (r = 0; r < 4; r++)
+            for (p = 0; p < 2; p++)
+                for (l = 0; l < 2; l++) {
+                    json_t *pod;
+
+                    snprintf(text, sizeof(text),
+                             "{\"spec\":{\"%s\":[{\"name\":\"c\",\"resources\":{\"%s\":{"
+                             "\"%s\":\"1\"}}}]}}",
+                             lists[l], parts[p], res[r]);
+                    pod = json_loads(text, 0, NULL);
+                    if (gd_pod_wants_gpus(pod) != 1)
+                        fail_msg("%s: not a GPU pod", text);
+                    json_decref(pod);
+                }
+    }
+}
+
+/* The webhook's claim form: the claim named exactly gpuslice, from a template gpuslice-*. */
+static void test_claim_form_exactly(void **state)
+{
+    static const struct {
+        const char *name, *tmpl;
+        int form;
+    } cases[] = {
+        { "gpuslice", "gpuslice-n1", 1 },  { "gpuslice", "gpuslice-", 1 },
+        { "gpuslice", "gpuslice", 0 },     { "gpuslice", "gpuslicen1", 0 },
+        { "gpuslicex", "gpuslice-n1", 0 }, { "gpuslic", "gpuslice-n1", 0 },
+        { "Gpuslice", "gpuslice-n1", 0 },  { "gpuslice", "xgpuslice-n1", 0 },
+    };
+    char text[512];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod;
+
+        snprintf(text, sizeof(text),
+                 "{\"spec\":{\"resourceClaims\":[{\"name\":\"other\",\"resourceClaimName\":"
+                 "\"o\"},{\"name\":\"%s\",\"resourceClaimTemplateName\":\"%s\"}]}}",
+                 cases[i].name, cases[i].tmpl);
+        pod = json_loads(text, 0, NULL);
+        if (gd_pod_has_claim(pod) != cases[i].form)
+            fail_msg("case %zu: %s %s", i, cases[i].name, cases[i].tmpl);
+        /* in claim form it is no annotation tenant; any other claim makes a GPU pod */
+        assert_int_equal(gd_pod_wants_gpus(pod), !cases[i].form);
+        json_decref(pod);
+    }
+}
+
+/* pod-latency-namespaces: names of 1 to 63 of [a-z0-9-], separated by single commas. */
+static void test_latency_namespaces_list_bounds(void **state)
+{
+    static const char *const good[] = { "a", "z", "0", "9", "a-0,z9", "*", "" };
+    static const char *const bad[] = { "`",   "{",  "/",    ":",  "A", "a_b",
+                                       "a.b", ",a", "a,,b", "**", " a" };
+    char name[80];
+    size_t i;
+    struct gd_pod_spec s;
+
+    (void)state;
+    for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (gd_pod_ns_list_check(good[i], err, sizeof(err)) != 0)
+            fail_msg("\"%s\" refused: %s", good[i], err);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[512];
+
+        if (gd_pod_ns_list_check(bad[i], err, sizeof(err)) != -EINVAL)
+            fail_msg("\"%s\" accepted", bad[i]);
+        snprintf(want, sizeof(want),
+                 "pod-latency-namespaces: \"%s\" is not a list of namespaces (give names of "
+                 "lower-case letters, digits and '-' separated by commas, * for every "
+                 "namespace, or nothing for none)",
+                 bad[i]);
+        assert_string_equal(err, want);
+    }
+    memset(name, 'n', sizeof(name));
+    name[63] = '\0';
+    assert_int_equal(gd_pod_ns_list_check(name, err, sizeof(err)), 0);
+    name[63] = 'n';
+    name[64] = '\0';
+    assert_int_equal(gd_pod_ns_list_check(name, err, sizeof(err)), -EINVAL);
+    assert_int_equal(gd_pod_ns_list_check("a,b,", err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "pod-latency-namespaces: \"a,b,\" ends with a comma");
+    /* The class's refusal, whole; and a namespace matched whole, first or last in the list. */
+    assert_int_equal(
+        spec_of("{\"metadata\":{\"annotations\":{\"gpuslice.io/priority\":\"latency\"}}}", &s), 0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "x", err, sizeof(err)), -EPERM);
+    assert_string_equal(err, "annotation gpuslice.io/priority asks for the latency class, which "
+                             "pods of namespace team-a may not have (they may be normal or "
+                             "background; the node's admin gives latency to the namespaces "
+                             "listed in gpusliced's pod-latency-namespaces: x)");
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "team-a,b", err, sizeof(err)), 0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "b,team-a", err, sizeof(err)), 0);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "team-ab,b", err, sizeof(err)), -EPERM);
+    assert_int_equal(gd_pod_class_allowed(&s, "team-a", "b,eam-a", err, sizeof(err)), -EPERM);
+    assert_int_equal(gd_pod_class_allowed(&s, "", "a,,b", err, sizeof(err)), -EPERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +770,12 @@ int main(void)
         cmocka_unit_test(test_precedence_ours_then_tensor_fusion_then_hami),
         cmocka_unit_test(test_bad_values_are_refused_and_named),
         cmocka_unit_test(test_kubernetes_quantities),
+        cmocka_unit_test(test_hami_resources_at_both_ends),
+        cmocka_unit_test(test_hami_priority_any_high_wins),
+        cmocka_unit_test(test_tensor_fusion_at_both_ends),
+        cmocka_unit_test(test_each_annotation_must_be_a_string),
+        cmocka_unit_test(test_claim_form_exactly),
+        cmocka_unit_test(test_latency_namespaces_list_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -890,6 +890,308 @@ static void test_claims_template_same(void **state)
     json_decref(ours);
 }
 
+/* The status of a refusal: code and reason. */
+static void check_refusal(const json_t *r, int code, const char *reason, const char *msg)
+{
+    const json_t *st = json_object_get(json_object_get(r, "response"), "status");
+
+    assert_false(allowed(r));
+    assert_int_equal(json_integer_value(json_object_get(st, "code")), code);
+    assert_string_equal(json_string_value(json_object_get(st, "reason")), reason);
+    if (!strstr(refusal(r), msg))
+        fail_msg("\"%s\" lacks \"%s\"", refusal(r), msg);
+}
+
+/* nvidia.com/gpu up to the driver's 16 devices of a claim: 16 is a claim of 16, 17 is refused. */
+static void test_claims_gpu_count_bounds(void **state)
+{
+    json_t *r;
+
+    (void)state;
+    made.answer = 0;
+    made.calls = 0;
+    r = claims_review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+                      "\"nvidia.com/gpu\":\"16\"}}}]}}",
+                      "n", 0);
+    assert_true(allowed(r));
+    assert_int_equal(made.calls, 1);
+    assert_string_equal(made.name, "gpuslice-n16");
+    assert_int_equal(
+        json_integer_value(json_object_get(
+            json_object_get(
+                json_array_get(
+                    json_object_get(
+                        json_object_get(json_object_get(json_object_get(made.last, "spec"), "spec"),
+                                        "devices"),
+                        "requests"),
+                    0),
+                "exactly"),
+            "count")),
+        16);
+    assert_true(gd_webhook_template_same(made.last, made.last));
+    json_decref(r);
+    r = claims_review("{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+                      "\"nvidia.com/gpu\":\"17\"}}}]}}",
+                      "n", 0);
+    check_refusal(r, 422, "Invalid",
+                  "resource nvidia.com/gpu: 17 GPUs in one claim; the driver gives at most 16");
+    json_decref(r);
+}
+
+/*
+ * In claims mode, gpuslice.io/inject: "true" asks the same as no annotation (a claim, never the
+ * interposer's mounts); "false" opts out; another value is refused as in injection mode.
+ */
+static void test_claims_inject_annotation(void **state)
+{
+    static const char *const yes =
+        "{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"true\","
+        "\"gpuslice.io/memory\":\"4G\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}";
+    json_t *r, *p;
+    const json_t *op;
+    size_t i;
+    int claims = 0;
+
+    (void)state;
+    made.answer = 0;
+    made.calls = 0;
+    r = claims_review(yes, "n", 0);
+    assert_true(allowed(r));
+    assert_int_equal(made.calls, 1);
+    assert_string_equal(made.name, "gpuslice-m4096mi-n1");
+    p = patch_of(r);
+    assert_non_null(p);
+    json_array_foreach(p, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+
+        assert_null(strstr(path, "volume"));
+        assert_null(strstr(path, "/env"));
+        claims += strcmp(path, "/spec/resourceClaims/-") == 0;
+    }
+    assert_int_equal(claims, 1);
+    json_decref(p);
+    json_decref(r);
+    made.calls = 0;
+    r = claims_review("{\"metadata\":{\"annotations\":{\"gpuslice.io/inject\":\"yes\","
+                      "\"gpuslice.io/memory\":\"4G\"}},\"spec\":{\"containers\":[{\"name\":"
+                      "\"c\"}]}}",
+                      "n", 0);
+    check_refusal(r, 422, "Invalid",
+                  "annotation gpuslice.io/inject: \"yes\": give \"true\" or \"false\"");
+    assert_int_equal(made.calls, 0);
+    json_decref(r);
+}
+
+/*
+ * The namespace is the request's, else the pod's own; a DNS label of 1 to 63 characters that
+ * neither starts nor ends with '-' (it goes into the template's URL).
+ */
+static void test_claims_namespace(void **state)
+{
+    static const char *const pod =
+        "{\"metadata\":{\"namespace\":\"from-pod\",\"annotations\":{\"gpuslice.io/memory\":"
+        "\"1G\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}";
+    char body[2048], ns[80], e[512];
+    json_t *r;
+    size_t i;
+    static const char *const bad[] = { "-a", "a-", "a_b", "a.b", "A" };
+
+    (void)state;
+    made.answer = 0;
+    snprintf(body, sizeof(body), "{\"request\":{\"uid\":\"u\",\"object\":%s}}", pod);
+    r = gd_webhook_review(body, strlen(body), &claims_conf, e, sizeof(e));
+    assert_non_null(r);
+    assert_true(allowed(r));
+    assert_string_equal(made.ns, "from-pod");
+    json_decref(r);
+    r = claims_review(pod, "from-req", 0);
+    assert_true(allowed(r));
+    assert_string_equal(made.ns, "from-req");
+    json_decref(r);
+    memset(ns, 'n', sizeof(ns));
+    ns[63] = '\0';
+    r = claims_review(pod, ns, 0);
+    assert_true(allowed(r));
+    assert_string_equal(made.ns, ns);
+    json_decref(r);
+    ns[63] = 'n';
+    ns[64] = '\0';
+    r = claims_review(pod, ns, 0);
+    check_refusal(r, 422, "Invalid", "the pod's namespace \"");
+    json_decref(r);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[128];
+
+        r = claims_review(pod, bad[i], 0);
+        snprintf(want, sizeof(want), "the pod's namespace \"%s\" is not a namespace's name",
+                 bad[i]);
+        check_refusal(r, 422, "Invalid", want);
+        json_decref(r);
+    }
+    /* none at all */
+    snprintf(body, sizeof(body),
+             "{\"request\":{\"uid\":\"u\",\"object\":{\"metadata\":{\"annotations\":{"
+             "\"gpuslice.io/memory\":\"1G\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}}}");
+    r = gd_webhook_review(body, strlen(body), &claims_conf, e, sizeof(e));
+    check_refusal(r, 422, "Invalid", "the pod's namespace \"\" is not a namespace's name");
+    json_decref(r);
+}
+
+/* The template could not be made: a conflict is 409, anything else 500, each saying so. */
+static void test_claims_template_failures(void **state)
+{
+    static const char *const pod = "{\"metadata\":{\"annotations\":{\"gpuslice.io/memory\":"
+                                   "\"1G\"}},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}";
+    json_t *r;
+
+    (void)state;
+    made.answer = -EEXIST;
+    r = claims_review(pod, "n", 0);
+    check_refusal(r, 409, "Conflict",
+                  "ResourceClaimTemplate n/gpuslice-m1024mi-n1: a template of that name asks "
+                  "for something else");
+    json_decref(r);
+    made.answer = -EIO;
+    r = claims_review(pod, "n", 0);
+    check_refusal(r, 500, "InternalError",
+                  "ResourceClaimTemplate n/gpuslice-m1024mi-n1: it could not be made");
+    json_decref(r);
+    made.answer = 0;
+}
+
+/*
+ * The review's envelope: a request's UID of up to 128 characters is answered under it; a longer
+ * one, or no object, is no AdmissionReview. Objects other than pods pass untouched in both modes.
+ */
+static void test_review_envelope(void **state)
+{
+    char body[4096], uid[200], e[512];
+    json_t *r;
+    int mode;
+
+    (void)state;
+    memset(uid, 'u', sizeof(uid));
+    uid[128] = '\0';
+    snprintf(body, sizeof(body), "{\"request\":{\"uid\":\"%s\",\"object\":{}}}", uid);
+    r = gd_webhook_review(body, strlen(body), &conf, e, sizeof(e));
+    assert_non_null(r);
+    assert_string_equal(json_string_value(json_object_get(r, "apiVersion")), "admission.k8s.io/v1");
+    assert_string_equal(json_string_value(json_object_get(r, "kind")), "AdmissionReview");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r, "response"), "uid")),
+                        uid);
+    json_decref(r);
+    uid[128] = 'u';
+    uid[129] = '\0';
+    snprintf(body, sizeof(body), "{\"request\":{\"uid\":\"%s\",\"object\":{}}}", uid);
+    assert_null(gd_webhook_review(body, strlen(body), &conf, e, sizeof(e)));
+    assert_non_null(strstr(e, "not an AdmissionReview"));
+    snprintf(body, sizeof(body), "{\"request\":{\"uid\":\"u\",\"object\":[]}}");
+    assert_null(gd_webhook_review(body, strlen(body), &conf, e, sizeof(e)));
+    assert_non_null(strstr(e, "not an AdmissionReview"));
+    for (mode = 0; mode < 2; mode++) {
+        made.calls = 0;
+        snprintf(body, sizeof(body),
+                 "{\"request\":{\"uid\":\"u\",\"namespace\":\"n\",\"kind\":{\"kind\":"
+                 "\"Deployment\"},\"object\":%s}}",
+                 gpu_pod);
+        r = gd_webhook_review(body, strlen(body), mode ? &claims_conf : &conf, e, sizeof(e));
+        assert_non_null(r);
+        assert_true(allowed(r));
+        assert_null(json_object_get(json_object_get(r, "response"), "patch"));
+        assert_int_equal(made.calls, 0);
+        json_decref(r);
+    }
+}
+
+/* What a template read back may say and still be ours: each bound of each field. */
+static void test_claims_template_same_bounds(void **state)
+{
+    struct gd_webhook_slice s = { 256, 100, 16, GPUSLICE_PRIORITY_BACKGROUND };
+    json_t *ours = gd_webhook_template(&s, "n");
+    static const struct {
+        const char *at, *key, *value; /* a string value set at a place of the template */
+        int same;
+    } cases[] = {
+        { "requests", "memory", "256Mi", 1 },
+        { "requests", "memory", "268435456", 1 },
+        { "requests", "memory", "257Mi", 0 },
+        { "requests", "memory", "0", 0 },
+        { "requests", "memory", "lots", 0 },
+        { "requests", "cores", "101", 0 },
+        { "requests", "cores", "0", 0 },
+        { "requests", "gpus", "1", 0 },
+        { "exactly", "allocationMode", "All", 0 },
+        { "exactly", "allocationMode", "ExactCount", 1 },
+        { "exactly", "deviceClassName", "other.io", 0 },
+        { "exactly", "selectors", "x", 0 },
+        { "request", "name", "gpu2", 0 },
+        { "request", "firstAvailable", "x", 0 },
+        { "devices", "constraints", "x", 0 },
+        { "parameters", "priority", "urgent", 0 },
+        { "parameters", "priority", "latency", 0 },
+        { "parameters", "weight", "5", 0 },
+        { "opaque", "driver", "gpu.nvidia.com", 0 },
+        { "config", "requests", "x", 0 },
+    };
+    size_t i;
+
+    (void)state;
+    assert_true(gd_webhook_template_same(ours, ours));
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *t = json_deep_copy(ours);
+        json_t *devs =
+                   json_object_get(json_object_get(json_object_get(t, "spec"), "spec"), "devices"),
+               *req = json_array_get(json_object_get(devs, "requests"), 0),
+               *ex = json_object_get(req, "exactly"),
+               *rq = json_object_get(json_object_get(ex, "capacity"), "requests"),
+               *c0 = json_array_get(json_object_get(devs, "config"), 0),
+               *op = json_object_get(c0, "opaque"), *par = json_object_get(op, "parameters");
+        json_t *at = strcmp(cases[i].at, "requests") == 0     ? rq
+                     : strcmp(cases[i].at, "exactly") == 0    ? ex
+                     : strcmp(cases[i].at, "request") == 0    ? req
+                     : strcmp(cases[i].at, "devices") == 0    ? devs
+                     : strcmp(cases[i].at, "parameters") == 0 ? par
+                     : strcmp(cases[i].at, "opaque") == 0     ? op
+                                                              : c0;
+
+        assert_non_null(at);
+        json_object_set_new(at, cases[i].key, json_string(cases[i].value));
+        if (gd_webhook_template_same(t, ours) != cases[i].same)
+            fail_msg("case %zu: %s.%s = %s: same %d", i, cases[i].at, cases[i].key, cases[i].value,
+                     !cases[i].same);
+        json_decref(t);
+    }
+    /* count: 1 to 16 */
+    {
+        static const json_int_t counts[] = { 0, 1, 16, 17 };
+        struct gd_webhook_slice one = s;
+
+        for (i = 0; i < 4; i++) {
+            json_t *t = json_deep_copy(ours), *ex;
+
+            ex = json_object_get(
+                json_array_get(
+                    json_object_get(
+                        json_object_get(json_object_get(json_object_get(t, "spec"), "spec"),
+                                        "devices"),
+                        "requests"),
+                    0),
+                "exactly");
+            json_object_set_new(ex, "count", json_integer(counts[i]));
+            one.count = (uint32_t)counts[i];
+            {
+                json_t *want = gd_webhook_template(&one, "n");
+
+                assert_int_equal(gd_webhook_template_same(t, want),
+                                 counts[i] >= 1 && counts[i] <= 16);
+                json_decref(want);
+            }
+            json_decref(t);
+        }
+    }
+    json_decref(ours);
+}
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -905,6 +1207,12 @@ int main(void)
         cmocka_unit_test(test_claims_leaves_alone),
         cmocka_unit_test(test_claims_template_names),
         cmocka_unit_test(test_claims_template_same),
+        cmocka_unit_test(test_claims_gpu_count_bounds),
+        cmocka_unit_test(test_claims_inject_annotation),
+        cmocka_unit_test(test_claims_namespace),
+        cmocka_unit_test(test_claims_template_failures),
+        cmocka_unit_test(test_review_envelope),
+        cmocka_unit_test(test_claims_template_same_bounds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
