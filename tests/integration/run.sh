@@ -943,6 +943,26 @@ cli_exec)
     if [ "$(cat "$T/out")" = "direct a b" ]; then ok "exec foo.py did not go through Python"; else bad "exec foo.py printed: $(cat "$T/out")"; fi
     expect 0 "exec puts the program in a tenant" -- "$GS" exec -q --compute 30 -- sh -c 'test -n "$GPUSLICE_TENANT" && test "$GPUSLICE_COMPUTE_LIMIT" = 30'
     expect 0 "a CUDA program is limited under exec --memory" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
+    # The interposer is preloaded, and only where it is: GPUSLICE_PRELOAD_LIB naming no file is
+    # an error before anything starts (ld.so would ignore it, and the program run unlimited).
+    expect 0 "exec preloads the interposer beside the build's gpuslice" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$B/bin/../lib/libgpuslice.so" ]; then
+        ok "LD_PRELOAD=$(cat "$T/out")"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    GPUSLICE_PRELOAD_LIB="$T/none/libgpuslice.so" expect 1 "GPUSLICE_PRELOAD_LIB naming no file" -- "$GS" exec -q --memory 1G -- touch "$T/started"
+    stderr_has "cannot find the interposer libgpuslice.so ($T/none/libgpuslice.so: No such file or directory); set GPUSLICE_PRELOAD_LIB to its path"
+    if [ -e "$T/started" ]; then bad "the program ran without its interposer"; else ok "nothing started"; fi
+    cp "$LIB" "$T/copy.so"
+    GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "GPUSLICE_PRELOAD_LIB names the interposer" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so" ]; then ok "LD_PRELOAD=\$GPUSLICE_PRELOAD_LIB"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "a CUDA program is limited through it" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
+    # The user's LD_PRELOAD is kept after it; an entry that is the interposer is not added twice.
+    LD_PRELOAD="$T/copy.so" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "the interposer on LD_PRELOAD already" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so" ]; then ok "LD_PRELOAD unchanged"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    LD_PRELOAD="$LIB $T/copy.so" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "the interposer listed second, after a space" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$LIB $T/copy.so" ]; then ok "LD_PRELOAD unchanged"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    cp "$LIB" "$T/copy.sox"
+    LD_PRELOAD="$T/copy.sox" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "a library named like the interposer plus more is another" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so:$T/copy.sox" ]; then ok "the interposer put first"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
     expect 2 "exec without a command" -- "$GS" exec --memory 1G; stderr_has "exec: no command given"
     expect 2 "exec with an unknown option" -- "$GS" exec --bogus -- true; stderr_has "exec: unknown option --bogus"
     expect 2 "exec --memory banana" -- "$GS" exec --memory banana -- touch "$T/started"; stderr_has "--memory"
@@ -958,27 +978,30 @@ cli_signals)
     # Python's send_signal, timeout -s INT stop it, and the status says it died of SIGINT
     # (130), as a shell's $? does. The program's SIGINT is the default one (not the ignored
     # one sh gives a background job).
-    for cmd in run exec; do
+    # Each signal a supervisor sends is passed on: SIGTERM (kill, timeout, systemd), SIGHUP,
+    # SIGUSR1 and SIGUSR2 too; the status is the program's death by it (128 + N).
+    for cs in run:INT:130 exec:INT:130 run:TERM:143 exec:TERM:143 run:HUP:129 exec:USR1:138 run:USR2:140; do
+        cmd=${cs%%:*} sig=${cs#*:} want=${sig#*:} sig=${sig%:*}
         rm -f "$T/started"
-        python3 - "$GS" "$cmd" "$T/started" >"$T/out" 2>"$T/err" <<'PY'
+        python3 - "$GS" "$cmd" "$T/started" "$sig" >"$T/out" 2>"$T/err" <<'PY'
 import os, signal, subprocess, sys, time
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-gs, cmd, started = sys.argv[1:]
+gs, cmd, started, sig = sys.argv[1:]
 p = subprocess.Popen([gs, cmd, "-q", "--", "sh", "-c", 'touch "$0"; exec sleep 30', started])
 end = time.time() + 20
 while not os.path.exists(started) and time.time() < end:
     time.sleep(0.05)
 t = time.time()
-p.send_signal(signal.SIGINT)
+p.send_signal(getattr(signal, "SIG" + sig))
 try:
     rc = p.wait(timeout=10)
 except subprocess.TimeoutExpired:
     p.kill()
-    rc = "none (still running 10 s after SIGINT)"
+    rc = "none (still running 10 s after SIG%s)" % sig
 print("status", rc, "after %.1f s" % (time.time() - t))
 PY
-        if grep -q "^status 130 " "$T/out"; then ok "$cmd: a supervisor's SIGINT stops the program: $(cat "$T/out")"
-        else bad "$cmd: SIGINT to gpuslice $cmd: $(cat "$T/out")"; cat "$T/err"; fi
+        if grep -q "^status $want " "$T/out"; then ok "$cmd: a supervisor's SIG$sig stops the program: $(cat "$T/out")"
+        else bad "$cmd: SIG$sig to gpuslice $cmd: $(cat "$T/out"), want status $want"; cat "$T/err"; fi
     done
     expect 130 "timeout --foreground -s INT: the program died of SIGINT" -- \
         timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)'
@@ -1024,10 +1047,20 @@ cli_torch)
     unset PYTHONPATH
     expect 0 "run puts the hook's directory on an unset PYTHONPATH" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
     if [ -n "$HOOK" ] && [ "$(cat "$T/out")" = "$HOOK" ]; then ok "PYTHONPATH=$HOOK, no empty entry"; else bad "PYTHONPATH was '$(cat "$T/out")', want '$HOOK'"; fi
+    # Set but empty is as unset: "HOOK:" would end in an empty entry, the current directory.
+    PYTHONPATH= expect 0 "run with PYTHONPATH set but empty" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ -n "$HOOK" ] && [ "$(cat "$T/out")" = "$HOOK" ]; then ok "an empty PYTHONPATH: $HOOK alone"; else bad "an empty PYTHONPATH became '$(cat "$T/out")', want '$HOOK'"; fi
     PYTHONPATH="/a:/b" expect 0 "exec keeps the user's PYTHONPATH after it" -- "$GS" exec -q -- sh -c 'echo "$PYTHONPATH"'
     if [ "$(cat "$T/out")" = "$HOOK:/a:/b" ]; then ok "PYTHONPATH=$HOOK:/a:/b"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
     PYTHONPATH="$HOOK:/a" expect 0 "nested: the hook is not added twice" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
     if [ "$(cat "$T/out")" = "$HOOK:/a" ]; then ok "PYTHONPATH unchanged"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    PYTHONPATH="$HOOK" expect 0 "nested: the hook alone is not added twice" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK" ]; then ok "PYTHONPATH unchanged"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    # Only the whole entry is the hook: a directory whose name begins with its path is another.
+    PYTHONPATH="${HOOK}x:/a" expect 0 "a directory named like the hook plus more is another" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:${HOOK}x:/a" ]; then ok "the hook put before it"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    PYTHONPATH="/a:$HOOK" expect 0 "the hook later on PYTHONPATH is put first" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:/a:$HOOK" ]; then ok "the hook first"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
     for c in run exec; do
         PYTHONPATH="/a" expect 0 "$c --no-torch-priority leaves PYTHONPATH alone" -- "$GS" $c -q --no-torch-priority -- sh -c 'echo "$PYTHONPATH"'
         if [ "$(cat "$T/out")" = "/a" ]; then ok "$c --no-torch-priority: PYTHONPATH=/a"; else bad "$c --no-torch-priority: PYTHONPATH was '$(cat "$T/out")'"; fi
