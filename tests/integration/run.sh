@@ -499,7 +499,11 @@ assert 134217728 <= u < 268435456, u"
     expect 2 "tenants with an argument" -- "$GS" tenants extra; stderr_has "extra"
     expect 0 "tenants --help" -- "$GS" tenants --help ;;
 set)
-    holder itest-s 1G 268435456
+    # (holder's, held 120 s rather than 30: the case runs longer than 30 s on a loaded machine)
+    "$GS" run -q --name itest-s --memory 1G -- "$IT" hold 268435456 "$T/release" 120 >"$T/holder.out" 2>&1 &
+    HOLDER=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
+    if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-s holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
     id=$(tenant_id itest-s)
     f="$GPUSLICE_RUN_DIR/gpuslice-$id.tenant"
     dev0() { python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["devices"][0][sys.argv[1]])' "$1" <"$T/out"; }
@@ -513,6 +517,12 @@ set)
     expect 0 "set ID --compute 40" -- "$GS" set "$id" --compute 40; stderr_has "compute ceiling 40%"
     look compute_limit_percent 40
     expect 0 "set PATH with an index entry" -- "$GS" set "$f" --compute 0:25
+    # What set says: the GPU's limits now, its class, and what GPUs it uses later get (an index
+    # entry changes only its GPU: the default stays 40%).
+    stderr_has "^gpuslice: $id (itest-s): GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit 2 GiB ([0-9]* MiB in use), compute ceiling 25%$"
+    stderr_has "^gpuslice: $id (itest-s): priority normal, weight 1$"
+    stderr_has "^gpuslice: $id (itest-s): GPUs it starts using from now on get memory limit 2 GiB, compute ceiling 40%$"
+    if [ "$(wc -l <"$T/err")" = 3 ]; then ok "three lines"; else bad "set said: $(cat "$T/err")"; fi
     look compute_limit_percent 25
     expect 0 "set --compute 100 removes the ceiling" -- "$GS" set itest-s --compute 100
     look compute_limit_percent None
@@ -521,7 +531,42 @@ set)
     expect 0 "set --compute none" -- "$GS" set itest-s --compute none
     look compute_limit_percent None
     expect 0 "set --memory none" -- "$GS" set itest-s --memory none
+    # No limit is never one the usage is above.
+    stderr_has "GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit none ([0-9]* MiB in use), compute ceiling none$"
+    stderr_has "GPUs it starts using from now on get memory limit none, compute ceiling none$"
+    if grep -q "above" "$T/err"; then bad "usage above no limit"; cat "$T/err"; else ok "no limit, no warning"; fi
     look memory_limit_bytes None
+    # "none" per device too (the usage's 0:none), in any case; a limit per device set and removed.
+    expect 0 "set --compute 0:30" -- "$GS" set -q itest-s --compute 0:30
+    look compute_limit_percent 30
+    expect 0 "set --compute 0:none" -- "$GS" set itest-s --compute 0:none
+    stderr_has "compute ceiling none$"
+    look compute_limit_percent None
+    expect 0 "set --memory 0:1G" -- "$GS" set -q itest-s --memory 0:1G
+    look memory_limit_bytes $G
+    expect 0 "set --memory GPU-…:NONE" -- "$GS" set -q itest-s --memory GPU-5ac1ce00-0000-4000-8000-000000000000:NONE
+    look memory_limit_bytes None
+    expect 0 "set --memory 0:1G,none: the GPU's entry wins over the bare one" -- "$GS" set -q itest-s --memory 0:1G,none
+    look memory_limit_bytes $G
+    expect 0 "set --memory none,0:none" -- "$GS" set -q itest-s --memory none,0:none
+    look memory_limit_bytes None
+    expect 2 "set --compute 0:none, (a trailing comma)" -- "$GS" set itest-s --compute 0:none,
+    stderr_has '^gpuslice: --compute: trailing comma in "0:none,"; none removes the limit$'
+    expect 2 "set --compute 0:nonex" -- "$GS" set itest-s --compute 0:nonex; stderr_has '"nonex"'
+    expect 2 "set --memory 0:" -- "$GS" set itest-s --memory 0:; stderr_has "--memory"
+    # The class and weight: 1 and 100 are the weight's ends.
+    expect 0 "set --priority background --weight 3" -- "$GS" set itest-s --priority background --weight 3
+    stderr_has "^gpuslice: $id (itest-s): priority background, weight 3$"
+    "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
+    json_ok "tenants shows the class and the weight" "t = d['tenants'][0]; assert (t['priority'], t['weight']) == ('background', 3), t"
+    expect 0 "set --weight 100" -- "$GS" set itest-s --weight 100; stderr_has "priority background, weight 100$"
+    expect 0 "set --priority latency --weight 1" -- "$GS" set itest-s --priority latency --weight 1; stderr_has "priority latency, weight 1$"
+    expect 2 "set --weight 0" -- "$GS" set itest-s --weight 0
+    stderr_has '^gpuslice: set: --weight: "0" is not a weight (use an integer from 1 to 100)$'
+    expect 2 "set --weight 101" -- "$GS" set itest-s --weight 101; stderr_has '"101" is not a weight'
+    expect 2 "set --priority urgent" -- "$GS" set itest-s --priority urgent
+    stderr_has '^gpuslice: set: --priority: "urgent" is not a priority class (use latency, normal or background)$'
+    expect 0 "set --priority normal" -- "$GS" set itest-s --priority normal; stderr_has "priority normal, weight 1$"
     expect 0 "set --json" -- "$GS" set -q itest-s --compute 35 --json
     json_ok "set --json prints the tenant as it now is" "
 assert len(d['tenants']) == 1, d
