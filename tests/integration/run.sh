@@ -340,10 +340,40 @@ cli_compute)
 tenants)
     expect 0 "tenants with nothing to list" -- "$GS" tenants
     if [ -s "$T/out" ]; then bad "a table of nothing on stdout"; cat "$T/out"; else ok "stdout empty"; fi
-    stderr_has "no tenants"
+    stderr_has "^gpuslice: no tenants in $GPUSLICE_RUN_DIR$"
     expect 0 "tenants --json with nothing to list" -- "$GS" tenants --json
     json_ok "an empty list" 'assert d == {"source": "run-directory", "tenants": []}'
-    holder itest-t 1G 268435456
+    expect 0 "tenants -q with nothing to list" -- "$GS" tenants -q
+    if [ -s "$T/err" ] || [ -s "$T/out" ]; then bad "-q printed"; cat "$T/out" "$T/err"; else ok "-q says nothing"; fi
+    # --interval: seconds up to 3600, both ends and a fraction accepted (with nothing to list,
+    # nothing is measured, so no wait), past 3600 refused as too long.
+    for v in 0 0.5 .5 5. 3600 3600.0 3599.999999999; do
+        expect 0 "tenants --interval $v" -- "$GS" tenants -q --json --interval "$v"
+    done
+    for v in 3601 3600.000000001 3600.5 99999999999999999999; do
+        expect 2 "tenants --interval $v" -- "$GS" tenants --interval "$v"
+        stderr_has "^gpuslice: --interval: \"$v\" is too long (use seconds such as 0.5 or 2, up to 3600; 0 skips the measurement)$"
+    done
+    for v in . -1 1e3 0x10 "1 " 1.2.3 abc; do
+        expect 2 "tenants --interval '$v'" -- "$GS" tenants --interval "$v"
+        stderr_has "^gpuslice: --interval: \"$v\" is not a number of seconds (use"
+    done
+    # (holder's, held 120 s rather than 30: the case runs longer than 30 s on a loaded machine)
+    "$GS" run -q --name itest-t --memory 1G -- "$IT" hold 268435456 "$T/release" 120 >"$T/holder.out" 2>&1 &
+    HOLDER=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
+    if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-t holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
+    # Oldest first: a tenant started later is listed after it, in JSON and in the table.
+    "$GS" run -q --name itest-later -- sleep 60 &
+    BG=$!
+    for i in $(seq 100); do [ "$(ls "$GPUSLICE_RUN_DIR" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+    expect 0 "tenants --json with two tenants" -- "$GS" tenants --json --interval 0
+    json_ok "the older first" "assert [t['name'] for t in d['tenants']] == ['itest-t', 'itest-later'], d"
+    expect 0 "tenants (table) with two tenants" -- "$GS" tenants --interval 0
+    if [ "$(awk 'NR > 1 { print $2 }' "$T/out" | tr '\n' ' ')" = "itest-t itest-later " ]; then ok "the table lists the older first"; else bad "table order"; cat "$T/out"; fi
+    # One that uses no GPU yet: one row of dashes, its processes none.
+    if grep -Eq "^[0-9]+-[0-9]+-[0-9a-f]+ +itest-later +$(id -u)\($(id -un)\) +$BG +- +normal +- +- +- +- +- +-$" "$T/out"; then ok "a tenant on no GPU: its row"; else bad "itest-later's row"; cat "$T/out"; fi
+    kill $BG; wait $BG; BG=
     expect 0 "tenants --json" -- "$GS" tenants --json
     json_ok "the tenant's name, owner, processes, limit and usage" "
 import os
@@ -366,6 +396,13 @@ assert sorted(v) == sorted(['index', 'uuid', 'memory_limit_bytes', 'memory_used_
     json_ok "no sampling: usage is null" "assert d['tenants'][0]['devices'][0]['compute_used_percent'] is None"
     expect 0 "tenants (table)" -- "$GS" tenants
     if grep -q "itest-t .* 1 GiB" "$T/out"; then ok "the table shows the tenant and its limit"; else bad "table"; cat "$T/out"; fi
+    # Every cell: an idle tenant's measured use is 0.0% (not "-", which is "not measured").
+    tid=$(tenant_id itest-t)
+    if head -n 1 "$T/out" | grep -Eq "^ID +NAME +OWNER +CREATOR +PROCESSES +PRIORITY +GPU +UUID +MEM USED +MEM LIMIT +COMPUTE +CEILING$"; then ok "the header"; else bad "header"; cat "$T/out"; fi
+    row="^$tid +itest-t +$(id -u)\($(id -un)\) +$HOLDER +[0-9]+ +normal +0 +GPU-5ac1ce00-0000-4000-8000-000000000000 +[0-9]+ MiB +1 GiB"
+    if grep -Eq "$row +0\.0% +none$" "$T/out"; then ok "the row, its use measured 0.0%"; else bad "the row: want $row +0.0% +none"; cat "$T/out"; fi
+    expect 0 "tenants (table) --interval 0" -- "$GS" tenants --interval 0
+    if grep -Eq "$row +- +none$" "$T/out"; then ok "the row, its use not measured: -"; else bad "the row unmeasured"; cat "$T/out"; fi
     # UUIDs as NVIDIA prints them: GPU- and lower-case hex, in the table and in JSON.
     if grep -q " GPU-5ac1ce00-0000-4000-8000-000000000000 " "$T/out" && ! grep -qi "gpu-5ac1ce00.*gpu-" "$T/out" && ! grep -q "gpu-" "$T/out"; then
         ok "the table prints the UUID as GPU-…"; else bad "UUID form in the table"; cat "$T/out"; fi
@@ -405,6 +442,13 @@ assert 35 <= v['compute_used_percent'] <= 65 and v['compute_busy_seconds'] > 0.1
         expect 0 "an unreadable file is skipped" -- "$GS" tenants --json --interval 0
         if [ -s "$T/err" ]; then bad "unreadable file reported"; cat "$T/err"; else ok "silently"; fi
         rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
+    elif command -v setpriv >/dev/null; then
+        # As root, another user lists: root's tenant (mode 0600) is root's to hide, silently.
+        chmod 755 "$T"
+        expect 0 "another user lists a directory holding root's tenant" -- setpriv --reuid=65534 --regid=65534 --clear-groups "$GS" tenants -q --json --interval 0
+        json_ok "root's tenant is not shown to nobody" "assert d == {'source': 'run-directory', 'tenants': []}, d"
+        if [ -s "$T/err" ]; then bad "another user's private file reported"; cat "$T/err"; else ok "silently"; fi
+        chmod 700 "$T"
     fi
     # Names come from files their owners write: control characters, C1 controls and bidi
     # overrides never reach the terminal raw, in the table, in JSON, nor in info's and set's text.
@@ -466,6 +510,25 @@ sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\x9b", b"\xe2\x80\xae", b"\xef
         echo "note: root without setpriv: unreadable directories not checked"
     fi
     [ "$(id -u)" = 0 ] && chmod 700 "$T"
+    # A zombie holds nothing: a member killed but not yet reaped by its parent (sleep, which
+    # never waits) is not listed, nor its memory charged, while gpuslice run still runs.
+    cat >"$T/zombie.sh" <<EOS
+"$IT" hold 268435456 "$T/release" 120 >"$T/z.out" & echo \$! >"$T/z.pid"
+exec sleep 60
+EOS
+    "$GS" run -q --name itest-zombie --memory 1G -- sh "$T/zombie.sh" >/dev/null 2>&1 &
+    BG=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/z.out" 2>/dev/null && break; sleep 0.05; done
+    zp=$(cat "$T/z.pid")
+    kill -9 "$zp"
+    for i in $(seq 100); do [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$zp/stat" 2>/dev/null)" = Z ] && break; sleep 0.05; done
+    if [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$zp/stat" 2>/dev/null)" = Z ]; then ok "the member is a zombie"; else bad "the member is no zombie"; fi
+    expect 0 "tenants with a zombie member" -- "$GS" tenants --json --interval 0
+    json_ok "the zombie is no process of the tenant, and holds nothing" "
+t = [x for x in d['tenants'] if x['name'] == 'itest-zombie']
+assert len(t) == 1 and t[0]['pids'] == [] and t[0]['creator_pid'] == $BG, d
+assert [v['memory_used_bytes'] for v in t[0]['devices']] == [0], t"
+    kill $BG; wait $BG; BG=
     # Usage is what live processes hold. With gpuslice run SIGKILLed nobody reaps the dead:
     # a dead member's charge is not shown, and a tenant with no live process is not listed.
     cat >"$T/two.sh" <<EOS
