@@ -948,7 +948,13 @@ daemon_socket_group)
     done ;;
 daemon_top)
     expect 1 "top without a daemon" -- "$GS" top --once
-    stderr_has "no gpuslice daemon answers"
+    stderr_has "^gpuslice: top: no gpuslice daemon answers on $SOCK (no such socket): start gpusliced (make start, or systemctl start gpusliced)$"
+    # A socket a daemon left when it stopped: nobody listens there.
+    mkdir -p "$T/drun"
+    python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$SOCK"
+    expect 1 "top with a socket left by a stopped daemon" -- "$GS" top --once
+    stderr_has "^gpuslice: top: no gpuslice daemon answers on $SOCK (a socket left by one that stopped): start gpusliced (make start, or systemctl start gpusliced)$"
+    rm -f "$SOCK"
     expect 2 "top --interval 0" -- "$GS" top --interval 0
     stderr_has "--interval"
     expect 2 "top with an argument" -- "$GS" top extra

@@ -358,8 +358,8 @@ tenants)
         expect 2 "tenants --interval '$v'" -- "$GS" tenants --interval "$v"
         stderr_has "^gpuslice: --interval: \"$v\" is not a number of seconds (use"
     done
-    # (holder's, held 120 s rather than 30: the case runs longer than 30 s on a loaded machine)
-    "$GS" run -q --name itest-t --memory 1G -- "$IT" hold 268435456 "$T/release" 120 >"$T/holder.out" 2>&1 &
+    # (holder's, held up to 300 s rather than 30: the case outlasts 30 s on a loaded machine)
+    "$GS" run -q --name itest-t --memory 1G -- "$IT" hold 268435456 "$T/release" 300 >"$T/holder.out" 2>&1 &
     HOLDER=$!
     for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
     if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-t holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
@@ -437,6 +437,14 @@ assert 35 <= v['compute_used_percent'] <= 65 and v['compute_busy_seconds'] > 0.1
     stderr_has "warning: skipping .*gpuslice-0-1-junk.tenant"
     json_ok "the other tenants are still listed" "assert [t['name'] for t in d['tenants']] == ['itest-t']"
     rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-1-junk.tenant"
+    # Names that are not a tenant's file are not read: no ID, another prefix or suffix.
+    for n in gpuslice-.tenant gpuslice-0-3.tenantx xgpuslice-0-4.tenant gpuslice-0-5.tenan; do
+        head -c 4096 /dev/zero >"$GPUSLICE_RUN_DIR/$n"
+    done
+    expect 0 "files named otherwise are no tenants" -- "$GS" tenants --json --interval 0
+    json_ok "only the tenant is listed" "assert [t['name'] for t in d['tenants']] == ['itest-t'], d"
+    if [ -s "$T/err" ]; then bad "a file named otherwise was read"; cat "$T/err"; else ok "nothing said of them"; fi
+    rm -f "$GPUSLICE_RUN_DIR/gpuslice-.tenant" "$GPUSLICE_RUN_DIR/gpuslice-0-3.tenantx" "$GPUSLICE_RUN_DIR/xgpuslice-0-4.tenant" "$GPUSLICE_RUN_DIR/gpuslice-0-5.tenan"
     if [ "$(id -u)" != 0 ]; then
         cp "$f" "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"; chmod 000 "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
         expect 0 "an unreadable file is skipped" -- "$GS" tenants --json --interval 0
@@ -562,8 +570,8 @@ assert 134217728 <= u < 268435456, u"
     expect 2 "tenants with an argument" -- "$GS" tenants extra; stderr_has "extra"
     expect 0 "tenants --help" -- "$GS" tenants --help ;;
 set)
-    # (holder's, held 120 s rather than 30: the case runs longer than 30 s on a loaded machine)
-    "$GS" run -q --name itest-s --memory 1G -- "$IT" hold 268435456 "$T/release" 120 >"$T/holder.out" 2>&1 &
+    # (holder's, held up to 300 s rather than 30: the case outlasts 30 s on a loaded machine)
+    "$GS" run -q --name itest-s --memory 1G -- "$IT" hold 268435456 "$T/release" 300 >"$T/holder.out" 2>&1 &
     HOLDER=$!
     for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
     if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-s holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
@@ -622,6 +630,8 @@ set)
     stderr_has "^gpuslice: $id (itest-s): priority background, weight 3$"
     "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
     json_ok "tenants shows the class and the weight" "t = d['tenants'][0]; assert (t['priority'], t['weight']) == ('background', 3), t"
+    expect 0 "tenants (table) with the class and the weight" -- "$GS" tenants --interval 0
+    if grep -Eq "^$id +itest-s .* background x3 +0 +GPU-" "$T/out"; then ok "the table: background x3"; else bad "the table's class"; cat "$T/out"; fi
     expect 0 "set --weight 100" -- "$GS" set itest-s --weight 100; stderr_has "priority background, weight 100$"
     expect 0 "set --priority latency --weight 1" -- "$GS" set itest-s --priority latency --weight 1; stderr_has "priority latency, weight 1$"
     expect 2 "set --weight 0" -- "$GS" set itest-s --weight 0
@@ -666,6 +676,15 @@ assert v['compute_used_percent'] is None and v['memory_limit_bytes'] is None, v"
     BG=$!
     for i in $(seq 100); do [ "$(ls "$GPUSLICE_RUN_DIR" | wc -l)" -ge 2 ] && break; sleep 0.05; done
     expect 1 "an ambiguous name" -- "$GS" set itest-s --memory 1G; stderr_has "$id"
+    # The second uses no GPU yet: a bare value is for the GPUs it will use, an index names none.
+    id2=$("$GS" tenants --json --interval 0 | python3 -c 'import json, sys; print([t["id"] for t in json.load(sys.stdin)["tenants"] if t["id"] != sys.argv[1]][0])' "$id")
+    expect 1 "an index entry for a tenant on no GPU" -- "$GS" set "$id2" --memory 0:1G
+    stderr_has "^gpuslice: set: --memory: the tenant uses no device with index 0 (it uses no GPU yet; give a bare value)$"
+    expect 0 "a bare value for a tenant on no GPU" -- "$GS" set "$id2" --memory 3G --compute 20
+    stderr_has "^gpuslice: $id2 (itest-s) uses no GPU yet$"
+    stderr_has "^gpuslice: $id2 (itest-s): GPUs it starts using from now on get memory limit 3 GiB, compute ceiling 20%$"
+    expect 0 "the memory alone" -- "$GS" set "$id2" --memory 2G
+    stderr_has "^gpuslice: $id2 (itest-s): GPUs it starts using from now on get memory limit 2 GiB, compute ceiling 20%$"
     expect 0 "an ID still works" -- "$GS" set "$id" --memory 1G
     kill $BG; wait $BG; BG=
     # Only the owner (or root) may set, and the owner is the file's: its header's owner_uid is
@@ -1050,6 +1069,14 @@ cli_exec)
     expect 0 "exec foo.py runs the file itself" -- "$GS" exec -q "$T/foo.py" a b
     if [ "$(cat "$T/out")" = "direct a b" ]; then ok "exec foo.py did not go through Python"; else bad "exec foo.py printed: $(cat "$T/out")"; fi
     expect 0 "exec puts the program in a tenant" -- "$GS" exec -q --compute 30 -- sh -c 'test -n "$GPUSLICE_TENANT" && test "$GPUSLICE_COMPUTE_LIMIT" = 30'
+    # Each option's variable as given (they stay the limits of a process that leaves the tenant).
+    expect 0 "exec passes each option on in its variable" -- "$GS" exec -q -d 0 --memory 1G --compute 0:30 --priority background --weight 3 --sms 16 -- \
+        sh -c 'echo "$GPUSLICE_MEMORY_LIMIT|$GPUSLICE_COMPUTE_LIMIT|$GPUSLICE_PRIORITY|$GPUSLICE_WEIGHT|$GPUSLICE_SMS|$CUDA_VISIBLE_DEVICES|$CUDA_MPS_CLIENT_PRIORITY"'
+    if [ "$(cat "$T/out")" = "1G|0:30|background|3|16|0|1" ]; then ok "the variables: $(cat "$T/out")"; else bad "the variables: $(cat "$T/out")"; fi
+    CUDA_MPS_CLIENT_PRIORITY=0 expect 0 "a background tenant keeps the user's MPS client priority" -- "$GS" exec -q --priority background -- sh -c 'echo "$CUDA_MPS_CLIENT_PRIORITY"'
+    if [ "$(cat "$T/out")" = 0 ]; then ok "CUDA_MPS_CLIENT_PRIORITY=0 kept"; else bad "CUDA_MPS_CLIENT_PRIORITY=$(cat "$T/out")"; fi
+    expect 0 "a latency tenant is no below-normal MPS client" -- "$GS" exec -q --priority latency -- sh -c 'echo "${CUDA_MPS_CLIENT_PRIORITY-unset}|$GPUSLICE_PRIORITY"'
+    if [ "$(cat "$T/out")" = "unset|latency" ]; then ok "no MPS client priority"; else bad "latency: $(cat "$T/out")"; fi
     expect 0 "a CUDA program is limited under exec --memory" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
     # The interposer is preloaded, and only where it is: GPUSLICE_PRELOAD_LIB naming no file is
     # an error before anything starts (ld.so would ignore it, and the program run unlimited).
