@@ -162,7 +162,16 @@ audit_limits)
         stderr_has "${opt%% *}"
         stderr_has "GPU-5ac1ce00-0000-4000-8000-000000000000"
     done
+    # A selection that leaves the program no GPU (cuInit: CUDA_ERROR_NO_DEVICE) is 0 GPUs, not a
+    # driver that cannot be asked: the keys are checked against it and refused.
+    rm -f "$T/started"
+    expect 2 "run -d 3 --memory 0:1G on one GPU" -- "$GS" run -q -d 3 --memory 0:1G -- touch "$T/started"
+    stderr_has "run: -d/--device: there is no GPU 3: the machine has 1 GPU (0 = GPU-5ac1ce00-0000-4000-8000-000000000000)"
+    if [ -e "$T/started" ]; then bad "run -d 3 --memory 0:1G started the program"; else ok "nothing started"; fi
     GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 0 "run --memory 1:1G on two GPUs" -- "$GS" run -q --memory 1:1G -- true
+    GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 0 "run --sms 1:16 on two GPUs" -- "$GS" run -q --sms 1:16 -- true
+    GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 2 "run --sms 2:16 on two GPUs" -- "$GS" run -q --sms 2:16 -- true
+    stderr_has "device 2 does not exist: true would see 2 GPUs (0 = GPU-5ac1ce00-0000-4000-8000-000000000000, 1 = GPU-5ac1ce00-0000-4000-8000-000000000001)"
     GPUSLICE_SIM_STATE="$T/two.state" GPUSLICE_SIM_DEVICES=2 expect 2 "run -d 1 --memory 1:1G: the program would see one GPU" -- "$GS" run -q -d 1 --memory 1:1G -- true
     stderr_has "device 1 does not exist"
     # Defect 7: the tenant's limits are its own from its creation.
@@ -194,6 +203,27 @@ audit_escapes)
     expect 0 "defect 9: a nested run without limits shares the enclosing 1 GiB" -- "$GS" run -q --memory 1G -- "$GS" run -q -- "$IT" limit $G
     expect 0 "defect 9: a nested run with the same limit shares it" -- "$GS" run -q --memory 1G -- "$GS" run -q --memory 1G -- "$IT" limit $G
     expect 2 "defect 9: a nested run with a compute ceiling inside a tenant without one" -- "$GS" run -q --memory 1G -- "$GS" run -q --compute 50 -- true
+    stderr_has "whose limit for its other GPUs is none; a nested gpuslice run shares that tenant's limits and cannot narrow them yet (asked: 50%)"
+    # --compute 100 is "no ceiling", the same as the tenant's: allowed, for the GPUs not used yet
+    # and for one the tenant uses.
+    expect 0 "a nested run --compute 100 inside a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$GS" run -q --compute 100 -- true
+    expect 0 "a nested run --compute 100 inside a tenant without a ceiling on the GPU it uses" -- \
+        "$GS" run -q --memory 1G -- sh -c '"$0" limit $1 >/dev/null && "$2" run -q --compute 100 -- true' "$IT" $G "$GS"
+    expect 2 "a nested run --compute 40 inside a tenant without a ceiling on the GPU it uses" -- \
+        "$GS" run -q --memory 1G -- sh -c '"$0" limit $1 >/dev/null && "$2" run -q --compute 40 -- true' "$IT" $G "$GS"
+    stderr_has "whose limit on GPU-5ac1ce00-0000-4000-8000-000000000000 is none; a nested gpuslice run shares that tenant's limits and cannot narrow them yet (asked: 40%)"
+    expect 0 "a nested run with the enclosing ceiling, 30" -- "$GS" run -q --compute 30 -- "$GS" run -q --compute 30 -- true
+    expect 2 "a nested run --compute 100 inside a tenant at 30% raises it" -- "$GS" run -q --compute 30 -- "$GS" run -q --compute 100 -- true
+    stderr_has "whose limit for its other GPUs is 30%; a nested gpuslice run shares that tenant's limits and may not raise them (asked: none)"
+    expect 2 "a nested run --compute 31 inside a tenant at 30%" -- "$GS" run -q --compute 30 -- "$GS" run -q --compute 31 -- true
+    stderr_has "is 30%; a nested gpuslice run shares that tenant's limits and may not raise them (asked: 31%)"
+    expect 2 "a nested run --compute 29 inside a tenant at 30%" -- "$GS" run -q --compute 30 -- "$GS" run -q --compute 29 -- true
+    stderr_has "is 30%; a nested gpuslice run shares that tenant's limits and cannot narrow them yet (asked: 29%)"
+    expect 2 "a nested run --memory 2G inside a 1 GiB tenant on the GPU it uses" -- \
+        "$GS" run -q --memory 1G -- sh -c '"$0" limit $1 >/dev/null && "$2" run -q --memory 2G -- true' "$IT" $G "$GS"
+    stderr_has "whose limit on GPU-5ac1ce00-0000-4000-8000-000000000000 is 1 GiB; a nested gpuslice run shares that tenant's limits and may not raise them (asked: 2 GiB)"
+    expect 2 "a nested run --memory 512M inside a 1 GiB tenant" -- "$GS" run -q --memory 1G -- "$GS" run -q --memory 512M -- true
+    stderr_has "whose limit for its other GPUs is 1 GiB; a nested gpuslice run shares that tenant's limits and cannot narrow them yet (asked: 512 MiB)"
     "$GS" run -q --name outer --memory 1G -- "$GS" run -q -- sh -c '"$0" tenants --json --interval 0 >"$1"' "$GS" "$T/nested.json"
     python3 - "$T/nested.json" <<'PY' && ok "defect 9: the nested run made no tenant of its own" || { bad "nested run's tenants"; cat "$T/nested.json"; }
 import json, sys

@@ -1084,23 +1084,98 @@ daemon_socket_group)
     done ;;
 daemon_top)
     expect 1 "top without a daemon" -- "$GS" top --once
-    stderr_has "no gpuslice daemon answers"
+    stderr_has "^gpuslice: top: no gpuslice daemon answers on $SOCK (no such socket): start gpusliced (make start, or systemctl start gpusliced)$"
+    # A socket a daemon left when it stopped: nobody listens there.
+    mkdir -p "$T/drun"
+    python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$SOCK"
+    expect 1 "top with a socket left by a stopped daemon" -- "$GS" top --once
+    stderr_has "^gpuslice: top: no gpuslice daemon answers on $SOCK (a socket left by one that stopped): start gpusliced (make start, or systemctl start gpusliced)$"
+    rm -f "$SOCK"
     expect 2 "top --interval 0" -- "$GS" top --interval 0
     stderr_has "--interval"
     expect 2 "top with an argument" -- "$GS" top extra
+    # --interval 0.1..3600, both ends accepted (here no daemon answers: exit 1, not 2, and no
+    # wait), just past them refused with the words of the message.
+    for v in 0.1 3600 1e3; do
+        expect 1 "top --once --interval $v is accepted" -- "$GS" top --once --interval "$v"
+        stderr_has "no gpuslice daemon answers"
+    done
+    for v in 0.09 3600.01 -1 abc "" 1s; do
+        expect 2 "top --interval '$v'" -- "$GS" top --once --interval "$v"
+        stderr_has "^gpuslice: top: --interval: \"$v\" is not a number of seconds from 0.1 to 3600$"
+    done
     start_daemon || exit 1
+    host=$(curl -s --unix-socket "$SOCK" http://d/v1/devices | python3 -c 'import json, sys; print(json.load(sys.stdin)["hostname"])')
     want 201 "tenant with a ceiling" POST /v1/tenants '{"name":"viewed","memory":"2G","compute":30}'
     want 201 "a tenant on no GPU yet" POST /v1/tenants '{"name":"idle","memory":"3G","compute":15}'
-    "$GS" run --tenant viewed -- "$B/tests/compute_load" stream 4 500 >"$T/load" 2>&1 &
+    "$GS" run --tenant viewed -- "$B/tests/compute_load" stream 5 500 >"$T/load" 2>&1 &
     L=$!
     BG="$BG $L"
     sleep 1
     expect 0 "top --once" -- "$GS" top --once --interval 1
+    procs=$(curl -s --unix-socket "$SOCK" http://d/v1/tenants/viewed | python3 -c 'import json, sys; print(json.load(sys.stdin)["processes"])')
     grep -q "gpuslice simulated GPU" "$T/out" && grep -q "^viewed\*" "$T/out" && grep -q "30%" "$T/out" && ok "a GPU line and the tenant's line with its ceiling" || { bad "top output"; cat "$T/out"; }
+    # Every column: the header's counts, the GPU's line, and the tenant's on its GPU with its
+    # processes (as the daemon counts them).
+    grep -Eq "^gpuslice top - $host, 1 GPU \(simulated\), 2 tenants, [0-9]{2}:[0-9]{2}:[0-9]{2} \(every 1\.0 s\)$" "$T/out" && ok "top's first line" || { bad "top's first line"; cat "$T/out"; }
+    grep -Eq "^0 +gpuslice simulated GPU +[0-9]+\.[0-9]% [0-9]+ MiB / 16\.0 GiB +[0-9]+ W +[0-9]+ MHz +[0-9]+ C$" "$T/out" && ok "the GPU's line" || { bad "the GPU's line"; cat "$T/out"; }
+    if [ "${procs:-0}" -ge 1 ] && grep -Eq "^viewed\* +1 +0 +2\.0 GiB +[0-9]+ MiB +30% +[0-9.]+% +[0-9.]+% +$procs$" "$T/out"; then
+        ok "the tenant's line on its GPU: $procs process(es)"; else bad "the tenant's line, want $procs process(es)"; cat "$T/out"; fi
     grep -E '^idle\* +[0-9]+ +- +3.0 GiB +- +15% ' "$T/out" >/dev/null && ok "a tenant on no GPU yet: the limits it will have (its defaults)" || { bad "top: idle's line"; cat "$T/out"; }
     expect 0 "top --json" -- "$GS" top --json --interval 1
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] > 0, s; assert d["devices"][0]["index"]==0 and d["simulated"] is True and [t["name"] for t in d["tenants"]]==["viewed","idle"]' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled; devices and tenants lists (not nested)" || { bad "top json"; cat "$T/out"; }
-    wait $L ;;
+    wait $L
+    # Sizes under 1 GiB in MiB of 2^20 bytes.
+    want 201 "a tenant of 512 MiB" POST /v1/tenants '{"name":"small","memory":"512M"}'
+    expect 0 "top --once --interval 0.1" -- "$GS" top --once --interval 0.1
+    grep -Eq "^small\* +[0-9]+ +- +512 MiB +- +- +- +- +0$" "$T/out" && ok "512 MiB shown as 512 MiB" || { bad "small's line"; cat "$T/out"; }
+    grep -q "3 tenants, .* (every 0\.1 s)$" "$T/out" && ok "3 tenants, every 0.1 s" || { bad "top's first line"; cat "$T/out"; }
+    # gpuslice set through the daemon: every field in one valid body (the daemon says 400 to
+    # anything else), its words, and the daemon's refusal of a bad value as a usage error (2).
+    sched() { curl -s --unix-socket "$SOCK" http://d/v1/tenants/viewed | python3 -c 'import json, sys; t = json.load(sys.stdin); print(t["priority"], t["weight"], t["limits"]["memory"]["default"], t["limits"]["compute"]["default"])'; }
+    expect 0 "set --memory 1G --weight 2 through the daemon" -- "$GS" set viewed --memory 1G --weight 2
+    stderr_has "^gpuslice: tenant viewed: memory 1G, weight 2 changed by the daemon$"
+    [ "$(sched)" = "normal 2 1073741824 30" ] && ok "the daemon's tenant: weight 2, 1 GiB" || bad "the daemon's tenant: $(sched)"
+    expect 0 "set --compute 20 --weight 3 through the daemon" -- "$GS" set viewed --compute 20 --weight 3
+    stderr_has "^gpuslice: tenant viewed: compute 20, weight 3 changed by the daemon$"
+    [ "$(sched)" = "normal 3 1073741824 20" ] && ok "the daemon's tenant: weight 3, 20%" || bad "the daemon's tenant: $(sched)"
+    expect 0 "set --memory 512M --compute 10 --priority background --weight 4 through the daemon" -- "$GS" set viewed --memory 512M --compute 10 --priority background --weight 4
+    stderr_has "^gpuslice: tenant viewed: memory 512M, compute 10, priority background, weight 4 changed by the daemon$"
+    [ "$(sched)" = "background 4 536870912 10" ] && ok "the daemon's tenant: every field changed" || bad "the daemon's tenant: $(sched)"
+    expect 0 "set --weight 5 --json through the daemon" -- "$GS" set viewed --weight 5 --json
+    json_ok "set --json prints the daemon's tenant" "assert d['name'] == 'viewed' and d['weight'] == 5 and d['priority'] == 'background', d"
+    expect 2 "set --compute 5:30: a GPU the daemon does not have" -- "$GS" set viewed --compute 5:30
+    stderr_has "^gpuslice: set: the daemon refused (HTTP 400): compute: \"5\" is not a GPU of this node"
+    [ "$(sched)" = "background 5 536870912 10" ] && ok "nothing changed" || bad "the daemon's tenant: $(sched)"
+    # A tenant of gpuslice run's that the daemon does not know by that name: changed in its file.
+    holder itest-run 1G 268435456
+    expect 0 "set NAME of a gpuslice run tenant while the daemon runs" -- "$GS" set itest-run --memory 2G
+    stderr_has "(itest-run): GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit 2 GiB ([0-9]* MiB in use)"
+    release
+    # run --tenant: a name of 63 characters (the daemon's most) is joined, 64 refused.
+    n63=abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefgh
+    want 201 "a tenant named with 63 characters" POST /v1/tenants "{\"name\":\"$n63\"}"
+    expect 0 "run --tenant of 63 characters" -- "$GS" run -q --tenant "$n63" -- true
+    expect 2 "run --tenant of 64 characters" -- "$GS" run -q --tenant "${n63}h" -- true
+    stderr_has "^gpuslice: run: --tenant: \"${n63}h\" is not a tenant's name or id (letters, digits, '.', '_' and '-', at most 63)$"
+    expect 2 "run --tenant a/b" -- "$GS" run -q --tenant a/b -- true; stderr_has '"a/b" is not a tenant'
+    expect 2 "run --tenant of a name the daemon does not have" -- "$GS" run -q --tenant nosuch -- true
+    stderr_has "^gpuslice: run: --tenant nosuch: the daemon refused (HTTP 404): "
+    # A node of a few dozen tenants answers more than 16 KiB: read whole.
+    set --
+    for i in $(seq 10 33); do
+        set -- "$@" --unix-socket "$SOCK" -s -o /dev/null -H 'Content-Type: application/json' --data-binary \
+            "{\"name\":\"many-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\",\"memory\":{\"0\":\"1G\"},\"compute\":{\"default\":50,\"0\":40}}" \
+            http://d/v1/tenants --next
+    done
+    curl "$@" --unix-socket "$SOCK" -s -o /dev/null http://d/healthz
+    n=$(curl -s --unix-socket "$SOCK" http://d/v1/tenants | tee "$T/many" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["tenants"]))')
+    if [ "$n" = 28 ] && [ "$(wc -c <"$T/many")" -gt 16384 ]; then ok "28 tenants, $(wc -c <"$T/many") bytes"; else bad "$n tenants, $(wc -c <"$T/many") bytes"; fi
+    expect 0 "top --json with 28 tenants" -- "$GS" top --json --interval 0.1
+    json_ok "all 28" "assert len(d['tenants']) == 28, len(d['tenants'])"
+    expect 0 "tenants --json with 28 tenants" -- "$GS" tenants --json --interval 0
+    json_ok "from the daemon, all 28" "assert d['source'] == 'gpusliced' and len(d['tenants']) == 28, (d['source'], len(d['tenants']))"
+    stop_daemon ;;
 daemon_prometheus)
     # A real Prometheus scrapes the daemon over TCP with its token; a tenant's metric comes back
     # through Prometheus's HTTP API.

@@ -382,10 +382,40 @@ cli_compute)
 tenants)
     expect 0 "tenants with nothing to list" -- "$GS" tenants
     if [ -s "$T/out" ]; then bad "a table of nothing on stdout"; cat "$T/out"; else ok "stdout empty"; fi
-    stderr_has "no tenants"
+    stderr_has "^gpuslice: no tenants in $GPUSLICE_RUN_DIR$"
     expect 0 "tenants --json with nothing to list" -- "$GS" tenants --json
     json_ok "an empty list" 'assert d == {"source": "run-directory", "tenants": []}'
-    holder itest-t 1G 268435456
+    expect 0 "tenants -q with nothing to list" -- "$GS" tenants -q
+    if [ -s "$T/err" ] || [ -s "$T/out" ]; then bad "-q printed"; cat "$T/out" "$T/err"; else ok "-q says nothing"; fi
+    # --interval: seconds up to 3600, both ends and a fraction accepted (with nothing to list,
+    # nothing is measured, so no wait), past 3600 refused as too long.
+    for v in 0 0.5 .5 5. 3600 3600.0 3599.999999999; do
+        expect 0 "tenants --interval $v" -- "$GS" tenants -q --json --interval "$v"
+    done
+    for v in 3601 3600.000000001 3600.5 99999999999999999999; do
+        expect 2 "tenants --interval $v" -- "$GS" tenants --interval "$v"
+        stderr_has "^gpuslice: --interval: \"$v\" is too long (use seconds such as 0.5 or 2, up to 3600; 0 skips the measurement)$"
+    done
+    for v in . -1 1e3 0x10 "1 " 1.2.3 abc; do
+        expect 2 "tenants --interval '$v'" -- "$GS" tenants --interval "$v"
+        stderr_has "^gpuslice: --interval: \"$v\" is not a number of seconds (use"
+    done
+    # (holder's, held up to 300 s rather than 30: the case outlasts 30 s on a loaded machine)
+    "$GS" run -q --name itest-t --memory 1G -- "$IT" hold 268435456 "$T/release" 300 >"$T/holder.out" 2>&1 &
+    HOLDER=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
+    if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-t holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
+    # Oldest first: a tenant started later is listed after it, in JSON and in the table.
+    "$GS" run -q --name itest-later -- sleep 60 &
+    BG=$!
+    for i in $(seq 100); do [ "$(ls "$GPUSLICE_RUN_DIR" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+    expect 0 "tenants --json with two tenants" -- "$GS" tenants --json --interval 0
+    json_ok "the older first" "assert [t['name'] for t in d['tenants']] == ['itest-t', 'itest-later'], d"
+    expect 0 "tenants (table) with two tenants" -- "$GS" tenants --interval 0
+    if [ "$(awk 'NR > 1 { print $2 }' "$T/out" | tr '\n' ' ')" = "itest-t itest-later " ]; then ok "the table lists the older first"; else bad "table order"; cat "$T/out"; fi
+    # One that uses no GPU yet: one row of dashes, its processes none.
+    if grep -Eq "^[0-9]+-[0-9]+-[0-9a-f]+ +itest-later +$(id -u)\($(id -un)\) +$BG +- +normal +- +- +- +- +- +-$" "$T/out"; then ok "a tenant on no GPU: its row"; else bad "itest-later's row"; cat "$T/out"; fi
+    kill $BG; wait $BG; BG=
     expect 0 "tenants --json" -- "$GS" tenants --json
     json_ok "the tenant's name, owner, processes, limit and usage" "
 import os
@@ -408,6 +438,13 @@ assert sorted(v) == sorted(['index', 'uuid', 'memory_limit_bytes', 'memory_used_
     json_ok "no sampling: usage is null" "assert d['tenants'][0]['devices'][0]['compute_used_percent'] is None"
     expect 0 "tenants (table)" -- "$GS" tenants
     if grep -q "itest-t .* 1 GiB" "$T/out"; then ok "the table shows the tenant and its limit"; else bad "table"; cat "$T/out"; fi
+    # Every cell: an idle tenant's measured use is 0.0% (not "-", which is "not measured").
+    tid=$(tenant_id itest-t)
+    if head -n 1 "$T/out" | grep -Eq "^ID +NAME +OWNER +CREATOR +PROCESSES +PRIORITY +GPU +UUID +MEM USED +MEM LIMIT +COMPUTE +CEILING$"; then ok "the header"; else bad "header"; cat "$T/out"; fi
+    row="^$tid +itest-t +$(id -u)\($(id -un)\) +$HOLDER +[0-9]+ +normal +0 +GPU-5ac1ce00-0000-4000-8000-000000000000 +[0-9]+ MiB +1 GiB"
+    if grep -Eq "$row +0\.0% +none$" "$T/out"; then ok "the row, its use measured 0.0%"; else bad "the row: want $row +0.0% +none"; cat "$T/out"; fi
+    expect 0 "tenants (table) --interval 0" -- "$GS" tenants --interval 0
+    if grep -Eq "$row +- +none$" "$T/out"; then ok "the row, its use not measured: -"; else bad "the row unmeasured"; cat "$T/out"; fi
     # UUIDs as NVIDIA prints them: GPU- and lower-case hex, in the table and in JSON.
     if grep -q " GPU-5ac1ce00-0000-4000-8000-000000000000 " "$T/out" && ! grep -qi "gpu-5ac1ce00.*gpu-" "$T/out" && ! grep -q "gpu-" "$T/out"; then
         ok "the table prints the UUID as GPU-…"; else bad "UUID form in the table"; cat "$T/out"; fi
@@ -442,11 +479,26 @@ assert 35 <= v['compute_used_percent'] <= 65 and v['compute_busy_seconds'] > 0.1
     stderr_has "warning: skipping .*gpuslice-0-1-junk.tenant"
     json_ok "the other tenants are still listed" "assert [t['name'] for t in d['tenants']] == ['itest-t']"
     rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-1-junk.tenant"
+    # Names that are not a tenant's file are not read: no ID, another prefix or suffix.
+    for n in gpuslice-.tenant gpuslice-0-3.tenantx xgpuslice-0-4.tenant gpuslice-0-5.tenan; do
+        head -c 4096 /dev/zero >"$GPUSLICE_RUN_DIR/$n"
+    done
+    expect 0 "files named otherwise are no tenants" -- "$GS" tenants --json --interval 0
+    json_ok "only the tenant is listed" "assert [t['name'] for t in d['tenants']] == ['itest-t'], d"
+    if [ -s "$T/err" ]; then bad "a file named otherwise was read"; cat "$T/err"; else ok "nothing said of them"; fi
+    rm -f "$GPUSLICE_RUN_DIR/gpuslice-.tenant" "$GPUSLICE_RUN_DIR/gpuslice-0-3.tenantx" "$GPUSLICE_RUN_DIR/xgpuslice-0-4.tenant" "$GPUSLICE_RUN_DIR/gpuslice-0-5.tenan"
     if [ "$(id -u)" != 0 ]; then
         cp "$f" "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"; chmod 000 "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
         expect 0 "an unreadable file is skipped" -- "$GS" tenants --json --interval 0
         if [ -s "$T/err" ]; then bad "unreadable file reported"; cat "$T/err"; else ok "silently"; fi
         rm -f "$GPUSLICE_RUN_DIR/gpuslice-0-2-unreadable.tenant"
+    elif command -v setpriv >/dev/null; then
+        # As root, another user lists: root's tenant (mode 0600) is root's to hide, silently.
+        chmod 755 "$T"
+        expect 0 "another user lists a directory holding root's tenant" -- setpriv --reuid=65534 --regid=65534 --clear-groups "$GS" tenants -q --json --interval 0
+        json_ok "root's tenant is not shown to nobody" "assert d == {'source': 'run-directory', 'tenants': []}, d"
+        if [ -s "$T/err" ]; then bad "another user's private file reported"; cat "$T/err"; else ok "silently"; fi
+        chmod 700 "$T"
     fi
     # Names come from files their owners write: control characters, C1 controls and bidi
     # overrides never reach the terminal raw, in the table, in JSON, nor in info's and set's text.
@@ -508,6 +560,25 @@ sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\x9b", b"\xe2\x80\xae", b"\xef
         echo "note: root without setpriv: unreadable directories not checked"
     fi
     [ "$(id -u)" = 0 ] && chmod 700 "$T"
+    # A zombie holds nothing: a member killed but not yet reaped by its parent (sleep, which
+    # never waits) is not listed, nor its memory charged, while gpuslice run still runs.
+    cat >"$T/zombie.sh" <<EOS
+"$IT" hold 268435456 "$T/release" 120 >"$T/z.out" & echo \$! >"$T/z.pid"
+exec sleep 60
+EOS
+    "$GS" run -q --name itest-zombie --memory 1G -- sh "$T/zombie.sh" >/dev/null 2>&1 &
+    BG=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/z.out" 2>/dev/null && break; sleep 0.05; done
+    zp=$(cat "$T/z.pid")
+    kill -9 "$zp"
+    for i in $(seq 100); do [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$zp/stat" 2>/dev/null)" = Z ] && break; sleep 0.05; done
+    if [ "$(awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$zp/stat" 2>/dev/null)" = Z ]; then ok "the member is a zombie"; else bad "the member is no zombie"; fi
+    expect 0 "tenants with a zombie member" -- "$GS" tenants --json --interval 0
+    json_ok "the zombie is no process of the tenant, and holds nothing" "
+t = [x for x in d['tenants'] if x['name'] == 'itest-zombie']
+assert len(t) == 1 and t[0]['pids'] == [] and t[0]['creator_pid'] == $BG, d
+assert [v['memory_used_bytes'] for v in t[0]['devices']] == [0], t"
+    kill $BG; wait $BG; BG=
     # Usage is what live processes hold. With gpuslice run SIGKILLed nobody reaps the dead:
     # a dead member's charge is not shown, and a tenant with no live process is not listed.
     cat >"$T/two.sh" <<EOS
@@ -541,7 +612,11 @@ assert 134217728 <= u < 268435456, u"
     expect 2 "tenants with an argument" -- "$GS" tenants extra; stderr_has "extra"
     expect 0 "tenants --help" -- "$GS" tenants --help ;;
 set)
-    holder itest-s 1G 268435456
+    # (holder's, held up to 300 s rather than 30: the case outlasts 30 s on a loaded machine)
+    "$GS" run -q --name itest-s --memory 1G -- "$IT" hold 268435456 "$T/release" 300 >"$T/holder.out" 2>&1 &
+    HOLDER=$!
+    for i in $(seq 100); do grep -q "^hold" "$T/holder.out" 2>/dev/null && break; sleep 0.05; done
+    if grep -q "^hold 268435456 -> 0" "$T/holder.out"; then ok "tenant itest-s holds 268435456 bytes"; else bad "holder did not start"; cat "$T/holder.out"; fi
     id=$(tenant_id itest-s)
     f="$GPUSLICE_RUN_DIR/gpuslice-$id.tenant"
     dev0() { python3 -c 'import json, sys; print(json.load(sys.stdin)["tenants"][0]["devices"][0][sys.argv[1]])' "$1" <"$T/out"; }
@@ -555,6 +630,12 @@ set)
     expect 0 "set ID --compute 40" -- "$GS" set "$id" --compute 40; stderr_has "compute ceiling 40%"
     look compute_limit_percent 40
     expect 0 "set PATH with an index entry" -- "$GS" set "$f" --compute 0:25
+    # What set says: the GPU's limits now, its class, and what GPUs it uses later get (an index
+    # entry changes only its GPU: the default stays 40%).
+    stderr_has "^gpuslice: $id (itest-s): GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit 2 GiB ([0-9]* MiB in use), compute ceiling 25%$"
+    stderr_has "^gpuslice: $id (itest-s): priority normal, weight 1$"
+    stderr_has "^gpuslice: $id (itest-s): GPUs it starts using from now on get memory limit 2 GiB, compute ceiling 40%$"
+    if [ "$(wc -l <"$T/err")" = 3 ]; then ok "three lines"; else bad "set said: $(cat "$T/err")"; fi
     look compute_limit_percent 25
     expect 0 "set --compute 100 removes the ceiling" -- "$GS" set itest-s --compute 100
     look compute_limit_percent None
@@ -563,7 +644,44 @@ set)
     expect 0 "set --compute none" -- "$GS" set itest-s --compute none
     look compute_limit_percent None
     expect 0 "set --memory none" -- "$GS" set itest-s --memory none
+    # No limit is never one the usage is above.
+    stderr_has "GPU 0 (GPU-5ac1ce00-0000-4000-8000-000000000000): memory limit none ([0-9]* MiB in use), compute ceiling none$"
+    stderr_has "GPUs it starts using from now on get memory limit none, compute ceiling none$"
+    if grep -q "above" "$T/err"; then bad "usage above no limit"; cat "$T/err"; else ok "no limit, no warning"; fi
     look memory_limit_bytes None
+    # "none" per device too (the usage's 0:none), in any case; a limit per device set and removed.
+    expect 0 "set --compute 0:30" -- "$GS" set -q itest-s --compute 0:30
+    look compute_limit_percent 30
+    expect 0 "set --compute 0:none" -- "$GS" set itest-s --compute 0:none
+    stderr_has "compute ceiling none$"
+    look compute_limit_percent None
+    expect 0 "set --memory 0:1G" -- "$GS" set -q itest-s --memory 0:1G
+    look memory_limit_bytes $G
+    expect 0 "set --memory GPU-…:NONE" -- "$GS" set -q itest-s --memory GPU-5ac1ce00-0000-4000-8000-000000000000:NONE
+    look memory_limit_bytes None
+    expect 0 "set --memory 0:1G,none: the GPU's entry wins over the bare one" -- "$GS" set -q itest-s --memory 0:1G,none
+    look memory_limit_bytes $G
+    expect 0 "set --memory none,0:none" -- "$GS" set -q itest-s --memory none,0:none
+    look memory_limit_bytes None
+    expect 2 "set --compute 0:none, (a trailing comma)" -- "$GS" set itest-s --compute 0:none,
+    stderr_has '^gpuslice: --compute: trailing comma in "0:none,"; none removes the limit$'
+    expect 2 "set --compute 0:nonex" -- "$GS" set itest-s --compute 0:nonex; stderr_has '"nonex"'
+    expect 2 "set --memory 0:" -- "$GS" set itest-s --memory 0:; stderr_has "--memory"
+    # The class and weight: 1 and 100 are the weight's ends.
+    expect 0 "set --priority background --weight 3" -- "$GS" set itest-s --priority background --weight 3
+    stderr_has "^gpuslice: $id (itest-s): priority background, weight 3$"
+    "$GS" tenants --json --interval 0 >"$T/out" 2>"$T/err"
+    json_ok "tenants shows the class and the weight" "t = d['tenants'][0]; assert (t['priority'], t['weight']) == ('background', 3), t"
+    expect 0 "tenants (table) with the class and the weight" -- "$GS" tenants --interval 0
+    if grep -Eq "^$id +itest-s .* background x3 +0 +GPU-" "$T/out"; then ok "the table: background x3"; else bad "the table's class"; cat "$T/out"; fi
+    expect 0 "set --weight 100" -- "$GS" set itest-s --weight 100; stderr_has "priority background, weight 100$"
+    expect 0 "set --priority latency --weight 1" -- "$GS" set itest-s --priority latency --weight 1; stderr_has "priority latency, weight 1$"
+    expect 2 "set --weight 0" -- "$GS" set itest-s --weight 0
+    stderr_has '^gpuslice: set: --weight: "0" is not a weight (use an integer from 1 to 100)$'
+    expect 2 "set --weight 101" -- "$GS" set itest-s --weight 101; stderr_has '"101" is not a weight'
+    expect 2 "set --priority urgent" -- "$GS" set itest-s --priority urgent
+    stderr_has '^gpuslice: set: --priority: "urgent" is not a priority class (use latency, normal or background)$'
+    expect 0 "set --priority normal" -- "$GS" set itest-s --priority normal; stderr_has "priority normal, weight 1$"
     expect 0 "set --json" -- "$GS" set -q itest-s --compute 35 --json
     json_ok "set --json prints the tenant as it now is" "
 assert len(d['tenants']) == 1, d
@@ -600,6 +718,15 @@ assert v['compute_used_percent'] is None and v['memory_limit_bytes'] is None, v"
     BG=$!
     for i in $(seq 100); do [ "$(ls "$GPUSLICE_RUN_DIR" | wc -l)" -ge 2 ] && break; sleep 0.05; done
     expect 1 "an ambiguous name" -- "$GS" set itest-s --memory 1G; stderr_has "$id"
+    # The second uses no GPU yet: a bare value is for the GPUs it will use, an index names none.
+    id2=$("$GS" tenants --json --interval 0 | python3 -c 'import json, sys; print([t["id"] for t in json.load(sys.stdin)["tenants"] if t["id"] != sys.argv[1]][0])' "$id")
+    expect 1 "an index entry for a tenant on no GPU" -- "$GS" set "$id2" --memory 0:1G
+    stderr_has "^gpuslice: set: --memory: the tenant uses no device with index 0 (it uses no GPU yet; give a bare value)$"
+    expect 0 "a bare value for a tenant on no GPU" -- "$GS" set "$id2" --memory 3G --compute 20
+    stderr_has "^gpuslice: $id2 (itest-s) uses no GPU yet$"
+    stderr_has "^gpuslice: $id2 (itest-s): GPUs it starts using from now on get memory limit 3 GiB, compute ceiling 20%$"
+    expect 0 "the memory alone" -- "$GS" set "$id2" --memory 2G
+    stderr_has "^gpuslice: $id2 (itest-s): GPUs it starts using from now on get memory limit 2 GiB, compute ceiling 20%$"
     expect 0 "an ID still works" -- "$GS" set "$id" --memory 1G
     kill $BG; wait $BG; BG=
     # Only the owner (or root) may set, and the owner is the file's: its header's owner_uid is
@@ -997,7 +1124,35 @@ cli_exec)
     expect 0 "exec foo.py runs the file itself" -- "$GS" exec -q "$T/foo.py" a b
     if [ "$(cat "$T/out")" = "direct a b" ]; then ok "exec foo.py did not go through Python"; else bad "exec foo.py printed: $(cat "$T/out")"; fi
     expect 0 "exec puts the program in a tenant" -- "$GS" exec -q --compute 30 -- sh -c 'test -n "$GPUSLICE_TENANT" && test "$GPUSLICE_COMPUTE_LIMIT" = 30'
+    # Each option's variable as given (they stay the limits of a process that leaves the tenant).
+    expect 0 "exec passes each option on in its variable" -- "$GS" exec -q -d 0 --memory 1G --compute 0:30 --priority background --weight 3 --sms 16 -- \
+        sh -c 'echo "$GPUSLICE_MEMORY_LIMIT|$GPUSLICE_COMPUTE_LIMIT|$GPUSLICE_PRIORITY|$GPUSLICE_WEIGHT|$GPUSLICE_SMS|$CUDA_VISIBLE_DEVICES|$CUDA_MPS_CLIENT_PRIORITY"'
+    if [ "$(cat "$T/out")" = "1G|0:30|background|3|16|0|1" ]; then ok "the variables: $(cat "$T/out")"; else bad "the variables: $(cat "$T/out")"; fi
+    CUDA_MPS_CLIENT_PRIORITY=0 expect 0 "a background tenant keeps the user's MPS client priority" -- "$GS" exec -q --priority background -- sh -c 'echo "$CUDA_MPS_CLIENT_PRIORITY"'
+    if [ "$(cat "$T/out")" = 0 ]; then ok "CUDA_MPS_CLIENT_PRIORITY=0 kept"; else bad "CUDA_MPS_CLIENT_PRIORITY=$(cat "$T/out")"; fi
+    expect 0 "a latency tenant is no below-normal MPS client" -- "$GS" exec -q --priority latency -- sh -c 'echo "${CUDA_MPS_CLIENT_PRIORITY-unset}|$GPUSLICE_PRIORITY"'
+    if [ "$(cat "$T/out")" = "unset|latency" ]; then ok "no MPS client priority"; else bad "latency: $(cat "$T/out")"; fi
     expect 0 "a CUDA program is limited under exec --memory" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
+    # The interposer is preloaded, and only where it is: GPUSLICE_PRELOAD_LIB naming no file is
+    # an error before anything starts (ld.so would ignore it, and the program run unlimited).
+    expect 0 "exec preloads the interposer beside the build's gpuslice" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$B/bin/../lib/libgpuslice.so" ]; then
+        ok "LD_PRELOAD=$(cat "$T/out")"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    GPUSLICE_PRELOAD_LIB="$T/none/libgpuslice.so" expect 1 "GPUSLICE_PRELOAD_LIB naming no file" -- "$GS" exec -q --memory 1G -- touch "$T/started"
+    stderr_has "cannot find the interposer libgpuslice.so ($T/none/libgpuslice.so: No such file or directory); set GPUSLICE_PRELOAD_LIB to its path"
+    if [ -e "$T/started" ]; then bad "the program ran without its interposer"; else ok "nothing started"; fi
+    cp "$LIB" "$T/copy.so"
+    GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "GPUSLICE_PRELOAD_LIB names the interposer" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so" ]; then ok "LD_PRELOAD=\$GPUSLICE_PRELOAD_LIB"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "a CUDA program is limited through it" -- "$GS" exec -q --memory 1G -- "$IT" limit $G
+    # The user's LD_PRELOAD is kept after it; an entry that is the interposer is not added twice.
+    LD_PRELOAD="$T/copy.so" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "the interposer on LD_PRELOAD already" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so" ]; then ok "LD_PRELOAD unchanged"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    LD_PRELOAD="$LIB $T/copy.so" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "the interposer listed second, after a space" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$LIB $T/copy.so" ]; then ok "LD_PRELOAD unchanged"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
+    cp "$LIB" "$T/copy.sox"
+    LD_PRELOAD="$T/copy.sox" GPUSLICE_PRELOAD_LIB="$T/copy.so" expect 0 "a library named like the interposer plus more is another" -- "$GS" exec -q -- sh -c 'echo "$LD_PRELOAD"'
+    if [ "$(cat "$T/out")" = "$T/copy.so:$T/copy.sox" ]; then ok "the interposer put first"; else bad "LD_PRELOAD was '$(cat "$T/out")'"; fi
     expect 2 "exec without a command" -- "$GS" exec --memory 1G; stderr_has "exec: no command given"
     expect 2 "exec with an unknown option" -- "$GS" exec --bogus -- true; stderr_has "exec: unknown option --bogus"
     expect 2 "exec --memory banana" -- "$GS" exec --memory banana -- touch "$T/started"; stderr_has "--memory"
@@ -1013,27 +1168,30 @@ cli_signals)
     # Python's send_signal, timeout -s INT stop it, and the status says it died of SIGINT
     # (130), as a shell's $? does. The program's SIGINT is the default one (not the ignored
     # one sh gives a background job).
-    for cmd in run exec; do
+    # Each signal a supervisor sends is passed on: SIGTERM (kill, timeout, systemd), SIGHUP,
+    # SIGUSR1 and SIGUSR2 too; the status is the program's death by it (128 + N).
+    for cs in run:INT:130 exec:INT:130 run:TERM:143 exec:TERM:143 run:HUP:129 exec:USR1:138 run:USR2:140; do
+        cmd=${cs%%:*} sig=${cs#*:} want=${sig#*:} sig=${sig%:*}
         rm -f "$T/started"
-        python3 - "$GS" "$cmd" "$T/started" >"$T/out" 2>"$T/err" <<'PY'
+        python3 - "$GS" "$cmd" "$T/started" "$sig" >"$T/out" 2>"$T/err" <<'PY'
 import os, signal, subprocess, sys, time
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-gs, cmd, started = sys.argv[1:]
+gs, cmd, started, sig = sys.argv[1:]
 p = subprocess.Popen([gs, cmd, "-q", "--", "sh", "-c", 'touch "$0"; exec sleep 30', started])
 end = time.time() + 20
 while not os.path.exists(started) and time.time() < end:
     time.sleep(0.05)
 t = time.time()
-p.send_signal(signal.SIGINT)
+p.send_signal(getattr(signal, "SIG" + sig))
 try:
     rc = p.wait(timeout=10)
 except subprocess.TimeoutExpired:
     p.kill()
-    rc = "none (still running 10 s after SIGINT)"
+    rc = "none (still running 10 s after SIG%s)" % sig
 print("status", rc, "after %.1f s" % (time.time() - t))
 PY
-        if grep -q "^status 130 " "$T/out"; then ok "$cmd: a supervisor's SIGINT stops the program: $(cat "$T/out")"
-        else bad "$cmd: SIGINT to gpuslice $cmd: $(cat "$T/out")"; cat "$T/err"; fi
+        if grep -q "^status $want " "$T/out"; then ok "$cmd: a supervisor's SIG$sig stops the program: $(cat "$T/out")"
+        else bad "$cmd: SIG$sig to gpuslice $cmd: $(cat "$T/out"), want status $want"; cat "$T/err"; fi
     done
     expect 130 "timeout --foreground -s INT: the program died of SIGINT" -- \
         timeout --foreground --preserve-status -s INT 1 "$GS" run -q -- python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)'
@@ -1086,10 +1244,20 @@ cli_torch)
     unset PYTHONPATH
     expect 0 "run puts the hook's directory on an unset PYTHONPATH" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
     if [ -n "$HOOK" ] && [ "$(cat "$T/out")" = "$HOOK" ]; then ok "PYTHONPATH=$HOOK, no empty entry"; else bad "PYTHONPATH was '$(cat "$T/out")', want '$HOOK'"; fi
+    # Set but empty is as unset: "HOOK:" would end in an empty entry, the current directory.
+    PYTHONPATH= expect 0 "run with PYTHONPATH set but empty" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ -n "$HOOK" ] && [ "$(cat "$T/out")" = "$HOOK" ]; then ok "an empty PYTHONPATH: $HOOK alone"; else bad "an empty PYTHONPATH became '$(cat "$T/out")', want '$HOOK'"; fi
     PYTHONPATH="/a:/b" expect 0 "exec keeps the user's PYTHONPATH after it" -- "$GS" exec -q -- sh -c 'echo "$PYTHONPATH"'
     if [ "$(cat "$T/out")" = "$HOOK:/a:/b" ]; then ok "PYTHONPATH=$HOOK:/a:/b"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
     PYTHONPATH="$HOOK:/a" expect 0 "nested: the hook is not added twice" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
     if [ "$(cat "$T/out")" = "$HOOK:/a" ]; then ok "PYTHONPATH unchanged"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    PYTHONPATH="$HOOK" expect 0 "nested: the hook alone is not added twice" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK" ]; then ok "PYTHONPATH unchanged"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    # Only the whole entry is the hook: a directory whose name begins with its path is another.
+    PYTHONPATH="${HOOK}x:/a" expect 0 "a directory named like the hook plus more is another" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:${HOOK}x:/a" ]; then ok "the hook put before it"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
+    PYTHONPATH="/a:$HOOK" expect 0 "the hook later on PYTHONPATH is put first" -- "$GS" run -q -- sh -c 'echo "$PYTHONPATH"'
+    if [ "$(cat "$T/out")" = "$HOOK:/a:$HOOK" ]; then ok "the hook first"; else bad "PYTHONPATH was '$(cat "$T/out")'"; fi
     for c in run exec; do
         PYTHONPATH="/a" expect 0 "$c --no-torch-priority leaves PYTHONPATH alone" -- "$GS" $c -q --no-torch-priority -- sh -c 'echo "$PYTHONPATH"'
         if [ "$(cat "$T/out")" = "/a" ]; then ok "$c --no-torch-priority: PYTHONPATH=/a"; else bad "$c --no-torch-priority: PYTHONPATH was '$(cat "$T/out")'"; fi

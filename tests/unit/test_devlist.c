@@ -41,6 +41,16 @@ static void test_device_list_table(void **state)
         { { "0", "0" }, NULL, NULL, "given twice" },
         { { "gpu-a,GPU-A" }, NULL, NULL, "given twice" },
         { { "0,1" }, "2,2", NULL, "given twice" },
+        /* One entry a prefix of another is two GPUs, either way round. */
+        { { "10,1" }, NULL, "10,1", NULL },
+        { { "1,10" }, NULL, "1,10", NULL },
+        { { "1", "10" }, NULL, "1,10", NULL },
+        { { "GPU-ab,GPU-abc" }, NULL, "GPU-ab,GPU-abc", NULL },
+        { { "GPU-abc,GPU-ab" }, NULL, "GPU-abc,GPU-ab", NULL },
+        { { "0,1" }, "GPU-a,GPU-ab", "GPU-a,GPU-ab", NULL },
+        { { "1,0" }, "GPU-a,GPU-ab", "GPU-ab,GPU-a", NULL },
+        { { "3" }, "0,1,2,3", "3", NULL },
+        { { "0" }, "7", "7", NULL },
         { { "" }, NULL, NULL, "empty entry" },
         { { "0," }, NULL, NULL, "empty entry" },
         { { ",0" }, NULL, NULL, "empty entry" },
@@ -80,6 +90,66 @@ static void test_device_list_table(void **state)
     }
 }
 
+/* Each refusal, word for word: it names the entry as given and what is accepted. */
+#define ACCEPTED                                                                                   \
+    "use indexes such as 0 or UUIDs such as GPU-5ac1ce00-0000-4000-8000-000000000000, separated "  \
+    "by commas"
+static void test_device_list_messages(void **state)
+{
+    static const struct devlist_case cases[] = {
+        { { "0,00" }, NULL, NULL, "--device: \"00\" is given twice" },
+        { { "1,GPU-a,gpu-A" }, NULL, NULL, "--device: \"gpu-A\" is given twice" },
+        { { "0,1" }, "5,5", NULL, "--device: \"1\" is given twice" },
+        { { "65536" }, NULL, NULL, "--device: index 65536 is too large (at most 65535)" },
+        { { "4" },
+          "0,1,2,3",
+          NULL,
+          "--device: index 4 is not among the 4 device(s) of CUDA_VISIBLE_DEVICES=\"0,1,2,3\" "
+          "(use 0..3, or a UUID)" },
+        { { "0" },
+          "",
+          NULL,
+          "--device: index 0: CUDA_VISIBLE_DEVICES is empty, so there is no device to pick (use a "
+          "UUID, or unset it)" },
+        { { "2" },
+          "0,1,,3",
+          NULL,
+          "--device: index 2 picks an empty entry of CUDA_VISIBLE_DEVICES=\"0,1,,3\" (fix it, or "
+          "use a UUID)" },
+        { { "0,," }, NULL, NULL, "--device: \"0,,\" has an empty entry (" ACCEPTED ")" },
+        { { "1,-2" },
+          NULL,
+          NULL,
+          "--device: \"-2\" is negative (indexes start at 0; " ACCEPTED ")" },
+        { { "0,x1" }, NULL, NULL, "--device: \"x1\" is not a device (" ACCEPTED ")" },
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct devlist_case *c = &cases[i];
+        char *args[3], *out = NULL, err[512] = "";
+        int n = 0;
+
+        while (n < 3 && c->args[n])
+            args[n] = (char *)c->args[n], n++;
+        assert_int_equal(gs_device_list(args, n, c->visible, &out, err, sizeof(err)), -EINVAL);
+        assert_null(out);
+        assert_string_equal(err, c->message);
+    }
+}
+
+/* The entries of a list, as CUDA_VISIBLE_DEVICES counts them. */
+static void test_device_list_count(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_device_list_count(""), 0);
+    assert_int_equal(gs_device_list_count("0"), 1);
+    assert_int_equal(gs_device_list_count("0,1"), 2);
+    assert_int_equal(gs_device_list_count("0,,1"), 3);
+    assert_int_equal(gs_device_list_count(","), 2);
+}
+
 /* Many indexes picking a long entry of CUDA_VISIBLE_DEVICES: the result is sized right. */
 static void test_device_list_expands_within_its_buffer(void **state)
 {
@@ -103,6 +173,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_list_table),
+        cmocka_unit_test(test_device_list_messages),
+        cmocka_unit_test(test_device_list_count),
         cmocka_unit_test(test_device_list_expands_within_its_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,7 @@
-/* Parsers of outside input: sizes, limit lists, vgpu.rs JSON, HAMi variables. */
+/*
+ * Parsers of outside input: sizes, limit lists, vgpu.rs JSON, HAMi variables; the UTF-8
+ * decoder and escaping of text anyone may have chosen; what /proc says of a process.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -6,12 +9,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/config.h"
 #include "common/parse.h"
+#include "common/proc.h"
+#include "common/text.h"
 #include "gpuslice/tenant_abi.h"
 
 struct size_case {
@@ -805,6 +813,309 @@ static void test_shared_cache_path(void **state)
     }
 }
 
+/* UTF-8 as RFC 3629 has it: each lead byte's range, both ends, and what is refused. */
+struct utf8_case {
+    const char *in;
+    size_t n;    /* bytes offered */
+    size_t want; /* the sequence's length, 0 when refused */
+    uint32_t cp;
+};
+
+static void test_utf8_len_table(void **state)
+{
+    static const struct utf8_case cases[] = {
+        { "A", 1, 1, 0x41 },
+        { "\x7f", 1, 1, 0x7f },
+        { "\x80", 1, 0, 0 }, /* a continuation byte alone */
+        { "\xbf", 1, 0, 0 },
+        { "\xc0\x80", 2, 0, 0 }, /* overlong 2-byte forms */
+        { "\xc1\xbf", 2, 0, 0 },
+        { "\xc2\x80", 2, 2, 0x80 }, /* the first 2-byte code point */
+        { "\xc2\x9b", 2, 2, 0x9b },
+        { "\xc3\xa9", 2, 2, 0xe9 },
+        { "\xdf\xbf", 2, 2, 0x7ff }, /* the last */
+        { "\xc2\x7f", 2, 0, 0 },     /* a continuation out of range */
+        { "\xc2\xc0", 2, 0, 0 },
+        { "\xc2", 1, 0, 0 },         /* truncated */
+        { "\xe0\x9f\xbf", 3, 0, 0 }, /* overlong 3-byte */
+        { "\xe0\xa0\x80", 3, 3, 0x800 },
+        { "\xe1\x80\x80", 3, 3, 0x1000 },
+        { "\xe2\x80\xae", 3, 3, 0x202e },
+        { "\xec\xbf\xbf", 3, 3, 0xcfff },
+        { "\xed\x80\x80", 3, 3, 0xd000 },
+        { "\xed\x9f\xbf", 3, 3, 0xd7ff }, /* the last before the surrogates */
+        { "\xed\xa0\x80", 3, 0, 0 },      /* surrogates: U+D800 */
+        { "\xed\xbf\xbf", 3, 0, 0 },      /* U+DFFF */
+        { "\xee\x80\x80", 3, 3, 0xe000 }, /* the first after them */
+        { "\xef\xbb\xbf", 3, 3, 0xfeff },
+        { "\xef\xbf\xbf", 3, 3, 0xffff },
+        { "\xe2\x80\x41", 3, 0, 0 }, /* a third byte that continues nothing */
+        { "\xe2\x80\xc0", 3, 0, 0 },
+        { "\xe2\x80\xae", 2, 0, 0 },     /* truncated */
+        { "\xf0\x8f\xbf\xbf", 4, 0, 0 }, /* overlong 4-byte */
+        { "\xf0\x90\x80\x80", 4, 4, 0x10000 },
+        { "\xf0\x9f\x98\x80", 4, 4, 0x1f600 },
+        { "\xf3\xbf\xbf\xbf", 4, 4, 0xfffff },
+        { "\xf4\x80\x80\x80", 4, 4, 0x100000 },
+        { "\xf4\x8f\xbf\xbf", 4, 4, 0x10ffff }, /* the last code point */
+        { "\xf4\x90\x80\x80", 4, 0, 0 },        /* beyond it */
+        { "\xf5\x80\x80\x80", 4, 0, 0 },
+        { "\xff", 1, 0, 0 },
+        { "\xf0\x9f\x98\x41", 4, 0, 0 },
+        { "\xf0\x9f\x41\x80", 4, 0, 0 },
+        { "\xf0\x9f\x98", 3, 0, 0 },
+        { "\xc3\xa9zz", 4, 2, 0xe9 }, /* only the first sequence */
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint32_t cp = 0xdeadbeef;
+        size_t got = gs_utf8_len((const unsigned char *)cases[i].in, cases[i].n, &cp);
+
+        if (got != cases[i].want || (got && cp != cases[i].cp))
+            fail_msg("case %zu: length %zu (U+%04X), want %zu (U+%04X)", i, got, (unsigned)cp,
+                     cases[i].want, (unsigned)cases[i].cp);
+    }
+    assert_int_equal(gs_utf8_len((const unsigned char *)"A", 0, NULL), 0);
+}
+
+/* The code points kept from a terminal: each range's first and last, and their neighbours. */
+static void test_text_control_ranges(void **state)
+{
+    static const uint32_t controls[] = { 0x00,   0x1b,   0x1f,   0x7f,   0x80,
+                                         0x9b,   0x9f,   0x061c, 0x200b, 0x200f,
+                                         0x2028, 0x202e, 0x2066, 0x2069, 0xfeff };
+    static const uint32_t printable[] = { 0x20,   0x41,   0x7e,   0xa0,   0xe9,   0x061b,
+                                          0x061d, 0x200a, 0x2010, 0x2027, 0x202f, 0x2065,
+                                          0x206a, 0xfefe, 0xff00, 0x1f600 };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(controls) / sizeof(controls[0]); i++)
+        if (!gs_text_is_control(controls[i]))
+            fail_msg("U+%04X is not taken for a control", (unsigned)controls[i]);
+    for (i = 0; i < sizeof(printable) / sizeof(printable[0]); i++)
+        if (gs_text_is_control(printable[i]))
+            fail_msg("U+%04X is taken for a control", (unsigned)printable[i]);
+}
+
+struct text_case {
+    const char *in;
+    size_t n;
+    const char *safe; /* gs_text_safe */
+    const char *json; /* gs_json_string */
+};
+
+static void test_text_safe_and_json_string(void **state)
+{
+    static const struct text_case cases[] = {
+        { "plain-name_1.0", 14, "plain-name_1.0", "\"plain-name_1.0\"" },
+        { "a\\b\"c", 5, "a\\\\b\"c", "\"a\\\\b\\\"c\"" },
+        { "t\tn\nr\r", 6, "t\\x09n\\x0ar\\x0d", "\"t\\tn\\nr\\r\"" },
+        { "\x01\x1b[2J\x1f", 6, "\\x01\\x1b[2J\\x1f", "\"\\u0001\\u001b[2J\\u001f\"" },
+        { "~\x7f", 2, "~\\x7f", "\"~\\u007f\"" },
+        { "\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0", 8, "\\u0080\\u009b\\u009f\xc2\xa0",
+          "\"\\u0080\\u009b\\u009f\xc2\xa0\"" },
+        { "\xd8\x9c\xe2\x80\x8b\xe2\x80\x8f\xe2\x80\xa8\xe2\x80\xae\xe2\x81\xa6\xe2\x81\xa9", 20,
+          "\\u061c\\u200b\\u200f\\u2028\\u202e\\u2066\\u2069",
+          "\"\\u061c\\u200b\\u200f\\u2028\\u202e\\u2066\\u2069\"" },
+        { "\xef\xbb\xbfx", 4, "\\ufeffx", "\"\\ufeffx\"" },
+        { "caf\xc3\xa9 \xf0\x9f\x98\x80", 10, "caf\xc3\xa9 \xf0\x9f\x98\x80",
+          "\"caf\xc3\xa9 \xf0\x9f\x98\x80\"" },
+        { "\x9b\xff", 2, "\\x9b\\xff", "\"\\ufffd\\ufffd\"" },
+        /* Encoded surrogates and overlong forms are no UTF-8: escaped byte by byte. */
+        { "\xed\xa0\x80!", 4, "\\xed\\xa0\\x80!", "\"\\ufffd\\ufffd\\ufffd!\"" },
+        { "\xc0\xaf", 2, "\\xc0\\xaf", "\"\\ufffd\\ufffd\"" },
+        { "\xe2\x80", 2, "\\xe2\\x80", "\"\\ufffd\\ufffd\"" },
+        { "a\0b", 3, "a\\x00b", "\"a\\u0000b\"" },
+    };
+    char out[256], *buf;
+    size_t i, len;
+    FILE *f;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gs_text_safe(out, sizeof(out), cases[i].in, cases[i].n);
+        if (strcmp(out, cases[i].safe) != 0)
+            fail_msg("case %zu: gs_text_safe gave \"%s\", want \"%s\"", i, out, cases[i].safe);
+        assert_non_null(f = open_memstream(&buf, &len));
+        gs_json_string(f, cases[i].in, cases[i].n);
+        fclose(f);
+        if (strcmp(buf, cases[i].json) != 0)
+            fail_msg("case %zu: gs_json_string gave %s, want %s", i, buf, cases[i].json);
+        free(buf);
+    }
+}
+
+/* gs_text_safe stops at the last whole character that fits, and GS_TEXT_LEN(n) is enough. */
+static void test_text_safe_bounds(void **state)
+{
+    char out[GS_TEXT_LEN(64)], in[64];
+
+    (void)state;
+    gs_text_safe(out, 4, "abc", 3);
+    assert_string_equal(out, "abc");
+    gs_text_safe(out, 3, "abc", 3);
+    assert_string_equal(out, "ab");
+    gs_text_safe(out, 6, "ab\x1b", 3);
+    assert_string_equal(out, "ab"); /* "\x1b" would need 4 more, and a NUL */
+    gs_text_safe(out, 7, "ab\x1b", 3);
+    assert_string_equal(out, "ab\\x1b");
+    gs_text_safe(out, 3, "\xc3\xa9\xc3\xa9", 4);
+    assert_string_equal(out, "\xc3\xa9"); /* never half a character */
+    gs_text_safe(out, 2, "\xc3\xa9", 2);
+    assert_string_equal(out, "");
+    gs_text_safe(out, 4, "a\\b", 3);
+    assert_string_equal(out, "a\\\\");
+    out[0] = 'x';
+    gs_text_safe(out, 0, "abc", 3); /* no room at all: nothing written */
+    assert_int_equal(out[0], 'x');
+    gs_text_safe(out, sizeof(out), "abc", 1);
+    assert_string_equal(out, "a");
+    memset(in, 0xff, sizeof(in)); /* the worst case: 4 characters a byte */
+    gs_text_safe(out, sizeof(out), in, sizeof(in));
+    assert_int_equal(strlen(out), 4 * sizeof(in));
+    memset(in, 0x1b, sizeof(in));
+    gs_text_safe(out, sizeof(out), in, sizeof(in));
+    assert_int_equal(strlen(out), 4 * sizeof(in));
+}
+
+/* A fake /proc entry: stat's line, status's text and the PID namespace link, as given. */
+static void proc_entry(const char *root, const char *name, const char *stat, const char *status,
+                       const char *ns)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/%s/ns", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/%s/stat", root, name);
+    assert_non_null(f = fopen(path, "w"));
+    fputs(stat, f);
+    fclose(f);
+    if (status) {
+        snprintf(path, sizeof(path), "%s/%s/status", root, name);
+        assert_non_null(f = fopen(path, "w"));
+        fputs(status, f);
+        fclose(f);
+    }
+    if (ns) {
+        snprintf(path, sizeof(path), "%s/%s/ns/pid", root, name);
+        unlink(path);
+        assert_int_equal(symlink(ns, path), 0);
+    }
+}
+
+/*
+ * /proc/PID/stat: the start time is field 22 and the parent field 4, counted after the last
+ * ')' (a command name may hold spaces, parentheses and a fake state); a zombie or a dead
+ * process has no start time. NSpid's last field is the innermost PID; the namespace is the
+ * link's inode.
+ */
+static void test_proc_fields(void **state)
+{
+    /* Fields 3..22 with values that tell every field apart: ppid 4004, start time 22022. */
+    static const char tail[] = "4004 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22022 23 24\n";
+    char root[] = "/tmp/gs-test-proc-XXXXXX", line[256], groups[12000], cmd[64];
+    size_t at;
+    int g;
+
+    (void)state;
+    assert_non_null(mkdtemp(root));
+    snprintf(line, sizeof(line), "101 (sleep) S %s", tail);
+    proc_entry(root, "101", line, "Name:\tsleep\nNSpid:\t101\n", "pid:[4026531836]");
+    snprintf(line, sizeof(line), "102 (a) Z (b) R %s", tail); /* the name "a) Z (b" */
+    proc_entry(root, "102", line, "Name:\ta) Z (b\nNSpid:\t102\t7\n", "pid:[4026532100]");
+    snprintf(line, sizeof(line), "103 (z) Z %s", tail);
+    proc_entry(root, "103", line, NULL, NULL);
+    snprintf(line, sizeof(line), "104 (x) X %s", tail);
+    proc_entry(root, "104", line, NULL, NULL);
+    /* A start time of 0 (a process started at boot) is still a live process's. */
+    proc_entry(root, "105", "105 (init) S 0 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 0 23\n",
+               "Name:\tinit\nNSpid:\t1\t2\t3\n", "pid:[0]");
+    /* Too few fields: no start time. */
+    proc_entry(root, "106", "106 (short) S 1 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21\n",
+               "Name:\tshort\nNSpid:\n", "pid:[4294967296]");
+    proc_entry(root, "107", "107 (t) T 2147483648 5\n", "Name:\tt\n", "net:[4026531840]");
+    /* A long Groups: line before NSpid (the whole file is read). */
+    at = (size_t)snprintf(groups, sizeof(groups), "Name:\tbig\nGroups:\t");
+    for (g = 0; g < 2000 && at < sizeof(groups) - 64; g++)
+        at += (size_t)snprintf(groups + at, sizeof(groups) - at, "%d ", 100000 + g);
+    snprintf(groups + at, sizeof(groups) - at, "\nNSpid:\t108\t42\nNSpgid:\t1\n");
+    snprintf(line, sizeof(line), "108 (big) S %s", tail);
+    proc_entry(root, "108", line, groups, "pid:[4026532100]");
+    gs_proc_set_root(root);
+
+    assert_int_equal(gs_proc_start_time(101), 22022);
+    assert_int_equal(gs_proc_parent(101), 4004);
+    assert_int_equal(gs_proc_inner_pid(101), 101);
+    assert_int_equal(gs_proc_pid_ns(101), 4026531836u);
+    assert_int_equal(gs_proc_start_time(102), 22022); /* state R, after the real ')' */
+    assert_int_equal(gs_proc_parent(102), 4004);
+    assert_int_equal(gs_proc_inner_pid(102), 7);
+    assert_int_equal(gs_proc_pid_ns(102), 4026532100u);
+    assert_int_equal(gs_proc_start_time(103), 0); /* a zombie */
+    assert_int_equal(gs_proc_start_time(104), 0); /* dead */
+    assert_int_equal(gs_proc_parent(103), 4004);  /* a zombie still has its parent */
+    assert_int_equal(gs_proc_start_time(105), 1);
+    assert_int_equal(gs_proc_parent(105), 0);
+    assert_int_equal(gs_proc_inner_pid(105), 3);
+    assert_int_equal(gs_proc_pid_ns(105), 0);
+    assert_int_equal(gs_proc_start_time(106), 0);
+    assert_int_equal(gs_proc_inner_pid(106), 0);
+    assert_int_equal(gs_proc_pid_ns(106), 0); /* no inode beyond 32 bits */
+    assert_int_equal(gs_proc_parent(107), 0); /* no PID beyond 31 bits */
+    assert_int_equal(gs_proc_inner_pid(107), 0);
+    assert_int_equal(gs_proc_pid_ns(107), 0); /* another kind of namespace */
+    assert_int_equal(gs_proc_inner_pid(108), 42);
+    assert_int_equal(gs_proc_start_time(109), 0); /* no such process */
+    assert_int_equal(gs_proc_parent(109), 0);
+    assert_int_equal(gs_proc_inner_pid(109), 0);
+    assert_int_equal(gs_proc_pid_ns(109), 0);
+    assert_int_equal(gs_proc_start_time(0), 0);
+    assert_int_equal(gs_proc_start_time(-1), 0);
+
+    /* Whether PID is the process known by namespace, inner PID and start time. */
+    assert_int_equal(gs_proc_is(102, 4026532100u, 7, 22022), 1);
+    assert_int_equal(gs_proc_is(102, 4026532100u, 7, 22023), 0); /* the PID recycled */
+    assert_int_equal(gs_proc_is(102, 4026532100u, 8, 22022), 0); /* another inner PID */
+    assert_int_equal(gs_proc_is(102, 4026532101u, 7, 22022), 0); /* another namespace */
+    assert_int_equal(gs_proc_is(103, 4026532100u, 7, 22022), 0); /* a zombie is gone */
+    assert_int_equal(gs_proc_is(105, 4026532100u, 3, 1), -1);    /* no namespace shown */
+    assert_int_equal(gs_proc_is(0, 4026532100u, 7, 22022), 0);
+    /* Found by namespace and inner PID among all of them, and the hint tried first. */
+    assert_int_equal(gs_proc_find(4026532100u, 42, 22022, 0), 108);
+    assert_int_equal(gs_proc_find(4026532100u, 7, 22022, 102), 102);
+    assert_int_equal(gs_proc_find(4026532100u, 7, 22022, 101), 102);
+    assert_int_equal(gs_proc_find(4026532100u, 9, 22022, 0), 0);
+
+    gs_proc_set_root(NULL);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* gs_read_text: at most len - 1 bytes, always terminated; -1 for a file that cannot be read. */
+static void test_read_text_bounds(void **state)
+{
+    char path[] = "/tmp/gs-test-read-XXXXXX", buf[8];
+    int fd;
+
+    (void)state;
+    assert_true((fd = mkstemp(path)) >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    close(fd);
+    memset(buf, 'x', sizeof(buf));
+    assert_int_equal(gs_read_text(path, buf, sizeof(buf)), 7);
+    assert_string_equal(buf, "0123456");
+    assert_int_equal(gs_read_text(path, buf, 2), 1);
+    assert_string_equal(buf, "0");
+    unlink(path);
+    assert_int_equal(gs_read_text(path, buf, sizeof(buf)), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -832,6 +1143,12 @@ int main(void)
         cmocka_unit_test(test_priority_and_weight),
         cmocka_unit_test(test_shared_cache_path),
         cmocka_unit_test(test_range_ends_accepted_one_past_refused),
+        cmocka_unit_test(test_utf8_len_table),
+        cmocka_unit_test(test_text_control_ranges),
+        cmocka_unit_test(test_text_safe_and_json_string),
+        cmocka_unit_test(test_text_safe_bounds),
+        cmocka_unit_test(test_proc_fields),
+        cmocka_unit_test(test_read_text_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
