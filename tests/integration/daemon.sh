@@ -104,6 +104,10 @@ daemon_api)
     want 200 "a device by UUID, any case" GET /v1/devices/gpu-5AC1CE00-0000-4000-8000-000000000000
     want 404 "no device 3" GET /v1/devices/3
     err_code not_found
+    body_has 'no GPU \\"3\\" on this node (give an NVML index 0..0 or a UUID)'
+    want 404 "an empty segment where a name goes" GET /v1/tenants/
+    want 404 "a segment past a route" GET /v1/tenants/x/processes/y
+    body_has 'no such endpoint: /v1/tenants/x/processes/y'
     want 404 "an unknown path" GET /v2/nothing
     want 405 "a method a path does not take" PUT /v1/tenants
     body_has "allowed: GET, POST"
@@ -340,7 +344,9 @@ PYEOF
     want 400 "PATCH with nothing" PATCH /v1/tenants/train '{}'
     want 200 "its processes (none)" GET /v1/tenants/train/processes
     body_has '"processes":\[\]'
-    want 204 "DELETE a tenant without processes" DELETE /v1/tenants/per-dev
+    want 400 "DELETE with force=no" DELETE '/v1/tenants/per-dev?force=no'
+    body_has 'force: \\"no\\" is not true or false'
+    want 204 "DELETE a tenant without processes (force=false)" DELETE '/v1/tenants/per-dev?force=false'
     want 404 "and it is gone" GET /v1/tenants/per-dev
     # The daemon still answers after all of it.
     want 200 "still healthy" GET /healthz
@@ -389,6 +395,18 @@ daemon_managed)
     sleep 0.4
     want 200 "the tenant while a process runs" GET /v1/tenants/job
     jq_py 'assert d["processes"]==1 and d["devices"][0]["memory_used_bytes"]>=400<<20 and d["devices"][0]["allocations_refused"]>=1, d' && ok "its process, usage and refusals" || { bad "usage"; cat "$T/body"; }
+    cp "$T/body" "$T/job.json"
+    want 200 "its processes while one runs" GET /v1/tenants/job/processes
+    python3 - "$T/job.json" "$T/body" <<'PYEOF' && ok "its one live process: its PID (in the daemon's namespace and its own), its memory on the GPU" || { bad "the processes of job"; cat "$T/job.json" "$T/body"; }
+import json, os, sys
+t = json.load(open(sys.argv[1]))
+p = json.load(open(sys.argv[2]))["processes"]
+u = t["devices"][0]["uuid"]
+assert len(p) == 1 and t["pids"] == [p[0]["pid"]], (t["pids"], p)
+x = p[0]
+assert x["pid_in_namespace"] == x["pid"] and x["pid_namespace"] == os.stat("/proc/self/ns/pid").st_ino, x
+assert list(x["memory_bytes"]) == [u] and 400 << 20 <= x["memory_bytes"][u] <= t["devices"][0]["memory_used_bytes"], x
+PYEOF
     want 409 "DELETE while a process runs" DELETE /v1/tenants/job
     err_code conflict
     # tenants and info ask the daemon: its managed tenant, a named one with no process yet,
@@ -456,7 +474,8 @@ PYEOF
     # has read the files anew, so compute use is still measured (twice: a reading that happened
     # to straddle a sweep would pass without the re-read).
     start_daemon --sweep-ms 600 || exit 1
-    "$GS" run --compute 50 -- "$B/tests/compute_load" stream 3 500 >/dev/null 2>&1 &
+    # (The load runs until both readings are done, however slow the host: stopped then.)
+    "$GS" run --compute 50 -- "$B/tests/compute_load" stream 20 500 >/dev/null 2>&1 &
     P4=$!
     BG="$BG $P4"
     sleep 0.8
@@ -464,7 +483,7 @@ PYEOF
         expect 0 "tenants --json --interval 0.05 under a 600 ms sweep ($k)" -- "$GS" tenants --json --interval 0.05
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); u=[x["compute_used_percent"] for t in d["tenants"] for x in t["devices"] if x["compute_limit_percent"]==50]; assert d["source"]=="gpusliced" and len(u)==1 and u[0] is not None and 10<=u[0]<=65, d' "$T/out" && ok "compute use measured across the sweeps of the daemon" || { bad "no compute use under a long sweep"; cat "$T/out"; }
     done
-    wait $P4
+    kill "$P4" 2>/dev/null; wait $P4
     stop_daemon ;;
 daemon_restart)
     start_daemon || exit 1
@@ -1502,7 +1521,7 @@ daemon_authz)
     r_patch 200 "its weight as it is (1)" '{"weight":1}'
     r_patch 200 "the same memory, and compute as it is" '{"memory":"1G","compute":50}'
     r_patch 200 "GPU 0 lowered by its index, the default raised (no other GPU)" '{"memory":{"0":"768M","default":"2G"}}'
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50, g' "$T/nobody/body" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; u=g["uuid"]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50 and d["limits"]=={"memory":{"default":2<<30,u:768<<20},"compute":{"default":50,u:50}}, d' "$T/nobody/body" &&
         ok "the answer: nobody's run held to 768 MiB and 50 % on GPU 0 (its file read again, not the sweep's copy)" || { bad "nobody's run's limits in the answer"; cat "$T/nobody/body"; }
     touch "$T/nobody/go"; wait "$RN" ;;
 daemon_authz_keys)
