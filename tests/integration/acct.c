@@ -530,6 +530,16 @@ static int run(const char *c)
               (unsigned long long)tenant_free());
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
     } else if (strcmp(c, "small") == 0) {
+        /* With room for two pages, two 1 MiB requests in one page are charged that page alone. */
+        leave(4 * MiB);
+        admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&p, MiB));
+        admitted("cuMemAlloc(1 MiB) into the same page", cuMemAlloc_v2(&q, MiB));
+        CHECK(tenant_free() == 2 * MiB, "two 1 MiB in one page: free %llu, want 2 MiB",
+              (unsigned long long)tenant_free());
+        agree("one page of two small allocations, another page free");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS && cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 4 * MiB, "the page is given back: free %llu",
+              (unsigned long long)tenant_free());
         /* A 2 MiB page is left: two 1 MiB requests share it, a third needs another page. */
         leave(2 * MiB);
         admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&p, MiB));
