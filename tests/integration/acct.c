@@ -497,6 +497,78 @@ static void *ptsz_racer(void *arg)
     return NULL;
 }
 
+/* The file PREFIX.what, for the processes of footprint_known. */
+static const char *mark_path(const char *prefix, const char *what)
+{
+    static char paths[4][96];
+    static int next;
+    char *p = paths[next++ % 4];
+
+    snprintf(p, sizeof(paths[0]), "%s.%s", prefix, what);
+    return p;
+}
+
+static void mark(const char *path)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f)
+        fclose(f);
+}
+
+/*
+ * The child's part of footprint_known, without the interposer: another process on the device
+ * (another tenant's) makes its context (then the file PREFIX.ready), allocates 256 MiB once
+ * PREFIX.go exists (then PREFIX.done), and holds its memory until PREFIX.end exists.
+ */
+static int other_process(const char *prefix)
+{
+    CUcontext c;
+    CUdeviceptr p;
+    int i;
+
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(c) != CUDA_SUCCESS)
+        return 1;
+    mark(mark_path(prefix, "ready"));
+    for (i = 0; i < 30000 && access(mark_path(prefix, "go"), F_OK) != 0; i++)
+        usleep(1000);
+    if (cuMemAlloc_v2(&p, 256 * MiB) != CUDA_SUCCESS)
+        return 1;
+    mark(mark_path(prefix, "done"));
+    for (i = 0; i < 30000 && access(mark_path(prefix, "end"), F_OK) != 0; i++)
+        usleep(1000);
+    return 0;
+}
+
+/*
+ * The second process of footprint_known, of the tenant (the interposer inherited): its context
+ * is made while the other process allocates (PREFIX.done exists once it has); the tenant's
+ * use must then be two footprints of the first process's measure, each want bytes.
+ */
+static int second_process(const char *prefix, uint64_t want)
+{
+    size_t f = 0, t = 0;
+    int landed;
+
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        printf("FAIL: the second process has no context\n");
+        return 1;
+    }
+    landed = access(mark_path(prefix, "done"), F_OK) == 0;
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo");
+    printf("second process: the other's 256 MiB %s during its context's creation; the tenant "
+           "uses %zu, want %llu\n",
+           landed ? "landed" : "did not land", t - f, (unsigned long long)(2 * want));
+    CHECK(landed, "the other process's allocation did not land while the context was made");
+    CHECK(t - f == 2 * want,
+          "two contexts of %llu each: the tenant uses %zu (a footprint measured across another "
+          "process's allocation)",
+          (unsigned long long)want, t - f);
+    return check_fail;
+}
+
 static int run(const char *c)
 {
     CUdeviceptr p = 0, q = 0, s = 0;
@@ -530,6 +602,16 @@ static int run(const char *c)
               (unsigned long long)tenant_free());
         CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
     } else if (strcmp(c, "small") == 0) {
+        /* With room for two pages, two 1 MiB requests in one page are charged that page alone. */
+        leave(4 * MiB);
+        admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&p, MiB));
+        admitted("cuMemAlloc(1 MiB) into the same page", cuMemAlloc_v2(&q, MiB));
+        CHECK(tenant_free() == 2 * MiB, "two 1 MiB in one page: free %llu, want 2 MiB",
+              (unsigned long long)tenant_free());
+        agree("one page of two small allocations, another page free");
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS && cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+        CHECK(tenant_free() == 4 * MiB, "the page is given back: free %llu",
+              (unsigned long long)tenant_free());
         /* A 2 MiB page is left: two 1 MiB requests share it, a third needs another page. */
         leave(2 * MiB);
         admitted("cuMemAlloc(1 MiB), a new page", cuMemAlloc_v2(&p, MiB));
@@ -1435,6 +1517,60 @@ static int run(const char *c)
         leave(64 * MiB);
         CHECK(cuMemGetInfo(&f1, &t1) == CUDA_SUCCESS, "cuMemGetInfo v1");
         CHECK(f1 == 64 * MiB && t1 == UINT32_MAX, "with 64 MiB left, v1 free %u total %u", f1, t1);
+    } else if (strcmp(c, "footprint_known") == 0) {
+        /*
+         * In a PID namespace (NVML lists no process of the tenant) a context is charged the
+         * device's growth across its creation, and the tenant keeps the smallest any of its
+         * processes measured: another process's allocation landing while a second process of
+         * the tenant makes its context (GPUSLICE_SIM_CONTEXT_MS makes that take a while) does
+         * not make that context cost more. Run with GPUSLICE_SIM_NVML_PID_OFFSET and
+         * GPUSLICE_SIM_CONTEXT_MS set; the other process is started first, its context made.
+         */
+        const char *off = getenv("GPUSLICE_SIM_NVML_PID_OFFSET");
+        const char *tmp = getenv("TMPDIR");
+        char prefix[64], wantstr[32];
+        pid_t other, second;
+        uint64_t mine;
+        int st, i, seen = 0;
+        snprintf(prefix, sizeof(prefix), "%s/acct-%d", tmp ? tmp : "/tmp", (int)getpid());
+        mine = 1024 * MiB - tenant_free();
+        printf("the first process's context: %llu\n", (unsigned long long)mine);
+        CHECK(off != NULL && mine > 0, "run in a PID namespace (GPUSLICE_SIM_NVML_PID_OFFSET)");
+        if ((other = fork()) == 0) {
+            unsetenv("LD_PRELOAD");
+            unsetenv("GPUSLICE_TENANT");
+            execl("/proc/self/exe", "acct", "--other-process", prefix, (char *)NULL);
+            _exit(127);
+        }
+        for (i = 0; i < 10000 && access(mark_path(prefix, "ready"), F_OK) != 0; i++)
+            usleep(1000);
+        CHECK(access(mark_path(prefix, "ready"), F_OK) == 0, "the other process made no context");
+        snprintf(wantstr, sizeof(wantstr), "%llu", (unsigned long long)mine);
+        if ((second = fork()) == 0) {
+            execl("/proc/self/exe", "acct", "--second-process", prefix, wantstr, (char *)NULL);
+            _exit(127);
+        }
+        /* Once the second is listed (making its context), the other allocates. */
+        for (i = 0; i < 10000 && !seen; i++) {
+            nvmlProcessInfo_t info[64];
+            unsigned int n = 64, k;
+            if (nvml_procs(nvml_dev, &n, info) == NVML_SUCCESS)
+                for (k = 0; k < n; k++)
+                    seen |=
+                        info[k].pid == (unsigned int)second + (unsigned int)atoi(off ? off : "0");
+            if (!seen)
+                usleep(1000);
+        }
+        CHECK(seen, "the second process was never listed");
+        mark(mark_path(prefix, "go"));
+        CHECK(waitpid(second, &st, 0) == second && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the second process failed");
+        mark(mark_path(prefix, "end"));
+        waitpid(other, &st, 0);
+        unlink(mark_path(prefix, "ready"));
+        unlink(mark_path(prefix, "go"));
+        unlink(mark_path(prefix, "done"));
+        unlink(mark_path(prefix, "end"));
     } else if (strcmp(c, "huge") == 0) {
         /* Requests of about 2^64 bytes: refused without wrapping the tenant's counters. */
         CUmemAllocationProp prop = vmm_prop();
@@ -1470,6 +1606,10 @@ int main(int argc, char **argv)
         return device_used(0);
     if (argc == 2 && strcmp(argv[1], "--device-figures") == 0)
         return device_used(1);
+    if (argc == 3 && strcmp(argv[1], "--other-process") == 0)
+        return other_process(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--second-process") == 0)
+        return second_process(argv[2], strtoull(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--sample-until") == 0)
         return sample_until(argv[2]);
     if (argc != 2) {

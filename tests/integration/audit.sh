@@ -79,6 +79,12 @@ accounting)
             "accounting under an SM partition (PID offset $off): the released primary context lives on, charged" -- \
             "$GS" run -q --memory 1G --sms 16 -- "$ACCT" partition_release
     done
+    # In a PID namespace a context costs the device's growth across it, the smallest any process
+    # of the tenant measured: another process allocating 256 MiB while a second process of the
+    # tenant makes its context (600 ms here) does not make that one cost more.
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 GPUSLICE_SIM_CONTEXT_MS=600 expect 0 \
+        "accounting in a PID namespace, a context made while another process allocates: charged the tenant's smallest footprint" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" footprint_known
     # The 32-bit calls under a limit past 4 GiB: 4 GiB - 1, as the driver says, never cut to 32 bits.
     expect 0 "accounting, the 32-bit calls under an 8 GiB limit say 4 GiB - 1" -- \
         "$GS" run -q --memory 8G -- "$ACCT" legacy_info_big ;;
