@@ -1700,16 +1700,17 @@ assert all(abs(h3 - h0) <= band for h0, h1, h2, h3, ms in t), ("not taken again"
 PY
     # An ask is met with what it asks and the dead band (64 MiB) more, and the reservation then
     # takes nothing for 0.5 s (so that the process that asked gets it first), even though the
-    # tenant allocated nothing: then it holds what it held again.
-    expect 0 "--filled 0.5: an ask for 1 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff 1024
-    python3 - "$T/out" <<'PY' && ok "1 GiB and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
+    # tenant allocated nothing: then it holds what it held again. (It holds 256 MiB chunks, the
+    # newest last: it asks for all but 7 GiB, a chunk's end, so that the band takes one more.)
+    expect 0 "--filled 0.5: an ask for all but 7 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff =7168
+    python3 - "$T/out" <<'PY' && ok "the ask and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
 import sys
 G, band, chunk = 1 << 30, 64 << 20, 256 << 20
 l = [x.split() for x in open(sys.argv[1]) if x.startswith("holdoff ")]
 assert len(l) == 1, l
-ask, h0, h1, back = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4])
-assert ask == 1, l
-assert h0 - G - band - chunk <= h1 <= h0 - G - band, l
+ask, h0, h1, back, asked = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4]), int(l[0][5])
+assert ask == 1 and asked == h0 - 7 * G and asked >= 512 << 20, l
+assert h1 == 7 * G - chunk, l
 assert 450 <= back <= 3000, l
 PY
     # Two GPUs (GPU-5ac1ce00-...-00000000000N: every UUID starts alike): each GPU's reservation
