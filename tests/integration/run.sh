@@ -947,18 +947,19 @@ compute_duty_fresh)
     else bad "NVML silent for 5 s: $r_after launches/s against $r_before/s before (the old duty kept)"
         cat "$T/silenced" "$T/silenced.err"; fi ;;
 compute_fork)
-    # A child forked after its parent launched under a ceiling is a process of its own: it
+    # A child forked while its parent's kernels run under a ceiling is a process of its own: it
     # launches as itself (its board turns and NVML's samples under its own PID, as the debug
-    # summary at its exit says), and both are governed.
-    expect 0 "a child forked after the parent launched, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 1000 20
+    # summary at its exit says), follows its own work (a marker behind each of its launches,
+    # none of its parent's), and both are governed.
+    expect 0 "a child forked while the parent's launches run, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 2000 30 inflight
     cp=$(awk '/^child / { print $2 }' "$T/out"); pp=$(awk '/^parent / { print $2 }' "$T/out")
     grep -q "^parent $pp status 0$" "$T/out" && ok "the child ended with 0" || { bad "the child's status"; cat "$T/out"; }
     n=$(grep -c "board held by [0-9]* (this process $cp, " "$T/err"); m=$(grep -c "board held by [0-9]* (this process $pp, " "$T/err")
     if [ -n "$cp" ] && [ "$n" = 1 ] && [ "$m" = 1 ]; then ok "the child ($cp) launched as itself, the parent ($pp) as itself"
     else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi
-    # Each summary counts the process's own 20 launches (the child's not its parent's too).
-    n=$(grep -c "debug: compute: 20 launches governed, 20 markers" "$T/err")
-    [ "$n" = 2 ] && ok "each governed its own 20 launches" || { bad "launches governed: $n summaries of 20"; grep "launches governed" "$T/err"; } ;;
+    # Each summary counts the process's own 30 launches and markers (not its parent's too).
+    n=$(grep -c "debug: compute: 30 launches governed, 30 markers " "$T/err")
+    [ "$n" = 2 ] && ok "each governed its own 30 launches, a marker behind each" || { bad "launches governed: $n summaries of 30 and 30"; grep "launches governed" "$T/err"; } ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
