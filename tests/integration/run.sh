@@ -1749,11 +1749,12 @@ PY
         fi
         kill -INT $RES; wait $RES
     done
-    # -d given twice and as a list: both GPUs, in the order given.
-    "$GS" reserve -d 1 -d 0 --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    # -d given twice: both GPUs, in the order given. A target of 0.3 is whole 2 MiB (0.3 x 16 GiB
+    # is 4915.2 MiB: 4914), what is held of it less the reservation's own context.
+    "$GS" reserve -d 1 -d 0 --json 0.3 >"$T/res.out" 2>"$T/res.err" & RES=$!
     for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
-    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gpus"]; assert [(x["index"], x["uuid"]) for x in g] == [(0, sys.argv[2] + "1"), (1, sys.argv[2] + "0")], g' "$T/res.out" "$U" 2>"$T/py" &&
-        ok "reserve -d 1 -d 0: GPU 1 then GPU 0" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["ratio"] == 0.3 and [(x["index"], x["uuid"], x["target_bytes"], x["reserved_bytes"], x["used_bytes"]) for x in g] == [(0, sys.argv[2] + "1", 4914 << 20, 4850 << 20, 4914 << 20), (1, sys.argv[2] + "0", 4914 << 20, 4850 << 20, 4914 << 20)], d' "$T/res.out" "$U" 2>"$T/py" &&
+        ok "reserve -d 1 -d 0 0.3: GPU 1 then GPU 0, each to 4914 MiB" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
     kill -TERM $RES; wait $RES
     CUDA_VISIBLE_DEVICES=0 expect 2 "reserve -d 1 where only GPU 0 is visible" -- "$GS" reserve -d 1 0.5; stderr_has "--device"
     # No GPU visible: the driver's answer, said.
