@@ -1,8 +1,9 @@
 /*
  * Launch patterns of a process's life for the compute governor, on the simulated GPU:
  *
- *   fork KERNEL_US N   launches N spin kernels on device 0's primary context (synchronised),
- *                      then forks; the child (which the simulator lets use CUDA afresh) makes
+ *   fork KERNEL_US N [inflight]
+ *                      launches N spin kernels on device 0's primary context (synchronised,
+ *                      unless inflight: then they are still running), then forks; the child (which the simulator lets use CUDA afresh) makes
  *                      its own context and launches N more, prints "child PID" and exits; the
  *                      parent waits for it and prints "parent PID status S".
  *   green KERNEL_US SECONDS
@@ -53,8 +54,8 @@ static CUfunction kernel(long us)
     return f;
 }
 
-/* Device 0's primary context current and n kernels of us each launched and waited for. */
-static int launches(long us, int n)
+/* Device 0's primary context current and n kernels of us each launched (and waited for). */
+static int launches(long us, int n, int wait)
 {
     CUcontext ctx;
     CUdevice dev;
@@ -68,26 +69,26 @@ static int launches(long us, int n)
     for (i = 0; i < n; i++)
         if (cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
             return -1;
-    return cuCtxSynchronize() == CUDA_SUCCESS ? 0 : -1;
+    return !wait || cuCtxSynchronize() == CUDA_SUCCESS ? 0 : -1;
 }
 
-static int fork_cmd(long us, int n)
+static int fork_cmd(long us, int n, int inflight)
 {
     pid_t child;
     int status = 0;
 
-    if (launches(us, n) < 0)
+    if (launches(us, n, !inflight) < 0)
         return 1;
     fflush(stdout);
     if ((child = fork()) < 0)
         return 1;
     if (child == 0) {
-        if (launches(us, n) < 0)
+        if (launches(us, n, 1) < 0)
             exit(1);
         printf("child %d\n", (int)getpid());
         exit(0); /* exit, not _exit: what is done at exit runs */
     }
-    if (waitpid(child, &status, 0) != child)
+    if (waitpid(child, &status, 0) != child || cuCtxSynchronize() != CUDA_SUCCESS)
         return 1;
     printf("parent %d status %d\n", (int)getpid(), WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 0;
@@ -140,10 +141,11 @@ static int green_cmd(long us, double seconds)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc == 4 && strcmp(argv[1], "fork") == 0)
-        return fork_cmd(atol(argv[2]), atoi(argv[3]));
+    if ((argc == 4 || (argc == 5 && strcmp(argv[4], "inflight") == 0)) &&
+        strcmp(argv[1], "fork") == 0)
+        return fork_cmd(atol(argv[2]), atoi(argv[3]), argc == 5);
     if (argc == 4 && strcmp(argv[1], "green") == 0)
         return green_cmd(atol(argv[2]), atof(argv[3]));
-    fprintf(stderr, "usage: life_probe fork KERNEL_US N | green KERNEL_US SECONDS\n");
+    fprintf(stderr, "usage: life_probe fork KERNEL_US N [inflight] | green KERNEL_US SECONDS\n");
     return 2;
 }

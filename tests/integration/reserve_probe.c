@@ -14,11 +14,13 @@
  *                     after each turn, and the milliseconds from the turn before the growth
  *                     to the first turn that saw it (over 10: another turn may have come
  *                     between, and the trial says nothing).
- *   holdoff MIB       asks the reservation for MIB as an allocation the driver refused does,
+ *   holdoff MIB       asks the reservation for MIB as an allocation the driver refused does
+ *                     (=MIB: for what it holds less MIB),
  *                     allocates nothing, and watches what it holds:
- *                     "holdoff ASK HELD0 HELD1 BACK_MS": the ask's answer (1), what it held
- *                     before and after the answer, and when it held HELD0 (less the 64 MiB
- *                     dead band) again, in milliseconds after the answer (-1: not in 5 s).
+ *                     "holdoff ASK HELD0 HELD1 BACK_MS BYTES": the ask's answer (1), what it
+ *                     held before and after the answer, when it held HELD0 (less the 64 MiB
+ *                     dead band) again, in milliseconds after the answer (-1: not in 5 s), and
+ *                     the bytes asked.
  *
  * Exit status: 0 when the command ran, 1 when CUDA or the tenant could not be had, 2 for bad
  * usage.
@@ -115,15 +117,18 @@ static int steer(uint64_t bytes, int trials)
     return 0;
 }
 
-static int holdoff(uint64_t bytes)
+static int holdoff(const char *arg)
 {
-    uint64_t h0, h1, t0, end;
+    uint64_t h0, h1, t0, end, bytes;
     long back = -1;
     int r;
 
     if (turn() < 0)
         return 1;
     h0 = held();
+    bytes = strtoull(arg + (arg[0] == '='), NULL, 10) * MIB;
+    if (arg[0] == '=')
+        bytes = h0 > bytes ? h0 - bytes : 0;
     r = gs_reserve_ask(t, e, bytes, 2000000000ULL);
     t0 = now_ns();
     h1 = held();
@@ -133,7 +138,8 @@ static int holdoff(uint64_t bytes)
             break;
         }
     }
-    printf("holdoff %d %llu %llu %ld\n", r, (unsigned long long)h0, (unsigned long long)h1, back);
+    printf("holdoff %d %llu %llu %ld %llu\n", r, (unsigned long long)h0, (unsigned long long)h1,
+           back, (unsigned long long)bytes);
     return 0;
 }
 
@@ -173,7 +179,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "steer") == 0)
         return steer(strtoull(argv[2], NULL, 10) * MIB, atoi(argv[3]));
     if (strcmp(argv[1], "holdoff") == 0)
-        return holdoff(strtoull(argv[2], NULL, 10) * MIB);
+        return holdoff(argv[2]);
     fprintf(stderr, "reserve_probe: no command %s\n", argv[1]);
     return 2;
 }

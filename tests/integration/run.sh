@@ -1093,18 +1093,19 @@ compute_duty_fresh)
     else bad "NVML silent for 5 s: $r_after launches/s against $r_before/s before (the old duty kept)"
         cat "$T/silenced" "$T/silenced.err"; fi ;;
 compute_fork)
-    # A child forked after its parent launched under a ceiling is a process of its own: it
+    # A child forked while its parent's kernels run under a ceiling is a process of its own: it
     # launches as itself (its board turns and NVML's samples under its own PID, as the debug
-    # summary at its exit says), and both are governed.
-    expect 0 "a child forked after the parent launched, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 1000 20
+    # summary at its exit says), follows its own work (a marker behind each of its launches,
+    # none of its parent's), and both are governed.
+    expect 0 "a child forked while the parent's launches run, launching too" -- env GPUSLICE_DEBUG=1 "$GS" run -q --compute 50 -- "$B/tests/life_probe" fork 2000 30 inflight
     cp=$(awk '/^child / { print $2 }' "$T/out"); pp=$(awk '/^parent / { print $2 }' "$T/out")
     grep -q "^parent $pp status 0$" "$T/out" && ok "the child ended with 0" || { bad "the child's status"; cat "$T/out"; }
     n=$(grep -c "board held by [0-9]* (this process $cp, " "$T/err"); m=$(grep -c "board held by [0-9]* (this process $pp, " "$T/err")
     if [ -n "$cp" ] && [ "$n" = 1 ] && [ "$m" = 1 ]; then ok "the child ($cp) launched as itself, the parent ($pp) as itself"
     else bad "the child ($cp) and the parent ($pp) as themselves: $n and $m"; grep "board held" "$T/err"; fi
-    # Each summary counts the process's own 20 launches (the child's not its parent's too).
-    n=$(grep -c "debug: compute: 20 launches governed, 20 markers" "$T/err")
-    [ "$n" = 2 ] && ok "each governed its own 20 launches" || { bad "launches governed: $n summaries of 20"; grep "launches governed" "$T/err"; } ;;
+    # Each summary counts the process's own 30 launches and markers (not its parent's too).
+    n=$(grep -c "debug: compute: 30 launches governed, 30 markers " "$T/err")
+    [ "$n" = 2 ] && ok "each governed its own 30 launches, a marker behind each" || { bad "launches governed: $n summaries of 30 and 30"; grep "launches governed" "$T/err"; } ;;
 compute_off)
     # No ceiling: nothing measured, no marker recorded, the launch hooks pass through.
     GPUSLICE_DEBUG=1 expect 0 "a tenant without a ceiling" -- "$GS" run -q --memory 1G -- "$CL" stream 1 500
@@ -1963,26 +1964,30 @@ import sys
 G, band = 1 << 30, 64 << 20
 t = [[float(x) for x in l.split()[1:]] for l in open(sys.argv[1]) if l.startswith("trial ")]
 # Over 10 ms between the turn before the growth and the first that saw it: another turn may have
-# come between (on a loaded machine); such a trial says nothing of the first turn.
+# come between (on a loaded machine); such a trial says nothing of the first turn. The probe
+# tries until three say something; one is enough to judge by (a shrink at the first turn shows
+# in every one).
 c = [x for x in t if x[4] <= 10]
-assert len(c) == 3, ("too few trials without a turn between", t)
+assert len(c) >= 1, ("no trial without a turn between", t)
 assert all(h1 == h0 for h0, h1, h2, h3, ms in c), ("shrank at the first turn", t)
 assert all(h0 - G - band <= h2 <= h0 - G + band for h0, h1, h2, h3, ms in t), ("not by 1 GiB at the second", t)
 assert all(abs(h3 - h0) <= band for h0, h1, h2, h3, ms in t), ("not taken again", t)
 PY
     # An ask is met with what it asks and the dead band (64 MiB) more, and the reservation then
     # takes nothing for 0.5 s (so that the process that asked gets it first), even though the
-    # tenant allocated nothing: then it holds what it held again.
-    expect 0 "--filled 0.5: an ask for 1 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff 1024
-    python3 - "$T/out" <<'PY' && ok "1 GiB and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
+    # tenant allocated nothing: then it holds what it held again. (It holds 256 MiB chunks, the
+    # newest last: it asks for all but 7 GiB, a chunk's end, so that the band takes one more.)
+    expect 0 "--filled 0.5: an ask for all but 7 GiB, nothing allocated" -- "$GS" run -q --filled 0.5 -- "$RP" holdoff =7168
+    python3 - "$T/out" <<'PY' && ok "the ask and the band given at once, taken again 0.5 s later: $(cat "$T/out")" || { bad "the hold-off"; cat "$T/out" "$T/err"; }
 import sys
 G, band, chunk = 1 << 30, 64 << 20, 256 << 20
 l = [x.split() for x in open(sys.argv[1]) if x.startswith("holdoff ")]
 assert len(l) == 1, l
-ask, h0, h1, back = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4])
-assert ask == 1, l
-assert h0 - G - band - chunk <= h1 <= h0 - G - band, l
-assert 450 <= back <= 3000, l
+ask, h0, h1, back, asked = int(l[0][1]), int(l[0][2]), int(l[0][3]), int(l[0][4]), int(l[0][5])
+assert ask == 1 and asked == h0 - 7 * G and asked >= 512 << 20, l
+assert h1 == 7 * G - chunk, l
+# (0.5 s from the give; the answer follows it at once, but a loaded machine may delay it.)
+assert 250 <= back <= 3000, l
 PY
     # Two GPUs (GPU-5ac1ce00-...-00000000000N: every UUID starts alike): each GPU's reservation
     # follows the tenant's use on that GPU, found by its whole UUID.
@@ -2019,11 +2024,12 @@ PY
         fi
         kill -INT $RES; wait $RES
     done
-    # -d given twice and as a list: both GPUs, in the order given.
-    "$GS" reserve -d 1 -d 0 --json 0.25 >"$T/res.out" 2>"$T/res.err" & RES=$!
+    # -d given twice: both GPUs, in the order given. A target of 0.3 is whole 2 MiB (0.3 x 16 GiB
+    # is 4915.2 MiB: 4914), what is held of it less the reservation's own context.
+    "$GS" reserve -d 1 -d 0 --json 0.3 >"$T/res.out" 2>"$T/res.err" & RES=$!
     for i in $(seq 100); do [ -s "$T/res.out" ] || ! kill -0 $RES 2>/dev/null && break; sleep 0.05; done
-    python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["gpus"]; assert [(x["index"], x["uuid"]) for x in g] == [(0, sys.argv[2] + "1"), (1, sys.argv[2] + "0")], g' "$T/res.out" "$U" 2>"$T/py" &&
-        ok "reserve -d 1 -d 0: GPU 1 then GPU 0" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); g = d["gpus"]; assert d["ratio"] == 0.3 and [(x["index"], x["uuid"], x["target_bytes"], x["reserved_bytes"], x["used_bytes"]) for x in g] == [(0, sys.argv[2] + "1", 4914 << 20, 4850 << 20, 4914 << 20), (1, sys.argv[2] + "0", 4914 << 20, 4850 << 20, 4914 << 20)], d' "$T/res.out" "$U" 2>"$T/py" &&
+        ok "reserve -d 1 -d 0 0.3: GPU 1 then GPU 0, each to 4914 MiB" || { bad "reserve -d 1 -d 0"; cat "$T/res.out" "$T/res.err" "$T/py"; }
     kill -TERM $RES; wait $RES
     CUDA_VISIBLE_DEVICES=0 expect 2 "reserve -d 1 where only GPU 0 is visible" -- "$GS" reserve -d 1 0.5; stderr_has "--device"
     # No GPU visible: the driver's answer, said.
