@@ -628,12 +628,18 @@ static int nvidia_cdi_has(const char *uuid)
 
 /* ---- Prepare and Unprepare ---- */
 
+/*
+ * The longest UID a claim may have here: its tenant is "claim-<uid>", and a tenant's name has 63
+ * bytes (the node segment's). A Kubernetes UID is a UUID, 36.
+ */
+#define UID_MAX (sizeof(((struct gpuslice_node_tenant *)0)->name) - 1 - (sizeof("claim-") - 1))
+
 /* Whether uid can be a claim's UID here (a file name and a tenant name are made of it). */
 static int uid_ok(const char *uid)
 {
     size_t i, n = strlen(uid);
 
-    if (n == 0 || n > 64)
+    if (n == 0 || n > UID_MAX)
         return 0;
     for (i = 0; i < n; i++)
         if (!((uid[i] >= 'a' && uid[i] <= 'z') || (uid[i] >= '0' && uid[i] <= '9') ||
@@ -654,8 +660,8 @@ static int answer_start(const struct gd_dra_ref *ref, struct gd_dra_answer *a)
         return 0;
     gs_set_error(a->error, sizeof(a->error),
                  "claim %s/%s: UID \"%s\" is not a Kubernetes UID (lower-case letters, digits "
-                 "and '-', at most 64)",
-                 ref->ns, ref->name, ref->uid);
+                 "and '-', at most %zu)",
+                 ref->ns, ref->name, ref->uid, UID_MAX);
     return -1;
 }
 

@@ -68,7 +68,7 @@ daemon_dra)
     CC=cccccccc-1111-4000-8000-00000000000c CD=cccccccc-1111-4000-8000-00000000000d
     CE=cccccccc-1111-4000-8000-00000000000e
     C1=$(printf 'd1%062d' 0) C2=$(printf 'd2%062d' 0)
-    trap 'cg_cleanup_own $UA $UB cccccccc-0000-4000-8000-0000000000cc dddddddd-0000-4000-8000-0000000000dd; cleanup' EXIT
+    trap 'cg_cleanup_own $UA $UB cccccccc-0000-4000-8000-0000000000cc dddddddd-0000-4000-8000-0000000000dd eeeeeeee-0000-4000-8000-0000000000ee; cleanup' EXIT
     start_daemon $DRA_ARGS || exit 1
     # Publishing: one device of the GPU, shared, its capacities; the slice passes the schema.
     if slice_until 10; then ok "the node's ResourceSlice is published"; else bad "no slice"; fi
@@ -241,22 +241,35 @@ PY
     ok "metrics: 5 prepares, 4 unprepares, 10 refusals, slice generation 2"
     # A claim of the whole GPU (no memory consumed) is alone on it: refused beside one claim
     # prepared, and one claim beside it refused while it is prepared. Claims that fill the GPU
-    # exactly (1 + 15 GiB of 16; 100 cores) are prepared.
+    # exactly (1 + 1 + 14 GiB of 16; 100 cores) are prepared. A claim's UID makes its tenant's
+    # name, claim-<uid>, of 63 bytes: a UID of 57 is prepared as the tenant of its whole name;
+    # one of 58 is refused by name (cut, it named the tenant of another claim whose UID shares
+    # its first 57 characters).
     UX=cccccccc-1111-4000-8000-000000000015 UW=cccccccc-1111-4000-8000-000000000016
-    UY=cccccccc-1111-4000-8000-000000000017
+    UY=cccccccc-1111-4000-8000-000000000017 U57=$(printf 'e%056d' 0) U58=$(printf 'e%057d' 0)
     # allocated NAME UID [CONSUMED]: a claim of ns1 allocated gpu-0, consuming CONSUMED (JSON).
     allocated() {
         kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"'"$1"'","namespace":"ns1","uid":"'"$2"'"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io"}}]}},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.gpuslice.io","pool":"node1","device":"gpu-0"'"${3:+,\"consumedCapacity\":$3}"'}]}}}}' "$KC/objects" >/dev/null
     }
     allocated x $UX '{"memory":"1Gi"}'
     allocated w $UW
-    allocated y $UY '{"memory":"15Gi","cores":"100"}'
-    prep v1 ns1/x/$UX ns1/w/$UW ns1/y/$UY
+    allocated u57 "$U57" '{"memory":"1Gi"}'
+    allocated u58 "$U58" '{"memory":"1Gi"}'
+    allocated y $UY '{"memory":"14Gi","cores":"100"}'
+    prep v1 ns1/x/$UX ns1/w/$UW ns1/u57/$U57 ns1/u58/$U58 ns1/y/$UY
     e=$(claim_err $UW)
     [ -z "$(claim_err $UX)" ] && [ "$e" = "claim ns1/w: gpu-0 (GPU $UUID0) is held whole by a claim prepared here, or this claim asks it whole beside 1 other(s): the scheduler's allocation overfills it" ] && ok "the whole GPU beside one claim prepared: refused: $e" || { bad "whole beside one: '$e'"; cat "$T/prep"; }
+    [ -z "$(claim_err $U57)" ] && [ "$(api GET /v1/tenants/claim-$U57)" = 200 ] && ok "a UID of 57 characters: prepared, its tenant named by it whole" || { bad "UID of 57"; cat "$T/prep"; }
+    e=$(claim_err $U58)
+    case $e in *"ns1/u58"*"is not a Kubernetes UID"*"at most 57)") ok "a UID of 58 is refused: $e" ;; *) bad "UID of 58: '$e'" ;; esac
     e=$(claim_err $UY)
-    [ -z "$e" ] && ok "15 GiB and 100 cores beside 1 GiB: the GPU filled exactly, prepared" || bad "exact fill refused: '$e'"
-    unprep v1 ns1/x/$UX ns1/y/$UY
+    [ -z "$e" ] && ok "14 GiB and 100 cores beside 1 + 1 GiB: the GPU filled exactly, prepared" || bad "exact fill refused: '$e'"
+    # A pod that names two prepared claims of the driver (x and y) joins neither, saying why.
+    UE=eeeeeeee-0000-4000-8000-0000000000ee C6=$(printf 'da%062d' 0)
+    kctl -d '{"metadata":{"name":"pe","namespace":"ns1","uid":"'"$UE"'"},"spec":{"nodeName":"node1","resourceClaims":[{"name":"g1","resourceClaimName":"x"},{"name":"g2","resourceClaimName":"y"}],"containers":[{"name":"c","resources":{"claims":[{"name":"g1"},{"name":"g2"}]}}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$C6"'"}]}}' "$KC/pods" >/dev/null
+    expect 1 "a process of pod pe, which names claims x and y" -- in_claim "$CDI/gpuslice.io-claim_$UX.json" $UE $C6 "$P" total
+    grep -q "pod $UE names more than one claim of gpu.gpuslice.io prepared" "$T/err" && ok "refused: a pod takes its GPUs in one claim" || { bad "pod of two claims"; cat "$T/out" "$T/err"; }
+    unprep v1 ns1/x/$UX ns1/u57/$U57 ns1/y/$UY
     prep v1 ns1/w/$UW ns1/x/$UX
     e=$(claim_err $UX)
     [ -z "$(claim_err $UW)" ] && case $e in "claim ns1/x: gpu-0 (GPU $UUID0) is held whole by a claim prepared here"*"beside 1 other(s)"*) true ;; *) false ;; esac && ok "the whole GPU alone: prepared; a claim beside it refused: $e" || { bad "beside the whole: '$e'"; cat "$T/prep"; }

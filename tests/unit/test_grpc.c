@@ -24,7 +24,7 @@ struct answer {
     int32_t id;
     char status[8], ctype[64], gstatus[8], gmsg[1024];
     uint8_t *data;
-    size_t len;
+    size_t len, cap;
     int closed;
     uint32_t rst;
 };
@@ -81,7 +81,13 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     (void)flags;
     if (!a)
         return 0;
-    a->data = realloc(a->data, a->len + len);
+    if (a->len + len > a->cap) {
+        /* (doubled: an answer of 4 MiB comes in 16 KiB frames) */
+        a->cap = a->cap ? a->cap : 16384;
+        while (a->cap < a->len + len)
+            a->cap *= 2;
+        a->data = realloc(a->data, a->cap);
+    }
     memcpy(a->data + a->len, data, len);
     a->len += len;
     return 0;
@@ -313,13 +319,27 @@ static int edges(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size
     return GD_GRPC_ABORTED;
 }
 
+/* OK with an empty message, whatever came: the request's bytes only. */
+static int drop(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *rl, char *msg,
+                size_t ml)
+{
+    (void)ctx;
+    (void)req;
+    (void)len;
+    (void)msg;
+    (void)ml;
+    *resp = NULL;
+    *rl = 0;
+    return GD_GRPC_OK;
+}
+
 static int odd = 99, last = 16, past = 17, below = -1;
 static const struct gd_grpc_method methods[] = {
     { "/t.S/Echo", echo, NULL },      { "/t.S/Refuse", refuse, NULL },
     { "/t.S/Odd", refuse, &odd },     { "/t.S/Big", big, NULL },
     { "/t.S/Last", refuse, &last },   { "/t.S/Past", refuse, &past },
     { "/t.S/Below", refuse, &below }, { "/t.S/Mute", mute, NULL },
-    { "/t.S/Edges", edges, NULL },
+    { "/t.S/Edges", edges, NULL },    { "/t.S/Drop", drop, NULL },
 };
 
 static struct gd_grpc_sess *new_sess(int async)
@@ -638,28 +658,19 @@ static void test_a_long_connection_keeps_its_budget(void **state)
         struct gd_grpc_sess *s = new_sess(async);
         client_init(&c);
         for (int i = 0; i < 3; i++) {
-            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+            struct answer *a = call(&c, "/t.S/Drop", "application/grpc", b, max + 5);
             assert_int_equal(pump_both(&c, s), 0);
-            check_ok(a, b + 5, max);
-            free(a->data);
-            a->data = NULL;
+            check_ok(a, "", 0);
         }
-        /* refused while it came in, then with its prefix read: released all the same */
+        /* refused while it came in: released all the same, when its stream closes */
         for (int i = 0; i < 2; i++) {
-            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", big, max + 6);
+            struct answer *a = call(&c, "/t.S/Drop", "application/grpc", big, max + 6);
             assert_int_equal(pump_both(&c, s), 0);
             check_status(a, "8", "the request is more than 4194304 bytes");
         }
-        b[0] = 1;
-        for (int i = 0; i < 2; i++) {
-            struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
-            assert_int_equal(pump_both(&c, s), 0);
-            check_status(a, "12", "compressed");
-        }
-        b[0] = 0;
-        struct answer *a = call(&c, "/t.S/Echo", "application/grpc", b, max + 5);
+        struct answer *a = call(&c, "/t.S/Drop", "application/grpc", b, max + 5);
         assert_int_equal(pump_both(&c, s), 0);
-        check_ok(a, b + 5, max);
+        check_ok(a, "", 0);
         assert_int_equal(gd_grpc_sess_busy(s), 0);
         client_done(&c);
         gd_grpc_sess_free(s);
@@ -682,9 +693,9 @@ static void test_calls_at_once_share_the_budget(void **state)
     struct gd_grpc_sess *s = new_sess(0);
     (void)state;
     client_init(&c);
-    struct answer *a1 = call_as(&c, "POST", "/t.S/Echo", "application/grpc", NULL, 0, &p1);
+    struct answer *a1 = call_as(&c, "POST", "/t.S/Drop", "application/grpc", NULL, 0, &p1);
     assert_int_equal(pump_both(&c, s), 0);
-    struct answer *a2 = call_as(&c, "POST", "/t.S/Echo", "application/grpc", NULL, 0, &p2);
+    struct answer *a2 = call_as(&c, "POST", "/t.S/Drop", "application/grpc", NULL, 0, &p2);
     assert_int_equal(pump_both(&c, s), 0);
     assert_int_equal(p1.off, max + 5);
     assert_int_equal(p2.off, max + 5);
@@ -703,8 +714,8 @@ static void test_calls_at_once_share_the_budget(void **state)
     assert_int_equal(nghttp2_session_resume_data(c.h2, p2.id), 0);
     assert_int_equal(pump_both(&c, s), 0);
     check_status(a3, "8", NULL);
-    check_ok(a1, b + 5, max);
-    check_ok(a2, b + 5, max);
+    check_ok(a1, "", 0);
+    check_ok(a2, "", 0);
     assert_int_equal(gd_grpc_sess_busy(s), 0);
     client_done(&c);
     gd_grpc_sess_free(s);
