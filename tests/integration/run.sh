@@ -1612,10 +1612,11 @@ assert dev["index"] == 0 and dev["memory_limit_bytes"] == 1 << 30 and dev["memor
 assert dev["uuid"] == g["uuid"] == "GPU-5ac1ce00-0000-4000-8000-000000000000", (dev, g["uuid"])'
     # The table's tenant rows, column by column: a limit and no ceiling; a limit and a ceiling;
     # a tenant named after its program (sh) that has not used a GPU yet.
-    "$GS" run -q --name ceil --memory 2G --compute 30 -- "$IT" hold 1048576 "$T/release" >"$T/ceil.out" 2>&1 &
+    "$GS" run -q --name ceil --memory 2G --compute 30 -- "$IT" hold 1048576 "$T/release2" >"$T/ceil.out" 2>&1 &
     CPID=$!
-    "$GS" run -q --memory 3G --compute 40 -- sh -c 'touch "$1/nodev.up"; while [ ! -e "$1/release" ]; do sleep 0.05; done' sh "$T" &
+    "$GS" run -q --memory 3G --compute 40 -- sh -c 'touch "$1/nodev.up"; while [ ! -e "$1/release2" ]; do sleep 0.05; done' sh "$T" &
     NPID=$!
+    BG="$BG $CPID $NPID"
     for i in $(seq 200); do grep -q "^hold" "$T/ceil.out" 2>/dev/null && [ -e "$T/nodev.up" ] && break; sleep 0.05; done
     expect 0 "info --json with three tenants" -- "$GS" info --json
     ids=$(python3 -c 'import json, sys
@@ -1633,8 +1634,9 @@ print(t.get("infohold", "?"), t.get("ceil", "?"), t.get("sh", "?"))' "$T/out")
         if grep -qxF -- "$want" "$T/out"; then ok "row: $r"; else bad "no row '$want'"; cat "$T/out"; fi
     done
     case "$u1" in [0-9]*" MiB") ok "MEM USED in MiB: $u1" ;; *) bad "MEM USED '$u1'" ;; esac
-    release
-    wait $CPID $NPID ;;
+    touch "$T/release2"
+    wait $CPID $NPID
+    release ;;
 mps)
     # GPUSLICE_MPS_TIMEOUT: decimal seconds above 0, at most 600; 0 would time out every call.
     for v in abc 0 0.0 -1 601 1e1 " 5" inf 0x10 .; do
