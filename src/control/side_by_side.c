@@ -103,7 +103,7 @@ static int exit_status(int st)
  * release (released 0) the groups of lanes that ended are sent SIGTERM too: a process such a
  * lane left waiting for the release (its CUDA program, started in the background) would take
  * the removal of the directory for the release and run on, unsupervised, after procs failed.
- * The group's ID cannot have been reused while a process of it is left.
+ * Their leaders were left zombies, so that the groups' IDs cannot have been given to others.
  */
 static void terminate(struct lane *l, int n, int released)
 {
@@ -135,6 +135,10 @@ static void terminate(struct lane *l, int n, int released)
             waitpid(l[i].pid, NULL, 0);
             l[i].ended = 1;
         }
+    /* The lanes that ended before the release were left zombies (side_by_side_run). */
+    for (i = 0; i < n; i++)
+        if (l[i].pid > 0)
+            waitpid(l[i].pid, NULL, WNOHANG);
 }
 
 /* What lane i said in DIR/ready.I: 1 and its line, 0 while it has said nothing. */
@@ -238,7 +242,8 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int 
     /* Until every lane holds its partition (or one fails, ends, or time runs out). */
     deadline = now_s() + timeout;
     for (;;) {
-        int waiting = 0, st;
+        int waiting = 0;
+        siginfo_t si;
 
         if (failed >= 0 || stop_signal)
             break;
@@ -266,9 +271,15 @@ int side_by_side_run(struct lane *lanes, int n, const struct geom_query *q, int 
                     status = GS_EXIT_ERROR;
                 }
             }
-            if (!l->ended && waitpid(l->pid, &st, WNOHANG) == l->pid) {
+            /*
+             * Left a zombie (WNOWAIT): its PID, its group's ID, stays reserved until terminate
+             * has signalled the group, so no other process group can be given that ID.
+             */
+            memset(&si, 0, sizeof(si)); /* si_pid stays 0 while the lane runs */
+            if (!l->ended && waitid(P_PID, (id_t)l->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                si.si_pid == l->pid) {
                 l->ended = 1;
-                l->status = exit_status(st);
+                l->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
                 if (failed < 0 && (!l->ready || l->status != 0)) {
                     gs_log_error("procs: lane %d (%s) ended before the lanes were released, "
                                  "with status %d",

@@ -631,8 +631,8 @@ static int policy_raises(const struct gpuslice_node_tenant *a, const struct gpus
             if (raises(now, want)) {
                 gs_format_uuid(raw, u);
                 if (k < gd.ndev)
-                    gs_set_error(err, errlen, "%s on GPU %d from %s to %s", what,
-                                 gd.dev[k].index, limit_text(mem, now, t1, sizeof(t1)),
+                    gs_set_error(err, errlen, "%s on GPU %d from %s to %s", what, gd.dev[k].index,
+                                 limit_text(mem, now, t1, sizeof(t1)),
                                  limit_text(mem, want, t2, sizeof(t2)));
                 else
                     gs_set_error(err, errlen, "%s on GPU-%s from %s to %s", what, u + 4,
@@ -986,21 +986,27 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
              * the guard waited behind it).
              */
             char path[PATH_MAX], id[GD_ID_MAX];
+            struct gpuslice_tenant *now = NULL;
             uid_t owner = t->owner;
 
             snprintf(path, sizeof(path), "%s", t->path);
             snprintf(id, sizeof(id), "%s", t->id);
             pthread_mutex_unlock(&gd.mu);
             r = gd_run_tenant_set(path, owner, id, &l, err, sizeof(err));
+            if (r == 0)
+                now = gd_run_tenant_read(path, owner);
             pthread_mutex_lock(&gd.mu);
             if (r < 0)
                 gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
             else if ((t = gd_tenant_find(req->params[0])) != NULL) {
                 /* Its limits as changed, not as the last sweep read them. */
-                gd_run_tenant_reread(t);
+                if (strcmp(t->path, path) == 0 && t->owner == owner)
+                    gd_run_tenant_limits_from(t, now);
                 reply(resp, 200, tenant_json(t));
             } else
                 reply(resp, 200, json_pack("{s:s}", "status", "changed"));
+            if (now)
+                gs_tenant_close(now);
         } else if ((r = gd_tenant_update(t, &l, err, sizeof(err))) < 0)
             gd_api_error(resp,
                          gd_state_status(r) ? gd_state_status(r)

@@ -87,9 +87,9 @@ struct gd_options {
     long dra_publish_s;                  /* how often the node's ResourceSlice is checked */
     int dra;                             /* serve as the DRA driver gpu.gpuslice.io */
     int foreground;
-    int webhook_only; /* serve the webhook alone: no GPUs, node segment or run directory */
+    int webhook_only;   /* serve the webhook alone: no GPUs, node segment or run directory */
     int webhook_claims; /* the webhook turns a pod's slice into a claim of the DRA driver */
-    int simulated;    /* use the simulated GPU even where a driver exists */
+    int simulated;      /* use the simulated GPU even where a driver exists */
     int verbose;
 };
 
@@ -273,11 +273,17 @@ int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struc
                       char *err, size_t errlen);
 
 /*
- * Reads gpuslice run tenant t's file again (under gd.mu), so that an answer after a change
- * shows it rather than the last sweep's copy; t is kept as it was where the file cannot be
- * read as its owner's.
+ * A copy of gpuslice run tenant's file at path, read without gd.mu (its owner may make the read
+ * wait), or NULL where it cannot be read as owner's; gs_tenant_close() it.
  */
-void gd_run_tenant_reread(struct gd_tenant *t);
+struct gpuslice_tenant *gd_run_tenant_read(const char *path, uid_t owner);
+
+/*
+ * Copies the limits, class and weight of m (gd_run_tenant_read) into run tenant t's copy (under
+ * gd.mu), so that an answer after a change shows it rather than the last sweep's reading; its
+ * processes stay as the sweep read them (what its events are told against).
+ */
+void gd_run_tenant_limits_from(struct gd_tenant *t, const struct gpuslice_tenant *m);
 
 /*
  * Applies l to t (under gd.mu); 0 or a negative errno with a message (GD_ESTATE_*: not made

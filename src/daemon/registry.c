@@ -674,19 +674,38 @@ int gd_run_tenant_set(const char *path, uid_t owner, const char *id, const struc
     return r;
 }
 
-void gd_run_tenant_reread(struct gd_tenant *t)
+struct gpuslice_tenant *gd_run_tenant_read(const char *path, uid_t owner)
 {
     struct gpuslice_tenant *m;
     uid_t o;
 
-    if (t->managed || gs_tenant_open_owned(t->path, 0, &o, &m) < 0)
-        return;
-    if (o != t->owner) {
+    if (gs_tenant_open_owned(path, 0, &o, &m) < 0)
+        return NULL;
+    if (o != owner) {
         gs_tenant_close(m);
-        return;
+        return NULL;
     }
-    gs_tenant_close(t->t);
-    t->t = m;
+    return m;
+}
+
+void gd_run_tenant_limits_from(struct gd_tenant *t, const struct gpuslice_tenant *m)
+{
+    int e;
+
+    if (t->managed || t->t == NULL || m == NULL)
+        return;
+    for (e = 0; e < GPUSLICE_MAX_DEVICES; e++) {
+        memcpy(t->t->dev[e].uuid, m->dev[e].uuid, sizeof(t->t->dev[e].uuid));
+        t->t->dev[e].mem_limit = m->dev[e].mem_limit;
+        t->t->dev[e].compute_limit = m->dev[e].compute_limit;
+        t->t->dev[e].flags = m->dev[e].flags;
+    }
+    t->t->set_flags = m->set_flags;
+    t->t->set_mem_limit = m->set_mem_limit;
+    t->t->set_compute_limit = m->set_compute_limit;
+    t->t->compute_any = m->compute_any;
+    t->t->priority = m->priority;
+    t->t->weight = m->weight;
 }
 
 int gd_tenant_update(struct gd_tenant *t, const struct gd_limits_req *l, char *err, size_t errlen)
