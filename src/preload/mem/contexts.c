@@ -198,6 +198,20 @@ int64_t used_before(struct dev_state *d)
     return used;
 }
 
+/*
+ * Whether dev's primary context is still alive after the program released its
+ * last reference: another holds it (an SM partition's green context, the CUDA
+ * runtime's own reference), and what was made in it lives on.
+ */
+static int primary_alive(CUdevice dev)
+{
+    unsigned int flags;
+    int active = 0;
+
+    return gs__real.cuDevicePrimaryCtxGetState &&
+           gs__real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
 GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     struct dev_state *d;
@@ -214,6 +228,14 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     d = exiting ? NULL : dev_for_alloc(dev, &r);
     if (r != CUDA_SUCCESS || (d && slot() < 0))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    /*
+     * Kept at the program's last release for another reference, which has let go since: the
+     * context went, and so did what was made in it; this retain makes a new one.
+     */
+    if (d && d->primary_kept && d->primary_refs == 0 && !primary_alive(dev)) {
+        context_gone(d, dev, d->primary, d->real_primary);
+        d->primary_kept = 0;
+    }
     before = used_before(d);
     GS_RESERVED_CTX_CALL(r, d, before, gs__real.cuDevicePrimaryCtxRetain(pctx, dev));
     real = r == CUDA_SUCCESS ? *pctx : NULL;
@@ -230,20 +252,6 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         context_back(d);
     d->primary_kept = 0; /* a context kept alive meanwhile never went: it is counted */
     return r;
-}
-
-/*
- * Whether dev's primary context is still alive after the program released its
- * last reference: another holds it (an SM partition's green context, the CUDA
- * runtime's own reference), and what was made in it lives on.
- */
-static int primary_alive(CUdevice dev)
-{
-    unsigned int flags;
-    int active = 0;
-
-    return gs__real.cuDevicePrimaryCtxGetState &&
-           gs__real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
 }
 
 #define GS_PRIMARY_RELEASE_BODY(sym, reset)                                                        \
