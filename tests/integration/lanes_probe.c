@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 {
     struct gpuslice_lane lanes[GPUSLICE_LANES_MAX + 1];
     double w[GPUSLICE_LANES_MAX + 1];
-    static char names[GPUSLICE_LANES_MAX + 1][8];
+    static char names[GPUSLICE_LANES_MAX + 1][16];
     void *args[GPUSLICE_LANES_MAX + 1];
     char err[512] = "";
     int n = 0, i = 1, dev = 0, rc, attr = -1, quick = 0;
