@@ -8,8 +8,9 @@ directory). Every call has a deadline (--timeout, seconds). Prints JSON; exits 0
 
   register --registry-sock PATH        GetInfo, checked as the kubelet does; then
                                        NotifyRegistrationStatus(plugin_registered=true)
-  prepare   --sock PATH --version v1|v1beta1 NS/NAME/UID ...
-  unprepare --sock PATH --version v1|v1beta1 NS/NAME/UID ...
+  prepare   --sock PATH --version v1|v1beta1 [--errors FILE] NS/NAME/UID ...
+  unprepare --sock PATH --version v1|v1beta1 [--errors FILE] NS/NAME/UID ...
+                                       (FILE: a line a claim, its UID, a tab and its error)
   call --sock PATH --method /pkg.Service/Method --raw-hex HEX   (bytes in, bytes out)
   serve-batch --sock PATH --version v1|v1beta1
                                        one connection kept, as the kubelet keeps its own: each
@@ -142,12 +143,19 @@ def do_claims(a, m, verb):
     for c in parse_claims(a.claims):
         req.claims.add(**c)
     call = unary(channel_for(a.sock), f"/{pkg}DRAPlugin/{method}", req_cls, resp_cls)
+    errors = open(a.errors, "w") if a.errors else None
     try:
         resp = call(req, timeout=a.timeout)
     except grpc.RpcError as e:
         return out(rpc_error(e), 1)
-    return out({"claims": json_format.MessageToDict(resp, preserving_proto_field_name=True)
-                .get("claims", {})})
+    claims = json_format.MessageToDict(resp, preserving_proto_field_name=True).get("claims", {})
+    if errors:
+        # One line a claim answered: its UID, a tab, its error ("" for none), on one line.
+        for uid, ans in claims.items():
+            err = " ".join(ans.get("error", "").replace("\t", " ").splitlines())
+            errors.write(f"{uid}\t{err}\n")
+        errors.close()
+    return out({"claims": claims})
 
 
 def do_batch(a, m):
@@ -204,6 +212,9 @@ def main():
         p = sub.add_parser(verb)
         p.add_argument("--sock", required=True)
         p.add_argument("--version", choices=("v1", "v1beta1"), required=True)
+        p.add_argument("--errors", metavar="FILE", help="also write each claim's UID and error "
+                       "(empty for none), tab-separated, a line each (an empty file when the "
+                       "call fails)")
         p.add_argument("claims", nargs="+", metavar="NS/NAME/UID")
     b = sub.add_parser("serve-batch")
     b.add_argument("--sock", required=True)
