@@ -262,6 +262,18 @@ PYEOF
     python3 - "$SOCK" >"$T/chunks" <<'PYEOF'
 import json, socket, sys
 
+def status_line(s):
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+
 def send(body, size):
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(10)
@@ -275,16 +287,7 @@ def send(body, size):
         s.sendall(b"0\r\n\r\n")
     except (BrokenPipeError, ConnectionResetError):
         return "closed while sending"
-    data = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-    except (socket.timeout, ConnectionResetError):
-        pass
-    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+    return status_line(s)
 
 def send_length(body):
     s = socket.socket(socket.AF_UNIX)
@@ -296,16 +299,7 @@ def send_length(body):
         s.sendall(body)
     except (BrokenPipeError, ConnectionResetError):
         pass
-    data = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-    except (socket.timeout, ConnectionResetError):
-        pass
-    return data.split(b"\r\n")[0].decode("latin-1") or "closed"
+    return status_line(s)
 
 def padded(name, size):
     doc = json.dumps({"name": name, "memory": "1G"}).encode()
