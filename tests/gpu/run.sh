@@ -159,7 +159,7 @@ c_build() {
         "${@:2}" >"$GPUBIN/$1.log" 2>&1 &
         pids+=($!)
     }
-    for p in drv_limit threads_race probe driver_facts; do
+    for p in drv_limit threads_race probe driver_facts ctx_steps; do
         compile "$p" "$NVCC" -arch=sm_90 -O2 -I"$HERE" -o "$GPUBIN/$p" "$HERE/$p.c" \
             -L"$stubs" -lcuda -lpthread -ldl
     done
@@ -414,6 +414,9 @@ c_cli_mps_share() {
 
 c_nvml_agreement() { need "$GS" && "$GS" run --memory 8G -- "$PY" "$HERE/nvml_agreement.py" $((8 * GiB)); }
 
+# Three contexts in one process, made and destroyed: accounted vs the device's growth.
+c_ctx_agreement() { need "$GS" "$GPUBIN/ctx_steps" && "$PY" "$HERE/ctx_agreement.py" "$GS" "$GPUBIN/ctx_steps" $((8 * GiB)); }
+
 # Launch cost as 20 interleaved pairs (native, LD_PRELOAD, gpuslice run --memory 8G), the
 # verdict on the pairs' median ratio and its bootstrap interval (bench/launch_pairs.py). On the
 # H200 a pair of three fresh processes took about 3 s.
@@ -617,6 +620,7 @@ CHECKS=(
     "tenant_two_procs 180 c_tenant_two_procs"
     "tenant_sigkill 120 c_tenant_sigkill"
     "nvml_agreement 120 c_nvml_agreement"
+    "ctx_agreement 90 c_ctx_agreement"
     "cli_info 60 c_cli_info"
     "cli_torch_priority 120 c_cli_torch_priority 15"
     "cli_mps_share 150 c_cli_mps_share 35"
