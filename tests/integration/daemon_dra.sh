@@ -81,6 +81,10 @@ d = sp["devices"]
 assert len(d) == 1 and d[0]["name"] == "gpu-0" and d[0]["allowMultipleAllocations"] is True, d
 a, c = d[0]["attributes"], d[0]["capacity"]
 assert a["uuid"]["string"] == sys.argv[2] and a["index"]["int"] == 0, a
+# The simulator's NVML names no SMs in its attributes, as an H100 without MIG: 16896 CUDA cores
+# over Hopper's 128 a SM.
+assert a["multiprocessors"] == {"int": 132} and a["architecture"] == {"string": "Hopper"}, a
+assert a["productName"] == {"string": "gpuslice simulated GPU"}, a
 assert int(c["memory"]["value"]) == 16 << 30 and c["cores"]["value"] == "100", c
 assert c["memory"]["requestPolicy"]["validRange"]["step"] in ("256Mi", str(256 << 20)), c
 PY
@@ -285,8 +289,10 @@ daemon_dra_compute)
     CA=cccccccc-3333-4000-8000-00000000000a CB=cccccccc-3333-4000-8000-00000000000b
     C1=$(printf 'd5%062d' 0) C2=$(printf 'd6%062d' 0)
     trap 'cg_cleanup_own $UA $UB; cleanup' EXIT
-    start_daemon $DRA_ARGS || exit 1
+    # NVML's attributes, where they name SMs (a GPU in MIG mode), come before CUDA cores / 128 (132).
+    GPUSLICE_SIM_NVML_ATTR_SMS=66 start_daemon $DRA_ARGS || exit 1
     slice_until 10 || bad "no slice"
+    python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))[0]["spec"]["devices"][0]["attributes"]; sys.exit(a.get("multiprocessors") != {"int": 66})' "$T/slices" && ok "NVML's attributes' 66 SMs are the slice's multiprocessors" || { bad "multiprocessors from the attributes"; cat "$T/slices"; }
     claim a "$CA" 8Gi 25; claim b "$CB" 4Gi 50
     alloc allocate --claim ns1/a --pod pa/$UA --node node1 >/dev/null 2>&1 && alloc allocate --claim ns1/b --pod pb/$UB --node node1 >/dev/null 2>&1 || bad "allocation"
     prep v1 ns1/a/$CA ns1/b/$CB && [ -z "$(claim_err $CA)" ] && [ -z "$(claim_err $CB)" ] || { bad "prepare"; cat "$T/prep"; }

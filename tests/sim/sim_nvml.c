@@ -291,17 +291,24 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned i
     return NVML_SUCCESS;
 }
 
-/* An H100's: its SMs (GPUSLICE_SIM_SMS), its memory in MiB; one engine of each kind. */
+/*
+ * An H100's: its memory in MiB; one engine of each kind; and no multiprocessors, as the H100
+ * without MIG mode answers (NVML names the SMs of a MIG-capable GPU in MIG mode only:
+ * docs/results.md, issue 29). GPUSLICE_SIM_NVML_ATTR_SMS=N names N, as a GPU in MIG mode
+ * names its instance's.
+ */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                    nvmlDeviceAttributes_t *attributes)
 {
+    const char *v = getenv("GPUSLICE_SIM_NVML_ATTR_SMS");
     int i;
 
     DEVICE_OR_RETURN(device, i);
     if (!attributes)
         return NVML_ERROR_INVALID_ARGUMENT;
     memset(attributes, 0, sizeof(*attributes));
-    attributes->multiprocessorCount = nv.cfg.sms;
+    if (v)
+        attributes->multiprocessorCount = (unsigned)strtoul(v, NULL, 10);
     attributes->sharedCopyEngineCount = 1;
     attributes->sharedDecoderCount = 1;
     attributes->sharedEncoderCount = 1;
