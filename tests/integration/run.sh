@@ -2123,6 +2123,12 @@ procs)
     expect 2 "no programs" -- "$GS" procs --shares 1; stderr_has "no programs given"
     expect 2 "--device banana" -- "$GS" procs --shares 1 -d banana -- true; stderr_has "--device"
     expect 2 "--timeout 0" -- "$GS" procs --shares 1 --timeout 0 -- true; stderr_has "--timeout"
+    # --timeout's range, both ends: above 0 and at most 3600 (an hour) accepted, just past refused.
+    for v in 0.001 3600; do expect 0 "--timeout $v is accepted" -- "$GS" procs --shares 1 --timeout "$v" --dry-run -- a; done
+    for v in 3600.01 -1 abc; do
+        expect 2 "--timeout $v" -- "$GS" procs --shares 1 --timeout "$v" --dry-run -- a
+        stderr_has "^gpuslice: --timeout: \"$v\" is not a number of seconds (use one above 0, at most 3600)$"
+    done
     for v in 4G 4G,,1G 0,1G 1K,1G abc,1G 0%,1G 101%,1G nan%,1G x%,1G 4G, +25%,1G ' 25%,1G' 1e1%,1G 0x19%,1G 12.%,1G .5%,1G 0.0000001%,1G; do
         expect 2 "--memory '$v' for two programs" -- "$GS" procs --shares 1,1 --memory "$v" --dry-run -- true ::: true; stderr_has "^gpuslice: --memory: "
     done
@@ -2255,6 +2261,9 @@ PY
     expect 4 "a lane that exits 4 after its partition, before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- \
         sh -c "'$SP' 1 >'$T/left' 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
     stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 4$"
+    # Killed by a signal before the release: 128 + N, as after it.
+    expect 137 "a lane killed by SIGKILL before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- sh -c 'kill -KILL $$' ::: sleep 30.4325
+    stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 137$"
     # Its CUDA program, left waiting for the release, is terminated with it: never released.
     for i in $(seq 20); do grep -q "^thread" "$T/left" && break; sleep 0.05; done
     if ! grep -q "^thread" "$T/left"; then ok "the program it left waiting never ran"; else bad "a failed lane's program ran after procs gave up"; cat "$T/left"; fi
@@ -2269,6 +2278,14 @@ PY
     if [ $rc = 143 ]; then ok "SIGTERM: exit 143"; else bad "SIGTERM: exit $rc"; cat "$T/err"; fi
     stderr_has "^gpuslice: procs: Terminated: terminating the lanes$"
     if ! pgrep -f "sleep 30.4325" >/dev/null; then ok "every waiting lane was terminated"; else bad "lanes left running"; fi
+    # A hangup (the terminal closed) too: procs does not die leaving its lanes.
+    "$GS" procs --shares 1,1 -- "$SP" 1 ::: sleep 30.4326 >/dev/null 2>"$T/err" & PP=$!
+    for i in $(seq 200); do [ -n "$(ls "$XDG_RUNTIME_DIR"/gpuslice-procs-*/ready.0 2>/dev/null)" ] && break; sleep 0.05; done
+    kill -HUP $PP; wait $PP; rc=$?
+    if [ $rc = 129 ]; then ok "SIGHUP: exit 129"; else bad "SIGHUP: exit $rc"; cat "$T/err"; fi
+    stderr_has "^gpuslice: procs: Hangup: terminating the lanes$"
+    for i in $(seq 40); do pgrep -f "sleep 30.4326" >/dev/null || break; sleep 0.05; done
+    if ! pgrep -f "sleep 30.4326" >/dev/null; then ok "SIGHUP: every waiting lane was terminated"; else bad "lanes left running after SIGHUP"; fi
     pkill -f "sleep 30.432" 2>/dev/null
     "$GS" mps stop --force >/dev/null 2>&1 ;;
 python_green)
@@ -2365,7 +2382,7 @@ PY
     stderr_has "GPUSLICE_LIB names $T/nolib.so, which cannot be read"
     expect 0 "gpuslice green-run 10/20/30/40 --json" -- "$GS" green-run --shares 10,20,30,40 --task jobs:lane --task jobs:lane --task jobs:lane --task jobs:lane --json
     python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert [(l["sm_count"],l["result"]["told"]) for l in d["lanes"]]==[(14,14),(26,26),(40,40),(52,52)], d' "$T/out" && ok "green-run plans as procs: 14, 26, 40, 52 SMs, each lane told its own" || { bad "green-run 10/20/30/40"; cat "$T/out"; }
-    expect 0 "gpuslice green-run with three tasks" -- "$GS" green-run --shares 20,30,50 --task jobs:lane --task jobs:lane --task jobs:lane
+    PYTHON= expect 0 "gpuslice green-run with three tasks, PYTHON set empty (python3)" -- "$GS" green-run --shares 20,30,50 --task jobs:lane --task jobs:lane --task jobs:lane
     grep -q "^lane 2: share 50.0 %" "$T/out" && ok "three lanes printed" || { bad "three lanes"; cat "$T/out"; }
     expect 2 "--task-kwargs that is not JSON" -- "$GS" green-run --task jobs:lane --task jobs:lane --task-kwargs '{' --task-kwargs '{}'
     stderr_has "task-kwargs #1 is not JSON"

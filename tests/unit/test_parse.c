@@ -299,6 +299,24 @@ static void test_env_precedence(void **state)
     assert_int_equal(l.n, 0);
 }
 
+/* A variable is its whole name: a longer one that starts the same is another variable. */
+static void test_env_whole_name(void **state)
+{
+    char *longer[] = { "GPUSLICE_MEMORY_LIMITS=5G", "GPUSLICE_MEMORY_LIMITX=2G",
+                       "GPUSLICE_MEMORY_LIMIT=1G", NULL };
+    char *only_longer[] = { "GPUSLICE_MEMORY_LIMITS=5G", "CUDA_DEVICE_MEMORY_LIMITS=3g", NULL };
+    struct gs_limits l;
+    char err[256] = "";
+
+    (void)state;
+    assert_int_equal(gs_config_memory(longer, &l, err, sizeof(err)), 0);
+    assert_string_equal(l.source, "GPUSLICE_MEMORY_LIMIT");
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
+    assert_int_equal(gs_config_memory(only_longer, &l, err, sizeof(err)), 0);
+    assert_int_equal(l.n, 0);
+    assert_string_equal(err, "");
+}
+
 static void test_env_bad_lower_precedence_still_refused(void **state)
 {
     char *env[] = { "GPUSLICE_MEMORY_LIMIT=1G", "CUDA_DEVICE_MEMORY_LIMIT_0=lots", NULL };
@@ -1128,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_tf_json_forms),
         cmocka_unit_test(test_tf_json_malformed),
         cmocka_unit_test(test_env_precedence),
+        cmocka_unit_test(test_env_whole_name),
         cmocka_unit_test(test_env_bad_lower_precedence_still_refused),
         cmocka_unit_test(test_env_compute_precedence_and_hami_zero),
         cmocka_unit_test(test_uuid_format_roundtrip),

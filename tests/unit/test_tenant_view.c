@@ -175,6 +175,49 @@ static void test_readings_of_one_sweep(void **state)
     tview_done(&b);
 }
 
+/* The CLI's JSON of a tenant, every key and value exactly: 5 ms of GPU time is 0.005 s. */
+static void test_json_exact(void **state)
+{
+    struct tview_list l = { 0 };
+    char text[1200], err[256], *out = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    (void)state;
+    snprintf(text, sizeof(text), "{\"tenants\":[%s]}", GOOD);
+    assert_int_equal(tview_parse(&l, text, 1000, err, sizeof(err)), 0);
+    assert_int_equal(l.n, 1);
+    l.v[0].dev[0].busy_ns = 5000000ULL;
+    l.v[0].dev[0].used = 12.345;
+    l.v[0].dev[0].ceiling = 40;
+    assert_non_null(f = open_memstream(&out, &len));
+    tview_json(f, &l);
+    fclose(f);
+    assert_string_equal(
+        out,
+        "[{\"id\":\"1\",\"name\":\"job\",\"owner_uid\":1000,\"creator_pid\":0,\"managed\":true,"
+        "\"pids\":[41,42],\"default_memory_limit_bytes\":1073741824,"
+        "\"default_compute_limit_percent\":30,\"priority\":\"normal\",\"weight\":1,"
+        "\"devices\":[{\"index\":0,\"uuid\":\"GPU-5ac1ce00-0000-4000-8000-000000000000\","
+        "\"memory_limit_bytes\":536870912,\"memory_used_bytes\":4096,"
+        "\"compute_limit_percent\":40,\"compute_used_percent\":12.35,"
+        "\"compute_busy_seconds\":0.005000000}]}]");
+    free(out);
+    l.v[0].dev[0].busy_ns = 12000000001ULL;
+    l.v[0].dev[0].used = -1;
+    l.v[0].dev[0].ceiling = 0;
+    l.v[0].dev[0].index = -1;
+    out = NULL;
+    assert_non_null(f = open_memstream(&out, &len));
+    tview_json(f, &l);
+    fclose(f);
+    assert_non_null(strstr(out, "{\"index\":null,"));
+    assert_non_null(strstr(out, "\"compute_limit_percent\":null,\"compute_used_percent\":null,"
+                                "\"compute_busy_seconds\":12.000000001}"));
+    free(out);
+    tview_done(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_usage_between_readings),
         cmocka_unit_test(test_answer_keeps_the_good),
         cmocka_unit_test(test_readings_of_one_sweep),
+        cmocka_unit_test(test_json_exact),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
