@@ -2261,9 +2261,12 @@ PY
     expect 4 "a lane that exits 4 after its partition, before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- \
         sh -c "'$SP' 1 >'$T/left' 2>&1 & while [ ! -e \"\${GPUSLICE_LANE_BARRIER%/*}/ready.0\" ]; do sleep 0.05; done; exit 4" ::: sleep 30.4325
     stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 4$"
-    # Killed by a signal before the release: 128 + N, as after it.
-    expect 137 "a lane killed by SIGKILL before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- sh -c 'kill -KILL $$' ::: sleep 30.4325
+    # A lane (its gpuslice run, the group's leader) killed by a signal before the release, as
+    # the OOM killer would: 128 + N, as after it.
+    expect 137 "a lane killed by SIGKILL before the release" -- "$GS" procs --shares 1,1 --timeout 30 -- sh -c 'kill -KILL $PPID; exec sleep 30.4327' ::: sleep 30.4325
     stderr_has "^gpuslice: procs: lane 0 (sh) ended before the lanes were released, with status 137$"
+    for i in $(seq 40); do pgrep -f "sleep 30.4327" >/dev/null || break; sleep 0.05; done
+    if ! pgrep -f "sleep 30.4327" >/dev/null; then ok "the killed lane's program went with its group"; else bad "the killed lane's program was left"; pkill -f "sleep 30.4327"; fi
     # Its CUDA program, left waiting for the release, is terminated with it: never released.
     for i in $(seq 20); do grep -q "^thread" "$T/left" && break; sleep 0.05; done
     if ! grep -q "^thread" "$T/left"; then ok "the program it left waiting never ran"; else bad "a failed lane's program ran after procs gave up"; cat "$T/left"; fi
