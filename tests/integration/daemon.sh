@@ -1457,7 +1457,10 @@ daemon_authz)
     "$GS" set dup --memory none --compute none >"$T/out" 2>"$T/err" && ok "gpuslice set none (root)" || { bad "set none"; cat "$T/err"; }
     want 200 "dup's limits after set none" GET /v1/tenants/dup
     jq_py 'l=d["limits"]; assert l["memory"].get("'$U0'") is None and l["compute"].get("'$U0'") is None, l' && ok "set none removed GPU 0's limits too" || { bad "set none left GPU 0's"; cat "$T/body"; }
-    # Classes and weights: the owner may lower them, only an admin raise them.
+    # Classes and weights: the owner may lower them, only an admin raise them. A tenant made
+    # with no class is normal: its owner may not raise it to latency either.
+    n_want 403 "raises its tenant made with no class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/theirs
+    grep -q "the priority class from normal to latency" "$T/nobody/body" && ok "the refusal names it normal, as it is" || { bad "no-class refusal"; cat "$T/nobody/body"; }
     want 201 "root makes a normal tenant of weight 2 for nobody" POST /v1/tenants '{"name":"prio","owner":65534,"priority":"normal","weight":2}'
     [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 1 ] && ok "a tenant with a class: its file 0644 (others read its activity)" || { bad "class file mode"; ls -l "$T/drun/tenants"; }
     n_want 403 "raises its class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/prio
@@ -1466,6 +1469,11 @@ daemon_authz)
     n_want 200 "lowers its class to background" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"background"}' http://d/v1/tenants/prio
     n_want 200 "lowers its weight to 1" -X PATCH -H 'Content-Type: application/json' -d '{"weight":1}' http://d/v1/tenants/prio
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["priority"]=="background" and d["weight"]==1, d' "$T/nobody/body" && ok "the lowered class and weight" || bad "lowered"
+    # The state file's mode follows the class as it changes (0644 for normal and latency, so
+    # that others' tenants see its activity; 0600 otherwise), not only as it was made.
+    [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 0 ] && ok "prio lowered to background: its file 0600 again" || { bad "background file mode"; ls -l "$T/drun/tenants"; }
+    want 200 "root gives theirs (made with no class) the class normal" PATCH /v1/tenants/theirs '{"priority":"normal"}'
+    [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 1 ] && ok "theirs given a class by a PATCH: its file 0644" || { bad "file mode after a PATCH to normal"; ls -l "$T/drun/tenants"; }
     n_want 403 "back up to normal" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"normal"}' http://d/v1/tenants/prio
     n_want 403 "makes a latency tenant" -X POST -H 'Content-Type: application/json' -d '{"name":"fast","priority":"latency"}' http://d/v1/tenants
     n_want 403 "makes a tenant of weight 2" -X POST -H 'Content-Type: application/json' -d '{"name":"heavy","weight":2}' http://d/v1/tenants
@@ -1522,7 +1530,23 @@ daemon_authz)
     r_patch 200 "GPU 0 lowered by its index, the default raised (no other GPU)" '{"memory":{"0":"768M","default":"2G"}}'
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; u=g["uuid"]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50 and d["limits"]=={"memory":{"default":2<<30,u:768<<20},"compute":{"default":50,u:50}}, d' "$T/nobody/body" &&
         ok "the answer: nobody's run held to 768 MiB and 50 % on GPU 0 (its file read again, not the sweep's copy)" || { bad "nobody's run's limits in the answer"; cat "$T/nobody/body"; }
-    touch "$T/nobody/go"; wait "$RN" ;;
+    touch "$T/nobody/go"; wait "$RN"
+    # The admin group (--admin-group, here users): a member by its primary group or by a
+    # supplementary one is an admin; a user whose uid is the group's number is not.
+    ag=$(getent group users | cut -d: -f3)
+    if [ -z "$ag" ] || [ "$ag" = 65534 ]; then echo "note: no group users: the admin group is not checked"; else
+        stop_daemon
+        start_daemon --socket-group nogroup --admin-group users || exit 1
+        g_want() { # g_want WANT WHAT SETPRIV-ARGS...: GET /v1/tenants/mine (root's) as that user
+            w=$1 what=$2; shift 2
+            got=$(setpriv "$@" curl -s -o "$T/nobody/body" -w '%{http_code}' --unix-socket "$SOCK" http://d/v1/tenants/mine)
+            [ "$got" = "$w" ] && ok "$what: GET of root's tenant $w" || { bad "$what: $got, want $w"; cat "$T/nobody/body"; echo; }
+        }
+        g_want 200 "uid 65534 whose primary group is users (gid $ag), the admin group" --reuid 65534 --regid "$ag" --groups 65534
+        g_want 200 "uid 65534 in group users as a supplementary group" --reuid 65534 --regid 65534 --groups "$ag"
+        g_want 403 "uid $ag (the admin group's number) in group nogroup only" --reuid "$ag" --regid 65534 --clear-groups
+        g_want 403 "uid 65534 in group nogroup only" --reuid 65534 --regid 65534 --clear-groups
+    fi ;;
 daemon_authz_keys)
     # Issue 32: an owner's change that mixes the default with per-GPU keys, on 2 GPUs, judged
     # per GPU on the whole change (a managed tenant's; a gpuslice run's is not listed for another
