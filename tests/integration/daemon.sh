@@ -100,6 +100,8 @@ daemon_api)
     body_has '"simulated":true'
     want 200 "devices" GET /v1/devices
     jq_py 'g=d["devices"][0]; assert len(d["devices"])==1 and g["memory_total_bytes"]==16<<30 and g["uuid"].startswith("GPU-5ac1ce00") and 0<=g["utilization"]<=1 and g["power_watts"]>0 and g["sm_clock_mhz"]>0, g' && ok "the simulated GPU as NVML shows it" || bad "devices content"
+    # Power in watts, from NVML's milliwatts: the simulated GPU draws 110 W idle, 690 W at most.
+    jq_py 'w=d["devices"][0]["power_watts"]; assert 110<=w<=690, w' && ok "power_watts in watts: $(jq_py 'print(d["devices"][0]["power_watts"])')" || { bad "power_watts not in watts"; cat "$T/body"; }
     want 200 "a device by index" GET /v1/devices/0
     want 200 "a device by UUID, any case" GET /v1/devices/gpu-5AC1CE00-0000-4000-8000-000000000000
     want 404 "no device 3" GET /v1/devices/3
@@ -256,6 +258,28 @@ print(line)
 PYEOF
 )
     case "$got" in "HTTP/1.1 413 "*) ok "a body over max-body: 413 before it is read" ;; *) bad "big body: $got" ;; esac
+    # The request line and headers are held to max-header (16384 bytes), not max-body: a
+    # header of 12000 bytes is read, one of 17000 answered 431.
+    for n in 12000 17000; do
+        got=$(python3 - "$SOCK" "$n" <<'PYEOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: d\r\nX-Pad: " + b"a" * int(sys.argv[2]) + b"\r\n\r\n")
+try:
+    line = s.recv(4096).split(b"\r\n")[0].decode("latin-1")
+except socket.timeout:
+    line = "no answer in 5 s"
+print(line)
+PYEOF
+)
+        case "$n:$got" in
+        "12000:HTTP/1.1 200 "*) ok "a header of 12000 bytes (under max-header): 200" ;;
+        "17000:HTTP/1.1 431 "*) ok "a header of 17000 bytes (over max-header, under max-body): 431" ;;
+        *) bad "a header of $n bytes: $got" ;;
+        esac
+    done
     # A chunked body in many small chunks (issue 32): 3000 chunks of one byte make one JSON
     # document, taken whole; 1100 chunks of 64 bytes (past max-body, 65536) are cut off, and
     # the daemon serves the next request.
@@ -925,7 +949,8 @@ daemon_events)
     # since, after an events.lost that says so; ids of the new run are above the old ones.
     last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
     stop_daemon
-    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 || exit 1
+    t0_ms=$(date +%s%3N)
+    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 --timeout-s 3 || exit 1
     want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
     # A subscriber without Last-Event-ID, held through what follows (a third place in max-sse:
     # a stream closed by its client is seen gone at the next event): it is sent what happens
@@ -945,6 +970,14 @@ daemon_events)
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: 9000000000000000" http://d/v1/events >"$T/sse4" 2>/dev/null
     head -n 1 "$T/sse4" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse4" &&
         ok "an id above this run's: events.lost, then every event kept" || { bad "an id above this run's"; cat "$T/sse4"; }
+    # The run's first id is its start's wall-clock milliseconds times 1000, plus one: a run
+    # may make 999 events a millisecond before the next run's ids pass its own.
+    python3 - "$T/sse4" "$t0_ms" <<'PY' && ok "the run's first id: its start's milliseconds times 1000, plus 1 ($(sed -n 's/^id: //p' "$T/sse4" | head -n 1))" || { bad "the run's first id"; head -n 6 "$T/sse4"; echo "started after $t0_ms ms"; }
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {\"id\":")]
+first, t0 = ev[0]["id"], int(sys.argv[2])
+assert (first - 1) % 1000 == 0 and t0 <= (first - 1) // 1000 <= ev[0]["time_unix_ns"] // 1000000, (first, t0, ev[0])
+PY
     # Exactly as many events as the history keeps (events-history 16): all, none said lost.
     n=$(grep -c '^id: ' "$T/sse4")
     while [ "$n" -lt 16 ]; do
@@ -1007,7 +1040,19 @@ daemon_events)
         i=$((i + 1)); sleep 0.1
     done
     [ "$got" = 200 ] && ok "one subscriber gone: a new one let in (the refusals counted none)" || bad "one subscriber gone, a new one still refused: $got"
-    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null ;;
+    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null
+    # A quiet stream gets a keep-alive every half of timeout-s (3 s here: every second), so
+    # that the server's own idle timeout never cuts it: 4 or so in 4.5 s, and still open.
+    # (Its place comes free once the closed streams are seen gone, at their next keep-alive.)
+    i=0
+    while [ $i -lt 10 ]; do
+        got=$(curl -s -N -o "$T/quiet" -w '%{http_code}' --max-time 4.5 --unix-socket "$SOCK" http://d/v1/events); rc=$?
+        [ "$got" = 429 ] || break
+        sleep 0.3; i=$((i + 1))
+    done
+    n=$(grep -c '^: keep-alive$' "$T/quiet")
+    [ "$got" = 200 ] && [ "$rc" = 28 ] && [ "$n" -ge 3 ] && ! grep -q '^id: ' "$T/quiet" &&
+        ok "a quiet stream, timeout-s 3: $n keep-alives in 4.5 s, open to the end" || { bad "a quiet stream: HTTP $got, curl exit $rc, $n keep-alives"; cat "$T/quiet"; } ;;
 daemon_events_balance)
     # Every process the events announce (process.started or process.joined) gets exactly one
     # process.ended, so that a consumer counting live processes from them does not drift
