@@ -1866,6 +1866,12 @@ daemon_pod_tenants)
     expect 1 "a process of pod bad" -- in_pod "$U2" "$C1" "$P" alloc:100
     stderr_has "refused this pod's GPU limits"
     stderr_has "gpuslice.io/memory"
+    # The joins' counters: that refusal counted, no wait yet (every pod was known first).
+    api GET /metrics >/dev/null
+    jc() { awk -v n="$1" '$1 == n { print $2 }' "$T/body"; }
+    [ "$(jc gpuslice_pod_join_waits_total)" = 0 ] && [ "$(jc gpuslice_pod_join_refusals_total)" -ge 1 ] && [ "$(jc gpuslice_pod_joins_total)" -ge 4 ] &&
+        ok "metrics: joins $(jc gpuslice_pod_joins_total), waits 0, refusals $(jc gpuslice_pod_join_refusals_total)" || { bad "the joins' counters"; grep '^gpuslice_pod_join' "$T/body"; }
+    refusals0=$(jc gpuslice_pod_join_refusals_total)
     # Not a pod's process: nothing changes for it, unless it says it is one.
     expect 0 "a process in no pod's cgroup" -- preload "$P" alloc:2000
     grep -q "alloc 2000 ok" "$T/out" && ok "not a pod's: no pod limit" || { bad "non-pod"; cat "$T/out"; }
@@ -1880,6 +1886,9 @@ daemon_pod_tenants)
     kctl -d "$(upod late "$U3" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     wait "$P3"; rc=$?
     [ $rc = 0 ] && grep -q "alloc 600 ok" "$T/p3" && grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/p3" && ok "a process that came first waited and got its pod's 1G" || { bad "late pod (exit $rc)"; cat "$T/p3"; }
+    api GET /metrics >/dev/null
+    [ "$(jc gpuslice_pod_join_waits_total)" -ge 1 ] && [ "$(jc gpuslice_pod_join_refusals_total)" = "$refusals0" ] &&
+        ok "metrics: its waits counted ($(jc gpuslice_pod_join_waits_total)), the refusals as they were" || { bad "the waits' counter"; grep '^gpuslice_pod_join' "$T/body"; }
     # The API cannot change, end or join a pod's tenant, nor make one.
     want 409 "PATCH a pod's tenant" PATCH /v1/tenants/pod-$U1 '{"memory":"8G"}'
     want 409 "DELETE a pod's tenant" DELETE /v1/tenants/pod-$U1
@@ -2146,5 +2155,88 @@ except gpuslice.GpusliceError as e:
     assert "cannot be reached" in str(e), e
 PY
     ;;
+# ---- cases of the pods' list and series (wt-h) ----
+daemon_pod_list)
+    # The pods' list read in pages (the stand-in's pages of 2, continue tokens followed to the
+    # end), a Failed pod taken as ended, and the pods' series: each limit summed over the pod's
+    # GPUs (nvidia.com/gpu, else its keys), compute apart from memory, shown to admins only.
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    UT=a1a1a1a1-2222-4333-8444-555555555555 UK=b2b2b2b2-2222-4333-8444-555555555555
+    UF=c3c3c3c3-2222-4333-8444-555555555555
+    # lpod NAME UID ANNOTATIONS-JSON GPUS PHASE: a pod of ns1 on node1 (GPUS: its container's
+    # nvidia.com/gpu, "" none; PHASE "" none).
+    lpod() {
+        python3 -c 'import json,sys
+n, u, a, g, ph = sys.argv[1:]
+c = {"name": "c"}
+if g: c["resources"] = {"limits": {"nvidia.com/gpu": g}}
+p = {"metadata": {"name": n, "namespace": "ns1", "uid": u, "annotations": json.loads(a)}, "spec": {"nodeName": "node1", "containers": [c]}}
+if ph: p["status"] = {"phase": ph}
+print(json.dumps(p))' "$@"
+    }
+    # In name order: three pods without a GPU fill the first two pages; the GPU pods come after.
+    for n in a-plain1 a-plain2 a-plain3; do
+        kctl -d '{"metadata":{"name":"'$n'","namespace":"ns1"},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
+    done
+    kctl -d "$(lpod keys "$UK" '{"gpuslice.io/memory":"0:1G,1:3G"}' "" "")" "$KC/pods" >/dev/null
+    kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Running)" "$KC/pods" >/dev/null
+    kctl -d "$(lpod zz-failed "$UF" '{"gpuslice.io/memory":"1G"}' "" Failed)" "$KC/pods" >/dev/null
+    kctl -d '{"max":2}' "$KC/page-max" >/dev/null
+    chmod 755 "$T"; mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
+        i=0; while [ $i -lt $(($1 * 10)) ]; do
+            api GET /v1/tenants >/dev/null
+            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
+            sleep 0.1; i=$((i + 1))
+        done
+        cat "$T/body"; echo; return 1
+    }
+    podt='sorted(t["name"] for t in d["tenants"] if t["name"].startswith("pod-"))'
+    if tenants_until 10 "$podt"' == ["pod-'"$UT"'", "pod-'"$UK"'"]'; then
+        ok "every page read: the GPU pods past the first pages are tenants; the Failed one is not"
+    else bad "pod tenants from a list in pages"; fi
+    api GET /v1/pods >/dev/null
+    jq_py 'n = sorted(p["name"] for p in d["pods"]); assert d["synced"] and n == ["a-plain1", "a-plain2", "a-plain3", "keys", "two", "zz-failed"], n' &&
+        ok "/v1/pods: all 6 pods of node1, read in pages of 2" || { bad "/v1/pods after a list in pages"; cat "$T/body"; echo; }
+    [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"])')" -ge 3 ] && ok "the list took 3 pages or more" || bad "the list was not read in pages: $(kctl "$KC/stats")"
+    # The totals, by the API and in the series: two has 2 GPUs of 2G and 30 %; keys its 2 keys.
+    api GET "/v1/tenants/pod-$UT" >/dev/null
+    jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 60, p' &&
+        ok "pod two's totals: 2 GPUs, 4 GiB, 60 %" || { bad "pod two's totals"; cat "$T/body"; echo; }
+    api GET "/v1/tenants/pod-$UK" >/dev/null
+    jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 0, p' &&
+        ok "pod keys' totals: 2 GPUs by its keys, 1G + 3G, no ceiling" || { bad "pod keys' totals"; cat "$T/body"; echo; }
+    want 200 "an admin's metrics" GET /metrics
+    python3 - "$T/body" "$UT" "$UK" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
+import re, sys
+body, ut, uk = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+def v(name, pod, uid):
+    m = re.findall(r'^%s\{namespace="ns1",pod="%s",uid="%s",tenant="[0-9]+"\} (\d+)$' % (name, pod, uid), body, re.M)
+    return [int(x) for x in m]
+assert v("gpuslice_pod_memory_limit_bytes", "two", ut) == [4 << 30], v("gpuslice_pod_memory_limit_bytes", "two", ut)
+assert v("gpuslice_pod_compute_limit_percent", "two", ut) == [60], v("gpuslice_pod_compute_limit_percent", "two", ut)
+assert v("gpuslice_pod_gpus", "two", ut) == [2]
+assert v("gpuslice_pod_memory_limit_bytes", "keys", uk) == [4 << 30]
+assert v("gpuslice_pod_compute_limit_percent", "keys", uk) == []
+assert v("gpuslice_pod_gpus", "keys", uk) == [2]
+assert v("gpuslice_pod_refused", "two", ut) == [0] and v("gpuslice_pod_processes", "two", ut) == [0]
+assert not re.search(r'^gpuslice_pod_\w+\{namespace="ns1",pod="zz-failed"', body, re.M)
+PY
+    # Another user sees no pod: not in /v1/pods, not in the series (the cluster's, an admin's).
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+        setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/metrics
+        grep -q '^gpuslice_gpu_memory_total_bytes' "$T/nobody/body" && ! grep -q '^gpuslice_pod_' "$T/nobody/body" && ! grep -q 'pod="two"' "$T/nobody/body" &&
+            ok "nobody's /metrics: the GPUs, no pod's series" || { bad "nobody's /metrics show pods"; grep 'pod' "$T/nobody/body" | head -5; }
+        setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/v1/pods
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pods"] == [], d' "$T/nobody/body" && ok "nobody's /v1/pods: no pod" || { bad "nobody's /v1/pods"; cat "$T/nobody/body"; }
+    else echo "note: not root: another user's view is not checked"; fi
+    # A pod that fails (phase Failed, through the watch) ends as one that succeeded.
+    kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Failed)" "$KC/pods" >/dev/null
+    if tenants_until 10 "$podt"' == ["pod-'"$UK"'"]'; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
 esac
 stop_daemon
