@@ -2166,7 +2166,8 @@ daemon_pod_list)
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
     BG="$BG $APISERVER"
     UT=a1a1a1a1-2222-4333-8444-555555555555 UK=b2b2b2b2-2222-4333-8444-555555555555
-    UF=c3c3c3c3-2222-4333-8444-555555555555
+    UF=c3c3c3c3-2222-4333-8444-555555555555 UM=d4d4d4d4-2222-4333-8444-555555555555
+    UE=e5e5e5e5-2222-4333-8444-555555555555
     # lpod NAME UID ANNOTATIONS-JSON GPUS PHASE: a pod of ns1 on node1 (GPUS: its container's
     # nvidia.com/gpu, "" none; PHASE "" none).
     lpod() {
@@ -2185,6 +2186,10 @@ print(json.dumps(p))' "$@"
     kctl -d "$(lpod keys "$UK" '{"gpuslice.io/memory":"0:1G,1:3G"}' "" "")" "$KC/pods" >/dev/null
     kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Running)" "$KC/pods" >/dev/null
     kctl -d "$(lpod zz-failed "$UF" '{"gpuslice.io/memory":"1G"}' "" Failed)" "$KC/pods" >/dev/null
+    # A default beside GPU 1's own limit, on 2 GPUs; and a key just past the pod's one GPU (counted
+    # once more: a container may see more devices than it asked).
+    kctl -d "$(lpod mix "$UM" '{"gpuslice.io/memory":"1G,1:3G","gpuslice.io/compute":"20,1:50"}' 2 "")" "$KC/pods" >/dev/null
+    kctl -d "$(lpod extra "$UE" '{"gpuslice.io/memory":"1G,1:2G"}' 1 "")" "$KC/pods" >/dev/null
     kctl -d '{"max":2}' "$KC/page-max" >/dev/null
     chmod 755 "$T"; mkdir -m 777 "$T/nobody"
     start_daemon --socket-group nogroup --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
@@ -2197,13 +2202,13 @@ print(json.dumps(p))' "$@"
         cat "$T/body"; echo; return 1
     }
     podt='sorted(t["name"] for t in d["tenants"] if t["name"].startswith("pod-"))'
-    if tenants_until 10 "$podt"' == ["pod-'"$UT"'", "pod-'"$UK"'"]'; then
+    if tenants_until 10 "$podt"' == sorted(["pod-'"$UT"'", "pod-'"$UK"'", "pod-'"$UM"'", "pod-'"$UE"'"])'; then
         ok "every page read: the GPU pods past the first pages are tenants; the Failed one is not"
     else bad "pod tenants from a list in pages"; fi
     api GET /v1/pods >/dev/null
-    jq_py 'n = sorted(p["name"] for p in d["pods"]); assert d["synced"] and n == ["a-plain1", "a-plain2", "a-plain3", "keys", "two", "zz-failed"], n' &&
-        ok "/v1/pods: all 6 pods of node1, read in pages of 2" || { bad "/v1/pods after a list in pages"; cat "$T/body"; echo; }
-    [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"])')" -ge 3 ] && ok "the list took 3 pages or more" || bad "the list was not read in pages: $(kctl "$KC/stats")"
+    jq_py 'n = sorted(p["name"] for p in d["pods"]); assert d["synced"] and n == ["a-plain1", "a-plain2", "a-plain3", "extra", "keys", "mix", "two", "zz-failed"], n' &&
+        ok "/v1/pods: all 8 pods of node1, read in pages of 2" || { bad "/v1/pods after a list in pages"; cat "$T/body"; echo; }
+    [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"])')" -ge 4 ] && ok "the list took 4 pages or more" || bad "the list was not read in pages: $(kctl "$KC/stats")"
     # The totals, by the API and in the series: two has 2 GPUs of 2G and 30 %; keys its 2 keys.
     api GET "/v1/tenants/pod-$UT" >/dev/null
     jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 60, p' &&
@@ -2212,7 +2217,7 @@ print(json.dumps(p))' "$@"
     jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 0, p' &&
         ok "pod keys' totals: 2 GPUs by its keys, 1G + 3G, no ceiling" || { bad "pod keys' totals"; cat "$T/body"; echo; }
     want 200 "an admin's metrics" GET /metrics
-    python3 - "$T/body" "$UT" "$UK" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
+    python3 - "$T/body" "$UT" "$UK" "$UM" "$UE" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series; mix 1G + 3G and 20 + 50 %; extra 1G + 2G (its key past its GPU)" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
 import re, sys
 body, ut, uk = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
 def v(name, pod, uid):
@@ -2226,6 +2231,11 @@ assert v("gpuslice_pod_compute_limit_percent", "keys", uk) == []
 assert v("gpuslice_pod_gpus", "keys", uk) == [2]
 assert v("gpuslice_pod_refused", "two", ut) == [0] and v("gpuslice_pod_processes", "two", ut) == [0]
 assert not re.search(r'^gpuslice_pod_\w+\{namespace="ns1",pod="zz-failed"', body, re.M)
+um, ue = sys.argv[4], sys.argv[5]
+assert v("gpuslice_pod_memory_limit_bytes", "mix", um) == [4 << 30], v("gpuslice_pod_memory_limit_bytes", "mix", um)
+assert v("gpuslice_pod_compute_limit_percent", "mix", um) == [70], v("gpuslice_pod_compute_limit_percent", "mix", um)
+assert v("gpuslice_pod_memory_limit_bytes", "extra", ue) == [3 << 30], v("gpuslice_pod_memory_limit_bytes", "extra", ue)
+assert v("gpuslice_pod_gpus", "extra", ue) == [1]
 PY
     # Another user sees no pod: not in /v1/pods, not in the series (the cluster's, an admin's).
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
@@ -2237,6 +2247,6 @@ PY
     else echo "note: not root: another user's view is not checked"; fi
     # A pod that fails (phase Failed, through the watch) ends as one that succeeded.
     kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Failed)" "$KC/pods" >/dev/null
-    if tenants_until 10 "$podt"' == ["pod-'"$UK"'"]'; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
+    if tenants_until 10 '"pod-'"$UT"'" not in '"$podt"' and "pod-'"$UK"'" in '"$podt"; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
 esac
 stop_daemon
