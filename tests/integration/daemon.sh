@@ -100,6 +100,8 @@ daemon_api)
     body_has '"simulated":true'
     want 200 "devices" GET /v1/devices
     jq_py 'g=d["devices"][0]; assert len(d["devices"])==1 and g["memory_total_bytes"]==16<<30 and g["uuid"].startswith("GPU-5ac1ce00") and 0<=g["utilization"]<=1 and g["power_watts"]>0 and g["sm_clock_mhz"]>0, g' && ok "the simulated GPU as NVML shows it" || bad "devices content"
+    # Power in watts, from NVML's milliwatts: the simulated GPU draws 110 W idle, 690 W at most.
+    jq_py 'w=d["devices"][0]["power_watts"]; assert 110<=w<=690, w' && ok "power_watts in watts: $(jq_py 'print(d["devices"][0]["power_watts"])')" || { bad "power_watts not in watts"; cat "$T/body"; }
     want 200 "a device by index" GET /v1/devices/0
     want 200 "a device by UUID, any case" GET /v1/devices/gpu-5AC1CE00-0000-4000-8000-000000000000
     want 404 "no device 3" GET /v1/devices/3
@@ -256,6 +258,28 @@ print(line)
 PYEOF
 )
     case "$got" in "HTTP/1.1 413 "*) ok "a body over max-body: 413 before it is read" ;; *) bad "big body: $got" ;; esac
+    # The request line and headers are held to max-header (16384 bytes), not max-body: a
+    # header of 12000 bytes is read, one of 17000 answered 431.
+    for n in 12000 17000; do
+        got=$(python3 - "$SOCK" "$n" <<'PYEOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: d\r\nX-Pad: " + b"a" * int(sys.argv[2]) + b"\r\n\r\n")
+try:
+    line = s.recv(4096).split(b"\r\n")[0].decode("latin-1")
+except socket.timeout:
+    line = "no answer in 5 s"
+print(line)
+PYEOF
+)
+        case "$n:$got" in
+        "12000:HTTP/1.1 200 "*) ok "a header of 12000 bytes (under max-header): 200" ;;
+        "17000:HTTP/1.1 431 "*) ok "a header of 17000 bytes (over max-header, under max-body): 431" ;;
+        *) bad "a header of $n bytes: $got" ;;
+        esac
+    done
     # A chunked body in many small chunks (issue 32): 3000 chunks of one byte make one JSON
     # document, taken whole; 1100 chunks of 64 bytes (past max-body, 65536) are cut off, and
     # the daemon serves the next request.
@@ -925,7 +949,8 @@ daemon_events)
     # since, after an events.lost that says so; ids of the new run are above the old ones.
     last_old=$(sed -n 's/^id: //p' "$T/sse" | tail -n 1)
     stop_daemon
-    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 || exit 1
+    t0_ms=$(date +%s%3N)
+    start_daemon --max-sse 3 --events-history 16 --request-timeout-s 1 --timeout-s 3 || exit 1
     want 201 "a tenant after the restart" POST /v1/tenants '{"name":"ev2","memory":"1G"}'
     # A subscriber without Last-Event-ID, held through what follows (a third place in max-sse:
     # a stream closed by its client is seen gone at the next event): it is sent what happens
@@ -945,6 +970,14 @@ daemon_events)
     curl -s -N --max-time 1 --unix-socket "$SOCK" -H "Last-Event-ID: 9000000000000000" http://d/v1/events >"$T/sse4" 2>/dev/null
     head -n 1 "$T/sse4" | grep -q "^event: events.lost$" && grep -q '"name":"ev2"' "$T/sse4" &&
         ok "an id above this run's: events.lost, then every event kept" || { bad "an id above this run's"; cat "$T/sse4"; }
+    # The run's first id is its start's wall-clock milliseconds times 1000, plus one: a run
+    # may make 999 events a millisecond before the next run's ids pass its own.
+    python3 - "$T/sse4" "$t0_ms" <<'PY' && ok "the run's first id: its start's milliseconds times 1000, plus 1 ($(sed -n 's/^id: //p' "$T/sse4" | head -n 1))" || { bad "the run's first id"; head -n 6 "$T/sse4"; echo "started after $t0_ms ms"; }
+import json, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {\"id\":")]
+first, t0 = ev[0]["id"], int(sys.argv[2])
+assert (first - 1) % 1000 == 0 and t0 <= (first - 1) // 1000 <= ev[0]["time_unix_ns"] // 1000000, (first, t0, ev[0])
+PY
     # Exactly as many events as the history keeps (events-history 16): all, none said lost.
     n=$(grep -c '^id: ' "$T/sse4")
     while [ "$n" -lt 16 ]; do
@@ -1007,7 +1040,19 @@ daemon_events)
         i=$((i + 1)); sleep 0.1
     done
     [ "$got" = 200 ] && ok "one subscriber gone: a new one let in (the refusals counted none)" || bad "one subscriber gone, a new one still refused: $got"
-    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null ;;
+    kill "$s2" "$s3" 2>/dev/null; wait "$s2" "$s3" 2>/dev/null
+    # A quiet stream gets a keep-alive every half of timeout-s (3 s here: every second), so
+    # that the server's own idle timeout never cuts it: 4 or so in 4.5 s, and still open.
+    # (Its place comes free once the closed streams are seen gone, at their next keep-alive.)
+    i=0
+    while [ $i -lt 10 ]; do
+        got=$(curl -s -N -o "$T/quiet" -w '%{http_code}' --max-time 4.5 --unix-socket "$SOCK" http://d/v1/events); rc=$?
+        [ "$got" = 429 ] || break
+        sleep 0.3; i=$((i + 1))
+    done
+    n=$(grep -c '^: keep-alive$' "$T/quiet")
+    [ "$got" = 200 ] && [ "$rc" = 28 ] && [ "$n" -ge 3 ] && ! grep -q '^id: ' "$T/quiet" &&
+        ok "a quiet stream, timeout-s 3: $n keep-alives in 4.5 s, open to the end" || { bad "a quiet stream: HTTP $got, curl exit $rc, $n keep-alives"; cat "$T/quiet"; } ;;
 daemon_events_balance)
     # Every process the events announce (process.started or process.joined) gets exactly one
     # process.ended, so that a consumer counting live processes from them does not drift
@@ -1461,7 +1506,10 @@ daemon_authz)
     "$GS" set dup --memory none --compute none >"$T/out" 2>"$T/err" && ok "gpuslice set none (root)" || { bad "set none"; cat "$T/err"; }
     want 200 "dup's limits after set none" GET /v1/tenants/dup
     jq_py 'l=d["limits"]; assert l["memory"].get("'$U0'") is None and l["compute"].get("'$U0'") is None, l' && ok "set none removed GPU 0's limits too" || { bad "set none left GPU 0's"; cat "$T/body"; }
-    # Classes and weights: the owner may lower them, only an admin raise them.
+    # Classes and weights: the owner may lower them, only an admin raise them. A tenant made
+    # with no class is normal: its owner may not raise it to latency either.
+    n_want 403 "raises its tenant made with no class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/theirs
+    grep -q "the priority class from normal to latency" "$T/nobody/body" && ok "the refusal names it normal, as it is" || { bad "no-class refusal"; cat "$T/nobody/body"; }
     want 201 "root makes a normal tenant of weight 2 for nobody" POST /v1/tenants '{"name":"prio","owner":65534,"priority":"normal","weight":2}'
     [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 1 ] && ok "a tenant with a class: its file 0644 (others read its activity)" || { bad "class file mode"; ls -l "$T/drun/tenants"; }
     n_want 403 "raises its class to latency" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"latency"}' http://d/v1/tenants/prio
@@ -1470,6 +1518,11 @@ daemon_authz)
     n_want 200 "lowers its class to background" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"background"}' http://d/v1/tenants/prio
     n_want 200 "lowers its weight to 1" -X PATCH -H 'Content-Type: application/json' -d '{"weight":1}' http://d/v1/tenants/prio
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["priority"]=="background" and d["weight"]==1, d' "$T/nobody/body" && ok "the lowered class and weight" || bad "lowered"
+    # The state file's mode follows the class as it changes (0644 for normal and latency, so
+    # that others' tenants see its activity; 0600 otherwise), not only as it was made.
+    [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 0 ] && ok "prio lowered to background: its file 0600 again" || { bad "background file mode"; ls -l "$T/drun/tenants"; }
+    want 200 "root gives theirs (made with no class) the class normal" PATCH /v1/tenants/theirs '{"priority":"normal"}'
+    [ "$(find "$T/drun/tenants" -perm 0644 | wc -l)" = 1 ] && ok "theirs given a class by a PATCH: its file 0644" || { bad "file mode after a PATCH to normal"; ls -l "$T/drun/tenants"; }
     n_want 403 "back up to normal" -X PATCH -H 'Content-Type: application/json' -d '{"priority":"normal"}' http://d/v1/tenants/prio
     n_want 403 "makes a latency tenant" -X POST -H 'Content-Type: application/json' -d '{"name":"fast","priority":"latency"}' http://d/v1/tenants
     n_want 403 "makes a tenant of weight 2" -X POST -H 'Content-Type: application/json' -d '{"name":"heavy","weight":2}' http://d/v1/tenants
@@ -1526,7 +1579,23 @@ daemon_authz)
     r_patch 200 "GPU 0 lowered by its index, the default raised (no other GPU)" '{"memory":{"0":"768M","default":"2G"}}'
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["devices"][0]; u=g["uuid"]; assert g["memory_limit_bytes"]==768<<20 and g["compute_limit_percent"]==50 and d["limits"]=={"memory":{"default":2<<30,u:768<<20},"compute":{"default":50,u:50}}, d' "$T/nobody/body" &&
         ok "the answer: nobody's run held to 768 MiB and 50 % on GPU 0 (its file read again, not the sweep's copy)" || { bad "nobody's run's limits in the answer"; cat "$T/nobody/body"; }
-    touch "$T/nobody/go"; wait "$RN" ;;
+    touch "$T/nobody/go"; wait "$RN"
+    # The admin group (--admin-group, here users): a member by its primary group or by a
+    # supplementary one is an admin; a user whose uid is the group's number is not.
+    ag=$(getent group users | cut -d: -f3)
+    if [ -z "$ag" ] || [ "$ag" = 65534 ]; then echo "note: no group users: the admin group is not checked"; else
+        stop_daemon
+        start_daemon --socket-group nogroup --admin-group users || exit 1
+        g_want() { # g_want WANT WHAT SETPRIV-ARGS...: GET /v1/tenants/mine (root's) as that user
+            w=$1 what=$2; shift 2
+            got=$(setpriv "$@" curl -s -o "$T/nobody/body" -w '%{http_code}' --unix-socket "$SOCK" http://d/v1/tenants/mine)
+            [ "$got" = "$w" ] && ok "$what: GET of root's tenant $w" || { bad "$what: $got, want $w"; cat "$T/nobody/body"; echo; }
+        }
+        g_want 200 "uid 65534 whose primary group is users (gid $ag), the admin group" --reuid 65534 --regid "$ag" --groups 65534
+        g_want 200 "uid 65534 in group users as a supplementary group" --reuid 65534 --regid 65534 --groups "$ag"
+        g_want 403 "uid $ag (the admin group's number) in group nogroup only" --reuid "$ag" --regid 65534 --clear-groups
+        g_want 403 "uid 65534 in group nogroup only" --reuid 65534 --regid 65534 --clear-groups
+    fi ;;
 daemon_authz_keys)
     # Issue 32: an owner's change that mixes the default with per-GPU keys, on 2 GPUs, judged
     # per GPU on the whole change (a managed tenant's; a gpuslice run's is not listed for another
@@ -1801,6 +1870,12 @@ daemon_pod_tenants)
     expect 1 "a process of pod bad" -- in_pod "$U2" "$C1" "$P" alloc:100
     stderr_has "refused this pod's GPU limits"
     stderr_has "gpuslice.io/memory"
+    # The joins' counters: that refusal counted, no wait yet (every pod was known first).
+    api GET /metrics >/dev/null
+    jc() { awk -v n="$1" '$1 == n { print $2 }' "$T/body"; }
+    [ "$(jc gpuslice_pod_join_waits_total)" = 0 ] && [ "$(jc gpuslice_pod_join_refusals_total)" -ge 1 ] && [ "$(jc gpuslice_pod_joins_total)" -ge 4 ] &&
+        ok "metrics: joins $(jc gpuslice_pod_joins_total), waits 0, refusals $(jc gpuslice_pod_join_refusals_total)" || { bad "the joins' counters"; grep '^gpuslice_pod_join' "$T/body"; }
+    refusals0=$(jc gpuslice_pod_join_refusals_total)
     # Not a pod's process: nothing changes for it, unless it says it is one.
     expect 0 "a process in no pod's cgroup" -- preload "$P" alloc:2000
     grep -q "alloc 2000 ok" "$T/out" && ok "not a pod's: no pod limit" || { bad "non-pod"; cat "$T/out"; }
@@ -1815,6 +1890,9 @@ daemon_pod_tenants)
     kctl -d "$(upod late "$U3" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     wait "$P3"; rc=$?
     [ $rc = 0 ] && grep -q "alloc 600 ok" "$T/p3" && grep -q "alloc 600 CUDA_ERROR_OUT_OF_MEMORY" "$T/p3" && ok "a process that came first waited and got its pod's 1G" || { bad "late pod (exit $rc)"; cat "$T/p3"; }
+    api GET /metrics >/dev/null
+    [ "$(jc gpuslice_pod_join_waits_total)" -ge 1 ] && [ "$(jc gpuslice_pod_join_refusals_total)" = "$refusals0" ] &&
+        ok "metrics: its waits counted ($(jc gpuslice_pod_join_waits_total)), the refusals as they were" || { bad "the waits' counter"; grep '^gpuslice_pod_join' "$T/body"; }
     # The API cannot change, end or join a pod's tenant, nor make one.
     want 409 "PATCH a pod's tenant" PATCH /v1/tenants/pod-$U1 '{"memory":"8G"}'
     want 409 "DELETE a pod's tenant" DELETE /v1/tenants/pod-$U1
@@ -2081,5 +2159,98 @@ except gpuslice.GpusliceError as e:
     assert "cannot be reached" in str(e), e
 PY
     ;;
+# ---- cases of the pods' list and series (wt-h) ----
+daemon_pod_list)
+    # The pods' list read in pages (the stand-in's pages of 2, continue tokens followed to the
+    # end), a Failed pod taken as ended, and the pods' series: each limit summed over the pod's
+    # GPUs (nvidia.com/gpu, else its keys), compute apart from memory, shown to admins only.
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    UT=a1a1a1a1-2222-4333-8444-555555555555 UK=b2b2b2b2-2222-4333-8444-555555555555
+    UF=c3c3c3c3-2222-4333-8444-555555555555 UM=d4d4d4d4-2222-4333-8444-555555555555
+    UE=e5e5e5e5-2222-4333-8444-555555555555
+    # lpod NAME UID ANNOTATIONS-JSON GPUS PHASE: a pod of ns1 on node1 (GPUS: its container's
+    # nvidia.com/gpu, "" none; PHASE "" none).
+    lpod() {
+        python3 -c 'import json,sys
+n, u, a, g, ph = sys.argv[1:]
+c = {"name": "c"}
+if g: c["resources"] = {"limits": {"nvidia.com/gpu": g}}
+p = {"metadata": {"name": n, "namespace": "ns1", "uid": u, "annotations": json.loads(a)}, "spec": {"nodeName": "node1", "containers": [c]}}
+if ph: p["status"] = {"phase": ph}
+print(json.dumps(p))' "$@"
+    }
+    # In name order: three pods without a GPU fill the first two pages; the GPU pods come after.
+    for n in a-plain1 a-plain2 a-plain3; do
+        kctl -d '{"metadata":{"name":"'$n'","namespace":"ns1"},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
+    done
+    kctl -d "$(lpod keys "$UK" '{"gpuslice.io/memory":"0:1G,1:3G"}' "" "")" "$KC/pods" >/dev/null
+    kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Running)" "$KC/pods" >/dev/null
+    kctl -d "$(lpod zz-failed "$UF" '{"gpuslice.io/memory":"1G"}' "" Failed)" "$KC/pods" >/dev/null
+    # A default beside GPU 1's own limit, on 2 GPUs; and a key just past the pod's one GPU (counted
+    # once more: a container may see more devices than it asked).
+    kctl -d "$(lpod mix "$UM" '{"gpuslice.io/memory":"1G,1:3G","gpuslice.io/compute":"20,1:50"}' 2 "")" "$KC/pods" >/dev/null
+    kctl -d "$(lpod extra "$UE" '{"gpuslice.io/memory":"1G,1:2G"}' 1 "")" "$KC/pods" >/dev/null
+    kctl -d '{"max":2}' "$KC/page-max" >/dev/null
+    chmod 755 "$T"; mkdir -m 777 "$T/nobody"
+    start_daemon --socket-group nogroup --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
+        i=0; while [ $i -lt $(($1 * 10)) ]; do
+            api GET /v1/tenants >/dev/null
+            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
+            sleep 0.1; i=$((i + 1))
+        done
+        cat "$T/body"; echo; return 1
+    }
+    podt='sorted(t["name"] for t in d["tenants"] if t["name"].startswith("pod-"))'
+    if tenants_until 10 "$podt"' == sorted(["pod-'"$UT"'", "pod-'"$UK"'", "pod-'"$UM"'", "pod-'"$UE"'"])'; then
+        ok "every page read: the GPU pods past the first pages are tenants; the Failed one is not"
+    else bad "pod tenants from a list in pages"; fi
+    api GET /v1/pods >/dev/null
+    jq_py 'n = sorted(p["name"] for p in d["pods"]); assert d["synced"] and n == ["a-plain1", "a-plain2", "a-plain3", "extra", "keys", "mix", "two", "zz-failed"], n' &&
+        ok "/v1/pods: all 8 pods of node1, read in pages of 2" || { bad "/v1/pods after a list in pages"; cat "$T/body"; echo; }
+    [ "$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"])')" -ge 4 ] && ok "the list took 4 pages or more" || bad "the list was not read in pages: $(kctl "$KC/stats")"
+    # The totals, by the API and in the series: two has 2 GPUs of 2G and 30 %; keys its 2 keys.
+    api GET "/v1/tenants/pod-$UT" >/dev/null
+    jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 60, p' &&
+        ok "pod two's totals: 2 GPUs, 4 GiB, 60 %" || { bad "pod two's totals"; cat "$T/body"; echo; }
+    api GET "/v1/tenants/pod-$UK" >/dev/null
+    jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 0, p' &&
+        ok "pod keys' totals: 2 GPUs by its keys, 1G + 3G, no ceiling" || { bad "pod keys' totals"; cat "$T/body"; echo; }
+    want 200 "an admin's metrics" GET /metrics
+    python3 - "$T/body" "$UT" "$UK" "$UM" "$UE" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series; mix 1G + 3G and 20 + 50 %; extra 1G + 2G (its key past its GPU)" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
+import re, sys
+body, ut, uk = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+def v(name, pod, uid):
+    m = re.findall(r'^%s\{namespace="ns1",pod="%s",uid="%s",tenant="[0-9]+"\} (\d+)$' % (name, pod, uid), body, re.M)
+    return [int(x) for x in m]
+assert v("gpuslice_pod_memory_limit_bytes", "two", ut) == [4 << 30], v("gpuslice_pod_memory_limit_bytes", "two", ut)
+assert v("gpuslice_pod_compute_limit_percent", "two", ut) == [60], v("gpuslice_pod_compute_limit_percent", "two", ut)
+assert v("gpuslice_pod_gpus", "two", ut) == [2]
+assert v("gpuslice_pod_memory_limit_bytes", "keys", uk) == [4 << 30]
+assert v("gpuslice_pod_compute_limit_percent", "keys", uk) == []
+assert v("gpuslice_pod_gpus", "keys", uk) == [2]
+assert v("gpuslice_pod_refused", "two", ut) == [0] and v("gpuslice_pod_processes", "two", ut) == [0]
+assert not re.search(r'^gpuslice_pod_\w+\{namespace="ns1",pod="zz-failed"', body, re.M)
+um, ue = sys.argv[4], sys.argv[5]
+assert v("gpuslice_pod_memory_limit_bytes", "mix", um) == [4 << 30], v("gpuslice_pod_memory_limit_bytes", "mix", um)
+assert v("gpuslice_pod_compute_limit_percent", "mix", um) == [70], v("gpuslice_pod_compute_limit_percent", "mix", um)
+assert v("gpuslice_pod_memory_limit_bytes", "extra", ue) == [3 << 30], v("gpuslice_pod_memory_limit_bytes", "extra", ue)
+assert v("gpuslice_pod_gpus", "extra", ue) == [1]
+PY
+    # Another user sees no pod: not in /v1/pods, not in the series (the cluster's, an admin's).
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+        setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/metrics
+        grep -q '^gpuslice_gpu_memory_total_bytes' "$T/nobody/body" && ! grep -q '^gpuslice_pod_' "$T/nobody/body" && ! grep -q 'pod="two"' "$T/nobody/body" &&
+            ok "nobody's /metrics: the GPUs, no pod's series" || { bad "nobody's /metrics show pods"; grep 'pod' "$T/nobody/body" | head -5; }
+        setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/v1/pods
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pods"] == [], d' "$T/nobody/body" && ok "nobody's /v1/pods: no pod" || { bad "nobody's /v1/pods"; cat "$T/nobody/body"; }
+    else echo "note: not root: another user's view is not checked"; fi
+    # A pod that fails (phase Failed, through the watch) ends as one that succeeded.
+    kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Failed)" "$KC/pods" >/dev/null
+    if tenants_until 10 '"pod-'"$UT"'" not in '"$podt"' and "pod-'"$UK"'" in '"$podt"; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
 esac
 stop_daemon

@@ -235,7 +235,7 @@ daemon_net_pipeline)
     # connection closed with the rest unanswered).
     head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$T/token"; chmod 600 "$T/token"
     TP=$(free_port)
-    start_daemon --listen "127.0.0.1:$TP" --token-file "$T/token" || exit 1
+    start_daemon --listen "127.0.0.1:$TP" --token-file "$T/token" --request-timeout-s 2 || exit 1
     got=$(python3 "$NC" pipeline "$SOCK" "GET /healthz" 'POST /v1/tenants {"name":"pipe1","memory":"1G"}' "GET /v1/tenants/pipe1" "GET /nothing" "GET /v1/devices")
     [ "$got" = "200 201 200 404 200" ] && ok "unix socket: 5 pipelined requests answered in order ($got)" || bad "unix socket pipelined: '$got', want 200 201 200 404 200"
     got=$(python3 "$NC" pipeline "127.0.0.1:$TP" --token "$T/token" "NOAUTH:GET /v1/tenants" "GET /healthz" "GET /v1/devices")
@@ -253,6 +253,15 @@ daemon_net_pipeline)
     got=$(python3 "$NC" chunked "127.0.0.1:$TP" --token "$T/token" --bytes 70000)
     [ "$got" = closed ] && ok "TCP: 70000 bytes in 1 KiB chunks, with the token: closed" || bad "TCP: a chunked body past max-body with the token: $got, want closed"
     got=$(python3 "$NC" chunked "127.0.0.1:$TP" --bytes 70000)
-    [ "$got" = closed ] && ok "TCP: 70000 bytes in 1 KiB chunks, without the token: closed" || bad "TCP: a chunked body past max-body without the token: $got, want closed" ;;
+    [ "$got" = closed ] && ok "TCP: 70000 bytes in 1 KiB chunks, without the token: closed" || bad "TCP: a chunked body past max-body without the token: $got, want closed"
+    # After an answer, the next request on the connection has request-timeout-s (2 s) again,
+    # from the answer: one trickled a byte every quarter second is cut then, on both doors.
+    for addr in "$SOCK" "127.0.0.1:$TP"; do
+        door=TCP; [ "$addr" = "$SOCK" ] && door="unix socket"
+        got=$(python3 "$NC" after-answer "$addr" 6 --token "$T/token")
+        if echo "$got" | awk '{ exit !($1 == 200 && $2 == "closed" && $3 >= 1.5 && $3 <= 4) }'; then
+            ok "$door: a second request trickled after the first's answer, cut by request-timeout-s: $got"
+        else bad "$door: a second request trickled after an answer: '$got', want 200 closed within 1.5..4 s"; fi
+    done ;;
 esac
 stop_daemon

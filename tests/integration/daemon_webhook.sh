@@ -112,6 +112,31 @@ PY
     # Another namespace: a template of its own there (a pod names templates of its namespace).
     code=$(review ns2 false "$A")
     templates | grep -qx "ns2/gpuslice-m8192mi-c50-n1" && ok "the same slice in ns2: a template in ns2" || bad "ns2: $(templates)"
+    # Two webhook replicas at once: another makes the template between this one's GET (404)
+    # and its POST (409 AlreadyExists): it looks again, finds the same, and allows the pod.
+    # (The stand-in's /race: the template made by "another writer" right after the GET.)
+    race() { # race NS TIMES GONE: t1.json's template in NS, made by another writer on a GET
+        python3 - "$T/t1.json" "$1" "$2" "$3" <<'PY' | kctl -d @- "$KC/race" >/dev/null
+import json, sys
+t = json.load(open(sys.argv[1]))
+md = t["metadata"]
+for k in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+    md.pop(k, None)
+md["namespace"], md["uid"] = sys.argv[2], "race-" + sys.argv[2]
+print(json.dumps({"object": t, "times": int(sys.argv[3]), "gone": sys.argv[4] == "true"}))
+PY
+    }
+    race ns4 1 false
+    code=$(review ns4 false "$A")
+    if [ "$code" = 200 ] && applied && python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]=="gpuslice-m8192mi-c50-n1", p' "$T/pod"; then
+        ok "a template made by another replica between the GET and the POST (409): looked at again, the same, the pod allowed"
+    else bad "a race with another replica: HTTP $code"; cat "$T/hook"; fi
+    tmpl ns4 gpuslice-m8192mi-c50-n1 "$T/t4.json"
+    grep -q '"uid": *"race-ns4"' "$T/t4.json" && ok "ns4's template is the other replica's, not made twice" || { bad "ns4's template"; cat "$T/t4.json"; }
+    # Made and deleted again between each GET and POST, twice: refused, saying so.
+    race ns5 2 true
+    code=$(review ns5 false "$A")
+    refused "made and gone again while the webhook looked" && ! templates | grep -q "^ns5/" && ok "a template made and gone again twice: refused, saying so" || { bad "made and gone twice"; cat "$T/hook"; }
     # A dry run: the patch, and nothing made.
     code=$(review ns1 true '{"metadata":{"name":"d","annotations":{"gpuslice.io/memory":"2G"}},"spec":{"containers":[{"name":"c"}]}}')
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["response"]; assert r["allowed"] and r["patch"], r' "$T/hook" && ! templates | grep -q m2048mi && ok "dryRun: the patch, no template made" || { bad "dry run: $(templates)"; cat "$T/hook"; }

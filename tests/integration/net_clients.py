@@ -17,6 +17,10 @@ system's python3.
   net_clients.py pipeline ADDR [--token FILE] REQUEST...
       Sends every REQUEST ("METHOD PATH [BODY]", NOAUTH: prefixed for one without the token)
       in one write; prints each answer's status, in order, on one line.
+  net_clients.py after-answer ADDR SECONDS [--token FILE] [--every S]
+      One request whole and its answer, then on the same connection the next one's first
+      bytes and one byte every S seconds (0.25) for at most SECONDS; prints "STATUS closed T"
+      (T: seconds from the first answer until the daemon closed it) or "STATUS open SECONDS".
   net_clients.py uploads ADDR N BYTES KIND PID --tls CA
       N uploads of BYTES at once to /mutate (KIND: review, an AdmissionReview with a large
       annotation; objects, [{},{},...]); prints the answers by status and the peak VmRSS of PID
@@ -197,6 +201,39 @@ def cmd_chunked(a):
     print(ans[0][0] if ans else "closed")
 
 
+def cmd_after_answer(a):
+    s = connect(a.addr, timeout=5)
+    s.sendall(request_bytes("GET", "/healthz", token=token_of(a.token)))
+    ans = read_answers(s, 1, 5)
+    st = ans[0][0] if ans else 0
+    t0 = time.monotonic()
+    s.setblocking(False)
+    first = True
+    while time.monotonic() - t0 < a.seconds:
+        try:
+            if not s.recv(4096):
+                print("%d closed %.2f" % (st, time.monotonic() - t0))
+                return
+            # (An answer to a request never finished is as good as a close: print it so.)
+            print("%d closed %.2f answered" % (st, time.monotonic() - t0))
+            return
+        except BlockingIOError:
+            pass
+        except OSError:
+            print("%d closed %.2f" % (st, time.monotonic() - t0))
+            return
+        try:
+            s.send(b"GET /healthz HTTP/1.1\r\nX-Slow: " if first else b"a")
+            first = False
+        except BlockingIOError:
+            pass
+        except OSError:
+            print("%d closed %.2f" % (st, time.monotonic() - t0))
+            return
+        time.sleep(a.every)
+    print("%d open %.2f" % (st, a.seconds))
+
+
 def rss(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmRSS:"):
@@ -283,6 +320,11 @@ def main():
     c.add_argument("--chunk", type=int, default=1024)
     c.add_argument("--bytes", type=int, default=0)
     c.add_argument("--body")
+    w = sub.add_parser("after-answer")
+    w.add_argument("addr")
+    w.add_argument("seconds", type=float)
+    w.add_argument("--token")
+    w.add_argument("--every", type=float, default=0.25)
     u = sub.add_parser("uploads")
     u.add_argument("addr")
     u.add_argument("n", type=int)
@@ -292,7 +334,7 @@ def main():
     u.add_argument("--tls", required=True)
     a = p.parse_args()
     {"hold": cmd_hold, "probe": cmd_probe, "pipeline": cmd_pipeline, "uploads": cmd_uploads,
-     "chunked": cmd_chunked}[a.cmd](a)
+     "chunked": cmd_chunked, "after-answer": cmd_after_answer}[a.cmd](a)
 
 
 if __name__ == "__main__":

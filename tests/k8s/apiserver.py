@@ -51,6 +51,14 @@ The tests drive it through a second listener, plain HTTP on 127.0.0.1 (--control
                              from now on (with "code": 500-599, answered that error instead: an
                              API server that cannot answer); {"clear": true} ends it
   POST /ignore-selector      body: {"on": true|false}: field selectors ignored (every pod sent)
+  POST /page-max             body: {"max": N}: a page of a pod list holds at most N pods even
+                             where limit asks more, with a continue token for the rest (as the
+                             real server's pages may: limit is a most, not a promise); 0: off
+  POST /race                 body: {"object": a resource.k8s.io/v1 object, "times": N,
+                             "gone": true|false}: another writer's race. The next N GETs of that
+                             object that find none answer 404 and then make it (as another
+                             client would just after); with "gone", after the next create of it
+                             answered 409 AlreadyExists it is deleted again
   GET /events                the events written to it, as a JSON list
   GET /stats                 {"lists": N, "watches": N, "open_watches": N, "resourceVersion": RV,
                              "watch_rvs": the resourceVersion each watch asked for, the last 50}
@@ -222,6 +230,8 @@ class Store:
         self.watch_rvs = []     # the resourceVersion each watch request asked for ("" none)
         self.lists = self.watches = self.open_watches = 0
         self.objs = {}          # resource.k8s.io: (resource, ns or "", name) -> object
+        self.page_max = 0       # pods in a list's page at most (0: as limit asks)
+        self.races = {}         # (resource, ns or "", name) -> [object, GETs left, gone]
 
     def put_obj(self, obj, keep_status=True):
         """A resource.k8s.io object added or replaced as given (the tests' control listener):
@@ -382,6 +392,22 @@ def make_handler(store, args, control):
             elif path == "/ignore-selector":
                 with store.cv:
                     store.ignore_selector = bool(b and b.get("on"))
+            elif path == "/page-max":
+                if not isinstance(b, dict) or not isinstance(b.get("max"), int) or b["max"] < 0:
+                    return self.send_json(400, status(400, "BadRequest", 'body: {"max": N >= 0}'))
+                with store.cv:
+                    store.page_max = b["max"]
+            elif path == "/race":
+                o = b.get("object") if isinstance(b, dict) else None
+                res = DRA_KINDS.get(o.get("kind")) if isinstance(o, dict) else None
+                if (res is None or not (o.get("metadata") or {}).get("name") or
+                        not isinstance(b.get("times"), int) or b["times"] < 1):
+                    return self.send_json(400, status(400, "BadRequest", 'body: {"object": a '
+                                                      'resource.k8s.io/v1 object, "times": N >= 1, '
+                                                      '"gone": bool}'))
+                ns = o["metadata"].get("namespace", "default") if DRA[res][1] else ""
+                with store.cv:
+                    store.races[(res, ns, o["metadata"]["name"])] = [o, b["times"], bool(b.get("gone"))]
             elif path == "/deny":
                 with store.cv:
                     if b.get("clear"):
@@ -501,6 +527,8 @@ def make_handler(store, args, control):
                         "consistent list result. You can start a new list without the continue "
                         "parameter."))
             limit = int(q.get("limit") or 0)
+            if store.page_max and (not limit or limit > store.page_max):
+                limit = store.page_max
             page = items[start:start + limit] if limit else items[start:]
             meta = {"resourceVersion": rv}
             if limit and start + limit < len(items):
@@ -732,7 +760,15 @@ def make_handler(store, args, control):
             if method == "GET":
                 with store.cv:
                     obj = store.objs.get(key)
-                return self.send_json(200, obj) if obj else self.send_json(404, notfound)
+                    race = store.races.get(key) if obj is None else None
+                if obj:
+                    return self.send_json(200, obj)
+                if race and race[1] > 0:
+                    # Another writer makes it just after this 404 was decided (made before
+                    # it is sent: a create on another connection must find it).
+                    race[1] -= 1
+                    store.put_obj(copy.deepcopy(race[0]))
+                return self.send_json(404, notfound)
             if method == "DELETE":
                 with store.cv:
                     obj = store.objs.pop(key, None)
@@ -797,6 +833,12 @@ def make_handler(store, args, control):
                     return self.send_json(422, invalid(kind, md.get("name", ""), problems))
                 key = (res, ns or "", md["name"])
                 if key in store.objs:
+                    race = store.races.get(key)
+                    if race and race[2]:
+                        store.objs.pop(key)  # the other writer's, deleted again
+                        store.rv += 1
+                        if race[1] == 0:
+                            del store.races[key]
                     return self.send_json(409, status(
                         409, "AlreadyExists", f'{res}.{DRA_GROUP} "{md["name"]}" already exists',
                         {"name": md["name"], "group": DRA_GROUP, "kind": res}))
