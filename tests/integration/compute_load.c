@@ -21,7 +21,9 @@
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph; gaps-stream:
  *   the gaps load for COMPUTE_LOAD_FIRST_S seconds (3 by default), then the stream load for
  *   SECONDS, of which alone it prints the share (a workload that turns saturating after a
- *   ceiling's duty was learnt low).
+ *   ceiling's duty was learnt low); rest-stream: one kernel, then COMPUTE_LOAD_FIRST_S
+ *   seconds (1 by default) of nothing, then the stream load for SECONDS, of which alone it
+ *   prints the share (a tenant idle a while, whose budget is full, turning saturating).
  *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
  *   of N blocks (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).
  * Under gpuslice run it also prints what the tenant was billed while it ran
@@ -356,6 +358,16 @@ int main(int argc, char **argv)
         seconds = f ? atof(f) : 3.0;
         gap_load(&late);
         seconds = keep;
+        path = "stream";
+    }
+    if (strcmp(path, "rest-stream") == 0) {
+        const char *f = getenv("COMPUTE_LOAD_FIRST_S");
+        double rest = f ? atof(f) : 1.0;
+        struct timespec ts = { (time_t)rest, (long)((rest - (double)(time_t)rest) * 1e9) };
+
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        CHECK(cuCtxSynchronize());
+        nanosleep(&ts, NULL);
         path = "stream";
     }
     t0 = now_s();

@@ -836,7 +836,14 @@ assert o == {'$id': os.getuid(), '0-2-planted': $other}, d"
 passthrough)
     GPUSLICE_DEBUG=1 expect 0 "no limit: the device's own view passes through" -- preload "$IT" limit $((16 * G))
     stderr_has "inactive (pass-through)"
-    ITEST_LOOKUP=getproc GPUSLICE_DEBUG=1 expect 0 "no limit via cuGetProcAddress" -- preload "$IT" limit $((16 * G)) ;;
+    ITEST_LOOKUP=getproc GPUSLICE_DEBUG=1 expect 0 "no limit via cuGetProcAddress" -- preload "$IT" limit $((16 * G))
+    # GPUSLICE_DEBUG=0 and an empty one are off: not a word on stderr, limited or not.
+    for v in 0 ""; do
+        GPUSLICE_DEBUG=$v expect 0 "GPUSLICE_DEBUG='$v', no limit" -- preload "$IT" limit $((16 * G))
+        if [ -s "$T/err" ]; then bad "GPUSLICE_DEBUG='$v' wrote on stderr"; cat "$T/err"; else ok "GPUSLICE_DEBUG='$v': stderr empty"; fi
+        GPUSLICE_DEBUG=$v expect 0 "GPUSLICE_DEBUG='$v' under --memory 1G" -- "$GS" run -q --memory 1G -- "$IT" limit $G
+        if [ -s "$T/err" ]; then bad "GPUSLICE_DEBUG='$v' under a limit wrote on stderr"; cat "$T/err"; else ok "GPUSLICE_DEBUG='$v' under a limit: stderr empty"; fi
+    done ;;
 rtld_next)
     out=$(env LD_PRELOAD="$LIB:$B/tests/librtldnext.so" true)
     if [ "$out" = "rtld-next-ok" ]; then ok "dlsym(RTLD_NEXT) still means after the caller"; else bad "RTLD_NEXT broken: $out"; fi ;;
@@ -1112,6 +1119,32 @@ compute_off)
     share_in 0.85 1.01 "memory limit only"
     if grep -q "compute:" "$T/err"; then bad "launches were governed"; cat "$T/err"; else ok "no launch governed"; fi
     if ls "$GPUSLICE_RUN_DIR" | grep -q board; then bad "a device board was made"; else ok "no device board"; fi ;;
+compute_edges)
+    # The governor at its edges (each check a few seconds at most; bands as wide as the other
+    # compute cases'): what arms it, the lowest ceilings, a burst after a rest.
+    # A weight or a class from the environment alone (no ceiling) governs the process's launches.
+    for v in GPUSLICE_WEIGHT=1 GPUSLICE_WEIGHT=100 GPUSLICE_PRIORITY=background GPUSLICE_PRIORITY=latency; do
+        GPUSLICE_DEBUG=1 expect 0 "$v alone" -- preload env "$v" "$CL" stream 0.3 500
+        grep -q "^gpuslice: debug: compute: [1-9][0-9]* launches governed" "$T/err" && ok "$v alone: its launches governed" || { bad "$v alone: no launch governed"; cat "$T/err"; }
+    done
+    # The lowest ceilings, whose budget's cap (P% of 50 ms) is under 2 ms: a starved tenant
+    # resumes at half its cap, so 500 us kernels run at 1 % and 3 % (never waiting for ever).
+    for c in 1 3; do
+        expect 0 "500 us kernels under --compute $c" -- timeout 20 "$GS" run -q --compute $c -- "$CL" stream 1 500
+        share_in "$(awk -v c=$c 'BEGIN { print c / 200 }')" "$(awk -v c=$c 'BEGIN { print c / 100 + 0.015 }')" "--compute $c"
+    done
+    # A tenant idle for a second (its budget full) that turns saturating: its first burst is at
+    # most its ceiling's share of the 50 ms window, so 0.3 s of load under --compute 20 holds the
+    # device about 0.2 + 10/300 of the time (0.21-0.23 here; a budget of 20 % of 500 ms gives
+    # the first 100 ms whole: 0.51).
+    for attempt in 1 2; do
+        COMPUTE_LOAD_FIRST_S=1 expect 0 "saturating after a second's rest under --compute 20" -- "$GS" run -q --compute 20 -- "$CL" rest-stream 0.3 500
+        v=$(awk '/^share/ {print $2}' "$T/out")
+        [ -n "$v" ] && awk -v v="$v" 'BEGIN { exit !(v < 0.15) }' && [ $attempt = 1 ] || break
+        echo "note: share $v after the rest, under its band; measuring once more"
+    done
+    share_in 0.15 0.33 "the first 0.3 s after a second's rest at 20 %"
+    ;;
 cli_exec)
     # exec: the same launcher as run, any command as it is.
     expect 7 "exec returns the program's status" -- "$GS" exec -q -- sh -c 'exit 7'
@@ -2066,6 +2099,9 @@ PY
     stderr_has "SM partition 16 for"
     expect 0 "run --sms 16 where the runtime makes the primary context current itself" -- "$GS" run -q --sms 16 -- "$SP" internal 3
     every_line "$T/out" 16 16.4 && ok "a primary context made current behind the hooks is swapped for the partition" || { bad "internal path"; cat "$T/out"; }
+    # ... where the first call after that makes a stream with a priority (as PyTorch does).
+    expect 0 "run --sms 16, the runtime's primary current, then cuStreamCreateWithPriority" -- "$GS" run -q --sms 16 -- "$SP" priority 2
+    every_line "$T/out" 16 16.4 && [ "$(grep -c "^thread [01] priority sms 16 " "$T/out")" = 2 ] && ok "a stream made with a priority first runs on the partition's 16 SMs" || { bad "cuStreamCreateWithPriority first"; cat "$T/out"; }
     expect 0 "run --sm-share 25" -- "$GS" run -q --sm-share 25 -- "$SP" 1
     every_line "$T/out" 34 7.7 && ok "25% of 132 SMs is 34 (the nearest multiple of 2)" || { bad "--sm-share 25"; cat "$T/out"; }
     grep -qx "attribute sms 34 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT under --sm-share 25: 34" || { bad "attribute under --sm-share"; cat "$T/out"; }
@@ -2473,6 +2509,8 @@ assert v(0, "ms") < 9.0 or v(1, "ms") < 3.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
     [ "$(grep -c "^lane .* cluster 8$" "$T/out")" = 2 ] && ok "25/75 on co-scheduled groups of 8: clusters of 8 run" || { bad "25/75 clusters"; cat "$T/out"; }
+    # The primary context it retained is released: after the run it is no longer active.
+    grep -q "^primary active 0$" "$T/out" && ok "after the lanes the primary context is released" || { bad "the primary context kept after the lanes"; cat "$T/out"; }
     # Groups of 8 would give 16/24/32/60 (the 30 % lane 5.8 points short); 2-SM steps are within
     # 2 points, and then a lane runs clusters of 2 only (the simulator refuses 4, as the H200).
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
@@ -2495,6 +2533,10 @@ PY
     grep -q "^rc -19$" "$T/out" && grep -q "there is no GPU 3" "$T/out" && ok "ENODEV" || { bad "device 3"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/nogreen.state" GPUSLICE_SIM_GREEN=0 expect 1 "a driver without green contexts" -- "$LP" 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "cannot partition its SMs with green contexts" "$T/out" && ok "ENOTSUP naming the requirement" || { bad "no green"; cat "$T/out"; }
+    grep -q "^primary active 0$" "$T/out" && ok "refused: the primary context released too" || { bad "no green: the primary context kept"; cat "$T/out"; }
+    # No visible GPU (cuInit: CUDA_ERROR_NO_DEVICE): ENODEV, saying the driver's error.
+    CUDA_VISIBLE_DEVICES=-1 expect 1 "no visible GPU" -- "$LP" 1 1
+    grep -q "^rc -19$" "$T/out" && grep -q "^err gpuslice_lanes_run: the CUDA driver did not initialise (error 100)$" "$T/out" && ok "no visible GPU: ENODEV, error 100" || { bad "no visible GPU"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; }
     # Each lane its own argument, and its own record filled in: the weight given, its SMs and
