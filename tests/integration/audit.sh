@@ -49,6 +49,12 @@ accounting)
             "accounting in a PID namespace, $c: the same, by the interposer's charges alone" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
     done
+    # A destroyed pool's last allocation freed into a stream being captured stays charged, and
+    # the capture is not invalidated behind the free. Only by the interposer's charges (in a PID
+    # namespace): the simulator frees at the captured call itself, where a real driver only
+    # records a free node, so NVML's figure for the process would drop at once.
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 expect 0 "accounting in a PID namespace, pool_destroyed_captured: a captured free frees nothing yet" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" pool_destroyed_captured
     # A driver that pads pitches more than the interposer's estimate (issue 32).
     GPUSLICE_SIM_PITCH_ALIGN=2048 expect 0 "accounting, a pitch wider than estimated: charged as given" -- \
         "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
