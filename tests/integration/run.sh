@@ -1144,7 +1144,48 @@ compute_edges)
         echo "note: share $v after the rest, under its band; measuring once more"
     done
     share_in 0.15 0.33 "the first 0.3 s after a second's rest at 20 %"
-    ;;
+    # Synchronising one stream, one context or one thread's per-thread stream settles that
+    # alone: another's kernels queued behind it still run and are billed (pair-*: one kernel on
+    # B, 4 on A behind it, a wait for B alone). So are a library's balanced retain and release
+    # of the primary context (not its last release), a context destroyed with kernels in flight,
+    # and a capture whose end failed. Each at 25 %: held to it, and billed its kernels' time
+    # (measured once more when billed over 1.15 or under its band, as in compute_paths; a
+    # settled stream's work unbilled reads 0.85-0.92 of the device, billed 0.25-0.3 of it).
+    for p in pair-streams pair-ctx pair-ptds stream-retain ctx-destroy bad-capture; do
+        hi=$(over 1.15)
+        expect 0 "$p under --compute 25" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+        v=$(awk '/^billed_s/ { if ($4 > 0) printf "%.4f", $2 / $4 }' "$T/out")
+        sh=$(awk '/^share/ {print $2}' "$T/out")
+        if [ -n "$v" ] && [ -n "$sh" ] && awk -v v="$v" -v hi="$hi" -v s="$sh" -v lo="$(loose 0.19)" 'BEGIN { exit !(v > hi || s < lo) }'; then
+            echo "note: $p at 25%: share $sh, billed $v of its kernels' time; measuring once more"
+            expect 0 "$p under --compute 25, again" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+            hi=$(over 1.3)
+        fi
+        share_in 0.19 0.28 "$p at 25%"
+        billed_in 0.95 "$hi" "$p at 25%"
+    done
+    grep -q "^end_capture 901$" "$T/out" && ok "the invalidated capture's end failed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)" || { bad "bad-capture's end"; cat "$T/out"; }
+    # A capture another thread failed to end goes on: the interposer keeps out of the driver
+    # (its markers' queries would invalidate a global capture) until its own thread ends it.
+    expect 0 "a global capture another thread failed to end, ended 20 ms later" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" wrong-thread 0.5 500
+    grep -q "^end_capture 908 0$" "$T/out" && ok "ended by its thread: CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, then 0" || { bad "wrong-thread capture"; cat "$T/out" "$T/err"; }
+    # A process whose tenant met its GPUs in another order (a first process on device 1: entry
+    # 0 is GPU 1) takes turns on its own GPU's board: at 50 % beside another 50 % tenant on
+    # device 0, each holds about half (0.48 and 0.50 here; on GPU 1's board, no turns: 0.31).
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/two.state"
+    for attempt in 1 2; do
+        "$GS" run -q --compute 50 -- sh -c "COMPUTE_LOAD_DEVICE=1 '$CL' stream 0.2 500 >/dev/null; COMPUTE_LOAD_DEVICE=0 '$CL' stream 2 500" >"$T/a" 2>"$T/a.err" &
+        pa=$!
+        sleep 0.3
+        "$GS" run -q --compute 50 -- "$CL" stream 2 500 >"$T/b" 2>"$T/b.err"
+        wait $pa
+        a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
+        awk -v a="$a" -v b="$b" -v lo="$(loose 0.40)" 'BEGIN { exit !(a < lo || b < lo) }' && [ $attempt = 1 ] || break
+        echo "note: entries in another order: shares $a and $b under their bands; measuring once more"
+    done
+    share_in 0.40 0.53 "device 0 of a tenant whose entry 0 is GPU 1, beside another tenant" a
+    share_in 0.40 0.53 "the other tenant on device 0" b
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/sim.state" ;;
 cli_exec)
     # exec: the same launcher as run, any command as it is.
     expect 7 "exec returns the program's status" -- "$GS" exec -q -- sh -c 'exit 7'
