@@ -1127,6 +1127,11 @@ compute_edges)
         GPUSLICE_DEBUG=1 expect 0 "$v alone" -- preload env "$v" "$CL" stream 0.3 500
         grep -q "^gpuslice: debug: compute: [1-9][0-9]* launches governed" "$T/err" && ok "$v alone: its launches governed" || { bad "$v alone: no launch governed"; cat "$T/err"; }
     done
+    # A ceiling of 99 % arms them; 100 % is none, and arms nothing (no launch governed).
+    GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_COMPUTE_LIMIT=99" -- preload env GPUSLICE_COMPUTE_LIMIT=99 "$CL" stream 0.3 500
+    grep -q "^gpuslice: debug: compute: [1-9][0-9]* launches governed" "$T/err" && ok "99 %: its launches governed" || { bad "99 %: no launch governed"; cat "$T/err"; }
+    GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_COMPUTE_LIMIT=100" -- preload env GPUSLICE_COMPUTE_LIMIT=100 "$CL" stream 0.3 500
+    if grep -q "compute:" "$T/err"; then bad "100 %: launches were governed"; cat "$T/err"; else ok "100 %: no launch governed"; fi
     # The lowest ceilings, whose budget's cap (P% of 50 ms) is under 2 ms: a starved tenant
     # resumes at half its cap, so 500 us kernels run at 1 % and 3 % (never waiting for ever).
     for c in 1 3; do
