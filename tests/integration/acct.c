@@ -866,6 +866,39 @@ static int run(const char *c)
               (unsigned long long)tenant_free());
         agree("after the destroyed pool's last allocation was freed");
         admitted("128 MiB after it", cuMemAlloc_v2(&s, 128 * MiB));
+    } else if (strcmp(c, "pool_destroyed_captured") == 0) {
+        /*
+         * A destroyed pool's last allocation freed into a stream being captured: the free is
+         * only a node of the graph (run when the graph is launched), so the allocation lives
+         * on to the interposer and the pool keeps its charge; and nothing it does may
+         * synchronise the captured stream (which would invalidate the capture).
+         */
+        CUmemoryPool pool = own_pool();
+        CUstream st;
+        CUgraph g = NULL;
+        CUresult er;
+        uint64_t f0;
+        CHECK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+        leave(128 * MiB);
+        admitted("40 MiB from an own pool", cuMemAllocFromPoolAsync(&p, 40 * MiB, pool, st));
+        CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
+        CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
+        f0 = tenant_free();
+        CHECK(f0 == 64 * MiB, "the destroyed pool's live 64 MiB charged: free %llu",
+              (unsigned long long)f0);
+        CHECK(cuStreamBeginCapture_v2(st, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS,
+              "begin capture");
+        CHECK(cuMemFreeAsync(p, st) == CUDA_SUCCESS, "free the last allocation into the capture");
+        CHECK(tenant_free() == f0,
+              "a free only captured gave the destroyed pool's charge back: free %llu, was %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+        er = cuStreamEndCapture(st, &g);
+        printf("end capture -> %d\n", (int)er);
+        CHECK(er == CUDA_SUCCESS, "the capture was invalidated behind the free: %d", (int)er);
+        CHECK(tenant_free() == f0, "after the capture the pool's charge is gone: free %llu, was %llu",
+              (unsigned long long)tenant_free(), (unsigned long long)f0);
+        if (g)
+            cuGraphDestroy(g);
     } else if (strcmp(c, "pool_destroyed_last_ctx") == 0) {
         /*
          * A destroyed pool's live allocation goes with the device's last context (the driver

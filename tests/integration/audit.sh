@@ -49,6 +49,12 @@ accounting)
             "accounting in a PID namespace, $c: the same, by the interposer's charges alone" -- \
             "$GS" run -q --memory 1G -- "$ACCT" "$c"
     done
+    # A destroyed pool's last allocation freed into a stream being captured stays charged, and
+    # the capture is not invalidated behind the free. Only by the interposer's charges (in a PID
+    # namespace): the simulator frees at the captured call itself, where a real driver only
+    # records a free node, so NVML's figure for the process would drop at once.
+    GPUSLICE_SIM_NVML_PID_OFFSET=100000 expect 0 "accounting in a PID namespace, pool_destroyed_captured: a captured free frees nothing yet" -- \
+        "$GS" run -q --memory 1G -- "$ACCT" pool_destroyed_captured
     # A driver that pads pitches more than the interposer's estimate (issue 32).
     GPUSLICE_SIM_PITCH_ALIGN=2048 expect 0 "accounting, a pitch wider than estimated: charged as given" -- \
         "$GS" run -q --memory 1G -- "$ACCT" pitch_wide
@@ -186,6 +192,13 @@ audit_limits)
     expect 0 "defect 7: a child with TENSOR_FUSION_CUDA_MEM_LIMIT keeps the 1 GiB" -- "$GS" run -q --memory 1G -- env -u GPUSLICE_MEMORY_LIMIT TENSOR_FUSION_CUDA_MEM_LIMIT='{"0": 107374182400}' "$IT" limit $G
     expect 0 "defect 7: a per-device limit too" -- "$GS" run -q --memory 0:1G -- env GPUSLICE_MEMORY_LIMIT=16G "$IT" limit $G
     expect 0 "defect 7: a tenant without a limit gains none from a child's variable" -- "$GS" run -q -- env GPUSLICE_MEMORY_LIMIT=1G "$IT" limit $((16 * G))
+    # Nor does a child's GPUSLICE_PRIORITY or GPUSLICE_WEIGHT change its tenant's class or weight.
+    expect 0 "defect 7: a child with GPUSLICE_PRIORITY=latency GPUSLICE_WEIGHT=7" -- "$GS" run -q --name fixedcls --memory 1G -- \
+        env GPUSLICE_PRIORITY=latency GPUSLICE_WEIGHT=7 sh -c '"$0" init && "$1" tenants --json --interval 0' "$IT" "$GS"
+    sed -i '/^cuInit=/d' "$T/out"
+    json_ok "defect 7: the tenant keeps class normal and weight 1" "
+t = [t for t in d['tenants'] if t['name'] == 'fixedcls'][0]
+assert t['priority'] == 'normal' and t['weight'] == 1, t"
     # Limits already in gpuslice run's own environment (a HAMi or TensorFusion pod's) become
     # the tenant's: wrapping a program in run never drops them.
     GPUSLICE_MEMORY_LIMIT=1G expect 0 "run keeps GPUSLICE_MEMORY_LIMIT from its environment" -- "$GS" run -q -- "$IT" limit $G
@@ -199,6 +212,15 @@ audit_escapes)
     expect 0 "defect 9: dlsym(RTLD_NEXT, \"dlsym\") from a library does not reach it" -- "$GS" run -q --memory 1G -- "$ESC" next_dlsym $((2 * G)) "$ESCLIB"
     expect 0 "defect 9: dlsym(dlopen(\"libc.so.6\"), \"dlsym\") does not reach it" -- "$GS" run -q --memory 1G -- "$ESC" libc_dlsym $((2 * G))
     expect 0 "defect 9: a library in a new dlmopen namespace does not reach it" -- "$GS" run -q --memory 1G -- "$ESC" dlmopen $((2 * G)) "$ESCLIB"
+    # The driver and NVML asked of dlmopen for a new namespace, by any name (bare, versioned, a
+    # path): opened in the base namespace instead (dlopen's own handle), the driver's
+    # allocations limited; nothing refused.
+    for lib in libcuda.so.1 "$B/lib/sim/libcuda.so.1" libnvidia-ml.so.1 "$B/lib/sim/libnvidia-ml.so.1"; do
+        expect 0 "dlmopen of $lib under a limit: the base namespace's" -- "$GS" run -q --memory 1G -- "$ESC" dlmopen_driver $((2 * G)) "$lib"
+        grep -q "^dlmopen of $lib: the base namespace's$" "$T/out" && ok "dlmopen of $lib: dlopen's handle" || { bad "dlmopen of $lib"; cat "$T/out" "$T/err"; }
+    done
+    expect 0 "dlmopen of libcuda.so.1: the allocation over the limit refused" -- "$GS" run -q --memory 1G -- "$ESC" dlmopen_driver $((2 * G)) libcuda.so.1
+    grep -q "^allocation through the driver dlmopen gave of $((2 * G)) -> 2$" "$T/out" && ok "refused with CUDA_ERROR_OUT_OF_MEMORY" || { bad "the allocation through dlmopen's driver"; cat "$T/out"; }
     # Without a limit nothing is refused: the same ways work.
     # Without a limit the same lookups work and nothing is refused (they get gpuslice's dlsym).
     expect 1 "without a limit, the dlvsym lookup still reaches the driver" -- "$GS" run -q -- "$ESC" dlvsym $((2 * G))

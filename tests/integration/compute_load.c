@@ -21,7 +21,25 @@
  *   graph_ptsz: the per-thread-default-stream variants of ex, coop and graph; gaps-stream:
  *   the gaps load for COMPUTE_LOAD_FIRST_S seconds (3 by default), then the stream load for
  *   SECONDS, of which alone it prints the share (a workload that turns saturating after a
- *   ceiling's duty was learnt low).
+ *   ceiling's duty was learnt low); rest-stream: one kernel, then COMPUTE_LOAD_FIRST_S
+ *   seconds (1 by default) of nothing, then the stream load for SECONDS, of which alone it
+ *   prints the share (a tenant idle a while, whose budget is full, turning saturating);
+ *   stream-retain: the stream load, the primary context retained and released once more
+ *   after each launch (as a library does), the program's own reference held throughout;
+ *   ctx-destroy: 8 kernels launched in a context of its own (cuCtxCreate), which is destroyed
+ *   at once with them in flight, then the stream load in the primary context; bad-capture: a
+ *   global capture invalidated (cuStreamSynchronize of the captured stream) whose
+ *   cuStreamEndCapture fails, then the stream load ("end_capture R" first); wrong-thread: a
+ *   global capture another thread tries to end (refused, the capture goes on) while another
+ *   stream's kernels run, then 20 ms later the capturing thread ends it, then the stream
+ *   load ("end_capture R R" first);
+ *   pair-streams, pair-ctx, pair-ptds: one kernel on a stream B, then 4 queued behind it on
+ *   a stream A, then a wait for B alone, then for A, over and over: B and A two created
+ *   streams, B waited for with cuStreamSynchronize (pair-streams); B a stream of the primary
+ *   context waited for with cuCtxSynchronize, A a stream of a second context of the device
+ *   (pair-ctx); B the main thread's per-thread default stream, A another thread's, each
+ *   waited for with cuStreamSynchronize_ptsz (pair-ptds). A wait for B alone must leave A's
+ *   work, still running, to be billed.
  *   COMPUTE_LOAD_CLUSTER=N: ex and ex_ptsz launch a grid of one thread-block cluster
  *   of N blocks (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).
  * Under gpuslice run it also prints what the tenant was billed while it ran
@@ -49,7 +67,9 @@ static const char *path;
 static double seconds;
 static unsigned kernel_us;
 static CUcontext ctx;
+static CUdevice dev;
 static CUfunction fn;
+static char fn_name[64];
 static double in_launch; /* seconds inside launch calls (legacy path, one thread) */
 /* COMPUTE_LOAD_TRACE=1 (stream path, one thread): every launch's return time, for trace_report. */
 static double *trace_t;
@@ -117,7 +137,8 @@ static void *load(void *arg)
     long n = 0;
 
     CHECK(cuCtxSetCurrent(ctx));
-    if (strcmp(path, "stream") == 0 || strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 ||
+    if (strcmp(path, "stream") == 0 || strcmp(path, "stream-retain") == 0 ||
+        strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 ||
         strcmp(path, "graph") == 0 || strcmp(path, "capture") == 0 ||
         strcmp(path, "coop_ptsz") == 0 || strcmp(path, "graph_ptsz") == 0)
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -162,6 +183,13 @@ static void *load(void *arg)
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
             if (trace_t && trace_n < trace_cap)
                 trace_t[trace_n++] = now_s();
+            n++;
+        } else if (strcmp(path, "stream-retain") == 0) {
+            CUcontext again;
+
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+            CHECK(cuDevicePrimaryCtxRetain(&again, dev));
+            CHECK(cuDevicePrimaryCtxRelease_v2(dev));
             n++;
         } else if (strcmp(path, "legacy") == 0) {
             double t = now_s();
@@ -296,6 +324,197 @@ static long gap_load(double *late)
     return n;
 }
 
+/* pair-ptds: the other thread's side, told what to do through cmd (1 launch 4, 2 wait, 3 end). */
+static pthread_mutex_t pair_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pair_cv = PTHREAD_COND_INITIALIZER;
+static int pair_cmd;
+
+static void *pair_side(void *arg)
+{
+    int cmd, i;
+
+    (void)arg;
+    CHECK(cuCtxSetCurrent(ctx));
+    for (;;) {
+        pthread_mutex_lock(&pair_mu);
+        while (pair_cmd == 0)
+            pthread_cond_wait(&pair_cv, &pair_mu);
+        cmd = pair_cmd;
+        pthread_mutex_unlock(&pair_mu);
+        if (cmd == 3)
+            return NULL;
+        if (cmd == 1)
+            for (i = 0; i < 4; i++)
+                CHECK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        else
+            CHECK(cuStreamSynchronize_ptsz(NULL));
+        pthread_mutex_lock(&pair_mu);
+        pair_cmd = 0;
+        pthread_cond_broadcast(&pair_cv);
+        pthread_mutex_unlock(&pair_mu);
+    }
+}
+
+static void pair_tell(int cmd)
+{
+    pthread_mutex_lock(&pair_mu);
+    pair_cmd = cmd;
+    pthread_cond_broadcast(&pair_cv);
+    while (cmd != 3 && pair_cmd != 0)
+        pthread_cond_wait(&pair_cv, &pair_mu);
+    pthread_mutex_unlock(&pair_mu);
+}
+
+/* The pair-* loads: B's one kernel, A's 4 behind it, a wait for B alone, then for A. */
+static long pair_load(void)
+{
+    int mode = strcmp(path, "pair-streams") == 0 ? 0 : strcmp(path, "pair-ctx") == 0 ? 1 : 2;
+    double end = now_s() + seconds;
+    CUstream sa = NULL, sb = NULL;
+    CUcontext c2 = NULL, popped;
+    CUfunction f2 = fn;
+    CUmodule m2;
+    pthread_t th;
+    long n = 0;
+    int i;
+
+    CHECK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
+    if (mode == 0)
+        CHECK(cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
+    if (mode == 1) {
+        CHECK(cuCtxCreate_v2(&c2, 0, dev));
+        CHECK(cuModuleLoadData(&m2, "simulated"));
+        CHECK(cuModuleGetFunction(&f2, m2, fn_name));
+        CHECK(cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
+        CHECK(cuCtxSetCurrent(ctx));
+    }
+    if (mode == 2)
+        pthread_create(&th, NULL, pair_side, NULL);
+    while (now_s() < end) {
+        if (mode == 2)
+            CHECK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        else
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, sb, NULL, NULL));
+        if (mode == 1)
+            CHECK(cuCtxPushCurrent_v2(c2));
+        if (mode == 2)
+            pair_tell(1);
+        else
+            for (i = 0; i < 4; i++)
+                CHECK(cuLaunchKernel(f2, 1, 1, 1, 32, 1, 1, 0, sa, NULL, NULL));
+        if (mode == 1)
+            CHECK(cuCtxPopCurrent_v2(&popped));
+        n += 5;
+        /* B alone: A's kernels, queued behind it, still run. */
+        if (mode == 0)
+            CHECK(cuStreamSynchronize(sb));
+        else if (mode == 1)
+            CHECK(cuCtxSynchronize());
+        else
+            CHECK(cuStreamSynchronize_ptsz(NULL));
+        /* Then A. */
+        if (mode == 0) {
+            CHECK(cuStreamSynchronize(sa));
+        } else if (mode == 1) {
+            CHECK(cuCtxPushCurrent_v2(c2));
+            CHECK(cuCtxSynchronize());
+            CHECK(cuCtxPopCurrent_v2(&popped));
+        } else {
+            pair_tell(2);
+        }
+    }
+    if (mode == 2) {
+        pair_tell(3);
+        pthread_join(th, NULL);
+    }
+    if (mode == 1)
+        CHECK(cuCtxDestroy_v2(c2));
+    CHECK(cuCtxSetCurrent(ctx));
+    return n;
+}
+
+/* A context of its own, destroyed with 8 kernels in flight. */
+static void ctx_destroyed_busy(void)
+{
+    CUcontext c2;
+    CUmodule m2;
+    CUfunction f2;
+    int i;
+
+    CHECK(cuCtxCreate_v2(&c2, 0, dev));
+    CHECK(cuModuleLoadData(&m2, "simulated"));
+    CHECK(cuModuleGetFunction(&f2, m2, fn_name));
+    for (i = 0; i < 8; i++)
+        CHECK(cuLaunchKernel(f2, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxDestroy_v2(c2));
+    CHECK(cuCtxSetCurrent(ctx));
+}
+
+/* A global capture invalidated, whose end fails (the capture is over then). */
+static void capture_failed(void)
+{
+    CUstream x;
+    CUgraph g = NULL;
+    CUresult r;
+
+    CHECK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamBeginCapture_v2(x, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, x, NULL, NULL));
+    if (cuStreamSynchronize(x) == CUDA_SUCCESS) { /* refused while capturing: invalidates */
+        fprintf(stderr, "compute_load: a captured stream synchronised\n");
+        exit(1);
+    }
+    r = cuStreamEndCapture(x, &g);
+    printf("end_capture %d\n", (int)r);
+    CHECK(cuStreamDestroy_v2(x));
+}
+
+static CUstream wt_stream;
+static CUresult wt_result;
+
+static void *end_elsewhere(void *arg)
+{
+    CUgraph g = NULL;
+
+    (void)arg;
+    CHECK(cuCtxSetCurrent(ctx));
+    wt_result = cuStreamEndCapture(wt_stream, &g);
+    return NULL;
+}
+
+/*
+ * A global capture another thread tries to end (refused: it goes on) while work of another
+ * stream is in flight; 20 ms later the capturing thread ends it (no call of the interposer's
+ * may have invalidated it meanwhile).
+ */
+static void capture_wrong_thread(void)
+{
+    struct timespec pause = { 0, 20000000 };
+    CUgraph g = NULL;
+    CUstream y;
+    pthread_t th;
+    CUresult r;
+    int i;
+
+    CHECK(cuStreamCreate(&y, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamCreate(&wt_stream, CU_STREAM_NON_BLOCKING));
+    for (i = 0; i < 8; i++)
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, y, NULL, NULL));
+    CHECK(cuStreamBeginCapture_v2(wt_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, wt_stream, NULL, NULL));
+    pthread_create(&th, NULL, end_elsewhere, NULL);
+    pthread_join(th, NULL);
+    CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, wt_stream, NULL, NULL));
+    nanosleep(&pause, NULL);
+    r = cuStreamEndCapture(wt_stream, &g);
+    CHECK(cuStreamSynchronize(y));
+    CHECK(cuStreamDestroy_v2(y));
+    printf("end_capture %d %d\n", (int)wt_result, (int)r);
+    if (g)
+        CHECK(cuGraphDestroy(g));
+    CHECK(cuStreamDestroy_v2(wt_stream));
+}
+
 /* A per-thread-stream launch made during another thread's capture must not wedge us. */
 static void ptds_during_capture(void)
 {
@@ -315,14 +534,13 @@ static void ptds_during_capture(void)
 
 int main(int argc, char **argv)
 {
-    char name[64];
+    char *name = fn_name;
     pthread_t th[16];
     long done[16];
     int threads, i;
     long total = 0;
     double t0, wall, b0;
     CUmodule m;
-    CUdevice dev;
 
     if (argc < 4) {
         fprintf(stderr, "usage: compute_load PATH SECONDS KERNEL_US [THREADS]\n");
@@ -344,7 +562,7 @@ int main(int argc, char **argv)
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&m, "simulated"));
     /* KERNEL_US 0: a kernel that takes no device time, to time the launch path itself. */
-    snprintf(name, sizeof(name), kernel_us ? "spin_%uus" : "noop", kernel_us);
+    snprintf(name, sizeof(fn_name), kernel_us ? "spin_%uus" : "noop", kernel_us);
     CHECK(cuModuleGetFunction(&fn, m, name));
     if (strcmp(path, "ptds-capture") == 0)
         ptds_during_capture();
@@ -358,6 +576,28 @@ int main(int argc, char **argv)
         seconds = keep;
         path = "stream";
     }
+    if (strcmp(path, "ctx-destroy") == 0) {
+        ctx_destroyed_busy();
+        path = "stream";
+    }
+    if (strcmp(path, "bad-capture") == 0) {
+        capture_failed();
+        path = "stream";
+    }
+    if (strcmp(path, "wrong-thread") == 0) {
+        capture_wrong_thread();
+        path = "stream";
+    }
+    if (strcmp(path, "rest-stream") == 0) {
+        const char *f = getenv("COMPUTE_LOAD_FIRST_S");
+        double rest = f ? atof(f) : 1.0;
+        struct timespec ts = { (time_t)rest, (long)((rest - (double)(time_t)rest) * 1e9) };
+
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        CHECK(cuCtxSynchronize());
+        nanosleep(&ts, NULL);
+        path = "stream";
+    }
     t0 = now_s();
     b0 = billed_ns();
     if (strcmp(path, "gaps") == 0) {
@@ -367,6 +607,16 @@ int main(int argc, char **argv)
         wall = now_s() - t0;
         printf("share %.3f launches %ld late_rate %.0f\n", (double)total * kernel_us / 1e6 / wall,
                total, late);
+        if (b0 >= 0)
+            printf("billed_s %.4f kernel_s %.4f wall_s %.4f\n", (billed_ns() - b0) / 1e9,
+                   total * kernel_us / 1e6, wall);
+        CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+        return 0;
+    }
+    if (strncmp(path, "pair-", 5) == 0) {
+        total = pair_load();
+        wall = now_s() - t0;
+        printf("share %.3f launches %ld\n", (double)total * kernel_us / 1e6 / wall, total);
         if (b0 >= 0)
             printf("billed_s %.4f kernel_s %.4f wall_s %.4f\n", (billed_ns() - b0) / 1e9,
                    total * kernel_us / 1e6, wall);

@@ -7,9 +7,12 @@
  * functions as dlsym(RTLD_NEXT, "cu…") from LIB), "libc_dlsym" (glibc's
  * dlsym asked of the C library's own handle, dlsym(libc, "dlsym")),
  * "dlmopen" (LIB loaded into a new link-map namespace, where it opens its
- * own libcuda).
+ * own libcuda), "dlmopen_driver" (LIB, the driver or NVML by any name, asked
+ * of dlmopen for a new namespace: it must be the base namespace's, the very
+ * handle dlopen gives, and for the driver its allocations limited).
  * Exit 0 when the allocation was refused (or the way itself was refused),
- * 1 when it got past the limit, 2 on a usage or set-up error.
+ * 1 when it got past the limit, 2 on a usage or set-up error; for
+ * "dlmopen_driver", 3 when dlmopen refused LIB or gave another handle.
  *
  * usage: escape WAY BYTES [LIB]
  */
@@ -95,6 +98,23 @@ int main(int argc, char **argv)
             return 2;
         }
         return f(NULL, bytes);
+    }
+    if (strcmp(argv[1], "dlmopen_driver") == 0 && argc > 3) {
+        const char *b = strrchr(argv[3], '/');
+        void *lib = dlmopen(LM_ID_NEWLM, argv[3], RTLD_NOW), *base;
+        if (!lib) {
+            printf("dlmopen of %s refused: %s\n", argv[3], dlerror());
+            return 3;
+        }
+        base = dlopen(argv[3], RTLD_NOW | RTLD_NOLOAD);
+        printf("dlmopen of %s: %s\n", argv[3],
+               lib == base ? "the base namespace's" : "another namespace's");
+        if (lib != base)
+            return 3;
+        b = b ? b + 1 : argv[3];
+        return strncmp(b, "libcuda.so", 10) == 0
+                   ? escape_try((dlsym_fn)dlsym, lib, "through the driver dlmopen gave", bytes)
+                   : 0;
     }
     printf("unknown way %s\n", argv[1]);
     return 2;

@@ -69,6 +69,8 @@ hami)
         stderr_has "$2"
     }
     refused "$T/nowhere/x.cache" "its directory does not exist"
+    # A "directory" that is a regular file (ENOTDIR) is one that does not exist, said alike.
+    refused "$V/a.cache/x.cache" "its directory does not exist (HAMi's device plugin mounts one per container"
     mkdir "$V/dir.cache"
     refused "$V/dir.cache" "it is a directory, not a regular file"
     mkfifo "$V/fifo.cache"
@@ -87,6 +89,23 @@ hami)
     refused "$V/other.cache" "it is not gpuslice's tenant state"
     : >"$V/empty.cache"
     refused "$V/empty.cache" "it is an empty file"
+    # gpuslice's own tenant state of another ABI version (a newer or older gpuslice made it):
+    # named as such, with both versions, never taken for another program's file. Major 3 for
+    # this gpuslice's 4, then a size smaller than the layout of the major it names.
+    python3 - "$V/a.cache" "$V/v3.cache" "$V/short.cache" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+magic, ver, size = struct.unpack_from("<QII", b, 0)
+assert magic == 0x544e455453504753, hex(magic)
+v3 = bytearray(b); struct.pack_into("<I", v3, 8, (ver & 0xffff0000) | 3)
+open(sys.argv[2], "wb").write(v3)
+short = bytearray(b); struct.pack_into("<I", short, 12, 4096)
+open(sys.argv[3], "wb").write(short)
+PY
+    chmod 600 "$V/v3.cache" "$V/short.cache"
+    refused "$V/v3.cache" "$V/v3.cache: another major ABI version (tenant ABI 3\.[0-9]*, [0-9]* of [0-9]* bytes; this gpuslice reads tenant ABI 4\.x"
+    if grep -q "a file of another program" "$T/err"; then bad "gpuslice's state of ABI 3 called another program's"; cat "$T/err"; else ok "ABI 3: not called another program's"; fi
+    refused "$V/short.cache" "$V/short.cache: smaller than its ABI version's layout (tenant ABI 4\.[0-9]*, 4096 of"
     cp "$V/a.cache" "$V/shared.cache"
     chmod 660 "$V/shared.cache"
     refused "$V/shared.cache" "mode 0660; it must be this user's"
@@ -106,7 +125,18 @@ hami)
             env LD_PRELOAD="$T/usr-local-vgpu/libvgpu-any.so" CUDA_DEVICE_MEMORY_SHARED_CACHE="$V/new.cache" \
             GPUSLICE_SIM_STATE="$T/nobody.state" "$IT" init
         stderr_has "there is no such file, and this user (uid 65534) cannot make one in its directory"
-    else echo "skip: another user's file (needs root and setpriv)"; fi ;;
+    else echo "skip: another user's file (needs root and setpriv)"; fi
+    # A new file on a read-only mount (EROFS): the same reason as a directory this user may not
+    # write, with the error (a tmpfs mounted read-only in a mount namespace of its own; skipped
+    # where none may be made).
+    mkdir -p "$T/ro"
+    if [ "$(id -u)" = 0 ] && unshare -m --propagation private sh -c 'mount -t tmpfs -o ro none "$1"' sh "$T/ro" 2>/dev/null; then
+        expect 4 "a new file on a read-only mount is refused" -- unshare -m --propagation private sh -c \
+            'mount -t tmpfs -o ro none "$1" && shift && exec "$@"' sh "$T/ro" \
+            env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/ro/new.cache" "$IT" init
+        stderr_has "CUDA_DEVICE_MEMORY_SHARED_CACHE: cannot use $T/ro/new.cache"
+        stderr_has "there is no such file, and this user (uid 0) cannot make one in its directory (Read-only file system)"
+    else echo "skip: a read-only mount (needs root and a mount namespace)"; fi ;;
 compute_hami)
     # HAMi's CUDA_DEVICE_SM_LIMIT through one file: the ceiling holds for the two together.
     for p in a b; do

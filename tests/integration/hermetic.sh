@@ -132,7 +132,25 @@ c.close()' /run/gpuslice/gpusliced.pods "$T/planted" &
     BG="$BG $!"
     i=0; while [ ! -s "$T/planted" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
     expect 1 "a process beside a pods' socket served by uid 65534" -- env LD_PRELOAD="$LIB" "$P" alloc:1
-    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods is served by uid 65534, not the daemon's (0)" ;;
+    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods is served by uid 65534, not the daemon's (0)"
+    # A pods' socket of the daemon's user that accepts and never answers (a daemon wedged): the
+    # process waits the socket's 2 s for an answer, then gets no CUDA, saying so; never hangs.
+    rm -f /run/gpuslice/gpusliced.pods
+    python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(4)
+open(sys.argv[2], "w").write("listening\n")
+s.settimeout(30)
+c, _ = s.accept()
+time.sleep(30)' /run/gpuslice/gpusliced.pods "$T/wedged" &
+    BG="$BG $!"
+    i=0; while [ ! -s "$T/wedged" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    t0=$(date +%s.%N)
+    expect 1 "a process beside a pods' socket that accepts and never answers" -- timeout 20 env LD_PRELOAD="$LIB" "$P" alloc:1
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    stderr_has "could not join its pod's tenant: /run/gpuslice/gpusliced.pods gave no answer"
+    if awk -v d="$dt" 'BEGIN { exit !(d >= 1.8 && d <= 8) }'; then ok "told after the socket's 2 s timeout: ${dt} s"; else bad "a wedged pods' socket: ${dt} s, want about 2"; fi ;;
 *) echo "hermetic.sh: no case $CASE"; exit 2 ;;
 esac
 stop_daemon

@@ -13,7 +13,9 @@
  * cuGetProcAddress_v2 that dlsym gives for the driver's handle, where the
  * runtime starts; cluster: the largest thread-block cluster of 16, 8, 4, 2
  * or 1 blocks a cuLaunchKernelEx on its NULL stream is not refused)
- * then "rc R" and, when R < 0, "err MESSAGE".
+ * then "rc R", "primary active A" (whether the device's primary context is
+ * still active after the run: 0, as the API releases what it retained, or -1
+ * when the driver cannot say) and, when R < 0, "err MESSAGE".
  * usage: lanes_probe [-d DEVICE] [-q] WEIGHT...     exit status 0 when R is 0
  * -q: each lane runs no kernel: it prints "lane I arg A sms N", A the argument it was given
  * (lane I's is "a<I>"), and returns 100 + I; after the run, "info I weight W sms N first F
@@ -166,6 +168,14 @@ int main(int argc, char **argv)
     rc = quick ? gpuslice_lanes_run(dev, n, w, quick_lane, args, lanes, err, sizeof(err))
                : gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
     printf("rc %d\n", rc);
+    {
+        unsigned flags = 0;
+        int active = -1;
+
+        if (cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+            active = -1;
+        printf("primary active %d\n", active);
+    }
     for (i = 0; quick && rc == 0 && i < n; i++)
         printf("info %d weight %g sms %u first %u result %d cuda_error %d\n", i, lanes[i].weight,
                lanes[i].sm_count, lanes[i].first_sm, lanes[i].result, lanes[i].cuda_error);

@@ -836,7 +836,14 @@ assert o == {'$id': os.getuid(), '0-2-planted': $other}, d"
 passthrough)
     GPUSLICE_DEBUG=1 expect 0 "no limit: the device's own view passes through" -- preload "$IT" limit $((16 * G))
     stderr_has "inactive (pass-through)"
-    ITEST_LOOKUP=getproc GPUSLICE_DEBUG=1 expect 0 "no limit via cuGetProcAddress" -- preload "$IT" limit $((16 * G)) ;;
+    ITEST_LOOKUP=getproc GPUSLICE_DEBUG=1 expect 0 "no limit via cuGetProcAddress" -- preload "$IT" limit $((16 * G))
+    # GPUSLICE_DEBUG=0 and an empty one are off: not a word on stderr, limited or not.
+    for v in 0 ""; do
+        GPUSLICE_DEBUG=$v expect 0 "GPUSLICE_DEBUG='$v', no limit" -- preload "$IT" limit $((16 * G))
+        if [ -s "$T/err" ]; then bad "GPUSLICE_DEBUG='$v' wrote on stderr"; cat "$T/err"; else ok "GPUSLICE_DEBUG='$v': stderr empty"; fi
+        GPUSLICE_DEBUG=$v expect 0 "GPUSLICE_DEBUG='$v' under --memory 1G" -- "$GS" run -q --memory 1G -- "$IT" limit $G
+        if [ -s "$T/err" ]; then bad "GPUSLICE_DEBUG='$v' under a limit wrote on stderr"; cat "$T/err"; else ok "GPUSLICE_DEBUG='$v' under a limit: stderr empty"; fi
+    done ;;
 rtld_next)
     out=$(env LD_PRELOAD="$LIB:$B/tests/librtldnext.so" true)
     if [ "$out" = "rtld-next-ok" ]; then ok "dlsym(RTLD_NEXT) still means after the caller"; else bad "RTLD_NEXT broken: $out"; fi ;;
@@ -1112,6 +1119,78 @@ compute_off)
     share_in 0.85 1.01 "memory limit only"
     if grep -q "compute:" "$T/err"; then bad "launches were governed"; cat "$T/err"; else ok "no launch governed"; fi
     if ls "$GPUSLICE_RUN_DIR" | grep -q board; then bad "a device board was made"; else ok "no device board"; fi ;;
+compute_edges)
+    # The governor at its edges (each check a few seconds at most; bands as wide as the other
+    # compute cases'): what arms it, the lowest ceilings, a burst after a rest.
+    # A weight or a class from the environment alone (no ceiling) governs the process's launches.
+    for v in GPUSLICE_WEIGHT=1 GPUSLICE_WEIGHT=100 GPUSLICE_PRIORITY=background GPUSLICE_PRIORITY=latency; do
+        GPUSLICE_DEBUG=1 expect 0 "$v alone" -- preload env "$v" "$CL" stream 0.3 500
+        grep -q "^gpuslice: debug: compute: [1-9][0-9]* launches governed" "$T/err" && ok "$v alone: its launches governed" || { bad "$v alone: no launch governed"; cat "$T/err"; }
+    done
+    # A ceiling of 99 % arms them; 100 % is none, and arms nothing (no launch governed).
+    GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_COMPUTE_LIMIT=99" -- preload env GPUSLICE_COMPUTE_LIMIT=99 "$CL" stream 0.3 500
+    grep -q "^gpuslice: debug: compute: [1-9][0-9]* launches governed" "$T/err" && ok "99 %: its launches governed" || { bad "99 %: no launch governed"; cat "$T/err"; }
+    GPUSLICE_DEBUG=1 expect 0 "GPUSLICE_COMPUTE_LIMIT=100" -- preload env GPUSLICE_COMPUTE_LIMIT=100 "$CL" stream 0.3 500
+    if grep -q "compute:" "$T/err"; then bad "100 %: launches were governed"; cat "$T/err"; else ok "100 %: no launch governed"; fi
+    # The lowest ceilings, whose budget's cap (P% of 50 ms) is under 2 ms: a starved tenant
+    # resumes at half its cap, so 500 us kernels run at 1 % and 3 % (never waiting for ever).
+    for c in 1 3; do
+        expect 0 "500 us kernels under --compute $c" -- timeout 20 "$GS" run -q --compute $c -- "$CL" stream 1 500
+        share_in "$(awk -v c=$c 'BEGIN { print c / 200 }')" "$(awk -v c=$c 'BEGIN { print c / 100 + 0.015 }')" "--compute $c"
+    done
+    # A tenant idle for a second (its budget full) that turns saturating: its first burst is at
+    # most its ceiling's share of the 50 ms window, so 0.3 s of load under --compute 20 holds the
+    # device about 0.2 + 10/300 of the time (0.21-0.23 here; a budget of 20 % of 500 ms gives
+    # the first 100 ms whole: 0.51).
+    for attempt in 1 2; do
+        COMPUTE_LOAD_FIRST_S=1 expect 0 "saturating after a second's rest under --compute 20" -- "$GS" run -q --compute 20 -- "$CL" rest-stream 0.3 500
+        v=$(awk '/^share/ {print $2}' "$T/out")
+        [ -n "$v" ] && awk -v v="$v" 'BEGIN { exit !(v < 0.15) }' && [ $attempt = 1 ] || break
+        echo "note: share $v after the rest, under its band; measuring once more"
+    done
+    share_in 0.15 0.33 "the first 0.3 s after a second's rest at 20 %"
+    # Synchronising one stream, one context or one thread's per-thread stream settles that
+    # alone: another's kernels queued behind it still run and are billed (pair-*: one kernel on
+    # B, 4 on A behind it, a wait for B alone). So are a library's balanced retain and release
+    # of the primary context (not its last release), a context destroyed with kernels in flight,
+    # and a capture whose end failed. Each at 25 %: held to it, and billed its kernels' time
+    # (measured once more when billed over 1.15 or under its band, as in compute_paths; a
+    # settled stream's work unbilled reads 0.85-0.92 of the device, billed 0.25-0.3 of it).
+    for p in pair-streams pair-ctx pair-ptds stream-retain ctx-destroy bad-capture; do
+        hi=$(over 1.15)
+        expect 0 "$p under --compute 25" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+        v=$(awk '/^billed_s/ { if ($4 > 0) printf "%.4f", $2 / $4 }' "$T/out")
+        sh=$(awk '/^share/ {print $2}' "$T/out")
+        if [ -n "$v" ] && [ -n "$sh" ] && awk -v v="$v" -v hi="$hi" -v s="$sh" -v lo="$(loose 0.19)" 'BEGIN { exit !(v > hi || s < lo) }'; then
+            echo "note: $p at 25%: share $sh, billed $v of its kernels' time; measuring once more"
+            expect 0 "$p under --compute 25, again" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" $p 1.2 500
+            hi=$(over 1.3)
+        fi
+        share_in 0.19 0.28 "$p at 25%"
+        billed_in 0.95 "$hi" "$p at 25%"
+    done
+    grep -q "^end_capture 901$" "$T/out" && ok "the invalidated capture's end failed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)" || { bad "bad-capture's end"; cat "$T/out"; }
+    # A capture another thread failed to end goes on: the interposer keeps out of the driver
+    # (its markers' queries would invalidate a global capture) until its own thread ends it.
+    expect 0 "a global capture another thread failed to end, ended 20 ms later" -- timeout 20 "$GS" run -q --compute 25 -- "$CL" wrong-thread 0.5 500
+    grep -q "^end_capture 908 0$" "$T/out" && ok "ended by its thread: CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, then 0" || { bad "wrong-thread capture"; cat "$T/out" "$T/err"; }
+    # A process whose tenant met its GPUs in another order (a first process on device 1: entry
+    # 0 is GPU 1) takes turns on its own GPU's board: at 50 % beside another 50 % tenant on
+    # device 0, each holds about half (0.48 and 0.50 here; on GPU 1's board, no turns: 0.31).
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/two.state"
+    for attempt in 1 2; do
+        "$GS" run -q --compute 50 -- sh -c "COMPUTE_LOAD_DEVICE=1 '$CL' stream 0.2 500 >/dev/null; COMPUTE_LOAD_DEVICE=0 '$CL' stream 2 500" >"$T/a" 2>"$T/a.err" &
+        pa=$!
+        sleep 0.3
+        "$GS" run -q --compute 50 -- "$CL" stream 2 500 >"$T/b" 2>"$T/b.err"
+        wait $pa
+        a=$(awk '/^share/ {print $2}' "$T/a"); b=$(awk '/^share/ {print $2}' "$T/b")
+        awk -v a="$a" -v b="$b" -v lo="$(loose 0.40)" 'BEGIN { exit !(a < lo || b < lo) }' && [ $attempt = 1 ] || break
+        echo "note: entries in another order: shares $a and $b under their bands; measuring once more"
+    done
+    share_in 0.40 0.53 "device 0 of a tenant whose entry 0 is GPU 1, beside another tenant" a
+    share_in 0.40 0.53 "the other tenant on device 0" b
+    unset GPUSLICE_SIM_DEVICES; export GPUSLICE_SIM_STATE="$T/sim.state" ;;
 cli_exec)
     # exec: the same launcher as run, any command as it is.
     expect 7 "exec returns the program's status" -- "$GS" exec -q -- sh -c 'exit 7'
@@ -2066,6 +2145,9 @@ PY
     stderr_has "SM partition 16 for"
     expect 0 "run --sms 16 where the runtime makes the primary context current itself" -- "$GS" run -q --sms 16 -- "$SP" internal 3
     every_line "$T/out" 16 16.4 && ok "a primary context made current behind the hooks is swapped for the partition" || { bad "internal path"; cat "$T/out"; }
+    # ... where the first call after that makes a stream with a priority (as PyTorch does).
+    expect 0 "run --sms 16, the runtime's primary current, then cuStreamCreateWithPriority" -- "$GS" run -q --sms 16 -- "$SP" priority 2
+    every_line "$T/out" 16 16.4 && [ "$(grep -c "^thread [01] priority sms 16 " "$T/out")" = 2 ] && ok "a stream made with a priority first runs on the partition's 16 SMs" || { bad "cuStreamCreateWithPriority first"; cat "$T/out"; }
     expect 0 "run --sm-share 25" -- "$GS" run -q --sm-share 25 -- "$SP" 1
     every_line "$T/out" 34 7.7 && ok "25% of 132 SMs is 34 (the nearest multiple of 2)" || { bad "--sm-share 25"; cat "$T/out"; }
     grep -qx "attribute sms 34 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT under --sm-share 25: 34" || { bad "attribute under --sm-share"; cat "$T/out"; }
@@ -2493,6 +2575,8 @@ assert v(0, "ms") < 9.0 or v(1, "ms") < 3.0, l
 assert abs(v(0, "start_us") - v(1, "start_us")) < 20000, l
 PY
     [ "$(grep -c "^lane .* cluster 8$" "$T/out")" = 2 ] && ok "25/75 on co-scheduled groups of 8: clusters of 8 run" || { bad "25/75 clusters"; cat "$T/out"; }
+    # The primary context it retained is released: after the run it is no longer active.
+    grep -q "^primary active 0$" "$T/out" && ok "after the lanes the primary context is released" || { bad "the primary context kept after the lanes"; cat "$T/out"; }
     # Groups of 8 would give 16/24/32/60 (the 30 % lane 5.8 points short); 2-SM steps are within
     # 2 points, and then a lane runs clusters of 2 only (the simulator refuses 4, as the H200).
     expect 0 "four lanes 10/20/30/40" -- "$LP" 10 20 30 40
@@ -2515,6 +2599,10 @@ PY
     grep -q "^rc -19$" "$T/out" && grep -q "there is no GPU 3" "$T/out" && ok "ENODEV" || { bad "device 3"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/nogreen.state" GPUSLICE_SIM_GREEN=0 expect 1 "a driver without green contexts" -- "$LP" 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "cannot partition its SMs with green contexts" "$T/out" && ok "ENOTSUP naming the requirement" || { bad "no green"; cat "$T/out"; }
+    grep -q "^primary active 0$" "$T/out" && ok "refused: the primary context released too" || { bad "no green: the primary context kept"; cat "$T/out"; }
+    # No visible GPU (cuInit: CUDA_ERROR_NO_DEVICE): ENODEV, saying the driver's error.
+    CUDA_VISIBLE_DEVICES=-1 expect 1 "no visible GPU" -- "$LP" 1 1
+    grep -q "^rc -19$" "$T/out" && grep -q "^err gpuslice_lanes_run: the CUDA driver did not initialise (error 100)$" "$T/out" && ok "no visible GPU: ENODEV, error 100" || { bad "no visible GPU"; cat "$T/out"; }
     GPUSLICE_SIM_STATE="$T/small.state" GPUSLICE_SIM_SMS=4 expect 1 "three lanes on 4 SMs" -- "$LP" 1 1 1
     grep -q "^rc -95$" "$T/out" && grep -q "3 lanes do not fit" "$T/out" && ok "too fine a split: ENOTSUP" || { bad "4 SMs"; cat "$T/out"; }
     # Each lane its own argument, and its own record filled in: the weight given, its SMs and

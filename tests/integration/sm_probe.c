@@ -11,13 +11,15 @@
  * first, each thread makes the primary context current as the CUDA runtime
  * does through its private entry points (the simulator's
  * cuSimRuntimeMakePrimaryCurrent), not through cuDevicePrimaryCtxRetain and
- * cuCtxSetCurrent.
+ * cuCtxSetCurrent. "priority" is "internal" whose first call after that is
+ * cuStreamCreateWithPriority (as PyTorch makes its streams): each thread
+ * prints a line for that stream too ("thread T priority sms N ms X").
  * First, before any context, it prints the device's MULTIPROCESSOR_COUNT
  * attribute and whether the primary context is active after that query
  * ("attribute sms N primary_active A").
  * Exit status: 0, 1 when a CUDA call failed (named on stderr), 2 for bad usage.
  *
- * usage: sm_probe [create|internal] THREADS
+ * usage: sm_probe [create|internal|priority] THREADS
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -70,7 +72,7 @@ static int report(const char *who, const char *path, CUstream s, CUfunction f, C
     return 0;
 }
 
-static int internal;
+static int internal, priority;
 
 static int run_thread(int t)
 {
@@ -79,7 +81,7 @@ static int run_thread(int t)
     CUcontext ctx;
     CUmodule m;
     CUfunction f;
-    CUstream s;
+    CUstream s, ps = NULL;
     CUgraph graph;
     CUgraphExec exec;
 
@@ -92,6 +94,8 @@ static int run_thread(int t)
             return -1;
         }
         CHECK(make_current(0));
+        if (priority)
+            CHECK(cuStreamCreateWithPriority(&ps, CU_STREAM_NON_BLOCKING, -1));
     } else {
         CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
         CHECK(cuCtxSetCurrent(ctx));
@@ -100,6 +104,10 @@ static int run_thread(int t)
     CHECK(cuModuleGetFunction(&f, m, "spin_2000us"));
     if (report(who, "null", NULL, f, NULL) < 0)
         return -1;
+    if (ps && report(who, "priority", ps, f, NULL) < 0)
+        return -1;
+    if (ps)
+        CHECK(cuStreamDestroy_v2(ps));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     if (report(who, "stream", s, f, NULL) < 0)
         return -1;
@@ -140,10 +148,11 @@ int main(int argc, char **argv)
     pthread_t th[64];
     int n, i, rc = 0, attr = 0, create = argc > 1 && strcmp(argv[1], "create") == 0;
 
-    internal = argc > 1 && strcmp(argv[1], "internal") == 0;
+    priority = argc > 1 && strcmp(argv[1], "priority") == 0;
+    internal = priority || (argc > 1 && strcmp(argv[1], "internal") == 0);
     if (argc != 2 + (create || internal) || (n = atoi(argv[1 + (create || internal)])) < 1 ||
         n > 64) {
-        fprintf(stderr, "usage: sm_probe [create|internal] THREADS (1..64)\n");
+        fprintf(stderr, "usage: sm_probe [create|internal|priority] THREADS (1..64)\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
