@@ -2332,6 +2332,18 @@ PY
     chmod 644 "$LF"
     stamp 1.2; bg_run fresh2; wait $SP
     yielded "the file its owner's alone again (0644)" fresh2
+    # A file made its owner's alone while the background process runs: opened again at the next
+    # re-reading and believed from then on (the first 0.4 s, group-writable, were not).
+    chmod 664 "$LF"
+    stamp 1.6
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 1.2 2000 >"$T/fixed" 2>"$T/fixed.err" &
+    pb=$!
+    sleep 0.4; chmod 644 "$LF"
+    wait $pb; wait $SP
+    L=$(grep -o '[0-9]* launches governed' "$T/fixed.err" | awk '{print $1}')
+    W=$(grep -o '[0-9]* waits for a higher class' "$T/fixed.err" | awk '{print $1}')
+    if [ -n "$W" ] && [ -n "$L" ] && [ $((W * 4)) -ge "$L" ]; then ok "a peer's file made private mid-run: believed from then on ($W of $L launches waited)"
+    else bad "a peer's file made private mid-run: ${W:-no} waits for a higher class of ${L:-no} launches"; cat "$T/fixed.err"; fi
     # A stamp an hour ahead counts only within the grace: not yielded to.
     stamp 1.2 future; bg_run future; wait $SP
     not_yielded "beside a stamp an hour in the future" future
