@@ -2252,5 +2252,111 @@ PY
     # A pod that fails (phase Failed, through the watch) ends as one that succeeded.
     kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Failed)" "$KC/pods" >/dev/null
     if tenants_until 10 '"pod-'"$UT"'" not in '"$podt"' and "pod-'"$UK"'" in '"$podt"; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
+# ---- wt-j ----
+daemon_class_peers)
+    # Which of the node's classed tenants a lower class yields to, stamp by stamp (classes.c):
+    # the owner of a latency tenant (root here, or the user running the case) stamps its
+    # activity word in its state file, and a background tenant's process waits for it only
+    # while the stamp is fresh, the file is its owner's and written by no one else, and the
+    # tenant is known to it (re-read every 100 ms: a peer that starts later is seen).
+    . "$SRC/tests/integration/priority.sh" # LPR (and shares_in)
+    me=$(id -u)
+    start_daemon || exit 1
+    want 201 "a latency tenant" POST /v1/tenants '{"name":"lat","owner":'"$me"',"priority":"latency"}'
+    LF=$(ls -d "$T/drun/tenants"/*) # its state file, the only one yet
+    [ -f "$LF" ] || { bad "no one state file: $LF"; exit 1; }
+    want 201 "a background tenant" POST /v1/tenants '{"name":"bg","owner":'"$me"',"priority":"background"}'
+    want 201 "a latency tenant that has not run yet" POST /v1/tenants '{"name":"late","owner":'"$me"',"priority":"latency"}'
+    [ "$(stat -c %a "$LF")" = 644 ] && ok "the latency tenant's file: 0644, others read its stamps" || bad "latency tenant's file mode $(stat -c %a "$LF")"
+    # The latency tenant runs once, alone: its device entry (the GPU's UUID) is in its file.
+    "$GS" run -q --tenant lat -- "$CL" stream 0.2 100 >"$T/lat0" 2>&1 || { bad "the latency tenant did not run"; cat "$T/lat0"; }
+    # bg_run NAME: the background tenant's load (0.8 s of 2 ms kernels), its governor's counters
+    # in $T/NAME.err; W and L: its waits for a higher class and its launches.
+    bg_run() {
+        GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 0.8 2000 >"$T/$1" 2>"$T/$1.err"
+        L=$(grep -o '[0-9]* launches governed' "$T/$1.err" | awk '{print $1}')
+        W=$(grep -o '[0-9]* waits for a higher class' "$T/$1.err" | awk '{print $1}')
+    }
+    # yielded WHAT / not_yielded WHAT: at least half its launches waited for the higher class,
+    # or exactly none did.
+    yielded() {
+        if [ -n "$L" ] && [ -n "$W" ] && [ "$L" -gt 0 ] && [ $((W * 2)) -ge "$L" ]; then ok "$1: $W of $L launches waited for the higher class"
+        else bad "$1: ${W:-no} waits for a higher class of ${L:-no} launches"; grep "launches governed" "$T/$2.err" || cat "$T/$2.err"; fi
+    }
+    not_yielded() {
+        if [ -n "$L" ] && [ "$L" -gt 0 ] && [ "$W" = 0 ]; then ok "$1: none of its $L launches waited for the higher class"
+        else bad "$1: ${W:-no} waits for a higher class of ${L:-no} launches, want 0"; grep "launches governed" "$T/$2.err" || cat "$T/$2.err"; fi
+    }
+    # stamp SECONDS [future]: the latency tenant's owner stamps its GPU's activity word (entry 0,
+    # ABI 4.4 active_ns at 154240) with CLOCK_MONOTONIC every millisecond, or once an hour ahead.
+    stamp() {
+        rm -f "$T/stamping"
+        python3 - "$LF" "$T/stamping" "$@" <<'PY' &
+import os, struct, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+uuid = os.pread(fd, 16, 232)
+assert uuid != bytes(16), "no device entry 0"
+end = time.monotonic() + float(sys.argv[3])
+future = len(sys.argv) > 4
+os.pwrite(fd, struct.pack("<Q", time.monotonic_ns() + (3600 * 10**9 if future else 0)), 154240)
+open(sys.argv[2], "w").close()
+while time.monotonic() < end:
+    if not future:
+        os.pwrite(fd, struct.pack("<Q", time.monotonic_ns()), 154240)
+    time.sleep(0.001)
+PY
+        SP=$!
+        i=0; while [ ! -e "$T/stamping" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i + 1)); done
+    }
+    # Its stamp of a run that ended (older than the 5 ms grace): nothing to yield to.
+    bg_run stale
+    not_yielded "beside the latency tenant's stamp of a run that ended" stale
+    # Fresh stamps in its owner's private file: yielded to.
+    stamp 1.2; bg_run fresh; wait $SP
+    yielded "beside fresh stamps in the latency tenant's own file (0644)" fresh
+    # The same file writable by its group, or by anyone: its stamps are nobody's word.
+    chmod 664 "$LF"
+    stamp 1.2; bg_run gw; wait $SP
+    not_yielded "beside fresh stamps in a group-writable file (0664)" gw
+    chmod 646 "$LF"
+    stamp 1.2; bg_run ow; wait $SP
+    not_yielded "beside fresh stamps in a world-writable file (0646)" ow
+    if [ "$me" = 0 ]; then
+        # Nor a file of another owner than the tenant's (the daemon gave it to root).
+        chmod 644 "$LF"; chown 65534 "$LF"
+        stamp 1.2; bg_run other; wait $SP
+        not_yielded "beside fresh stamps in a file of another owner (nobody)" other
+        chown 0 "$LF"
+    else echo "note: not root: a file of another owner is not checked"; fi
+    # Made private again: yielded to again, the same stamps.
+    chmod 644 "$LF"
+    stamp 1.2; bg_run fresh2; wait $SP
+    yielded "the file its owner's alone again (0644)" fresh2
+    # A file made its owner's alone while the background process runs: opened again at the next
+    # re-reading and believed from then on (the first 0.4 s, group-writable, were not).
+    chmod 664 "$LF"
+    stamp 1.6
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 1.2 2000 >"$T/fixed" 2>"$T/fixed.err" &
+    pb=$!
+    sleep 0.4; chmod 644 "$LF"
+    wait $pb; wait $SP
+    L=$(grep -o '[0-9]* launches governed' "$T/fixed.err" | awk '{print $1}')
+    W=$(grep -o '[0-9]* waits for a higher class' "$T/fixed.err" | awk '{print $1}')
+    if [ -n "$W" ] && [ -n "$L" ] && [ $((W * 4)) -ge "$L" ]; then ok "a peer's file made private mid-run: believed from then on ($W of $L launches waited)"
+    else bad "a peer's file made private mid-run: ${W:-no} waits for a higher class of ${L:-no} launches"; cat "$T/fixed.err"; fi
+    # A stamp an hour ahead counts only within the grace: not yielded to.
+    stamp 1.2 future; bg_run future; wait $SP
+    not_yielded "beside a stamp an hour in the future" future
+    # A latency tenant that had not run when the background process started (no device entry
+    # in its file yet): seen once it runs, within the 100 ms of the node's re-reading.
+    GPUSLICE_DEBUG=1 "$GS" run -q --tenant bg -- "$CL" stream 2 2000 >"$T/late-bg" 2>"$T/late-bg.err" &
+    pb=$!
+    sleep 0.5
+    "$GS" run -q --tenant late -- "$CL" stream 1 100 >"$T/late" 2>&1 || { bad "tenant late did not run"; cat "$T/late"; }
+    wait $pb
+    L=$(grep -o '[0-9]* launches governed' "$T/late-bg.err" | awk '{print $1}')
+    W=$(grep -o '[0-9]* waits for a higher class' "$T/late-bg.err" | awk '{print $1}')
+    if [ -n "$W" ] && [ -n "$L" ] && [ "$W" -ge 20 ]; then ok "a latency tenant that began to run later was yielded to: $W of $L launches waited"
+    else bad "a latency tenant that began later: ${W:-no} waits for a higher class of ${L:-no} launches"; cat "$T/late-bg.err"; fi ;;
 esac
 stop_daemon
