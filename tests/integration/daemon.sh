@@ -2358,5 +2358,39 @@ PY
     W=$(grep -o '[0-9]* waits for a higher class' "$T/late-bg.err" | awk '{print $1}')
     if [ -n "$W" ] && [ -n "$L" ] && [ "$W" -ge 20 ]; then ok "a latency tenant that began to run later was yielded to: $W of $L launches waited"
     else bad "a latency tenant that began later: ${W:-no} waits for a higher class of ${L:-no} launches"; cat "$T/late-bg.err"; fi ;;
+# ---- a pod's CUDA-index keys on two GPUs (issue 32, second round) ----
+daemon_pod_index)
+    # A pod's limits keyed by CUDA index ("0:1G,1:4G") are the process's own CUDA indices,
+    # whatever order its tenant met the GPUs in: a first process that starts on device 1 (a
+    # torchrun worker of LOCAL_RANK 1) makes GPU 1 the tenant's entry 0, and still has 4G there.
+    . "$SRC/tests/k8s/lib.sh"
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    pod_cgroups # CGB
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    UX=f7f7f7f7-2222-4333-8444-555555555555 CX=$(printf 'c7%062d' 0)
+    cg() {
+        d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
+        mkdir -p "$d" && echo "$d"
+    }
+    in_pod() {
+        d=$(cg "$1" "$2"); shift 2
+        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
+    }
+    printf '%s\n' 'mount --bind "$RUNDIR/tenants" "$RUNDIR/pod/tenants" && mount --rbind "$RUNDIR/pod" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR/tenants" || exit 99' \
+        'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
+    export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
+    trap 'cg_cleanup_own $UX; cleanup' EXIT
+    kctl -d '{"metadata":{"name":"idx","namespace":"ns1","uid":"'"$UX"'","annotations":{"gpuslice.io/memory":"0:1G,1:4G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'"$CX"'"}]}}' "$KC/pods" >/dev/null
+    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    i=0; while [ $i -lt 100 ]; do api GET "/v1/tenants/pod-$UX" >/dev/null; grep -q '"limits"' "$T/body" && break; sleep 0.1; i=$((i + 1)); done
+    jq_py 'm = d["limits"]["memory"]; assert m == {"default": None, "cuda:0": 1 << 30, "cuda:1": 4 << 30}, m' && ok "pod idx's tenant: 1G on its CUDA device 0, 4G on its 1" || { bad "pod idx's tenant"; cat "$T/body"; }
+    expect 0 "a process of pod idx starting on CUDA device 1" -- in_pod "$UX" "$CX" env MEM_PROBE_DEVICE=1 "$P" total alloc:1500 alloc:1500 alloc:1200
+    grep -q "^total $((4 << 30))$" "$T/out" && grep -q "alloc 1500 ok" "$T/out" && [ "$(grep -c "alloc 1500 ok" "$T/out")" = 2 ] && grep -q "alloc 1200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "device 1 first: its own 4G (two 1500M held, 1200M more refused)" || { bad "device 1 held to another GPU's limit"; cat "$T/out" "$T/err"; }
+    expect 0 "the same process's device 0 after device 1" -- in_pod "$UX" "$CX" env MEM_PROBE_DEVICE=1 "$P" alloc:100 dev:0 total alloc:900 alloc:200
+    grep -q "^total $((1 << 30))$" "$T/out" && grep -q "alloc 900 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "device 0 then: its own 1G" || { bad "device 0's limit"; cat "$T/out" "$T/err"; }
+    stop_daemon ;;
 esac
 stop_daemon
