@@ -706,7 +706,8 @@ EOD
         events-history:16:1000000 nice:-20:19 guard-compute-margin:0:100 tenants-per-user:0:256 \
         members-per-user:1:4096 pod-member-reserve:0:4095 max-header:1024:1048576 \
         timeout-s:1:3600 dra-publish-s:1:3600 guard-grace-ms:0:60000 max-connections:1:10000 \
-        reserved-connections:0:1000; do
+        reserved-connections:0:1000 request-timeout-s:1:3600 max-peer-connections:1:10000 \
+        request-memory:1048576:17179869184 webhook-max-body:65536:67108864; do
         o=${spec%%:*}; r=${spec#*:}; lo=${r%%:*}; hi=${r#*:}
         pc --config /dev/null --$o "$lo"; is "$o" "$lo" "its least"
         pc --config /dev/null --$o "$hi"; is "$o" "$hi" "its most"
@@ -794,6 +795,19 @@ EOD
         GPUSLICE_DAEMON_DIR=relative pc --config /dev/null
         is run-dir /run/gpuslice "root, a relative GPUSLICE_DAEMON_DIR"; is state-dir /var/lib/gpuslice "root in /run/gpuslice"
         pc --config /dev/null --run-dir /run/gpuslice/x; is state-dir /run/gpuslice/x/state "root elsewhere"
+        # A user's (nobody's): XDG_RUNTIME_DIR only where absolute, else /tmp/gpuslice-UID.
+        if command -v setpriv >/dev/null; then
+            for x in /xdg:/xdg/gpuslice xdg-rel:/tmp/gpuslice-65534 :/tmp/gpuslice-65534; do
+                setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH -u GPUSLICE_DAEMON_DIR \
+                    XDG_RUNTIME_DIR="${x%%:*}" "$D" --config /dev/null --print-config >"$T/out" 2>"$T/err"
+                is run-dir "${x#*:}" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+                is state-dir "${x#*:}/state" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+                is socket "${x#*:}/gpusliced.sock" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+            done
+            setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH GPUSLICE_DAEMON_DIR=/gd \
+                XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out" 2>"$T/err"
+            is run-dir /gd "nobody, GPUSLICE_DAEMON_DIR before XDG_RUNTIME_DIR"
+        fi
     else
         env GPUSLICE_DAEMON_DIR=relative XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out"
         is run-dir /xdg/gpuslice "a user, a relative GPUSLICE_DAEMON_DIR"
