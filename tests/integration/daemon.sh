@@ -540,8 +540,25 @@ daemon_metrics)
     P1=$!
     BG="$BG $P1"
     i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    # Beside it: a managed tenant with a ceiling and no memory limit, and a gpuslice run with a
+    # memory limit and no ceiling (it never touches the GPU: GPU 0's figures below stay its).
+    want 201 "a tenant of ceiling 30 alone" POST /v1/tenants '{"name":"conly","compute":30}'
+    "$GS" run --memory 300M -- sleep 30 >/dev/null 2>&1 &
+    P3=$!
+    BG="$BG $P3"
+    i=0; while [ $i -lt 100 ]; do api GET /v1/tenants >/dev/null; jq_py 'sys.exit(0 if any(not t["managed"] for t in d["tenants"]) else 1)' 2>/dev/null && break; sleep 0.05; i=$((i + 1)); done
     sleep 0.4
     want 200 "metrics" GET /metrics
+    # Tenants by kind: two of the daemon's (m, conly), one gpuslice run.
+    grep -q '^gpuslice_tenants{kind="managed"} 2$' "$T/body" && grep -q '^gpuslice_tenants{kind="run"} 1$' "$T/body" &&
+        ok "gpuslice_tenants: managed 2, run 1" || { bad "tenants by kind"; grep '^gpuslice_tenants' "$T/body"; }
+    # A limit that is not set has no series (not 0, which reads as held to nothing): memory
+    # limits for m (1 GiB) and the run (300 MiB) only, ceilings for m (0.50) and conly (0.30) only.
+    sed -n 's/^gpuslice_tenant_memory_limit_bytes{tenant="[^"]*",tenant_name="\([^"]*\)",gpu="0",.*} \([0-9]*\)$/\1 \2/p' "$T/body" | sort >"$T/lims"
+    printf 'sleep 314572800\nm 1073741824\n' | sort | diff - "$T/lims" >/dev/null && ok "memory limit series: m's and the run's (sleep) only" || { bad "memory limit series"; cat "$T/lims"; grep '^gpuslice_tenant_memory_limit' "$T/body"; }
+    sed -n 's/^gpuslice_tenant_compute_limit_ratio{tenant="[^"]*",tenant_name="\([^"]*\)",gpu="0",.*} \([0-9.]*\)$/\1 \2/p' "$T/body" | sort >"$T/lims"
+    printf 'conly 0.30\nm 0.50\n' | diff - "$T/lims" >/dev/null && ok "ceiling series: m's and conly's only" || { bad "ceiling series"; cat "$T/lims"; grep '^gpuslice_tenant_compute_limit' "$T/body"; }
+    kill $P3 2>/dev/null; wait $P3 2>/dev/null
     if command -v promtool >/dev/null; then
         promtool check metrics <"$T/body" >"$T/lint" 2>&1 && ok "promtool check metrics passes" || { bad "promtool"; cat "$T/lint"; }
     else
@@ -591,24 +608,38 @@ daemon_metrics)
         if (sum <= 0 || sum < low * 0.999999 || (hi >= 0 && sum > hi * 1.000001 + 1e-9)) err = err " _sum " sum " outside " low ".." hi
         if (err != "") { print err; exit 1 }
     }' "$T/body" >"$T/hist" && ok "request histogram: cumulative, +Inf = _count, _sum in seconds" || { bad "histogram:$(cat "$T/hist")"; grep '^gpuslice_daemon_request' "$T/body"; }
-    # GPU time and throttled time in seconds, each its own: a second of saturating work under
-    # the 50 % ceiling holds the GPU about half of it and waits about the other half.
-    "$GS" run -q --tenant m -- "$CL" stream 1 1000 >/dev/null 2>&1
-    want 200 "metrics after the compute load" GET /metrics
+    # GPU time and throttled time in seconds, each its own: 1.2 s of saturating work under the
+    # 50 % ceiling holds the GPU about half of it and waits about the other half. (Read while
+    # the work runs on: read after it ended, the last second's utilization fell to 0.16 on a
+    # loaded machine before the API was asked.)
+    "$GS" run -q --tenant m -- "$CL" stream 2 1000 >/dev/null 2>&1 &
+    LD=$!
+    sleep 1.2
+    curl -s --unix-socket "$SOCK" http://d/v1/devices/0 >"$T/dev0.json"
+    want 200 "metrics during the compute load" GET /metrics
     awk '
     /^gpuslice_tenant_gpu_time_seconds_total\{tenant="1",/ { g = $2; ng++ }
     /^gpuslice_tenant_throttled_seconds_total\{tenant="1",/ { t = $2; nt++ }
     END { exit !(ng == 1 && nt == 1 && g + 0 > 0.2 && g + 0 < 1 && t + 0 > 0.2 && t + 0 < 2 && g != t) }' "$T/body" &&
-        ok "GPU time and throttled time after a second at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
+        ok "GPU time and throttled time after 1.2 s at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
     # The GPU's busy share over the last second, as a ratio (NVML's SM figure, not the memory
     # controller's, which the simulator keeps at 0), in the metrics and the API alike.
     awk '/^gpuslice_gpu_utilization_ratio\{gpu="0",/ { f = ($NF >= 0.3 && $NF <= 0.75) } END { exit !f }' "$T/body" && ok "GPU 0 busy about half the last second, as a ratio" || { bad "utilization after the load"; grep '^gpuslice_gpu_utilization' "$T/body"; }
-    curl -s --unix-socket "$SOCK" http://d/v1/devices/0 >"$T/dev0.json"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['utilization']; assert 0.3 <= u <= 0.75, u" "$T/dev0.json" && ok "the API's utilization: the same ratio" || { bad "the API's utilization"; cat "$T/dev0.json"; }
+    wait $LD
     touch "$T/go"; wait $P1
     stop_daemon
     # dcgm-exporter's label names (the default): promtool's lint finds only their case.
+    # Started with a soft descriptor limit of 512: the daemon raises it to the hard limit (a
+    # connection is a descriptor: max-connections of each listener must fit).
+    hard=$(ulimit -Hn)
+    ulimit -Sn 512
     start_daemon || exit 1
+    ulimit -Sn "$hard"
+    if [ "$hard" != unlimited ] && [ "$hard" -gt 512 ]; then
+        awk -v h="$hard" '/^Max open files/ { f = ($4 == h && $5 == h) } END { exit !f }' "/proc/$DPID/limits" &&
+            ok "started with 512 descriptors: raised to the hard limit, $hard" || { bad "descriptor limit not raised"; grep "open files" "/proc/$DPID/limits"; }
+    fi
     api GET /metrics >/dev/null
     grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",UUID="GPU-5ac1ce00-0000-4000-8000-000000000000",modelName="gpuslice simulated GPU",Hostname=' "$T/body" && ok "dcgm-exporter's labels" || bad "dcgm labels"
     if command -v promtool >/dev/null; then
