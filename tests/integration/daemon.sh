@@ -1265,7 +1265,35 @@ daemon_prometheus)
     env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
         --listen "127.0.0.1:$(port)" --token-file "$T/token" >"$T/out" 2>&1
     [ $? = 1 ] && grep -q "chmod 600" "$T/out" && ok "a token file others can read is refused" || { bad "token mode"; cat "$T/out"; }
+    # Its group may not read it either, nor write it; each refusal names the file.
+    # (timeout: a daemon that took it would serve on.)
+    for m in 640 620 660 604; do
+        chmod $m "$T/token"
+        timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
+            --listen "127.0.0.1:$(port)" --token-file "$T/token" >"$T/out" 2>&1
+        [ $? = 1 ] && grep -q -- "--token-file $T/token must be a regular file that only its owner can read (chmod 600)" "$T/out" &&
+            ok "a token file of mode $m is refused, naming it" || { bad "token mode $m"; cat "$T/out"; }
+    done
     chmod 600 "$T/token"
+    # A token of 15 characters (after its line's end is cut) is refused, saying how long it is;
+    # 16 is the least accepted, and it is what a client must send.
+    printf '0123456789abcde\n' >"$T/tok15"; printf 'a23456789abcdef0\r\n' >"$T/tok16"; chmod 600 "$T/tok15" "$T/tok16"
+    timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
+        --listen "127.0.0.1:$(port)" --token-file "$T/tok15" >"$T/out" 2>&1
+    [ $? = 1 ] && grep -q -- "--token-file $T/tok15 holds 15 characters; a token needs at least 16" "$T/out" &&
+        ok "a token of 15 characters is refused, saying so" || { bad "token of 15"; cat "$T/out"; }
+    DP16=$(port)
+    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun3" \
+        --listen "127.0.0.1:$DP16" --token-file "$T/tok16" >"$T/out16" 2>&1 &
+    D16=$!; BG="$BG $D16"
+    got=; i=0; while [ $i -lt 100 ]; do
+        got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer a23456789abcdef0" "http://127.0.0.1:$DP16/v1/tenants")
+        [ "$got" = 200 ] && break; sleep 0.05; i=$((i + 1))
+    done
+    [ "$got" = 200 ] && ok "a token of 16 characters serves" || { bad "token of 16: $got"; cat "$T/out16"; }
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer a23456789abcdef" "http://127.0.0.1:$DP16/v1/tenants")
+    [ "$got" = 401 ] && ok "its first 15 characters: 401" || bad "token of 16, 15 sent: $got"
+    kill $D16; wait $D16 2>/dev/null
     expect 2 "--listen without --token-file" -- "$D" --config /dev/null --listen 127.0.0.1:1
     stderr_has "needs --token-file"
     want 201 "tenant" POST /v1/tenants '{"name":"scraped","memory":"1G","compute":25}'
