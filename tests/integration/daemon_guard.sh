@@ -299,6 +299,28 @@ daemon_guard_escape)
     i=0; while [ -d "$TC/t$id" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     [ ! -d "$TC/t$id" ] && ok "its cgroup removed" || bad "cgroup t$id left"
     ;;
+daemon_guard_margin)
+    # guard-compute-margin's boundary: a tenant NVML measures exactly at its ceiling plus the
+    # margin (10 by default) is allowed, as the option says; one point over it is acted on. A
+    # load of three threads queueing 20 ms kernels keeps the GPU busy in every period: NVML
+    # measures it at 100. Each tenant's budget is kept full by a sibling, so that its load is
+    # never held back: ceiling 90 is at the margin, 89 one point over.
+    start_daemon --sweep-ms 100 || exit 1
+    for c in 90 89; do
+        want 201 "a tenant of ceiling $c" POST /v1/tenants '{"name":"c'$c'","compute":'$c'}'
+        F=$(state_file c$c)
+        rm -f "$T/go"
+        "$GS" run --tenant c$c -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & sleep 0.2; exec \"$CL\" stream 2 20000 3" >"$T/c$c.out" 2>&1
+        touch "$T/go"
+    done
+    events_of tenant.over_limit
+    ! grep -q '"c90"' "$T/ev" && ok "measured at its ceiling plus the margin (100 = 90 + 10): left alone" || { bad "acted on at the margin"; cat "$T/ev"; }
+    python3 - "$T/ev" <<'PY' && ok "measured one point over (100 > 89 + 10): frozen" || { bad "not acted on one point over the margin"; cat "$T/ev"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["name"] == "c89"]
+assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["limit"] == 89 and e["used"] == 100 for e in ev), ev
+PY
+    ;;
 daemon_guard_report)
     # guard-memory report: the tenant over its limit is said (an event, a counter), not
     # stopped; and the API shows what NVML sees it use on a GPU its state file does not name
