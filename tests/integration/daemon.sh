@@ -2150,5 +2150,34 @@ except gpuslice.GpusliceError as e:
     assert "cannot be reached" in str(e), e
 PY
     ;;
+daemon_sm_count)
+    # A GPU's SMs where NVML's attributes name none (not in MIG mode): its CUDA cores over the
+    # cores of one SM of its architecture, as the DRA driver's ResourceSlice publishes them. An
+    # A100 (compute capability 8.0: 64 a SM) of 108 SMs has 6912 cores, not 54 SMs of 128; an
+    # 8.6 GPU of 84 SMs (128 a SM) has 10752.
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    mkdir -p "$T/reg" "$T/plug" "$T/cdi" "$T/nvcdi"
+    for g in 8.0:108:Ampere/Ada 8.6:84:Ampere/Ada; do
+        cc=${g%%:*}; r=${g#*:}; sms=${r%%:*}; arch=${r#*:}
+        GPUSLICE_SIM_CC=$cc GPUSLICE_SIM_SMS=$sms GPUSLICE_SIM_STATE="$T/sim-$cc.state" start_daemon --state-dir "$T/dstate" \
+            --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --dra \
+            --kubelet-plugin-dir "$T/plug" --kubelet-registry-dir "$T/reg" --cdi-dir "$T/cdi" \
+            --nvidia-cdi-dirs "$T/nvcdi" --dra-publish-s 1 || exit 1
+        i=0; while [ $i -lt 100 ]; do
+            kctl "$KC/objects/resourceslices" >"$T/slices" 2>/dev/null
+            python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))) == 1 else 1)' "$T/slices" 2>/dev/null && break
+            sleep 0.1; i=$((i + 1))
+        done
+        python3 - "$T/slices" "$sms" "$arch" <<'PY' && ok "compute capability $cc, $sms SMs: the slice's multiprocessors $sms, $arch" || { bad "$cc: the slice's SMs"; cat "$T/slices"; }
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["spec"]["devices"][0]["attributes"]
+assert a["multiprocessors"] == {"int": int(sys.argv[2])} and a["architecture"] == {"string": sys.argv[3]}, a
+PY
+        stop_daemon
+    done ;;
 esac
 stop_daemon
