@@ -332,6 +332,27 @@ ev = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["name"] == "c89"
 assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["limit"] == 89 and e["used"] == 100 for e in ev), ev
 PY
     ;;
+daemon_guard_unknown)
+    # NVML that lists a process but cannot tell its memory (NVML_VALUE_NOT_AVAILABLE, 2^64 - 1:
+    # GPUSLICE_SIM_NVML_MEM_UNKNOWN, the daemon's NVML only): nothing is known over any limit,
+    # so the guard leaves the tenant alone; the tenant's use is what its interposers charged.
+    GPUSLICE_SIM_NVML_MEM_UNKNOWN=1 start_daemon --sweep-ms 100 || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"untold","memory":"1G"}'
+    rm -f "$T/u.up"
+    "$GS" run --tenant untold -- "$P" alloc:512 mark:"$T/u.up" sleep:3000 >"$T/u.out" 2>&1 &
+    U=$!; BG="$BG $U"
+    for i in $(seq 300); do [ -e "$T/u.up" ] && break; sleep 0.01; done
+    sleep 0.8
+    kill -0 "$U" 2>/dev/null && ok "its memory untold: the tenant runs on" || bad "stopped for memory NVML did not tell"
+    want 200 "the tenant" GET /v1/tenants/untold
+    jq_py 'v = d["devices"][0]; assert 512 << 20 <= v["memory_used_bytes"] < 1 << 30 and v["memory_nvml_bytes"] == 0, v' && ok "its use: the 512 MiB charged, NVML's figure 0" || { bad "use"; cat "$T/body"; }
+    want 200 "GPU 0" GET /v1/devices/0
+    jq_py 'p = d["processes"]; assert len(p) == 1 and p[0]["memory_bytes"] == 0, p' && ok "the device lists its process, memory 0 (untold)" || { bad "device processes"; cat "$T/body"; }
+    wait "$U"
+    grep -q "alloc 512 ok" "$T/u.out" && ok "it kept its 512 MiB to its end" || { bad "untold"; cat "$T/u.out"; }
+    events_of tenant.over_limit
+    [ ! -s "$T/ev" ] && ok "no over_limit event" || { bad "an event for untold memory"; cat "$T/ev"; }
+    ;;
 daemon_guard_report)
     # guard-memory report: the tenant over its limit is said (an event, a counter), not
     # stopped; and the API shows what NVML sees it use on a GPU its state file does not name
