@@ -564,8 +564,25 @@ daemon_metrics)
     P1=$!
     BG="$BG $P1"
     i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    # Beside it: a managed tenant with a ceiling and no memory limit, and a gpuslice run with a
+    # memory limit and no ceiling (it never touches the GPU: GPU 0's figures below stay its).
+    want 201 "a tenant of ceiling 30 alone" POST /v1/tenants '{"name":"conly","compute":30}'
+    "$GS" run --memory 300M -- sleep 30 >/dev/null 2>&1 &
+    P3=$!
+    BG="$BG $P3"
+    i=0; while [ $i -lt 100 ]; do api GET /v1/tenants >/dev/null; jq_py 'sys.exit(0 if any(not t["managed"] for t in d["tenants"]) else 1)' 2>/dev/null && break; sleep 0.05; i=$((i + 1)); done
     sleep 0.4
     want 200 "metrics" GET /metrics
+    # Tenants by kind: two of the daemon's (m, conly), one gpuslice run.
+    grep -q '^gpuslice_tenants{kind="managed"} 2$' "$T/body" && grep -q '^gpuslice_tenants{kind="run"} 1$' "$T/body" &&
+        ok "gpuslice_tenants: managed 2, run 1" || { bad "tenants by kind"; grep '^gpuslice_tenants' "$T/body"; }
+    # A limit that is not set has no series (not 0, which reads as held to nothing): memory
+    # limits for m (1 GiB) and the run (300 MiB) only, ceilings for m (0.50) and conly (0.30) only.
+    sed -n 's/^gpuslice_tenant_memory_limit_bytes{tenant="[^"]*",tenant_name="\([^"]*\)",gpu="0",.*} \([0-9]*\)$/\1 \2/p' "$T/body" | sort >"$T/lims"
+    printf 'sleep 314572800\nm 1073741824\n' | sort | diff - "$T/lims" >/dev/null && ok "memory limit series: m's and the run's (sleep) only" || { bad "memory limit series"; cat "$T/lims"; grep '^gpuslice_tenant_memory_limit' "$T/body"; }
+    sed -n 's/^gpuslice_tenant_compute_limit_ratio{tenant="[^"]*",tenant_name="\([^"]*\)",gpu="0",.*} \([0-9.]*\)$/\1 \2/p' "$T/body" | sort >"$T/lims"
+    printf 'conly 0.30\nm 0.50\n' | diff - "$T/lims" >/dev/null && ok "ceiling series: m's and conly's only" || { bad "ceiling series"; cat "$T/lims"; grep '^gpuslice_tenant_compute_limit' "$T/body"; }
+    kill $P3 2>/dev/null; wait $P3 2>/dev/null
     if command -v promtool >/dev/null; then
         promtool check metrics <"$T/body" >"$T/lint" 2>&1 && ok "promtool check metrics passes" || { bad "promtool"; cat "$T/lint"; }
     else
@@ -615,24 +632,38 @@ daemon_metrics)
         if (sum <= 0 || sum < low * 0.999999 || (hi >= 0 && sum > hi * 1.000001 + 1e-9)) err = err " _sum " sum " outside " low ".." hi
         if (err != "") { print err; exit 1 }
     }' "$T/body" >"$T/hist" && ok "request histogram: cumulative, +Inf = _count, _sum in seconds" || { bad "histogram:$(cat "$T/hist")"; grep '^gpuslice_daemon_request' "$T/body"; }
-    # GPU time and throttled time in seconds, each its own: a second of saturating work under
-    # the 50 % ceiling holds the GPU about half of it and waits about the other half.
-    "$GS" run -q --tenant m -- "$CL" stream 1 1000 >/dev/null 2>&1
-    want 200 "metrics after the compute load" GET /metrics
+    # GPU time and throttled time in seconds, each its own: 1.2 s of saturating work under the
+    # 50 % ceiling holds the GPU about half of it and waits about the other half. (Read while
+    # the work runs on: read after it ended, the last second's utilization fell to 0.16 on a
+    # loaded machine before the API was asked.)
+    "$GS" run -q --tenant m -- "$CL" stream 2 1000 >/dev/null 2>&1 &
+    LD=$!
+    sleep 1.2
+    curl -s --unix-socket "$SOCK" http://d/v1/devices/0 >"$T/dev0.json"
+    want 200 "metrics during the compute load" GET /metrics
     awk '
     /^gpuslice_tenant_gpu_time_seconds_total\{tenant="1",/ { g = $2; ng++ }
     /^gpuslice_tenant_throttled_seconds_total\{tenant="1",/ { t = $2; nt++ }
     END { exit !(ng == 1 && nt == 1 && g + 0 > 0.2 && g + 0 < 1 && t + 0 > 0.2 && t + 0 < 2 && g != t) }' "$T/body" &&
-        ok "GPU time and throttled time after a second at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
+        ok "GPU time and throttled time after 1.2 s at 50 %: each its own, in seconds" || { bad "GPU time and throttled time"; grep -E '^gpuslice_tenant_(gpu_time|throttled)' "$T/body"; }
     # The GPU's busy share over the last second, as a ratio (NVML's SM figure, not the memory
     # controller's, which the simulator keeps at 0), in the metrics and the API alike.
     awk '/^gpuslice_gpu_utilization_ratio\{gpu="0",/ { f = ($NF >= 0.3 && $NF <= 0.75) } END { exit !f }' "$T/body" && ok "GPU 0 busy about half the last second, as a ratio" || { bad "utilization after the load"; grep '^gpuslice_gpu_utilization' "$T/body"; }
-    curl -s --unix-socket "$SOCK" http://d/v1/devices/0 >"$T/dev0.json"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['utilization']; assert 0.3 <= u <= 0.75, u" "$T/dev0.json" && ok "the API's utilization: the same ratio" || { bad "the API's utilization"; cat "$T/dev0.json"; }
+    wait $LD
     touch "$T/go"; wait $P1
     stop_daemon
     # dcgm-exporter's label names (the default): promtool's lint finds only their case.
+    # Started with a soft descriptor limit of 512: the daemon raises it to the hard limit (a
+    # connection is a descriptor: max-connections of each listener must fit).
+    hard=$(ulimit -Hn)
+    ulimit -Sn 512
     start_daemon || exit 1
+    ulimit -Sn "$hard"
+    if [ "$hard" != unlimited ] && [ "$hard" -gt 512 ]; then
+        awk -v h="$hard" '/^Max open files/ { f = ($4 == h && $5 == h) } END { exit !f }' "/proc/$DPID/limits" &&
+            ok "started with 512 descriptors: raised to the hard limit, $hard" || { bad "descriptor limit not raised"; grep "open files" "/proc/$DPID/limits"; }
+    fi
     api GET /metrics >/dev/null
     grep -q '^gpuslice_gpu_memory_total_bytes{gpu="0",UUID="GPU-5ac1ce00-0000-4000-8000-000000000000",modelName="gpuslice simulated GPU",Hostname=' "$T/body" && ok "dcgm-exporter's labels" || bad "dcgm labels"
     if command -v promtool >/dev/null; then
@@ -730,7 +761,8 @@ EOD
         events-history:16:1000000 nice:-20:19 guard-compute-margin:0:100 tenants-per-user:0:256 \
         members-per-user:1:4096 pod-member-reserve:0:4095 max-header:1024:1048576 \
         timeout-s:1:3600 dra-publish-s:1:3600 guard-grace-ms:0:60000 max-connections:1:10000 \
-        reserved-connections:0:1000; do
+        reserved-connections:0:1000 request-timeout-s:1:3600 max-peer-connections:1:10000 \
+        request-memory:1048576:17179869184 webhook-max-body:65536:67108864; do
         o=${spec%%:*}; r=${spec#*:}; lo=${r%%:*}; hi=${r#*:}
         pc --config /dev/null --$o "$lo"; is "$o" "$lo" "its least"
         pc --config /dev/null --$o "$hi"; is "$o" "$hi" "its most"
@@ -818,6 +850,19 @@ EOD
         GPUSLICE_DAEMON_DIR=relative pc --config /dev/null
         is run-dir /run/gpuslice "root, a relative GPUSLICE_DAEMON_DIR"; is state-dir /var/lib/gpuslice "root in /run/gpuslice"
         pc --config /dev/null --run-dir /run/gpuslice/x; is state-dir /run/gpuslice/x/state "root elsewhere"
+        # A user's (nobody's): XDG_RUNTIME_DIR only where absolute, else /tmp/gpuslice-UID.
+        if command -v setpriv >/dev/null; then
+            for x in /xdg:/xdg/gpuslice xdg-rel:/tmp/gpuslice-65534 :/tmp/gpuslice-65534; do
+                setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH -u GPUSLICE_DAEMON_DIR \
+                    XDG_RUNTIME_DIR="${x%%:*}" "$D" --config /dev/null --print-config >"$T/out" 2>"$T/err"
+                is run-dir "${x#*:}" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+                is state-dir "${x#*:}/state" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+                is socket "${x#*:}/gpusliced.sock" "nobody, XDG_RUNTIME_DIR '${x%%:*}'"
+            done
+            setpriv --reuid 65534 --regid 65534 --clear-groups env -u LD_LIBRARY_PATH GPUSLICE_DAEMON_DIR=/gd \
+                XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out" 2>"$T/err"
+            is run-dir /gd "nobody, GPUSLICE_DAEMON_DIR before XDG_RUNTIME_DIR"
+        fi
     else
         env GPUSLICE_DAEMON_DIR=relative XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out"
         is run-dir /xdg/gpuslice "a user, a relative GPUSLICE_DAEMON_DIR"
@@ -1269,7 +1314,35 @@ daemon_prometheus)
     env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
         --listen "127.0.0.1:$(port)" --token-file "$T/token" >"$T/out" 2>&1
     [ $? = 1 ] && grep -q "chmod 600" "$T/out" && ok "a token file others can read is refused" || { bad "token mode"; cat "$T/out"; }
+    # Its group may not read it either, nor write it; each refusal names the file.
+    # (timeout: a daemon that took it would serve on.)
+    for m in 640 620 660 604; do
+        chmod $m "$T/token"
+        timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
+            --listen "127.0.0.1:$(port)" --token-file "$T/token" >"$T/out" 2>&1
+        [ $? = 1 ] && grep -q -- "--token-file $T/token must be a regular file that only its owner can read (chmod 600)" "$T/out" &&
+            ok "a token file of mode $m is refused, naming it" || { bad "token mode $m"; cat "$T/out"; }
+    done
     chmod 600 "$T/token"
+    # A token of 15 characters (after its line's end is cut) is refused, saying how long it is;
+    # 16 is the least accepted, and it is what a client must send.
+    printf '0123456789abcde\n' >"$T/tok15"; printf 'a23456789abcdef0\r\n' >"$T/tok16"; chmod 600 "$T/tok15" "$T/tok16"
+    timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun2" \
+        --listen "127.0.0.1:$(port)" --token-file "$T/tok15" >"$T/out" 2>&1
+    [ $? = 1 ] && grep -q -- "--token-file $T/tok15 holds 15 characters; a token needs at least 16" "$T/out" &&
+        ok "a token of 15 characters is refused, saying so" || { bad "token of 15"; cat "$T/out"; }
+    DP16=$(port)
+    env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun3" \
+        --listen "127.0.0.1:$DP16" --token-file "$T/tok16" >"$T/out16" 2>&1 &
+    D16=$!; BG="$BG $D16"
+    got=; i=0; while [ $i -lt 100 ]; do
+        got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer a23456789abcdef0" "http://127.0.0.1:$DP16/v1/tenants")
+        [ "$got" = 200 ] && break; sleep 0.05; i=$((i + 1))
+    done
+    [ "$got" = 200 ] && ok "a token of 16 characters serves" || { bad "token of 16: $got"; cat "$T/out16"; }
+    got=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer a23456789abcdef" "http://127.0.0.1:$DP16/v1/tenants")
+    [ "$got" = 401 ] && ok "its first 15 characters: 401" || bad "token of 16, 15 sent: $got"
+    kill $D16; wait $D16 2>/dev/null
     expect 2 "--listen without --token-file" -- "$D" --config /dev/null --listen 127.0.0.1:1
     stderr_has "needs --token-file"
     want 201 "tenant" POST /v1/tenants '{"name":"scraped","memory":"1G","compute":25}'
@@ -2392,5 +2465,34 @@ daemon_pod_index)
     expect 0 "the same process's device 0 after device 1" -- in_pod "$UX" "$CX" env MEM_PROBE_DEVICE=1 "$P" alloc:100 dev:0 total alloc:900 alloc:200
     grep -q "^total $((1 << 30))$" "$T/out" && grep -q "alloc 900 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "device 0 then: its own 1G" || { bad "device 0's limit"; cat "$T/out" "$T/err"; }
     stop_daemon ;;
+daemon_sm_count)
+    # A GPU's SMs where NVML's attributes name none (not in MIG mode): its CUDA cores over the
+    # cores of one SM of its architecture, as the DRA driver's ResourceSlice publishes them. An
+    # A100 (compute capability 8.0: 64 a SM) of 108 SMs has 6912 cores, not 54 SMs of 128; an
+    # 8.6 GPU of 84 SMs (128 a SM) has 10752.
+    . "$SRC/tests/k8s/lib.sh"
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+    mkdir -p "$T/reg" "$T/plug" "$T/cdi" "$T/nvcdi"
+    for g in 8.0:108:Ampere/Ada 8.6:84:Ampere/Ada; do
+        cc=${g%%:*}; r=${g#*:}; sms=${r%%:*}; arch=${r#*:}
+        GPUSLICE_SIM_CC=$cc GPUSLICE_SIM_SMS=$sms GPUSLICE_SIM_STATE="$T/sim-$cc.state" start_daemon --state-dir "$T/dstate" \
+            --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --dra \
+            --kubelet-plugin-dir "$T/plug" --kubelet-registry-dir "$T/reg" --cdi-dir "$T/cdi" \
+            --nvidia-cdi-dirs "$T/nvcdi" --dra-publish-s 1 || exit 1
+        i=0; while [ $i -lt 100 ]; do
+            kctl "$KC/objects/resourceslices" >"$T/slices" 2>/dev/null
+            python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))) == 1 else 1)' "$T/slices" 2>/dev/null && break
+            sleep 0.1; i=$((i + 1))
+        done
+        python3 - "$T/slices" "$sms" "$arch" <<'PY' && ok "compute capability $cc, $sms SMs: the slice's multiprocessors $sms, $arch" || { bad "$cc: the slice's SMs"; cat "$T/slices"; }
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["spec"]["devices"][0]["attributes"]
+assert a["multiprocessors"] == {"int": int(sys.argv[2])} and a["architecture"] == {"string": sys.argv[3]}, a
+PY
+        stop_daemon
+    done ;;
 esac
 stop_daemon

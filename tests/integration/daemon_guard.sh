@@ -214,6 +214,11 @@ PY
     touch "$T/go"; wait "$HOG" 2>/dev/null
     events_of tenant.over_limit
     grep -q '"why": "continued while frozen"' "$T/ev" && ok "event: continued while frozen, killed" || { bad "no continued event"; cat "$T/ev"; }
+    # Counted as such: hog2's compute kill (kind compute, action killed), no memory action.
+    want 200 "metrics" GET /metrics
+    sed -n 's/^gpuslice_tenant_guard_actions_total{tenant="[0-9]*",tenant_name="hog2",gpu="0",.*,kind="\([a-z]*\)",action="\([a-z]*\)"} \([0-9]*\)$/\1 \2 \3/p' "$T/body" >"$T/guard"
+    grep -qx 'compute killed [1-9][0-9]*' "$T/guard" && grep -qx 'compute reported 0' "$T/guard" && [ "$(grep -c '^memory .* 0$' "$T/guard")" = 3 ] &&
+        ok "gpuslice_tenant_guard_actions_total: hog2's compute kill, no memory action" || { bad "hog2's guard counters"; cat "$T/guard"; }
     # A well-behaved tenant at its ceiling is left alone.
     want 201 "a tenant of 30%" POST /v1/tenants '{"name":"fair","compute":30}'
     expect 0 "a governed load at 30%" -- "$GS" run --tenant fair -- "$CL" stream 3 2000
@@ -256,7 +261,7 @@ daemon_guard_escape)
     pod_cgroups # CGB
     [ -f "$CGB/cgroup.controllers" ] || { echo "skip: needs a cgroup v2 hierarchy"; exit 77; }
     TC="$CGB/gs-tc-$$"
-    trap 'find "$TC" -depth -type d -exec rmdir {} \; 2>/dev/null; rmdir "$TC-w775" "$TC-w757" 2>/dev/null; cleanup' EXIT
+    trap 'find "$TC" -depth -type d -exec rmdir {} \; 2>/dev/null; rmdir "$TC-w775" "$TC-w757" "$TC-own" 2>/dev/null; cleanup' EXIT
     # A directory its group or others may write is refused: whoever could write it could move
     # processes out of a tenant's cgroup.
     for m in 775 757; do
@@ -265,6 +270,12 @@ daemon_guard_escape)
         grep -q "cannot start: tenant-cgroup: $TC-w$m must be a cgroup directory of the daemon's user that only it may write" "$T/out" "$T/err" && ok "mode $m: refused, saying why" || { bad "mode $m: message"; cat "$T/out" "$T/err"; }
         rmdir "$TC-w$m"
     done
+    # One of mode 755 that another user owns (nobody) is refused as well: its owner could
+    # chmod it and move processes out.
+    mkdir "$TC-own" && chown 65534:65534 "$TC-own" && chmod 755 "$TC-own"
+    expect 1 "tenant-cgroup owned by nobody: the daemon does not start" -- timeout 5 env -u LD_LIBRARY_PATH "$D" --foreground --simulated --config /dev/null --run-dir "$T/drun-own" --tenant-cgroup "$TC-own"
+    grep -q "cannot start: tenant-cgroup: $TC-own must be a cgroup directory of the daemon's user that only it may write" "$T/out" "$T/err" && ok "owned by another user: refused, saying why" || { bad "owner: message"; cat "$T/out" "$T/err"; }
+    rmdir "$TC-own"
     start_daemon --sweep-ms 100 --tenant-cgroup "$TC" || exit 1
     grep -q "managed tenants each get a cgroup under $TC" "$T/dlog" && ok "the daemon makes tenants' cgroups under $TC" || bad "tenant-cgroup log"
     want 201 "a tenant of 1G" POST /v1/tenants '{"name":"cheat","memory":"1G"}'
@@ -299,6 +310,49 @@ daemon_guard_escape)
     i=0; while [ -d "$TC/t$id" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     [ ! -d "$TC/t$id" ] && ok "its cgroup removed" || bad "cgroup t$id left"
     ;;
+daemon_guard_margin)
+    # guard-compute-margin's boundary: a tenant NVML measures exactly at its ceiling plus the
+    # margin (10 by default) is allowed, as the option says; one point over it is acted on. A
+    # load of three threads queueing 20 ms kernels keeps the GPU busy in every period: NVML
+    # measures it at 100. Each tenant's budget is kept full by a sibling, so that its load is
+    # never held back: ceiling 90 is at the margin, 89 one point over.
+    start_daemon --sweep-ms 100 || exit 1
+    for c in 90 89; do
+        want 201 "a tenant of ceiling $c" POST /v1/tenants '{"name":"c'$c'","compute":'$c'}'
+        F=$(state_file c$c)
+        rm -f "$T/go"
+        "$GS" run --tenant c$c -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & sleep 0.2; exec \"$CL\" stream 2 20000 3" >"$T/c$c.out" 2>&1
+        touch "$T/go"
+    done
+    events_of tenant.over_limit
+    ! grep -q '"c90"' "$T/ev" && ok "measured at its ceiling plus the margin (100 = 90 + 10): left alone" || { bad "acted on at the margin"; cat "$T/ev"; }
+    python3 - "$T/ev" <<'PY' && ok "measured one point over (100 > 89 + 10): frozen" || { bad "not acted on one point over the margin"; cat "$T/ev"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["name"] == "c89"]
+assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["limit"] == 89 and e["used"] == 100 for e in ev), ev
+PY
+    ;;
+daemon_guard_unknown)
+    # NVML that lists a process but cannot tell its memory (NVML_VALUE_NOT_AVAILABLE, 2^64 - 1:
+    # GPUSLICE_SIM_NVML_MEM_UNKNOWN, the daemon's NVML only): nothing is known over any limit,
+    # so the guard leaves the tenant alone; the tenant's use is what its interposers charged.
+    GPUSLICE_SIM_NVML_MEM_UNKNOWN=1 start_daemon --sweep-ms 100 || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"untold","memory":"1G"}'
+    rm -f "$T/u.up"
+    "$GS" run --tenant untold -- "$P" alloc:512 mark:"$T/u.up" sleep:3000 >"$T/u.out" 2>&1 &
+    U=$!; BG="$BG $U"
+    for i in $(seq 300); do [ -e "$T/u.up" ] && break; sleep 0.01; done
+    sleep 0.8
+    kill -0 "$U" 2>/dev/null && ok "its memory untold: the tenant runs on" || bad "stopped for memory NVML did not tell"
+    want 200 "the tenant" GET /v1/tenants/untold
+    jq_py 'v = d["devices"][0]; assert 512 << 20 <= v["memory_used_bytes"] < 1 << 30 and v["memory_nvml_bytes"] == 0, v' && ok "its use: the 512 MiB charged, NVML's figure 0" || { bad "use"; cat "$T/body"; }
+    want 200 "GPU 0" GET /v1/devices/0
+    jq_py 'p = d["processes"]; assert len(p) == 1 and p[0]["memory_bytes"] == 0, p' && ok "the device lists its process, memory 0 (untold)" || { bad "device processes"; cat "$T/body"; }
+    wait "$U"
+    grep -q "alloc 512 ok" "$T/u.out" && ok "it kept its 512 MiB to its end" || { bad "untold"; cat "$T/u.out"; }
+    events_of tenant.over_limit
+    [ ! -s "$T/ev" ] && ok "no over_limit event" || { bad "an event for untold memory"; cat "$T/ev"; }
+    ;;
 daemon_guard_report)
     # guard-memory report: the tenant over its limit is said (an event, a counter), not
     # stopped; and the API shows what NVML sees it use on a GPU its state file does not name
@@ -332,6 +386,12 @@ daemon_guard_report)
     for i in 1 2 3; do events_of tenant.over_limit; [ "$(wc -l <"$T/ev")" -ge 2 ] && break; done
     python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==2 and all(x["action"]=="reported" and x["name"]=="over" and x["limit"]==1<<30 for x in e), e' "$T/ev" && ok "under its limit, then over again: a second event" || { bad "second report"; cat "$T/ev"; }
     kill -0 "$R" 2>/dev/null && ok "and it still runs" || bad "stopped under report"
+    # The guard's counter, each (kind, action) its own series: memory reported twice, the
+    # other five at 0.
+    want 200 "metrics" GET /metrics
+    sed -n 's/^gpuslice_tenant_guard_actions_total{tenant="[0-9]*",tenant_name="over",gpu="0",.*,kind="\([a-z]*\)",action="\([a-z]*\)"} \([0-9]*\)$/\1 \2 \3/p' "$T/body" >"$T/guard"
+    printf 'memory killed 0\nmemory frozen 0\nmemory reported 2\ncompute killed 0\ncompute frozen 0\ncompute reported 0\n' | diff - "$T/guard" >/dev/null &&
+        ok "gpuslice_tenant_guard_actions_total: memory reported 2, the rest 0" || { bad "guard counters"; cat "$T/guard"; grep '^gpuslice_tenant_guard' "$T/body"; }
     kill "$R" 2>/dev/null; wait "$R" 2>/dev/null
     ;;
 esac

@@ -168,6 +168,8 @@ daemon_trust_wall)
     # in_container [env ...] ARGS: ARGS in the pod's container cgroup (the daemon's PID
     # namespace: the simulated NVML names processes by the PIDs they see themselves).
     in_container() { sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$D1" "$@"; }
+    # Two GPUs: the pod's limit is its default, on each (a wall per container and GPU).
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
     for V in 615.00-sim 580.159.04-sim; do
         rm -rf "$T/drun"; rm -f "$GPUSLICE_SIM_STATE.memlimits"
         # On 615 NVML is sampled only every 3 s, so the wall the bypass meets is the one set
@@ -191,6 +193,7 @@ daemon_trust_wall)
             want 200 "615: readyz" GET /readyz
             jq_py 'assert d["memory_wall"] == "driver", d' && ok "615: readyz: memory_wall driver" || bad "615: readyz"
             grep -q "^0 1073741824 0 $D1\$" "$GPUSLICE_SIM_STATE.memlimits" && ok "615: the limit is on the container's cgroup" || { bad "615: limits"; cat "$GPUSLICE_SIM_STATE.memlimits"; }
+            grep -q "^1 1073741824 0 $D1\$" "$GPUSLICE_SIM_STATE.memlimits" && ok "615: and on the second GPU's, the same cgroup and limit" || { bad "615: no wall on GPU 1"; cat "$GPUSLICE_SIM_STATE.memlimits"; }
         else
             took=0; while kill -0 "$BP" 2>/dev/null && [ $took -lt 150 ]; do sleep 0.01; took=$((took + 1)); done
             grep -q "alloc 1500 ok" "$T/bypass.out" && ! kill -0 "$BP" 2>/dev/null && ok "580: no wall in the driver; the guard stopped it" || { bad "580: bypass"; cat "$T/bypass.out"; }

@@ -386,9 +386,9 @@ static int attribute_value(int attrib, CUdevice dev)
     case 51:
         return 32; /* TEXTURE_PITCH_ALIGNMENT */
     case 75:
-        return SIM_CC_MAJOR;
+        return (int)sim_drv.cfg.cc_major;
     case 76:
-        return SIM_CC_MINOR;
+        return (int)sim_drv.cfg.cc_minor;
     case 78:
     case 79:
     case 80:

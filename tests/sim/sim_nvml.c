@@ -279,7 +279,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsig
     return copy_string(uuid, length, s);
 }
 
-/* Hopper's 128 CUDA cores per SM. */
+/* The SMs' CUDA cores: 128 a SM on Hopper (16896 on the H100's 132), 64 on an A100 (6912 on 108). */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
 {
     int i;
@@ -287,7 +287,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned i
     DEVICE_OR_RETURN(device, i);
     if (!numCores)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *numCores = nv.cfg.sms * 128u;
+    *numCores = nv.cfg.sms * sim_cores_per_sm(nv.cfg.cc_major, nv.cfg.cc_minor);
     return NVML_SUCCESS;
 }
 
@@ -328,8 +328,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, 
     DEVICE_OR_RETURN(device, i);
     if (!major || !minor)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *major = SIM_CC_MAJOR;
-    *minor = SIM_CC_MINOR;
+    *major = (int)nv.cfg.cc_major;
+    *minor = (int)nv.cfg.cc_minor;
     return NVML_SUCCESS;
 }
 
@@ -621,6 +621,23 @@ static unsigned pid_offset(void)
 }
 
 /*
+ * GPUSLICE_SIM_NVML_MEM_UNKNOWN=1: every listed process's usedGpuMemory is
+ * NVML_VALUE_NOT_AVAILABLE, as NVML documents it answering where the driver does not
+ * manage the memory itself (under WDDM, always): the process is listed, its memory not told.
+ */
+static int mem_unknown(void)
+{
+    static int read, unknown;
+
+    if (!__atomic_load_n(&read, __ATOMIC_ACQUIRE)) {
+        const char *v = getenv("GPUSLICE_SIM_NVML_MEM_UNKNOWN");
+        unknown = v && strcmp(v, "1") == 0;
+        __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
+    }
+    return unknown;
+}
+
+/*
  * Live processes with a context or memory on device i. While a process makes
  * a context (GPUSLICE_SIM_CONTEXT_MS), the device holds the context's memory
  * but the process's figure shows only SIM_EARLY_LISTED of it, as the H200's.
@@ -646,6 +663,8 @@ static unsigned running_processes(int i, struct proc_row *rows)
             rows[n].used = p->held[i];
             if (now && p->contexts[i] > 0 && now < p->ctx_ready_ns[i] && rows[n].used >= ctx)
                 rows[n].used -= ctx - early;
+            if (mem_unknown())
+                rows[n].used = 0xFFFFFFFFFFFFFFFFull; /* NVML_VALUE_NOT_AVAILABLE */
             n++;
         }
     }

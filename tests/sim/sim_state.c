@@ -129,6 +129,12 @@ static pid_t self_in(const char *root)
     return parse_uint(link, 1, 0x7fffffff, &n) == 0 ? (pid_t)n : 0;
 }
 
+unsigned sim_cores_per_sm(unsigned major, unsigned minor)
+{
+    /* Volta and Turing (7.x) and the A100 (8.0): 64; GA10x (8.6), Ada, Hopper, Blackwell: 128. */
+    return major == 7 || (major == 8 && minor == 0) ? 64 : 128;
+}
+
 int sim_config_load(struct sim_config *cfg)
 {
     const char *v;
@@ -142,6 +148,8 @@ int sim_config_load(struct sim_config *cfg)
     cfg->context_hidden = SIM_DEFAULT_CONTEXT_HIDDEN;
     cfg->dev_shift_pct = 40;
     cfg->pitch_align = 512;
+    cfg->cc_major = SIM_CC_MAJOR;
+    cfg->cc_minor = SIM_CC_MINOR;
 
     if ((v = getenv("GPUSLICE_SIM_DEVICES"))) {
         if (parse_uint(v, 1, SIM_MAX_DEVICES, &n) < 0) {
@@ -292,6 +300,30 @@ int sim_config_load(struct sim_config *cfg)
             return -EINVAL;
         }
         cfg->dev_samples_mono = strcmp(v, "monotonic") == 0;
+    }
+    /*
+     * GPUSLICE_SIM_CC=MAJOR.MINOR: another architecture's compute capability, 7.0 to 12.9 (the
+     * architectures whose SMs NVML counts in CUDA cores: sim_cores_per_sm). Each process
+     * reads its own; it is not part of the state file's geometry.
+     */
+    if ((v = getenv("GPUSLICE_SIM_CC"))) {
+        size_t len = strlen(v), k;
+        unsigned ma = 0;
+        int ok = (len == 3 || len == 4) && v[len - 2] == '.' && isdigit((unsigned char)v[len - 1]);
+
+        for (k = 0; ok && k + 2 < len; k++) {
+            ok = isdigit((unsigned char)v[k]);
+            ma = ma * 10 + (unsigned)(v[k] - '0');
+        }
+        if (!ok || ma < 7 || ma > 12) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_CC: \"%s\" is not a compute capability "
+                    "(use MAJOR.MINOR from 7.0 to 12.9, e.g. 8.0 for an A100)\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->cc_major = ma;
+        cfg->cc_minor = (unsigned)(v[len - 1] - '0');
     }
     dev_shift_ns = SIM_SAMPLE_NS * cfg->dev_shift_pct / 100;
     /*

@@ -66,6 +66,7 @@ struct sim_config {
     uint32_t sm_align;      /* SM resources' smCoscheduledAlignment; 0: their minSmPartitionSize */
     uint32_t dev_samples_mono; /* device samples on the monotonic clock, typed ULL */
     uint64_t module_bytes;     /* device memory each loaded module holds */
+    uint32_t cc_major, cc_minor; /* compute capability (GPUSLICE_SIM_CC; not in the file) */
     char state_path[PATH_MAX];
 };
 
@@ -180,6 +181,8 @@ struct sim_state {
  * variable on stderr and returns -EINVAL.
  */
 int sim_config_load(struct sim_config *cfg);
+/* CUDA cores of one SM of compute capability major.minor: 64 on 7.x and 8.0, else 128. */
+unsigned sim_cores_per_sm(unsigned major, unsigned minor);
 
 /* Parses a size: decimal bytes, or with one K/M/G/T suffix (binary). */
 int sim_parse_size(const char *s, uint64_t *out);

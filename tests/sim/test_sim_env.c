@@ -75,7 +75,10 @@ static void test_config_defaults(void **state)
     unsetenv("GPUSLICE_SIM_NVML_DEVICE_SAMPLES");
     unsetenv("GPUSLICE_SIM_HOST_PROC");
     unsetenv("GPUSLICE_SIM_STATE");
+    unsetenv("GPUSLICE_SIM_CC");
     assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(cfg.cc_major, 9);
+    assert_int_equal(cfg.cc_minor, 0);
     assert_int_equal(cfg.devices, 1);
     assert_int_equal(cfg.sms, 132);
     assert_int_equal(cfg.memory, 16 * GiB);
@@ -216,6 +219,16 @@ static const struct env_case env_cases[] = {
     { "GPUSLICE_SIM_SM_ALIGNMENT", "1024", 1 },
     { "GPUSLICE_SIM_SM_ALIGNMENT", "0", 0 },
     { "GPUSLICE_SIM_SM_ALIGNMENT", "1025", 0 },
+    { "GPUSLICE_SIM_CC", "7.0", 1 },
+    { "GPUSLICE_SIM_CC", "8.0", 1 },
+    { "GPUSLICE_SIM_CC", "12.9", 1 },
+    { "GPUSLICE_SIM_CC", "6.1", 0 },
+    { "GPUSLICE_SIM_CC", "13.0", 0 },
+    { "GPUSLICE_SIM_CC", "8", 0 },
+    { "GPUSLICE_SIM_CC", "8.10", 0 },
+    { "GPUSLICE_SIM_CC", " 8.0", 0 },
+    { "GPUSLICE_SIM_CC", "8,0", 0 },
+    { "GPUSLICE_SIM_CC", "", 0 },
     { "GPUSLICE_SIM_MODULE_BYTES", "64M", 1 },
     { "GPUSLICE_SIM_MODULE_BYTES", "12Q", 0 },
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "monotonic", 1 },
@@ -251,6 +264,30 @@ static void test_each_variable_is_parsed_strictly(void **state)
         }
         unlink(path);
     }
+}
+
+/* GPUSLICE_SIM_CC=MAJOR.MINOR, and the CUDA cores of each architecture's SM. */
+static void test_compute_capability_and_cores_per_sm(void **state)
+{
+    struct sim_config cfg;
+
+    (void)state;
+    setenv("GPUSLICE_SIM_CC", "8.0", 1);
+    assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(cfg.cc_major, 8);
+    assert_int_equal(cfg.cc_minor, 0);
+    setenv("GPUSLICE_SIM_CC", "12.1", 1);
+    assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(cfg.cc_major, 12);
+    assert_int_equal(cfg.cc_minor, 1);
+    unsetenv("GPUSLICE_SIM_CC");
+    assert_int_equal(sim_cores_per_sm(7, 0), 64);  /* V100 */
+    assert_int_equal(sim_cores_per_sm(7, 5), 64);  /* T4 */
+    assert_int_equal(sim_cores_per_sm(8, 0), 64);  /* A100: 108 SMs, 6912 cores */
+    assert_int_equal(sim_cores_per_sm(8, 6), 128); /* A10, RTX 30x0 */
+    assert_int_equal(sim_cores_per_sm(8, 9), 128); /* L4, L40 */
+    assert_int_equal(sim_cores_per_sm(9, 0), 128); /* H100, H200: 132 SMs, 16896 cores */
+    assert_int_equal(sim_cores_per_sm(10, 0), 128);
 }
 
 static void test_bad_state_paths_are_refused(void **state)
@@ -451,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_cuda_visible_devices_is_read_as_cuda_reads_it),
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_each_variable_is_parsed_strictly),
+        cmocka_unit_test(test_compute_capability_and_cores_per_sm),
         cmocka_unit_test(test_bad_state_paths_are_refused),
         cmocka_unit_test(test_unused_state_follows_the_environment),
         cmocka_unit_test(test_state_in_use_keeps_its_geometry_and_says_so),

@@ -110,6 +110,75 @@ static void test_pod_claims_bad_names_and_too_many_are_refused(void **state)
     json_decref(pod);
 }
 
+/* A claim's name is a DNS subdomain: lower-case letters, digits, '-' and '.', beginning and
+ * ending with a letter or digit, at most 253 characters; anything else is refused by its path. */
+static void test_pod_claim_names_both_ends_and_each_character(void **state)
+{
+    static const struct {
+        const char *name;
+        int ok;
+    } cases[] = {
+        { "a", 1 },      { "0", 1 },       { "a-b.c9", 1 }, { "z.0", 1 },  { "-c", 0 },
+        { ".c", 0 },     { "c-", 0 },      { "c.", 0 },     { "-", 0 },    { "Ab", 0 },
+        { "aB", 0 },     { "a_b", 0 },     { "a b", 0 },    { "a/b", 0 },  { "", 0 },
+        { "a%2fb", 0 },  { "9-", 0 },
+    };
+    char names[GD_POD_MAX_CLAIMS][GD_CLAIM_NAME_LEN], text[1024], longest[GD_CLAIM_NAME_LEN + 1];
+    int pending, n;
+    size_t i;
+    json_t *pod;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "{\"spec\":{\"resourceClaims\":[{\"name\":\"r\",\"resourceClaimName\":\"%s\"}]}}",
+                 cases[i].name);
+        pod = load(text);
+        err[0] = '\0';
+        n = gd_nv_pod_claims(pod, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err));
+        if (cases[i].ok) {
+            if (n != 1 || strcmp(names[0], cases[i].name) != 0)
+                fail_msg("\"%s\": %d claims (%s), want it read", cases[i].name, n, err);
+        } else {
+            char want[600];
+
+            snprintf(want, sizeof(want),
+                     "spec.resourceClaims[0].resourceClaimName: \"%s\" is not a claim's name",
+                     cases[i].name);
+            if (n != -1 || strcmp(err, want) != 0)
+                fail_msg("\"%s\": %d claims, error '%s', want -1 and '%s'", cases[i].name, n, err,
+                         want);
+        }
+        json_decref(pod);
+    }
+    /* 253 characters: the longest name; 254: refused. In the status, its own path. */
+    memset(longest, 'a', GD_CLAIM_NAME_LEN - 1);
+    longest[GD_CLAIM_NAME_LEN - 1] = '\0';
+    snprintf(text, sizeof(text),
+             "{\"status\":{\"resourceClaimStatuses\":[{\"name\":\"r\",\"resourceClaimName\":\"%s\"}]}}",
+             longest);
+    pod = load(text);
+    assert_int_equal(gd_nv_pod_claims(pod, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err)), 1);
+    assert_string_equal(names[0], longest);
+    json_decref(pod);
+    longest[GD_CLAIM_NAME_LEN - 1] = 'a';
+    longest[GD_CLAIM_NAME_LEN] = '\0';
+    snprintf(text, sizeof(text),
+             "{\"status\":{\"resourceClaimStatuses\":[{\"name\":\"r\",\"resourceClaimName\":\"%s\"}]}}",
+             longest);
+    pod = load(text);
+    assert_int_equal(gd_nv_pod_claims(pod, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err)),
+                     -1);
+    assert_non_null(strstr(err, "status.resourceClaimStatuses[0].resourceClaimName: \""));
+    json_decref(pod);
+    /* Not a string: refused too. */
+    pod = load("{\"spec\":{\"resourceClaims\":[{\"name\":\"r\",\"resourceClaimName\":7}]}}");
+    assert_int_equal(gd_nv_pod_claims(pod, names, GD_POD_MAX_CLAIMS, &pending, err, sizeof(err)),
+                     -1);
+    assert_string_equal(err, "spec.resourceClaims[0].resourceClaimName: \"?\" is not a claim's name");
+    json_decref(pod);
+}
+
 #define RES(drv, pool, dev, cc)                                                                    \
     "{\"request\":\"gpu\",\"driver\":\"" drv "\",\"pool\":\"" pool "\",\"device\":\"" dev "\"" cc  \
     "}"
@@ -297,6 +366,36 @@ static void test_limits_add_up_per_gpu_and_whole_wins(void **state)
     assert_int_equal(l.e[0].value, 6 * GiB);
 }
 
+/* Claims' memory on one GPU saturates at the most a limit holds: never wraps to a few bytes. */
+static void test_limits_sum_saturates_never_wraps(void **state)
+{
+    struct gs_limits l;
+    unsigned char whole[GS_MAX_LIMIT_ENTRIES];
+
+    (void)state;
+    memset(&l, 0, sizeof(l));
+    memset(whole, 0, sizeof(whole));
+    /* 2^63 + 2^63 is 2^64: held at UINT64_MAX, not 0 (which would drop the limit). */
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID0, 1ULL << 63, err, sizeof(err)), 0);
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID0, 1ULL << 63, err, sizeof(err)), 0);
+    /* UINT64_MAX - 1 + 3 would wrap to 1 byte. */
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID1, UINT64_MAX - 1, err, sizeof(err)), 0);
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID1, 3, err, sizeof(err)), 0);
+    assert_int_equal(l.n, 2);
+    assert_true(l.e[0].value == UINT64_MAX);
+    assert_true(l.e[1].value == UINT64_MAX);
+    /* Exactly UINT64_MAX in all: the sum itself, and more added stays there. */
+    memset(&l, 0, sizeof(l));
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID0, UINT64_MAX - 5, err, sizeof(err)), 0);
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID0, 5, err, sizeof(err)), 0);
+    assert_true(l.e[0].value == UINT64_MAX);
+    assert_int_equal(gd_nv_limits_add(&l, whole, UUID0, 1, err, sizeof(err)), 0);
+    assert_true(l.e[0].value == UINT64_MAX);
+    gd_nv_limits_done(&l, whole);
+    assert_int_equal(l.n, 1);
+    assert_true(l.e[0].value == UINT64_MAX);
+}
+
 static void test_merge_smaller_of_annotation_and_claim_wins(void **state)
 {
     static const struct {
@@ -351,11 +450,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pod_claims_from_status_and_spec),
         cmocka_unit_test(test_pod_claims_bad_names_and_too_many_are_refused),
+        cmocka_unit_test(test_pod_claim_names_both_ends_and_each_character),
         cmocka_unit_test(test_claim_results_of_nvidia_on_this_node),
         cmocka_unit_test(test_claim_bad_ones_are_refused_naming_it),
         cmocka_unit_test(test_claim_of_another_node_or_pod_or_bad_memory_is_refused),
         cmocka_unit_test(test_slices_of_this_node_give_uuids),
         cmocka_unit_test(test_limits_add_up_per_gpu_and_whole_wins),
+        cmocka_unit_test(test_limits_sum_saturates_never_wraps),
         cmocka_unit_test(test_merge_smaller_of_annotation_and_claim_wins),
     };
 
