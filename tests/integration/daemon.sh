@@ -85,6 +85,26 @@ pod_cgroups() {
         echo "SKIP: needs a writable cgroup hierarchy and unshare (root)"; exit 77
     fi
 }
+# cg UID CID: a pod container's cgroup as the kubelet's systemd driver names it (made here).
+cg() {
+    d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
+    mkdir -p "$d" && echo "$d"
+}
+# in_pod UID CID ARGS...: runs ARGS in that container, in new PID and mount namespaces.
+in_pod() {
+    d=$(cg "$1" "$2"); shift 2
+    # In the pod's mount namespace the run directory is read-only, as the webhook mounts it.
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
+}
+# pod_containers: pod_cgroups, and container.sh for in_pod: inside the pod's namespaces, the run
+# directory as the webhook's patch mounts it (its pod/ in its place, tenants/ on pod/tenants,
+# both read-only), then ARGS with the interposer preloaded.
+pod_containers() {
+    pod_cgroups
+    printf '%s\n' 'mount --bind "$RUNDIR/tenants" "$RUNDIR/pod/tenants" && mount --rbind "$RUNDIR/pod" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR/tenants" || exit 99' \
+        'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
+    export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
+}
 
 case $CASE in
 daemon_guard_*) . "$SRC/tests/integration/daemon_guard.sh" ;;
@@ -1856,7 +1876,7 @@ daemon_pod_tenants)
     # server, and a pod's processes (its "containers": processes in a pod's cgroup, each in
     # its own PID and mount namespaces) join it through the daemon's socket by their cgroup.
     . "$SRC/tests/k8s/lib.sh"
-    pod_cgroups # CGB
+    pod_containers # CGB, cg, in_pod
     make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
@@ -1867,23 +1887,6 @@ daemon_pod_tenants)
     C1=$(printf 'c1%062d' 0) C2=$(printf 'c2%062d' 0)
     # upod NAME UID ANNOTATIONS-JSON: a pod of ns1 on node1 with containers main (C1) and side (C2).
     upod() { printf '{"metadata":{"name":"%s","namespace":"ns1","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"main"},{"name":"side"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://%s"},{"name":"side","containerID":"containerd://%s"}]}}' "$1" "$2" "$3" "$C1" "$C2"; }
-    # cg UID CID: a pod container's cgroup as the kubelet's systemd driver names it (made here).
-    cg() {
-        d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
-        mkdir -p "$d" && echo "$d"
-    }
-    # in_pod UID CID ARGS...: runs ARGS in that container, in new PID and mount namespaces.
-    in_pod() {
-        d=$(cg "$1" "$2"); shift 2
-        # In the pod's mount namespace the run directory is read-only, as the webhook mounts it.
-        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
-    }
-    # container.sh ARGS...: inside the pod's namespaces, the run directory as the webhook's
-    # patch mounts it (its pod/ in its place, tenants/ on pod/tenants, both read-only), then
-    # ARGS with the interposer preloaded.
-    printf '%s\n' 'mount --bind "$RUNDIR/tenants" "$RUNDIR/pod/tenants" && mount --rbind "$RUNDIR/pod" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR/tenants" || exit 99' \
-        'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
-    export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     # The pods' cgroups this case made (those still in use, by another case, stay: rmdir
     # refuses them).
     trap 'cg_cleanup_own $U1 $U2 $U3 $U4 $U5 55555555-2222 66666666-2222; cleanup' EXIT
@@ -2438,23 +2441,12 @@ daemon_pod_index)
     # torchrun worker of LOCAL_RANK 1) makes GPU 1 the tenant's entry 0, and still has 4G there.
     . "$SRC/tests/k8s/lib.sh"
     export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
-    pod_cgroups # CGB
+    pod_containers # CGB, cg, in_pod
     make_ca ca srv || { bad "openssl"; exit 1; }
     printf 'tok-%s\n' "$$" >"$T/token"
     start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
     BG="$BG $APISERVER"
     UX=f7f7f7f7-2222-4333-8444-555555555555 CX=$(printf 'c7%062d' 0)
-    cg() {
-        d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$1" | tr - _).slice/cri-containerd-$2.scope"
-        mkdir -p "$d" && echo "$d"
-    }
-    in_pod() {
-        d=$(cg "$1" "$2"); shift 2
-        sh -c 'echo $$ >"$0/cgroup.procs" && exec unshare --pid --fork --mount --mount-proc sh "$CONTAINER_SH" "$@"' "$d" "$@"
-    }
-    printf '%s\n' 'mount --bind "$RUNDIR/tenants" "$RUNDIR/pod/tenants" && mount --rbind "$RUNDIR/pod" "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR" && mount -o remount,bind,ro "$RUNDIR/tenants" || exit 99' \
-        'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
-    export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
     trap 'cg_cleanup_own $UX; cleanup' EXIT
     kctl -d '{"metadata":{"name":"idx","namespace":"ns1","uid":"'"$UX"'","annotations":{"gpuslice.io/memory":"0:1G,1:4G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'"$CX"'"}]}}' "$KC/pods" >/dev/null
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
