@@ -105,6 +105,15 @@ pod_containers() {
         'exec env LD_PRELOAD="$PODLIB" "$@"' >"$T/container.sh"
     export RUNDIR="$T/drun" PODLIB="$LIB" CONTAINER_SH="$T/container.sh"
 }
+# tenants_until SECONDS PYTHON-CONDITION: GET /v1/tenants until the condition holds on d.
+tenants_until() {
+    i=0; while [ $i -lt $(($1 * 10)) ]; do
+        api GET /v1/tenants >/dev/null
+        jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    cat "$T/body"; echo; return 1
+}
 
 case $CASE in
 daemon_guard_*) . "$SRC/tests/integration/daemon_guard.sh" ;;
@@ -1896,14 +1905,6 @@ daemon_pod_tenants)
     kctl -d '{"metadata":{"name":"plain","namespace":"ns1","uid":"55555555-2222-4333-8444-555555555555"},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
     kctl -d '{"metadata":{"name":"done","namespace":"ns1","uid":"66666666-2222-4333-8444-555555555555","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]},"status":{"phase":"Succeeded"}}' "$KC/pods" >/dev/null
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
-    tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
-        i=0; while [ $i -lt $(($1 * 10)) ]; do
-            api GET /v1/tenants >/dev/null
-            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
-            sleep 0.1; i=$((i + 1))
-        done
-        cat "$T/body"; echo; return 1
-    }
     podt='{t["name"]: t for t in d["tenants"] if t["name"].startswith("pod-")}'
     if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U1"'", "pod-'"$U2"'"]'; then ok "a tenant per pod: pod-<uid>"; else bad "pod tenants"; fi
     jq_py 't = '"$podt"'["pod-'"$U1"'"]; assert t["managed"] and t["limits"]["memory"]["default"] == 1 << 30 and t["pod"]["namespace"] == "ns1" and t["pod"]["name"] == "web" and t["pod"]["uid"] == "'"$U1"'" and not t["pod"]["refused"], t' && ok "pod web's tenant: 1 GiB, its namespace and name" || bad "web's tenant"
@@ -2273,14 +2274,6 @@ print(json.dumps(p))' "$@"
     kctl -d '{"max":2}' "$KC/page-max" >/dev/null
     chmod 755 "$T"; mkdir -m 777 "$T/nobody"
     start_daemon --socket-group nogroup --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
-    tenants_until() { # tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
-        i=0; while [ $i -lt $(($1 * 10)) ]; do
-            api GET /v1/tenants >/dev/null
-            jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
-            sleep 0.1; i=$((i + 1))
-        done
-        cat "$T/body"; echo; return 1
-    }
     podt='sorted(t["name"] for t in d["tenants"] if t["name"].startswith("pod-"))'
     if tenants_until 10 "$podt"' == sorted(["pod-'"$UT"'", "pod-'"$UK"'", "pod-'"$UM"'", "pod-'"$UE"'"])'; then
         ok "every page read: the GPU pods past the first pages are tenants; the Failed one is not"

@@ -1,8 +1,8 @@
 # Pods on a node whose daemon has a cgroup namespace of its own, pods that are never admins,
 # and peers the kernel names (issue 28, items 1 and 6 to 9). Sourced by daemon.sh for its
-# daemon_podns_* cases, after its helpers (start_daemon, stop_daemon, api, want, jq_py) and
-# run.sh's (T, B, D, P, LIB, expect, ok, bad, stderr_has). Every pod is a set of processes in
-# cgroups this case makes, as the kubelet's drivers name them, under the machine's writable
+# daemon_podns_* cases, after its helpers (start_daemon, stop_daemon, api, want, jq_py,
+# tenants_until) and run.sh's (T, B, D, P, LIB, expect, ok, bad, stderr_has). Every pod is a
+# set of processes in cgroups this case makes, as the kubelet's drivers name them, under the machine's writable
 # cgroup hierarchy ($CGB, pod_cgroups); the daemon runs in one of them, in cgroup and mount
 # namespaces of its own, as a container of the shipped DaemonSet does on cgroup v2.
 
@@ -96,15 +96,6 @@ ns_start() {
 mpod() {
     printf '{"metadata":{"name":"%s","namespace":"%s","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"c"}]%s}}' \
         "$2" "$1" "$3" "$4" "${5:-}"
-}
-# tenants_until SECONDS PYTHON-CONDITION on d (GET /v1/tenants)
-tenants_until() {
-    i=0; while [ $i -lt $(($1 * 10)) ]; do
-        api GET /v1/tenants >/dev/null
-        jq_py "sys.exit(0 if ($2) else 1)" 2>/dev/null && return 0
-        sleep 0.1; i=$((i + 1))
-    done
-    cat "$T/body"; echo; return 1
 }
 PODT='{t["name"]: t for t in d["tenants"] if t["name"].startswith("pod-")}'
 C1=$(printf 'c1%062d' 0)
