@@ -2,9 +2,10 @@
 # and peers the kernel names (issue 28, items 1 and 6 to 9). Sourced by daemon.sh for its
 # daemon_podns_* cases, after its helpers (start_daemon, stop_daemon, api, want, jq_py,
 # tenants_until) and run.sh's (T, B, D, P, LIB, expect, ok, bad, stderr_has). Every pod is a
-# set of processes in cgroups this case makes, as the kubelet's drivers name them, under the machine's writable
-# cgroup hierarchy ($CGB, pod_cgroups); the daemon runs in one of them, in cgroup and mount
-# namespaces of its own, as a container of the shipped DaemonSet does on cgroup v2.
+# set of processes in cgroups this case makes, as the kubelet's drivers name them, under the
+# machine's writable cgroup hierarchy ($CGB, pod_cgroups); the daemon runs in one of them, in
+# cgroup and mount namespaces of its own, as a container of the shipped DaemonSet does on
+# cgroup v2.
 
 # podns_setup: the stand-in API server over TLS ($KA, $KC), the token, $KUBE (the daemon's
 # options to follow node1's pods), the scripts below; 77 where the machine cannot.
