@@ -300,15 +300,13 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned i
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                    nvmlDeviceAttributes_t *attributes)
 {
-    const char *v = getenv("GPUSLICE_SIM_NVML_ATTR_SMS");
     int i;
 
     DEVICE_OR_RETURN(device, i);
     if (!attributes)
         return NVML_ERROR_INVALID_ARGUMENT;
     memset(attributes, 0, sizeof(*attributes));
-    if (v)
-        attributes->multiprocessorCount = (unsigned)strtoul(v, NULL, 10);
+    attributes->multiprocessorCount = nv.cfg.nvml_attr_sms;
     attributes->sharedCopyEngineCount = 1;
     attributes->sharedDecoderCount = 1;
     attributes->sharedEncoderCount = 1;
@@ -627,14 +625,7 @@ static unsigned pid_offset(void)
  */
 static int mem_unknown(void)
 {
-    static int read, unknown;
-
-    if (!__atomic_load_n(&read, __ATOMIC_ACQUIRE)) {
-        const char *v = getenv("GPUSLICE_SIM_NVML_MEM_UNKNOWN");
-        unknown = v && strcmp(v, "1") == 0;
-        __atomic_store_n(&read, 1, __ATOMIC_RELEASE);
-    }
-    return unknown;
+    return nv.cfg.nvml_mem_unknown != 0;
 }
 
 /*

@@ -281,6 +281,25 @@ int sim_config_load(struct sim_config *cfg)
         }
         cfg->sm_align = (uint32_t)n;
     }
+    /* NVML's view only: what its attributes name (0, as an H100 without MIG answers). */
+    if ((v = getenv("GPUSLICE_SIM_NVML_ATTR_SMS"))) {
+        if (parse_uint(v, 0, SIM_MAX_SMS, &n) < 0) {
+            fprintf(stderr,
+                    "gpuslice-sim: GPUSLICE_SIM_NVML_ATTR_SMS: \"%s\" is not an SM count "
+                    "(use 0 to %d)\n",
+                    v, SIM_MAX_SMS);
+            return -EINVAL;
+        }
+        cfg->nvml_attr_sms = (uint32_t)n;
+    }
+    if ((v = getenv("GPUSLICE_SIM_NVML_MEM_UNKNOWN"))) {
+        if (parse_uint(v, 0, 1, &n) < 0) {
+            fprintf(stderr, "gpuslice-sim: GPUSLICE_SIM_NVML_MEM_UNKNOWN: \"%s\" is not 0 or 1\n",
+                    v);
+            return -EINVAL;
+        }
+        cfg->nvml_mem_unknown = (uint32_t)n;
+    }
     if ((v = getenv("GPUSLICE_SIM_MODULE_BYTES"))) {
         if (sim_parse_size(v, &n) < 0 || n > SIM_MAX_BYTES) {
             fprintf(stderr,

@@ -58,14 +58,17 @@ struct sim_config {
         context_hidden;  /* device memory each context takes that NVML's per-process figure omits */
     uint64_t idle_used;  /* in use on an idle device, no process's (H200: 615 MiB) */
     uint32_t context_ms; /* making a context takes this long (its memory taken at the start) */
-    uint32_t exit_free_ms; /* a dead process's memory returns this long after its death is seen */
+    uint32_t exit_free_ms;  /* a dead process's memory returns this long after its death is seen */
     uint32_t kernel_gap_ns; /* the device's own gap before a kernel queued behind another */
-    uint32_t green;        /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
+    uint32_t green;         /* green contexts supported (GPUSLICE_SIM_GREEN, default 1) */
     uint32_t dev_shift_pct; /* device sample periods end this % of one before the processes' */
     uint32_t pitch_align;   /* cuMemAllocPitch pads rows to this (GPUSLICE_SIM_PITCH_ALIGN) */
     uint32_t sm_align;      /* SM resources' smCoscheduledAlignment; 0: their minSmPartitionSize */
-    uint32_t dev_samples_mono; /* device samples on the monotonic clock, typed ULL */
-    uint64_t module_bytes;     /* device memory each loaded module holds */
+    uint32_t
+        nvml_attr_sms; /* NVML's attributes' multiprocessorCount (GPUSLICE_SIM_NVML_ATTR_SMS) */
+    uint32_t nvml_mem_unknown;   /* processes' usedGpuMemory not available (..._NVML_MEM_UNKNOWN) */
+    uint32_t dev_samples_mono;   /* device samples on the monotonic clock, typed ULL */
+    uint64_t module_bytes;       /* device memory each loaded module holds */
     uint32_t cc_major, cc_minor; /* compute capability (GPUSLICE_SIM_CC; not in the file) */
     char state_path[PATH_MAX];
 };
@@ -172,7 +175,7 @@ struct sim_state {
     int slot;              /* this process's record, -1 until it holds something */
     pid_t pid;             /* whose slot it is: a forked child must find its own */
     uint64_t start_time;
-    uint32_t exit_free_ms; /* from the config */
+    uint32_t exit_free_ms;  /* from the config */
     uint32_t kernel_gap_ns; /* from the config (this process's launches) */
 };
 

@@ -76,7 +76,11 @@ static void test_config_defaults(void **state)
     unsetenv("GPUSLICE_SIM_HOST_PROC");
     unsetenv("GPUSLICE_SIM_STATE");
     unsetenv("GPUSLICE_SIM_CC");
+    unsetenv("GPUSLICE_SIM_NVML_ATTR_SMS");
+    unsetenv("GPUSLICE_SIM_NVML_MEM_UNKNOWN");
     assert_int_equal(sim_config_load(&cfg), 0);
+    assert_int_equal(cfg.nvml_attr_sms, 0);
+    assert_int_equal(cfg.nvml_mem_unknown, 0);
     assert_int_equal(cfg.cc_major, 9);
     assert_int_equal(cfg.cc_minor, 0);
     assert_int_equal(cfg.devices, 1);
@@ -229,6 +233,14 @@ static const struct env_case env_cases[] = {
     { "GPUSLICE_SIM_CC", " 8.0", 0 },
     { "GPUSLICE_SIM_CC", "8,0", 0 },
     { "GPUSLICE_SIM_CC", "", 0 },
+    { "GPUSLICE_SIM_NVML_ATTR_SMS", "0", 1 },
+    { "GPUSLICE_SIM_NVML_ATTR_SMS", "1024", 1 },
+    { "GPUSLICE_SIM_NVML_ATTR_SMS", "1025", 0 },
+    { "GPUSLICE_SIM_NVML_ATTR_SMS", "66x", 0 },
+    { "GPUSLICE_SIM_NVML_ATTR_SMS", "", 0 },
+    { "GPUSLICE_SIM_NVML_MEM_UNKNOWN", "1", 1 },
+    { "GPUSLICE_SIM_NVML_MEM_UNKNOWN", "0", 1 },
+    { "GPUSLICE_SIM_NVML_MEM_UNKNOWN", "yes", 0 },
     { "GPUSLICE_SIM_MODULE_BYTES", "64M", 1 },
     { "GPUSLICE_SIM_MODULE_BYTES", "12Q", 0 },
     { "GPUSLICE_SIM_NVML_DEVICE_SAMPLES", "monotonic", 1 },
