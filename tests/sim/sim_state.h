@@ -64,8 +64,7 @@ struct sim_config {
     uint32_t dev_shift_pct; /* device sample periods end this % of one before the processes' */
     uint32_t pitch_align;   /* cuMemAllocPitch pads rows to this (GPUSLICE_SIM_PITCH_ALIGN) */
     uint32_t sm_align;      /* SM resources' smCoscheduledAlignment; 0: their minSmPartitionSize */
-    uint32_t
-        nvml_attr_sms; /* NVML's attributes' multiprocessorCount (GPUSLICE_SIM_NVML_ATTR_SMS) */
+    uint32_t nvml_attr_sms; /* NVML's attributes' SM count (..._NVML_ATTR_SMS) */
     uint32_t nvml_mem_unknown;   /* processes' usedGpuMemory not available (..._NVML_MEM_UNKNOWN) */
     uint32_t dev_samples_mono;   /* device samples on the monotonic clock, typed ULL */
     uint64_t module_bytes;       /* device memory each loaded module holds */
