@@ -7,9 +7,13 @@
 # cgroup and mount namespaces of its own, as a container of the shipped DaemonSet does on
 # cgroup v2.
 
-# podns_setup: the stand-in API server over TLS ($KA, $KC), the token, $KUBE (the daemon's
-# options to follow node1's pods), the scripts below; 77 where the machine cannot.
+# podns_setup LETTER: the stand-in API server over TLS ($KA, $KC), the token, $KUBE (the
+# daemon's options to follow node1's pods), the daemon's own pod ($DU, its UID), the scripts
+# below; 77 where the machine cannot. The daemon's pod UID begins with LETTER, the case's own.
+# At its end the case removes the cgroups of the pods in $PODS (each case lists its own: the
+# cases run side by side, here and in the other scripts, and none may remove another's).
 podns_setup() {
+    DU=${1}0d0d0d0-2222-4333-8444-555555555555 PODS=
     . "$SRC/tests/k8s/lib.sh"
     pod_cgroups # CGB
     if ! unshare --cgroup --mount true 2>/dev/null; then
@@ -52,9 +56,10 @@ SH
 }
 # The cgroups this case made (ones still in use stay: rmdir refuses them).
 podns_cleanup() {
-    # Its pods' UIDs begin with a, b, c or d (no other case's do).
-    cg_cleanup_own a b c d
-    [ -d "$CGB/user.slice/user-4242.slice" ] &&
+    # Its pods' UIDs, exactly.
+    cg_cleanup_own $DU $PODS
+    # The lookalike user's subtree is daemon_podns_cgroupns' ($LA set).
+    [ -n "${LA:-}" ] && [ -d "$CGB/user.slice/user-4242.slice" ] &&
         find "$CGB/user.slice/user-4242.slice" -depth -type d -exec rmdir {} \; 2>/dev/null
     [ -n "${MADE_USER_SLICE:-}" ] && rmdir "$CGB/user.slice" 2>/dev/null
     return 0
@@ -100,8 +105,8 @@ mpod() {
 }
 PODT='{t["name"]: t for t in d["tenants"] if t["name"].startswith("pod-")}'
 C1=$(printf 'c1%062d' 0)
-# The daemon's own pod (the DaemonSet's), and its container.
-DU=d0d0d0d0-2222-4333-8444-555555555555 DC=$(printf 'dc%062d' 0)
+# The daemon's own container (its pod's UID, $DU, is the case's: podns_setup).
+DC=$(printf 'dc%062d' 0)
 
 case $CASE in
 daemon_podns_cgroupns)
@@ -110,10 +115,10 @@ daemon_podns_cgroupns)
     # and places every path from the hierarchy's root before anchoring it. Items 6 and 9 ride
     # along: the latency class only where the admin allows it; a pod whose only GPU is an
     # init container's is a tenant.
-    podns_setup
+    podns_setup a
     U1=a1111111-2222-4333-8444-555555555555 U2=a2222222-2222-4333-8444-555555555555
     U3=a3333333-2222-4333-8444-555555555555 U4=a4444444-2222-4333-8444-555555555555
-    U5=a5555555-2222-4333-8444-555555555555
+    U5=a5555555-2222-4333-8444-555555555555 PODS="$U1 $U2 $U3 $U4 $U5"
     kctl -d "$(mpod gpuslice-system gpusliced-x "$DU" '{"gpuslice.io/memory":"512M"}')" "$KC/pods" >/dev/null
     kctl -d "$(mpod ns1 web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(mpod ns1 cfs "$U2" '{"gpuslice.io/memory":"512M"}')" "$KC/pods" >/dev/null
@@ -205,8 +210,8 @@ daemon_podns_admin)
     # process needs, not the API's socket. And a process in a pod's cgroup that reaches the API
     # all the same (a hostPath of its own, hostNetwork to a TCP listener without the token) is
     # never an admin, whatever its uid: root in a container is not root of the node.
-    podns_setup
-    U1=b1111111-2222-4333-8444-555555555555
+    podns_setup b
+    U1=b1111111-2222-4333-8444-555555555555 PODS=$U1
     kctl -d "$(mpod ns1 web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(mpod gpuslice-system gpusliced-x "$DU" '{}')" "$KC/pods" >/dev/null
     DCG=$(cg_systemd burstable "$DU" "$DC")
@@ -258,13 +263,13 @@ daemon_podns_pidreuse)
     # connection) and exits, a process C of another pod (or another user's with the admin
     # group) takes A's PID, the daemon goes on and answers the connection, which A's parent
     # holds. Before: it was answered as C (another pod's tenant file; an admin's request).
-    podns_setup
+    podns_setup c
     AG=
     for g in audio video games users plugdev; do getent group "$g" >/dev/null && AG=$g && break; done
     { [ -n "$AG" ] && getent group nogroup >/dev/null; } || { echo "SKIP: no group to be the admin group, or no nogroup"; exit 77; }
     chmod 755 "$T" # nobody reaches the API's socket (mode 0660, group nogroup)
     AGID=$(getent group "$AG" | cut -d: -f3)
-    UX=c1111111-2222-4333-8444-555555555555 UY=c2222222-2222-4333-8444-555555555555
+    UX=c1111111-2222-4333-8444-555555555555 UY=c2222222-2222-4333-8444-555555555555 PODS="$UX $UY"
     kctl -d "$(mpod ns1 x "$UX" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(mpod ns1 y "$UY" '{"gpuslice.io/memory":"2G"}')" "$KC/pods" >/dev/null
     export CGX="$(cg_systemd besteffort "$UX" "$C1")" CGY="$(cg_systemd besteffort "$UY" "$C1")"
