@@ -333,11 +333,12 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, 
 
 static uint64_t device_used(int i)
 {
+    int locked;
     uint64_t used;
 
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     used = sim_state_used(nv.st.sh, i);
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     return used < nv.cfg.memory ? used : nv.cfg.memory;
 }
 
@@ -390,15 +391,16 @@ static unsigned percent(uint64_t part, uint64_t whole)
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                       nvmlUtilization_t *utilization)
 {
+    int locked;
     uint64_t busy;
     int i;
 
     DEVICE_OR_RETURN(device, i);
     if (!utilization)
         return NVML_ERROR_INVALID_ARGUMENT;
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     busy = sim_state_busy(nv.st.sh, i, sim_now_ns(), SIM_UTIL_WINDOW_NS);
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     utilization->gpu = percent(busy, SIM_UTIL_WINDOW_NS);
     utilization->memory = 0;
     return NVML_SUCCESS;
@@ -407,11 +409,12 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
 /* The device timeline's busy share of the last second, 0..100. */
 static unsigned busy_percent(int i)
 {
+    int locked;
     uint64_t busy;
 
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     busy = sim_state_busy(nv.st.sh, i, sim_now_ns(), SIM_UTIL_WINDOW_NS);
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     return percent(busy, SIM_UTIL_WINDOW_NS);
 }
 
@@ -489,6 +492,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
                                              nvmlValueType_t *sampleValType,
                                              unsigned int *sampleCount, nvmlSample_t *samples)
 {
+    int locked;
     struct sim_sample got[SIM_PERIODS];
     nvmlSample_t out[SIM_PERIODS];
     unsigned n = 0;
@@ -499,9 +503,9 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTy
         return NVML_ERROR_INVALID_ARGUMENT;
     if (type != NVML_GPU_UTILIZATION_SAMPLES)
         return NVML_ERROR_NOT_SUPPORTED;
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     count = sim_state_device_samples(nv.st.sh, i, sim_now_ns(), got, SIM_PERIODS);
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     /*
      * GPUSLICE_SIM_NVML_DEVICE_SAMPLES=monotonic: the device's samples stamped on the
      * monotonic clock (us) and typed unsigned long long, unlike the per-process ones (NVML
@@ -542,6 +546,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                         unsigned int *processSamplesCount,
                                                         unsigned long long lastSeenTimeStamp)
 {
+    int locked;
     struct sim_sample got[SIM_PERIODS * SIM_PERIOD_PROCS];
     nvmlProcessUtilizationSample_t samples[SIM_PERIODS * SIM_PERIOD_PROCS];
     uint64_t now;
@@ -563,10 +568,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
             return NVML_ERROR_NOT_FOUND;
         }
     }
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     now = sim_now_ns();
     count = sim_state_samples(nv.st.sh, i, now, got, (int)(sizeof(got) / sizeof(got[0])));
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     /*
      * One sample per process and period in which it ran, stamped with the period's end in
      * CLOCK_REALTIME us, newer than lastSeenTimeStamp (bench/nvml_busy.py: what the H100's
@@ -635,6 +640,7 @@ static int mem_unknown(void)
  */
 static unsigned running_processes(int i, struct proc_row *rows)
 {
+    int locked;
     unsigned n = 0, off = pid_offset();
     uint64_t ctx = nv.st.sh->context_bytes, now = 0;
     uint64_t early = ctx < SIM_EARLY_LISTED ? ctx : SIM_EARLY_LISTED;
@@ -645,7 +651,7 @@ static unsigned running_processes(int i, struct proc_row *rows)
         now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     }
 
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     nv.st.sh->nvml_list_calls++;
     for (int k = 0; k < SIM_MAX_PROCS; k++) {
         const struct sim_proc *p = &nv.st.sh->procs[k];
@@ -659,7 +665,7 @@ static unsigned running_processes(int i, struct proc_row *rows)
             n++;
         }
     }
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     return n;
 }
 
@@ -671,13 +677,14 @@ static unsigned running_processes(int i, struct proc_row *rows)
 SIM_EXPORT unsigned long long gpuslice_sim_nvml_list_calls(void);
 SIM_EXPORT unsigned long long gpuslice_sim_nvml_list_calls(void)
 {
+    int locked;
     unsigned long long n;
 
     if (!nv.st.sh)
         return 0; /* (NVML not initialised) */
-    sim_state_lock(&nv.st);
+    locked = sim_state_lock_reader(&nv.st);
     n = nv.st.sh->nvml_list_calls;
-    sim_state_unlock(&nv.st);
+    sim_state_unlock_reader(&nv.st, locked);
     return n;
 }
 

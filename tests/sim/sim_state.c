@@ -744,6 +744,35 @@ void sim_state_unlock(struct sim_state *st)
     pthread_mutex_unlock(&st->sh->lock.mutex);
 }
 
+int sim_state_lock_reader(struct sim_state *st)
+{
+    struct timespec ts;
+    int r;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)SIM_READER_WAIT_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+    }
+    r = pthread_mutex_timedlock(&st->sh->lock.mutex, &ts);
+    if (r == EOWNERDEAD) {
+        pthread_mutex_consistent(&st->sh->lock.mutex);
+        r = 0;
+    }
+    if (r != 0)
+        return 0; /* held past the wait (its holder stopped): read as it stands */
+    refresh_identity(st);
+    sweep(st);
+    return 1;
+}
+
+void sim_state_unlock_reader(struct sim_state *st, int locked)
+{
+    if (locked)
+        sim_state_unlock(st);
+}
+
 struct sim_proc *sim_state_self(struct sim_state *st)
 {
     struct sim_shared *sh = st->sh;

@@ -204,6 +204,18 @@ void sim_state_close(struct sim_state *st);
 /* Locks the shared state and sweeps processes that died. */
 void sim_state_lock(struct sim_state *st);
 void sim_state_unlock(struct sim_state *st);
+/*
+ * For NVML's readers. A real NVML answers while a CUDA process is stopped (SIGSTOP: the
+ * daemon's guard freezes one so), but the simulated driver's state is one lock, which such a
+ * process may hold as it stops; waiting for it would hang the reader for as long as the stop
+ * lasts (the daemon's guard, that would end the stop, among them). Locks as sim_state_lock
+ * when the lock comes within SIM_READER_WAIT_MS and returns 1; else returns 0, and the reader
+ * reads the state as it stands, unlocked (an update may be half-done: a figure off for one
+ * sample). sim_state_unlock_reader takes what it returned.
+ */
+#define SIM_READER_WAIT_MS 100
+int sim_state_lock_reader(struct sim_state *st);
+void sim_state_unlock_reader(struct sim_state *st, int locked);
 
 /* Under the lock: this process's record, claimed on first use; NULL if the table is full. */
 struct sim_proc *sim_state_self(struct sim_state *st);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #define MS 1000000ull
@@ -23,7 +24,10 @@ static nvmlDevice_t dev0;
 /*
  * child hold BYTES: allocates BYTES in the primary context, says "ready RC T",
  * and holds it until its stdin closes. child spin US: launches spin_<US>us at
- * time T, says "ready RC T", and waits for stdin to close.
+ * time T, says "ready RC T", and waits for stdin to close. child stophold
+ * BYTES: as hold, then takes the simulated driver's lock and stops itself
+ * (SIGSTOP) holding it, as a process the daemon's guard stops in the middle
+ * of a call may; let go when continued.
  */
 static int child_main(const char *mode, const char *arg)
 {
@@ -32,6 +36,7 @@ static int child_main(const char *mode, const char *arg)
     CUresult r;
     uint64_t t0 = 0;
     char buf[64];
+    int said = 0;
 
     if (cu_load(&c) < 0 || c.cuInit(0) != CUDA_SUCCESS ||
         c.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
@@ -40,6 +45,23 @@ static int child_main(const char *mode, const char *arg)
     if (strcmp(mode, "hold") == 0) {
         CUdeviceptr p;
         r = c.cuMemAlloc_v2(&p, strtoull(arg, NULL, 10));
+    } else if (strcmp(mode, "stophold") == 0) {
+        CUdeviceptr p;
+        const char *path = getenv("GPUSLICE_SIM_STATE");
+        int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+        struct sim_shared *sh;
+
+        r = c.cuMemAlloc_v2(&p, strtoull(arg, NULL, 10));
+        sh = fd < 0 ? MAP_FAILED
+                    : mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (sh == MAP_FAILED)
+            return 3;
+        pthread_mutex_lock(&sh->lock.mutex);
+        printf("ready %d 0\n", (int)r);
+        fflush(stdout);
+        said = 1;
+        raise(SIGSTOP);
+        pthread_mutex_unlock(&sh->lock.mutex);
     } else {
         CUmodule m;
         CUfunction f;
@@ -49,7 +71,8 @@ static int child_main(const char *mode, const char *arg)
         t0 = now_ns();
         r = c.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
     }
-    printf("ready %d %llu\n", (int)r, (unsigned long long)t0);
+    if (!said)
+        printf("ready %d %llu\n", (int)r, (unsigned long long)t0);
     fflush(stdout);
     while (read(0, buf, sizeof(buf)) > 0)
         ;
@@ -274,6 +297,66 @@ static void test_kernels_of_two_processes_serialise(void **state)
     assert_ok(cu.cuModuleUnload(m));
 }
 
+/*
+ * NVML answers while a process that holds the simulated driver's lock is stopped, as a real
+ * NVML answers beside a stopped CUDA process: the daemon's guard, which stops one over its
+ * compute ceiling, reads NVML to decide when to continue it (before, its sampler waited on the
+ * lock for good, and the process stayed stopped: integration.daemon_guard_compute timed out).
+ * Each reader waits SIM_READER_WAIT_MS at most, then reads the state as it stands.
+ */
+static pid_t stopped_child;
+
+static void reader_hung(int sig)
+{
+    static const char msg[] = "an NVML reader waited for the stopped process's lock for good\n";
+
+    (void)sig;
+    kill(stopped_child, SIGKILL);
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(1);
+}
+
+static void test_nvml_answers_beside_a_stopped_holder(void **state)
+{
+    struct child c;
+    nvmlMemory_t m;
+    nvmlUtilization_t u;
+    nvmlProcessUtilizationSample_t s[8];
+    unsigned n = 8;
+    int status;
+    uint64_t t0, took;
+    long long held;
+
+    (void)state;
+    spawn(&c, "stophold", "268435456");
+    wait_ready(&c);
+    assert_ok(c.rc);
+    assert_int_equal(waitpid(c.pid, &status, WUNTRACED), c.pid);
+    assert_true(WIFSTOPPED(status));
+    /* A reader that waits for the lock would wait for good: failed at 20 s, the child killed. */
+    stopped_child = c.pid;
+    signal(SIGALRM, reader_hung);
+    alarm(20);
+    t0 = now_ns();
+    held = nvml_process_memory(c.pid); /* two lists, one wait each */
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo(dev0, &m), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetUtilizationRates(dev0, &u), NVML_SUCCESS);
+    (void)nv.nvmlDeviceGetProcessUtilization(dev0, s, &n, 0);
+    took = now_ns() - t0;
+    alarm(0);
+    /* The stopped process is listed with what it holds (its context's 64 MiB and 256 MiB). */
+    assert_int_equal(held, (long long)(64 + 256) * (long long)MiB);
+    assert_true(m.used >= (64 + 256) * MiB);
+    /* Each of the five calls waited its SIM_READER_WAIT_MS, and not much more. */
+    assert_in_range(took / MS, 5 * SIM_READER_WAIT_MS - 5, 5 * SIM_READER_WAIT_MS + 2000);
+    kill(c.pid, SIGCONT);
+    assert_int_equal(finish(&c), 0);
+    /* Continued, it let the lock go: the next reader has it at once. */
+    t0 = now_ns();
+    assert_int_equal(nvml_process_memory(c.pid), -1);
+    assert_true(now_ns() - t0 < (uint64_t)SIM_READER_WAIT_MS * MS);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +364,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_memory_is_exhausted_across_processes),
         cmocka_unit_test(test_sigkilled_process_memory_is_given_back),
         cmocka_unit_test(test_kernels_of_two_processes_serialise),
+        cmocka_unit_test(test_nvml_answers_beside_a_stopped_holder),
     };
 
     if (argc == 4 && strcmp(argv[1], "child") == 0)
