@@ -7,7 +7,20 @@ CASE=$2
 T=$(mktemp -d /tmp/gs-itest-XXXXXX)
 BG=
 # Release holders and stop what a case started in the background, even when it fails midway.
-cleanup() { touch "$T/release"; [ -n "$BG" ] && kill $BG 2>/dev/null; wait; rm -rf "$T"; }
+cleanup() { touch "$T/release"; [ -n "$BG" ] && kill $BG 2>/dev/null; wait; reap_strays; rm -rf "$T"; }
+# reap_strays: kills what is left of the case: every process whose environment names its
+# directory (each inherits GPUSLICE_SIM_STATE and the rest from here). A program started in the
+# background through a function or as another user (as_nobody ... &) has a subshell's PID in
+# $!, and killing that left it running; it held ctest's output open, and ctest counted the case
+# until it ended (daemon_trust_planted: 14 s of work, 60 s counted, for a "sleep 60" of
+# nobody's). (The grep lists itself too: gone when killed.)
+reap_strays() {
+    for f in $(grep -lzF "$T/" /proc/[0-9]*/environ 2>/dev/null); do
+        f=${f#/proc/}
+        [ "${f%/environ}" != $$ ] && kill -KILL "${f%/environ}" 2>/dev/null
+    done
+    return 0
+}
 trap cleanup EXIT
 export LD_LIBRARY_PATH="$B/lib/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Hermetic: whatever a case reads or makes is in $T. The run directory (tenants, boards), the
