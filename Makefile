@@ -1,8 +1,11 @@
-# Convenience wrapper around CMake: `make` builds into build/, `make test` runs
-# every CPU test, then the same suite built with ASan+UBSan in build-asan/, then
-# the multi-threaded stress test built with ThreadSanitizer in build-tsan/, then
-# each libFuzzer target for FUZZ_SECONDS (15: fourteen targets, two at a time) in build-fuzz/. `make fuzz` runs
-# the fuzz targets longer (FUZZ_SECONDS, default 600 each).
+# Convenience wrapper around CMake: `make` builds into build/. `make test` runs every CPU test
+# once, in the build that checks it best (tests/integration/CMakeLists.txt, labels): the unit
+# tests, the timed shares and what only the plain build has in build/ (test-timing); the unit
+# tests and every other test built with ASan+UBSan in build-asan/ (test-sanitized); the
+# multi-threaded stress test and the daemon's soak built with ThreadSanitizer in build-tsan/;
+# then each libFuzzer target for FUZZ_SECONDS (15, two at a time) in build-fuzz/.
+# `make test-plain` and `make test-asan` run every test of their build. `make fuzz` runs the
+# fuzz targets longer (FUZZ_SECONDS, default 600 each).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -11,7 +14,7 @@ FUZZ_JOBS ?= 2
 CMAKE ?= cmake
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: start all test test-plain test-asan test-tsan test-fuzz fuzz test-deps install clean deps
+.PHONY: start all test test-plain test-timing test-asan test-sanitized test-tsan test-fuzz fuzz test-deps install clean deps
 
 all: $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -28,14 +31,21 @@ $(BUILD)/CMakeCache.txt:
 $(ASAN_BUILD)/CMakeCache.txt:
 	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUSLICE_SANITIZE=ON
 
-test: test-plain test-asan test-tsan test-fuzz
+test: test-timing test-sanitized test-tsan test-fuzz
 
 test-plain: test-deps all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: $(ASAN_BUILD)/CMakeCache.txt
+test-timing: test-deps all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE behaviour
+
+test-asan: test-deps $(ASAN_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-sanitized: test-deps $(ASAN_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE timing
 
 # clang with libFuzzer, ThreadSanitizer's runtime and kubectl: installed (Debian) when missing.
 test-deps:
