@@ -3,7 +3,7 @@
 # tests, the timed shares and what only the plain build has in build/ (test-timing); the unit
 # tests and every other test built with ASan+UBSan in build-asan/ (test-sanitized); the
 # multi-threaded stress test and the daemon's soak built with ThreadSanitizer in build-tsan/;
-# then each libFuzzer target for FUZZ_SECONDS (15, two at a time) in build-fuzz/.
+# then each libFuzzer target for FUZZ_SECONDS (10, two at a time) in build-fuzz/.
 # `make test-plain` and `make test-asan` run every test of their build. `make fuzz` runs the
 # fuzz targets longer (FUZZ_SECONDS, default 600 each).
 BUILD ?= build
@@ -73,7 +73,7 @@ $(FUZZ_BUILD)/CMakeCache.txt:
 
 test-fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),15) $(FUZZ_JOBS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(or $(FUZZ_SECONDS),10) $(FUZZ_JOBS)
 
 fuzz: test-deps $(FUZZ_BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
