@@ -1926,7 +1926,7 @@ daemon_pod_tenants)
     rm -f "$T/a" "$T/go"
     in_pod "$U1" "$C1" "$P" alloc:600 mark:"$T/a" wait:"$T/go" >"$T/pa" 2>&1 &
     PA=$!; BG="$BG $PA"
-    i=0; while [ ! -f "$T/a" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    i=0; while [ ! -f "$T/a" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done # (30 s: slow under load)
     expect 0 "container side of the same pod, while main holds 600M" -- in_pod "$U1" "$C2" "$P" alloc:300
     grep -q "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "the pod's containers share its 1G" || { bad "containers not one tenant"; cat "$T/out"; }
     sleep 0.6 # a sweep
@@ -1980,7 +1980,7 @@ daemon_pod_tenants)
     rm -f "$T/a" "$T/go"
     in_pod "$U1" "$C1" "$P" alloc:512 mark:"$T/a" wait:"$T/go" alloc:600 >"$T/pr" 2>&1 &
     PR=$!; BG="$BG $PR"
-    i=0; while [ ! -f "$T/a" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    i=0; while [ ! -f "$T/a" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done # (30 s: slow under load)
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
     if tenants_until 10 "$podt"'["pod-'"$U1"'"]["pod"]["refused"] and '"$podt"'["pod-'"$U1"'"]["limits"]["memory"]["default"] == 1 << 30'; then ok "web's annotation went bad: refused, its 1G kept"; else bad "refused keeps limits"; fi
     touch "$T/go"; wait "$PR"
@@ -2018,7 +2018,7 @@ daemon_pod_tenants)
         # host PID is its own slot's, not the first one's.)
         in_pod_hp "$U5" "$C2" "$P" alloc:64 mark:"$T/hold" wait:"$T/hold-go" >"$T/hold-out" 2>&1 &
         ph=$!; BG="$BG $ph"
-        i=0; while [ ! -f "$T/hold" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+        i=0; while [ ! -f "$T/hold" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done # (30 s: slow under load)
         [ -f "$T/hold" ] || { bad "the pod's first process did not start"; cat "$T/hold-out"; }
         GPUSLICE_DEBUG=1 expect 0 "the same loop in pod duty (its ceiling 50 %)" -- in_pod_hp "$U5" "$C1" "$CL" gaps 4 20
         touch "$T/hold-go"; wait "$ph"

@@ -159,7 +159,7 @@ faults_shutdown)
     rm -f "$T/held" "$T/go"
     "$GS" run -q --tenant shut -- "$P" alloc:600 mark:"$T/held" wait:"$T/go" >"$T/holder" 2>&1 &
     HOLD=$!; BG="$BG $HOLD"
-    i=0; while [ ! -f "$T/held" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    i=0; while [ ! -f "$T/held" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done # (30 s: slow under load)
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
     # shellcheck disable=SC2086
     # A node's idle connections may be kept long (timeout-s): a stop must not wait for them.
@@ -210,7 +210,7 @@ open(sys.argv[2], "w").close()
 time.sleep(120)
 PY
     SLOW=$!; BG="$BG $SLOW"
-    i=0; while [ ! -f "$T/slow.ready" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    i=0; while [ ! -f "$T/slow.ready" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done # (30 s: slow under load)
     sleep 1.5 # the program governed, top sampling, the watch open, the event streams stuck
     want 200 "the daemon answers under load" GET /readyz
     stop_timed "$DPID"; DPID=
