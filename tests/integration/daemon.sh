@@ -1751,10 +1751,7 @@ daemon_pods)
     # Warning Event naming it; a relist after 410; a stream cut mid-line and a 403 survived;
     # a pod that comes back under its name is a new one (its uid).
     . "$SRC/tests/k8s/lib.sh" # (its ok and bad are run.sh's own: the same output)
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 20 || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver --history 20
     # pods_until SECONDS PYTHON-CONDITION: /v1/pods until the condition on d holds.
     pods_until() {
         i=0; while [ $i -lt $(($1 * 10)) ]; do
@@ -1886,10 +1883,7 @@ daemon_pod_tenants)
     # its own PID and mount namespaces) join it through the daemon's socket by their cgroup.
     . "$SRC/tests/k8s/lib.sh"
     pod_containers # CGB, cg, in_pod
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver --history 100
     U1=11111111-2222-4333-8444-555555555555 U2=22222222-2222-4333-8444-555555555555
     U3=33333333-2222-4333-8444-555555555555 U4=44444444-2222-4333-8444-555555555555
     U5=e5e5e5e5-2222-4333-8444-555555555555
@@ -2132,10 +2126,7 @@ daemon_pod_soak)
     pod_cgroups # CGB
     KP="$CGB/kubepods.slice/kubepods-besteffort.slice"
     trap 'cg_cleanup_own 0000-4000-8000; cleanup' EXIT
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 4000 || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver --history 4000
     # The event history at its smallest, so that what it keeps (bounded) is full at once.
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 --events-history 16 || exit 1
     api GET /v1/devices >/dev/null
@@ -2242,10 +2233,7 @@ daemon_pod_list)
     # end), a Failed pod taken as ended, and the pods' series: each limit summed over the pod's
     # GPUs (nvidia.com/gpu, else its keys), compute apart from memory, shown to admins only.
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     UT=a1a1a1a1-2222-4333-8444-555555555555 UK=b2b2b2b2-2222-4333-8444-555555555555
     UF=c3c3c3c3-2222-4333-8444-555555555555 UM=d4d4d4d4-2222-4333-8444-555555555555
     UE=e5e5e5e5-2222-4333-8444-555555555555
@@ -2435,10 +2423,7 @@ daemon_pod_index)
     . "$SRC/tests/k8s/lib.sh"
     export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
     pod_containers # CGB, cg, in_pod
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     UX=f7f7f7f7-2222-4333-8444-555555555555 CX=$(printf 'c7%062d' 0)
     trap 'cg_cleanup_own $UX; cleanup' EXIT
     kctl -d '{"metadata":{"name":"idx","namespace":"ns1","uid":"'"$UX"'","annotations":{"gpuslice.io/memory":"0:1G,1:4G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'"$CX"'"}]}}' "$KC/pods" >/dev/null
@@ -2456,10 +2441,7 @@ daemon_sm_count)
     # A100 (compute capability 8.0: 64 a SM) of 108 SMs has 6912 cores, not 54 SMs of 128; an
     # 8.6 GPU of 84 SMs (128 a SM) has 10752.
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     mkdir -p "$T/reg" "$T/plug" "$T/cdi" "$T/nvcdi"
     for g in 8.0:108:Ampere/Ada 8.6:84:Ampere/Ada; do
         cc=${g%%:*}; r=${g#*:}; sms=${r%%:*}; arch=${r#*:}

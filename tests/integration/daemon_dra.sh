@@ -11,10 +11,7 @@ for p in /usr/bin/python3 python3; do
 done
 [ -n "$KPY" ] || { echo "SKIP: no python3 with grpcio (python3-grpcio)"; exit 77; }
 pod_cgroups # CGB
-make_ca ca srv || { bad "openssl"; exit 1; }
-printf 'tok-%s\n' "$$" >"$T/token"
-start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-BG="$BG $APISERVER"
+tls_apiserver
 UUID0=GPU-5ac1ce00-0000-4000-8000-000000000000
 REG="$T/registry" PLUG="$T/plugins/gpu.gpuslice.io" CDI="$T/cdi" NVCDI="$T/nvcdi" ILIB="$T/ilib"
 mkdir -p "$REG" "$CDI" "$NVCDI" "$ILIB" "$T/plugins"

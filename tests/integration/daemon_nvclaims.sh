@@ -6,10 +6,7 @@
 # gpusliced makes each pod's tenant with the claims' memory on the GPU's UUID.
 . "$SRC/tests/k8s/lib.sh"
 pod_cgroups # CGB
-make_ca ca srv || { bad "openssl"; exit 1; }
-printf 'tok-%s\n' "$$" >"$T/token"
-start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-BG="$BG $APISERVER"
+tls_apiserver
 UUID0=GPU-5ac1ce00-0000-4000-8000-000000000000
 C1=$(printf 'e1%062d' 0)
 # nvclaim NAME CLAIM-UID POD-NAME POD-UID DEVICE POOL [MEMORY]: a claim of ns1 allocated to

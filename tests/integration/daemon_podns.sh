@@ -19,10 +19,7 @@ podns_setup() {
     if ! unshare --cgroup --mount true 2>/dev/null; then
         echo "SKIP: needs unshare --cgroup (root)"; exit 77
     fi
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 400 || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver --history 400
     KUBE="--kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1"
     # container.sh ARGS...: in a pod's PID and mount namespaces, the run directory as the
     # webhook's patch mounts it (its pod/ in its place, tenants/ on pod/tenants, read-only),

@@ -5,10 +5,7 @@ daemon_trust_room)
     # Issue 28.13: one user filled the node's 256-tenant table; a new GPU pod then got no
     # tenant, and stayed so after the tenants were deleted.
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     # has_tenant NAME SECONDS [no]: pod NAME's tenant exists (or, with no, does not) within SECONDS.
     has_tenant() {
         i=0; while [ $i -lt $(($2 * 10)) ]; do
@@ -156,10 +153,7 @@ daemon_trust_wall)
     . "$SRC/tests/k8s/lib.sh"
     pod_cgroups # CGB
     case "$CGB" in */unified|/sys/fs/cgroup) ;; *) echo "skip: needs a cgroup v2 hierarchy"; exit 77 ;; esac
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     U1=77777777-2222-4333-8444-555555555555 C1=$(printf 'c7%062d' 0)
     kctl -d '{"metadata":{"name":"walled","namespace":"ns1","uid":"'$U1'","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'$C1'"}]}}' "$KC/pods" >/dev/null
     D1="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$U1" | tr - _).slice/cri-containerd-$C1.scope"
@@ -214,10 +208,7 @@ daemon_trust_shadow)
         echo "skip: needs root and setpriv to act as another user"; exit 77
     fi
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
     chmod 755 "$T"; chmod 1777 "$GPUSLICE_RUN_DIR"; mkdir -m 777 "$T/nobody"
     setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$T/nobody" XDG_RUNTIME_DIR="$T/nobody" "$GS" run -q -- sleep 60 &
     BG="$BG $!"

@@ -11,10 +11,7 @@ if [ "$CASE" = daemon_webhook_claims_e2e ]; then
     . "$SRC/tests/integration/daemon_dra.sh" # (its setup only: no case of its own matches)
 else
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver
 fi
 SCHEMA="$SRC/tests/k8s/schema.py"
 cp "$T/srv.key" "$T/hook.key"; chmod 600 "$T/hook.key"

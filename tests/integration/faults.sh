@@ -147,10 +147,7 @@ faults_shutdown)
     # that read nothing), slow clients that never finish their headers, a pod watch open on the
     # stand-in API server.
     . "$SRC/tests/k8s/lib.sh"
-    make_ca ca srv || { bad "openssl"; exit 1; }
-    printf 'tok-%s\n' "$$" >"$T/token"
-    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" --history 100 || { bad "the stand-in did not start"; exit 1; }
-    BG="$BG $APISERVER"
+    tls_apiserver --history 100
     kctl -d "$(kpod p1 1G node1)" "$KC/pods" >/dev/null
     kube="--kube-api $KA --kube-ca-file $T/ca.crt --kube-token-file $T/token --node-name node1"
     # shellcheck disable=SC2086

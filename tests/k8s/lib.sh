@@ -28,6 +28,15 @@ start_apiserver() {
     KC="http://127.0.0.1:$(cat "$T/kcport")"
     [ -s "$T/kport" ]
 }
+# tls_apiserver [OPTIONS...]: start_apiserver over TLS with the tests' CA ($T/ca.crt, make_ca)
+# and a token ($T/token), OPTIONS after; stopped with the case ($BG). A case that cannot start
+# it fails and ends (run.sh's bad).
+tls_apiserver() {
+    make_ca ca srv || { bad "openssl"; exit 1; }
+    printf 'tok-%s\n' "$$" >"$T/token"
+    start_apiserver --tls "$T/srv.crt" "$T/srv.key" --token "tok-$$" "$@" || { bad "the stand-in did not start"; exit 1; }
+    BG="$BG $APISERVER"
+}
 # kctl CURL-ARGS...: a request to the control listener.
 kctl() { curl -sS -H 'Content-Type: application/json' "$@"; }
 # kpod NAME MEMORY NODE: a pod of namespace ns1 asking gpuslice.io/memory MEMORY, on NODE.
