@@ -860,8 +860,10 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
         }
     }
     if (kind == GS_SET_COMPUTE) {
-        /* Launches pass straight through again once no ceiling is left. */
-        uint32_t any = (t->set_flags & GPUSLICE_SET_COMPUTE) && t->set_compute_limit;
+        /* Launches pass straight through again once no ceiling, class or weight is left. */
+        uint32_t any = ((t->set_flags & GPUSLICE_SET_COMPUTE) && t->set_compute_limit) ||
+                       __atomic_load_n(&t->priority, __ATOMIC_ACQUIRE) != GPUSLICE_PRIORITY_UNSET ||
+                       __atomic_load_n(&t->weight, __ATOMIC_ACQUIRE) != 0;
         for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
             any |= !uuid_empty(t->dev[i].uuid) && t->dev[i].compute_limit;
         __atomic_store_n(&t->compute_any, any ? 1u : 0u, __ATOMIC_RELEASE);

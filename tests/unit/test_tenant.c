@@ -563,6 +563,17 @@ static void test_set_changes_running_and_future_devices(void **state)
     parse("100", GS_VALUE_PERCENT, &l);
     assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
     assert_int_equal(t->compute_any, 0); /* no ceiling left: launches pass through */
+    /* A class or a weight still governs launches when the last ceiling goes. */
+    gs_tenant_set_sched(t, GPUSLICE_PRIORITY_LATENCY, 0);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->compute_any, 1);
+    t->priority = GPUSLICE_PRIORITY_UNSET;
+    gs_tenant_set_sched(t, 0, 3);
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->compute_any, 1);
+    t->weight = 0;
+    assert_int_equal(gs_tenant_set(t, GS_SET_COMPUTE, &l, err, sizeof(err)), 0);
+    assert_int_equal(t->compute_any, 0);
     parse("4G", GS_VALUE_SIZE, &l);
     assert_int_equal(gs_tenant_set(t, GS_SET_MEMORY, &l, err, sizeof(err)), 0);
     assert_int_equal(t->dev[0].mem_limit, 4ULL << 30);
