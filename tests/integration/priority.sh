@@ -108,6 +108,24 @@ compute_weights)
     wait $pa
     shares_in "$T/e1" 0.07 0.16 "weight 1 of 1:8"
     shares_in "$T/e8" 0.80 0.92 "weight 8 of 1:8"
+    # 1:20: the other waits out the holder's whole turn of 200 ms (its patience is the turn it
+    # reads on the board, plus the queue and 50 ms) and never runs beside it (with a patience
+    # of 100 ms it ran beside the holder for half of each turn, hundreds of launches).
+    GPUSLICE_DEBUG=1 "$GS" run -q --weight 1 -- "$CL" stream 2 1000 >"$T/t1" 2>"$T/t1.err" &
+    pa=$!
+    "$GS" run -q --weight 20 -- "$CL" stream 2 1000 >"$T/t20" 2>"$T/t20.err"
+    wait $pa
+    beside=$(grep -o "[0-9]* ran beside a holder" "$T/t1.err" | awk '{print $1}')
+    [ -n "$beside" ] && [ "$beside" -lt 20 ] && ok "weight 1 beside weight 20: $beside launches ran beside the holder" || { bad "weight 1 beside weight 20 ran beside the holder: ${beside:-no report}"; grep "launches governed" "$T/t1.err"; }
+    shares_in "$T/t1" 0.02 0.16 "weight 1 of 1:20"
+    # A tenant of no weight takes turns of one unit, and a tenant of no class is a normal one:
+    # beside --priority normal (weight unset), --weight 1 (class unset) gets half.
+    "$GS" run -q --priority normal -- "$CL" stream 2 1000 >"$T/n0" 2>"$T/n0.err" &
+    pa=$!
+    "$GS" run -q --weight 1 -- "$CL" stream 2 1000 >"$T/n1" 2>"$T/n1.err"
+    wait $pa
+    shares_in "$T/n0" 0.42 0.58 "class normal, no weight, beside weight 1"
+    shares_in "$T/n1" 0.42 0.58 "weight 1, no class, beside class normal"
     # Work-conserving: the weight-1 tenant runs 3 s, the weight-3 one the first 1.5 s of them;
     # alone afterwards, it gets the whole device: 0.25 x 1.5 + 1 x 1.5 = 0.625 of its 3 s.
     "$GS" run -q --weight 1 -- "$CL" stream 3 1000 >"$T/c1" 2>"$T/c1.err" &
