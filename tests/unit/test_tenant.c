@@ -578,6 +578,13 @@ static void test_set_changes_running_and_future_devices(void **state)
     assert_int_equal(gs_tenant_set(t, GS_SET_MEMORY, &l, err, sizeof(err)), 0);
     assert_int_equal(t->dev[0].mem_limit, 4ULL << 30);
     assert_int_equal(t->dev[1].mem_limit, 4ULL << 30);
+    /* A device used later takes the set memory default too, not the process's own limit. */
+    {
+        static const uint8_t uuid2[16] = { 5, 5, 5 };
+
+        assert_int_equal(gs_tenant_device(t, uuid2, 2, 100, 0), 2);
+        assert_int_equal(t->dev[2].mem_limit, 4ULL << 30);
+    }
     gs_tenant_close(t);
 }
 
