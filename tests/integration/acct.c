@@ -1189,7 +1189,15 @@ static int run(const char *c)
         CHECK(tenant_free() == 64 * MiB, "the pool keeps its 64 MiB past the sync: free %llu",
               (unsigned long long)tenant_free());
         agree("the pool kept its memory past the synchronisation");
-        CHECK(cuMemPoolTrimTo(def, 0) == CUDA_SUCCESS, "trim");
+        {
+            /* The trim gives the charge back at once: the tenant's file, what other processes
+             * see, drops by the 64 MiB before any allocation or view of this one re-reads. */
+            uint64_t u = tenant_used();
+
+            CHECK(cuMemPoolTrimTo(def, 0) == CUDA_SUCCESS, "trim");
+            CHECK(u - tenant_used() == 64 * MiB, "the trim gave back %lld bytes of 64 MiB at once",
+                  (long long)(u - tenant_used()));
+        }
         admitted("128 MiB at once after the trim", cuMemAlloc_v2(&q, 128 * MiB));
         agree("after the trim");
         CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
