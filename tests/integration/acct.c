@@ -827,7 +827,30 @@ static int run(const char *c)
         admitted("4 MiB more from it", cuMemAllocFromPoolAsync(&q, 4 * MiB, pool, st));
         CHECK(cuStreamSynchronize(st) == CUDA_SUCCESS, "sync");
         agree("the pool with 44 MiB live");
-        CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
+        {
+            /*
+             * It keeps 32 MiB more that nothing uses (its release threshold): destroyed, it is
+             * trimmed to what lives, and that charge comes back at once, in the tenant's file,
+             * before any allocation or view of this process re-reads.
+             */
+            cuuint64_t keep = UINT64_MAX;
+            CUdeviceptr kept;
+            uint64_t u;
+
+            CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ==
+                      CUDA_SUCCESS,
+                  "release threshold: keep all");
+            admitted("32 MiB more from it", cuMemAllocFromPoolAsync(&kept, 32 * MiB, pool, st));
+            CHECK(cuMemFreeAsync(kept, st) == CUDA_SUCCESS &&
+                      cuStreamSynchronize(st) == CUDA_SUCCESS,
+                  "free the 32 MiB, sync: the pool keeps them");
+            agree("the pool keeping 32 MiB unused");
+            u = tenant_used();
+            CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
+            CHECK(u - tenant_used() == 32 * MiB,
+                  "destroyed: %lld bytes of its unused 32 MiB given back at once",
+                  (long long)(u - tenant_used()));
+        }
         agree("the pool destroyed with 44 MiB live");
         CHECK(tenant_free() == 64 * MiB, "the destroyed pool's live 64 MiB stay charged: free %llu",
               (unsigned long long)tenant_free());
