@@ -153,7 +153,7 @@ struct scenario {
     double jitter;     /* each device stamp this many ms late at most (pseudo-random) */
     double restart_at; /* the device's sampler starts again here, restart_shift ms later */
     double restart_shift;
-    unsigned me; /* the PID NVML names this process by; 0: getpid() */
+    unsigned me;      /* the PID NVML names this process by; 0: getpid() */
     double change_at; /* from here on (ms; 0 never) the device's figure is f_dev2 */
     double f_dev2;
     struct stretch s[64];
@@ -530,12 +530,9 @@ static void process_figure_without_device(void **st)
  */
 static void pod_namespace_host_pid(void **st)
 {
-    struct scenario sc = { .P = 1000.0 / 6,
-                           .D = 1000.0 / 6,
-                           .f_proc = 0.6,
-                           .end = 1500,
-                           .device = 0,
-                           .me = 777777 };
+    struct scenario sc = {
+        .P = 1000.0 / 6, .D = 1000.0 / 6, .f_proc = 0.6, .end = 1500, .device = 0, .me = 777777
+    };
     double e;
     int known;
 
@@ -559,6 +556,12 @@ static void pod_namespace_host_pid(void **st)
             assert_int_equal(stats.duty_pid, 777777);
             assert_int_equal(stats.duty_samples, 6);
             assert_true(ratio() >= 0.58 && ratio() <= 0.62);
+            assert_true(duty_ppm(&gdevs[0], now_ns()) < 1000000);
+            /* A forked child is billed at 1 until it learns its own duty, not at its parent's. */
+            duty_fork_child();
+            assert_int_equal(duty_ppm(&gdevs[0], now_ns()), 1000000);
+            assert_int_equal(stats.duty_pid, 0);
+            assert_int_equal(pid_known, -1);
         }
     }
 }
