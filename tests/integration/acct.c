@@ -1485,6 +1485,8 @@ static int run(const char *c)
         CHECK(cuCtxCreate_v2(&c3, 0, 0) == CUDA_SUCCESS, "a third context");
         agree("three contexts");
         admitted("64 MiB in the third", cuMemAlloc_v2(&p, 64 * MiB));
+        /* And a small one, in a shared page of its own: the page goes with the context too. */
+        admitted("4000 bytes in the third", cuMemAlloc_v2(&s, 4000));
         t0 = truth();
         printf("three contexts and 64 MiB: the driver holds %llu\n", (unsigned long long)t0);
         refused("2 MiB more than the limit leaves", cuMemAlloc_v2(&q, 1024 * MiB - t0 + 2 * MiB),
