@@ -983,6 +983,28 @@ static int run(const char *c)
               (unsigned long long)tenant_free());
         agree("after one unmap of two mappings");
         CHECK(cuMemAddressFree(va, 64 * MiB) == CUDA_SUCCESS, "address free");
+        {
+            /* More mappings than the interposer takes in one batch (64): 70 of 2 MiB, released
+             * while mapped, unmapped by one call, all given back. */
+            CUmemGenericAllocationHandle hs[70];
+            int k;
+
+            leave(140 * MiB);
+            CHECK(cuMemAddressReserve(&va, 140 * MiB, 0, 0, 0) == CUDA_SUCCESS, "reserve 140 MiB");
+            for (k = 0; k < 70; k++)
+                CHECK(cuMemCreate(&hs[k], 2 * MiB, &prop, 0) == CUDA_SUCCESS &&
+                          cuMemMap(va + (CUdeviceptr)k * 2 * MiB, 2 * MiB, 0, hs[k], 0) ==
+                              CUDA_SUCCESS &&
+                          cuMemRelease(hs[k]) == CUDA_SUCCESS,
+                      "2 MiB mapping %d", k);
+            CHECK(tenant_free() == 0, "70 mappings count: free %llu",
+                  (unsigned long long)tenant_free());
+            CHECK(cuMemUnmap(va, 140 * MiB) == CUDA_SUCCESS, "unmap the 70 with one call");
+            CHECK(tenant_free() == 140 * MiB, "one unmap of 70 mappings gives all back: free %llu",
+                  (unsigned long long)tenant_free());
+            agree("after one unmap of 70 mappings");
+            CHECK(cuMemAddressFree(va, 140 * MiB) == CUDA_SUCCESS, "address free");
+        }
     } else if (strcmp(c, "vmm_threads") == 0) {
         /* Everything the 32 threads made and released is given back, to the byte. */
         CUmemAllocationProp prop = vmm_prop();
