@@ -29,7 +29,7 @@ int gs_node_dir(char *buf, size_t len)
      * directory) would then be hidden from her by the system's, or by a directory one left.
      * The interposer looks in /run/gpuslice always, and the CLI asks there too.
      */
-    if (env && *env)
+    if (env && *env == '/') /* as the daemon (options.c): a relative one is not taken */
         r = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0)
         r = snprintf(buf, len, "%s", GS_NODE_SYSTEM_DIR);

@@ -28,10 +28,10 @@
 #define MAX_ANSWER (16u << 20)
 
 /*
- * Where to ask, in order: only $GPUSLICE_DAEMON_DIR when it is set (a test, or a user who
- * named her daemon, reaches no other); else this user's own daemon's directory, then the
- * system daemon's (the same for root). A user's own gpusliced is found even where
- * /run/gpuslice exists. The count, or -ENAMETOOLONG.
+ * Where to ask, in order: only $GPUSLICE_DAEMON_DIR when it is set, absolute as the daemon
+ * takes it (a test, or a user who named her daemon, reaches no other); else this user's own
+ * daemon's directory, then the system daemon's (the same for root). A user's own gpusliced is
+ * found even where /run/gpuslice exists. The count, or -ENAMETOOLONG.
  */
 static int candidates(char dirs[2][PATH_MAX])
 {
@@ -40,7 +40,7 @@ static int candidates(char dirs[2][PATH_MAX])
 
     if ((r = gs_node_dir(dirs[0], PATH_MAX)) < 0)
         return r;
-    if ((env && *env) || strcmp(dirs[0], GS_NODE_SYSTEM_DIR) == 0)
+    if ((env && *env == '/') || strcmp(dirs[0], GS_NODE_SYSTEM_DIR) == 0)
         return 1;
     snprintf(dirs[1], PATH_MAX, "%s", GS_NODE_SYSTEM_DIR);
     return 2;

@@ -2236,6 +2236,11 @@ procs)
     stderr_has '"4G," has an empty entry'
     expect 2 "--memory past the GPU's 16 GiB" -- "$GS" procs --shares 1,1 --memory 10G,40% --dry-run -- a ::: b
     stderr_has "the limits add up to 16793 MiB, more than GPU 0's 16 GiB"
+    # The bound itself: limits that add up to exactly the GPU's memory fit; 1 MiB more does not.
+    expect 0 "procs --dry-run --memory 50%,8G (the GPU's 16 GiB exactly)" -- "$GS" procs --shares 1,1 --memory 50%,8G --dry-run -- a ::: b
+    json_ok "limits adding up to all of the GPU's memory" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [8 << 30, 8 << 30], d'
+    expect 2 "--memory 8G,8193M (1 MiB past the GPU's 16 GiB)" -- "$GS" procs --shares 1,1 --memory 8G,8193M --dry-run -- a ::: b
+    stderr_has "the limits add up to 16385 MiB, more than GPU 0's 16 GiB"
     expect 0 "procs --help" -- "$GS" procs --help
     grep -q -- "--memory LIST" "$T/out" && ok "--help names --memory" || bad "--help without --memory"
     # The plan, from the driver's granularity.

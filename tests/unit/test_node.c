@@ -1,4 +1,5 @@
 /* The daemon's node segment: creation, the checks a reader makes, entries, members, lineage. */
+#define _GNU_SOURCE /* setresuid */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,6 +252,84 @@ static void test_compute_any_reads_the_flag(void **state)
     gs_node_close(n);
 }
 
+/*
+ * Where this user's daemon is looked for (gs_node_dir), as the daemon's own defaults
+ * (options.c): GPUSLICE_DAEMON_DIR when absolute, else /run/gpuslice for root, else
+ * $XDG_RUNTIME_DIR/gpuslice when that is absolute, else /tmp/gpuslice-UID. A relative value
+ * is never taken (it would name a directory under each process's working directory).
+ * Returns the first case (from 1) that differs, else 0.
+ */
+static int node_dir_cases(int root)
+{
+    static const struct {
+        const char *daemon_dir, *xdg, *root_want, *user_want; /* NULL: unset; user's "": /tmp */
+    } cases[] = {
+        { NULL, "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
+        { NULL, "xdg-rel", GS_NODE_SYSTEM_DIR, "" },
+        { NULL, "./xdg", GS_NODE_SYSTEM_DIR, "" },
+        { NULL, "", GS_NODE_SYSTEM_DIR, "" },
+        { NULL, NULL, GS_NODE_SYSTEM_DIR, "" },
+        { "/gd", "/xdg", "/gd", "/gd" },
+        { "", "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
+        { "relative", "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
+        { "relative", "xdg-rel", GS_NODE_SYSTEM_DIR, "" },
+    };
+    char buf[256], tmp[64];
+    size_t i;
+
+    snprintf(tmp, sizeof(tmp), "/tmp/gpuslice-%u", (unsigned)geteuid());
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *want = root ? cases[i].root_want : cases[i].user_want;
+
+        if (cases[i].daemon_dir)
+            setenv("GPUSLICE_DAEMON_DIR", cases[i].daemon_dir, 1);
+        else
+            unsetenv("GPUSLICE_DAEMON_DIR");
+        if (cases[i].xdg)
+            setenv("XDG_RUNTIME_DIR", cases[i].xdg, 1);
+        else
+            unsetenv("XDG_RUNTIME_DIR");
+        memset(buf, 'x', sizeof(buf));
+        if (gs_node_dir(buf, sizeof(buf)) != 0 || strcmp(buf, *want ? want : tmp) != 0) {
+            fprintf(stderr,
+                    "uid %u, GPUSLICE_DAEMON_DIR %s, XDG_RUNTIME_DIR %s: \"%.*s\", want %s\n",
+                    (unsigned)geteuid(), cases[i].daemon_dir ? cases[i].daemon_dir : "unset",
+                    cases[i].xdg ? cases[i].xdg : "unset", (int)sizeof(buf) - 1, buf,
+                    *want ? want : tmp);
+            return (int)i + 1;
+        }
+    }
+    /* A directory that does not fit is refused, never cut short; one that just fits is kept. */
+    setenv("GPUSLICE_DAEMON_DIR", "/gd", 1);
+    if (gs_node_dir(buf, 3) != -ENAMETOOLONG || gs_node_dir(buf, 4) != 0 || strcmp(buf, "/gd") != 0)
+        return 100;
+    return 0;
+}
+
+static void test_node_dir_is_absolute_and_per_user(void **state)
+{
+    pid_t child;
+    int status;
+
+    (void)state;
+    /* In a child: the environment and, as root, the user are changed there only. */
+    if ((child = fork()) == 0) {
+        int r = node_dir_cases(geteuid() == 0);
+
+        if (r == 0 && geteuid() == 0) {
+            /* nobody's, as the daemon's tests check its own defaults (daemon_options) */
+            if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+                _exit(101);
+            r = node_dir_cases(0);
+        }
+        _exit(r);
+    }
+    assert_true(child > 0);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +342,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_refuses_what_others_could_write, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_compute_any_reads_the_flag, setup, teardown),
+        cmocka_unit_test(test_node_dir_is_absolute_and_per_user),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -523,6 +523,43 @@ static void test_hami_names_map_to_their_device(void **state)
     assert_int_equal(l.n, 2);
 }
 
+/*
+ * Device 0's own variable is device 0's, never every device's, whichever comes first in the
+ * environment: _0 is an index like _12 (HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT_0 for device 0).
+ */
+static void test_hami_device_zero_is_one_device(void **state)
+{
+    char *after[] = { "CUDA_DEVICE_MEMORY_LIMIT=3g", "CUDA_DEVICE_MEMORY_LIMIT_0=1g", NULL };
+    char *before[] = { "CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_MEMORY_LIMIT=3g", NULL };
+    char *alone[] = { "CUDA_DEVICE_MEMORY_LIMIT_0=1g", NULL };
+    char *sm[] = { "CUDA_DEVICE_SM_LIMIT_0=30", "CUDA_DEVICE_SM_LIMIT=80", NULL };
+    char *sm_alone[] = { "CUDA_DEVICE_SM_LIMIT_0=30", NULL };
+    char **both[] = { after, before };
+    struct gs_limits l;
+    char err[256];
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(gs_config_memory(both[i], &l, err, sizeof(err)), 0);
+        assert_int_equal(l.n, 2);
+        assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
+        assert_int_equal(gs_limits_lookup(&l, 1, NULL), 3ULL << 30);
+    }
+    assert_int_equal(gs_config_memory(alone, &l, err, sizeof(err)), 0);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.e[0].key, GS_KEY_INDEX);
+    assert_int_equal(l.e[0].index, 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 0);
+    assert_int_equal(gs_config_compute(sm, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 30);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 80);
+    assert_int_equal(gs_config_compute(sm_alone, &l, err, sizeof(err)), 0);
+    assert_int_equal(gs_limits_lookup(&l, 0, NULL), 30);
+    assert_int_equal(gs_limits_lookup(&l, 1, NULL), 0);
+}
+
 struct msg_case {
     const char *in;
     const char *want; /* the whole message, or a part of it */
@@ -1155,6 +1192,7 @@ int main(void)
         cmocka_unit_test(test_size_fraction_matches_exact_arithmetic),
         cmocka_unit_test(test_hami_malformed_names_are_refused),
         cmocka_unit_test(test_hami_names_map_to_their_device),
+        cmocka_unit_test(test_hami_device_zero_is_one_device),
         cmocka_unit_test(test_memory_below_one_mib_is_refused_from_every_source),
         cmocka_unit_test(test_messages_show_examples_of_their_kind),
         cmocka_unit_test(test_duplicate_device_is_named),
