@@ -1779,6 +1779,10 @@ daemon_pods)
     if pods_until 10 "$names"' == ["a", "b"] and [p for p in d["pods"] if p["name"] == "a"][0]["limits"]["memory"][0]["value"] == 6 << 30'; then ok "watched: b added, a changed to 6 GiB"; else bad "watch add/change"; fi
     kctl -X DELETE "$KC/pods/ns1/b" >/dev/null
     if pods_until 10 "$names"' == ["a"]'; then ok "watched: b deleted"; else bad "watch delete"; fi
+    # The deletion's resourceVersion is the daemon's version (issue 32): a watch after a cut
+    # starts after the deletion, not before it.
+    del_rv=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["resourceVersion"])')
+    if pods_until 10 'd["resourceVersion"] == "'"$del_rv"'"'; then ok "the daemon's version is b's deletion's ($del_rv)"; else bad "the version after b's deletion is not $del_rv"; fi
     # A bad annotation: the pod is shown refused, and a Warning Event names the annotation.
     kctl -d "$(kpod bad lots node1)" "$KC/pods" >/dev/null
     if pods_until 10 '[p for p in d["pods"] if p["name"] == "bad" and not p["ok"] and "gpuslice.io/memory" in p["error"]]'; then ok "a bad annotation: refused, named"; else bad "bad annotation"; fi
