@@ -207,11 +207,11 @@ PY
     python3 - "$T/sse" <<'PY' && ok "frozen for its debt: $(cat "$T/freeze")" || { bad "the freeze's length: $(cat "$T/freeze")"; }
 import json, os, sys
 ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
-over = [e for e in ev if e["type"] == "tenant.over_limit" and e["name"] == "hog"][0]
-thaw = [e for e in ev if e["type"] == "tenant.thawed" and e["tenant"] == over["tenant"] and e["id"] > over["id"]][0]
-want = min(10.0, (over["used"] - 20) / 20)
-took = (thaw["time_unix_ns"] - over["time_unix_ns"]) / 1e9
-open(os.path.join(os.path.dirname(sys.argv[1]), "freeze"), "w").write("used %d: %.2f s, want %.2f s" % (over["used"], took, want))
+frozen = [e for e in ev if e["type"] == "tenant.over_limit" and e["name"] == "hog"][0]
+thaw = [e for e in ev if e["type"] == "tenant.thawed" and e["tenant"] == frozen["tenant"] and e["id"] > frozen["id"]][0]
+want = min(10.0, (frozen["used"] - 20) / 20)
+took = (thaw["time_unix_ns"] - frozen["time_unix_ns"]) / 1e9
+open(os.path.join(os.path.dirname(sys.argv[1]), "freeze"), "w").write("used %d: %.2f s, want %.2f s" % (frozen["used"], took, want))
 assert want - 0.05 <= took <= want + 1.0, (took, want)
 PY
     # Frozen with SIGSTOP (no tenant-cgroup), a sibling of its sends SIGCONT every 5 ms: a freeze
