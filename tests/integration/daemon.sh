@@ -1779,6 +1779,10 @@ daemon_pods)
     if pods_until 10 "$names"' == ["a", "b"] and [p for p in d["pods"] if p["name"] == "a"][0]["limits"]["memory"][0]["value"] == 6 << 30'; then ok "watched: b added, a changed to 6 GiB"; else bad "watch add/change"; fi
     kctl -X DELETE "$KC/pods/ns1/b" >/dev/null
     if pods_until 10 "$names"' == ["a"]'; then ok "watched: b deleted"; else bad "watch delete"; fi
+    # The deletion's resourceVersion is the daemon's version (issue 32): a watch after a cut
+    # starts after the deletion, not before it.
+    del_rv=$(kctl "$KC/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["resourceVersion"])')
+    if pods_until 10 'd["resourceVersion"] == "'"$del_rv"'"'; then ok "the daemon's version is b's deletion's ($del_rv)"; else bad "the version after b's deletion is not $del_rv"; fi
     # A bad annotation: the pod is shown refused, and a Warning Event names the annotation.
     kctl -d "$(kpod bad lots node1)" "$KC/pods" >/dev/null
     if pods_until 10 '[p for p in d["pods"] if p["name"] == "bad" and not p["ok"] and "gpuslice.io/memory" in p["error"]]'; then ok "a bad annotation: refused, named"; else bad "bad annotation"; fi
@@ -2434,7 +2438,28 @@ daemon_pod_index)
     grep -q "^total $((4 << 30))$" "$T/out" && grep -q "alloc 1500 ok" "$T/out" && [ "$(grep -c "alloc 1500 ok" "$T/out")" = 2 ] && grep -q "alloc 1200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "device 1 first: its own 4G (two 1500M held, 1200M more refused)" || { bad "device 1 held to another GPU's limit"; cat "$T/out" "$T/err"; }
     expect 0 "the same process's device 0 after device 1" -- in_pod "$UX" "$CX" env MEM_PROBE_DEVICE=1 "$P" alloc:100 dev:0 total alloc:900 alloc:200
     grep -q "^total $((1 << 30))$" "$T/out" && grep -q "alloc 900 ok" "$T/out" && grep -q "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" "$T/out" && ok "device 0 then: its own 1G" || { bad "device 0's limit"; cat "$T/out" "$T/err"; }
-    stop_daemon ;;
+    stop_daemon
+    # The second wall follows the pod's limits (issue 32): on a driver that holds per-cgroup
+    # limits (r615+, the simulated one with GPUSLICE_SIM_DRIVER_VERSION), a join sets the pod's
+    # limit on its container's cgroup on each GPU, and after the pod's limit changes the next
+    # join sets the new one: the driver never keeps a container to the old one. (A default:
+    # limits of CUDA indices alone set no wall, the cgroup's GPUs being unknown by index.)
+    case "$CGB" in
+    */unified|/sys/fs/cgroup)
+        DX=$(cg "$UX" "$CX"); rm -f "$GPUSLICE_SIM_STATE.memlimits"
+        # ixpod MEMORY: pod idx with that gpuslice.io/memory.
+        ixpod() { kctl -d '{"metadata":{"name":"idx","namespace":"ns1","uid":"'"$UX"'","annotations":{"gpuslice.io/memory":"'"$1"'"}},"spec":{"nodeName":"node1","containers":[{"name":"main"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://'"$CX"'"}]}}' "$KC/pods" >/dev/null; }
+        GPUSLICE_SIM_DRIVER_VERSION=615.00-sim start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+        for m in 1 2; do
+            ixpod ${m}G
+            tenants_until 10 '[t for t in d["tenants"] if t["name"] == "pod-'"$UX"'" and t["limits"]["memory"]["default"] == '$m' << 30]' || bad "pod idx's limit of ${m}G not taken"
+            expect 0 "615: a process of pod idx joins under its ${m}G" -- in_pod "$UX" "$CX" "$P" alloc:10
+            grep -qx "0 $((m << 30)) 0 $DX" "$GPUSLICE_SIM_STATE.memlimits" && grep -qx "1 $((m << 30)) 0 $DX" "$GPUSLICE_SIM_STATE.memlimits" &&
+                ok "615: the driver holds the container's cgroup to ${m}G on GPUs 0 and 1" || { bad "615: the driver's limits are not the pod's ${m}G"; cat "$GPUSLICE_SIM_STATE.memlimits"; }
+        done
+        stop_daemon ;;
+    *) echo "note: not cgroup v2: the second wall is not checked" ;;
+    esac ;;
 daemon_sm_count)
     # A GPU's SMs where NVML's attributes name none (not in MIG mode): its CUDA cores over the
     # cores of one SM of its architecture, as the DRA driver's ResourceSlice publishes them. An

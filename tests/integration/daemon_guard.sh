@@ -201,6 +201,19 @@ assert ev and all(e["kind"] == "compute" and e["action"] == "frozen" and e["name
 PY
     events_of tenant.thawed
     [ -s "$T/ev" ] && ok "event tenant.thawed" || bad "no thawed event"
+    # The freeze lasts until its average over NVML's second and the freeze is its ceiling:
+    # used U % of a second where 20 was its share, it waits 1 s * (U - 20) / 20 (4 s at 100),
+    # then is let go at the next sample (100 ms).
+    python3 - "$T/sse" <<'PY' && ok "frozen for its debt: $(cat "$T/freeze")" || { bad "the freeze's length: $(cat "$T/freeze")"; }
+import json, os, sys
+ev = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+frozen = [e for e in ev if e["type"] == "tenant.over_limit" and e["name"] == "hog"][0]
+thaw = [e for e in ev if e["type"] == "tenant.thawed" and e["tenant"] == frozen["tenant"] and e["id"] > frozen["id"]][0]
+want = min(10.0, (frozen["used"] - 20) / 20)
+took = (thaw["time_unix_ns"] - frozen["time_unix_ns"]) / 1e9
+open(os.path.join(os.path.dirname(sys.argv[1]), "freeze"), "w").write("used %d: %.2f s, want %.2f s" % (frozen["used"], took, want))
+assert want - 0.05 <= took <= want + 1.0, (took, want)
+PY
     # Frozen with SIGSTOP (no tenant-cgroup), a sibling of its sends SIGCONT every 5 ms: a freeze
     # the tenant undid (at 0.988 of the GPU under 20 %, the review found): continued, killed.
     want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog2","compute":20}'
@@ -357,7 +370,8 @@ daemon_guard_report)
     # guard-memory report: the tenant over its limit is said (an event, a counter), not
     # stopped; and the API shows what NVML sees it use on a GPU its state file does not name
     # (a process that never loaded the interposer: the file has no entry for it).
-    start_daemon --sweep-ms 100 --guard-memory report || exit 1
+    # guard-grace-ms 1000: over its limit for 1 s (and two samples) before it is said.
+    start_daemon --sweep-ms 100 --guard-memory report --guard-grace-ms 1000 || exit 1
     want 201 "a tenant of 1G" POST /v1/tenants '{"name":"over","memory":"1G"}'
     rm -f "$T/r.up"
     # (It sleeps 20 s, killed at the end: 3 s ran out before the GET under ASan on a loaded CI
@@ -365,7 +379,12 @@ daemon_guard_report)
     "$GS" run --tenant over -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/r.up" wait:"$T/r.go" free mark:"$T/r.freed" wait:"$T/r.go2" alloc:1500 mark:"$T/r.up2" sleep:20000 >"$T/r.out" 2>&1 &
     R=$!; BG="$BG $R"
     for i in $(seq 300); do [ -e "$T/r.up" ] && break; sleep 0.01; done
-    sleep 0.8
+    t_over=$(date +%s%N)
+    # Said once it has been over for the grace, not before (0.75: the moment it went over is
+    # when its allocation returned, a little before this shell saw its mark).
+    for i in 1 2 3; do events_of tenant.over_limit; [ -s "$T/ev" ] && break; done
+    took=$(python3 -c 'import json,sys; print("%.2f" % ((json.loads(open(sys.argv[1]).readline())["time_unix_ns"] - int(sys.argv[2])) / 1e9))' "$T/ev" "$t_over")
+    python3 -c 'import sys; assert 0.75 <= float(sys.argv[1]) <= 3.0' "$took" && ok "said once over for its guard-grace-ms of 1 s: $took s after it went over" || { bad "said $took s after it went over, not after its 1 s grace"; cat "$T/ev"; }
     kill -0 "$R" 2>/dev/null && ok "reported, not stopped: it runs on" || bad "stopped under report"
     events_of tenant.over_limit
     python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==1 and e[0]["action"]=="reported" and e[0]["name"]=="over", e' "$T/ev" && ok "one event, action reported" || { bad "report event"; cat "$T/ev"; }
@@ -382,7 +401,7 @@ daemon_guard_report)
     done
     touch "$T/r.go2"
     for i in $(seq 300); do [ -e "$T/r.up2" ] && break; sleep 0.01; done
-    sleep 0.8
+    sleep 1.1
     for i in 1 2 3; do events_of tenant.over_limit; [ "$(wc -l <"$T/ev")" -ge 2 ] && break; done
     python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; assert len(e)==2 and all(x["action"]=="reported" and x["name"]=="over" and x["limit"]==1<<30 for x in e), e' "$T/ev" && ok "under its limit, then over again: a second event" || { bad "second report"; cat "$T/ev"; }
     kill -0 "$R" 2>/dev/null && ok "and it still runs" || bad "stopped under report"

@@ -624,7 +624,8 @@ def make_handler(store, args, control):
                         rv = max(rv, cur)
                     if time.monotonic() >= end:
                         return self.finish_chunks()
-            except (BrokenPipeError, ConnectionResetError):
+            # A client gone (a daemon stopped while it watched; over TLS an SSLEOFError).
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
                 self.close_connection = True
             finally:
                 with store.cv:

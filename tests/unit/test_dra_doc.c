@@ -654,6 +654,9 @@ static void claims_for_checkpoint(struct gd_dra_claim c[2])
     c[1].hold[0].nreq = 1;
     snprintf(c[1].hold[0].request[0], sizeof(c[1].hold[0].request[0]), "r");
     c[1].hold[0].mem_bytes = 80 * GiB;
+    /* A DeviceClass's latency claim at the greatest weight: each field's upper bound. */
+    c[1].priority = GPUSLICE_PRIORITY_LATENCY;
+    c[1].weight = GPUSLICE_WEIGHT_MAX;
 }
 
 /* A class's configuration is its admin's: only the claim's own marks what its author set. */
@@ -705,6 +708,9 @@ static void test_checkpoint_round_trip(void **state)
     assert_memory_equal(&back[1], &c[1], sizeof(c[1]));
     assert_int_equal(back[0].priority, GPUSLICE_PRIORITY_NORMAL);
     assert_int_equal(back[0].hold[0].nreq, 2);
+    /* a restart keeps a latency claim (a checkpoint that refused it lost every claim) */
+    assert_int_equal(back[1].priority, GPUSLICE_PRIORITY_LATENCY);
+    assert_int_equal(back[1].weight, GPUSLICE_WEIGHT_MAX);
     /* no more than max */
     assert_int_equal(gd_dra_checkpoint_read(again, back, 1, &n, err, sizeof(err)), -1);
     assert_int_equal(n, 0);
