@@ -212,7 +212,7 @@ thaw = [e for e in ev if e["type"] == "tenant.thawed" and e["tenant"] == frozen[
 want = min(10.0, (frozen["used"] - 20) / 20)
 took = (thaw["time_unix_ns"] - frozen["time_unix_ns"]) / 1e9
 open(os.path.join(os.path.dirname(sys.argv[1]), "freeze"), "w").write("used %d: %.2f s, want %.2f s" % (frozen["used"], took, want))
-assert want - 0.05 <= took <= want + 1.0, (took, want)
+assert want - 0.05 <= took <= want + 2.0, (took, want)
 PY
     # Frozen with SIGSTOP (no tenant-cgroup), a sibling of its sends SIGCONT every 5 ms: a freeze
     # the tenant undid (at 0.988 of the GPU under 20 %, the review found): continued, killed.
