@@ -29,7 +29,9 @@ int gs_node_dir(char *buf, size_t len)
      * directory) would then be hidden from her by the system's, or by a directory one left.
      * The interposer looks in /run/gpuslice always, and the CLI asks there too.
      */
-    if (env && *env == '/') /* as the daemon (options.c): a relative one is not taken */
+    if (env && *env && *env != '/')
+        return -EINVAL; /* a relative one names no place: refused, as the daemon refuses it */
+    if (env && *env)
         r = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0)
         r = snprintf(buf, len, "%s", GS_NODE_SYSTEM_DIR);

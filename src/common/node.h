@@ -18,12 +18,12 @@
 #define GS_NODE_SYSTEM_DIR "/run/gpuslice"
 
 /*
- * The run directory of this user's own daemon: $GPUSLICE_DAEMON_DIR when absolute, else
+ * The run directory of this user's own daemon: $GPUSLICE_DAEMON_DIR when set, else
  * /run/gpuslice for root, else $XDG_RUNTIME_DIR/gpuslice when that is absolute, else
- * /tmp/gpuslice-UID (the daemon's own defaults, options.c, are the same: a relative value is
- * never taken). The system daemon's, GS_NODE_SYSTEM_DIR, is looked at beside it (the
- * interposer always; the CLI unless $GPUSLICE_DAEMON_DIR is set, absolute).
- * Writes it into buf; -ENAMETOOLONG if it does not fit.
+ * /tmp/gpuslice-UID (the daemon's own defaults, options.c, are the same). The system
+ * daemon's, GS_NODE_SYSTEM_DIR, is looked at beside it (the interposer always; the CLI unless
+ * $GPUSLICE_DAEMON_DIR is set). Writes it into buf; -EINVAL if $GPUSLICE_DAEMON_DIR is set
+ * but not absolute (the daemon refuses it too), -ENAMETOOLONG if it does not fit.
  */
 int gs_node_dir(char *buf, size_t len);
 

@@ -28,10 +28,10 @@
 #define MAX_ANSWER (16u << 20)
 
 /*
- * Where to ask, in order: only $GPUSLICE_DAEMON_DIR when it is set, absolute as the daemon
- * takes it (a test, or a user who named her daemon, reaches no other); else this user's own
+ * Where to ask, in order: only $GPUSLICE_DAEMON_DIR when it is set (a test, or a user who
+ * named her daemon, reaches no other; -EINVAL when it is not absolute); else this user's own
  * daemon's directory, then the system daemon's (the same for root). A user's own gpusliced is
- * found even where /run/gpuslice exists. The count, or -ENAMETOOLONG.
+ * found even where /run/gpuslice exists. The count, or -EINVAL or -ENAMETOOLONG.
  */
 static int candidates(char dirs[2][PATH_MAX])
 {
@@ -40,7 +40,7 @@ static int candidates(char dirs[2][PATH_MAX])
 
     if ((r = gs_node_dir(dirs[0], PATH_MAX)) < 0)
         return r;
-    if ((env && *env == '/') || strcmp(dirs[0], GS_NODE_SYSTEM_DIR) == 0)
+    if ((env && *env) || strcmp(dirs[0], GS_NODE_SYSTEM_DIR) == 0)
         return 1;
     snprintf(dirs[1], PATH_MAX, "%s", GS_NODE_SYSTEM_DIR);
     return 2;
@@ -84,7 +84,13 @@ static int connect_daemon(char *err, size_t errlen)
     int fd, i, n, r, why[2];
 
     if ((n = candidates(dirs)) < 0) {
-        snprintf(err, errlen, "no daemon socket path: %s", strerror(-n));
+        if (n == -EINVAL)
+            snprintf(err, errlen,
+                     GS_ENV_DAEMON_DIR "=\"%.200s\" is not an absolute path: give the daemon's "
+                                       "run directory as one, or unset it",
+                     getenv(GS_ENV_DAEMON_DIR));
+        else
+            snprintf(err, errlen, "no daemon socket path: %s", strerror(-n));
         return n;
     }
     for (i = 0; i < n; i++) {

@@ -341,7 +341,7 @@ static void compute_defaults(void)
         const char *env = getenv(GS_ENV_DAEMON_DIR);
 
         /* Where the CLI and the interposer look for it (gs_node_dir). */
-        if (env && *env == '/')
+        if (env && *env)
             snprintf(gd_opt.run_dir, sizeof(gd_opt.run_dir), "%.*s", PATH_MAX - 16, env);
         else if (geteuid() == 0)
             snprintf(gd_opt.run_dir, sizeof(gd_opt.run_dir), "/run/gpuslice");
@@ -455,6 +455,15 @@ int gd_options_load(int argc, char **argv)
         }
         if ((r = set(d, v, "command line")) != 0)
             return r;
+    }
+    if (!gd_opt.run_dir[0] && getenv(GS_ENV_DAEMON_DIR) && *getenv(GS_ENV_DAEMON_DIR) &&
+        *getenv(GS_ENV_DAEMON_DIR) != '/') {
+        /* Never another place in its stead: that may be the system daemon's. */
+        fprintf(stderr,
+                "gpusliced: " GS_ENV_DAEMON_DIR " \"%.200s\" is not an absolute path (give the "
+                "run directory as one, or unset it, or pass --run-dir)\n",
+                getenv(GS_ENV_DAEMON_DIR));
+        return 2;
     }
     compute_defaults();
     if (strcmp(gd_opt.metrics_labels, "dcgm") != 0 &&

@@ -262,8 +262,16 @@ int gs__managed_attach(void)
     int nd = 0, i, r, required = 0, answered = 0;
 
     snprintf(dirs[nd++], sizeof(dirs[0]), "%s", GS_NODE_SYSTEM_DIR);
-    if (gs_node_dir(dirs[nd], sizeof(dirs[1])) == 0 && strcmp(dirs[nd], dirs[0]) != 0)
+    if ((r = gs_node_dir(dirs[nd], sizeof(dirs[1]))) == 0 && strcmp(dirs[nd], dirs[0]) != 0)
         nd++;
+    if (r == -EINVAL) {
+        /* The user named a daemon's directory no daemon takes: said, not looked past. */
+        snprintf(gs__state.config_msg, sizeof(gs__state.config_msg),
+                 GS_ENV_DAEMON_DIR "=\"%.64s\" is not an absolute path: give the daemon's run "
+                                   "directory as one, or unset it",
+                 getenv(GS_ENV_DAEMON_DIR));
+        return -1;
+    }
     if (pod && *pod) {
         if (strcmp(pod, "1") != 0 && strcmp(pod, "0") != 0) {
             snprintf(gs__state.config_msg, sizeof(gs__state.config_msg),

@@ -871,13 +871,17 @@ EOD
     stderr_has "leave out --listen 127.0.0.1:2"
     pc --config /dev/null --webhook-only --webhook-listen 127.0.0.1:1 --webhook-cert /c --webhook-key /k --inject-run-dir /run/gpuslice
     is webhook-only true "--webhook-only with all it needs"
-    # The directories: from --run-dir; else from the environment (absolute only).
+    # The directories: from --run-dir; else from the environment (absolute only: a relative
+    # GPUSLICE_DAEMON_DIR is refused, never replaced by a place that may be the system's).
+    expect 2 "a relative GPUSLICE_DAEMON_DIR: refused" -- env -u LD_LIBRARY_PATH GPUSLICE_DAEMON_DIR=relative "$D" --config /dev/null --print-config
+    stderr_has 'GPUSLICE_DAEMON_DIR "relative" is not an absolute path'
+    GPUSLICE_DAEMON_DIR=relative pc --config /dev/null --run-dir /a/c; is run-dir /a/c "--run-dir beside a relative GPUSLICE_DAEMON_DIR"
     pc --config /dev/null --run-dir /a/b; is run-dir /a/b "--run-dir"; is state-dir /a/b/state "under --run-dir"
     is socket /a/b/gpusliced.sock "under --run-dir"
     pc --config /dev/null --run-dir /a/b --state-dir /s --socket /k.sock; is state-dir /s "--state-dir"; is socket /k.sock "--socket"
     if [ "$(id -u)" = 0 ]; then
-        GPUSLICE_DAEMON_DIR=relative pc --config /dev/null
-        is run-dir /run/gpuslice "root, a relative GPUSLICE_DAEMON_DIR"; is state-dir /var/lib/gpuslice "root in /run/gpuslice"
+        env -u GPUSLICE_DAEMON_DIR "$D" --config /dev/null --print-config >"$T/out" 2>"$T/err"
+        is run-dir /run/gpuslice "root, no GPUSLICE_DAEMON_DIR"; is state-dir /var/lib/gpuslice "root in /run/gpuslice"
         pc --config /dev/null --run-dir /run/gpuslice/x; is state-dir /run/gpuslice/x/state "root elsewhere"
         # A user's (nobody's): XDG_RUNTIME_DIR only where absolute, else /tmp/gpuslice-UID.
         if command -v setpriv >/dev/null; then
@@ -893,8 +897,8 @@ EOD
             is run-dir /gd "nobody, GPUSLICE_DAEMON_DIR before XDG_RUNTIME_DIR"
         fi
     else
-        env GPUSLICE_DAEMON_DIR=relative XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out"
-        is run-dir /xdg/gpuslice "a user, a relative GPUSLICE_DAEMON_DIR"
+        env -u GPUSLICE_DAEMON_DIR XDG_RUNTIME_DIR=/xdg "$D" --config /dev/null --print-config >"$T/out"
+        is run-dir /xdg/gpuslice "a user, XDG_RUNTIME_DIR"
         env -u GPUSLICE_DAEMON_DIR -u XDG_RUNTIME_DIR "$D" --config /dev/null --print-config >"$T/out"
         is run-dir "/tmp/gpuslice-$(id -u)" "a user without XDG_RUNTIME_DIR"
     fi

@@ -287,7 +287,16 @@ bad_config)
     GPUSLICE_COMPUTE_LIMIT=GPU-5AC1CE00-0000-4000-8000-000000000000:30,0:90 expect 4 "UUID (upper case) and index of one GPU: cuInit fails" -- preload "$IT" init
     stderr_has "two entries name CUDA device 0"
     GPUSLICE_MEMORY_LIMIT=banana expect 5 "allocations refused too, never unlimited" -- preload "$IT" try 1048576
-    GPUSLICE_TENANT=$T/missing.tenant expect 4 "missing tenant state: cuInit fails" -- preload "$IT" init; stderr_has GPUSLICE_TENANT ;;
+    GPUSLICE_TENANT=$T/missing.tenant expect 4 "missing tenant state: cuInit fails" -- preload "$IT" init; stderr_has GPUSLICE_TENANT
+    # A relative daemon directory names no place (each process's working directory): refused by
+    # the interposer, the CLI and the daemon alike, never taken for another daemon's (issue 32).
+    GPUSLICE_DAEMON_DIR=rundir expect 4 "a relative GPUSLICE_DAEMON_DIR: cuInit fails" -- preload "$IT" init
+    stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
+    GPUSLICE_DAEMON_DIR=rundir expect 1 "a relative GPUSLICE_DAEMON_DIR: the CLI refuses it (top)" -- "$GS" top --once
+    stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
+    (cd "$T" && GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpusliced refuses it" -- "$B/bin/gpusliced")
+    stderr_has 'GPUSLICE_DAEMON_DIR "rundir" is not an absolute path'
+    [ ! -e "$T/rundir" ] && ok "nothing made under the working directory" || bad "$T/rundir made" ;;
 cli)
     expect 2 "run --memory '8 GB' is bad usage" -- "$GS" run --memory "8 GB" -- true; stderr_has '"8 GB" is not a size'
     expect 2 "run --memory 0 is bad usage" -- "$GS" run --memory 0 -- true

@@ -254,15 +254,17 @@ static void test_compute_any_reads_the_flag(void **state)
 
 /*
  * Where this user's daemon is looked for (gs_node_dir), as the daemon's own defaults
- * (options.c): GPUSLICE_DAEMON_DIR when absolute, else /run/gpuslice for root, else
- * $XDG_RUNTIME_DIR/gpuslice when that is absolute, else /tmp/gpuslice-UID. A relative value
- * is never taken (it would name a directory under each process's working directory).
+ * (options.c): GPUSLICE_DAEMON_DIR when set, else /run/gpuslice for root, else
+ * $XDG_RUNTIME_DIR/gpuslice when that is absolute, else /tmp/gpuslice-UID. A relative
+ * GPUSLICE_DAEMON_DIR is refused (-EINVAL, as the daemon refuses it): it would name a
+ * directory under each process's working directory, and no other place may stand for it.
  * Returns the first case (from 1) that differs, else 0.
  */
 static int node_dir_cases(int root)
 {
     static const struct {
-        const char *daemon_dir, *xdg, *root_want, *user_want; /* NULL: unset; user's "": /tmp */
+        /* NULL: unset; user's "": /tmp; "!": refused with -EINVAL */
+        const char *daemon_dir, *xdg, *root_want, *user_want;
     } cases[] = {
         { NULL, "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
         { NULL, "xdg-rel", GS_NODE_SYSTEM_DIR, "" },
@@ -271,8 +273,8 @@ static int node_dir_cases(int root)
         { NULL, NULL, GS_NODE_SYSTEM_DIR, "" },
         { "/gd", "/xdg", "/gd", "/gd" },
         { "", "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
-        { "relative", "/xdg", GS_NODE_SYSTEM_DIR, "/xdg/gpuslice" },
-        { "relative", "xdg-rel", GS_NODE_SYSTEM_DIR, "" },
+        { "relative", "/xdg", "!", "!" },
+        { "./gd", "xdg-rel", "!", "!" },
     };
     char buf[256], tmp[64];
     size_t i;
@@ -290,6 +292,14 @@ static int node_dir_cases(int root)
         else
             unsetenv("XDG_RUNTIME_DIR");
         memset(buf, 'x', sizeof(buf));
+        if (strcmp(want, "!") == 0) {
+            if (gs_node_dir(buf, sizeof(buf)) != -EINVAL) {
+                fprintf(stderr, "uid %u, GPUSLICE_DAEMON_DIR %s: not refused\n",
+                        (unsigned)geteuid(), cases[i].daemon_dir);
+                return (int)i + 1;
+            }
+            continue;
+        }
         if (gs_node_dir(buf, sizeof(buf)) != 0 || strcmp(buf, *want ? want : tmp) != 0) {
             fprintf(stderr,
                     "uid %u, GPUSLICE_DAEMON_DIR %s, XDG_RUNTIME_DIR %s: \"%.*s\", want %s\n",
