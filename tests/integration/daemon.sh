@@ -679,6 +679,16 @@ daemon_metrics)
     # controller's, which the simulator keeps at 0), in the metrics and the API alike.
     awk '/^gpuslice_gpu_utilization_ratio\{gpu="0",/ { f = ($NF >= 0.3 && $NF <= 0.75) } END { exit !f }' "$T/body" && ok "GPU 0 busy about half the last second, as a ratio" || { bad "utilization after the load"; grep '^gpuslice_gpu_utilization' "$T/body"; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['utilization']; assert 0.3 <= u <= 0.75, u" "$T/dev0.json" && ok "the API's utilization: the same ratio" || { bad "the API's utilization"; cat "$T/dev0.json"; }
+    # Each process's own utilization (issue 32): the largest of NVML's samples of it over the
+    # last second, as a ratio. The load, the only one launching, was busy in every sample about
+    # as much as the GPU (no less than the GPU's mean less 0.1); m's first process only holds
+    # memory: listed, with no sample, idle (0, not null).
+    python3 - "$T/dev0.json" <<'PY' && ok "per-process utilization: the load's $(python3 -c "import json,sys; print(max(p['utilization'] for p in json.load(open(sys.argv[1]))['processes']))" "$T/dev0.json"), the idle holder's 0" || { bad "per-process utilization"; cat "$T/dev0.json"; echo; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+u = sorted(p["utilization"] for p in d["processes"])
+assert len(u) == 2 and u[0] == 0 and 0.3 <= u[1] <= 1 and u[1] >= d["utilization"] - 0.1, (u, d["utilization"])
+PY
     wait $LD
     touch "$T/go"; wait $P1
     stop_daemon
