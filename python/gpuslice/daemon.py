@@ -10,8 +10,12 @@ from .errors import DaemonError, GpusliceError
 
 
 def socket_path() -> str:
-    """The daemon's socket: $GPUSLICE_DAEMON_DIR/gpusliced.sock, else /run/gpuslice's."""
+    """The daemon's socket: $GPUSLICE_DAEMON_DIR/gpusliced.sock, else /run/gpuslice's. A
+    relative $GPUSLICE_DAEMON_DIR is refused (GpusliceError), as the daemon and the CLI refuse it."""
     d = os.environ.get("GPUSLICE_DAEMON_DIR") or "/run/gpuslice"
+    if not d.startswith("/"):
+        raise GpusliceError('GPUSLICE_DAEMON_DIR="%s" is not an absolute path: give the daemon\'s '
+                            "run directory as one, or unset it" % d)
     return os.path.join(d, "gpusliced.sock")
 
 

@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/env.h"
 
 #ifndef GPUSLICE_VERSION
 #define GPUSLICE_VERSION "0.0.0"
@@ -171,8 +173,18 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[i], "help") == 0)
         return help(argc - i, argv + i);
-    if ((cmd = find_command(argv[i])) != NULL)
+    if ((cmd = find_command(argv[i])) != NULL) {
+        const char *dd = getenv(GS_ENV_DAEMON_DIR);
+
+        /* Every command asks a daemon, or runs a program whose interposer does: refused once. */
+        if (dd && *dd && *dd != '/') {
+            gs_log_error(GS_ENV_DAEMON_DIR "=\"%.200s\" is not an absolute path: give the "
+                                           "daemon's run directory as one, or unset it",
+                         dd);
+            return GS_EXIT_USAGE;
+        }
         return cmd->run(argc - i, argv + i);
+    }
     command_names(names, sizeof(names));
     gs_log_error("unknown command \"%s\" (commands: %s, help; see gpuslice --help)", argv[i],
                  names);

@@ -53,7 +53,8 @@ struct option_def {
 static const struct option_def defs[] = {
     STR(OPT_PATH, run_dir, NULL,
         "run directory: node segment, socket, managed tenants (default $GPUSLICE_DAEMON_DIR, "
-        "else /run/gpuslice as root, else $XDG_RUNTIME_DIR/gpuslice, else /tmp/gpuslice-UID)"),
+        "absolute, else /run/gpuslice as root, else $XDG_RUNTIME_DIR/gpuslice, else "
+        "/tmp/gpuslice-UID)"),
     STR(OPT_PATH, state_dir, NULL,
         "state directory (default /var/lib/gpuslice as root, else the run directory's state/)"),
     STR(OPT_PATH, socket, "", "unix socket path (default RUN_DIR/gpusliced.sock)"),
@@ -456,8 +457,8 @@ int gd_options_load(int argc, char **argv)
         if ((r = set(d, v, "command line")) != 0)
             return r;
     }
-    if (!gd_opt.run_dir[0] && getenv(GS_ENV_DAEMON_DIR) && *getenv(GS_ENV_DAEMON_DIR) &&
-        *getenv(GS_ENV_DAEMON_DIR) != '/') {
+    if (!gd_opt.run_dir[0] && !gd_opt.webhook_only && getenv(GS_ENV_DAEMON_DIR) &&
+        *getenv(GS_ENV_DAEMON_DIR) && *getenv(GS_ENV_DAEMON_DIR) != '/') {
         /* Never another place in its stead: that may be the system daemon's. */
         fprintf(stderr,
                 "gpusliced: " GS_ENV_DAEMON_DIR " \"%.200s\" is not an absolute path (give the "

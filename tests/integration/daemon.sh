@@ -2240,6 +2240,15 @@ daemon_podns_*) . "$SRC/tests/integration/daemon_podns.sh" ;;
 daemon_python)
     # The Python package's Tenant and events() against the daemon on the simulated GPU.
     start_daemon || exit 1
+    (cd "$T" && GPUSLICE_DAEMON_DIR=drun PYTHONPATH="$SRC/python" python3 -c '
+import gpuslice
+try:
+    gpuslice.Tenant.list()
+except gpuslice.GpusliceError as e:
+    assert "GPUSLICE_DAEMON_DIR=\"drun\" is not an absolute path" in str(e), e
+    assert not isinstance(e, gpuslice.DaemonError), e
+else:
+    raise SystemExit("a relative GPUSLICE_DAEMON_DIR was taken")') && ok "Python: a relative GPUSLICE_DAEMON_DIR refused, named" || bad "Python took a relative GPUSLICE_DAEMON_DIR"
     GPUSLICE_DAEMON_DIR="$T/drun" PYTHONPATH="$SRC/python" python3 - <<'PY' && ok "Tenant.create/list/get/update/processes/delete and events() through the daemon; its errors as DaemonError with code and message" || bad "the Python daemon client"
 import gpuslice
 t = gpuslice.Tenant.create("py", memory="1G", priority="background")

@@ -292,8 +292,10 @@ bad_config)
     # the interposer, the CLI and the daemon alike, never taken for another daemon's (issue 32).
     GPUSLICE_DAEMON_DIR=rundir expect 4 "a relative GPUSLICE_DAEMON_DIR: cuInit fails" -- preload "$IT" init
     stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
-    GPUSLICE_DAEMON_DIR=rundir expect 1 "a relative GPUSLICE_DAEMON_DIR: the CLI refuses it (top)" -- "$GS" top --once
-    stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
+    for c in "top --once" "tenants" "set x --memory 1G" "run -- true" "exec -- true" "info"; do
+        GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpuslice $c refuses it" -- "$GS" $c
+        stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
+    done
     (cd "$T" && GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpusliced refuses it" -- "$B/bin/gpusliced")
     stderr_has 'GPUSLICE_DAEMON_DIR "rundir" is not an absolute path'
     [ ! -e "$T/rundir" ] && ok "nothing made under the working directory" || bad "$T/rundir made" ;;
