@@ -752,13 +752,14 @@ int gs_tenant_fix_limits(struct gpuslice_tenant *t, const struct gs_limits *mem,
 
 void gs_tenant_set_sched(struct gpuslice_tenant *t, uint32_t priority, uint32_t weight)
 {
+    /* (Sequentially consistent: gs_tenant_set's recount of compute_any races with these.) */
     if (priority)
-        __atomic_store_n(&t->priority, priority, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->priority, priority, __ATOMIC_SEQ_CST);
     if (weight)
-        __atomic_store_n(&t->weight, weight, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->weight, weight, __ATOMIC_SEQ_CST);
     /* The launch hooks are armed at the next launch: the class or weight governs them. */
     if (priority || weight)
-        __atomic_store_n(&t->compute_any, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->compute_any, 1, __ATOMIC_SEQ_CST);
 }
 
 static void set_one(struct gpuslice_tenant_device *d, enum gs_set_kind kind, uint64_t v)
@@ -866,7 +867,14 @@ int gs_tenant_set(struct gpuslice_tenant *t, enum gs_set_kind kind, const struct
                        __atomic_load_n(&t->weight, __ATOMIC_ACQUIRE) != 0;
         for (i = 0; i < GPUSLICE_MAX_DEVICES; i++)
             any |= !uuid_empty(t->dev[i].uuid) && t->dev[i].compute_limit;
-        __atomic_store_n(&t->compute_any, any ? 1u : 0u, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->compute_any, any ? 1u : 0u, __ATOMIC_SEQ_CST);
+        /*
+         * A class or weight set meanwhile (gs_tenant_set_sched, a process's environment: not
+         * under the lock) stored its value before its own 1 here: seen now, or its 1 comes after.
+         */
+        if (!any && (__atomic_load_n(&t->priority, __ATOMIC_SEQ_CST) != GPUSLICE_PRIORITY_UNSET ||
+                     __atomic_load_n(&t->weight, __ATOMIC_SEQ_CST) != 0))
+            __atomic_store_n(&t->compute_any, 1u, __ATOMIC_SEQ_CST);
     }
     gs_tenant_unlock(t);
     return 0;

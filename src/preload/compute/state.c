@@ -169,12 +169,13 @@ void gs__compute_config(void)
     int i;
 
     /* The environment's class and weight are the tenant's (where its limits are not fixed). */
+    /* (Sequentially consistent, as gs_tenant_set_sched's: gs_tenant_set recounts compute_any.) */
     if (gs__state.priority)
-        __atomic_store_n(&gs__state.tenant->priority, gs__state.priority, __ATOMIC_RELEASE);
+        __atomic_store_n(&gs__state.tenant->priority, gs__state.priority, __ATOMIC_SEQ_CST);
     if (gs__state.weight)
-        __atomic_store_n(&gs__state.tenant->weight, gs__state.weight, __ATOMIC_RELEASE);
+        __atomic_store_n(&gs__state.tenant->weight, gs__state.weight, __ATOMIC_SEQ_CST);
     if (gs__state.priority || gs__state.weight)
-        __atomic_store_n(&gs__state.tenant->compute_any, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&gs__state.tenant->compute_any, 1, __ATOMIC_SEQ_CST);
     /* A ceiling from the environment arms the launch hooks before any device is seen. */
     for (i = 0; i < gs__state.compute_limits.n; i++)
         if (gs__state.compute_limits.e[i].value > 0 && gs__state.compute_limits.e[i].value < 100)
