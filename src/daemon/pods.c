@@ -352,9 +352,7 @@ static void ns_find(void)
                self_ns.h[nested].ctrl[0] ? self_ns.h[nested].ctrl : "cgroup v2",
                gd_opt.host_cgroup_root);
 out:
-    if (!ns_placed && gd_kube_enabled())
-        gd_log("kubernetes: pods' processes cannot be told by their cgroup, and are refused: %s",
-               ns_why);
+    return; /* (why not placed: said by gd_pods_start, once Kubernetes is followed) */
 }
 
 int gd_pods_cgroup(const char *cg, size_t len, char uid[GD_POD_UID_LEN],
@@ -662,6 +660,13 @@ int gd_pods_start(char *err, size_t errlen)
     if (gd_pod_ns_list_check(gd_opt.pod_latency_namespaces, err, errlen) < 0)
         return -1;
     pthread_once(&ns_once, ns_find); /* said in the log now, not at the first pod's process */
+    /*
+     * Here, not in ns_find: a /readyz asked before Kubernetes was followed (the HTTP API starts
+     * first) ran ns_find then, and the line was never written.
+     */
+    if (!ns_placed)
+        gd_log("kubernetes: pods' processes cannot be told by their cgroup, and are refused: %s",
+               ns_why);
     if (pod_path("", dir, sizeof(dir)) < 0 || pod_path("tenants", sub, sizeof(sub)) < 0) {
         snprintf(err, errlen, "%s: the path is too long", gd_opt.run_dir);
         return -1;
