@@ -79,7 +79,9 @@ in_cg() {
 # as_cg DIR ARGS...: ARGS in cgroup DIR, seeing the machine as it is (no namespace of its own).
 as_cg() { d=$1; shift; sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$d" "$@"; }
 # ns_start CGDIR ready|alive OPTIONS...: gpusliced in CGDIR and namespaces of its own (nsd.sh),
-# until /readyz says ready (or, alive, until it answers at all).
+# until /readyz says ready (or, alive, until it answers 503 for a reason other than its start:
+# before it has read its GPUs and tenants, every daemon answers that, and its pods' side, with
+# the reason and the log line a case looks for, is not started yet).
 ns_start() {
     cgd=$1 w=$2; shift 2
     env -u LD_LIBRARY_PATH ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=1" sh "$T/nsd.sh" "$cgd" "$T/hostcg" \
@@ -88,8 +90,8 @@ ns_start() {
     BG="$BG $DPID"
     i=0
     while [ $i -lt 100 ]; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" http://d/readyz 2>/dev/null)
-        { [ "$code" = 200 ] || { [ "$w" = alive ] && [ "$code" = 503 ]; }; } && return 0
+        code=$(curl -s -o "$T/ns_ready" -w '%{http_code}' --unix-socket "$SOCK" http://d/readyz 2>/dev/null)
+        { [ "$code" = 200 ] || { [ "$w" = alive ] && [ "$code" = 503 ] && ! grep -q "not read its GPUs" "$T/ns_ready"; }; } && return 0
         sleep 0.05
         i=$((i + 1))
     done
@@ -181,6 +183,8 @@ daemon_podns_cgroupns)
     ns_start "$DCG" alive $KUBE || exit 1
     code=$(api GET /readyz)
     [ "$code" = 503 ] && grep -q "not mounted from the root" "$T/body" && grep -q "host-cgroup-root" "$T/body" && ok "/readyz: 503, saying why ($(jq_py 'print(d["error"]["message"][:100])'))" || { bad "readyz without the host's tree: $code"; cat "$T/body"; }
+    # (Said when the pods' side starts, which may come a moment after /readyz answers.)
+    for i in $(seq 100); do grep -q "pods' processes cannot be told by their cgroup, and are refused" "$T/dlog" && break; sleep 0.05; done
     grep -q "pods' processes cannot be told by their cgroup, and are refused" "$T/dlog" && ok "the log says so" || { bad "no log line"; cat "$T/dlog"; }
     # (The pods' series are an admin's: asked from the daemon's own container.)
     as_cg "$DCG" curl -s -o "$T/body" --unix-socket "$SOCK" http://d/metrics
