@@ -316,6 +316,7 @@ static int kthreadd(void)
     return close_paren && sscanf(close_paren + 1, "%lu", &flags) == 1 && (flags & PF_KTHREAD_FLAG);
 }
 
+/* (Why pods are not placed, ns_why, is said by gd_pods_start, once Kubernetes is followed.) */
 static void ns_find(void)
 {
     char self[16384], k[16384], cid[GD_CONTAINER_ID_LEN];
@@ -324,11 +325,11 @@ static void ns_find(void)
 
     if ((n = gs_read_text("/proc/self/cgroup", self, sizeof(self))) <= 0) {
         snprintf(ns_why, sizeof(ns_why), "cannot read /proc/self/cgroup: %s", strerror(errno));
-        goto out;
+        return;
     }
     if (gd_cgroup_ns_find(gd_opt.host_cgroup_root, self, (size_t)n, getpid(), &self_ns, ns_why,
                           sizeof(ns_why)) < 0)
-        goto out;
+        return;
     /* Under the host's PIDs, kthreadd must place at every hierarchy's root, or the tree is not the host's. */
     if (kthreadd() && ((kn = gs_read_text("/proc/2/cgroup", k, sizeof(k))) <= 0 ||
                        !gd_cgroup_at_roots(&self_ns, k, (size_t)kn))) {
@@ -336,7 +337,7 @@ static void ns_find(void)
                  "kthreadd (PID 2) is not at the roots of the cgroup hierarchies found in %.300s: "
                  "that is not the host's tree",
                  gd_opt.host_cgroup_root);
-        goto out;
+        return;
     }
     ns_placed = 1;
     if (gd_cgroup_pod_in(&self_ns, self, (size_t)n, self_pod, cid) != 1)
@@ -351,8 +352,6 @@ static void ns_find(void)
                self_ns.h[nested].root,
                self_ns.h[nested].ctrl[0] ? self_ns.h[nested].ctrl : "cgroup v2",
                gd_opt.host_cgroup_root);
-out:
-    return; /* (why not placed: said by gd_pods_start, once Kubernetes is followed) */
 }
 
 int gd_pods_cgroup(const char *cg, size_t len, char uid[GD_POD_UID_LEN],
