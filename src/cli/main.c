@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "common/env.h"
+#include "common/tenant.h"
 
 #ifndef GPUSLICE_VERSION
 #define GPUSLICE_VERSION "0.0.0"
@@ -176,10 +177,19 @@ int main(int argc, char **argv)
     if ((cmd = find_command(argv[i])) != NULL) {
         const char *dd = getenv(GS_ENV_DAEMON_DIR);
 
-        /* Every command asks a daemon, or runs a program whose interposer does: refused once. */
+        /*
+         * Every command asks a daemon, or runs a program whose interposer does: refused once.
+         * So is a relative directory for tenant files: each process would find its own.
+         */
         if (dd && *dd && *dd != '/') {
             gs_log_error(GS_ENV_DAEMON_DIR "=\"%.200s\" is not an absolute path: give the "
                                            "daemon's run directory as one, or unset it",
+                         dd);
+            return GS_EXIT_USAGE;
+        }
+        if ((dd = gs_tenant_dir_relative()) != NULL) {
+            gs_log_error(GS_ENV_RUN_DIR "=\"%.200s\" is not an absolute path: give the directory "
+                                        "tenant files live in as one, or unset it (/dev/shm)",
                          dd);
             return GS_EXIT_USAGE;
         }

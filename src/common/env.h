@@ -60,7 +60,7 @@
     X(GS_ENV_PRIORITY, GS_ENV_USER, "priority class: latency, normal or background")               \
     X(GS_ENV_WEIGHT, GS_ENV_USER, "share of a contended GPU within the class, 1..100")             \
     X(GS_ENV_YIELD_SMS, GS_ENV_USER, "SMs a lower class keeps while a higher one is active (MPS)") \
-    X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live (default /dev/shm)")                   \
+    X(GS_ENV_RUN_DIR, GS_ENV_USER, "where tenant files live, absolute (default /dev/shm)")         \
     X(GS_ENV_DAEMON_DIR, GS_ENV_USER,                                                              \
       "the daemon's run directory, absolute (default /run/gpuslice)")                              \
     X(GS_ENV_POD, GS_ENV_USER, "1: a pod's process; CUDA fails unless the daemon joins its pod")   \

@@ -33,6 +33,12 @@ const char *gs_tenant_dir(void)
     return d && *d ? d : "/dev/shm";
 }
 
+const char *gs_tenant_dir_relative(void)
+{
+    const char *d = getenv(GS_ENV_RUN_DIR);
+    return d && *d && *d != '/' ? d : NULL;
+}
+
 /*
  * Whether the process known as pid in PID namespace ns, started at start, is
  * alive, as this reader can tell. In this reader's own namespace (or an

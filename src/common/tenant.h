@@ -19,6 +19,9 @@
 
 /* The directory tenant files live in: $GPUSLICE_RUN_DIR or /dev/shm. */
 const char *gs_tenant_dir(void);
+/* $GPUSLICE_RUN_DIR where it is set to a relative path, which names no one place (each
+ * process's working directory): refused by the CLI and the interposer. Else NULL. */
+const char *gs_tenant_dir_relative(void);
 
 /*
  * Creates a new tenant file (mode 0600) in dir, its space allocated before it is mapped (-ENOSPC

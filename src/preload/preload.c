@@ -315,6 +315,14 @@ static void config_once_fn(void)
     if (r == 0 && getenv(GS_ENV_SMS))
         r = gs_parse_limit_list(getenv(GS_ENV_SMS), GS_VALUE_SMS, GS_ENV_SMS, &st->sm_limits,
                                 st->config_msg, sizeof(st->config_msg));
+    if (r == 0 && gs_tenant_dir_relative()) {
+        /* Boards (and tenant files) there would be each working directory's own. */
+        snprintf(st->config_msg, sizeof(st->config_msg),
+                 GS_ENV_RUN_DIR "=\"%.64s\" is not an absolute path: give the directory tenant "
+                                "files live in as one, or unset it (/dev/shm)",
+                 gs_tenant_dir_relative());
+        r = -1;
+    }
     if (r < 0) {
         st->config_error = 1;
     } else if ((r = gs__managed_attach()) != 0) {

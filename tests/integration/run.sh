@@ -298,7 +298,16 @@ bad_config)
     done
     (cd "$T" && GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpusliced refuses it" -- "$B/bin/gpusliced")
     stderr_has 'GPUSLICE_DAEMON_DIR "rundir" is not an absolute path'
-    [ ! -e "$T/rundir" ] && ok "nothing made under the working directory" || bad "$T/rundir made" ;;
+    [ ! -e "$T/rundir" ] && ok "nothing made under the working directory" || bad "$T/rundir made"
+    # So is a relative GPUSLICE_RUN_DIR: tenant files and boards would be each working
+    # directory's own, and processes of one tenant would not share its compute.
+    (cd "$T" && GPUSLICE_RUN_DIR=tdir expect 4 "a relative GPUSLICE_RUN_DIR: cuInit fails" -- preload "$IT" init)
+    stderr_has 'GPUSLICE_RUN_DIR="tdir" is not an absolute path'
+    for c in "run -- true" "tenants" "set x --memory 1G" "top --once"; do
+        (cd "$T" && GPUSLICE_RUN_DIR=tdir expect 2 "a relative GPUSLICE_RUN_DIR: gpuslice $c refuses it" -- "$GS" $c)
+        stderr_has 'GPUSLICE_RUN_DIR="tdir" is not an absolute path'
+    done
+    [ ! -e "$T/tdir" ] && ok "no tenant directory made under the working directory" || bad "$T/tdir made" ;;
 cli)
     expect 2 "run --memory '8 GB' is bad usage" -- "$GS" run --memory "8 GB" -- true; stderr_has '"8 GB" is not a size'
     expect 2 "run --memory 0 is bad usage" -- "$GS" run --memory 0 -- true
