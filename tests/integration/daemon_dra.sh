@@ -167,6 +167,23 @@ PY
     e=$(claim_err cccccccc-1111-4000-8000-00000000000f)
     case $e in *"ns1/f"*"105 of its 100 cores"*) ok "cores past 100 are refused: $e" ;; *) bad "cores overfill: '$e'" ;; esac
     alloc release --claim ns1/d --claim ns1/f >/dev/null 2>&1 || bad "release of the forced claims"
+    # Claims are told apart by UID, not name: ns2's claim "a" (8Gi, forced onto gpu-0) is summed
+    # with ns1's a (8Gi) and b (4Gi), and overfills the GPU.
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"a","namespace":"ns2","uid":"cccccccc-1111-4000-8000-000000000018"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{"memory":"8Gi"}}}}]}}}' "$KC/objects" >/dev/null
+    alloc allocate --claim ns2/a --node node1 --force node1/gpu-0 >/dev/null 2>&1
+    prep v1 ns2/a/cccccccc-1111-4000-8000-000000000018
+    e=$(claim_err cccccccc-1111-4000-8000-000000000018)
+    case $e in *"ns2/a"*overfills*) ok "ns2/a beside ns1/a of the same name is summed with it: $e" ;; *) bad "ns2/a: '$e'"; cat "$T/prep" ;; esac
+    alloc release --claim ns2/a >/dev/null 2>&1
+    # A class and a weight from the admin's DeviceClass configuration reach the claim's tenant.
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpuslice-bg"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \"gpu.gpuslice.io\""}}],"config":[{"opaque":{"driver":"gpu.gpuslice.io","parameters":{"priority":"background","weight":7}}}]}}' "$KC/objects" >/dev/null
+    kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"bgw","namespace":"ns1","uid":"cccccccc-1111-4000-8000-000000000019"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice-bg","capacity":{"requests":{"memory":"1Gi"}}}}]}}}' "$KC/objects" >/dev/null
+    alloc allocate --claim ns1/bgw --node node1 >/dev/null 2>&1 || bad "allocation of bgw"
+    prep v1 ns1/bgw/cccccccc-1111-4000-8000-000000000019
+    api GET /v1/tenants/claim-cccccccc-1111-4000-8000-000000000019 >/dev/null
+    jq_py 'assert (d["priority"], d["weight"]) == ("background", 7), d' && ok "the DeviceClass's background class and weight 7 are the claim's tenant's" || { bad "class config"; cat "$T/prep" "$T/body"; }
+    unprep v1 ns1/bgw/cccccccc-1111-4000-8000-000000000019
+    alloc release --claim ns1/bgw >/dev/null 2>&1
     # The latency class is the node admin's to give (pod-latency-namespaces: none here).
     kctl -d '{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"lat","namespace":"ns1","uid":"cccccccc-1111-4000-8000-000000000010"},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpuslice.io","capacity":{"requests":{"memory":"1Gi"}}}}],"config":[{"opaque":{"driver":"gpu.gpuslice.io","parameters":{"priority":"latency"}}}]}}}' "$KC/objects" >/dev/null
     alloc allocate --claim ns1/lat --node node1 >/dev/null 2>&1 || bad "allocation of lat"
@@ -233,13 +250,15 @@ PY
     want 404 "claim a's tenant is gone" GET /v1/tenants/claim-$CA
     [ ! -e "$CDI/gpuslice.io-claim_$CA.json" ] && [ ! -e "$CDI/gpuslice.io-claim_$CB.json" ] && ok "their CDI specs are removed" || bad "specs left"
     unprep v1 ns1/a/$CA && ok "Unprepare again: no error" || bad "second unprepare"
-    # The counters: prepared a, b, sub, g, a again; unprepared sub, g, a, b; refused d, f, lat,
-    # wt, h, g (no NVIDIA spec), nv twice, the odd UID and ghost. The slice of generation 2.
+    # The counters: prepared a, b, bgw, sub, g, a again; unprepared bgw, sub, g, a, b; refused
+    # d, f, ns2/a, lat, wt, h, g (no NVIDIA spec), nv twice, the odd UID and ghost. The slice of
+    # generation 2.
     api GET /metrics >/dev/null
-    for m in prepares_total:5 unprepares_total:4 refusals_total:10 prepared_claims:0 registered:1 slice_generation:2; do
-        grep -q "^gpuslice_dra_${m%%:*} ${m#*:}\$" "$T/body" || { bad "metric gpuslice_dra_${m%%:*}: want ${m#*:}"; grep "^gpuslice_dra" "$T/body"; }
+    n=0
+    for m in prepares_total:6 unprepares_total:5 refusals_total:11 prepared_claims:0 registered:1 slice_generation:2; do
+        grep -q "^gpuslice_dra_${m%%:*} ${m#*:}\$" "$T/body" || { bad "metric gpuslice_dra_${m%%:*}: want ${m#*:}"; grep "^gpuslice_dra" "$T/body"; n=1; }
     done
-    ok "metrics: 5 prepares, 4 unprepares, 10 refusals, slice generation 2"
+    [ $n = 0 ] && ok "metrics: 6 prepares, 5 unprepares, 11 refusals, slice generation 2"
     # A claim of the whole GPU (no memory consumed) is alone on it: refused beside one claim
     # prepared, and one claim beside it refused while it is prepared. Claims that fill the GPU
     # exactly (1 + 1 + 14 GiB of 16; 100 cores) are prepared. A claim's UID makes its tenant's
@@ -304,7 +323,7 @@ daemon_dra_guard)
     # The guard holds a claim's pods to the claim, from NVML: a process of the pod without the
     # interposer (a bypass) that takes 1500 MiB under the claim's 1 GiB is stopped.
     UA=aaaaaaaa-0000-4000-8000-0000000000da CA=cccccccc-4444-4000-8000-00000000000a
-    trap 'cg_cleanup_own $UA aaaaaaaa-0000-4000-8000-0000000000db; cleanup' EXIT
+    trap 'cg_cleanup_own $UA aaaaaaaa-0000-4000-8000-0000000000db aaaaaaaa-0000-4000-8000-0000000000dc; cleanup' EXIT
     start_daemon $DRA_ARGS --sweep-ms 100 || exit 1
     slice_until 10 || bad "no slice"
     claim a "$CA" 1Gi ""
@@ -322,6 +341,21 @@ daemon_dra_guard)
     else ok "the guard stopped it within $((i * 100)) ms (the claim's tenant, by its pod's cgroup)"; fi
     wait "$E" 2>/dev/null
     grep -q "claim-$CA" "$T/dlog" && ok "the log names the claim's tenant" || { bad "guard log"; tail -15 "$T/dlog"; }
+    # A pod that shares the claim by naming it (not reserved for it) is held to it as well, once
+    # one of its processes has joined: a bypass of 1500 MiB in pod ps is stopped too.
+    US=aaaaaaaa-0000-4000-8000-0000000000dc CS=$(printf 'dc%062d' 0)
+    kctl -d '{"metadata":{"name":"ps","namespace":"ns1","uid":"'"$US"'"},"spec":{"nodeName":"node1","resourceClaims":[{"name":"gpu","resourceClaimName":"a"}],"containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]},"status":{"containerStatuses":[{"name":"c","containerID":"containerd://'"$CS"'"}]}}' "$KC/pods" >/dev/null
+    expect 0 "a process of pod ps, which names claim a, joins it" -- in_claim "$CDI/gpuslice.io-claim_$CA.json" $US $CS "$P" total
+    grep -q "total $((1 << 30))" "$T/out" || { bad "pod ps did not join claim a"; cat "$T/out" "$T/err"; }
+    d="$CGB/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$(echo "$US" | tr - _).slice/cri-containerd-$CS.scope"
+    rm -f "$T/s.up"
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec env -u LD_PRELOAD "$1" alloc:1500 mark:"$2" sleep:8000' "$d" "$P" "$T/s.up" >"$T/ss.out" 2>&1 &
+    E=$!
+    for i in $(seq 300); do [ -e "$T/s.up" ] && break; sleep 0.01; done
+    i=0; while kill -0 "$E" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$E" 2>/dev/null; then bad "a bypass in pod ps, which shares claim a, runs on over its 1 GiB"; kill -9 "$E"
+    else ok "a bypass in pod ps, which shares claim a, is stopped within $((i * 100)) ms"; fi
+    wait "$E" 2>/dev/null
     # A pod keyed by CUDA index (gpuslice.io/memory "2G,0:1G": 1 GiB on its CUDA device 0, 2 GiB
     # on any other): which of its indexes this GPU is, the guard cannot tell, so it holds the
     # pod to the loosest, 2 GiB: 1500 MiB past the interposer is left alone, 2500 MiB stopped.
