@@ -745,7 +745,14 @@ static unsigned pod_gpus(const struct podrec *r)
  * The sum over the pod's devices of a limit (memory or compute): device i is its container's
  * CUDA index i, whose limit is its index key's, else the default; a UUID key counts once more.
  */
-static uint64_t pod_total(const struct podrec *r, const struct gs_limits *l)
+/* A value of l as it limits: a compute ceiling of 100 % is none (0), as the registry keeps it. */
+static uint64_t limit_of(const struct gs_limits *l, int k, int percent)
+{
+    return percent && l->e[k].value >= 100 ? 0 : l->e[k].value;
+}
+
+/* l summed over r's GPUs (percent: l is compute ceilings). */
+static uint64_t pod_total(const struct podrec *r, const struct gs_limits *l, int percent)
 {
     uint64_t sum = 0, def = 0;
     unsigned g = pod_gpus(r), i;
@@ -753,19 +760,19 @@ static uint64_t pod_total(const struct podrec *r, const struct gs_limits *l)
 
     for (k = 0; k < l->n; k++)
         if (l->e[k].key == GS_KEY_ALL)
-            def = l->e[k].value;
+            def = limit_of(l, k, percent);
     for (i = 0; i < g; i++) {
         uint64_t v = def;
 
         for (k = 0; k < l->n; k++)
             if (l->e[k].key == GS_KEY_INDEX && (unsigned)l->e[k].index == i)
-                v = l->e[k].value;
+                v = limit_of(l, k, percent);
         sum += v;
     }
     for (k = 0; k < l->n; k++)
         if (l->e[k].key == GS_KEY_UUID ||
             (l->e[k].key == GS_KEY_INDEX && (unsigned)l->e[k].index >= g))
-            sum += l->e[k].value;
+            sum += limit_of(l, k, percent);
     return sum;
 }
 
@@ -804,8 +811,8 @@ json_t *gd_pods_tenant_json(const struct gd_tenant *t)
     o = json_pack("{s:s, s:s, s:s, s:b, s:o, s:i, s:I, s:I, s:I, s:o}", "namespace", r->ns, "name",
                   r->name, "uid", r->uid, "refused", r->refused, "error",
                   r->refused ? json_string(r->err) : json_null(), "gpus", (int)pod_gpus(r),
-                  "memory_limit_bytes_total", (json_int_t)pod_total(r, &r->spec.memory),
-                  "compute_limit_percent_total", (json_int_t)pod_total(r, &r->spec.compute),
+                  "memory_limit_bytes_total", (json_int_t)pod_total(r, &r->spec.memory, 0),
+                  "compute_limit_percent_total", (json_int_t)pod_total(r, &r->spec.compute, 1),
                   "memory_used_bytes_total", (json_int_t)pod_used(t), "processes", procs);
     return o;
 }
@@ -847,9 +854,9 @@ void gd_pods_metrics(FILE *f, void (*label)(FILE *, const char *))
 
             if (r == NULL)
                 continue;
-            v = k == 0   ? pod_total(r, &r->spec.memory)
+            v = k == 0   ? pod_total(r, &r->spec.memory, 0)
                 : k == 1 ? pod_used(t)
-                : k == 2 ? pod_total(r, &r->spec.compute)
+                : k == 2 ? pod_total(r, &r->spec.compute, 1)
                 : k == 3 ? pod_gpus(r)
                 : k == 4 ? (uint64_t)t->nlive
                          : (uint64_t)r->refused;

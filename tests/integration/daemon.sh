@@ -2297,7 +2297,8 @@ print(json.dumps(p))' "$@"
     # A default beside GPU 1's own limit, on 2 GPUs; and a key just past the pod's one GPU (counted
     # once more: a container may see more devices than it asked).
     kctl -d "$(lpod mix "$UM" '{"gpuslice.io/memory":"1G,1:3G","gpuslice.io/compute":"20,1:50"}' 2 "")" "$KC/pods" >/dev/null
-    kctl -d "$(lpod extra "$UE" '{"gpuslice.io/memory":"1G,1:2G"}' 1 "")" "$KC/pods" >/dev/null
+    # Its compute of 100 is no ceiling.
+    kctl -d "$(lpod extra "$UE" '{"gpuslice.io/memory":"1G,1:2G","gpuslice.io/compute":"100"}' 1 "")" "$KC/pods" >/dev/null
     kctl -d '{"max":2}' "$KC/page-max" >/dev/null
     chmod 755 "$T"; mkdir -m 777 "$T/nobody"
     start_daemon --socket-group nogroup --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
@@ -2317,7 +2318,7 @@ print(json.dumps(p))' "$@"
     jq_py 'p = d["pod"]; assert p["gpus"] == 2 and p["memory_limit_bytes_total"] == 4 << 30 and p["compute_limit_percent_total"] == 0, p' &&
         ok "pod keys' totals: 2 GPUs by its keys, 1G + 3G, no ceiling" || { bad "pod keys' totals"; cat "$T/body"; echo; }
     want 200 "an admin's metrics" GET /metrics
-    python3 - "$T/body" "$UT" "$UK" "$UM" "$UE" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series; mix 1G + 3G and 20 + 50 %; extra 1G + 2G (its key past its GPU)" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
+    python3 - "$T/body" "$UT" "$UK" "$UM" "$UE" <<'PY' && ok "series: two 4 GiB, 60 %, 2 GPUs; keys 4 GiB, 2 GPUs, no compute series; mix 1G + 3G and 20 + 50 %; extra 1G + 2G (its key past its GPU), no compute series" || { bad "the pods' series"; grep '^gpuslice_pod' "$T/body"; }
 import re, sys
 body, ut, uk = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
 def v(name, pod, uid):
@@ -2336,7 +2337,10 @@ assert v("gpuslice_pod_memory_limit_bytes", "mix", um) == [4 << 30], v("gpuslice
 assert v("gpuslice_pod_compute_limit_percent", "mix", um) == [70], v("gpuslice_pod_compute_limit_percent", "mix", um)
 assert v("gpuslice_pod_memory_limit_bytes", "extra", ue) == [3 << 30], v("gpuslice_pod_memory_limit_bytes", "extra", ue)
 assert v("gpuslice_pod_gpus", "extra", ue) == [1]
+assert v("gpuslice_pod_compute_limit_percent", "extra", ue) == [], v("gpuslice_pod_compute_limit_percent", "extra", ue)
 PY
+    api GET "/v1/tenants/pod-$UE" >/dev/null
+    jq_py 'c = d["limits"]["compute"]; assert "default" in c and set(c.values()) == {None} and d["pod"]["compute_limit_percent_total"] == 0, d' && ok "pod extra's compute 100: no ceiling, a total of 0 %" || { bad "pod extra's compute 100"; cat "$T/body"; echo; }
     # Another user sees no pod: not in /v1/pods, not in the series (the cluster's, an admin's).
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/metrics
