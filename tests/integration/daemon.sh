@@ -1027,11 +1027,12 @@ assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]
     done ;;
 daemon_events)
     start_daemon --max-sse 2 || exit 1
-    curl -s -N --max-time 3 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
+    curl -s -N --max-time 4 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
     C=$!
     sleep 0.3
     want 201 "tenant" POST /v1/tenants '{"name":"ev","memory":"1G"}'
-    "$GS" run --tenant ev -- "$P" alloc:2000 sleep:600 >/dev/null 2>&1
+    # Two refusals 600 ms apart (sweeps every 250 ms): each is counted once over the events.
+    "$GS" run --tenant ev -- "$P" alloc:2000 sleep:600 alloc:1500 sleep:600 >/dev/null 2>&1
     sleep 0.5
     want 200 "changed" PATCH /v1/tenants/ev '{"memory":"512M"}'
     want 204 "ended" DELETE /v1/tenants/ev
@@ -1039,6 +1040,8 @@ daemon_events)
     for e in tenant.created process.joined process.started allocation.refused process.ended tenant.changed tenant.ended; do
         grep -q "^event: $e$" "$T/sse" && ok "event $e" || { bad "no event $e"; cat "$T/sse"; }
     done
+    n=$(sed -n 's/^data: .*"count":\([0-9]*\).*/\1/p' "$T/sse" | awk '{ s += $1 } END { print s + 0 }')
+    [ "$n" = 2 ] && ok "allocation.refused: the counts add up to the 2 refusals" || { bad "allocation.refused counts add up to $n, not 2"; grep -A1 "allocation.refused" "$T/sse"; }
     # Resuming: after the second event's id, the third comes next, nothing said lost.
     id2=$(sed -n 's/^id: //p' "$T/sse" | sed -n 2p)
     id3=$(sed -n 's/^id: //p' "$T/sse" | sed -n 3p)
