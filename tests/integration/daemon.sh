@@ -397,6 +397,11 @@ PYEOF
     want 404 "and it is gone" GET /v1/tenants/per-dev
     # The daemon still answers after all of it.
     want 200 "still healthy" GET /healthz
+    # SIGHUP (a reload by habit) is said and ignored: the daemon serves on.
+    kill -HUP "$DPID"
+    for _ in $(seq 100); do grep -q "SIGHUP: the configuration is read at start only" "$T/dlog" && break; sleep 0.02; done
+    grep -q "SIGHUP: the configuration is read at start only; restart to change it" "$T/dlog" && want 200 "SIGHUP said and ignored: it serves on" GET /v1/tenants || bad "SIGHUP: no log line"
+    kill -0 "$DPID" 2>/dev/null && ok "and runs on after SIGHUP" || bad "SIGHUP stopped the daemon"
     # The driver's own reserve (615 MiB on the H200) is not "used", as nvidia-smi shows it.
     stop_daemon
     # (With request-memory at its least, 1 MiB: see below.)
