@@ -2186,6 +2186,9 @@ PY
     expect 0 "run --sm-share 25" -- "$GS" run -q --sm-share 25 -- "$SP" 1
     every_line "$T/out" 34 7.7 && ok "25% of 132 SMs is 34 (the nearest multiple of 2)" || { bad "--sm-share 25"; cat "$T/out"; }
     grep -qx "attribute sms 34 primary_active 0" "$T/out" && ok "MULTIPROCESSOR_COUNT under --sm-share 25: 34" || { bad "attribute under --sm-share"; cat "$T/out"; }
+    # A share below one group is raised to one: 1 % of a GPU of 16 SMs (0.16) is 2 SMs, not none.
+    GPUSLICE_SIM_SMS=16 expect 0 "run --sm-share 1 on a GPU of 16 SMs" -- "$GS" run -q --sm-share 1 -- "$SP" 1
+    every_line "$T/out" 2 15.9 && ok "1% of 16 SMs is one group of 2 SMs (16 ms)" || { bad "--sm-share 1 of 16 SMs"; cat "$T/out" "$T/err"; }
     expect 0 "GPUSLICE_SMS=4@128 (the last 4 SMs, fine groups)" -- env GPUSLICE_SMS=4@128 LD_PRELOAD="$LIB" "$SP" 1
     every_line "$T/out" 4 66 && grep -q "^attribute sms 4 " "$T/out" && ok "the last 4 SMs alone, and told 4" || { bad "4@128"; cat "$T/out"; }
     expect 0 "GPUSLICE_SMS=6@2 (fine groups)" -- env GPUSLICE_SMS=6@2 LD_PRELOAD="$LIB" "$SP" 1
