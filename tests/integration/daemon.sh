@@ -1924,7 +1924,7 @@ daemon_pod_tenants)
     tls_apiserver --history 100
     U1=11111111-2222-4333-8444-555555555555 U2=22222222-2222-4333-8444-555555555555
     U3=33333333-2222-4333-8444-555555555555 U4=44444444-2222-4333-8444-555555555555
-    U5=e5e5e5e5-2222-4333-8444-555555555555
+    U5=e5e5e5e5-2222-4333-8444-555555555555 U6=f6f6f6f6-2222-4333-8444-555555555555
     C1=$(printf 'c1%062d' 0) C2=$(printf 'c2%062d' 0)
     # upod NAME UID ANNOTATIONS-JSON: a pod of ns1 on node1 with containers main (C1) and side (C2).
     upod() { printf '{"metadata":{"name":"%s","namespace":"ns1","uid":"%s","annotations":%s},"spec":{"nodeName":"node1","containers":[{"name":"main"},{"name":"side"}]},"status":{"containerStatuses":[{"name":"main","containerID":"containerd://%s"},{"name":"side","containerID":"containerd://%s"}]}}' "$1" "$2" "$3" "$C1" "$C2"; }
@@ -1933,12 +1933,13 @@ daemon_pod_tenants)
     trap 'cg_cleanup_own $U1 $U2 $U3 $U4 $U5 55555555-2222 66666666-2222; cleanup' EXIT
     kctl -d "$(upod web "$U1" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     kctl -d "$(upod bad "$U2" '{"gpuslice.io/memory":"lots"}')" "$KC/pods" >/dev/null
+    kctl -d "$(upod fin "$U6" '{"gpuslice.io/memory":"1G"}')" "$KC/pods" >/dev/null
     # A pod that asks for no GPU is no tenant (nor is one whose containers all stopped).
     kctl -d '{"metadata":{"name":"plain","namespace":"ns1","uid":"55555555-2222-4333-8444-555555555555"},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
     kctl -d '{"metadata":{"name":"done","namespace":"ns1","uid":"66666666-2222-4333-8444-555555555555","annotations":{"gpuslice.io/memory":"1G"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]},"status":{"phase":"Succeeded"}}' "$KC/pods" >/dev/null
     start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
     podt='{t["name"]: t for t in d["tenants"] if t["name"].startswith("pod-")}'
-    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U1"'", "pod-'"$U2"'"]'; then ok "a tenant per pod: pod-<uid>"; else bad "pod tenants"; fi
+    if tenants_until 10 'sorted('"$podt"') == ["pod-'"$U1"'", "pod-'"$U2"'", "pod-'"$U6"'"]'; then ok "a tenant per pod: pod-<uid>"; else bad "pod tenants"; fi
     jq_py 't = '"$podt"'["pod-'"$U1"'"]; assert t["managed"] and t["limits"]["memory"]["default"] == 1 << 30 and t["pod"]["namespace"] == "ns1" and t["pod"]["name"] == "web" and t["pod"]["uid"] == "'"$U1"'" and not t["pod"]["refused"], t' && ok "pod web's tenant: 1 GiB, its namespace and name" || bad "web's tenant"
     jq_py 't = '"$podt"'["pod-'"$U2"'"]; assert t["pod"]["refused"] and "gpuslice.io/memory" in t["pod"]["error"], t' && ok "pod bad's tenant is refused, naming the annotation" || bad "bad's tenant"
     # A container's process is held to its pod's limit, found by its cgroup.
@@ -2068,6 +2069,10 @@ daemon_pod_tenants)
         kctl -X DELETE "$KC/pods/ns1/duty" >/dev/null
         tenants_until 10 '"pod-'"$U5"'" not in '"$podt" || bad "pod duty deleted"
     fi
+    # A pod whose containers all stopped for good (phase Failed) ends its tenant at once, its
+    # object still there (it stays so to the case's end: no tenant after the restart either).
+    kctl -d "$(upod fin "$U6" '{"gpuslice.io/memory":"1G"}' | sed 's/"status":{/"status":{"phase":"Failed",/')" "$KC/pods" >/dev/null
+    if tenants_until 10 '"pod-'"$U6"'" not in '"$podt"; then ok "pod fin Failed, not deleted: its tenant ended"; else bad "pod fin Failed: its tenant kept until its object goes"; fi
     kctl -X DELETE "$KC/pods/ns1/web" >/dev/null
     if tenants_until 10 '"pod-'"$U1"'" not in '"$podt"; then ok "pod web deleted: its tenant ended"; else bad "delete"; fi
     # Under its name again: a new uid, a new tenant.

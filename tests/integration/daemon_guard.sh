@@ -169,7 +169,8 @@ PY
     took=$(gone_within "$L" 2500) && ok "freed, then grew to 1064 MiB under 1G (once allowed 1564): stopped" || { bad "grew back within its old allowance and ran on"; cat "$T/l.out"; }
     ;;
 daemon_guard_compute)
-    start_daemon --sweep-ms 100 || exit 1
+    # (guard-memory freeze: for the memory freezes at the end; compute's is freeze by default.)
+    start_daemon --sweep-ms 100 --guard-memory freeze || exit 1
     want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog","compute":20}'
     F=$(state_file hog)
     # The audit's reproduction: a sibling keeps the tenant's budget full, so the governed load
@@ -237,6 +238,52 @@ PY
     expect 0 "a governed load at 30%" -- "$GS" run --tenant fair -- "$CL" stream 3 2000
     events_of tenant.over_limit
     ! grep -q '"fair"' "$T/ev" && ok "no action on the tenant held to its ceiling" || { bad "fair was acted on"; cat "$T/ev"; }
+    # guard-memory freeze: a tenant over its memory limit is held stopped while it is over,
+    # and let go as soon as nothing holds it. Two bypasses (no interposer) of 1500 MiB under
+    # 1G: mf1's limit is then removed (memory 0: none), and mf2 ends while its frozen process
+    # lives on (orphaned: its gpuslice run and shell killed, so out of every member's lineage
+    # and the tenant is deleted without force; in a session of its own, so the kernel sends
+    # its group no SIGHUP and SIGCONT as its parents die).
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"mf1","memory":"1G"}'
+    mf1=$(jq_py 'print(d["id"])')
+    want 201 "another of 1G" POST /v1/tenants '{"name":"mf2","memory":"1G"}'
+    mf2=$(jq_py 'print(d["id"])')
+    rm -f "$T/m1.up" "$T/m2.up"
+    "$GS" run --tenant mf1 -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/m1.up" sleep:30000 >"$T/m1.out" 2>&1 &
+    BG="$BG $!"
+    "$GS" run --tenant mf2 -- sh -c "setsid env -u LD_PRELOAD \"$P\" alloc:1500 mark:$T/m2.up sleep:30000 & wait" >"$T/m2.out" 2>&1 &
+    M2RUN=$!; BG="$BG $M2RUN"
+    # state_is PID STATES MS: whether PID's state letter is one of STATES within MS ms.
+    state_is() {
+        j=0
+        while [ $j -le "$3" ]; do
+            case "$(sed -n 's/^State:\t\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)" in [$2]) return 0 ;; esac
+            sleep 0.01; j=$((j + 10))
+        done
+        return 1
+    }
+    for i in $(seq 300); do [ -e "$T/m1.up" ] && [ -e "$T/m2.up" ] && break; sleep 0.01; done
+    M1=$(pgrep -f "^$P alloc:1500 mark:$T/m1.up") M2=$(pgrep -f "^$P alloc:1500 mark:$T/m2.up")
+    state_is "$M1" T 2000 && state_is "$M2" T 2000 && ok "both frozen over their 1G (stopped)" || { bad "not frozen"; tail "$T/dlog"; }
+    SH2=$(sed -n 's/^PPid:\t//p' "/proc/$M2/status")
+    [ -n "$SH2" ] && [ "$SH2" != $$ ] && kill -KILL "$SH2" "$M2RUN" 2>/dev/null; wait "$M2RUN" 2>/dev/null
+    sleep 0.2
+    state_is "$M2" T 0 && ok "mf2's process, orphaned, is held stopped" || bad "mf2's orphan not stopped"
+    want 200 "mf1's memory limit removed" PATCH /v1/tenants/mf1 '{"memory":0}'
+    state_is "$M1" RS 1000 && ok "mf1, its limit removed, was let go" || bad "mf1 is still stopped with no memory limit"
+    want 204 "mf2 deleted (nothing of it in its lineage)" DELETE /v1/tenants/mf2
+    state_is "$M2" RS 1000 && ok "mf2 ended: its frozen process was let go" || bad "mf2 ended and left its process stopped"
+    ! grep -q "^$M2 " "$T/drun/gpusliced.frozen" 2>/dev/null && ok "gpusliced.frozen no longer lists it" || { bad "gpusliced.frozen still lists mf2's process"; cat "$T/drun/gpusliced.frozen"; }
+    events_of tenant.thawed
+    python3 - "$T/ev" "$mf1" "$mf2" <<'PY' && ok "events tenant.thawed: mf1 memory 'its memory is within its limit', mf2 all 'the tenant ended'" || { bad "thawed events"; cat "$T/ev"; }
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+e1 = [(e["kind"], e["why"]) for e in ev if e["tenant"] == sys.argv[2]]
+e2 = [(e["kind"], e["why"]) for e in ev if e["tenant"] == sys.argv[3]]
+assert e1 == [("memory", "its memory is within its limit")], e1
+assert e2 == [("all", "the tenant ended")], e2
+PY
+    kill -KILL "$M1" "$M2" 2>/dev/null
     ;;
 daemon_guard_delete)
     # Issue 28.5: a tenant deleted between two CUDA steps of its job left the job unlimited.
