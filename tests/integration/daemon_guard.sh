@@ -284,6 +284,17 @@ assert e1 == [("memory", "its memory is within its limit")], e1
 assert e2 == [("all", "the tenant ended")], e2
 PY
     kill -KILL "$M1" "$M2" 2>/dev/null
+    # A daemon stopped while it holds a process frozen lets it go as it stops.
+    want 201 "a third tenant of 1G" POST /v1/tenants '{"name":"mf3","memory":"1G"}'
+    rm -f "$T/m3.up"
+    "$GS" run --tenant mf3 -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/m3.up" sleep:30000 >"$T/m3.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 300); do [ -e "$T/m3.up" ] && break; sleep 0.01; done
+    M3=$(pgrep -f "^$P alloc:1500 mark:$T/m3.up")
+    state_is "$M3" T 2000 || bad "mf3's process not frozen"
+    stop_daemon
+    state_is "$M3" RS 1000 && ok "the daemon stopped: mf3's frozen process let go" || bad "the daemon stopped and left mf3's process stopped"
+    kill -KILL "$M3" 2>/dev/null
     ;;
 daemon_guard_delete)
     # Issue 28.5: a tenant deleted between two CUDA steps of its job left the job unlimited.
