@@ -265,6 +265,19 @@ else
     "$GS" mps stop >/dev/null 2>&1
 fi
 
+# run --gpu-share whose program cannot connect stops the daemon it started again, and waits for
+# it to exit when quit (which returns once the daemon is gone) does not return in time: here the
+# daemon exits 1.1 s after quit, always past the 1 s quit is given (counted from before the
+# client starts), well within the 1 s more allowed for the exit.
+n=$(lines_of "$P0/fake.quits")
+echo 1.1 >"$P0/fake.quit-slow"
+GPUSLICE_MPS_TIMEOUT=1 GPUSLICE_REAL_LIBCUDA="$T/nonexistent.so" expect 1 "run --gpu-share: no CUDA, a daemon slow to quit" -- \
+    "$GS" run --gpu-share 25 -d "$U0" -- touch "$T/started"
+if [ "$(tail -n 1 "$T/err")" = "gpuslice: stopped the MPS control daemon for $U0 again" ] &&
+    [ "$(lines_of "$P0/fake.quits")" = $((n + 1)) ] && [ ! -e "$P0/control" ] && [ ! -e "$T/started" ]; then
+    ok "one quit; stopped once it exited"; else bad "the slow quit"; cat "$T/err"; fi
+rm -f "$P0/fake.quit-slow"
+
 # Without an absolute XDG_RUNTIME_DIR: /tmp/gpuslice-mps-EUID (in a mount namespace whose /tmp is
 # a directory of the case's, holding copies of gpuslice and the simulated driver, which may be
 # under /tmp themselves: root only).
