@@ -38,6 +38,10 @@ for v in 600.0 599.999 0.001; do
     GPUSLICE_MPS_TIMEOUT=$v expect 0 "GPUSLICE_MPS_TIMEOUT='$v' is accepted" -- "$GS" mps status
 done
 
+# One subcommand, nothing after it (options aside).
+expect 2 "mps status -d 0 extra" -- "$GS" mps status -d 0 extra
+err_is "the extra argument named" 'gpuslice: mps: unexpected argument "extra" (see gpuslice mps --help)'
+
 # Nothing started yet: status and stop say so, naming where they looked.
 expect 0 "status with no directory" -- "$GS" mps status
 out_is "status names the base directory" "no gpuslice MPS daemons (none started in $BASE)"
@@ -75,6 +79,11 @@ if [ "$(cat "$P0/fake.starts" 2>/dev/null)" = "CUDA_VISIBLE_DEVICES=$U0 CUDA_MPS
     ok "the daemon sees only its GPU, its log directory and the other preloaded library"
 else bad "the daemon's environment"; cat "$P0/fake.starts"; fi
 if [ "$(cat "$P0/fake.percentage" 2>/dev/null)" = 100 ]; then ok "its default percentage is 100"; else bad "percentage"; fi
+# status -d for a GPU without a directory, beside one with: that GPU's, none, not the others'.
+expect 0 "status -d 1 while only GPU 0 has a directory" -- "$GS" mps status -d 1
+out_is "status -d 1: none for this GPU" "no gpuslice MPS daemon for this GPU (none started in $BASE)"
+expect 0 "status --json -d GPU 1's UUID while only GPU 0 has a directory" -- "$GS" mps status --json -d "$U1"
+out_is "status --json -d: no GPUs" '{"gpus":[]}'
 expect 0 "mps start -d GPU 1's UUID" -- "$GS" mps start -d "$U1"
 out_is "start: GPU 1 by its UUID" "$U1: MPS control daemon started" "  clients use it with CUDA_MPS_PIPE_DIRECTORY=$P1"
 if grep -q "^CUDA_VISIBLE_DEVICES=$U1 " "$P1/fake.starts" 2>/dev/null; then ok "GPU 1's daemon is for GPU 1"; else bad "GPU 1's daemon"; cat "$P1/fake.starts"; fi
@@ -83,6 +92,13 @@ out_is "the same daemon, reused" '{"uuid":"'"$U1"'","pipe_dir":"'"$P1"'","log_di
 expect 0 "mps start -d 1 (its index)" -- "$GS" mps start -d 1
 out_is "reused, said so" "$U1: MPS control daemon already running (reused)" "  clients use it with CUDA_MPS_PIPE_DIRECTORY=$P1"
 if [ "$(lines_of "$P1/fake.starts")" = 1 ]; then ok "GPU 1's daemon started once"; else bad "GPU 1's daemon started again"; fi
+# run --gpu-share: -d picks from the caller's CUDA_VISIBLE_DEVICES (1,0: -d 0 is the machine's
+# GPU 1), and that entry is a GPU of the machine, whose daemon the program is given.
+CUDA_VISIBLE_DEVICES=1,0 expect 0 "run --gpu-share -d 0 under CUDA_VISIBLE_DEVICES=1,0" -- \
+    "$GS" run -q --gpu-share 25 -d 0 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY"'
+out_is "the machine's GPU 1 and its daemon's pipe directory" "1 $P1"
+if [ "$(lines_of "$P0/fake.starts")" = 1 ] && [ "$(lines_of "$P1/fake.starts")" = 1 ]; then
+    ok "no daemon started anew"; else bad "daemons started: $(cat "$P0/fake.starts" "$P1/fake.starts")"; fi
 
 # status: every GPU with a directory, in order, its servers and their clients, to the character;
 # only directories named GPU-UUID count.
@@ -248,6 +264,19 @@ if [ ! -e /usr/bin/nvidia-cuda-mps-control ] && [ ! -e /bin/nvidia-cuda-mps-cont
 else
     "$GS" mps stop >/dev/null 2>&1
 fi
+
+# run --gpu-share whose program cannot connect stops the daemon it started again, and waits for
+# it to exit when quit (which returns once the daemon is gone) does not return in time: here the
+# daemon exits 1.1 s after quit, always past the 1 s quit is given (counted from before the
+# client starts), well within the 1 s more allowed for the exit.
+n=$(lines_of "$P0/fake.quits")
+echo 1.1 >"$P0/fake.quit-slow"
+GPUSLICE_MPS_TIMEOUT=1 GPUSLICE_REAL_LIBCUDA="$T/nonexistent.so" expect 1 "run --gpu-share: no CUDA, a daemon slow to quit" -- \
+    "$GS" run --gpu-share 25 -d "$U0" -- touch "$T/started"
+if [ "$(tail -n 1 "$T/err")" = "gpuslice: stopped the MPS control daemon for $U0 again" ] &&
+    [ "$(lines_of "$P0/fake.quits")" = $((n + 1)) ] && [ ! -e "$P0/control" ] && [ ! -e "$T/started" ]; then
+    ok "one quit; stopped once it exited"; else bad "the slow quit"; cat "$T/err"; fi
+rm -f "$P0/fake.quit-slow"
 
 # Without an absolute XDG_RUNTIME_DIR: /tmp/gpuslice-mps-EUID (in a mount namespace whose /tmp is
 # a directory of the case's, holding copies of gpuslice and the simulated driver, which may be

@@ -1640,9 +1640,12 @@ for x in d["gpus"]:
         "                  split: 8 groups of 8 and 2 SMs left over, or 33 groups of 2" \
         "  MPS             not running ($T/mps)" "" \
         "tenants: none in $GPUSLICE_RUN_DIR"
-    # 8 SMs: one group of 8, so no step between sizes to measure: said so.
+    # 8 SMs: one group of 8, so no step between sizes to measure: said so. (A 570 driver: CUDA
+    # 12.8, which it reports as 12080, is "12.8" in both forms.)
+    export GPUSLICE_SIM_DRIVER_VERSION=570.124.06 GPUSLICE_SIM_CUDA_VERSION=12080
     GPUSLICE_SIM_STATE="$T/sm8.state" GPUSLICE_SIM_SMS=8 GPUSLICE_SIM_DEVICES=1 expect 0 "info --json on 8 SMs" -- "$GS" info --json
     json_ok "8 SMs: one group of 8, four of 2, no alignment" '
+assert (d["driver_version"], d["cuda_driver_version"]) == ("570.124.06", "12.8"), d
 gc = d["gpus"][0]["green_contexts"]
 assert gc == {"supported": True, "min_sms": 8, "alignment": None, "finest_split_sms": 2, "groups": 1,
               "groups_left_over_sms": 0, "finest_groups": 4, "driver_min_sm_partition_size": 8,
@@ -1653,8 +1656,9 @@ assert gc == {"supported": True, "min_sms": 8, "alignment": None, "finest_split_
     if grep -qxF "  green contexts  groups of 8 SMs or more; 2 when co-scheduling is ignored" "$T/out" &&
         grep -qxF "                  split: 1 groups of 8 and 0 SMs left over, or 4 groups of 2" "$T/out" &&
         grep -qxF "                  (alignment could not be measured with cuDevSmResourceSplitByCount)" "$T/out" &&
-        grep -qxF "driver 580.159.04-sim, CUDA 13.0, 1 GPU" "$T/out" && grep -qx "  MPS             [a-z ]* (/tmp/nvidia-mps)" "$T/out"; then
+        grep -qxF "driver 570.124.06, CUDA 12.8, 1 GPU" "$T/out" && grep -qx "  MPS             [a-z ]* (/tmp/nvidia-mps)" "$T/out"; then
         ok "8 SMs: no step, the split and why"; else bad "8 SMs as a table"; cat "$T/out"; fi
+    unset GPUSLICE_SIM_DRIVER_VERSION GPUSLICE_SIM_CUDA_VERSION
     # Each memory figure in the unit the total is best told in, at the unit's edge.
     for m in "1G 1.0 GiB total, 0.0 GiB used, 1.0 GiB free" "1023M 1023 MiB total, 0 MiB used, 1023 MiB free"; do
         GPUSLICE_SIM_STATE="$T/mem-${m%% *}.state" GPUSLICE_SIM_MEMORY=${m%% *} GPUSLICE_SIM_DEVICES=1 expect 0 "info on ${m%% *}" -- "$GS" info

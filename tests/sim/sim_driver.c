@@ -169,9 +169,8 @@ __attribute__((destructor)) static void sim_driver_unload(void)
 
 SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
-    if (!driverVersion)
+    if (!driverVersion || sim_cuda_version(driverVersion) < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = SIM_CUDA_DRIVER_VERSION;
     return CUDA_SUCCESS;
 }
 

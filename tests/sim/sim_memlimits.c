@@ -72,6 +72,31 @@ const char *sim_driver_version(void)
     return v && *v ? v : SIM_NVML_DRIVER_VERSION;
 }
 
+int sim_cuda_version(int *version)
+{
+    const char *v = getenv("GPUSLICE_SIM_CUDA_VERSION");
+    char *end;
+    long n;
+
+    if (v == NULL) {
+        *version = SIM_CUDA_DRIVER_VERSION;
+        return 0;
+    }
+    errno = 0;
+    n = strtol(v, &end, 10);
+    /* 1000 x major + 10 x minor, as every driver reports it: 12080 is CUDA 12.8. */
+    if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1000 || n > 99990 ||
+        n % 10 != 0) {
+        fprintf(stderr,
+                "gpuslice-sim: GPUSLICE_SIM_CUDA_VERSION: \"%s\" is not a CUDA version "
+                "(use 1000 x major + 10 x minor, 1000 to 99990, e.g. 12080 for 12.8)\n",
+                v);
+        return -EINVAL;
+    }
+    *version = (int)n;
+    return 0;
+}
+
 int sim_memlimit_set(int dev, const char *path, unsigned long long soft, unsigned long long hard)
 {
     struct limit v[MAX_LIMITS];

@@ -164,7 +164,8 @@ SIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
         return NVML_ERROR_UNINITIALIZED;
     if (!cudaDriverVersion)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *cudaDriverVersion = SIM_CUDA_DRIVER_VERSION;
+    if (sim_cuda_version(cudaDriverVersion) < 0)
+        return NVML_ERROR_UNKNOWN;
     return NVML_SUCCESS;
 }
 

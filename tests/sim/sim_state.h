@@ -301,6 +301,8 @@ void sim_sleep_until(uint64_t t);
 /* The simulated driver's version (GPUSLICE_SIM_DRIVER_VERSION, else 580.159.04-sim). */
 const char *sim_driver_version(void);
 int sim_driver_major(void);
+/* The CUDA version it reports (GPUSLICE_SIM_CUDA_VERSION, else 13000); -EINVAL: a bad value. */
+int sim_cuda_version(int *version);
 
 /* Where the limits are kept: beside the state file at state_path. */
 void sim_memlimit_init(const char *state_path);

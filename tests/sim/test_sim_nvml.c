@@ -127,6 +127,19 @@ static void test_versions(void **state)
     assert_int_equal(nv.nvmlSystemGetDriverVersion(v, 5), NVML_ERROR_INSUFFICIENT_SIZE);
     assert_int_equal(nv.nvmlSystemGetCudaDriverVersion(&cuda), NVML_SUCCESS);
     assert_int_equal(cuda, 13000);
+    /* GPUSLICE_SIM_CUDA_VERSION: what both libraries report, read at each call. */
+    setenv("GPUSLICE_SIM_CUDA_VERSION", "12080", 1);
+    assert_int_equal(nv.nvmlSystemGetCudaDriverVersion(&cuda), NVML_SUCCESS);
+    assert_int_equal(cuda, 12080);
+    cuda = 0;
+    assert_int_equal(cu.cuDriverGetVersion(&cuda), CUDA_SUCCESS);
+    assert_int_equal(cuda, 12080);
+    setenv("GPUSLICE_SIM_CUDA_VERSION", "12085", 1);
+    assert_int_equal(nv.nvmlSystemGetCudaDriverVersion(&cuda), NVML_ERROR_UNKNOWN);
+    assert_int_equal(cu.cuDriverGetVersion(&cuda), CUDA_ERROR_INVALID_VALUE);
+    unsetenv("GPUSLICE_SIM_CUDA_VERSION");
+    assert_int_equal(cu.cuDriverGetVersion(&cuda), CUDA_SUCCESS);
+    assert_int_equal(cuda, 13000);
 }
 
 static void test_device_identity_agrees_with_the_driver(void **state)
