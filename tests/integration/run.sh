@@ -1954,8 +1954,9 @@ gpu_share)
     if [ "$(cat "$T/out")" = "60 0" ]; then ok "normal priority by default"; else bad "client env: $(cat "$T/out")"; fi
     stderr_has "reusing the MPS control daemon"
     if [ "$(wc -l <"$P/fake.starts")" = 1 ]; then ok "no second daemon"; else bad "the daemon was started again"; fi
-    expect 0 "-q silences the notes" -- "$GS" run -q --gpu-share 5 -- true
+    expect 0 "-q silences the notes" -- "$GS" run -q --gpu-share 5 --mps-priority normal -- sh -c 'echo $CUDA_MPS_CLIENT_PRIORITY'
     if [ ! -s "$T/err" ]; then ok "nothing on stderr"; else bad "stderr with -q"; cat "$T/err"; fi
+    if [ "$(cat "$T/out")" = 0 ]; then ok "--mps-priority normal: client priority 0"; else bad "--mps-priority normal gave $(cat "$T/out")"; fi
     # A failing probe with a daemon that was already running: it stays.
     GPUSLICE_REAL_LIBCUDA="$T/nonexistent.so" expect 1 "probe failure" -- "$GS" run --gpu-share 25 -d "$U0" -- touch "$T/started"
     stderr_has "cannot connect through MPS (pipe dir $P)"; stderr_has "nonexistent.so"
