@@ -28,6 +28,7 @@
  *   after each launch (as a library does), the program's own reference held throughout;
  *   ctx-destroy: 8 kernels launched in a context of its own (cuCtxCreate), which is destroyed
  *   at once with them in flight, then the stream load in the primary context; bad-capture: a
+ *   capture of the legacy stream the driver refuses to begin ("begin_capture R" first), a
  *   global capture invalidated (cuStreamSynchronize of the captured stream) whose
  *   cuStreamEndCapture fails, then the stream load ("end_capture R" first); wrong-thread: a
  *   global capture another thread tries to end (refused, the capture goes on) while another
@@ -138,9 +139,9 @@ static void *load(void *arg)
 
     CHECK(cuCtxSetCurrent(ctx));
     if (strcmp(path, "stream") == 0 || strcmp(path, "stream-retain") == 0 ||
-        strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 ||
-        strcmp(path, "graph") == 0 || strcmp(path, "capture") == 0 ||
-        strcmp(path, "coop_ptsz") == 0 || strcmp(path, "graph_ptsz") == 0)
+        strcmp(path, "ex") == 0 || strcmp(path, "coop") == 0 || strcmp(path, "graph") == 0 ||
+        strcmp(path, "capture") == 0 || strcmp(path, "coop_ptsz") == 0 ||
+        strcmp(path, "graph_ptsz") == 0)
         CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     if (strcmp(path, "graph") == 0 || strcmp(path, "graph_ptsz") == 0)
         ge = make_graph(s);
@@ -457,6 +458,9 @@ static void capture_failed(void)
     CUgraph g = NULL;
     CUresult r;
 
+    /* A capture the driver refuses to begin (the legacy stream cannot capture) is none. */
+    r = cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    printf("begin_capture %d\n", (int)r);
     CHECK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
     CHECK(cuStreamBeginCapture_v2(x, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, x, NULL, NULL));

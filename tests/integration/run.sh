@@ -1202,6 +1202,7 @@ compute_edges)
         share_in 0.19 0.28 "$p at 25%"
         billed_in 0.95 "$hi" "$p at 25%"
     done
+    grep -q "^begin_capture 900$" "$T/out" && ok "the legacy stream's capture refused to begin (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and the load after it held to 25 %" || { bad "bad-capture's begin"; cat "$T/out"; }
     grep -q "^end_capture 901$" "$T/out" && ok "the invalidated capture's end failed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)" || { bad "bad-capture's end"; cat "$T/out"; }
     # A capture another thread failed to end goes on: the interposer keeps out of the driver
     # (its markers' queries would invalidate a global capture) until its own thread ends it.
