@@ -1242,6 +1242,11 @@ cli_exec)
     expect 0 "exec passes each option on in its variable" -- "$GS" exec -q -d 0 --memory 1G --compute 0:30 --priority background --weight 3 --sms 16 -- \
         sh -c 'echo "$GPUSLICE_MEMORY_LIMIT|$GPUSLICE_COMPUTE_LIMIT|$GPUSLICE_PRIORITY|$GPUSLICE_WEIGHT|$GPUSLICE_SMS|$CUDA_VISIBLE_DEVICES|$CUDA_MPS_CLIENT_PRIORITY"'
     if [ "$(cat "$T/out")" = "1G|0:30|background|3|16|0|1" ]; then ok "the variables: $(cat "$T/out")"; else bad "the variables: $(cat "$T/out")"; fi
+    # The environment's class is the tenant's where --priority is not given, whatever --weight is.
+    GPUSLICE_PRIORITY=background expect 0 "--priority latency beside GPUSLICE_PRIORITY=background" -- "$GS" exec -q --priority latency -- sh -c 'echo "$GPUSLICE_PRIORITY"'
+    out_a=$(cat "$T/out")
+    GPUSLICE_PRIORITY=background expect 0 "--weight 3 beside GPUSLICE_PRIORITY=background" -- "$GS" exec -q --weight 3 -- sh -c 'echo "$GPUSLICE_PRIORITY|$GPUSLICE_WEIGHT"'
+    [ "$out_a $(cat "$T/out")" = "latency background|3" ] && ok "--priority wins over the environment's class, which --weight alone keeps" || bad "classes: $out_a $(cat "$T/out")"
     CUDA_MPS_CLIENT_PRIORITY=0 expect 0 "a background tenant keeps the user's MPS client priority" -- "$GS" exec -q --priority background -- sh -c 'echo "$CUDA_MPS_CLIENT_PRIORITY"'
     if [ "$(cat "$T/out")" = 0 ]; then ok "CUDA_MPS_CLIENT_PRIORITY=0 kept"; else bad "CUDA_MPS_CLIENT_PRIORITY=$(cat "$T/out")"; fi
     expect 0 "a latency tenant is no below-normal MPS client" -- "$GS" exec -q --priority latency -- sh -c 'echo "${CUDA_MPS_CLIENT_PRIORITY-unset}|$GPUSLICE_PRIORITY"'
