@@ -8,7 +8,8 @@
  *   free         frees the newest allocation -> "free ok"
  *   used         device-wide use from cuMemGetInfo -> "used BYTES"
  *   nvmlused     device 0's use as NVML's nvmlDeviceGetMemoryInfo says it, asked from this
- *                process (the interposer's view) -> "nvmlused BYTES" / "nvmlused error"
+ *                process (the interposer's view) -> "nvmlused BYTES", then "nvmlfree BYTES"
+ *                (its free) / "nvmlused error"
  *   ctx          makes a context of its own on the current device (cuCtxCreate; its footprint
  *                is the driver's), kept until exit; the primary stays current
  *                -> "ctx ok" / "ctx CUDA_ERROR_..."
@@ -237,8 +238,8 @@ int main(int argc, char **argv)
             void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
             gs_pfn_nvmlInit_v2 in = lib ? (gs_pfn_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
             gs_pfn_nvmlDeviceGetHandleByIndex_v2 gh =
-                lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(
-                          lib, "nvmlDeviceGetHandleByIndex_v2")
+                lib ? (gs_pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(lib,
+                                                                  "nvmlDeviceGetHandleByIndex_v2")
                     : NULL;
             gs_pfn_nvmlDeviceGetMemoryInfo mi =
                 lib ? (gs_pfn_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo") : NULL;
@@ -246,7 +247,8 @@ int main(int argc, char **argv)
             nvmlMemory_t m;
             if (in && gh && mi && in() == NVML_SUCCESS && gh(0, &nd) == NVML_SUCCESS &&
                 mi(nd, &m) == NVML_SUCCESS)
-                printf("nvmlused %llu\n", (unsigned long long)m.used);
+                printf("nvmlused %llu\nnvmlfree %llu\n", (unsigned long long)m.used,
+                       (unsigned long long)m.free);
             else
                 printf("nvmlused error\n");
         } else if (strncmp(a, "mark:", 5) == 0) {

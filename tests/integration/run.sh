@@ -2045,7 +2045,8 @@ reserve)
     if [ -n "$pu" ] && [ "$pu" -lt $((256 * M)) ]; then ok "the program sees the reservation as free (it sees $pu bytes in use)"; else bad "the program's view: ${pu:-?} bytes in use"; cat "$T/prog.out"; fi
     # NVML's view alike, with no limit: what the reservation holds is not in its used.
     nu=$(sed -n 's/^nvmlused //p' "$T/prog.out" | head -n 1)
-    if [ -n "$nu" ] && [ "$nu" -lt $((256 * M)) ]; then ok "NVML in the program sees the reservation as free ($nu bytes in use)"; else bad "NVML in the program: ${nu:-?} bytes in use"; cat "$T/prog.out"; fi
+    nf=$(sed -n 's/^nvmlfree //p' "$T/prog.out" | head -n 1)
+    if [ -n "$nu" ] && [ "$nu" -lt $((256 * M)) ] && [ -n "$nf" ] && [ "$nf" -gt $((16128 * M)) ]; then ok "NVML in the program sees the reservation as free ($nu bytes in use, $nf free)"; else bad "NVML in the program: ${nu:-?} bytes in use, ${nf:-?} free"; cat "$T/prog.out"; fi
     touch "$T/g0"; step s1 && near "the program holds 3 GiB: still half full" $((8192 * M)) $((130 * M))
     # Another process gets only what is left: 8 GiB less its context.
     expect 0 "a second process" -- "$MP" alloc:8192 alloc:7936
