@@ -956,6 +956,11 @@ static int run(const char *c)
         CUmemGenericAllocationHandle h, h2;
         CUdeviceptr va;
         leave(64 * MiB);
+        /* A creation the driver refuses (flags must be 0) takes nothing of the limit. */
+        CHECK(cuMemCreate(&h, 64 * MiB, &prop, 1) == CUDA_ERROR_INVALID_VALUE,
+              "cuMemCreate with flags 1: CUDA_ERROR_INVALID_VALUE");
+        CHECK(tenant_free() == 64 * MiB, "a refused cuMemCreate is not charged: free %llu",
+              (unsigned long long)tenant_free());
         t0 = truth();
         refused("cuMemCreate(66 MiB)", cuMemCreate(&h, 66 * MiB, &prop, 0), t0);
         admitted("cuMemCreate(64 MiB)", cuMemCreate(&h, 64 * MiB, &prop, 0));
@@ -982,6 +987,20 @@ static int run(const char *c)
         CHECK(tenant_free() == 64 * MiB, "one unmap of both halves gives both back: free %llu",
               (unsigned long long)tenant_free());
         agree("after one unmap of two mappings");
+        /* Mapped side by side again: unmapping the first half leaves the second charged. */
+        admitted("cuMemCreate(32 MiB), first half again", cuMemCreate(&h, 32 * MiB, &prop, 0));
+        admitted("cuMemCreate(32 MiB), second half again", cuMemCreate(&h2, 32 * MiB, &prop, 0));
+        CHECK(cuMemMap(va, 32 * MiB, 0, h, 0) == CUDA_SUCCESS &&
+                  cuMemMap(va + 32 * MiB, 32 * MiB, 0, h2, 0) == CUDA_SUCCESS &&
+                  cuMemRelease(h) == CUDA_SUCCESS && cuMemRelease(h2) == CUDA_SUCCESS,
+              "map and release both halves again");
+        CHECK(cuMemUnmap(va, 32 * MiB) == CUDA_SUCCESS, "unmap the first half");
+        CHECK(tenant_free() == 32 * MiB,
+              "the first half unmapped: its 32 MiB back, the second still charged (free %llu)",
+              (unsigned long long)tenant_free());
+        CHECK(cuMemUnmap(va + 32 * MiB, 32 * MiB) == CUDA_SUCCESS, "unmap the second half");
+        CHECK(tenant_free() == 64 * MiB, "both unmapped: free %llu",
+              (unsigned long long)tenant_free());
         CHECK(cuMemAddressFree(va, 64 * MiB) == CUDA_SUCCESS, "address free");
         {
             /* More mappings than the interposer takes in one batch (64): 70 of 2 MiB, released
