@@ -741,17 +741,18 @@ static unsigned pod_gpus(const struct podrec *r)
     return n ? n : 1;
 }
 
-/*
- * The sum over the pod's devices of a limit (memory or compute): device i is its container's
- * CUDA index i, whose limit is its index key's, else the default; a UUID key counts once more.
- */
-/* A value of l as it limits: a compute ceiling of 100 % is none (0), as the registry keeps it. */
+/* Entry k of l as it limits: a compute ceiling (percent) of 100 % is none, 0, as the registry
+ * keeps it. */
 static uint64_t limit_of(const struct gs_limits *l, int k, int percent)
 {
     return percent && l->e[k].value >= 100 ? 0 : l->e[k].value;
 }
 
-/* l summed over r's GPUs (percent: l is compute ceilings). */
+/*
+ * The sum over the pod's devices of a limit (memory, or compute with percent): device i is its
+ * container's CUDA index i, whose limit is its index key's, else the default; a UUID key counts
+ * once more.
+ */
 static uint64_t pod_total(const struct podrec *r, const struct gs_limits *l, int percent)
 {
     uint64_t sum = 0, def = 0;
