@@ -2362,6 +2362,12 @@ PY
         setpriv --reuid 65534 --regid 65534 --clear-groups curl -s -o "$T/nobody/body" --unix-socket "$SOCK" http://d/v1/pods
         python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pods"] == [], d' "$T/nobody/body" && ok "nobody's /v1/pods: no pod" || { bad "nobody's /v1/pods"; cat "$T/nobody/body"; }
     else echo "note: not root: another user's view is not checked"; fi
+    # A pod's class follows its object: background given, then taken away (normal again).
+    cls='[t["priority"] for t in d["tenants"] if t["name"] == "pod-'"$UK"'"]'
+    kctl -d "$(lpod keys "$UK" '{"gpuslice.io/memory":"0:1G,1:3G","gpuslice.io/priority":"background"}' "" "")" "$KC/pods" >/dev/null
+    tenants_until 10 "$cls"' == ["background"]' && ok "pod keys given gpuslice.io/priority background: its tenant's class" || bad "pod keys' class background not applied"
+    kctl -d "$(lpod keys "$UK" '{"gpuslice.io/memory":"0:1G,1:3G"}' "" "")" "$KC/pods" >/dev/null
+    tenants_until 10 "$cls"' == ["normal"]' && ok "its annotation taken away: normal again" || bad "pod keys kept its class background"
     # A pod that fails (phase Failed, through the watch) ends as one that succeeded.
     kctl -d "$(lpod two "$UT" '{"gpuslice.io/memory":"2G","gpuslice.io/compute":"30"}' 2 Failed)" "$KC/pods" >/dev/null
     if tenants_until 10 '"pod-'"$UT"'" not in '"$podt"' and "pod-'"$UK"'" in '"$podt"; then ok "pod two Failed: its tenant ended"; else bad "a Failed pod's tenant kept"; fi ;;
