@@ -130,15 +130,20 @@ faults_many_pids)
     "$GS" run -q --name many -- sh -c 'for i in $(seq 80); do "$0" alloc:1 mark:"$1.$i" wait:"$2" & done; wait' \
         "$P" "$T/m" "$T/go" >"$T/many.out" 2>&1 &
     MANY=$!; BG="$BG $MANY"
-    i=0; while [ "$(ls "$T" | grep -c '^m\.')" -lt 80 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    # And one of exactly 4, which the table shows whole (no " +0").
+    "$GS" run -q --name four -- sh -c 'for i in 1 2 3 4; do "$0" alloc:1 mark:"$1.$i" wait:"$2" & done; wait' \
+        "$P" "$T/f" "$T/go" >"$T/four.out" 2>&1 &
+    FOUR=$!; BG="$BG $FOUR"
+    i=0; while [ "$(ls "$T" | grep -c '^[mf]\.')" -lt 84 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
     [ "$(ls "$T" | grep -c '^m\.')" = 80 ] && ok "80 processes of one tenant hold memory" || { bad "the 80 processes"; cat "$T/many.out"; }
     expect 0 "tenants --json" -- "$GS" tenants --json --interval 0
     pgrep -f "$P alloc:1 mark:$T/m" | sort -n >"$T/want.pids"
     json_ok "all 80 PIDs listed, each a process of the tenant" "t = [x for x in d['tenants'] if x['name'] == 'many'][0]; want = sorted(int(p) for p in open('$T/want.pids')); assert len(want) == 80 and sorted(t['pids']) == want, (len(t['pids']), len(want))"
     expect 0 "tenants (the table)" -- "$GS" tenants --interval 0
     grep -q '+76' "$T/out" && ok "the table shows 4 PIDs and +76" || { bad "the table's PID cell"; cat "$T/out"; }
+    grep -Eq ' four +[^ ]+ +[0-9]+ +[0-9]+,[0-9]+,[0-9]+,[0-9]+ +normal ' "$T/out" && ! grep ' four ' "$T/out" | grep -q ' +0' && ok "a tenant of exactly 4 processes: its 4 PIDs, nothing more" || { bad "the PID cell of 4 processes"; cat "$T/out"; }
     touch "$T/go"
-    wait "$MANY" ;;
+    wait "$MANY" "$FOUR" ;;
 faults_shutdown)
     # A SIGTERM under load ends the daemon within its deadline (5 s), with exit 0. As on the
     # H100, where a daemon once ignored SIGTERM for 12 minutes: a daemon killed (-9) while a

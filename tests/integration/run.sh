@@ -318,6 +318,7 @@ cli)
     expect 2 "run without a command" -- "$GS" run --memory 1G
     expect 2 "run with an unknown option" -- "$GS" run --bogus -- true
     expect 2 "unknown command" -- "$GS" frobnicate; stderr_has 'unknown command "frobnicate" (commands: run, exec, '
+    expect 2 "a command's first letters are no command" -- "$GS" ru -- true; stderr_has 'unknown command "ru"'
     # Global options: the exit status and the message are pinned (a wrong status survived once).
     for o in --bogus -x --quiet=1 --versionx; do
         expect 2 "bad global option $o" -- "$GS" "$o" run -q -- touch "$T/started"
@@ -659,6 +660,8 @@ set)
         if [ "$got" = "$2" ]; then ok "tenants shows $1 $2"; else bad "$1 is $got, want $2"; cat "$T/out"; fi
     }
     expect 0 "set NAME --memory 2G" -- "$GS" set itest-s --memory 2G; stderr_has "memory limit 2 GiB"
+    expect 1 "set itest (the first letters of itest-s) names no tenant" -- "$GS" set itest --memory 3G
+    stderr_has 'set: no tenant with the ID or name "itest"'
     look memory_limit_bytes $((2 * G))
     expect 0 "set ID --compute 40" -- "$GS" set "$id" --compute 40; stderr_has "compute ceiling 40%"
     look compute_limit_percent 40
@@ -2276,6 +2279,8 @@ procs)
     json_ok "limits adding up to all of the GPU's memory" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [8 << 30, 8 << 30], d'
     expect 2 "--memory 8G,8193M (1 MiB past the GPU's 16 GiB)" -- "$GS" procs --shares 1,1 --memory 8G,8193M --dry-run -- a ::: b
     stderr_has "the limits add up to 16385 MiB, more than GPU 0's 16 GiB"
+    expect 0 "procs --dry-run --memory 100% (a share's top)" -- "$GS" procs --shares 1 --memory 100% --dry-run -- a
+    json_ok "100% of the GPU's memory" 'assert [l["memory_limit_bytes"] for l in d["lanes"]] == [16 << 30], d'
     expect 0 "procs --help" -- "$GS" procs --help
     grep -q -- "--memory LIST" "$T/out" && ok "--help names --memory" || bad "--help without --memory"
     # The plan, from the driver's granularity.

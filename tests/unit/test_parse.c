@@ -558,6 +558,16 @@ static void test_hami_device_zero_is_one_device(void **state)
     assert_int_equal(gs_config_compute(sm_alone, &l, err, sizeof(err)), 0);
     assert_int_equal(gs_limits_lookup(&l, 0, NULL), 30);
     assert_int_equal(gs_limits_lookup(&l, 1, NULL), 0);
+    /* Two devices' own variables are two entries, each its device's. */
+    {
+        char *two[] = { "CUDA_DEVICE_MEMORY_LIMIT_0=1g", "CUDA_DEVICE_MEMORY_LIMIT_1=2g", NULL };
+
+        assert_int_equal(gs_config_memory(two, &l, err, sizeof(err)), 0);
+        assert_int_equal(l.n, 2);
+        assert_int_equal(gs_limits_lookup(&l, 0, NULL), 1ULL << 30);
+        assert_int_equal(gs_limits_lookup(&l, 1, NULL), 2ULL << 30);
+        assert_int_equal(gs_limits_lookup(&l, 2, NULL), 0);
+    }
 }
 
 struct msg_case {
