@@ -54,6 +54,17 @@ assert all((c['min_sms'], c['alignment'], c['finest_split_sms'], c['groups'], c[
         "dev 0 ok" "total 8589934592" "alloc 8000 ok" "alloc 300 CUDA_ERROR_OUT_OF_MEMORY" \
         "dev 1 ok" "total 4294967296" "alloc 4000 ok" "alloc 200 CUDA_ERROR_OUT_OF_MEMORY" \
         ${rest:+"dev $L ok" "total $GI" "alloc 9000 ok"}
+    # gpuslice set's index entries name CUDA's numbering, not the tenant's first-used order: a
+    # tenant that has used GPU 1 alone is set on GPU 1 by 1:50.
+    if [ $N = 2 ]; then
+        rm -f "$T/g1.up" "$T/g1.go"
+        MEM_PROBE_DEVICE=1 "$GS" run -q --name g1only -- "$MP" alloc:10 mark:"$T/g1.up" wait:"$T/g1.go" >/dev/null 2>&1 &
+        G1=$!
+        wait_for "$T/g1.up"
+        expect 0 "set g1only --compute 1:50 (it uses GPU 1 alone)" -- "$GS" set g1only --compute 1:50
+        stderr_has "GPU 1 (${U}1): memory limit none ([0-9]* MiB in use), compute ceiling 50%"
+        touch "$T/g1.go"; wait $G1
+    fi
     # By UUID: the GPU it names, whatever its index.
     expect 0 "run --memory ${U}$L:2G" -- "$GS" run -q --memory "${U}$L:2G" -- "$MP" dev:0 total dev:$L total
     lines_are "$T/out" "a UUID key limits GPU $L only" "dev 0 ok" "total $GI" "dev $L ok" "total 2147483648"
