@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/tenant.h"
 #include "daemon/daemon.h"
 
 #ifndef GPUSLICE_VERSION
@@ -464,6 +465,14 @@ int gd_options_load(int argc, char **argv)
                 "gpusliced: " GS_ENV_DAEMON_DIR " \"%.200s\" is not an absolute path (give the "
                 "run directory as one, or unset it, or pass --run-dir)\n",
                 getenv(GS_ENV_DAEMON_DIR));
+        return 2;
+    }
+    if (!gd_opt.webhook_only && gs_tenant_dir_relative()) {
+        /* It lists the tenants of gpuslice run there: each working directory would be its own. */
+        fprintf(stderr,
+                "gpusliced: " GS_ENV_RUN_DIR " \"%.200s\" is not an absolute path (give the "
+                "directory tenant files live in as one, or unset it: /dev/shm)\n",
+                gs_tenant_dir_relative());
         return 2;
     }
     compute_defaults();

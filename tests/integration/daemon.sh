@@ -400,8 +400,12 @@ PYEOF
     # SIGHUP (a reload by habit) is said and ignored: the daemon serves on.
     kill -HUP "$DPID"
     for _ in $(seq 100); do grep -q "SIGHUP: the configuration is read at start only" "$T/dlog" && break; sleep 0.02; done
-    grep -q "SIGHUP: the configuration is read at start only; restart to change it" "$T/dlog" && want 200 "SIGHUP said and ignored: it serves on" GET /v1/tenants || bad "SIGHUP: no log line"
-    kill -0 "$DPID" 2>/dev/null && ok "and runs on after SIGHUP" || bad "SIGHUP stopped the daemon"
+    if grep -q "SIGHUP: the configuration is read at start only; restart to change it" "$T/dlog"; then
+        ok "SIGHUP said"
+    else bad "SIGHUP: no log line"; fi
+    sleep 0.3
+    want 200 "SIGHUP ignored: it serves on" GET /v1/tenants
+    ! grep -q "stopping (signal" "$T/dlog" && ok "and does not stop" || bad "SIGHUP stopped the daemon"
     # The driver's own reserve (615 MiB on the H200) is not "used", as nvidia-smi shows it.
     stop_daemon
     # (With request-memory at its least, 1 MiB: see below.)
@@ -1032,7 +1036,7 @@ assert 100 << 20 <= u[0]['memory_used_bytes'] < 200 << 20 and 700 << 20 <= u[$L]
     done ;;
 daemon_events)
     start_daemon --max-sse 2 || exit 1
-    curl -s -N --max-time 4 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
+    curl -s -N --max-time 30 --unix-socket "$SOCK" http://d/v1/events >"$T/sse" 2>/dev/null &
     C=$!
     sleep 0.3
     want 201 "tenant" POST /v1/tenants '{"name":"ev","memory":"1G"}'
@@ -1041,7 +1045,9 @@ daemon_events)
     sleep 0.5
     want 200 "changed" PATCH /v1/tenants/ev '{"memory":"512M"}'
     want 204 "ended" DELETE /v1/tenants/ev
-    wait $C
+    # (The stream is read until the last event has come: a loaded machine's is late.)
+    for _ in $(seq 200); do grep -q "^event: tenant.ended$" "$T/sse" && break; sleep 0.1; done
+    sleep 0.1; kill $C 2>/dev/null; wait $C 2>/dev/null
     for e in tenant.created process.joined process.started allocation.refused process.ended tenant.changed tenant.ended; do
         grep -q "^event: $e$" "$T/sse" && ok "event $e" || { bad "no event $e"; cat "$T/sse"; }
     done

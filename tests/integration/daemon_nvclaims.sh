@@ -134,12 +134,14 @@ daemon_nvclaims)
     tenant_until 10 "$U7" 'd["pod"]["refused"] or d["limits"]["memory"].get("'"$UUID1"'")' || bad "pod g1: no tenant"
     jq_py 'assert not d["pod"]["refused"] and d["limits"]["memory"].get("'"$UUID1"'") == 2 << 30, d' && ok "pod g1: 2 GiB on $UUID1 at the first reading, never refused" || { bad "g1 refused first"; cat "$T/body"; }
     # One pod's claim read alone brings its tenant up to date at once, not at the next retry
-    # of failed claims (10 s away): pod g2, just after g1, holds its 1 GiB within 4 s.
+    # of failed claims (10 s away): pod g2, just after g1, holds its 1 GiB within 8 s.
     U8=a8a8a8a8-0000-4000-8000-000000000008
     nvclaim nv-g2 cccc0008-0000-4000-8000-000000000008 g2 "$U8" gpu-1 node1 1Gi
     t0=$(date +%s%N)
     kctl -d "$(nvpod g2 "$U8" nv-g2)" "$KC/pods" >/dev/null
-    tenant_until 4 "$U8" 'd["limits"]["memory"].get("'"$UUID1"'") == 1 << 30' && ok "pod g2, one claim read alone: 1 GiB on $UUID1 after $((($(date +%s%N) - t0) / 1000000)) ms" || bad "pod g2's claim not applied within 4 s"
+    tenant_until 20 "$U8" 'd["limits"]["memory"].get("'"$UUID1"'") == 1 << 30' || bad "pod g2's claim never applied"
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt 8000 ] && ok "pod g2, one claim read alone: 1 GiB on $UUID1 after $ms ms" || bad "pod g2's claim applied after $ms ms, not within 8 s"
     # More claims than are followed: refused (their limits cannot all be known), with an Event.
     U6=a6a6a6a6-0000-4000-8000-000000000006
     rc=$(python3 -c 'import json; print(json.dumps([{"name": "r%d" % i, "resourceClaimName": "c%d" % i} for i in range(9)]))')

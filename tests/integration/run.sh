@@ -296,18 +296,22 @@ bad_config)
         GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpuslice $c refuses it" -- "$GS" $c
         stderr_has 'GPUSLICE_DAEMON_DIR="rundir" is not an absolute path'
     done
-    (cd "$T" && GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpusliced refuses it" -- "$B/bin/gpusliced")
+    GPUSLICE_DAEMON_DIR=rundir expect 2 "a relative GPUSLICE_DAEMON_DIR: gpusliced refuses it" -- env -C "$T" "$B/bin/gpusliced"
     stderr_has 'GPUSLICE_DAEMON_DIR "rundir" is not an absolute path'
     [ ! -e "$T/rundir" ] && ok "nothing made under the working directory" || bad "$T/rundir made"
     # So is a relative GPUSLICE_RUN_DIR: tenant files and boards would be each working
-    # directory's own, and processes of one tenant would not share its compute.
-    (cd "$T" && GPUSLICE_RUN_DIR=tdir expect 4 "a relative GPUSLICE_RUN_DIR: cuInit fails" -- preload "$IT" init)
+    # directory's own, and processes of one tenant would not share its compute. (The directory
+    # is there: a command that took the path would make its files in it.)
+    mkdir "$T/tdir"
+    GPUSLICE_RUN_DIR=tdir expect 4 "a relative GPUSLICE_RUN_DIR: cuInit fails" -- env -C "$T" LD_PRELOAD="$LIB" "$IT" init
     stderr_has 'GPUSLICE_RUN_DIR="tdir" is not an absolute path'
     for c in "run -- true" "tenants" "set x --memory 1G" "top --once"; do
-        (cd "$T" && GPUSLICE_RUN_DIR=tdir expect 2 "a relative GPUSLICE_RUN_DIR: gpuslice $c refuses it" -- "$GS" $c)
+        GPUSLICE_RUN_DIR=tdir expect 2 "a relative GPUSLICE_RUN_DIR: gpuslice $c refuses it" -- env -C "$T" "$GS" $c
         stderr_has 'GPUSLICE_RUN_DIR="tdir" is not an absolute path'
     done
-    [ ! -e "$T/tdir" ] && ok "no tenant directory made under the working directory" || bad "$T/tdir made" ;;
+    GPUSLICE_RUN_DIR=tdir expect 2 "a relative GPUSLICE_RUN_DIR: gpusliced refuses it" -- env -C "$T" "$B/bin/gpusliced" --config /dev/null --print-config
+    stderr_has 'GPUSLICE_RUN_DIR "tdir" is not an absolute path'
+    [ -z "$(ls -A "$T/tdir")" ] && ok "nothing made in the working directory's tdir" || { bad "files made in $T/tdir"; ls -la "$T/tdir"; } ;;
 cli)
     expect 2 "run --memory '8 GB' is bad usage" -- "$GS" run --memory "8 GB" -- true; stderr_has '"8 GB" is not a size'
     expect 2 "run --memory 0 is bad usage" -- "$GS" run --memory 0 -- true
