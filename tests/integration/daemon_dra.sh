@@ -390,6 +390,8 @@ daemon_dra_restart)
     prep v1 ns1/a/$CA && [ -z "$(claim_err $CA)" ] && ok "prepared" || { bad "prepare"; cat "$T/prep"; }
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
     start_daemon $DRA_ARGS || exit 1
+    # (The DRA driver starts beside the API, ready first: its log line may come a little later.)
+    for _ in $(seq 100); do grep -q "1 prepared claim(s)" "$T/dlog" && break; sleep 0.05; done
     grep -q "1 prepared claim(s)" "$T/dlog" && ok "the restarted daemon read its checkpoint" || { bad "checkpoint"; tail -5 "$T/dlog"; }
     api GET /v1/tenants/claim-$CA >/dev/null
     jq_py 'assert d["limits"]["memory"]["'"$UUID0"'"] == 2 << 30 and d["limits"]["compute"]["'"$UUID0"'"] == 30, d' && ok "the claim's tenant is back with its limits" || { bad "tenant after restart"; cat "$T/body"; }
