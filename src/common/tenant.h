@@ -19,8 +19,10 @@
 
 /* The directory tenant files live in: $GPUSLICE_RUN_DIR or /dev/shm. */
 const char *gs_tenant_dir(void);
-/* $GPUSLICE_RUN_DIR where it is set to a relative path, which names no one place (each
- * process's working directory): refused by the CLI and the interposer. Else NULL. */
+/*
+ * $GPUSLICE_RUN_DIR where it is set to a relative path, which names no one place (each
+ * process's working directory): refused by the CLI, the interposer and gpusliced. Else NULL.
+ */
 const char *gs_tenant_dir_relative(void);
 
 /*

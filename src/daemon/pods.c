@@ -741,8 +741,10 @@ static unsigned pod_gpus(const struct podrec *r)
     return n ? n : 1;
 }
 
-/* Entry k of l as it limits: a compute ceiling (percent) of 100 % is none, 0, as the registry
- * keeps it. */
+/*
+ * Entry k of l as it limits: a compute ceiling (percent) of 100 % is none, 0, as the registry
+ * keeps it.
+ */
 static uint64_t limit_of(const struct gs_limits *l, int k, int percent)
 {
     return percent && l->e[k].value >= 100 ? 0 : l->e[k].value;
