@@ -37,6 +37,16 @@ gone_within() {
     echo "$2+"; return 1
 }
 
+# state_is PID STATES MS: whether PID's state letter is one of STATES within MS ms.
+state_is() {
+    j=0
+    while [ $j -le "$3" ]; do
+        case "$(sed -n 's/^State:\t\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)" in [$2]) return 0 ;; esac
+        sleep 0.01; j=$((j + 10))
+    done
+    return 1
+}
+
 case $CASE in
 daemon_guard_memory)
     start_daemon --sweep-ms 100 || exit 1
@@ -239,39 +249,45 @@ PY
     events_of tenant.over_limit
     ! grep -q '"fair"' "$T/ev" && ok "no action on the tenant held to its ceiling" || { bad "fair was acted on"; cat "$T/ev"; }
     # guard-memory freeze: a tenant over its memory limit is held stopped while it is over,
-    # and let go as soon as nothing holds it. Two bypasses (no interposer) of 1500 MiB under
-    # 1G: mf1's limit is then removed (memory 0: none), and mf2 ends while its frozen process
-    # lives on (orphaned: its gpuslice run and shell killed, so out of every member's lineage
-    # and the tenant is deleted without force; in a session of its own, so the kernel sends
-    # its group no SIGHUP and SIGCONT as its parents die).
-    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"mf1","memory":"1G"}'
+    # and let go as soon as nothing holds it. Bypasses (no interposer): mf1's two processes of
+    # 1500 and 600 MiB under 2G, its limit then removed (memory 0: none); mf2's one of 1500 MiB
+    # under 1G, which ends while its frozen process lives on (orphaned: its gpuslice run and
+    # shell killed, so out of every member's lineage and the tenant is deleted without force;
+    # in a session of its own, so the kernel sends its group no SIGHUP and SIGCONT as its
+    # parents die).
+    want 201 "a tenant of 2G" POST /v1/tenants '{"name":"mf1","memory":"2G"}'
     mf1=$(jq_py 'print(d["id"])')
     want 201 "another of 1G" POST /v1/tenants '{"name":"mf2","memory":"1G"}'
     mf2=$(jq_py 'print(d["id"])')
-    rm -f "$T/m1.up" "$T/m2.up"
-    "$GS" run --tenant mf1 -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/m1.up" sleep:30000 >"$T/m1.out" 2>&1 &
+    rm -f "$T/m1.go" "$T/m1.go.in" "$T/m1b.up" "$T/m2.up"
+    # A stop not yet taken is no SIGCONT. mf1's first process goes over only once it waits in
+    # the kernel (a vfork, where only a fatal signal reaches it: its child marks m1.go.in,
+    # then mf1's second process allocates), so its stop stays pending for several passes
+    # (100 ms each): it is neither killed nor counted continued. Then its child goes and it stops.
+    "$GS" run --tenant mf1 -- env -u LD_PRELOAD "$P" alloc:1500 vforkwait:"$T/m1.go" sleep:30000 >"$T/m1.out" 2>&1 &
     BG="$BG $!"
     "$GS" run --tenant mf2 -- sh -c "setsid env -u LD_PRELOAD \"$P\" alloc:1500 mark:$T/m2.up sleep:30000 & wait" >"$T/m2.out" 2>&1 &
     M2RUN=$!; BG="$BG $M2RUN"
-    # state_is PID STATES MS: whether PID's state letter is one of STATES within MS ms.
-    state_is() {
-        j=0
-        while [ $j -le "$3" ]; do
-            case "$(sed -n 's/^State:\t\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)" in [$2]) return 0 ;; esac
-            sleep 0.01; j=$((j + 10))
-        done
-        return 1
-    }
-    for i in $(seq 1500); do [ -e "$T/m1.up" ] && [ -e "$T/m2.up" ] && break; sleep 0.01; done
-    M1=$(pgrep -f "^$P alloc:1500 mark:$T/m1.up") M2=$(pgrep -f "^$P alloc:1500 mark:$T/m2.up")
-    [ -n "$M1" ] && [ -n "$M2" ] || bad "mf1's or mf2's process never started"
-    state_is "$M1" T 5000 && state_is "$M2" T 5000 && ok "both frozen over their 1G (stopped)" || { bad "not frozen"; tail "$T/dlog"; }
+    for i in $(seq 1500); do [ -e "$T/m1.go.in" ] && break; sleep 0.01; done
+    "$GS" run --tenant mf1 -- env -u LD_PRELOAD "$P" alloc:600 mark:"$T/m1b.up" sleep:30000 >"$T/m1b.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/m1b.up" ] && [ -e "$T/m2.up" ] && break; sleep 0.01; done
+    M1=$(pgrep -o -f "^$P alloc:1500 vforkwait:$T/m1.go") M1B=$(pgrep -f "^$P alloc:600 mark:$T/m1b.up")
+    M2=$(pgrep -f "^$P alloc:1500 mark:$T/m2.up")
+    [ -n "$M1" ] && [ -n "$M1B" ] && [ -n "$M2" ] || bad "mf1's or mf2's processes never started"
+    for i in $(seq 1500); do grep -q "tenant $mf1 (mf1) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
+    sleep 0.5
+    pend=$(sed -n 's/^ShdPnd:\t//p' "/proc/$M1/status" 2>/dev/null)
+    [ -n "$pend" ] && [ $((0x$pend & 0x40000)) != 0 ] && ! grep -q "tenant $mf1: process .* continued" "$T/dlog" &&
+        ok "mf1's process, waiting in the kernel, holds its stop pending and is not killed" || { bad "mf1's pending stop taken for a SIGCONT (ShdPnd ${pend:-gone})"; tail -3 "$T/dlog"; }
+    touch "$T/m1.go"
+    state_is "$M1" T 5000 && state_is "$M1B" T 5000 && state_is "$M2" T 5000 && ok "mf1's and mf2's processes frozen over their limits (stopped)" || { bad "not frozen"; tail "$T/dlog"; }
     SH2=$(sed -n 's/^PPid:\t//p' "/proc/$M2/status")
     [ -n "$SH2" ] && [ "$SH2" != $$ ] && kill -KILL "$SH2" "$M2RUN" 2>/dev/null; wait "$M2RUN" 2>/dev/null
     sleep 0.2
     state_is "$M2" T 0 && ok "mf2's process, orphaned, is held stopped" || bad "mf2's orphan not stopped"
     want 200 "mf1's memory limit removed" PATCH /v1/tenants/mf1 '{"memory":0}'
-    state_is "$M1" RS 5000 && ok "mf1, its limit removed, was let go" || bad "mf1 is still stopped with no memory limit"
+    state_is "$M1" RS 5000 && state_is "$M1B" RS 5000 && ok "mf1, its limit removed, was let go" || bad "mf1 is still stopped with no memory limit"
     want 204 "mf2 deleted (nothing of it in its lineage)" DELETE /v1/tenants/mf2
     state_is "$M2" RS 5000 && ok "mf2 ended: its frozen process was let go" || bad "mf2 ended and left its process stopped"
     ! grep -q "^$M2 " "$T/drun/gpusliced.frozen" 2>/dev/null && ok "gpusliced.frozen no longer lists it" || { bad "gpusliced.frozen still lists mf2's process"; cat "$T/drun/gpusliced.frozen"; }
@@ -284,18 +300,108 @@ e2 = [(e["kind"], e["why"]) for e in ev if e["tenant"] == sys.argv[3]]
 assert e1 == [("memory", "its memory is within its limit")], e1
 assert e2 == [("all", "the tenant ended")], e2
 PY
-    kill -KILL "$M1" "$M2" 2>/dev/null
-    # A daemon stopped while it holds a process frozen lets it go as it stops.
-    want 201 "a third tenant of 1G" POST /v1/tenants '{"name":"mf3","memory":"1G"}'
-    rm -f "$T/m3.up"
-    "$GS" run --tenant mf3 -- env -u LD_PRELOAD "$P" alloc:1500 mark:"$T/m3.up" sleep:30000 >"$T/m3.out" 2>&1 &
+    kill -KILL "$M1" "$M1B" "$M2" 2>/dev/null
+    # A tenant that keeps running past its freeze, with a child of its own that has no GPU
+    # memory (so the guard does not stop it), is killed as continued: hold, a thread kept
+    # stopped by its child tracing it ('t', not the freeze's stop) while the process is sent
+    # SIGCONT every 5 ms; resume, a thread its tracer lets go from every stop, the signal
+    # dropped, while the rest of the process stays stopped; cycle, no tracing: continued as
+    # soon as the guard's renewed stop is pending and stopped again 30 ms later, so that it
+    # is stopped whenever the guard looks (it ran in between: its thread was switched out).
+    for mode in hold resume cycle; do
+        want 201 "a tenant of 1G (evading, $mode)" POST /v1/tenants "{\"name\":\"ev$mode\",\"memory\":\"1G\"}"
+        evid=$(jq_py 'print(d["id"])')
+        rm -f "$T/ev.up"
+        "$GS" run --tenant "ev$mode" -- env -u LD_PRELOAD "$P" evade:$mode alloc:1500 mark:"$T/ev.up" sleep:30000 >"$T/ev.out" 2>&1 &
+        BG="$BG $!"
+        for i in $(seq 1500); do [ -e "$T/ev.up" ] && break; sleep 0.01; done
+        if grep -q "^evade refused" "$T/ev.out"; then
+            ok "skipped: ptrace is not allowed here (evading, $mode)"
+            pkill -KILL -f "^$P evade:$mode" 2>/dev/null
+            continue
+        fi
+        EV=$(pgrep -o -f "^$P evade:$mode alloc:1500 mark:$T/ev.up")
+        took=$(gone_within "$EV" 8000) && grep -q "tenant $evid: process $EV was continued while frozen: killed" "$T/dlog" &&
+            ok "evading, $mode: killed as continued while frozen (${took} ms after its allocation)" || { bad "evading, $mode: it ran on past the freeze unkilled ($(cat /proc/"$EV"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n'))"; cat "$T/ev.out"; tail -3 "$T/dlog"; }
+        kill -KILL "$EV" 2>/dev/null
+        want 204 "ev$mode deleted" DELETE "/v1/tenants/ev$mode?force=true"
+    done
+    # A process its user debugs (traced as by strace -f: every signal passed on, every stop
+    # left stopped) is frozen like any other and not taken for continued: its threads sit in
+    # the tracer's stop ('t') and do not run.
+    want 201 "a tenant of 1G (debugged)" POST /v1/tenants '{"name":"dbg","memory":"1G"}'
+    dbgid=$(jq_py 'print(d["id"])')
+    rm -f "$T/dbg.up"
+    "$GS" run --tenant dbg -- env -u LD_PRELOAD "$P" evade:debugged alloc:1500 mark:"$T/dbg.up" sleep:30000 >"$T/dbg.out" 2>&1 &
     BG="$BG $!"
-    for i in $(seq 1500); do [ -e "$T/m3.up" ] && break; sleep 0.01; done
-    M3=$(pgrep -f "^$P alloc:1500 mark:$T/m3.up")
+    for i in $(seq 1500); do [ -e "$T/dbg.up" ] && break; sleep 0.01; done
+    if grep -q "^evade refused" "$T/dbg.out"; then
+        ok "skipped: ptrace is not allowed here (debugged)"
+    else
+        DBG=$(pgrep -o -f "^$P evade:debugged alloc:1500 mark:$T/dbg.up")
+        for i in $(seq 1500); do grep -q "tenant $dbgid (dbg) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
+        sleep 1.5
+        dstates=$(cat /proc/"$DBG"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
+        case "$dstates" in *[!tT]*|'') false ;; esac && ! grep -q "tenant $dbgid: process .* continued" "$T/dlog" &&
+            ok "debugged: frozen ($dstates) for 1.5 s and not killed" || { bad "debugged: a traced process was not held, or was killed (threads: ${dstates:-gone})"; tail -3 "$T/dlog"; }
+    fi
+    pkill -KILL -f "^$P evade:debugged" 2>/dev/null
+    want 204 "dbg deleted" DELETE "/v1/tenants/dbg?force=true"
+    # A daemon stopped while it holds a process frozen lets it go as it stops.
+    want 201 "a third tenant of 2G" POST /v1/tenants '{"name":"mf3","memory":"2G"}'
+    mf3=$(jq_py 'print(d["id"])')
+    rm -f "$T/m3.go" "$T/m3.go.in" "$T/m3b.up"
+    # Its first process has a second thread that runs on while its first waits in the kernel
+    # (vfork, as mf1's) with the process's stop pending: that thread is sent the stop itself
+    # and stops, and the process is held by its stop (not killed, not left running).
+    "$GS" run --tenant mf3 -- env -u LD_PRELOAD "$P" alloc:1500 vforkthread:"$T/m3.go" sleep:30000 >"$T/m3.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/m3.go.in" ] && break; sleep 0.01; done
+    "$GS" run --tenant mf3 -- env -u LD_PRELOAD "$P" alloc:600 mark:"$T/m3b.up" sleep:30000 >"$T/m3b.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/m3b.up" ] && break; sleep 0.01; done
+    M3=$(pgrep -o -f "^$P alloc:1500 vforkthread:$T/m3.go") M3B=$(pgrep -f "^$P alloc:600 mark:$T/m3b.up")
+    for i in $(seq 1500); do grep -q "tenant $mf3 (mf3) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
+    for i in $(seq 500); do
+        tstates=$(cat /proc/"$M3"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | sort | tr -d '\n')
+        case "$tstates" in D*T*) break ;; esac
+        sleep 0.01
+    done
+    case "$tstates" in D*T*) : ;; *) false ;; esac && ! grep -q "tenant $mf3: process .* continued" "$T/dlog" &&
+        ok "mf3's process: its running thread stopped, its first waiting in the kernel ($tstates), not killed" || { bad "mf3's second thread not stopped, or the process killed (threads: ${tstates:-gone})"; tail -3 "$T/dlog"; }
+    touch "$T/m3.go"
     [ -n "$M3" ] && state_is "$M3" T 5000 || bad "mf3's process not frozen"
     stop_daemon
     state_is "$M3" RS 5000 && ok "the daemon stopped: mf3's frozen process let go" || bad "the daemon stopped and left mf3's process stopped"
-    kill -KILL "$M3" 2>/dev/null
+    kill -KILL "$M3" "$M3B" 2>/dev/null
+    ;;
+daemon_guard_twogpu)
+    # A process its tenant's freezes on two GPUs both hold stays stopped while either does:
+    # the thaw of one (GPU 0's limit raised above its use) does not continue it, which the
+    # other would then take for its own user's SIGCONT and kill. (Grace 1 s: both allocations
+    # are made before the first freeze.)
+    export GPUSLICE_SIM_DEVICES=2 GPUSLICE_SIM_STATE="$T/sim2.state"
+    start_daemon --guard-memory freeze --guard-grace-ms 1000 || exit 1
+    want 201 "a tenant of 1G on each of two GPUs" POST /v1/tenants '{"name":"two","memory":{"0":"1G","1":"1G"}}'
+    two=$(jq_py 'print(d["id"])')
+    rm -f "$T/two.up"
+    "$GS" run --tenant two -- env -u LD_PRELOAD "$P" alloc:1500 dev:1 alloc:1500 mark:"$T/two.up" sleep:30000 >"$T/two.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/two.up" ] && break; sleep 0.01; done
+    TW=$(pgrep -f "^$P alloc:1500 dev:1 alloc:1500 mark:$T/two.up")
+    for i in $(seq 1500); do
+        [ "$(grep -c "tenant $two (two) uses .* bytes on GPU [01], .*: frozen" "$T/dlog")" -ge 2 ] && break
+        sleep 0.01
+    done
+    [ -n "$TW" ] && state_is "$TW" T 5000 && [ "$(grep -c "tenant $two (two) uses .* bytes on GPU [01], .*: frozen" "$T/dlog")" -ge 2 ] &&
+        ok "frozen over its 1G on both GPUs" || { bad "not frozen on both GPUs"; cat "$T/two.out"; tail "$T/dlog"; }
+    want 200 "GPU 0's limit raised above its use" PATCH /v1/tenants/two '{"memory":{"0":"8G"}}'
+    sleep 1 # (ten passes: GPU 0's thaw is at the first)
+    state_is "$TW" T 0 && ! grep -q "tenant $two: process .* continued" "$T/dlog" &&
+        ok "GPU 0's freeze over, GPU 1's holds it: still stopped, not killed" || { bad "the thaw on GPU 0 let it go, or GPU 1's freeze killed it"; tail -3 "$T/dlog"; }
+    want 200 "GPU 1's limit raised too" PATCH /v1/tenants/two '{"memory":{"1":"8G"}}'
+    state_is "$TW" RS 5000 && ok "both freezes over: let go" || bad "still stopped with no freeze left"
+    kill -KILL "$TW" 2>/dev/null
     ;;
 daemon_guard_delete)
     # Issue 28.5: a tenant deleted between two CUDA steps of its job left the job unlimited.

@@ -23,6 +23,24 @@
  *   mark:PATH    creates the file PATH (a test waits for it)
  *   wait:PATH    waits (up to 60 s) until the file PATH exists
  *   sleep:MS     sleeps
+ *   vforkwait:PATH  vfork()s a child that creates the file PATH.in, waits (up to 60 s) until
+ *                the file PATH exists, then exits: meanwhile this process waits in the kernel,
+ *                where only a fatal signal reaches it (a SIGSTOP sent then stays pending
+ *                until the child is gone)
+ *   evade:MODE   a tenant that keeps running past a freeze: starts a second thread (as
+ *                vforkthread's) and a child process (no CUDA) that works against the freeze.
+ *                MODE hold: the child traces that thread (PTRACE_SEIZE), stops it (traced,
+ *                't') and keeps it so, and sends this process SIGCONT every 5 ms; resume: the
+ *                child traces it and lets it go at every stop, dropping the signal that
+ *                stopped it; cycle: no tracing, the child continues this process as soon as a
+ *                stop is pending for it (the guard's, renewed after each of its passes) and
+ *                stops it again 30 ms later, so that it is stopped whenever the guard looks
+ *                -> "evade ok" / "evade refused" (ptrace not allowed here); debugged: no
+ *                evasion, the child traces both threads as strace -f does, passing every
+ *                signal on and leaving every stop of the process stopped (PTRACE_LISTEN)
+ *   vforkthread:PATH  the same, with a second thread started first that runs on in and out
+ *                of 5 ms sleeps: the kernel gives a SIGSTOP sent to the process to the first
+ *                thread, which cannot take it, and the second never looks
  *   exit         exits at once with 0, freeing nothing (as a framework's allocator
  *                leaves it to the driver)
  *   tamper       the escape a tenant's own process could try: maps its tenant's
@@ -45,11 +63,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +145,164 @@ static void lockstop(void)
         syscall(SYS_futex, &t->lock.word, FUTEX_WAKE, 1, NULL, NULL, 0);
     munmap(t, sizeof(*t));
     printf("lockstop released\n");
+}
+
+/*
+ * vforkthread's second thread: runs on, in and out of short sleeps, never looking at signals
+ * pending for its process (only a change of its mask, or one sent to it, would make it).
+ */
+static void *sleeper(void *arg)
+{
+    struct timespec ts = { 0, 5000000 };
+
+    (void)arg;
+    for (;;)
+        nanosleep(&ts, NULL);
+    return NULL;
+}
+
+/* evade's second thread: publishes its thread ID, then sleeps as vforkthread's does. */
+static void *sleeper_tid(void *arg)
+{
+    __atomic_store_n((pid_t *)arg, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    return sleeper(NULL);
+}
+
+/* The state letter of /proc/PID/stat and whether a SIGSTOP is pending for the process. */
+static char proc_state(pid_t pid, int *stop_pending)
+{
+    char path[64], line[256], st = '?';
+    unsigned long long set;
+    FILE *f;
+
+    *stop_pending = 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return '?';
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "State:", 6) == 0)
+            sscanf(line + 6, " %c", &st);
+        else if (sscanf(line, "ShdPnd: %llx", &set) == 1)
+            *stop_pending = (set >> (SIGSTOP - 1)) & 1;
+    }
+    fclose(f);
+    return st;
+}
+
+/*
+ * evade:MODE's child, of process parent (thread w its second). Writes 1 (set up) or 0
+ * (refused) to fd, then works until its parent is gone.
+ */
+static void evader(pid_t parent, pid_t w, char mode, int fd)
+{
+    struct timespec ts = { 0, 5000000 }, ms = { 0, 1000000 }, run = { 0, 30000000 };
+    char ok = 1;
+    int st, pend, k;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent || (mode != 'c' && ptrace(PTRACE_SEIZE, w, 0, 0) != 0) ||
+        (mode == 'd' && ptrace(PTRACE_SEIZE, parent, 0, 0) != 0) ||
+        (mode == 'h' && (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)))
+        ok = 0;
+    if (write(fd, &ok, 1) != 1 || !ok)
+        _exit(0);
+    for (;;) {
+        if (mode == 'h') {
+            /* The thread stays stopped (reaped stops are not resumed); the rest runs. */
+            kill(parent, SIGCONT);
+            waitpid(w, &st, __WALL | WNOHANG);
+            nanosleep(&ts, NULL);
+        } else if (mode == 'c') {
+            if (proc_state(parent, &pend) == '?')
+                _exit(0);
+            if (!pend) {
+                nanosleep(&ms, NULL);
+                continue;
+            }
+            kill(parent, SIGCONT);
+            nanosleep(&run, NULL);
+            kill(parent, SIGSTOP);
+            for (k = 0; k < 1000 && proc_state(parent, &pend) != 'T'; k++)
+                nanosleep(&ms, NULL);
+        } else if (mode == 'd') {
+            pid_t t = waitpid(-1, &st, __WALL);
+            if (t < 0 && errno != EINTR)
+                _exit(0);
+            if (t <= 0 || !WIFSTOPPED(st))
+                continue;
+            if (st >> 16 == PTRACE_EVENT_STOP)
+                ptrace(PTRACE_LISTEN, t, 0, 0); /* a stop of the process: it stays stopped */
+            else
+                ptrace(PTRACE_CONT, t, 0, WSTOPSIG(st)); /* a signal: passed on */
+        } else if (waitpid(w, &st, __WALL) == w) {
+            if (!WIFSTOPPED(st))
+                _exit(0);
+            ptrace(PTRACE_CONT, w, 0, 0); /* on from any stop, its signal dropped */
+        } else if (errno != EINTR) {
+            _exit(0);
+        }
+    }
+}
+
+/* evade:MODE: 0 set up, 1 refused, -1 failed. */
+static int evade(const char *mode)
+{
+    static pid_t w_tid;
+    char m = strcmp(mode, "hold") == 0       ? 'h'
+             : strcmp(mode, "resume") == 0   ? 'r'
+             : strcmp(mode, "cycle") == 0    ? 'c'
+             : strcmp(mode, "debugged") == 0 ? 'd'
+                                             : 0;
+    pthread_t th;
+    pid_t c, self = getpid();
+    char ok = 0;
+    int p[2];
+
+    if (!m || pthread_create(&th, NULL, sleeper_tid, &w_tid) != 0 || pipe(p) != 0)
+        return -1;
+    while (__atomic_load_n(&w_tid, __ATOMIC_ACQUIRE) == 0)
+        sched_yield();
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY); /* (Yama: a child may trace its parent) */
+    if ((c = fork()) < 0)
+        return -1;
+    if (c == 0) {
+        close(p[0]);
+        evader(self, w_tid, m, p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    if (read(p[0], &ok, 1) != 1)
+        ok = 0;
+    close(p[0]);
+    return ok ? 0 : 1;
+}
+
+/*
+ * vforkwait:PATH: a vfork()ed child creates PATH.in, waits until PATH exists (60 s at most)
+ * and exits; the caller waits in the kernel meanwhile. The child shares this frame: system
+ * calls only.
+ */
+static __attribute__((noinline)) int vfork_wait(const char *path)
+{
+    char in[4096];
+    pid_t c;
+
+    if (snprintf(in, sizeof(in), "%s.in", path) >= (int)sizeof(in))
+        return -1;
+    c = vfork();
+    if (c == 0) {
+        struct timespec ts = { 0, 10000000 };
+        long fd = syscall(SYS_openat, AT_FDCWD, in, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        int k;
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+        for (k = 0; k < 6000 && syscall(SYS_faccessat, AT_FDCWD, path, F_OK, 0) != 0; k++)
+            syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+        _exit(0);
+    }
+    if (c < 0)
+        return -1;
+    return waitpid(c, NULL, 0) == c ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -262,6 +442,18 @@ int main(int argc, char **argv)
                 sleep_ms(10);
         } else if (strncmp(a, "sleep:", 6) == 0) {
             sleep_ms(atol(a + 6));
+        } else if (strncmp(a, "vforkwait:", 10) == 0) {
+            if (vfork_wait(a + 10) < 0)
+                return 2;
+        } else if (strncmp(a, "evade:", 6) == 0) {
+            int r = evade(a + 6);
+            if (r < 0)
+                return 2;
+            printf("evade %s\n", r ? "refused" : "ok");
+        } else if (strncmp(a, "vforkthread:", 12) == 0) {
+            pthread_t th;
+            if (pthread_create(&th, NULL, sleeper, NULL) != 0 || vfork_wait(a + 12) < 0)
+                return 2;
         } else if (strcmp(a, "tamper") == 0) {
             const char *path = getenv("GPUSLICE_TENANT");
             struct gpuslice_tenant *t = MAP_FAILED;

@@ -11,14 +11,15 @@
  *
  * A tenant over a limit for guard-grace-ms is stopped by a rule the kernel enforces, by
  * policy: killed (SIGKILL through a pidfd, so a PID reused meanwhile is never hit), frozen
- * (SIGSTOP, renewed at every pass so that a sibling's SIGCONT does not undo it; a compute
- * overdraft is frozen for as long as it takes the tenant's average back to its ceiling, a
- * memory one until its use is under its limit again, as after an admin raises it), or only
- * reported. Each action is an event (tenant.over_limit) and a metric. What it froze is
+ * (SIGSTOP, judged at every pass by what the kernel holds: a process that a sibling's SIGCONT
+ * or its own tracer let run again is killed, proc_held; a compute overdraft is frozen for as
+ * long as it takes the tenant's average back to its ceiling, a memory one until its use is
+ * under its limit again, as after an admin raises it), or only reported. Each action is an event (tenant.over_limit) and a metric. What it froze is
  * written to RUN_DIR/gpusliced.frozen, so a daemon killed meanwhile lets it go at its next
  * start instead of leaving processes stopped for good.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -45,9 +46,15 @@
 #define COMPUTE_WINDOW_NS 1000000000ULL /* NVML's utilization covers the last second */
 #define MAX_FREEZE_NS 10000000000ULL    /* one compute freeze at most */
 #define FROZEN_FILE "gpusliced.frozen"
-#define STOP_SETTLE_NS 50000000ULL /* a SIGSTOP sent is in effect by then */
 
 enum { KIND_MEMORY, KIND_COMPUTE, NKIND };
+
+/* A thread of a frozen process as last judged (proc_held). */
+struct thr_mark {
+    pid_t tid;
+    char state;  /* thread_of's letter */
+    uint64_t sw; /* how often it had been switched out */
+};
 
 /* One tenant on one GPU. Under mu. */
 struct account {
@@ -62,7 +69,9 @@ struct account {
     int nstopped;      /* the processes it stopped with SIGSTOP while frozen */
     pid_t stopped_pid[MAX_PIDS];
     uint64_t stopped_start[MAX_PIDS];
-    uint64_t stopped_ns[MAX_PIDS]; /* when it was first sent SIGSTOP */
+    uint8_t stopped_judged[MAX_PIDS]; /* judged held once (every thread sent its own stop) */
+    struct thr_mark *marks[MAX_PIDS]; /* its threads at its last judgement (malloc'd) */
+    int nmarks[MAX_PIDS];             /* how many; -1 unknown */
     int cgroup_frozen;       /* through its cgroup's cgroup.freeze (tenant-cgroup), not SIGSTOP */
     int reported[NKIND];     /* said once (guard-* report) for the time it stays over */
     uint64_t thaw_ns;        /* compute: when its freeze ends */
@@ -130,24 +139,164 @@ static uid_t owner_of(uint32_t id)
     return i >= 0 ? (uid_t)gd.node->tenant[i].owner_uid : 0;
 }
 
-/* Whether process pid (started at start) is stopped now (by a signal, or traced). */
-static int proc_stopped(pid_t pid, uint64_t start)
+#define SIGBIT(sig) (1ULL << ((sig)-1)) /* a signal's bit in /proc's sets */
+#define PF_EXITING_FLAG 0x4             /* a task's flags (stat's 9th field): exiting */
+
+/*
+ * From the status file at path: the set key ("SigPnd:", "ShdPnd:") into *set, and into *sw
+ * (when not NULL) how often the task has been switched out (voluntary and not). 0, or -1
+ * when it is unreadable or lacks them.
+ */
+static int read_status(const char *path, const char *key, unsigned long long *set, uint64_t *sw)
 {
-    char path[64], buf[512], *p;
+    unsigned long long v, got = 0;
+    char line[256];
+    size_t kl = strlen(key);
+    int have = 0, want = sw ? 3 : 1;
+    FILE *f;
+
+    if ((f = fopen(path, "re")) == NULL)
+        return -1;
+    while (have < want && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, kl) == 0 && sscanf(line + kl, "%llx", set) == 1)
+            have++;
+        else if (sw && (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+                        sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)) {
+            got += v;
+            have++;
+        }
+    }
+    fclose(f);
+    if (sw)
+        *sw = got;
+    return have == want ? 0 : -1;
+}
+
+/*
+ * One thread of pid, as proc_held judges it: 'T' stopped by a stop of its process, 't' traced
+ * and stopped, '-' gone or going (a zombie, exiting, or killed), 'p' a SIGSTOP of its own
+ * still pending (not yet taken), else its state letter; *sw how often it has been switched
+ * out. Its own pending set is read before its state: a thread takes a stop and stops in one
+ * step under the lock that reading the set takes, so a stop seen taken has its thread
+ * stopped by the time the state is read.
+ */
+static char thread_of(pid_t pid, const char *tid, uint64_t *sw)
+{
+    char path[96], buf[512], *p, st;
+    unsigned long long own;
+    unsigned flags = 0;
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, tid);
+    if (read_status(path, "SigPnd:", &own, sw) < 0)
+        return '-';
+    snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", (int)pid, tid);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return 1; /* gone: nothing runs */
+        return '-';
     n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0 || gs_proc_start_time(pid) != start)
-        return 1;
+    if (n <= 0)
+        return '-';
     buf[n] = '\0';
-    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
+    if ((p = strrchr(buf, ')')) == NULL ||
+        sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &st, &flags) != 2)
+        return '-';
+    if (st == 'Z' || st == 'X' || (flags & PF_EXITING_FLAG) || (own & SIGBIT(SIGKILL)))
+        return '-';
+    if (st == 'T' || st == 't')
+        return st;
+    return (own & SIGBIT(SIGSTOP)) ? 'p' : st;
+}
+
+/* The mark of thread tid among n, or NULL; looked for at hint first (the threads' order). */
+static const struct thr_mark *mark_of(const struct thr_mark *m, int n, int hint, pid_t tid)
+{
+    int i;
+
+    if (hint >= 0 && hint < n && m[hint].tid == tid)
+        return &m[hint];
+    for (i = 0; i < n; i++)
+        if (m[i].tid == tid)
+            return &m[i];
+    return NULL;
+}
+
+/*
+ * Whether process pid (started at start), sent SIGSTOP, is still held by it, by what the
+ * kernel says rather than by how long it has been. A SIGCONT discards every pending stop and
+ * wakes every stopped thread; a tracer in the tenant can let a thread it traces go from any
+ * stop and drop the signal. The kernel gives a process's signal to one thread, and if that
+ * one waits in the kernel where only a fatal signal reaches it (a driver call, a vfork), the
+ * others run on and never look. So at each judgement every thread neither stopped nor with
+ * its own stop pending is sent the stop itself (tgkill, after the process's start time is
+ * checked), and takes it at once if it runs.
+ *
+ * The first judgement after the freeze (strict 0) holds a process that has a thread stopped
+ * or the stop still pending (for the process or a thread). Later ones (strict 1) hold it only
+ * if every thread is stopped or has its own stop pending, and if no thread ran since the last
+ * judgement: none is new (a thread is made only by one that runs), and none stopped then has
+ * been switched out since (a stopped thread is never run; one continued and stopped again
+ * between two judgements, by a SIGCONT and its own SIGSTOP or by its tracer, has been). What
+ * each thread was is kept in *marks (*nmarks of them, -1 when unknown) for the next one. One
+ * gone or dying is held: nothing of it runs.
+ */
+static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks)
+{
+    char path[64], t;
+    int live = 0, stopped = 0, pend = 0, free_run = 0, ran = 0, held, n = 0, cap = 0, i;
+    struct thr_mark *now = NULL, *grown;
+    const struct thr_mark *was;
+    unsigned long long shd;
+    struct dirent *d;
+    uint64_t sw;
+    pid_t tid;
+    DIR *dir;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (read_status(path, "ShdPnd:", &shd, NULL) < 0 || (shd & SIGBIT(SIGKILL)))
+        return 1; /* gone, or dying */
+    pend = (shd & SIGBIT(SIGSTOP)) != 0;
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((dir = opendir(path)) == NULL)
         return 1;
-    return p[2] == 'T' || p[2] == 't';
+    while ((d = readdir(dir)) != NULL) {
+        if (d->d_name[0] < '1' || d->d_name[0] > '9' || (t = thread_of(pid, d->d_name, &sw)) == '-')
+            continue;
+        tid = (pid_t)atoi(d->d_name);
+        live++;
+        stopped |= t == 'T' || t == 't';
+        pend |= t == 'p';
+        free_run |= t != 'T' && t != 't' && t != 'p';
+        was = strict && *nmarks >= 0 ? mark_of(*marks, *nmarks, live - 1, tid) : NULL;
+        if (strict && *nmarks >= 0 &&
+            (was == NULL || ((was->state == 'T' || was->state == 't') && was->sw != sw)))
+            ran = 1;
+        if (n >= 0 && n == cap) {
+            cap = cap ? 2 * cap : 16;
+            if ((grown = realloc(now, (size_t)cap * sizeof(*now))) == NULL) {
+                free(now);
+                now = NULL;
+                n = cap = -1; /* no room: unknown */
+            } else {
+                now = grown;
+            }
+        }
+        if (n >= 0)
+            now[n++] = (struct thr_mark){ tid, t, sw };
+    }
+    closedir(dir);
+    free(*marks);
+    *marks = now;
+    *nmarks = n;
+    /* The PID is still the process it was (else the one stopped is gone). */
+    if (gs_proc_start_time(pid) != start)
+        return 1;
+    held = !live || (strict ? !free_run && !ran : stopped || pend);
+    for (i = 0; held && i < n; i++)
+        if (now[i].state != 'T' && now[i].state != 't' && now[i].state != 'p')
+            syscall(SYS_tgkill, pid, now[i].tid, SIGSTOP);
+    return held;
 }
 
 /*
@@ -156,18 +305,38 @@ static int proc_stopped(pid_t pid, uint64_t start)
  * shell): a SIGSTOP freeze is the tenant's to undo, so it is killed; a freeze the tenant
  * cannot undo is its cgroup's (tenant-cgroup).
  */
-static void hold_stopped(struct account *a, int kind, uint64_t now)
+static void hold_stopped(struct account *a, int kind)
 {
-    int k, j, seen, found;
+    int k, j, seen, found, strict;
 
+    /* Processes stopped before that are no longer on the GPU are forgotten. */
+    for (j = 0; j < a->nstopped;) {
+        for (k = 0; k < a->npid; k++)
+            if (a->stopped_pid[j] == a->pid[k] && a->stopped_start[j] == a->start[k])
+                break;
+        if (k < a->npid) {
+            j++;
+            continue;
+        }
+        free(a->marks[j]);
+        a->nstopped--;
+        a->stopped_pid[j] = a->stopped_pid[a->nstopped];
+        a->stopped_start[j] = a->stopped_start[a->nstopped];
+        a->stopped_judged[j] = a->stopped_judged[a->nstopped];
+        a->marks[j] = a->marks[a->nstopped];
+        a->nmarks[j] = a->nmarks[a->nstopped];
+    }
     for (k = 0; k < a->npid; k++) {
         for (j = 0, found = -1; j < a->nstopped && found < 0; j++)
             if (a->stopped_pid[j] == a->pid[k] && a->stopped_start[j] == a->start[k])
                 found = j;
         seen = found >= 0;
-        /* (A stop is delivered a moment after it is sent: judged from the next pass on.) */
-        if (seen && now - a->stopped_ns[found] >= STOP_SETTLE_NS &&
-            !proc_stopped(a->pid[k], a->start[k])) {
+        /* (Judged from the next pass on, by what the kernel holds: see proc_held.) */
+        strict = seen && a->stopped_judged[found];
+        if (seen)
+            a->stopped_judged[found] = 1;
+        if (seen &&
+            !proc_held(a->pid[k], a->start[k], strict, &a->marks[found], &a->nmarks[found])) {
             signal_proc(a->pid[k], a->start[k], SIGKILL);
             a->actions[kind][GD_GUARD_KILL]++;
             gd_log("guard: tenant %u: process %d was continued while frozen: killed", a->id,
@@ -181,10 +350,24 @@ static void hold_stopped(struct account *a, int kind, uint64_t now)
         signal_proc(a->pid[k], a->start[k], SIGSTOP);
         if (!seen && a->nstopped < MAX_PIDS) {
             a->stopped_pid[a->nstopped] = a->pid[k];
-            a->stopped_ns[a->nstopped] = now;
+            a->stopped_judged[a->nstopped] = 0;
+            a->marks[a->nstopped] = NULL;
+            a->nmarks[a->nstopped] = 0;
             a->stopped_start[a->nstopped++] = a->start[k];
         }
     }
+}
+
+/* Forgets every process a stopped (its freeze is over). */
+static void forget_stopped(struct account *a)
+{
+    int j;
+
+    for (j = 0; j < a->nstopped; j++) {
+        free(a->marks[j]);
+        a->marks[j] = NULL;
+    }
+    a->nstopped = 0;
 }
 
 /* ---- which tenant a process is in ---- */
@@ -418,7 +601,7 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
         for (k = 0; k < a->npid; k++)
             signal_proc(a->pid[k], a->start[k], SIGKILL);
     else if (what == GD_GUARD_FREEZE && !a->cgroup_frozen)
-        hold_stopped(a, kind, now);
+        hold_stopped(a, kind);
     a->actions[kind][what]++;
     if (what == GD_GUARD_REPORT)
         a->reported[kind] = 1;
@@ -458,6 +641,24 @@ static void act(struct account *a, int kind, const struct gd_device *g, uint64_t
 }
 
 /* Lets a's processes go once no kind holds them any more (kind: the one that ends, or -1). */
+/* Whether another account (the tenant's on another GPU) holds pid frozen still. */
+static int held_elsewhere(const struct account *a, pid_t pid, uint64_t start)
+{
+    int i, j;
+
+    for (i = 0; i < MAX_ACCOUNTS; i++) {
+        const struct account *o = &acc[i];
+
+        if (o == a || !o->id || !(o->frozen[KIND_MEMORY] || o->frozen[KIND_COMPUTE]) ||
+            o->cgroup_frozen)
+            continue;
+        for (j = 0; j < o->nstopped; j++)
+            if (o->stopped_pid[j] == pid && o->stopped_start[j] == start)
+                return 1;
+    }
+    return 0;
+}
+
 static void thaw(struct account *a, int kind, const char *why)
 {
     int k;
@@ -473,9 +674,10 @@ static void thaw(struct account *a, int kind, const char *why)
         a->cgroup_frozen = 0;
     } else {
         for (k = 0; k < a->npid; k++)
-            signal_proc(a->pid[k], a->start[k], SIGCONT);
+            if (!held_elsewhere(a, a->pid[k], a->start[k]))
+                signal_proc(a->pid[k], a->start[k], SIGCONT);
     }
-    a->nstopped = 0;
+    forget_stopped(a);
     gd_event(owner_of(a->id), "tenant.thawed", "\"tenant\":\"%u\",\"kind\":\"%s\",\"why\":\"%s\"",
              a->id, kind < 0 ? "all" : kind_name[kind], why);
     save_frozen();
@@ -555,6 +757,7 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
                 /* The tenant ended: nothing of it stays stopped, its counters go. */
                 if (a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE])
                     thaw(a, -1, "the tenant ended");
+                forget_stopped(a);
                 a->id = 0;
                 continue;
             }
@@ -608,7 +811,7 @@ void gd_guard_pass(const struct gd_device *dev, int ndev, uint64_t now)
             }
             /* Held stopped: its processes, new ones included; one continued is killed. */
             if ((a->frozen[KIND_MEMORY] || a->frozen[KIND_COMPUTE]) && !a->cgroup_frozen)
-                hold_stopped(a, a->frozen[KIND_COMPUTE] ? KIND_COMPUTE : KIND_MEMORY, now);
+                hold_stopped(a, a->frozen[KIND_COMPUTE] ? KIND_COMPUTE : KIND_MEMORY);
         }
     }
     passes++;
