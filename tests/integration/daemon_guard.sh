@@ -230,7 +230,11 @@ PY
     want 201 "a tenant of 20%" POST /v1/tenants '{"name":"hog2","compute":20}'
     F=$(state_file hog2)
     rm -f "$T/go"
-    "$GS" run --tenant hog2 -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b2.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.005; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog2.out" 2>&1 &
+    # (In a session of its own, so that its `kill -CONT 0` reaches only its own processes. ctest
+    # runs every test in ctest's own process group: without it the loop
+    # continued the frozen processes of the tests beside it, and of this one's mf1, which the
+    # guard then rightly killed as continued. CI failed so, twice.)
+    "$GS" run --tenant hog2 -- setsid -w sh -c "\"$P\" budget:$F wait:$T/go >$T/b2.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.005; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog2.out" 2>&1 &
     HOG=$!; BG="$BG $HOG"
     LOAD=
     for i in $(seq 100); do LOAD=$(pgrep -f "$CL stream 6 2000" | head -1); [ -n "$LOAD" ] && break; sleep 0.05; done
@@ -307,8 +311,10 @@ PY
     # SIGCONT every 5 ms; resume, a thread its tracer lets go from every stop, the signal
     # dropped, while the rest of the process stays stopped; cycle, no tracing: continued as
     # soon as the guard's renewed stop is pending and stopped again 30 ms later, so that it
-    # is stopped whenever the guard looks (it ran in between: its thread was switched out).
-    for mode in hold resume cycle; do
+    # is stopped whenever the guard looks (it ran in between: its thread was switched out);
+    # park, a traced thread the tracer keeps stopped whenever the guard looks and runs 30 ms
+    # between (more moves than a tracer handling the freeze's stops makes).
+    for mode in hold resume cycle park; do
         want 201 "a tenant of 1G (evading, $mode)" POST /v1/tenants "{\"name\":\"ev$mode\",\"memory\":\"1G\"}"
         evid=$(jq_py 'print(d["id"])')
         rm -f "$T/ev.up"
@@ -471,7 +477,8 @@ daemon_guard_escape)
     hid=$(jq_py 'print(d["id"])')
     F=$(state_file hog)
     rm -f "$T/go"
-    "$GS" run --tenant hog -- sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.01; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog.out" 2>&1 &
+    # (A session of its own: its `kill -CONT 0` must not reach other tests; daemon_guard_compute.)
+    "$GS" run --tenant hog -- setsid -w sh -c "\"$P\" budget:$F wait:$T/go >$T/b.out 2>&1 & (while [ ! -e $T/go ]; do kill -CONT 0 2>/dev/null; sleep 0.01; done) & sleep 0.2; exec \"$CL\" stream 6 2000" >"$T/hog.out" 2>&1 &
     HOG=$!; BG="$BG $HOG"
     frozen=0
     for i in $(seq 120); do

@@ -35,6 +35,9 @@
  *                stopped it; cycle: no tracing, the child continues this process as soon as a
  *                stop is pending for it (the guard's, renewed after each of its passes) and
  *                stops it again 30 ms later, so that it is stopped whenever the guard looks
+ *                park: the child traces that thread and keeps it stopped ('t') whenever the
+ *                guard looks, letting it run 30 ms each time the guard's renewed stop is
+ *                pending (the signal it takes dropped) while the rest stays stopped
  *                -> "evade ok" / "evade refused" (ptrace not allowed here); debugged: no
  *                evasion, the child traces both threads as strace -f does, passing every
  *                signal on and leaving every stop of the process stopped (PTRACE_LISTEN)
@@ -202,7 +205,8 @@ static void evader(pid_t parent, pid_t w, char mode, int fd)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent || (mode != 'c' && ptrace(PTRACE_SEIZE, w, 0, 0) != 0) ||
         (mode == 'd' && ptrace(PTRACE_SEIZE, parent, 0, 0) != 0) ||
-        (mode == 'h' && (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)))
+        ((mode == 'h' || mode == 'k') &&
+         (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)))
         ok = 0;
     if (write(fd, &ok, 1) != 1 || !ok)
         _exit(0);
@@ -224,6 +228,21 @@ static void evader(pid_t parent, pid_t w, char mode, int fd)
             kill(parent, SIGSTOP);
             for (k = 0; k < 1000 && proc_state(parent, &pend) != 'T'; k++)
                 nanosleep(&ms, NULL);
+        } else if (mode == 'k') {
+            if (proc_state(parent, &pend) == '?')
+                _exit(0);
+            if (!pend) {
+                nanosleep(&ms, NULL);
+                continue;
+            }
+            ptrace(PTRACE_CONT, w, 0, 0);
+            for (k = 0; k < 30; k++) { /* runs 30 ms, every stop it takes dropped */
+                if (waitpid(w, &st, __WALL | WNOHANG) == w && WIFSTOPPED(st))
+                    ptrace(PTRACE_CONT, w, 0, 0);
+                nanosleep(&ms, NULL);
+            }
+            if (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)
+                _exit(0);
         } else if (mode == 'd') {
             pid_t t = waitpid(-1, &st, __WALL);
             if (t < 0 && errno != EINTR)
@@ -252,6 +271,7 @@ static int evade(const char *mode)
              : strcmp(mode, "resume") == 0   ? 'r'
              : strcmp(mode, "cycle") == 0    ? 'c'
              : strcmp(mode, "debugged") == 0 ? 'd'
+             : strcmp(mode, "park") == 0     ? 'k'
                                              : 0;
     pthread_t th;
     pid_t c, self = getpid();

@@ -53,6 +53,7 @@ enum { KIND_MEMORY, KIND_COMPUTE, NKIND };
 struct thr_mark {
     pid_t tid;
     char state;  /* thread_of's letter */
+    int moves;   /* judgements at which it had been switched out while traced */
     uint64_t sw; /* how often it had been switched out */
 };
 
@@ -141,6 +142,12 @@ static uid_t owner_of(uint32_t id)
 
 #define SIGBIT(sig) (1ULL << ((sig)-1)) /* a signal's bit in /proc's sets */
 #define PF_EXITING_FLAG 0x4             /* a task's flags (stat's 9th field): exiting */
+/*
+ * A traced thread is moved by its tracer while it handles the freeze's stops (a stop it is
+ * given, then the process's stop, as strace does it), which a loaded machine may spread over
+ * a few judgements; more moves than this, and it is being run between them.
+ */
+#define TRACED_MOVES 3
 
 /*
  * From the status file at path: the set key ("SigPnd:", "ShdPnd:") into *set, and into *sw
@@ -237,14 +244,17 @@ static const struct thr_mark *mark_of(const struct thr_mark *m, int n, int hint,
  * if every thread is stopped or has its own stop pending, and if no thread ran since the last
  * judgement: none is new (a thread is made only by one that runs), and none stopped then has
  * been switched out since (a stopped thread is never run; one continued and stopped again
- * between two judgements, by a SIGCONT and its own SIGSTOP or by its tracer, has been). What
+ * between two judgements, by a SIGCONT and its own SIGSTOP, has been). A traced one may be
+ * moved by its tracer as it handles the stops, up to TRACED_MOVES judgements. What
  * each thread was is kept in *marks (*nmarks of them, -1 when unknown) for the next one. One
  * gone or dying is held: nothing of it runs.
  */
-static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks)
+static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks,
+                     char *why, size_t whylen)
 {
     char path[64], t;
-    int live = 0, stopped = 0, pend = 0, free_run = 0, ran = 0, held, n = 0, cap = 0, i;
+    int live = 0, stopped = 0, pend = 0, free_run = 0, ran = 0, held, n = 0, cap = 0, i, moves;
+    int tfree, tran;
     struct thr_mark *now = NULL, *grown;
     const struct thr_mark *was;
     unsigned long long shd;
@@ -267,11 +277,22 @@ static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **ma
         live++;
         stopped |= t == 'T' || t == 't';
         pend |= t == 'p';
-        free_run |= t != 'T' && t != 't' && t != 'p';
-        was = strict && *nmarks >= 0 ? mark_of(*marks, *nmarks, live - 1, tid) : NULL;
-        if (strict && *nmarks >= 0 &&
-            (was == NULL || ((was->state == 'T' || was->state == 't') && was->sw != sw)))
-            ran = 1;
+        was = *nmarks >= 0 ? mark_of(*marks, *nmarks, live - 1, tid) : NULL;
+        moves = was ? was->moves + (was->state == 't' && was->sw != sw) : 0;
+        tfree = t != 'T' && t != 't' && t != 'p';
+        tran = strict && *nmarks >= 0 &&
+               (was == NULL || (was->state == 'T' && was->sw != sw) || moves > TRACED_MOVES);
+        if ((tfree || tran) && strict && !free_run && !ran) { /* the first reason, logged */
+            if (tfree)
+                snprintf(why, whylen, "thread %d runs (state %c)", (int)tid, t);
+            else if (was == NULL)
+                snprintf(why, whylen, "thread %d is new", (int)tid);
+            else
+                snprintf(why, whylen, "thread %d ran since the last look (%c, switched %llu times)",
+                         (int)tid, t, (unsigned long long)(sw - was->sw));
+        }
+        free_run |= tfree;
+        ran |= tran;
         if (n >= 0 && n == cap) {
             cap = cap ? 2 * cap : 16;
             if ((grown = realloc(now, (size_t)cap * sizeof(*now))) == NULL) {
@@ -283,7 +304,7 @@ static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **ma
             }
         }
         if (n >= 0)
-            now[n++] = (struct thr_mark){ tid, t, sw };
+            now[n++] = (struct thr_mark){ tid, t, moves, sw };
     }
     closedir(dir);
     free(*marks);
@@ -293,6 +314,8 @@ static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **ma
     if (gs_proc_start_time(pid) != start)
         return 1;
     held = !live || (strict ? !free_run && !ran : stopped || pend);
+    if (!held && !strict)
+        snprintf(why, whylen, "no thread stopped, no stop pending");
     for (i = 0; held && i < n; i++)
         if (now[i].state != 'T' && now[i].state != 't' && now[i].state != 'p')
             syscall(SYS_tgkill, pid, now[i].tid, SIGSTOP);
@@ -308,6 +331,7 @@ static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **ma
 static void hold_stopped(struct account *a, int kind)
 {
     int k, j, seen, found, strict;
+    char why[96];
 
     /* Processes stopped before that are no longer on the GPU are forgotten. */
     for (j = 0; j < a->nstopped;) {
@@ -335,12 +359,13 @@ static void hold_stopped(struct account *a, int kind)
         strict = seen && a->stopped_judged[found];
         if (seen)
             a->stopped_judged[found] = 1;
-        if (seen &&
-            !proc_held(a->pid[k], a->start[k], strict, &a->marks[found], &a->nmarks[found])) {
+        why[0] = '\0';
+        if (seen && !proc_held(a->pid[k], a->start[k], strict, &a->marks[found], &a->nmarks[found],
+                               why, sizeof(why))) {
             signal_proc(a->pid[k], a->start[k], SIGKILL);
             a->actions[kind][GD_GUARD_KILL]++;
-            gd_log("guard: tenant %u: process %d was continued while frozen: killed", a->id,
-                   (int)a->pid[k]);
+            gd_log("guard: tenant %u: process %d was continued while frozen: killed (%s)", a->id,
+                   (int)a->pid[k], why);
             gd_event(owner_of(a->id), "tenant.over_limit",
                      "\"tenant\":\"%u\",\"kind\":\"%s\",\"action\":\"killed\","
                      "\"why\":\"continued while frozen\",\"pids\":[%d]",
