@@ -216,50 +216,48 @@ static void evader(pid_t parent, pid_t w, char mode, int fd)
             kill(parent, SIGCONT);
             waitpid(w, &st, __WALL | WNOHANG);
             nanosleep(&ts, NULL);
-        } else if (mode == 'c') {
-            if (proc_state(parent, &pend) == '?')
+            continue;
+        }
+        if (mode == 'r' || mode == 'd') {
+            pid_t t = waitpid(mode == 'r' ? w : -1, &st, __WALL);
+            if (t < 0 && errno != EINTR)
                 _exit(0);
-            if (!pend) {
-                nanosleep(&ms, NULL);
+            if (t <= 0 || !WIFSTOPPED(st)) {
+                if (t > 0 && mode == 'r')
+                    _exit(0);
                 continue;
             }
+            if (mode == 'r')
+                ptrace(PTRACE_CONT, t, 0, 0); /* on from any stop, its signal dropped */
+            else if (st >> 16 == PTRACE_EVENT_STOP)
+                ptrace(PTRACE_LISTEN, t, 0, 0); /* a stop of the process: it stays stopped */
+            else
+                ptrace(PTRACE_CONT, t, 0, WSTOPSIG(st)); /* a signal: passed on */
+            continue;
+        }
+        /* cycle and park act each time the guard's renewed stop is pending. */
+        if (proc_state(parent, &pend) == '?')
+            _exit(0);
+        if (!pend) {
+            nanosleep(&ms, NULL);
+            continue;
+        }
+        if (mode == 'c') {
             kill(parent, SIGCONT);
             nanosleep(&run, NULL);
             kill(parent, SIGSTOP);
             for (k = 0; k < 1000 && proc_state(parent, &pend) != 'T'; k++)
                 nanosleep(&ms, NULL);
-        } else if (mode == 'k') {
-            if (proc_state(parent, &pend) == '?')
-                _exit(0);
-            if (!pend) {
-                nanosleep(&ms, NULL);
-                continue;
-            }
-            ptrace(PTRACE_CONT, w, 0, 0);
-            for (k = 0; k < 30; k++) { /* runs 30 ms, every stop it takes dropped */
-                if (waitpid(w, &st, __WALL | WNOHANG) == w && WIFSTOPPED(st))
-                    ptrace(PTRACE_CONT, w, 0, 0);
-                nanosleep(&ms, NULL);
-            }
-            if (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)
-                _exit(0);
-        } else if (mode == 'd') {
-            pid_t t = waitpid(-1, &st, __WALL);
-            if (t < 0 && errno != EINTR)
-                _exit(0);
-            if (t <= 0 || !WIFSTOPPED(st))
-                continue;
-            if (st >> 16 == PTRACE_EVENT_STOP)
-                ptrace(PTRACE_LISTEN, t, 0, 0); /* a stop of the process: it stays stopped */
-            else
-                ptrace(PTRACE_CONT, t, 0, WSTOPSIG(st)); /* a signal: passed on */
-        } else if (waitpid(w, &st, __WALL) == w) {
-            if (!WIFSTOPPED(st))
-                _exit(0);
-            ptrace(PTRACE_CONT, w, 0, 0); /* on from any stop, its signal dropped */
-        } else if (errno != EINTR) {
-            _exit(0);
+            continue;
         }
+        ptrace(PTRACE_CONT, w, 0, 0);
+        for (k = 0; k < 30; k++) { /* runs 30 ms, every stop it takes dropped */
+            if (waitpid(w, &st, __WALL | WNOHANG) == w && WIFSTOPPED(st))
+                ptrace(PTRACE_CONT, w, 0, 0);
+            nanosleep(&ms, NULL);
+        }
+        if (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)
+            _exit(0);
     }
 }
 

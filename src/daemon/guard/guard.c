@@ -192,21 +192,12 @@ static char thread_of(pid_t pid, const char *tid, uint64_t *sw)
     char path[96], buf[512], *p, st;
     unsigned long long own;
     unsigned flags = 0;
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)pid, tid);
     if (read_status(path, "SigPnd:", &own, sw) < 0)
         return '-';
     snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", (int)pid, tid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return '-';
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return '-';
-    buf[n] = '\0';
-    if ((p = strrchr(buf, ')')) == NULL ||
+    if (gs_read_text(path, buf, sizeof(buf)) <= 0 || (p = strrchr(buf, ')')) == NULL ||
         sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &st, &flags) != 2)
         return '-';
     if (st == 'Z' || st == 'X' || (flags & PF_EXITING_FLAG) || (own & SIGBIT(SIGKILL)))
