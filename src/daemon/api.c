@@ -1000,8 +1000,10 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
                 gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
             else if ((t = gd_tenant_find(req->params[0])) != NULL) {
                 /* Its limits as changed, not as the last sweep read them. */
-                if (strcmp(t->path, path) == 0 && t->owner == owner)
+                if (strcmp(t->path, path) == 0 && t->owner == owner && now) {
                     gd_run_tenant_limits_from(t, now);
+                    t->changed_ns = gd_mono_ns();
+                }
                 reply(resp, 200, tenant_json(t));
             } else
                 reply(resp, 200, json_pack("{s:s}", "status", "changed"));

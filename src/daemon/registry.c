@@ -1435,9 +1435,11 @@ void gd_registry_sweep(void)
     struct tenant_list l;
     int n = 0, i, k;
     size_t j;
+    uint64_t start;
 
     pthread_mutex_lock(&sweep_mu);
     v = lists[!cur];
+    start = gd_mono_ns();
     /* The daemon's tenants. */
     for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS && n < MAX_TENANTS; i++) {
         struct gd_tenant *t = &v[n];
@@ -1541,6 +1543,18 @@ void gd_registry_sweep(void)
     }
     for (i = 0; i < n; i++) {
         k = find_in(gd.tenant, gd.ntenant, v[i].id);
+        /*
+         * What the API changed while the sweep read without the lock is kept, not undone by
+         * the older read until the next sweep: a managed tenant's limits are read again from
+         * the node (the API writes them there under this lock); a gpuslice run's, changed
+         * since this sweep began, are taken from the copy the API made after writing its file.
+         */
+        if (v[i].managed)
+            gs_node_read_tenant(gd.node, v[i].node_idx, &v[i].policy);
+        else if (k >= 0 && gd.tenant[k].changed_ns >= start) {
+            gd_run_tenant_limits_from(&v[i], gd.tenant[k].t);
+            v[i].changed_ns = gd.tenant[k].changed_ns;
+        }
         adopt_members(&v[i]);
         if (k < 0 && !v[i].managed && __atomic_load_n(&gd.ready, __ATOMIC_RELAXED)) {
             char name[64], quoted[GS_TEXT_LEN(64) + 8];

@@ -2525,6 +2525,57 @@ daemon_pod_index)
         stop_daemon ;;
     *) echo "note: not cgroup v2: the second wall is not checked" ;;
     esac ;;
+daemon_patch_sweep)
+    # A change the API acknowledged is what the next GET reads, however the registry's sweep
+    # (every 10 ms here, reading the tenants without the daemon's lock) falls around it: a
+    # managed tenant's limits and a gpuslice run's, 400 changes each, none read back old.
+    start_daemon --sweep-ms 10 --sample-ms 10 || exit 1
+    want 201 "a managed tenant" POST /v1/tenants '{"name":"viewed","memory":"2G","compute":30}'
+    for i in $(seq 1 30); do api POST /v1/tenants "{\"name\":\"filler$i\",\"memory\":\"1G\"}" >/dev/null; done
+    "$GS" run -q --memory 1G -- "$P" alloc:10 mark:"$T/up" wait:"$T/go" >"$T/run.out" 2>&1 &
+    RP=$!; BG="$BG $RP"
+    i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    rid=
+    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
+        api GET /v1/tenants >/dev/null
+        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if not t["managed"] and t["devices"]))')
+        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
+    done
+    [ -n "$rid" ] && ok "the run tenant listed: $rid" || { bad "the run tenant not listed"; cat "$T/run.out"; }
+    python3 - "$SOCK" "$rid" <<'PYEOF' && ok "400 changes of each read back at once: none undone by a sweep" || bad "changes read back old"
+import http.client, json, socket, sys
+class Unix(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("d")
+        self.path = path
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(self.path)
+def call(method, url, body=None):
+    c = Unix(sys.argv[1])
+    c.request(method, url, json.dumps(body) if body is not None else None, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    d = json.loads(r.read())
+    c.close()
+    return r.status, d
+lost = {}
+for i in range(400):
+    w = 1 + i % 97
+    for name in ("viewed", sys.argv[2]):
+        s, d = call("PATCH", "/v1/tenants/" + name, {"weight": w, "memory": "%dM" % (256 + w)})
+        assert s == 200, (s, d)
+        s, d = call("GET", "/v1/tenants/" + name)
+        mem = d["limits"]["memory"]
+        got = (d["weight"], mem.get("default") if d["managed"] else max(mem.values()))
+        if got != (w, (256 + w) << 20):
+            lost.setdefault(name, []).append((i, w, got))
+for name, v in lost.items():
+    print("%s: %d of 400 read back old, e.g. %s" % (name, len(v), v[:3]))
+sys.exit(1 if lost else 0)
+PYEOF
+    : >"$T/go"
+    wait $RP
+    stop_daemon ;;
 daemon_sm_count)
     # A GPU's SMs where NVML's attributes name none (not in MIG mode): its CUDA cores over the
     # cores of one SM of its architecture, as the DRA driver's ResourceSlice publishes them. An
