@@ -238,6 +238,14 @@ def main():
         gc.check(bool(comp_ev) and all(e["action"] == "frozen" for e in comp_ev),
                  f"filled budget: tenant.over_limit compute events, frozen "
                  f"({[e['used'] for e in comp_ev]} % against 20)")
+        # Frozen, never killed: the guard holds a multi-threaded PyTorch process (CUDA's and
+        # PyTorch's threads, the budget filler) stopped by each thread's state, and a false
+        # "continued while frozen" would kill it (exit -9, no gemms line).
+        log.flush()
+        cont = [l for l in open(log.name, errors="replace") if "continued while frozen" in l]
+        gc.check(p.returncode == 0 and gemms > 0 and not cont,
+                 f"filled budget: frozen and let go, never killed as continued (exit "
+                 f"{p.returncode}, {gemms} GEMMs; {cont[:1]})")
         gc.check(took is not None and took <= 2.5,
                  f"filled budget: first frozen {took * 1000 if took else -1:.0f} ms after its GEMM "
                  f"loop started (NVML's per-process utilization lags; bound 2500)")
