@@ -16,11 +16,13 @@
  * then "rc R", "primary active A" (whether the device's primary context is
  * still active after the run: 0, as the API releases what it retained, or -1
  * when the driver cannot say) and, when R < 0, "err MESSAGE".
- * usage: lanes_probe [-d DEVICE] [-q] WEIGHT...     exit status 0 when R is 0
+ * usage: lanes_probe [-d DEVICE] [-q | -a] WEIGHT...     exit status 0 when R is 0
  * -q: each lane runs no kernel: it prints "lane I arg A sms N", A the argument it was given
  * (lane I's is "a<I>"), and returns 100 + I; after the run, "info I weight W sms N first F
  * result R cuda_error E" for each lane, as gpuslice_lanes_run filled it in. Up to 65 weights
  * are passed on, one more than the API allows.
+ * -a: each lane launches a 300 ms kernel (spin_300000us) on its NULL stream and returns at once;
+ * after the run, "run_ms M": how long gpuslice_lanes_run took.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -89,6 +91,23 @@ static int quick_lane(int i, const struct gpuslice_lane *info, void *arg)
     return 100 + i;
 }
 
+/* -a: a 300 ms kernel launched on the lane's NULL stream, not waited for. */
+static int async_lane(int i, const struct gpuslice_lane *info, void *arg)
+{
+    static const char image[] = "simulated";
+    CUmodule m;
+    CUfunction f;
+
+    (void)i;
+    (void)info;
+    (void)arg;
+    if (cuModuleLoadData(&m, image) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "spin_300000us") != CUDA_SUCCESS ||
+        cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return 1;
+    return 0;
+}
+
 static int lane(int i, const struct gpuslice_lane *info, void *arg)
 {
     void *gpa = NULL, *self = NULL, *gpa_self = NULL,
@@ -148,6 +167,7 @@ int main(int argc, char **argv)
     static char names[GPUSLICE_LANES_MAX + 1][16];
     void *args[GPUSLICE_LANES_MAX + 1];
     char err[512] = "";
+    struct timespec t0, t1;
     int n = 0, i = 1, dev = 0, rc, attr = -1, quick = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -158,6 +178,9 @@ int main(int argc, char **argv)
     if (i < argc && strcmp(argv[i], "-q") == 0) {
         quick = 1;
         i++;
+    } else if (i < argc && strcmp(argv[i], "-a") == 0) {
+        quick = 2;
+        i++;
     }
     for (; i < argc && n < GPUSLICE_LANES_MAX + 1; i++) {
         snprintf(names[n], sizeof(names[n]), "a%d", n);
@@ -165,9 +188,17 @@ int main(int argc, char **argv)
         w[n++] = strtod(argv[i], NULL);
     }
     memset(lanes, 0xff, sizeof(lanes)); /* what the API fills in shows */
-    rc = quick ? gpuslice_lanes_run(dev, n, w, quick_lane, args, lanes, err, sizeof(err))
-               : gpuslice_lanes_run(dev, n, w, lane, NULL, lanes, err, sizeof(err));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = gpuslice_lanes_run(dev, n, w,
+                            quick == 1   ? quick_lane
+                            : quick == 2 ? async_lane
+                                         : lane,
+                            quick == 1 ? args : NULL, lanes, err, sizeof(err));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("rc %d\n", rc);
+    if (quick == 2)
+        printf("run_ms %.0f\n",
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     {
         unsigned flags = 0;
         int active = -1;
@@ -176,7 +207,7 @@ int main(int argc, char **argv)
             active = -1;
         printf("primary active %d\n", active);
     }
-    for (i = 0; quick && rc == 0 && i < n; i++)
+    for (i = 0; quick == 1 && rc == 0 && i < n; i++)
         printf("info %d weight %g sms %u first %u result %d cuda_error %d\n", i, lanes[i].weight,
                lanes[i].sm_count, lanes[i].first_sm, lanes[i].result, lanes[i].cuda_error);
     if (cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
@@ -184,7 +215,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         printf("err %s\n", err);
     for (i = 0; rc == 0 && i < n; i++)
-        if (lanes[i].result != (quick ? 100 + i : 0) || lanes[i].cuda_error != 0)
+        if (lanes[i].result != (quick == 1 ? 100 + i : 0) || lanes[i].cuda_error != 0)
             rc = 1;
     return rc == 0 ? 0 : 1;
 }

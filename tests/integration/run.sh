@@ -2655,6 +2655,10 @@ PY
     grep -q "^lane 4 sms 26 reported 26 attribute 26 via_gpa 26 via_dlsym 26 first 106 " "$T/out" && grep -q "^lane 0 sms 28 " "$T/out" && ok "5 x 20: 28, 26, 26, 26, 26 SMs (not 24 x 4 and 36)" || { bad "five lanes"; cat "$T/out"; }
     expect 0 "three lanes 20/30/50" -- "$LP" 20 30 50
     grep -q "^lane 2 sms 68 reported 68 attribute 68 via_gpa 68 via_dlsym 68 first 64 .* cluster 8$" "$T/out" && ok "20/30/50 keep groups of 8 (within 2 points) and clusters of 8" || { bad "three lanes"; cat "$T/out"; }
+    # A lane's work is finished when the run returns: each lane leaves a 300 ms kernel (1237 ms
+    # on 32 SMs, 396 on 100, one kernel at a time on the simulator) running and returns at once.
+    expect 0 "two lanes that leave their kernels running" -- "$LP" -a 25 75
+    awk '$1 == "run_ms" && $2 >= 1550 { f = 1 } END { exit !f }' "$T/out" && ok "gpuslice_lanes_run returned once the lanes' kernels had run ($(grep run_ms "$T/out"))" || { bad "the lanes' work still ran after the run"; cat "$T/out"; }
     expect 1 "a weight of 0" -- "$LP" 0 1
     grep -q "^rc -22$" "$T/out" && grep -q "weight 0 (0) is not a positive number" "$T/out" && ok "refused with EINVAL and a reason" || { bad "weight 0"; cat "$T/out"; }
     expect 1 "no lanes" -- "$LP"

@@ -209,6 +209,26 @@ static void test_peers_are_named_by_the_kernel(void **state)
     assert_int_equal(privileged, getuid() == 0 || getuid() == geteuid());
     close(sv[0]);
     close(sv[1]);
+    /*
+     * As root, for a daemon run as a plain user (65534 here): its own user is privileged (its
+     * liveness probe, its operator), another plain user is not. The kernel names a peer by the
+     * effective uid it had when the socket was made.
+     */
+    if (geteuid() == 0) {
+        assert_int_equal(seteuid(65534), 0);
+        pair(sv);
+        assert_int_equal(gd_door_key_of(sv[0], 0, &k, &privileged), 0);
+        assert_int_equal(k.uid, 65534);
+        assert_true(privileged);
+        assert_int_equal(seteuid(0), 0);
+        assert_int_equal(seteuid(65533), 0);
+        assert_int_equal(gd_door_key_of(sv[0], 0, &k, &privileged), 0);
+        assert_int_equal(k.uid, 65534);
+        assert_false(privileged);
+        assert_int_equal(seteuid(0), 0);
+        close(sv[0]);
+        close(sv[1]);
+    }
     /* TCP: the peer's address, IPv4 as IPv6 maps it. */
     l = socket(AF_INET, SOCK_STREAM, 0);
     memset(&a, 0, sizeof(a));

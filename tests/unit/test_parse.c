@@ -1156,6 +1156,22 @@ static void test_proc_fields(void **state)
     assert_int_equal(gs_proc_find(4026532100u, 7, 22022, 102), 102);
     assert_int_equal(gs_proc_find(4026532100u, 7, 22022, 101), 102);
     assert_int_equal(gs_proc_find(4026532100u, 9, 22022, 0), 0);
+    /*
+     * A process of the start time wanted whose namespace is not shown (another user's, or not
+     * dumpable) cannot be told apart: undecidable (-1), never gone (0), or its tenant's member
+     * would be reaped while it runs.
+     */
+    assert_int_equal(gs_proc_find(4026532100u, 3, 1, 0), -1);
+    {
+        struct gs_proc_want w[3] = { { 4026532100u, 42, 22022, 0 },
+                                     { 4026532100u, 3, 1, 0 },
+                                     { 4026532100u, 5, 33033, 0 } };
+
+        gs_proc_find_all(w, 3);
+        assert_int_equal(w[0].found, 108); /* found */
+        assert_int_equal(w[1].found, -1);  /* undecidable */
+        assert_int_equal(w[2].found, 0);   /* no process of that start time: gone */
+    }
 
     gs_proc_set_root(NULL);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
