@@ -857,6 +857,20 @@ static int run(const char *c)
         t0 = truth();
         refused("66 MiB beside the destroyed pool's live allocations", cuMemAlloc_v2(&s, 66 * MiB),
                 t0);
+        {
+            /* A pool made now is one more: the destroyed pool's records stay as they are. */
+            CUmemoryPool other = own_pool();
+            CUdeviceptr o;
+
+            admitted("4 MiB from a pool made after it",
+                     cuMemAllocFromPoolAsync(&o, 4 * MiB, other, st));
+            CHECK(cuMemFreeAsync(o, st) == CUDA_SUCCESS &&
+                      cuStreamSynchronize(st) == CUDA_SUCCESS &&
+                      cuMemPoolDestroy(other) == CUDA_SUCCESS,
+                  "free its 4 MiB, sync, destroy it");
+            CHECK(tenant_free() == 64 * MiB, "the new pool gone: free %llu",
+                  (unsigned long long)tenant_free());
+        }
         /* One of its two allocations freed: the pool, and its charge, stay for the other. */
         CHECK(cuMemFreeAsync(q, st) == CUDA_SUCCESS && cuStreamSynchronize(st) == CUDA_SUCCESS,
               "free the 4 MiB, sync");
