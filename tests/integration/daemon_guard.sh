@@ -585,4 +585,32 @@ daemon_guard_report)
         ok "gpuslice_tenant_guard_actions_total: memory reported 2, the rest 0" || { bad "guard counters"; cat "$T/guard"; grep '^gpuslice_tenant_guard' "$T/body"; }
     kill "$R" 2>/dev/null; wait "$R" 2>/dev/null
     ;;
+daemon_guard_restart)
+    # A daemon killed while a tenant is frozen leaves its processes stopped: it wrote them to
+    # gpusliced.frozen (PID and start time), and the next daemon lets each go at its start if it
+    # is still that process. The next one runs with guard-memory report, so nothing freezes it
+    # again. A stopped process of the file's PID with another start time (the PID reused) is
+    # not continued.
+    start_daemon --sweep-ms 100 --guard-memory freeze || exit 1
+    want 201 "a tenant of 1G" POST /v1/tenants '{"name":"fz","memory":"1G"}'
+    "$GS" run --tenant fz -- sh -c "setsid env -u LD_PRELOAD \"$P\" alloc:1500 mark:$T/fz.up sleep:30000 & wait" >"$T/fz.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/fz.up" ] && break; sleep 0.01; done
+    FZ=$(pgrep -f "^$P alloc:1500 mark:$T/fz.up")
+    [ -n "$FZ" ] && state_is "$FZ" T 5000 && ok "fz's process over its 1G frozen (stopped)" || { bad "fz's process never frozen"; tail "$T/dlog"; }
+    fzst=$(awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$FZ/stat")
+    grep -qx "$FZ $fzst" "$T/drun/gpusliced.frozen" && ok "gpusliced.frozen lists it with its start time" || { bad "gpusliced.frozen: $(cat "$T/drun/gpusliced.frozen" 2>&1)"; }
+    sleep 30 & OTHER=$!; BG="$BG $OTHER"
+    kill -STOP "$OTHER"
+    kill -KILL "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    echo "$OTHER 1" >>"$T/drun/gpusliced.frozen"
+    sleep 0.3
+    state_is "$FZ" T 0 && ok "the daemon killed: fz's process stays stopped" || bad "fz's process ran on after the daemon was killed"
+    start_daemon --sweep-ms 100 --guard-memory report || exit 1
+    state_is "$FZ" RS 5000 && ok "the next daemon let fz's process go" || { bad "fz's process still stopped after the restart"; tail "$T/dlog"; }
+    grep -q "guard: let 1 process go that an earlier daemon had stopped" "$T/dlog" && ok "and said so: 1 process" || { bad "no log of the thaw"; tail "$T/dlog"; }
+    state_is "$OTHER" T 0 && ok "a stopped process of a listed PID with another start time was left stopped" || bad "a reused PID was continued"
+    [ ! -e "$T/drun/gpusliced.frozen" ] && ok "gpusliced.frozen gone" || bad "gpusliced.frozen kept"
+    kill -KILL "$FZ" "$OTHER" 2>/dev/null
+    stop_daemon ;;
 esac
