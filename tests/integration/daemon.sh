@@ -522,7 +522,40 @@ PYEOF
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["source"]=="gpusliced"; u=[x["compute_used_percent"] for t in d["tenants"] for x in t["devices"] if x["compute_limit_percent"]==50]; assert len(u)==1 and 40<=u[0]<=60, d' "$T/out" && ok "its use through the daemon is about 50 %" || { bad "compute use via the daemon"; cat "$T/out"; }
     wait $P4
     touch "$T/go"; wait $P1 $P2
+    # A tenant's one live process (a program that joined it itself, over the socket, and has
+    # no child) is one: DELETE answers 409 naming it, and it runs on.
+    want 201 "a tenant for one process" POST /v1/tenants '{"name":"solo","memory":"1G"}'
+    python3 - "$SOCK" "$T/solo.in" "$T/solo.go" <<'PY' >"$T/solo.out" 2>&1 &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"POST /v1/tenants/solo/processes HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+s.close()
+open(sys.argv[2], "w").close()
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.05)
+PY
+    SOLO=$!; BG="$BG $SOLO"
+    for i in $(seq 100); do [ -e "$T/solo.in" ] && break; sleep 0.05; done
+    grep -q " 20[0-9] " "$T/solo.out" && ok "a process joined solo itself" || { bad "solo's join"; cat "$T/solo.out"; }
+    want 409 "DELETE while its one process runs" DELETE /v1/tenants/solo
+    body_has "1 process of tenant ..solo.. still runs ($SOLO): end it first"
+    kill -0 "$SOLO" 2>/dev/null && ok "and it runs on" || bad "solo's process was killed by a DELETE without force"
+    touch "$T/solo.go"; wait "$SOLO"
+    # Once its process ended: deleted, and its state file gone with it.
+    sf=$(python3 - "$T/drun/tenants" idle <<'PY'
+import os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    if open(os.path.join(sys.argv[1], f), "rb").read(168)[104:168].split(b"\0")[0].decode() == sys.argv[2]:
+        print(os.path.join(sys.argv[1], f))
+PY
+)
+    [ -n "$sf" ] && [ -e "$sf" ] && ok "the idle tenant's state file: $sf" || bad "the idle tenant has no state file"
     want 204 "DELETE the idle tenant" DELETE /v1/tenants/idle
+    [ -n "$sf" ] && [ ! -e "$sf" ] && ok "its state file removed with it" || bad "the deleted tenant's state file $sf is still there"
+    i=0; while [ $i -lt 50 ]; do [ "$(api DELETE /v1/tenants/solo)" = 204 ] && break; sleep 0.1; i=$((i + 1)); done
+    [ $i -lt 50 ] && ok "solo deleted once its process ended" || { bad "solo not deleted after its process ended"; cat "$T/body"; }
     expect 2 "joining a tenant that does not exist" -- "$GS" run --tenant nosuch -- true
     stderr_has 'no tenant "nosuch"'
     expect 2 "--tenant with --memory" -- "$GS" run --tenant job --memory 1G -- true
@@ -1301,6 +1334,28 @@ daemon_top)
     expect 0 "top --json" -- "$GS" top --json --interval 1
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=[x for x in d["shares"] if x["tenant"]=="1"][0]; assert 0.1 <= s["gpu_time"] <= 0.45 and s["throttled"] >= s["gpu_time"] + 0.15, s; assert d["devices"][0]["index"]==0 and d["simulated"] is True and [t["name"] for t in d["tenants"]]==["viewed","idle"]' "$T/out" && ok "its share of the GPU held near its 30% ceiling, and throttled for more of the time than it ran (saturating); devices and tenants lists (not nested)" || { bad "top json"; cat "$T/out"; }
     wait $L
+    # Its throttling as events: throttle.started when its launches began to wait for its ceiling,
+    # throttle.stopped once they no longer did (the load ended), one GPU's, alternating; a sweep
+    # that forgot the state would say started at every sweep and never stopped.
+    sleep 0.8
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
+    python3 - "$T/sse" <<'PY' && ok "throttle.started, then throttle.stopped once the load ended, alternating, on its GPU" || { bad "throttle events"; grep -A1 "throttle" "$T/sse"; }
+import json, sys
+ev, seq = None, []
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        ev = line[7:]
+    elif line.startswith("data: ") and ev in ("throttle.started", "throttle.stopped"):
+        d = json.loads(line[6:])
+        if d["tenant"] == "1":
+            seq.append((ev, d["gpu"]))
+kinds = [k for k, _ in seq]
+assert kinds and kinds[0] == "throttle.started" and kinds[-1] == "throttle.stopped", kinds
+assert all(a != b for a, b in zip(kinds, kinds[1:])), kinds
+assert len(kinds) <= 6, kinds
+assert len({g for _, g in seq}) == 1 and seq[0][1].startswith("GPU-"), seq
+PY
     # Sizes under 1 GiB in MiB of 2^20 bytes.
     want 201 "a tenant of 512 MiB" POST /v1/tenants '{"name":"small","memory":"512M"}'
     expect 0 "top --once --interval 0.1" -- "$GS" top --once --interval 0.1
