@@ -447,3 +447,21 @@ void gs_node_write_end(struct gpuslice_node *n, int i)
 
     __atomic_store_n(&t->seq, (s | 1) + 1, __ATOMIC_RELEASE);
 }
+
+void gs_node_write_tenant(struct gpuslice_node *n, int i, const struct gpuslice_node_tenant *p)
+{
+    struct gpuslice_node_tenant c = *p;
+    const uint64_t *s = (const uint64_t *)&c;
+    uint64_t *d = (uint64_t *)&n->tenant[i];
+    size_t k;
+
+    gs_node_write_begin(n, i);
+    /*
+     * The first word holds the sequence beside the id: it is written as it is now (odd), never
+     * as p had it (even, or 0), which would let a reader take the half-written entry for whole.
+     */
+    c.seq = __atomic_load_n(&n->tenant[i].seq, __ATOMIC_RELAXED);
+    for (k = 0; k < sizeof(c) / 8; k++)
+        __atomic_store_n(&d[k], s[k], __ATOMIC_RELAXED);
+    gs_node_write_end(n, i);
+}

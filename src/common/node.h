@@ -101,4 +101,7 @@ uint32_t gs_node_lineage_tenant(const struct gpuslice_node *n);
 void gs_node_write_begin(struct gpuslice_node *n, int i);
 void gs_node_write_end(struct gpuslice_node *n, int i);
 
+/* Writes p into tenant entry i whole, under its sequence word (p's own seq is not used). */
+void gs_node_write_tenant(struct gpuslice_node *n, int i, const struct gpuslice_node_tenant *p);
+
 #endif

@@ -301,8 +301,8 @@ int tenant_list_scan(struct tenant_list *l, int warn)
             continue;
         tenant_list_id(cands[i].name, e.id, sizeof(e.id));
         snprintf(e.path, sizeof(e.path), "%s/%s", dir, cands[i].name);
+        e.read_ns = mono_ns(); /* before: a change made after this is not in the copy */
         r = open_one(e.path, &e.owner, &e.t);
-        e.read_ns = mono_ns();
         if (r < 0) {
             /* Another user's own file (mode 0600) is theirs to hide. */
             if (r != -EACCES && r != -ENOENT) {

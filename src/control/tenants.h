@@ -24,7 +24,7 @@ struct tenant_entry {
     char id[TENANT_ID_MAX]; /* the file name between "gpuslice-" and ".tenant" */
     char path[PATH_MAX];
     uid_t owner;               /* the file's real owner (fstat), never the header's owner_uid */
-    uint64_t read_ns;          /* CLOCK_MONOTONIC when the copy was read */
+    uint64_t read_ns;          /* CLOCK_MONOTONIC when the copy's read began */
     struct gpuslice_tenant *t; /* read-only; the content is another process's to change */
 };
 

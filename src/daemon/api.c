@@ -988,21 +988,28 @@ static void h_patch(struct gd_request *req, struct gd_response *resp)
             char path[PATH_MAX], id[GD_ID_MAX];
             struct gpuslice_tenant *now = NULL;
             uid_t owner = t->owner;
+            uint64_t began = 0;
 
             snprintf(path, sizeof(path), "%s", t->path);
             snprintf(id, sizeof(id), "%s", t->id);
             pthread_mutex_unlock(&gd.mu);
             r = gd_run_tenant_set(path, owner, id, &l, err, sizeof(err));
-            if (r == 0)
+            if (r == 0) {
+                began = gd_mono_ns();
                 now = gd_run_tenant_read(path, owner);
+            }
             pthread_mutex_lock(&gd.mu);
             if (r < 0)
                 gd_api_error(resp, r == -ENOENT ? 404 : 400, "bad_value", "%s", err);
-            else if ((t = gd_tenant_find(req->params[0])) != NULL) {
-                /* Its limits as changed, not as the last sweep read them. */
-                if (strcmp(t->path, path) == 0 && t->owner == owner && now) {
+            else if ((t = gd_tenant_find(req->params[0])) != NULL && now &&
+                     strcmp(t->path, path) == 0 && t->owner == owner) {
+                /*
+                 * Its limits as changed, not as the last sweep read them; unless the copy the
+                 * daemon holds was read after this one began (a sweep, or another change).
+                 */
+                if (began > t->read_ns && began > t->changed_ns) {
                     gd_run_tenant_limits_from(t, now);
-                    t->changed_ns = gd_mono_ns();
+                    t->changed_ns = began;
                 }
                 reply(resp, 200, tenant_json(t));
             } else

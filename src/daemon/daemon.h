@@ -138,9 +138,10 @@ struct gd_tenant {
     char path[PATH_MAX]; /* its state file */
     uid_t owner;
     struct gpuslice_tenant *t;          /* a copy read at the sweep (NULL: not readable now) */
-    uint64_t read_ns;                   /* CLOCK_MONOTONIC when t was read */
+    uint64_t read_ns;                   /* CLOCK_MONOTONIC when the read of t began */
     struct gpuslice_node_tenant policy; /* managed: its limits */
-    uint64_t changed_ns; /* gpuslice run's: CLOCK_MONOTONIC when the API last changed t's limits */
+    uint64_t changed_ns; /* gpuslice run's: CLOCK_MONOTONIC when the read began of the copy
+                            the API took t's limits from after a change (0: none) */
     /* Its live processes as the sweep found them (gs_tenant_procs_alive), and how many. */
     pid_t seen_pid[GPUSLICE_MAX_PROCS];
     int nlive;

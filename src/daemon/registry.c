@@ -329,18 +329,7 @@ static void policy_flags(struct gpuslice_node_tenant *p)
 /* Writes p into node entry i whole, under its sequence word. */
 static void write_entry(int i, const struct gpuslice_node_tenant *p)
 {
-    struct gpuslice_node_tenant *t = &gd.node->tenant[i];
-    const uint64_t *s = (const uint64_t *)p;
-    uint64_t *d = (uint64_t *)t;
-    uint32_t seq;
-    size_t k;
-
-    gs_node_write_begin(gd.node, i);
-    seq = __atomic_load_n(&t->seq, __ATOMIC_RELAXED);
-    for (k = 0; k < sizeof(*p) / 8; k++)
-        __atomic_store_n(&d[k], s[k], __ATOMIC_RELAXED);
-    __atomic_store_n(&t->seq, seq, __ATOMIC_RELAXED); /* the copy overwrote it */
-    gs_node_write_end(gd.node, i);
+    gs_node_write_tenant(gd.node, i, p);
 }
 
 /*
@@ -1435,11 +1424,9 @@ void gd_registry_sweep(void)
     struct tenant_list l;
     int n = 0, i, k;
     size_t j;
-    uint64_t start;
 
     pthread_mutex_lock(&sweep_mu);
     v = lists[!cur];
-    start = gd_mono_ns();
     /* The daemon's tenants. */
     for (i = 0; i < GPUSLICE_NODE_MAX_TENANTS && n < MAX_TENANTS; i++) {
         struct gd_tenant *t = &v[n];
@@ -1457,9 +1444,9 @@ void gd_registry_sweep(void)
         t->owner = t->policy.owner_uid;
         snprintf(t->id, sizeof(t->id), "%u", t->policy.id);
         state_path(&t->policy, t->path, sizeof(t->path));
+        t->read_ns = gd_mono_ns();
         if (gs_tenant_open_owned(t->path, 0, &o, &t->t) < 0)
             t->t = NULL;
-        t->read_ns = gd_mono_ns();
         /*
          * A process of the tenant wrote its file's link to us away: written back, or every
          * process it starts would find its tenant's file disowned and refuse to run.
@@ -1546,12 +1533,14 @@ void gd_registry_sweep(void)
         /*
          * What the API changed while the sweep read without the lock is kept, not undone by
          * the older read until the next sweep: a managed tenant's limits are read again from
-         * the node (the API writes them there under this lock); a gpuslice run's, changed
-         * since this sweep began, are taken from the copy the API made after writing its file.
+         * the node (the API writes them there under this lock); a gpuslice run's are taken
+         * from the copy the API read after writing its file where that read began after this
+         * sweep's read of the file did (each read's time is taken before it starts).
          */
         if (v[i].managed)
             gs_node_read_tenant(gd.node, v[i].node_idx, &v[i].policy);
-        else if (k >= 0 && gd.tenant[k].changed_ns >= start) {
+        else if (k >= 0 && gd.tenant[k].changed_ns > v[i].read_ns &&
+                 gd.tenant[k].owner == v[i].owner && strcmp(gd.tenant[k].path, v[i].path) == 0) {
             gd_run_tenant_limits_from(&v[i], gd.tenant[k].t);
             v[i].changed_ns = gd.tenant[k].changed_ns;
         }

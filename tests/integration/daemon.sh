@@ -1890,6 +1890,21 @@ daemon_pods)
     sleep 0.5
     n=$(kctl "$KC/events" | python3 -c 'import json,sys; print(len([x for x in json.load(sys.stdin) if x["involvedObject"]["name"]=="bad"]))')
     [ "$n" = 1 ] && ok "no second Event for the same refusal" || bad "$n Events for pod bad"
+    api GET /v1/pods >/dev/null
+    jq_py 'c = d["counts"]; assert c["events"] == 1 and c["refused"] == 1, c' && ok "counted: 1 Event posted (the server's 201), 1 pod refused" || { bad "counts after one refusal: $(jq_py 'print(d["counts"])')"; }
+    # A pod with good limits, memory and compute from their annotations (each named as its
+    # own source), then edited to a bad one: refused, and a Warning Event of its own.
+    kctl -d '{"metadata":{"name":"g","namespace":"ns1","annotations":{"gpuslice.io/memory":"2G","gpuslice.io/compute":"40"}},"spec":{"nodeName":"node1","containers":[{"name":"c"}]}}' "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "g" and p["ok"]]'; then ok "pod g with good limits"; else bad "pod g"; fi
+    jq_py 'p = [p for p in d["pods"] if p["name"] == "g"][0]; assert p["from"]["memory"] == "gpuslice.io/memory" and p["from"]["compute"] == "gpuslice.io/compute", p' && ok "g's limits named by their own annotations" || { bad "g's sources"; cat "$T/body"; }
+    kctl -d "$(kpod g lots node1)" "$KC/pods" >/dev/null
+    if pods_until 10 '[p for p in d["pods"] if p["name"] == "g" and not p["ok"]]'; then ok "g edited to a bad limit: refused"; else bad "g not refused"; fi
+    i=0; while [ $i -lt 50 ] && ! kctl "$KC/events" | python3 -c 'import json,sys; sys.exit(0 if [x for x in json.load(sys.stdin) if x["involvedObject"]["name"] == "g"] else 1)'; do sleep 0.1; i=$((i + 1)); done
+    [ $i -lt 50 ] && ok "a Warning Event for g, good before" || bad "no Event for g turned bad"
+    api GET /v1/pods >/dev/null
+    jq_py 'c = d["counts"]; assert c["events"] == 2 and c["refused"] == 2, c' && ok "counted: 2 Events, 2 refusals" || { bad "counts after g: $(jq_py 'print(d["counts"])')"; }
+    kctl -X DELETE "$KC/pods/ns1/g" >/dev/null
+    if pods_until 10 '"g" not in '"$names"; then ok "g deleted"; else bad "g not deleted"; fi
     # A stream cut in the middle of a line: watched again from the last version; nothing lost.
     kctl -X POST "$KC/drop" >/dev/null
     kctl -d "$(kpod c 2G node1)" "$KC/pods" >/dev/null
@@ -1961,10 +1976,11 @@ daemon_pods)
     kctl -X DELETE "$KC/pods/ns1/a" >/dev/null
     kctl -d "$(kpod a 3G node1)" "$KC/pods" >/dev/null
     if pods_until 10 '[p for p in d["pods"] if p["name"] == "a" and p["uid"] != "'"$uid_a"'"]'; then ok "a again: a new uid"; else bad "recreated pod"; fi
-    # A restart rebuilds the view before anything else.
+    # A restart rebuilds the view before anything else. (Here kube-api ends in '/', which is
+    # dropped, and NODE_NAME names another node: --node-name is the node followed.)
     stop_daemon
-    start_daemon --kube-api "$KA" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
-    if pods_until 10 'd["synced"] and '"$names"' == ["a", "bad", "e"]'; then ok "after a restart: the same pods"; else bad "restart view"; fi
+    NODE_NAME=node2 start_daemon --kube-api "$KA/" --kube-ca-file "$T/ca.crt" --kube-token-file "$T/token" --node-name node1 || exit 1
+    if pods_until 10 'd["synced"] and '"$names"' == ["a", "bad", "e"]'; then ok "after a restart (kube-api with a trailing /, NODE_NAME node2 beside --node-name node1): the same pods"; else bad "restart view"; fi
     # A wrong token: 401, said, and the watch keeps trying.
     printf 'wrong\n' >"$T/token"
     kctl -X POST "$KC/drop" >/dev/null
@@ -2030,6 +2046,8 @@ daemon_pod_tenants)
     api GET /metrics >/dev/null
     grep -q '^gpuslice_pod_memory_limit_bytes{namespace="ns1",pod="web",uid="'"$U1"'",tenant="[0-9]*"} 1073741824$' "$T/body" && ok "metrics: the pod's memory limit total" || { bad "pod limit metric"; grep gpuslice_pod "$T/body"; }
     grep -q '^gpuslice_pod_memory_used_bytes{namespace="ns1",pod="web",.*} [1-9][0-9]*$' "$T/body" && ok "metrics: the pod's memory in use" || { bad "pod used metric"; grep gpuslice_pod "$T/body"; }
+    # Its live processes: main's, not side's, which joined too and has ended.
+    grep -q '^gpuslice_pod_processes{namespace="ns1",pod="web",.*} 1$' "$T/body" && ok "metrics: the pod's 1 live process (2 joined)" || { bad "pod processes metric"; grep gpuslice_pod_processes "$T/body"; }
     grep -q '^gpuslice_tenant_memory_used_bytes{tenant="[0-9]*",tenant_name="pod-'"$U1"'",namespace="ns1",pod="web",gpu="0"' "$T/body" && ok "metrics: the tenant's series carry namespace and pod" || { bad "tenant labels"; grep "pod-$U1" "$T/body" | head -3; }
     grep -q '^gpuslice_pod_refused{namespace="ns1",pod="bad",.*} 1$' "$T/body" && ok "metrics: pod bad refused" || { bad "refused metric"; grep gpuslice_pod_refused "$T/body"; }
     awk '/^gpuslice_pod_container_memory_used_bytes\{namespace="ns1",pod="web",container="main",/ { if ($2 >= 600 * 1048576) f = 1 } END { exit !f }' "$T/body" && ok "metrics: container main's memory" || { bad "container metric"; grep container_memory "$T/body"; }
@@ -2628,6 +2646,15 @@ for name, v in lost.items():
     print("%s: %d of 400 read back old, e.g. %s" % (name, len(v), v[:3]))
 sys.exit(1 if lost else 0)
 PYEOF
+    # Then its owner changes the file itself (gpuslice set with no daemon to ask): the next
+    # sweeps read that, newer than the API's copy of the last change.
+    GPUSLICE_DAEMON_DIR="$T/nodaemon" expect 0 "set the run tenant in its file, past the daemon" -- "$GS" set "$rid" --memory 700M
+    i=0; while [ $i -lt 30 ]; do
+        api GET "/v1/tenants/$rid" >/dev/null
+        jq_py 'sys.exit(0 if max(d["limits"]["memory"].values()) == 700 << 20 else 1)' && break
+        sleep 0.1; i=$((i + 1))
+    done
+    [ $i -lt 30 ] && ok "the owner's own change read by the next sweeps ($((i * 100)) ms)" || { bad "the owner's change never shown"; cat "$T/body"; }
     : >"$T/go"
     wait $RP
     stop_daemon ;;

@@ -25,6 +25,7 @@ real JSON format:
   device classes' selectors and configs; the slice's driver, pool name and nodeName and the
   spec of claims and templates are immutable), as the real server's validation does: 422
   Invalid with a cause per field. Watches of these are not served (405);
+- a path with repeated slashes ("//api/v1/pods") found by no route: 404, as kube-apiserver;
 - a bearer token (401 without it), RBAC refusals (403, a Status naming the verb and
   resource), TLS with the tests' own CA (--tls CERT KEY).
 
@@ -424,6 +425,14 @@ def make_handler(store, args, control):
 
         # ---- the API ----
         def authorized(self):
+            # A path with repeated slashes is found by no route of kube-apiserver: 404
+            # (kubernetes/kubernetes#70942, #112760: "//api/v1/..." resp=404). Python's server
+            # squashes a leading "//" in self.path, so the request line as sent is read.
+            raw = self.requestline.split(" ")[1] if self.requestline.count(" ") >= 2 else ""
+            if "//" in raw.split("?")[0]:
+                self.send_json(404, status(404, "NotFound", "the server could not find the "
+                                           "requested resource"))
+                return False
             if args.token and self.headers.get("Authorization") != "Bearer " + args.token:
                 self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
                 return False

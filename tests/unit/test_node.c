@@ -1,6 +1,7 @@
 /* The daemon's node segment: creation, the checks a reader makes, entries, members, lineage. */
 #define _GNU_SOURCE /* setresuid */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -168,6 +170,75 @@ static void test_entry_left_odd_by_a_killed_writer_is_still_read(void **state)
     gs_node_write_end(n, 1);
     assert_false(n->tenant[1].seq & 1);
     gs_node_close(n);
+}
+
+/*
+ * A reader never takes a half-written entry for a whole one: the daemon rewrites an entry
+ * with one of two whole versions (every field of A, or every field of B) from a copy it read
+ * (whose sequence word is even), while a reader copies it over and over. The entry's first
+ * word holds the sequence: written from the copy, it would read even in the middle of the
+ * write. Up to 2 s, or 2 000 000 reads.
+ */
+static struct gpuslice_node *torn_n;
+static volatile int torn_stop;
+
+static void *torn_writer(void *arg)
+{
+    struct gpuslice_node_tenant p;
+    struct timespec pause = { 0, 5000 };
+    unsigned v = 0;
+
+    (void)arg;
+    while (!torn_stop) {
+        uint64_t x = (++v & 1) ? 0x1111111111111111ULL : 0x2222222222222222ULL;
+        int d;
+
+        gs_node_read_tenant(torn_n, 2, &p); /* as gd_tenant_preview: even seq in p */
+        p.mem_default = x;
+        p.created_unix_ns = x;
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            p.dev[d].mem_limit = x;
+        memset(p.name, (v & 1) ? 'a' : 'b', sizeof(p.name) - 1);
+        gs_node_write_tenant(torn_n, 2, &p);
+        nanosleep(&pause, NULL); /* a daemon's changes come apart: readers are not starved */
+    }
+    return NULL;
+}
+
+static void test_entry_never_read_half_written(void **state)
+{
+    struct gpuslice_node_tenant t;
+    struct timespec t0, now;
+    pthread_t w;
+    int created, d;
+    long reads = 0, torn = 0;
+
+    (void)state;
+    assert_int_equal(gs_node_create(dir, "/tmp/x", &torn_n, &created), 0);
+    memset(&t, 0, sizeof(t));
+    t.id = 9;
+    memset(t.name, 'b', sizeof(t.name) - 1); /* whole version B, as the writer makes it */
+    t.mem_default = t.created_unix_ns = 0x2222222222222222ULL;
+    for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+        t.dev[d].mem_limit = t.mem_default;
+    gs_node_write_tenant(torn_n, 2, &t);
+    torn_stop = 0;
+    assert_int_equal(pthread_create(&w, NULL, torn_writer, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        gs_node_read_tenant(torn_n, 2, &t);
+        reads++;
+        if ((t.seq & 1) || t.id != 9)
+            continue; /* the 64 tries spent (a writer gone): not taken for whole */
+        for (d = 0; d < GPUSLICE_NODE_MAX_DEVICES; d++)
+            torn += t.dev[d].mem_limit != t.mem_default;
+        torn += t.created_unix_ns != t.mem_default || t.name[0] != t.name[62];
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (!torn && reads < 2000000 && now.tv_sec - t0.tv_sec < 2);
+    torn_stop = 1;
+    pthread_join(w, NULL);
+    assert_int_equal(torn, 0);
+    gs_node_close(torn_n);
 }
 
 static void test_member_and_lineage(void **state)
@@ -348,6 +419,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limits_by_index_after_uuid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_entry_left_odd_by_a_killed_writer_is_still_read, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_entry_never_read_half_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_member_and_lineage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_refuses_what_others_could_write, setup,
                                         teardown),
