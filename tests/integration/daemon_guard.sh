@@ -349,10 +349,31 @@ PY
         sleep 1.5
         dstates=$(cat /proc/"$DBG"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
         case "$dstates" in *[!tT]*|'') false ;; esac && ! grep -q "tenant $dbgid: process .* continued" "$T/dlog" &&
-            ok "debugged: frozen ($dstates) for 1.5 s and not killed" || { bad "debugged: a traced process was not held, or was killed (threads: ${dstates:-gone})"; tail -3 "$T/dlog"; }
+            ok "debugged: frozen ($dstates) for 1.5 s and not killed" || { bad "debugged: a traced process was not held, or was killed (threads: ${dstates:-gone}; pid ${DBG:-none})"; tail -3 "$T/dlog"; cat "$T/dbg.out"; }
     fi
     pkill -KILL -f "^$P evade:debugged" 2>/dev/null
     want 204 "dbg deleted" DELETE "/v1/tenants/dbg?force=true"
+    # A process stopped in its debugger at the freeze (gdb at its prompt: the guard's stop
+    # taken and reported, nothing resumed): its threads sit in the tracer's stop ('t') with
+    # no stop pending, which holds it from the first judgement on.
+    want 201 "a tenant of 1G (gdb)" POST /v1/tenants '{"name":"gdb","memory":"1G"}'
+    gdbid=$(jq_py 'print(d["id"])')
+    rm -f "$T/gdb.up"
+    "$GS" run --tenant gdb -- env -u LD_PRELOAD "$P" evade:gdb alloc:1500 mark:"$T/gdb.up" sleep:30000 >"$T/gdb.out" 2>&1 &
+    BG="$BG $!"
+    for i in $(seq 1500); do [ -e "$T/gdb.up" ] && break; sleep 0.01; done
+    if grep -q "^evade refused" "$T/gdb.out"; then
+        ok "skipped: ptrace is not allowed here (gdb)"
+    else
+        GDB=$(pgrep -o -f "^$P evade:gdb alloc:1500 mark:$T/gdb.up")
+        for i in $(seq 1500); do grep -q "tenant $gdbid (gdb) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
+        sleep 1.5
+        gstates=$(cat /proc/"$GDB"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
+        case "$gstates" in *[!t]*|'') false ;; esac && ! grep -q "tenant $gdbid: process .* continued" "$T/dlog" &&
+            ok "stopped in its debugger: held ($gstates) for 1.5 s, not killed" || { bad "a process stopped in its debugger was killed or ran (threads: ${gstates:-gone}; pid ${GDB:-none})"; tail -3 "$T/dlog"; cat "$T/gdb.out"; }
+    fi
+    pkill -KILL -f "^$P evade:gdb" 2>/dev/null
+    want 204 "gdb deleted" DELETE "/v1/tenants/gdb?force=true"
     # A daemon stopped while it holds a process frozen lets it go as it stops.
     want 201 "a third tenant of 2G" POST /v1/tenants '{"name":"mf3","memory":"2G"}'
     mf3=$(jq_py 'print(d["id"])')

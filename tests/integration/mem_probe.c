@@ -40,7 +40,10 @@
  *                pending (the signal it takes dropped) while the rest stays stopped
  *                -> "evade ok" / "evade refused" (ptrace not allowed here); debugged: no
  *                evasion, the child traces both threads as strace -f does, passing every
- *                signal on and leaving every stop of the process stopped (PTRACE_LISTEN)
+ *                signal on and leaving every stop of the process stopped (PTRACE_LISTEN);
+ *                gdb: no evasion, the child traces both threads and leaves every stop it is
+ *                told of as it is (a debugger at its prompt): the stop's signal is taken, and
+ *                each thread stays in its tracer's stop ('t')
  *   vforkthread:PATH  the same, with a second thread started first that runs on in and out
  *                of 5 ms sleeps: the kernel gives a SIGSTOP sent to the process to the first
  *                thread, which cannot take it, and the second never looks
@@ -204,7 +207,7 @@ static void evader(pid_t parent, pid_t w, char mode, int fd)
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent || (mode != 'c' && ptrace(PTRACE_SEIZE, w, 0, 0) != 0) ||
-        (mode == 'd' && ptrace(PTRACE_SEIZE, parent, 0, 0) != 0) ||
+        ((mode == 'd' || mode == 'g') && ptrace(PTRACE_SEIZE, parent, 0, 0) != 0) ||
         ((mode == 'h' || mode == 'k') &&
          (ptrace(PTRACE_INTERRUPT, w, 0, 0) != 0 || waitpid(w, &st, __WALL) != w)))
         ok = 0;
@@ -216,6 +219,12 @@ static void evader(pid_t parent, pid_t w, char mode, int fd)
             kill(parent, SIGCONT);
             waitpid(w, &st, __WALL | WNOHANG);
             nanosleep(&ts, NULL);
+            continue;
+        }
+        if (mode == 'g') {
+            /* A debugger at its prompt: every stop reported is left as it is, nothing resumed. */
+            if (waitpid(-1, &st, __WALL) < 0 && errno != EINTR)
+                _exit(0);
             continue;
         }
         if (mode == 'r' || mode == 'd') {
@@ -269,6 +278,7 @@ static int evade(const char *mode)
              : strcmp(mode, "resume") == 0   ? 'r'
              : strcmp(mode, "cycle") == 0    ? 'c'
              : strcmp(mode, "debugged") == 0 ? 'd'
+             : strcmp(mode, "gdb") == 0      ? 'g'
              : strcmp(mode, "park") == 0     ? 'k'
                                              : 0;
     pthread_t th;

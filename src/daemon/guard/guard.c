@@ -54,6 +54,7 @@ struct thr_mark {
     pid_t tid;
     char state;  /* thread_of's letter */
     int moves;   /* judgements at which it had been switched out while traced */
+    int tlooks;  /* judgements in a row, to this one, at which it was stopped ('T') */
     uint64_t sw; /* how often it had been switched out */
 };
 
@@ -148,6 +149,14 @@ static uid_t owner_of(uint32_t id)
  * a few judgements; more moves than this, and it is being run between them.
  */
 #define TRACED_MOVES 3
+/*
+ * A look that finds a thread free (running, or nothing of the process stopped) is made again
+ * this many times, CONFIRM_NS apart, before the process is taken for continued: a thread on
+ * its way into the stop (a traced one its tracer has just given the stop, one leaving an
+ * uninterruptible wait) is runnable for a moment, which a loaded machine stretches.
+ */
+#define CONFIRM_LOOKS 4
+#define CONFIRM_NS 25000000L
 
 /*
  * From the status file at path: the set key ("SigPnd:", "ShdPnd:") into *set, and into *sw
@@ -233,47 +242,58 @@ static const struct thr_mark *mark_of(const struct thr_mark *m, int n, int hint,
  * The first judgement after the freeze (strict 0) holds a process that has a thread stopped
  * or the stop still pending (for the process or a thread). Later ones (strict 1) hold it only
  * if every thread is stopped or has its own stop pending, and if no thread ran since the last
- * judgement: none is new (a thread is made only by one that runs), and none stopped then has
- * been switched out since (a stopped thread is never run; one continued and stopped again
- * between two judgements, by a SIGCONT and its own SIGSTOP, has been). A traced one may be
- * moved by its tracer as it handles the stops, up to TRACED_MOVES judgements. What
- * each thread was is kept in *marks (*nmarks of them, -1 when unknown) for the next one. One
- * gone or dying is held: nothing of it runs.
+ * judgement: none is new (a thread is made only by one that runs), and none stopped at the
+ * last two has been switched out since (a stopped thread is never run; one continued and
+ * stopped again between two judgements, by a SIGCONT and its own SIGSTOP, has been; the last
+ * two, as a thread's state reads 'T' a moment before the switch that stops it). A traced one
+ * may be moved by its tracer as it handles the stops, up to TRACED_MOVES judgements. A look
+ * that finds the process not held for a thread that runs now, not for one that ran, is made
+ * again up to CONFIRM_LOOKS times: only a thread still free at the last is taken for
+ * continued. What each thread was is kept in *marks
+ * (*nmarks of them, -1 when unknown) for the next judgement. One gone or dying is held:
+ * nothing of it runs.
  */
-static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks,
-                     char *why, size_t whylen)
+/* One look at pid's threads for proc_held, against the marks of the last judgement (prev). */
+struct look {
+    int live, stopped, pend, free_run, ran, n;
+    struct thr_mark *now;
+};
+
+static void look_at(pid_t pid, int strict, const struct thr_mark *prev, int nprev,
+                    unsigned long long shd, struct look *L, char *why, size_t whylen)
 {
     char path[64], t;
-    int live = 0, stopped = 0, pend = 0, free_run = 0, ran = 0, held, n = 0, cap = 0, i, moves;
-    int tfree, tran;
-    struct thr_mark *now = NULL, *grown;
+    int cap = 0, moves, tfree, tran;
+    struct thr_mark *grown;
     const struct thr_mark *was;
-    unsigned long long shd;
     struct dirent *d;
     uint64_t sw;
     pid_t tid;
     DIR *dir;
 
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if (read_status(path, "ShdPnd:", &shd, NULL) < 0 || (shd & SIGBIT(SIGKILL)))
-        return 1; /* gone, or dying */
-    pend = (shd & SIGBIT(SIGSTOP)) != 0;
+    memset(L, 0, sizeof(*L));
+    L->pend = (shd & SIGBIT(SIGSTOP)) != 0;
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     if ((dir = opendir(path)) == NULL)
-        return 1;
+        return;
     while ((d = readdir(dir)) != NULL) {
         if (d->d_name[0] < '1' || d->d_name[0] > '9' || (t = thread_of(pid, d->d_name, &sw)) == '-')
             continue;
         tid = (pid_t)atoi(d->d_name);
-        live++;
-        stopped |= t == 'T' || t == 't';
-        pend |= t == 'p';
-        was = *nmarks >= 0 ? mark_of(*marks, *nmarks, live - 1, tid) : NULL;
+        L->live++;
+        L->stopped |= t == 'T' || t == 't';
+        L->pend |= t == 'p';
+        was = nprev >= 0 ? mark_of(prev, nprev, L->live - 1, tid) : NULL;
         moves = was ? was->moves + (was->state == 't' && was->sw != sw) : 0;
         tfree = t != 'T' && t != 't' && t != 'p';
-        tran = strict && *nmarks >= 0 &&
-               (was == NULL || (was->state == 'T' && was->sw != sw) || moves > TRACED_MOVES);
-        if ((tfree || tran) && strict && !free_run && !ran) { /* the first reason, logged */
+        /*
+         * Switched out since a look that found it stopped, and the one before too: the switch
+         * a thread makes as it enters the stop may come after its state reads 'T'.
+         */
+        tran = strict && nprev >= 0 &&
+               (was == NULL || (was->state == 'T' && was->tlooks >= 2 && was->sw != sw) ||
+                moves > TRACED_MOVES);
+        if ((tfree || tran) && strict && !L->free_run && !L->ran) { /* the first reason, logged */
             if (tfree)
                 snprintf(why, whylen, "thread %d runs (state %c)", (int)tid, t);
             else if (was == NULL)
@@ -282,34 +302,58 @@ static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **ma
                 snprintf(why, whylen, "thread %d ran since the last look (%c, switched %llu times)",
                          (int)tid, t, (unsigned long long)(sw - was->sw));
         }
-        free_run |= tfree;
-        ran |= tran;
-        if (n >= 0 && n == cap) {
+        L->free_run |= tfree;
+        L->ran |= tran;
+        if (L->n >= 0 && L->n == cap) {
             cap = cap ? 2 * cap : 16;
-            if ((grown = realloc(now, (size_t)cap * sizeof(*now))) == NULL) {
-                free(now);
-                now = NULL;
-                n = cap = -1; /* no room: unknown */
+            if ((grown = realloc(L->now, (size_t)cap * sizeof(*L->now))) == NULL) {
+                free(L->now);
+                L->now = NULL;
+                L->n = cap = -1; /* no room: unknown */
             } else {
-                now = grown;
+                L->now = grown;
             }
         }
-        if (n >= 0)
-            now[n++] = (struct thr_mark){ tid, t, moves, sw };
+        if (L->n >= 0)
+            L->now[L->n++] = (struct thr_mark){
+                tid, t, moves, t == 'T' ? (was && was->state == 'T' ? was->tlooks : 0) + 1 : 0, sw
+            };
     }
     closedir(dir);
+}
+
+static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks,
+                     char *why, size_t whylen)
+{
+    struct timespec gap = { 0, CONFIRM_NS };
+    unsigned long long shd;
+    struct look L;
+    char path[64];
+    int held, i, k;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    for (k = 0;; k++) {
+        if (read_status(path, "ShdPnd:", &shd, NULL) < 0 || (shd & SIGBIT(SIGKILL)))
+            return 1; /* gone, or dying */
+        look_at(pid, strict, *marks, *nmarks, shd, &L, why, whylen);
+        held = !L.live || (strict ? !L.free_run && !L.ran : L.stopped || L.pend);
+        /* A thread that ran is known; one that runs now may be on its way into the stop. */
+        if (held || L.ran || k == CONFIRM_LOOKS)
+            break;
+        free(L.now);
+        nanosleep(&gap, NULL);
+    }
     free(*marks);
-    *marks = now;
-    *nmarks = n;
+    *marks = L.now;
+    *nmarks = L.n;
     /* The PID is still the process it was (else the one stopped is gone). */
     if (gs_proc_start_time(pid) != start)
         return 1;
-    held = !live || (strict ? !free_run && !ran : stopped || pend);
     if (!held && !strict)
         snprintf(why, whylen, "no thread stopped, no stop pending");
-    for (i = 0; held && i < n; i++)
-        if (now[i].state != 'T' && now[i].state != 't' && now[i].state != 'p')
-            syscall(SYS_tgkill, pid, now[i].tid, SIGSTOP);
+    for (i = 0; held && i < L.n; i++)
+        if (L.now[i].state != 'T' && L.now[i].state != 't' && L.now[i].state != 'p')
+            syscall(SYS_tgkill, pid, L.now[i].tid, SIGSTOP);
     return held;
 }
 
