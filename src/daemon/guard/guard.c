@@ -229,30 +229,6 @@ static const struct thr_mark *mark_of(const struct thr_mark *m, int n, int hint,
     return NULL;
 }
 
-/*
- * Whether process pid (started at start), sent SIGSTOP, is still held by it, by what the
- * kernel says rather than by how long it has been. A SIGCONT discards every pending stop and
- * wakes every stopped thread; a tracer in the tenant can let a thread it traces go from any
- * stop and drop the signal. The kernel gives a process's signal to one thread, and if that
- * one waits in the kernel where only a fatal signal reaches it (a driver call, a vfork), the
- * others run on and never look. So at each judgement every thread neither stopped nor with
- * its own stop pending is sent the stop itself (tgkill, after the process's start time is
- * checked), and takes it at once if it runs.
- *
- * The first judgement after the freeze (strict 0) holds a process that has a thread stopped
- * or the stop still pending (for the process or a thread). Later ones (strict 1) hold it only
- * if every thread is stopped or has its own stop pending, and if no thread ran since the last
- * judgement: none is new (a thread is made only by one that runs), and none stopped at the
- * last two has been switched out since (a stopped thread is never run; one continued and
- * stopped again between two judgements, by a SIGCONT and its own SIGSTOP, has been; the last
- * two, as a thread's state reads 'T' a moment before the switch that stops it). A traced one
- * may be moved by its tracer as it handles the stops, up to TRACED_MOVES judgements. A look
- * that finds the process not held for a thread that runs now, not for one that ran, is made
- * again up to CONFIRM_LOOKS times: only a thread still free at the last is taken for
- * continued. What each thread was is kept in *marks
- * (*nmarks of them, -1 when unknown) for the next judgement. One gone or dying is held:
- * nothing of it runs.
- */
 /* One look at pid's threads for proc_held, against the marks of the last judgement (prev). */
 struct look {
     int live, stopped, pend, free_run, ran, n;
@@ -322,6 +298,29 @@ static void look_at(pid_t pid, int strict, const struct thr_mark *prev, int npre
     closedir(dir);
 }
 
+/*
+ * Whether process pid (started at start), sent SIGSTOP, is still held by it, by what the
+ * kernel says rather than by how long it has been. A SIGCONT discards every pending stop and
+ * wakes every stopped thread; a tracer in the tenant can let a thread it traces go from any
+ * stop and drop the signal. The kernel gives a process's signal to one thread, and if that
+ * one waits in the kernel where only a fatal signal reaches it (a driver call, a vfork), the
+ * others run on and never look. So at each judgement every thread neither stopped nor with
+ * its own stop pending is sent the stop itself (tgkill, after the process's start time is
+ * checked), and takes it at once if it runs.
+ *
+ * The first judgement after the freeze (strict 0) holds a process that has a thread stopped
+ * or the stop still pending (for the process or a thread). Later ones (strict 1) hold it only
+ * if every thread is stopped or has its own stop pending, and if no thread ran since the last
+ * judgement: none is new (a thread is made only by one that runs), and none stopped at the
+ * last two has been switched out since (a stopped thread is never run; one continued and
+ * stopped again between two judgements, by a SIGCONT and its own SIGSTOP, has been; the last
+ * two, as a thread's state reads 'T' a moment before the switch that stops it). A traced one
+ * may be moved by its tracer as it handles the stops, up to TRACED_MOVES judgements. A look
+ * that finds the process not held for a thread that runs now, not for one that ran, is made
+ * again up to CONFIRM_LOOKS times: only a thread still free at the last is taken for
+ * continued. What each thread was is kept in *marks (*nmarks of them, -1 when unknown) for
+ * the next judgement. One gone or dying is held: nothing of it runs.
+ */
 static int proc_held(pid_t pid, uint64_t start, int strict, struct thr_mark **marks, int *nmarks,
                      char *why, size_t whylen)
 {
