@@ -54,6 +54,41 @@ err_code() { # the answer is an error object with this code
         "$T/body" "$1" && ok "error code $1 with a message" || { bad "not error $1"; cat "$T/body"; echo; }
 }
 jq_py() { python3 -c "import json,sys; d=json.load(open('$T/body')); $1"; }
+# events_of TYPE...: the history's events of these types, in order, one JSON object per line,
+# into $T/ev.
+events_of() {
+    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
+    python3 - "$T/sse" "$@" >"$T/ev" <<'PY'
+import json, sys
+ev = None
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        ev = line[7:]
+    elif line.startswith("data: ") and ev in sys.argv[2:]:
+        print(json.dumps(json.loads(line[6:])))
+PY
+}
+# state_file NAME: the state file of managed tenant NAME.
+state_file() {
+    python3 - "$T/drun/tenants" "$1" <<'PY'
+import os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    b = open(os.path.join(sys.argv[1], f), "rb").read(168)
+    if b[104:168].split(b"\0")[0].decode() == sys.argv[2]:   # the header's name[64]
+        print(os.path.join(sys.argv[1], f))
+PY
+}
+# run_tenant_listed PYTHON-CONDITION: the ids of the gpuslice run tenants t for which the
+# condition holds in the daemon's list, waited for up to 5 s, into $rid.
+run_tenant_listed() {
+    rid=
+    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
+        api GET /v1/tenants >/dev/null
+        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if not t["managed"] and t["devices"] and ('"$1"')))')
+        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
+    done
+}
 
 # cg_cleanup_own PATTERN...: removes the pods' cgroups (and their containers') this case made,
 # those whose pod's name holds one of the patterns (its pods' UIDs, '-' or '_'), then the
@@ -544,13 +579,7 @@ PY
     kill -0 "$SOLO" 2>/dev/null && ok "and it runs on" || bad "solo's process was killed by a DELETE without force"
     touch "$T/solo.go"; wait "$SOLO"
     # Once its process ended: deleted, and its state file gone with it.
-    sf=$(python3 - "$T/drun/tenants" idle <<'PY'
-import os, sys
-for f in sorted(os.listdir(sys.argv[1])):
-    if open(os.path.join(sys.argv[1], f), "rb").read(168)[104:168].split(b"\0")[0].decode() == sys.argv[2]:
-        print(os.path.join(sys.argv[1], f))
-PY
-)
+    sf=$(state_file idle)
     [ -n "$sf" ] && [ -e "$sf" ] && ok "the idle tenant's state file: $sf" || bad "the idle tenant has no state file"
     want 204 "DELETE the idle tenant" DELETE /v1/tenants/idle
     [ -n "$sf" ] && [ ! -e "$sf" ] && ok "its state file removed with it" || bad "the deleted tenant's state file $sf is still there"
@@ -1338,18 +1367,10 @@ daemon_top)
     # throttle.stopped once they no longer did (the load ended), one GPU's, alternating; a sweep
     # that forgot the state would say started at every sweep and never stopped.
     sleep 0.8
-    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
-    python3 - "$T/sse" <<'PY' && ok "throttle.started, then throttle.stopped once the load ended, alternating, on its GPU" || { bad "throttle events"; grep -A1 "throttle" "$T/sse"; }
+    events_of throttle.started throttle.stopped
+    python3 - "$T/ev" <<'PY' && ok "throttle.started, then throttle.stopped once the load ended, alternating, on its GPU" || { bad "throttle events"; cat "$T/ev"; }
 import json, sys
-ev, seq = None, []
-for line in open(sys.argv[1]):
-    line = line.rstrip("\n")
-    if line.startswith("event: "):
-        ev = line[7:]
-    elif line.startswith("data: ") and ev in ("throttle.started", "throttle.stopped"):
-        d = json.loads(line[6:])
-        if d["tenant"] == "1":
-            seq.append((ev, d["gpu"]))
+seq = [(e["type"], e["gpu"]) for e in map(json.loads, open(sys.argv[1])) if e["tenant"] == "1"]
 kinds = [k for k, _ in seq]
 assert kinds and kinds[0] == "throttle.started" and kinds[-1] == "throttle.stopped", kinds
 assert all(a != b for a, b in zip(kinds, kinds[1:])), kinds
@@ -1751,12 +1772,7 @@ daemon_authz)
         "$P" alloc:10 mark:"$T/nobody/up" wait:"$T/nobody/go" >"$T/run.out" 2>&1 &
     RN=$!; BG="$BG $RN"
     i=0; while [ ! -e "$T/nobody/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    rid=
-    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
-        api GET /v1/tenants >/dev/null
-        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if t["owner"] == 65534 and not t["managed"] and t["devices"]))')
-        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
-    done
+    run_tenant_listed 't["owner"] == 65534'
     [ -n "$rid" ] && ok "nobody's gpuslice run listed: $rid" || { bad "nobody's run tenant not listed"; cat "$T/run.out"; }
     r_patch() { # r_patch WANT WHAT BODY [TEXT]: nobody's PATCH of its run tenant; TEXT in the answer
         got=$(n_api -X PATCH -H 'Content-Type: application/json' -d "$3" "http://d/v1/tenants/$rid")
@@ -2608,12 +2624,7 @@ daemon_patch_sweep)
     "$GS" run -q --memory 1G -- "$P" alloc:10 mark:"$T/up" wait:"$T/go" >"$T/run.out" 2>&1 &
     RP=$!; BG="$BG $RP"
     i=0; while [ ! -e "$T/up" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    rid=
-    i=0; while [ -z "$rid" ] && [ $i -lt 50 ]; do
-        api GET /v1/tenants >/dev/null
-        rid=$(jq_py 'print(" ".join(t["id"] for t in d["tenants"] if not t["managed"] and t["devices"]))')
-        [ -n "$rid" ] || sleep 0.1; i=$((i + 1))
-    done
+    run_tenant_listed True
     [ -n "$rid" ] && ok "the run tenant listed: $rid" || { bad "the run tenant not listed"; cat "$T/run.out"; }
     python3 - "$SOCK" "$rid" <<'PYEOF' && ok "400 changes of each read back at once: none undone by a sweep" || bad "changes read back old"
 import http.client, json, socket, sys

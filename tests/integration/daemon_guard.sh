@@ -3,30 +3,6 @@
 # GPU's) and stopped, and well-behaved tenants beside them untouched.
 CL="$B/tests/compute_load"
 
-# events_of TYPE: the history's events of TYPE, one JSON object per line, into $T/ev.
-events_of() {
-    curl -s -N --max-time 1 --unix-socket "$SOCK" -H 'Last-Event-ID: 0' http://d/v1/events >"$T/sse" 2>/dev/null
-    python3 - "$T/sse" "$1" >"$T/ev" <<'PY'
-import json, sys
-ev = None
-for line in open(sys.argv[1]):
-    line = line.rstrip("\n")
-    if line.startswith("event: "):
-        ev = line[7:]
-    elif line.startswith("data: ") and ev == sys.argv[2]:
-        print(json.dumps(json.loads(line[6:])))
-PY
-}
-# state_file NAME: the state file of managed tenant NAME.
-state_file() {
-    python3 - "$T/drun/tenants" "$1" <<'PY'
-import os, sys
-for f in sorted(os.listdir(sys.argv[1])):
-    b = open(os.path.join(sys.argv[1], f), "rb").read(168)
-    if b[104:168].split(b"\0")[0].decode() == sys.argv[2]:   # the header's name[64]
-        print(os.path.join(sys.argv[1], f))
-PY
-}
 # gone PID MS: whether PID is gone (or a zombie) within MS milliseconds; prints how long it took.
 gone_within() {
     i=0
@@ -332,48 +308,36 @@ PY
         kill -KILL "$EV" 2>/dev/null
         want 204 "ev$mode deleted" DELETE "/v1/tenants/ev$mode?force=true"
     done
+    # traced_held MODE NAME STATES WHAT: a tenant NAME of 1G whose process (mem_probe
+    # evade:MODE) goes over it, frozen, is held 1.5 s with every thread in STATES and not killed.
+    traced_held() {
+        want 201 "a tenant of 1G ($1)" POST /v1/tenants "{\"name\":\"$2\",\"memory\":\"1G\"}"
+        tid=$(jq_py 'print(d["id"])')
+        rm -f "$T/$2.up"
+        "$GS" run --tenant "$2" -- env -u LD_PRELOAD "$P" evade:"$1" alloc:1500 mark:"$T/$2.up" sleep:30000 >"$T/$2.out" 2>&1 &
+        BG="$BG $!"
+        for i in $(seq 1500); do [ -e "$T/$2.up" ] && break; sleep 0.01; done
+        if grep -q "^evade refused" "$T/$2.out"; then
+            ok "skipped: ptrace is not allowed here ($1)"
+        else
+            TP=$(pgrep -o -f "^$P evade:$1 alloc:1500 mark:$T/$2.up")
+            for i in $(seq 1500); do grep -q "tenant $tid ($2) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
+            sleep 1.5
+            tstates=$(cat /proc/"$TP"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
+            case "$tstates" in *[!$3]*|'') false ;; esac && ! grep -q "tenant $tid: process .* continued" "$T/dlog" &&
+                ok "$4: held ($tstates) for 1.5 s, not killed" || { bad "$4: not held, or killed (threads: ${tstates:-gone}; pid ${TP:-none})"; tail -3 "$T/dlog"; cat "$T/$2.out"; }
+        fi
+        pkill -KILL -f "^$P evade:$1" 2>/dev/null
+        want 204 "$2 deleted" DELETE "/v1/tenants/$2?force=true"
+    }
     # A process its user debugs (traced as by strace -f: every signal passed on, every stop
     # left stopped) is frozen like any other and not taken for continued: its threads sit in
     # the tracer's stop ('t') and do not run.
-    want 201 "a tenant of 1G (debugged)" POST /v1/tenants '{"name":"dbg","memory":"1G"}'
-    dbgid=$(jq_py 'print(d["id"])')
-    rm -f "$T/dbg.up"
-    "$GS" run --tenant dbg -- env -u LD_PRELOAD "$P" evade:debugged alloc:1500 mark:"$T/dbg.up" sleep:30000 >"$T/dbg.out" 2>&1 &
-    BG="$BG $!"
-    for i in $(seq 1500); do [ -e "$T/dbg.up" ] && break; sleep 0.01; done
-    if grep -q "^evade refused" "$T/dbg.out"; then
-        ok "skipped: ptrace is not allowed here (debugged)"
-    else
-        DBG=$(pgrep -o -f "^$P evade:debugged alloc:1500 mark:$T/dbg.up")
-        for i in $(seq 1500); do grep -q "tenant $dbgid (dbg) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
-        sleep 1.5
-        dstates=$(cat /proc/"$DBG"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
-        case "$dstates" in *[!tT]*|'') false ;; esac && ! grep -q "tenant $dbgid: process .* continued" "$T/dlog" &&
-            ok "debugged: frozen ($dstates) for 1.5 s and not killed" || { bad "debugged: a traced process was not held, or was killed (threads: ${dstates:-gone}; pid ${DBG:-none})"; tail -3 "$T/dlog"; cat "$T/dbg.out"; }
-    fi
-    pkill -KILL -f "^$P evade:debugged" 2>/dev/null
-    want 204 "dbg deleted" DELETE "/v1/tenants/dbg?force=true"
+    traced_held debugged dbg tT "debugged (strace -f)"
     # A process stopped in its debugger at the freeze (gdb at its prompt: the guard's stop
     # taken and reported, nothing resumed): its threads sit in the tracer's stop ('t') with
     # no stop pending, which holds it from the first judgement on.
-    want 201 "a tenant of 1G (gdb)" POST /v1/tenants '{"name":"gdb","memory":"1G"}'
-    gdbid=$(jq_py 'print(d["id"])')
-    rm -f "$T/gdb.up"
-    "$GS" run --tenant gdb -- env -u LD_PRELOAD "$P" evade:gdb alloc:1500 mark:"$T/gdb.up" sleep:30000 >"$T/gdb.out" 2>&1 &
-    BG="$BG $!"
-    for i in $(seq 1500); do [ -e "$T/gdb.up" ] && break; sleep 0.01; done
-    if grep -q "^evade refused" "$T/gdb.out"; then
-        ok "skipped: ptrace is not allowed here (gdb)"
-    else
-        GDB=$(pgrep -o -f "^$P evade:gdb alloc:1500 mark:$T/gdb.up")
-        for i in $(seq 1500); do grep -q "tenant $gdbid (gdb) uses .* frozen" "$T/dlog" && break; sleep 0.01; done
-        sleep 1.5
-        gstates=$(cat /proc/"$GDB"/task/*/stat 2>/dev/null | sed 's/.*) \(.\).*/\1/' | tr -d '\n')
-        case "$gstates" in *[!t]*|'') false ;; esac && ! grep -q "tenant $gdbid: process .* continued" "$T/dlog" &&
-            ok "stopped in its debugger: held ($gstates) for 1.5 s, not killed" || { bad "a process stopped in its debugger was killed or ran (threads: ${gstates:-gone}; pid ${GDB:-none})"; tail -3 "$T/dlog"; cat "$T/gdb.out"; }
-    fi
-    pkill -KILL -f "^$P evade:gdb" 2>/dev/null
-    want 204 "gdb deleted" DELETE "/v1/tenants/gdb?force=true"
+    traced_held gdb gdb t "stopped in its debugger (gdb)"
     # A daemon stopped while it holds a process frozen lets it go as it stops.
     want 201 "a third tenant of 2G" POST /v1/tenants '{"name":"mf3","memory":"2G"}'
     mf3=$(jq_py 'print(d["id"])')

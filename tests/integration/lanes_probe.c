@@ -168,7 +168,7 @@ int main(int argc, char **argv)
     void *args[GPUSLICE_LANES_MAX + 1];
     char err[512] = "";
     struct timespec t0, t1;
-    int n = 0, i = 1, dev = 0, rc, attr = -1, quick = 0;
+    int n = 0, i = 1, dev = 0, rc, attr = -1, mode = 0; /* 1: -q, 2: -a */
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 2 && strcmp(argv[1], "-d") == 0) {
@@ -176,10 +176,10 @@ int main(int argc, char **argv)
         i = 3;
     }
     if (i < argc && strcmp(argv[i], "-q") == 0) {
-        quick = 1;
+        mode = 1;
         i++;
     } else if (i < argc && strcmp(argv[i], "-a") == 0) {
-        quick = 2;
+        mode = 2;
         i++;
     }
     for (; i < argc && n < GPUSLICE_LANES_MAX + 1; i++) {
@@ -190,13 +190,13 @@ int main(int argc, char **argv)
     memset(lanes, 0xff, sizeof(lanes)); /* what the API fills in shows */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = gpuslice_lanes_run(dev, n, w,
-                            quick == 1   ? quick_lane
-                            : quick == 2 ? async_lane
-                                         : lane,
-                            quick == 1 ? args : NULL, lanes, err, sizeof(err));
+                            mode == 1   ? quick_lane
+                            : mode == 2 ? async_lane
+                                        : lane,
+                            mode == 1 ? args : NULL, lanes, err, sizeof(err));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("rc %d\n", rc);
-    if (quick == 2)
+    if (mode == 2)
         printf("run_ms %.0f\n",
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     {
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
             active = -1;
         printf("primary active %d\n", active);
     }
-    for (i = 0; quick == 1 && rc == 0 && i < n; i++)
+    for (i = 0; mode == 1 && rc == 0 && i < n; i++)
         printf("info %d weight %g sms %u first %u result %d cuda_error %d\n", i, lanes[i].weight,
                lanes[i].sm_count, lanes[i].first_sm, lanes[i].result, lanes[i].cuda_error);
     if (cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
@@ -215,7 +215,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         printf("err %s\n", err);
     for (i = 0; rc == 0 && i < n; i++)
-        if (lanes[i].result != (quick == 1 ? 100 + i : 0) || lanes[i].cuda_error != 0)
+        if (lanes[i].result != (mode == 1 ? 100 + i : 0) || lanes[i].cuda_error != 0)
             rc = 1;
     return rc == 0 ? 0 : 1;
 }
